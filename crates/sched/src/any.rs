@@ -1,0 +1,170 @@
+//! Choosing an algorithm at run time without a per-packet virtual call.
+//!
+//! [`SchedulerConfig`] is plain data (the CLI and config files fill it);
+//! [`SchedulerConfig::build`] validates it into an [`AnyScheduler`], an enum
+//! over the built-in algorithms whose [`Scheduler`] impl is one `match` per
+//! method: a predictable branch instead of a vtable call. The arbiter is
+//! generic over `S: Scheduler`, so a user with one fixed algorithm can skip
+//! the enum altogether.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ConfigError, Drr, Fifo, FlowTable, Instant, Packet, Prio, Rejected, Scheduler};
+
+/// The built-in algorithms, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum AlgKind {
+    /// [`Fifo`]
+    Fifo,
+    /// [`Prio`]
+    Prio,
+    /// [`Drr`]
+    Drr,
+}
+
+impl AlgKind {
+    /// Every algorithm, in the order reports list them.
+    pub const ALL: &'static [AlgKind] = &[AlgKind::Fifo, AlgKind::Prio, AlgKind::Drr];
+
+    /// The name accepted by [`AlgKind::parse`] and printed in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AlgKind::Fifo => "fifo",
+            AlgKind::Prio => "prio",
+            AlgKind::Drr => "drr",
+        }
+    }
+
+    /// Comma-separated list of every name, for error messages and `--help`.
+    pub fn known_names() -> String {
+        Self::ALL
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Looks an algorithm up by name (case-insensitive; `rr` means DRR).
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownAlgorithm`] listing the known names.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::AlgKind;
+    /// assert_eq!(AlgKind::parse("DRR").unwrap(), AlgKind::Drr);
+    /// assert!(AlgKind::parse("nope").is_err());
+    /// ```
+    pub fn parse(name: &str) -> Result<Self, ConfigError> {
+        let lower = name.trim().to_ascii_lowercase();
+        let alias = match lower.as_str() {
+            "rr" => "drr",
+            other => other,
+        };
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|a| a.name() == alias)
+            .ok_or_else(|| ConfigError::UnknownAlgorithm {
+                name: name.to_string(),
+                known: Self::known_names(),
+            })
+    }
+}
+
+impl std::fmt::Display for AlgKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Everything needed to build a scheduler; plain serialisable data.
+///
+/// Defaults: 65 536 packets of arena (enough for 128 clients with full
+/// 512-slot mailboxes), no per-flow limit, a DRR quantum of one MTU per unit
+/// of weight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerConfig {
+    /// Which algorithm.
+    pub alg: AlgKind,
+    /// Packets the scheduler can hold in all.
+    pub capacity: usize,
+    /// DRR: bytes of quantum per unit of weight.
+    pub quantum_unit: u32,
+}
+
+impl SchedulerConfig {
+    /// Default arena size in packets.
+    pub const DEFAULT_CAPACITY: usize = 65_536;
+
+    /// The defaults for `alg`.
+    pub fn new(alg: AlgKind) -> Self {
+        SchedulerConfig {
+            alg,
+            capacity: Self::DEFAULT_CAPACITY,
+            quantum_unit: crate::drr::DEFAULT_QUANTUM_UNIT,
+        }
+    }
+
+    /// Builds the configured algorithm over `flows`.
+    ///
+    /// # Errors
+    /// Any parameter out of its range, named in the [`ConfigError`].
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::{AlgKind, FlowTable, Scheduler, SchedulerConfig};
+    /// let s = SchedulerConfig::new(AlgKind::Drr).build(FlowTable::uniform(4).unwrap()).unwrap();
+    /// assert_eq!(s.name(), "drr");
+    /// ```
+    pub fn build(&self, flows: FlowTable) -> Result<AnyScheduler, ConfigError> {
+        Ok(match self.alg {
+            AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
+            AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
+            AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity, self.quantum_unit)?),
+        })
+    }
+}
+
+macro_rules! any_scheduler {
+    ($($variant:ident($ty:ty)),+ $(,)?) => {
+        /// One of the built-in algorithms, chosen at run time.
+        #[non_exhaustive]
+        pub enum AnyScheduler {
+            $(
+                #[doc = concat!("[`", stringify!($ty), "`]")]
+                $variant($ty),
+            )+
+        }
+
+        impl Scheduler for AnyScheduler {
+            #[inline]
+            fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
+                match self { $(AnyScheduler::$variant(s) => s.enqueue(now, pkt),)+ }
+            }
+            #[inline]
+            fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+                match self { $(AnyScheduler::$variant(s) => s.dequeue(now),)+ }
+            }
+            #[inline]
+            fn queued(&self) -> usize {
+                match self { $(AnyScheduler::$variant(s) => s.queued(),)+ }
+            }
+            #[inline]
+            fn next_eligible(&self, now: Instant) -> Option<Instant> {
+                match self { $(AnyScheduler::$variant(s) => s.next_eligible(now),)+ }
+            }
+            fn name(&self) -> &'static str {
+                match self { $(AnyScheduler::$variant(s) => s.name(),)+ }
+            }
+        }
+    };
+}
+
+any_scheduler! {
+    Fifo(Fifo),
+    Prio(Prio),
+    Drr(Drr),
+}

@@ -1,0 +1,60 @@
+//! Configuration errors: every constructor in the core validates its input
+//! and answers with one of these instead of panicking.
+
+/// Why a scheduler, link or flow table could not be built.
+///
+/// Messages name the item, the value and the allowed range, so the CLI can
+/// print them as they are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A numeric parameter lies outside its documented range.
+    #[error("{what} = {value} is out of range (allowed: {allowed})")]
+    OutOfRange {
+        /// The parameter, e.g. `flow 3 weight`.
+        what: String,
+        /// The value given.
+        value: String,
+        /// The allowed range, e.g. `1..=65536`.
+        allowed: String,
+    },
+    /// A structural problem (empty flow table, malformed description, ...).
+    #[error("{what}: {reason}")]
+    Invalid {
+        /// The item at fault.
+        what: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// An algorithm name that no scheduler answers to.
+    #[error("unknown algorithm {name:?} (known: {known})")]
+    UnknownAlgorithm {
+        /// The name given.
+        name: String,
+        /// The names accepted, comma separated.
+        known: String,
+    },
+}
+
+impl ConfigError {
+    /// Shorthand for [`ConfigError::OutOfRange`].
+    pub fn out_of_range(
+        what: impl Into<String>,
+        value: impl ToString,
+        allowed: impl Into<String>,
+    ) -> Self {
+        ConfigError::OutOfRange {
+            what: what.into(),
+            value: value.to_string(),
+            allowed: allowed.into(),
+        }
+    }
+
+    /// Shorthand for [`ConfigError::Invalid`].
+    pub fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            what: what.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The sans-IO scheduling core of pspat.
+//!
+//! # Guarantees
+//! * **Deterministic**: no clock reads (time is the `now` argument), no
+//!   threads, no I/O, no `unsafe`; the same calls give the same answers.
+//! * **No allocation per packet**: every scheduler allocates its packet arena
+//!   and per-flow state at construction; `enqueue`/`dequeue` never allocate.
+//! * **Nothing lost silently**: a refused packet comes back in [`Rejected`]
+//!   with a [`DropReason`].
+//!
+//! # Layers
+//! ```text
+//! Packet{flow,len,token} ──enqueue──▶ Scheduler (FIFO | PRIO | DRR | ...) ──dequeue──▶ LinkEmulator ──▶ caller
+//!                                      per-flow FIFOs in PacketQueues          leaky bucket on link_idle
+//! ```
+//!
+//! # Example
+//! ```
+//! use pspat_sched::{AlgKind, FlowId, FlowParams, FlowTable, Instant, LinkEmulator, Packet, Scheduler, SchedulerConfig};
+//!
+//! let flows = FlowTable::new(vec![FlowParams::weighted(1), FlowParams::weighted(3)]).unwrap();
+//! let mut sched = SchedulerConfig::new(AlgKind::Drr).build(flows).unwrap();
+//! let mut link = LinkEmulator::new(10_000_000_000, 512).unwrap();
+//! for i in 0..8 {
+//!     sched.enqueue(Instant::ZERO, Packet::new(FlowId(i % 2), 1500, i as u64)).unwrap();
+//! }
+//! let mut sent = 0;
+//! let mut now = Instant::ZERO;
+//! while sent < 8 {
+//!     sent += link.release(now, &mut sched, |_pkt| {});
+//!     now = link.link_idle();
+//! }
+//! ```
+#![forbid(unsafe_code)]
+
+mod any;
+pub mod drr;
+mod error;
+pub mod fifo;
+mod flow;
+pub mod link;
+mod packet;
+pub mod prio;
+mod queue;
+mod scheduler;
+mod time;
+
+pub use any::{AlgKind, AnyScheduler, SchedulerConfig};
+pub use drr::Drr;
+pub use error::ConfigError;
+pub use fifo::Fifo;
+pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIORITIES};
+pub use link::LinkEmulator;
+pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
+pub use prio::Prio;
+pub use queue::PacketQueues;
+pub use scheduler::{DropReason, Rejected, Scheduler};
+pub use time::Instant;

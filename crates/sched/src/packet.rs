@@ -1,0 +1,54 @@
+//! Packet descriptors and dense flow identifiers.
+//!
+//! The scheduler never sees payload: a [`Packet`] is 16 bytes carrying the
+//! pre-classified flow, the wire length and an opaque `token` the owner of the
+//! buffer uses to find it again (the runtime packs client id and buffer index).
+
+use serde::{Deserialize, Serialize};
+
+/// Largest packet length any scheduler accepts, in bytes (IPv4 total length).
+pub const MAX_PACKET_LEN: u32 = 65_535;
+
+/// A dense flow number: per-flow state lives in arrays indexed by it.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::FlowId;
+/// assert_eq!(FlowId(3).index(), 3);
+/// ```
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct FlowId(pub u32);
+
+impl FlowId {
+    /// The flow number as an array index.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What the scheduler knows about a packet.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::{FlowId, Packet};
+/// let p = Packet::new(FlowId(1), 60, 42);
+/// assert_eq!((p.flow, p.len, p.token), (FlowId(1), 60, 42));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Packet {
+    /// The flow it was classified into.
+    pub flow: FlowId,
+    /// Length on the wire in bytes, 1..=[`MAX_PACKET_LEN`].
+    pub len: u32,
+    /// Opaque to the scheduler; handed back unchanged on dequeue.
+    pub token: u64,
+}
+
+impl Packet {
+    /// A descriptor for `len` bytes of `flow`, identified by `token`.
+    pub const fn new(flow: FlowId, len: u32, token: u64) -> Self {
+        Packet { flow, len, token }
+    }
+}

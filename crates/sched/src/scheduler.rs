@@ -1,0 +1,154 @@
+//! The [`Scheduler`] trait every algorithm implements, and what it answers
+//! when it refuses a packet.
+//!
+//! # Contract
+//! * `enqueue` either keeps the packet or hands it back in [`Rejected`] with a
+//!   [`DropReason`]; nothing is lost silently.
+//! * `dequeue` returns packets of one flow in the order they were enqueued.
+//! * A work-conserving scheduler returns `Some` from `dequeue` whenever
+//!   [`Scheduler::queued`] is non-zero. A shaping scheduler may return `None`
+//!   while holding packets; it then reports when the next one becomes
+//!   eligible through [`Scheduler::next_eligible`].
+//! * No method reads a clock, spawns a thread or allocates after construction.
+//!
+//! # Example: a toy scheduler
+//! ```
+//! use pspat_sched::{Instant, Packet, Rejected, DropReason, Scheduler};
+//! use std::collections::VecDeque;
+//!
+//! /// Serves everything in arrival order (allocates: fine for a toy).
+//! struct Toy(VecDeque<Packet>);
+//!
+//! impl Scheduler for Toy {
+//!     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
+//!         if self.0.len() >= 4 {
+//!             return Err(Rejected { packet: pkt, reason: DropReason::QueueFull });
+//!         }
+//!         self.0.push_back(pkt);
+//!         Ok(())
+//!     }
+//!     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
+//!         self.0.pop_front()
+//!     }
+//!     fn queued(&self) -> usize {
+//!         self.0.len()
+//!     }
+//!     fn name(&self) -> &'static str {
+//!         "toy"
+//!     }
+//! }
+//!
+//! let mut s = Toy(VecDeque::new());
+//! s.enqueue(Instant::ZERO, Packet::default()).unwrap();
+//! assert_eq!(s.queued(), 1);
+//! assert!(s.dequeue(Instant::ZERO).is_some());
+//! ```
+
+use crate::{Instant, Packet};
+
+/// Why a scheduler refused a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// The scheduler's packet arena is full.
+    QueueFull,
+    /// The flow's own queue limit is reached.
+    FlowLimit,
+    /// The packet names a flow the scheduler was not configured with.
+    UnknownFlow,
+    /// The length is 0 or above the flow's or the algorithm's maximum.
+    BadLength,
+    /// A rank fell outside the priority queue's window and the policy rejects.
+    OutOfWindow,
+    /// A policy (AQM, rate limit, admission) dropped it.
+    Policy,
+}
+
+impl DropReason {
+    /// Every reason, for counters indexed by reason.
+    pub const ALL: [DropReason; 6] = [
+        DropReason::QueueFull,
+        DropReason::FlowLimit,
+        DropReason::UnknownFlow,
+        DropReason::BadLength,
+        DropReason::OutOfWindow,
+        DropReason::Policy,
+    ];
+
+    /// Position in [`DropReason::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A short stable name for reports and JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::FlowLimit => "flow_limit",
+            DropReason::UnknownFlow => "unknown_flow",
+            DropReason::BadLength => "bad_length",
+            DropReason::OutOfWindow => "out_of_window",
+            DropReason::Policy => "policy",
+        }
+    }
+}
+
+/// A packet the scheduler did not keep, handed back with the reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// The packet, unchanged.
+    pub packet: Packet,
+    /// Why it was refused.
+    pub reason: DropReason,
+}
+
+/// A scheduling algorithm: decides which queued packet leaves next.
+///
+/// See the [module documentation](self) for the contract and an example.
+pub trait Scheduler {
+    /// Offers `pkt` at time `now`.
+    ///
+    /// # Errors
+    /// [`Rejected`] hands the packet back when it cannot be kept.
+    fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected>;
+
+    /// Chooses the next packet to transmit at time `now`, if any is eligible.
+    fn dequeue(&mut self, now: Instant) -> Option<Packet>;
+
+    /// Packets currently held.
+    fn queued(&self) -> usize;
+
+    /// True when no packet is held.
+    fn is_empty(&self) -> bool {
+        self.queued() == 0
+    }
+
+    /// For shaping schedulers: the earliest time a held packet becomes
+    /// eligible, when `dequeue(now)` returned `None` while packets are held.
+    /// A soft deadline: calling `dequeue` earlier wastes a call, later costs
+    /// accuracy. Work-conserving schedulers return `None`.
+    fn next_eligible(&self, _now: Instant) -> Option<Instant> {
+        None
+    }
+
+    /// A short name for reports (`"drr"`, `"qfq"`, ...).
+    fn name(&self) -> &'static str;
+}
+
+impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
+    fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
+        (**self).enqueue(now, pkt)
+    }
+    fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        (**self).dequeue(now)
+    }
+    fn queued(&self) -> usize {
+        (**self).queued()
+    }
+    fn next_eligible(&self, now: Instant) -> Option<Instant> {
+        (**self).next_eligible(now)
+    }
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+}

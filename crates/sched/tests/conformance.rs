@@ -1,0 +1,238 @@
+//! The conformance suite, stamped out for every algorithm.
+//!
+//! Every algorithm must keep (ARCHITECTURE.md §4): conservation (each
+//! accepted packet leaves exactly once, each refused one comes back),
+//! FIFO order within a flow, and, unless it shapes, work conservation
+//! (`dequeue` answers whenever packets are held). Fair algorithms must also
+//! give permanently backlogged flows shares proportional to their weights.
+//!
+//! Adding an algorithm is one line in `each_alg!` (and in `each_fair_alg!`).
+
+use std::collections::HashSet;
+
+use pspat_sched::{
+    AlgKind, AnyScheduler, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
+    SchedulerConfig,
+};
+
+/// Seeds for the randomised workloads; printed on failure.
+const SEEDS: [u64; 4] = [1, 7, 42, 0xDEAD_BEEF];
+
+fn build(alg: AlgKind, flows: &[FlowParams], capacity: usize) -> AnyScheduler {
+    let mut cfg = SchedulerConfig::new(alg);
+    cfg.capacity = capacity;
+    cfg.build(FlowTable::new(flows.to_vec()).expect("valid flows"))
+        .expect("valid config")
+}
+
+fn random_flows(rng: &mut fastrand::Rng, n: usize) -> Vec<FlowParams> {
+    (0..n)
+        .map(|_| FlowParams {
+            weight: rng.u32(1..=64),
+            lmax: 1500,
+            priority: rng.u8(0..8),
+        })
+        .collect()
+}
+
+/// Drives a random mix of enqueues and dequeues, then drains; returns the
+/// departures in order. Checks conservation and per-flow order on the way.
+fn run_random(alg: AlgKind, seed: u64, work_conserving: bool) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let nflows = rng.usize(1..40);
+    let flows = random_flows(&mut rng, nflows);
+    let capacity = 256;
+    let mut s = build(alg, &flows, capacity);
+    let mut accepted = HashSet::new();
+    let mut refused = 0u64;
+    let mut departed = Vec::new();
+    let mut now = 0u64;
+    let mut next_token = 0u64;
+    for _ in 0..20_000 {
+        now += rng.u64(0..100);
+        if rng.u8(0..10) < 6 {
+            // Bursts: several packets of one flow at once.
+            let flow = rng.u32(0..nflows as u32);
+            for _ in 0..rng.usize(1..8) {
+                let pkt = Packet::new(FlowId(flow), rng.u32(64..=1500), next_token);
+                next_token += 1;
+                match s.enqueue(Instant::from_nanos(now), pkt) {
+                    Ok(()) => {
+                        accepted.insert(pkt.token);
+                    }
+                    Err(rej) => {
+                        assert_eq!(
+                            rej.packet, pkt,
+                            "seed {seed}: rejection must hand the packet back"
+                        );
+                        refused += 1;
+                    }
+                }
+            }
+        } else {
+            let held = s.queued();
+            match s.dequeue(Instant::from_nanos(now)) {
+                Some(p) => departed.push(p),
+                None => assert!(
+                    !work_conserving || held == 0,
+                    "seed {seed}: {alg} idled with {held} packets held"
+                ),
+            }
+        }
+        assert_eq!(
+            s.queued(),
+            accepted.len() - departed.len(),
+            "seed {seed}: queued() out of step"
+        );
+    }
+    // Drain; a shaper gets time to release everything.
+    let mut guard = 0;
+    while s.queued() > 0 {
+        let t = s
+            .next_eligible(Instant::from_nanos(now))
+            .map_or(now, |t| t.as_nanos().max(now));
+        now = t;
+        while let Some(p) = s.dequeue(Instant::from_nanos(now)) {
+            departed.push(p);
+        }
+        now += 1_000;
+        guard += 1;
+        assert!(guard < 10_000_000, "seed {seed}: {alg} never drained");
+    }
+    assert!(s.dequeue(Instant::from_nanos(now)).is_none());
+
+    // Conservation: every accepted packet once, nothing invented.
+    let mut seen = HashSet::new();
+    for p in &departed {
+        assert!(
+            seen.insert(p.token),
+            "seed {seed}: token {} left twice",
+            p.token
+        );
+        assert!(
+            accepted.contains(&p.token),
+            "seed {seed}: token {} was never accepted",
+            p.token
+        );
+    }
+    assert_eq!(seen.len(), accepted.len(), "seed {seed}: packets lost");
+    assert_eq!(
+        accepted.len() as u64 + refused,
+        next_token,
+        "seed {seed}: accounting"
+    );
+
+    // FIFO within a flow: tokens grow per flow.
+    let mut last = vec![None::<u64>; nflows];
+    for p in &departed {
+        let l = &mut last[p.flow.index()];
+        assert!(
+            l.is_none_or(|t| t < p.token),
+            "seed {seed}: flow {} reordered",
+            p.flow.0
+        );
+        *l = Some(p.token);
+    }
+}
+
+/// Bad packets come back with a reason instead of panicking.
+fn rejects_bad_packets(alg: AlgKind) {
+    let mut s = build(alg, &[FlowParams::default(); 2], 4);
+    let now = Instant::ZERO;
+    assert!(
+        s.enqueue(now, Packet::new(FlowId(2), 60, 0)).is_err(),
+        "unknown flow"
+    );
+    assert!(
+        s.enqueue(now, Packet::new(FlowId(0), 0, 1)).is_err(),
+        "zero length"
+    );
+    assert!(
+        s.enqueue(now, Packet::new(FlowId(0), 70_000, 2)).is_err(),
+        "too long"
+    );
+    let mut kept = 0;
+    for i in 0..10 {
+        if s.enqueue(now, Packet::new(FlowId(0), 60, 10 + i)).is_ok() {
+            kept += 1;
+        }
+    }
+    assert!(kept <= 4, "capacity 4 must bound what is held");
+    assert_eq!(s.queued(), kept);
+}
+
+/// Permanently backlogged flows: the service of each stays within
+/// `tolerance(weight)` bytes of its weighted share of the total.
+fn shares_follow_weights(alg: AlgKind, tolerance: impl Fn(u64) -> f64) {
+    for seed in SEEDS {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let n = rng.usize(2..30);
+        let flows: Vec<FlowParams> = (0..n)
+            .map(|_| FlowParams::weighted(rng.u32(1..=16)))
+            .collect();
+        let wsum: u64 = flows.iter().map(|f| u64::from(f.weight)).sum();
+        let mut s = build(alg, &flows, 64 * n);
+        let mut token = 0;
+        let mut fill = |s: &mut AnyScheduler, f: usize, rng: &mut fastrand::Rng| {
+            let pkt = Packet::new(FlowId(f as u32), rng.u32(64..=1500), token);
+            token += 1;
+            s.enqueue(Instant::ZERO, pkt).expect("room");
+        };
+        for f in 0..n {
+            for _ in 0..8 {
+                fill(&mut s, f, &mut rng);
+            }
+        }
+        let mut served = vec![0u64; n];
+        let mut total = 0u64;
+        for _ in 0..200_000 {
+            let p = s.dequeue(Instant::ZERO).expect("backlogged");
+            served[p.flow.index()] += u64::from(p.len);
+            total += u64::from(p.len);
+            fill(&mut s, p.flow.index(), &mut rng); // stays backlogged
+            for (f, flow) in flows.iter().enumerate() {
+                let ideal = total as f64 * f64::from(flow.weight) / wsum as f64;
+                let lag = (served[f] as f64 - ideal).abs();
+                let tol = tolerance(u64::from(flow.weight));
+                assert!(
+                    lag <= tol,
+                    "seed {seed}: {alg} flow {f} (w {}) off its share by {lag:.0} B > {tol:.0} B",
+                    flow.weight
+                );
+            }
+        }
+    }
+}
+
+macro_rules! each_alg {
+    ($($name:ident => $kind:expr, work_conserving: $wc:expr;)+) => {$(
+        mod $name {
+            use super::*;
+            #[test]
+            fn conservation_order_and_work_conservation() {
+                for seed in SEEDS {
+                    run_random($kind, seed, $wc);
+                }
+            }
+            #[test]
+            fn bad_packets_are_refused_with_a_reason() {
+                rejects_bad_packets($kind);
+            }
+        }
+    )+};
+}
+
+each_alg! {
+    fifo => AlgKind::Fifo, work_conserving: true;
+    prio => AlgKind::Prio, work_conserving: true;
+    drr => AlgKind::Drr, work_conserving: true;
+}
+
+/// DRR: within one quantum per unit of weight per round, i.e. a flow never
+/// leads or trails its share by more than its quantum plus one packet (the
+/// round in progress), scaled by the worst other flow.
+#[test]
+fn drr_shares_within_one_quantum_per_round() {
+    let unit = SchedulerConfig::new(AlgKind::Drr).quantum_unit as f64;
+    shares_follow_weights(AlgKind::Drr, |w| (w as f64 + 16.0) * unit + 1500.0);
+}

@@ -1,0 +1,4 @@
+//! Integration tests of `pspat-sched`, one binary.
+
+// The conformance suite: invariants every algorithm must hold.
+mod conformance;
