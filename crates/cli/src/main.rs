@@ -1,1 +1,105 @@
-fn main() {}
+//! `pspat`: run, measure and check the PSPAT packet scheduler.
+//!
+//! Exit codes: 0 success; 1 the run failed (I/O, a worker panicked, a check
+//! did not hold); 2 usage or configuration error, nothing started.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod demo;
+mod pq_bench;
+mod sched_bench;
+mod wfi;
+
+/// Software packet scheduling at hardware speed.
+#[derive(Parser)]
+#[command(name = "pspat", version, about, long_about = None, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+const EXIT_CODES: &str =
+    "Exit codes: 0 success; 1 the run failed; 2 usage or configuration error (nothing started).";
+
+#[derive(Subcommand)]
+enum Command {
+    /// The default job: weighted clients and a latency-sensitive victim through the threaded runtime (~10 s).
+    Demo(demo::Args),
+    /// Runtime throughput: PSPAT against a lock-based scheduler and no scheduler.
+    Bench(bench::Args),
+    /// Cost of one algorithm alone, dummynet-harness style (no threads).
+    SchedBench(sched_bench::Args),
+    /// Service guarantees: worst-case lag against the fluid (GPS) reference.
+    Wfi(wfi::Args),
+    /// Integer priority queues (cFFS, hFFS) against a binary heap.
+    PqBench(pq_bench::Args),
+}
+
+/// An error that is the user's: printed as one line, exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Shorthand: `Err(usage("--clients must be 1..=1000, got 0"))`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                _ => 2,
+            };
+            if code == 0 {
+                let _ = e.print();
+            } else {
+                // One line: clap's first line names the flag and the problem.
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or("invalid arguments");
+                eprintln!("pspat: {}", first.trim_start_matches("error: "));
+            }
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Demo(demo::Args::default())) {
+        Command::Demo(a) => demo::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::SchedBench(a) => sched_bench::run(a),
+        Command::Wfi(a) => wfi::run(a),
+        Command::PqBench(a) => pq_bench::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            let code = if e.downcast_ref::<UsageError>().is_some()
+                || e.downcast_ref::<pspat_sched::ConfigError>().is_some()
+            {
+                2
+            } else {
+                1
+            };
+            // A closed stdout (`pspat bench | head`) is not a failure.
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("pspat: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}

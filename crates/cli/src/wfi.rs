@@ -1,0 +1,12 @@
+//! `pspat wfi` (being built on its own branch).
+
+use std::process::ExitCode;
+
+/// Flags of `pspat wfi`.
+#[derive(clap::Args, Default)]
+pub struct Args {}
+
+/// Runs the command.
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    Err(crate::usage("this command is not built yet"))
+}
