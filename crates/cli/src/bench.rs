@@ -1,12 +1,321 @@
-//! `pspat bench` (being built on its own branch).
+//! `pspat bench`: runtime throughput of PSPAT against the conventional
+//! lock-based architecture and against no scheduler, in one run.
+//!
+//! Several modes (`--mode pspat,lock`) and repetitions (`--repeat`) run
+//! interleaved (pspat, lock, pspat, lock, ...) so that slow drifts of the
+//! machine hit every mode alike; the summary quotes medians and the ratio of
+//! medians measured in the same run.
 
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use pspat::bench::{self, BenchConfig, BenchReport, Mode, TxMode};
+use pspat_sched::{AlgKind, SchedulerConfig};
+use serde::Serialize;
+
+use crate::units::{human_rate, parse_rate, parse_weights};
+use crate::usage;
 
 /// Flags of `pspat bench`.
-#[derive(clap::Args, Default)]
-pub struct Args {}
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Architecture(s) to run, comma separated: pspat, lock (one mutex around the scheduler, as kernel qdiscs), none (no scheduler).
+    #[arg(long, default_value = "pspat")]
+    mode: String,
+    /// Number of greedy clients, 1..=1000.
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
+    /// Scheduling algorithm (see `pspat sched-bench --help` for the list).
+    #[arg(long, default_value = "drr")]
+    alg: String,
+    /// Who transmits what the arbiter releases: dispatcher (TX mailboxes; --dispatchers 0 = the arbiter itself) or client (clients transmit their granted packets).
+    #[arg(long = "tx-mode", default_value = "dispatcher")]
+    tx_mode: String,
+    /// Dispatcher threads in dispatcher mode, 0..=64 (0: the arbiter transmits).
+    #[arg(long, default_value_t = 0)]
+    dispatchers: usize,
+    /// Length of each run in seconds, (0, 3600].
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Packet length in bytes, 1..=65535.
+    #[arg(long = "pkt-len", default_value_t = 60)]
+    pkt_len: u32,
+    /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
+    #[arg(long)]
+    weights: Option<String>,
+    /// Emulated link rate in bit/s (e.g. 10G); default: unlimited, so the link never limits.
+    #[arg(long)]
+    rate: Option<String>,
+    /// Runs per mode, 1..=100; the summary quotes medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Arbiter read interval Delta_A in nanoseconds, 0..=1000000.
+    #[arg(long = "delta-a", default_value_t = 1000)]
+    delta_a: u64,
+    /// Do not pin threads (by default the arbiter runs on core 0, clients on core 1).
+    #[arg(long = "no-pin")]
+    no_pin: bool,
+    /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A validated configuration for each mode, in run order.
+fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
+    let modes = args
+        .mode
+        .split(',')
+        .map(|m| match m.trim() {
+            "pspat" => Ok(Mode::Pspat),
+            "lock" => Ok(Mode::Lock),
+            "none" => Ok(Mode::None),
+            other => Err(usage(format!("--mode: unknown mode {other:?} (allowed: pspat, lock, none, or a comma list)"))),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !(1..=1000).contains(&args.clients) {
+        return Err(usage(format!("--clients must be in 1..=1000, got {}", args.clients)));
+    }
+    let alg = AlgKind::parse(&args.alg).map_err(|e| usage(format!("--alg: {e}")))?;
+    let tx_mode = match args.tx_mode.as_str() {
+        "dispatcher" => TxMode::Dispatcher,
+        "client" => TxMode::Client,
+        other => return Err(usage(format!("--tx-mode: unknown mode {other:?} (allowed: dispatcher, client)"))),
+    };
+    if args.dispatchers > 64 {
+        return Err(usage(format!("--dispatchers must be in 0..=64, got {}", args.dispatchers)));
+    }
+    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+        return Err(usage(format!("--duration must be in (0, 3600] seconds, got {}", args.duration)));
+    }
+    if !(1..=65_535).contains(&args.pkt_len) {
+        return Err(usage(format!("--pkt-len must be in 1..=65535 bytes, got {}", args.pkt_len)));
+    }
+    let weights = match &args.weights {
+        None => Vec::new(),
+        Some(text) => parse_weights("--weights", text).map_err(usage)?,
+    };
+    if weights.len() > 1 && weights.len() != args.clients {
+        return Err(usage(format!(
+            "--weights lists {} weights for {} clients (give one weight for all, or exactly one per client)",
+            weights.len(),
+            args.clients
+        )));
+    }
+    let rate_bps = match &args.rate {
+        None => None,
+        Some(text) => {
+            let r = parse_rate(text).map_err(|e| usage(format!("--rate: {e}")))?;
+            if r < pspat_sched::link::MIN_RATE_BPS {
+                return Err(usage(format!(
+                    "--rate must be at least {} bit/s, got {r}",
+                    pspat_sched::link::MIN_RATE_BPS
+                )));
+            }
+            Some(r)
+        }
+    };
+    if !(1..=100).contains(&args.repeat) {
+        return Err(usage(format!("--repeat must be in 1..=100, got {}", args.repeat)));
+    }
+    if args.delta_a > 1_000_000 {
+        return Err(usage(format!("--delta-a must be in 0..=1000000 ns, got {}", args.delta_a)));
+    }
+    modes
+        .into_iter()
+        .map(|mode| {
+            let mut cfg = BenchConfig::new(mode, args.clients);
+            cfg.sched = SchedulerConfig::new(alg);
+            cfg.tx_mode = tx_mode;
+            cfg.dispatchers = args.dispatchers;
+            cfg.duration = Duration::from_secs_f64(args.duration);
+            cfg.pkt_len = args.pkt_len;
+            cfg.weights = weights.clone();
+            cfg.rate_bps = rate_bps;
+            cfg.pin = !args.no_pin;
+            cfg.delta_a_ns = args.delta_a;
+            cfg.validate().map_err(|e| usage(e.to_string()))?;
+            Ok(cfg)
+        })
+        .collect()
+}
+
+/// Median, min and max of one mode's runs.
+#[derive(Serialize)]
+struct ModeSummary {
+    mode: String,
+    runs: usize,
+    median_decisions_per_sec: f64,
+    min_decisions_per_sec: f64,
+    max_decisions_per_sec: f64,
+}
+
+#[derive(Serialize)]
+struct MultiReport<'a> {
+    schema_version: u32,
+    summary: Vec<ModeSummary>,
+    /// Ratio of median decisions/s, first mode over each other mode.
+    ratios: Vec<(String, f64)>,
+    runs: &'a [BenchReport],
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(crate::usage("this command is not built yet"))
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfgs = configs(&args)?;
+    let mut reports: Vec<BenchReport> = Vec::new();
+    let total = cfgs.len() * args.repeat;
+    for rep in 0..args.repeat {
+        for cfg in &cfgs {
+            let label = format!("[{}/{}] {}", reports.len() + 1, total, cfg.mode);
+            eprintln!("{label}: {} clients, {:.1} s ...", cfg.clients, cfg.duration.as_secs_f64());
+            let mut progress = |p: bench::Progress| {
+                eprintln!("{label}: {:5.1} s  {:>14} transmitted", p.elapsed_s, p.transmitted);
+            };
+            let report = bench::run(cfg, &mut progress).with_context(|| format!("{} run {}", cfg.mode, rep + 1))?;
+            reports.push(report);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if reports.len() == 1 {
+        let r = &reports[0];
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, r)?;
+            writeln!(out)?;
+        } else {
+            print_report(&mut out, r)?;
+        }
+    } else {
+        let summary: Vec<ModeSummary> = cfgs
+            .iter()
+            .map(|cfg| {
+                let name = cfg.mode.to_string();
+                let mut d: Vec<f64> = reports
+                    .iter()
+                    .filter(|r| r.mode == name)
+                    .map(|r| r.decisions_per_sec)
+                    .collect();
+                let min = d.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = d.iter().copied().fold(0.0, f64::max);
+                ModeSummary {
+                    runs: d.len(),
+                    median_decisions_per_sec: median(&mut d),
+                    min_decisions_per_sec: min,
+                    max_decisions_per_sec: max,
+                    mode: name,
+                }
+            })
+            .collect();
+        let ratios = summary
+            .iter()
+            .skip(1)
+            .map(|s| {
+                (
+                    format!("{}/{}", summary[0].mode, s.mode),
+                    summary[0].median_decisions_per_sec / s.median_decisions_per_sec.max(1e-9),
+                )
+            })
+            .collect();
+        let multi = MultiReport {
+            schema_version: 1,
+            summary,
+            ratios,
+            runs: &reports,
+        };
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &multi)?;
+            writeln!(out)?;
+        } else {
+            for r in &reports {
+                print_report(&mut out, r)?;
+                writeln!(out)?;
+            }
+            writeln!(out, "summary ({} runs per mode, interleaved):", args.repeat)?;
+            writeln!(out, "  {:<6} {:>14} {:>14} {:>14}", "mode", "median dec/s", "min", "max")?;
+            for s in &multi.summary {
+                writeln!(
+                    out,
+                    "  {:<6} {:>14} {:>14} {:>14}",
+                    s.mode,
+                    mega(s.median_decisions_per_sec),
+                    mega(s.min_decisions_per_sec),
+                    mega(s.max_decisions_per_sec)
+                )?;
+            }
+            for (name, ratio) in &multi.ratios {
+                writeln!(out, "  ratio {name} (medians, same run): {ratio:.2}x")?;
+            }
+        }
+    }
+    let lost = reports
+        .iter()
+        .any(|r| r.submitted != r.transmitted + r.dropped + r.in_flight || r.in_flight != 0);
+    if lost {
+        eprintln!("pspat: accounting check failed: submitted != transmitted + dropped, or packets left in flight");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mega(x: f64) -> String {
+    format!("{:.2} M", x / 1e6)
+}
+
+/// The readable table of one run.
+pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()> {
+    let link = r.rate_bps.map_or("unlimited".to_string(), |b| human_rate(b as f64));
+    writeln!(
+        out,
+        "mode {}, alg {}, {} clients, tx {} (dispatchers {}), {} B packets, link {}, {:.2} s",
+        r.mode, r.alg, r.clients, r.tx_mode, r.dispatchers, r.pkt_len, link, r.duration_s
+    )?;
+    writeln!(out, "pinning: {}", r.pinning)?;
+    writeln!(out, "decisions/s: {}", mega(r.decisions_per_sec))?;
+    writeln!(
+        out,
+        "packets: submitted {}, transmitted {}, dropped {}, in flight {}",
+        r.submitted, r.transmitted, r.dropped, r.in_flight
+    )?;
+    for (reason, n) in r.dropped_by_reason.iter().filter(|(_, n)| **n > 0) {
+        writeln!(out, "  dropped ({reason}): {n}")?;
+    }
+    if let Some(a) = &r.arbiter {
+        writeln!(
+            out,
+            "arbiter: {} rounds, mean round {:.0} ns, {} sleeps",
+            a.rounds, a.mean_round_ns, a.sleeps
+        )?;
+    }
+    let shown = r.per_client.len().min(16);
+    writeln!(
+        out,
+        "  {:>5} {:>6} {:>14} {:>12} {:>8} {:>9}",
+        "client", "weight", "transmitted", "rate", "share", "expected"
+    )?;
+    for c in &r.per_client[..shown] {
+        writeln!(
+            out,
+            "  {:>5} {:>6} {:>14} {:>12} {:>7.2}% {:>8.2}%",
+            c.id,
+            c.weight,
+            c.transmitted,
+            human_rate(c.rate_bps),
+            100.0 * c.share,
+            100.0 * c.expected_share
+        )?;
+    }
+    if r.per_client.len() > shown {
+        writeln!(out, "  ... {} more clients (see --json)", r.per_client.len() - shown)?;
+    }
+    Ok(())
 }

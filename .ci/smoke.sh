@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Short end-to-end runs of the CLI: every command works, bad input exits 2 with
+# one line naming the flag. Not a benchmark: durations are tiny.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p pspat-cli
+bin=target/release/pspat
+
+"$bin" bench --mode pspat,lock,none --clients 4 --duration 0.3 --json > /dev/null
+"$bin" bench --clients 8 --tx-mode client --duration 0.3 > /dev/null
+"$bin" demo --duration 1 > /dev/null
+
+fails=0
+expect_usage_error() {
+  local out code
+  set +e
+  out=$("$bin" "$@" 2>&1 >/dev/null)
+  code=$?
+  set -e
+  local lines
+  lines=$(printf '%s\n' "$out" | grep -c . || true)
+  if [ "$code" -ne 2 ] || [ "$lines" -ne 1 ]; then
+    echo "FAIL: pspat $* -> exit $code, $lines lines: $out"
+    fails=$((fails + 1))
+  else
+    echo "ok: pspat $* -> $out"
+  fi
+}
+expect_usage_error bench --clients 0
+expect_usage_error bench --clients 1001
+expect_usage_error bench --alg nope
+expect_usage_error bench --rate 0
+expect_usage_error bench --pkt-len 0
+expect_usage_error bench --pkt-len 65536
+expect_usage_error bench --weights 1,x
+expect_usage_error bench --weights 0
+expect_usage_error bench --mode fast
+expect_usage_error bench --clients abc
+expect_usage_error demo --rate 0
+[ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }
