@@ -249,7 +249,10 @@ mod tests {
             Arrival::new(0, 0, 100),
             Arrival::new(500, 0, 50),
         ];
-        assert_eq!(ns(&fluid_finish_times(&arr, &[7], B).unwrap()), [100.0, 200.0, 550.0]);
+        assert_eq!(
+            ns(&fluid_finish_times(&arr, &[7], B).unwrap()),
+            [100.0, 200.0, 550.0]
+        );
     }
 
     #[test]

@@ -269,7 +269,13 @@ impl Flowsets {
                     ))
                 }
             };
-            let weights = expand(item, "weight", w, u64::from(MIN_WEIGHT), u64::from(MAX_WEIGHT))?;
+            let weights = expand(
+                item,
+                "weight",
+                w,
+                u64::from(MIN_WEIGHT),
+                u64::from(MAX_WEIGHT),
+            )?;
             let lens = expand(item, "len", l, 1, u64::from(MAX_PACKET_LEN))?;
             let count = if n.trim().is_empty() {
                 1
@@ -357,10 +363,9 @@ pub struct RunStats {
 /// The fill/drain controller around one scheduler.
 pub struct Harness<S> {
     sched: S,
-    templates: Box<[Packet]>,
-    backlog: Box<[u32]>,
-    next: Box<[u32]>,
-    prev: Box<[u32]>,
+    /// Everything the controller keeps per flow, in one 16-byte slot so a
+    /// step touches one cache line per flow.
+    slots: Box<[Slot]>,
     head: [u32; LEVELS],
     tail: [u32; LEVELS],
     mask: u32,
@@ -393,18 +398,19 @@ impl<S: Scheduler> Harness<S> {
             ));
         }
         let n = flowsets.flows();
-        let templates: Box<[Packet]> = flowsets
+        let slots: Box<[Slot]> = flowsets
             .flow_params()
             .iter()
-            .enumerate()
-            .map(|(i, p)| Packet::new(FlowId(i as u32), p.lmax, 0))
+            .map(|p| Slot {
+                next: NIL,
+                prev: NIL,
+                backlog: 0,
+                len: p.lmax,
+            })
             .collect();
         let mut h = Harness {
             sched,
-            templates,
-            backlog: vec![0; n].into_boxed_slice(),
-            next: vec![NIL; n].into_boxed_slice(),
-            prev: vec![NIL; n].into_boxed_slice(),
+            slots,
             head: [NIL; LEVELS],
             tail: [NIL; LEVELS],
             mask: 0,
@@ -460,8 +466,8 @@ impl<S: Scheduler> Harness<S> {
             match self.sched.dequeue(now) {
                 Some(pkt) => {
                     let f = pkt.flow.0;
-                    let old = self.backlog[f as usize];
-                    self.backlog[f as usize] = old - 1;
+                    let old = self.slots[f as usize].backlog;
+                    self.slots[f as usize].backlog = old - 1;
                     self.pending -= 1;
                     let (from, to) = (level(old), level(old - 1));
                     if from != to {
@@ -476,13 +482,13 @@ impl<S: Scheduler> Harness<S> {
             // list, so the mask is never zero.
             let lvl = self.mask.trailing_zeros() as usize;
             let f = self.head[lvl];
-            let mut pkt = self.templates[f as usize];
-            pkt.token = self.stats.enqueues;
+            let slot = self.slots[f as usize];
+            let pkt = Packet::new(FlowId(f), slot.len, self.stats.enqueues);
             self.stats.enqueues += 1;
             match self.sched.enqueue(now, pkt) {
                 Ok(()) => {
-                    let old = self.backlog[f as usize];
-                    self.backlog[f as usize] = old + 1;
+                    let old = slot.backlog;
+                    self.slots[f as usize].backlog = old + 1;
                     self.pending += 1;
                     // Leave the head: to the next level, or to the tail of
                     // the last one (round robin among the full).
@@ -497,34 +503,46 @@ impl<S: Scheduler> Harness<S> {
     #[inline]
     fn push_tail(&mut self, lvl: usize, f: u32) {
         let t = self.tail[lvl];
-        self.prev[f as usize] = t;
-        self.next[f as usize] = NIL;
+        self.slots[f as usize].prev = t;
+        self.slots[f as usize].next = NIL;
         if t == NIL {
             self.head[lvl] = f;
             self.mask |= 1 << lvl;
         } else {
-            self.next[t as usize] = f;
+            self.slots[t as usize].next = f;
         }
         self.tail[lvl] = f;
     }
 
     #[inline]
     fn unlink(&mut self, lvl: usize, f: u32) {
-        let (p, n) = (self.prev[f as usize], self.next[f as usize]);
+        let Slot {
+            prev: p, next: n, ..
+        } = self.slots[f as usize];
         if p == NIL {
             self.head[lvl] = n;
         } else {
-            self.next[p as usize] = n;
+            self.slots[p as usize].next = n;
         }
         if n == NIL {
             self.tail[lvl] = p;
         } else {
-            self.prev[n as usize] = p;
+            self.slots[n as usize].prev = p;
         }
         if self.head[lvl] == NIL {
             self.mask &= !(1 << lvl);
         }
     }
+}
+
+/// The controller's per-flow state: its backlog list links, the packets it
+/// holds and its packet length.
+#[derive(Clone, Copy)]
+struct Slot {
+    next: u32,
+    prev: u32,
+    backlog: u32,
+    len: u32,
 }
 
 #[inline]
@@ -541,7 +559,13 @@ mod tests {
         let fs = Flowsets::parse(spec).unwrap();
         let mut cfg = SchedulerConfig::new(AlgKind::Fifo);
         cfg.capacity = qmax as usize;
-        Harness::new(cfg.build(fs.flow_table().unwrap()).unwrap(), &fs, qmin, qmax).unwrap()
+        Harness::new(
+            cfg.build(fs.flow_table().unwrap()).unwrap(),
+            &fs,
+            qmin,
+            qmax,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -549,7 +573,7 @@ mod tests {
         // 4 flows, fill to 40 without draining: each gets exactly 10.
         let mut h = harness("1::4", 0, 41);
         h.run(40);
-        assert!(h.backlog.iter().all(|&b| b == 10), "{:?}", h.backlog);
+        assert!(h.slots.iter().all(|s| s.backlog == 10));
         assert_eq!(h.pending(), 40);
     }
 
@@ -577,18 +601,32 @@ mod tests {
     fn backlogs_beyond_the_last_level_are_tracked() {
         let mut h = harness("1::2", 0, 200);
         h.run(199);
-        let total: u32 = h.backlog.iter().sum();
+        let total: u32 = h.slots.iter().map(|s| s.backlog).sum();
         assert_eq!(total, 199);
-        assert!(h.backlog.iter().all(|&b| (99..=100).contains(&b)));
+        assert!(h.slots.iter().all(|s| (99..=100).contains(&s.backlog)));
     }
 
     #[test]
     fn flowset_ranges_and_defaults() {
         let fs = Flowsets::parse("::,1-3-3:60-120-2:2").unwrap();
-        assert_eq!(fs.sets()[0], Flowset { weight: 1, len: 1000, flows: 1 });
+        assert_eq!(
+            fs.sets()[0],
+            Flowset {
+                weight: 1,
+                len: 1000,
+                flows: 1
+            }
+        );
         assert_eq!(fs.sets().len(), 1 + 3 * 2);
         assert_eq!(fs.flows(), 1 + 6 * 2);
-        assert_eq!(fs.sets()[6], Flowset { weight: 3, len: 120, flows: 2 });
+        assert_eq!(
+            fs.sets()[6],
+            Flowset {
+                weight: 3,
+                len: 120,
+                flows: 2
+            }
+        );
         let mix = Flowsets::parse("1::32k,2::4k,4::2k,8::1k,128::16,1k::1").unwrap();
         assert_eq!(mix.flows(), 32768 + 4096 + 2048 + 1024 + 16 + 1);
         assert_eq!(mix.sets()[5].weight, 1024);

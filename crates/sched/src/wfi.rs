@@ -331,7 +331,10 @@ impl Gen {
             return Err(ConfigError::out_of_range(
                 "generated packets",
                 format!("more than {}", self.limit),
-                format!("1..={} (shorten the duration or lower the rate)", self.limit),
+                format!(
+                    "1..={} (shorten the duration or lower the rate)",
+                    self.limit
+                ),
             ));
         }
         self.out.push(Arrival::new(time_ns, flow as u32, len));
@@ -655,7 +658,12 @@ impl TraceRow {
     pub fn csv(&self) -> String {
         format!(
             "{},{},{},{},{:.3},{:.3}",
-            self.flow, self.weight, self.len, self.arrival_ns, self.departure_ns, self.fluid_finish_ns
+            self.flow,
+            self.weight,
+            self.len,
+            self.arrival_ns,
+            self.departure_ns,
+            self.fluid_finish_ns
         )
     }
 }
@@ -741,9 +749,8 @@ pub fn simulate<S: Scheduler + ?Sized>(
     let ns_of = |t: u128| Instant::from_nanos((t / b) as u64);
 
     // φ_k·W(t) − W_k(t), scaled by W·ticks-per-byte: w_k·S(t) − W·S_k(t).
-    let d_of = |w: u32, s: u128, s_k: u128| -> i128 {
-        (u128::from(w) * s) as i128 - (wsum * s_k) as i128
-    };
+    let d_of =
+        |w: u32, s: u128, s_k: u128| -> i128 { (u128::from(w) * s) as i128 - (wsum * s_k) as i128 };
     let finalize = |p: InFlight,
                     acc: &mut [FlowAcc],
                     depart: &mut [Option<u128>],
@@ -811,14 +818,15 @@ pub fn simulate<S: Scheduler + ?Sized>(
         match sched.dequeue(ns_of(t)) {
             Some(pkt) => {
                 let idx = pkt.token as usize;
-                let valid = idx < n
-                    && depart[idx].is_none()
-                    && arrivals[idx].flow == pkt.flow.0
-                    && idx < i;
+                let valid =
+                    idx < n && depart[idx].is_none() && arrivals[idx].flow == pkt.flow.0 && idx < i;
                 if !valid {
                     return Err(ConfigError::invalid(
                         format!("scheduler {name}"),
-                        format!("handed back a packet it was not given (token {})", pkt.token),
+                        format!(
+                            "handed back a packet it was not given (token {})",
+                            pkt.token
+                        ),
                     ));
                 }
                 let k = pkt.flow.index();
@@ -956,5 +964,30 @@ mod tests {
         assert_eq!(f.max_lag_ns, Some(0.0));
         assert_eq!(f.max_bwfi_bytes, 0.0);
         assert_eq!(run.trace[4].departure_ns, 9000.0);
+    }
+
+    #[test]
+    fn bwfi_of_a_packet_waiting_behind_a_burst() {
+        // 10 Gbit/s = 1.25 B/ns. Flow 1 dumps 10 packets at 0; flow 0 (same
+        // weight) sends one at 1 ns. FIFO serves it last: from 1 ns to
+        // 12 000 ns the link sends 15 000 − 1.25 bytes, none of them flow
+        // 0's: B-WFI = φ·W = 0.5 × 14 998.75.
+        let mut arrivals: Vec<_> = (0..10).map(|_| Arrival::new(0, 1, 1500)).collect();
+        arrivals.push(Arrival::new(1, 0, 1500));
+        let scenario = Scenario {
+            workload: "test",
+            weights: vec![1, 1],
+            lmax: vec![1500, 1500],
+            rate_bps: 10_000_000_000,
+            arrivals,
+        };
+        let run = run(AlgKind::Fifo, &scenario).unwrap();
+        let f = &run.report.per_flow[0];
+        assert!((f.max_bwfi_bytes - 0.5 * 14_998.75).abs() < 1e-9, "{f:?}");
+        // T-WFI: d = 13 200, a = 1, Q = 1500 B at φ = 0.5 → 2400 ns.
+        assert_eq!(f.max_twfi_ns, Some(13_200.0 - 1.0 - 2_400.0));
+        // Flow 1 is served ahead of its share: its B-WFI never goes positive
+        // beyond what it lost while flow 0 was on the wire.
+        assert!(run.report.per_flow[1].max_bwfi_bytes <= 750.0 + 1e-9);
     }
 }
