@@ -204,12 +204,12 @@ pub fn fluid_finish_times(
         let Some(a_ticks) = next_arrival else {
             break; // unreachable: the heap was empty and no arrival is left
         };
-        if wsum > 0 {
-            let dv = (a_ticks - t)
-                .checked_shl(V_FRAC_BITS)
-                .filter(|x| x >> V_FRAC_BITS == a_ticks - t)
-                .ok_or_else(overflow)?
-                / wsum;
+        // V advances at 1/wsum per tick while someone is backlogged.
+        let elapsed = (a_ticks - t)
+            .checked_shl(V_FRAC_BITS)
+            .filter(|x| x >> V_FRAC_BITS == a_ticks - t)
+            .ok_or_else(overflow)?;
+        if let Some(dv) = elapsed.checked_div(wsum) {
             v = v.checked_add(dv).ok_or_else(overflow)?;
         }
         t = a_ticks;
