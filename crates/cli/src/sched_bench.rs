@@ -90,7 +90,7 @@ const SWEEP_ROWS: [(&str, &str); 7] = [
     ("32k", "1::32k"),
     ("mix", "1::32k,2::4k,4::2k,8::1k,128::16,1k::1"),
 ];
-/// The talk's table ([T], REFERENCE.md §4): ns per pair on a 2.3 GHz Athlon.
+/// The talk's table (Rizzo's talk, REFERENCE.md §4): ns per pair on a 2.3 GHz Athlon.
 const TALK_COLUMNS: [&str; 6] = ["NONE", "FIFO", "DRR", "QFQ", "KPS", "WF2Q+"];
 const TALK_TABLE: [[u32; 6]; 7] = [
     [62, 83, 105, 221, 450, 210],

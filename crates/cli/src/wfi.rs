@@ -51,7 +51,8 @@ pub struct Args {
     /// Packet length in bytes, 1..=65535. Default 1500.
     #[arg(long)]
     pub pkt_len: Option<u32>,
-    /// Keep only the first N arrivals (1..=10000000).
+    /// Keep only the first N arrivals (1..=10000000); without --duration, the
+    /// workload is generated for about the link's time for N packets.
     #[arg(long)]
     pub packets: Option<u64>,
     /// Length of the workload: a number with ns, us, ms or s (bare = ns). Default 20ms.
@@ -192,6 +193,15 @@ fn build_scenario(args: &Args) -> anyhow::Result<Scenario> {
         params.duration_ns = parse_duration(d)?;
     }
     params.max_packets = args.packets;
+    if let (Some(n), None) = (args.packets, &args.duration) {
+        // Generate for long enough to reach n packets (the link's time for
+        // n packets, plus a quarter), then keep the first n.
+        let tx = u128::from(params.pkt_len) * 8_000_000_000 / u128::from(params.rate_bps);
+        let ns = (u128::from(n) * tx.max(1) * 5 / 4).max(1);
+        params.duration_ns = u64::try_from(ns)
+            .unwrap_or(u64::MAX)
+            .clamp(1, wfi::MAX_DURATION_NS);
+    }
     let weights = match (&args.weights, args.flows) {
         (Some(w), flows) => {
             let w = parse_weights(w)?;

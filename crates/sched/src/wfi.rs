@@ -59,7 +59,7 @@
 //! * `onoff`: every flow alternates bursts of 1..=32 back-to-back packets at
 //!   line rate with random silences; each flow offers 95% of its share.
 //! * `victim`: flow 0 (weight 50 unless given) sends single packets about
-//!   every 250 µs (uniform 125–375 µs), [J]'s 4 kpps victim, among greedy
+//!   every 250 µs (uniform 125–375 µs), the PSPAT journal paper's 4 kpps victim (§6.6), among greedy
 //!   flows that share the rest of the link by weight.
 //! * `paper`: the PSPAT journal paper's §5.2 example. Fixed: 10 Gbit/s,
 //!   1500-byte packets, 20 ms, N = 25 or 100 flows, weights summing to 200:
@@ -109,7 +109,7 @@ pub const PAPER_RATE_BPS: u64 = 10_000_000_000;
 pub const PAPER_PKT_LEN: u32 = 1_500;
 /// The `paper` scenario's duration in ns (20 ms).
 pub const PAPER_DURATION_NS: u64 = 20_000_000;
-/// Default weight of the `victim` flow (50× the others, as in [J] §6.6).
+/// Default weight of the `victim` flow (50× the others, as in the PSPAT journal paper §6.6).
 pub const VICTIM_WEIGHT: u32 = 50;
 /// Mean gap between the `victim`'s packets in ns (4 kpps).
 pub const VICTIM_PERIOD_NS: u64 = 250_000;
