@@ -1,12 +1,328 @@
-//! `pspat sched-bench` (being built on its own branch).
+//! `pspat sched-bench`: the cost of one scheduling algorithm alone, measured
+//! the way dummynet's userspace harness does it (`REFERENCE.md` §6.5): no
+//! threads, no link, a fill/drain controller that keeps between `qmin` and
+//! `qmax` packets queued and always feeds the flow with the smallest
+//! backlog. The controller is `pspat_sched::harness`; this file times it.
+//!
+//! `ns_per_pair` = wall time of the timed run / enqueues: one enqueue plus
+//! one dequeue plus the generator and controller, the talk's metric.
 
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use pspat_sched::harness::{parse_count, Flowsets, Harness, RunStats};
+use pspat_sched::{AlgKind, SchedulerConfig};
+use serde::Serialize;
+
+use crate::usage;
+
+const AFTER_HELP: &str = "\
+Flowsets: comma-separated items weight:len:flows (the talk's syntax, e.g. 1::512,8::64),
+or with ranges w:wmax:wsteps:len:lmax:lsteps:flows, or lo-hi-steps inside a field.
+Empty weight = 1, empty len = 1000 bytes, empty flows = 1. Weights 1..=65536, lengths 1..=65535.
+Numbers take K (10^3), M (10^6), k (2^10), m (2^20); --qmin/--qmax also n (x number of flows).
+
+--sweep prints the talk's table: rows 1, 8, 64, 512, 4k, 32k flows (flowsets 1::N) and
+mix (1::32k,2::4k,4::2k,8::1k,128::16,1k::1); one column per algorithm (all registered
+algorithms except prio, which with equal priorities is a FIFO; --alg restricts to one),
+then the talk's own figures (2.3 GHz Athlon, 2010) for comparison.
+
+Exit codes: 0 success; 2 usage or configuration error.";
 
 /// Flags of `pspat sched-bench`.
 #[derive(clap::Args, Default)]
-pub struct Args {}
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Algorithm (default drr; with --sweep, restricts the sweep to it).
+    #[arg(long)]
+    pub alg: Option<String>,
+    /// Flowsets, e.g. "1::512,8::64" (the talk's reference run, the default) or "1:60:32768".
+    #[arg(long)]
+    pub flowsets: Option<String>,
+    /// Drain down to this many queued packets (n suffix = per flow). Default 1n.
+    #[arg(long)]
+    pub qmin: Option<String>,
+    /// Fill up to this many queued packets (n suffix = per flow). Default 20n.
+    #[arg(long)]
+    pub qmax: Option<String>,
+    /// Controller iterations per timed run (each is one enqueue or one dequeue);
+    /// default: calibrated so one run takes about 1 s (0.2 s per cell with --sweep).
+    #[arg(long)]
+    pub iterations: Option<String>,
+    /// Timed runs; the median ns_per_pair is reported with min and max. Default 5.
+    #[arg(long)]
+    pub repeat: Option<u32>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the talk's table: several flow counts, one column per algorithm.
+    #[arg(long)]
+    pub sweep: bool,
+}
+
+/// One measured configuration.
+#[derive(Serialize)]
+struct Cell {
+    schema_version: u32,
+    alg: String,
+    flowsets: String,
+    flows: usize,
+    qmin: u64,
+    qmax: u64,
+    iterations: u64,
+    repeat: u32,
+    enqueues: u64,
+    dequeues: u64,
+    drops: u64,
+    ns_per_pair: f64,
+    ns_per_pair_min: f64,
+    ns_per_pair_max: f64,
+}
+
+const DEFAULT_FLOWSETS: &str = "1::512,8::64";
+const SWEEP_ROWS: [(&str, &str); 7] = [
+    ("1", "1::1"),
+    ("8", "1::8"),
+    ("64", "1::64"),
+    ("512", "1::512"),
+    ("4k", "1::4k"),
+    ("32k", "1::32k"),
+    ("mix", "1::32k,2::4k,4::2k,8::1k,128::16,1k::1"),
+];
+/// The talk's table (Rizzo's talk, REFERENCE.md §4): ns per pair on a 2.3 GHz Athlon.
+const TALK_COLUMNS: [&str; 6] = ["NONE", "FIFO", "DRR", "QFQ", "KPS", "WF2Q+"];
+const TALK_TABLE: [[u32; 6]; 7] = [
+    [62, 83, 105, 221, 450, 210],
+    [60, 80, 102, 163, 543, 344],
+    [59, 80, 100, 158, 540, 526],
+    [64, 85, 110, 175, 560, 740],
+    [74, 102, 157, 197, 590, 1110],
+    [62, 117, 147, 222, 601, 1690],
+    [92, 119, 160, 255, 612, 1715],
+];
+
+struct Plan {
+    alg: AlgKind,
+    flowsets: Flowsets,
+    spec: String,
+    qmin: u64,
+    qmax: u64,
+    iterations: Option<u64>,
+    target: Duration,
+    repeat: u32,
+}
+
+fn harness(plan: &Plan) -> anyhow::Result<Harness<pspat_sched::AnyScheduler>> {
+    let mut cfg = SchedulerConfig::new(plan.alg);
+    cfg.capacity = usize::try_from(plan.qmax)
+        .map_err(|_| usage(format!("--qmax {} is too large", plan.qmax)))?;
+    let sched = cfg.build(plan.flowsets.flow_table()?)?;
+    Ok(Harness::new(sched, &plan.flowsets, plan.qmin, plan.qmax)?)
+}
+
+/// Times `iterations` steps of a harness that has already been warmed up.
+fn timed(h: &mut Harness<pspat_sched::AnyScheduler>, iterations: u64) -> (Duration, RunStats) {
+    let before = h.stats();
+    let t0 = Instant::now();
+    let after = h.run(iterations);
+    let dt = t0.elapsed();
+    let delta = RunStats {
+        enqueues: after.enqueues - before.enqueues,
+        dequeues: after.dequeues - before.dequeues,
+        drops: after.drops - before.drops,
+        empty_dequeues: after.empty_dequeues - before.empty_dequeues,
+    };
+    (dt, delta)
+}
+
+fn measure(plan: &Plan) -> anyhow::Result<Cell> {
+    // Warm-up: one full fill and drain cycle, untimed.
+    let warmup = 2 * plan.qmax + 2;
+    let iterations = match plan.iterations {
+        Some(n) => n,
+        None => {
+            let mut h = harness(plan)?;
+            h.run(warmup);
+            let probe = (4 * plan.qmax).max(1 << 18);
+            let (dt, _) = timed(&mut h, probe);
+            let per_iter = dt.as_secs_f64() / probe as f64;
+            ((plan.target.as_secs_f64() / per_iter.max(1e-10)) as u64).clamp(100_000, 2_000_000_000)
+        }
+    };
+    let mut samples = Vec::new();
+    let mut last = RunStats::default();
+    for _ in 0..plan.repeat {
+        let mut h = harness(plan)?;
+        h.run(warmup);
+        let (dt, stats) = timed(&mut h, iterations);
+        if stats.enqueues == 0 {
+            return Err(usage("the run made no enqueue: raise --iterations"));
+        }
+        samples.push(dt.as_nanos() as f64 / stats.enqueues as f64);
+        last = stats;
+    }
+    samples.sort_by(f64::total_cmp);
+    let median = samples[samples.len() / 2];
+    Ok(Cell {
+        schema_version: 1,
+        alg: plan.alg.name().to_string(),
+        flowsets: plan.spec.clone(),
+        flows: plan.flowsets.flows(),
+        qmin: plan.qmin,
+        qmax: plan.qmax,
+        iterations,
+        repeat: plan.repeat,
+        enqueues: last.enqueues,
+        dequeues: last.dequeues,
+        drops: last.drops,
+        ns_per_pair: median,
+        ns_per_pair_min: samples[0],
+        ns_per_pair_max: samples[samples.len() - 1],
+    })
+}
+
+fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow::Result<Plan> {
+    let flowsets = Flowsets::parse(spec)?;
+    let n = flowsets.flows() as u64;
+    let qmin = parse_count(args.qmin.as_deref().unwrap_or("1n"), "--qmin", Some(n))?;
+    let qmax = parse_count(args.qmax.as_deref().unwrap_or("20n"), "--qmax", Some(n))?;
+    if qmax == 0 || qmax <= qmin {
+        return Err(usage(format!(
+            "--qmax ({qmax} packets) must be above --qmin ({qmin} packets) and at least 1"
+        )));
+    }
+    if qmax > 1 << 28 {
+        return Err(usage(format!(
+            "--qmax {qmax} packets is out of range (allowed: 1..={})",
+            1u64 << 28
+        )));
+    }
+    let iterations = match &args.iterations {
+        Some(s) => {
+            let v = parse_count(s, "--iterations", None)?;
+            if v == 0 {
+                return Err(usage("--iterations must be at least 1"));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let repeat = args.repeat.unwrap_or(5);
+    if !(1..=1000).contains(&repeat) {
+        return Err(usage(format!(
+            "--repeat {repeat} is out of range (allowed: 1..=1000)"
+        )));
+    }
+    Ok(Plan {
+        alg,
+        flowsets,
+        spec: spec.to_string(),
+        qmin,
+        qmax,
+        iterations,
+        target,
+        repeat,
+    })
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    Err(crate::usage("this command is not built yet"))
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.sweep {
+        if args.flowsets.is_some() {
+            return Err(usage(
+                "--flowsets cannot be combined with --sweep (the sweep fixes its rows)",
+            ));
+        }
+        let algs: Vec<AlgKind> = match &args.alg {
+            Some(a) => vec![AlgKind::parse(a)?],
+            None => AlgKind::ALL
+                .iter()
+                .copied()
+                .filter(|a| a.name() != "prio")
+                .collect(),
+        };
+        // Validate every plan before measuring anything.
+        let mut plans = Vec::new();
+        for (_, spec) in SWEEP_ROWS {
+            for &alg in &algs {
+                plans.push(make_plan(&args, alg, spec, Duration::from_millis(200))?);
+            }
+        }
+        let mut cells = Vec::new();
+        for plan in &plans {
+            cells.push(measure(plan)?);
+        }
+        if args.json {
+            serde_json::to_writer_pretty(&mut out, &cells)?;
+            writeln!(out)?;
+        } else {
+            writeln!(
+                out,
+                "ns per enqueue+dequeue pair, generator included (median of {} runs; qmin {}, qmax {})",
+                plans.first().map_or(5, |p| p.repeat),
+                args.qmin.as_deref().unwrap_or("1n"),
+                args.qmax.as_deref().unwrap_or("20n"),
+            )?;
+            write!(out, "{:>6}", "flows")?;
+            for a in &algs {
+                write!(out, " {:>9}", a.name())?;
+            }
+            writeln!(out)?;
+            for (r, (label, _)) in SWEEP_ROWS.iter().enumerate() {
+                write!(out, "{label:>6}")?;
+                for c in &cells[r * algs.len()..(r + 1) * algs.len()] {
+                    write!(out, " {:>9.1}", c.ns_per_pair)?;
+                }
+                writeln!(out)?;
+            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "For comparison, the talk's figures (2.3 GHz Athlon, 667 MHz RAM, ns per pair):"
+            )?;
+            write!(out, "{:>6}", "flows")?;
+            for c in TALK_COLUMNS {
+                write!(out, " {c:>6}")?;
+            }
+            writeln!(out)?;
+            for (r, (label, _)) in SWEEP_ROWS.iter().enumerate() {
+                write!(out, "{label:>6}")?;
+                for v in TALK_TABLE[r] {
+                    write!(out, " {v:>6}")?;
+                }
+                writeln!(out)?;
+            }
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let alg = AlgKind::parse(args.alg.as_deref().unwrap_or("drr"))?;
+    let spec = args.flowsets.as_deref().unwrap_or(DEFAULT_FLOWSETS);
+    let plan = make_plan(&args, alg, spec, Duration::from_secs(1))?;
+    let cell = measure(&plan)?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &cell)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "sched-bench: alg {} flowsets {} ({} flows), qmin {} qmax {}",
+            cell.alg, cell.flowsets, cell.flows, cell.qmin, cell.qmax
+        )?;
+        writeln!(
+            out,
+            "{} iterations x {} runs: {} enqueues, {} dequeues, {} drops per run",
+            cell.iterations, cell.repeat, cell.enqueues, cell.dequeues, cell.drops
+        )?;
+        writeln!(
+            out,
+            "ns per pair: {:.1} (median; min {:.1}, max {:.1})",
+            cell.ns_per_pair, cell.ns_per_pair_min, cell.ns_per_pair_max
+        )?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -38,12 +38,15 @@ pub mod drr;
 mod error;
 pub mod fifo;
 mod flow;
+pub mod fluid;
+pub mod harness;
 pub mod link;
 mod packet;
 pub mod prio;
 mod queue;
 mod scheduler;
 mod time;
+pub mod wfi;
 
 pub use any::{AlgKind, AnyScheduler, SchedulerConfig};
 pub use drr::Drr;

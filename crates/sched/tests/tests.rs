@@ -2,3 +2,6 @@
 
 // The conformance suite: invariants every algorithm must hold.
 mod conformance;
+
+// Service guarantees: fluid reference, the paper's §5.2 regression, harness input checks.
+mod wfi;
