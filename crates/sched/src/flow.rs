@@ -170,7 +170,7 @@ impl FlowTable {
     /// 1..=[`MAX_PACKET_LEN`]; the common admission test of every algorithm.
     ///
     /// # Errors
-    /// [`DropReason::UnknownFlow`] or [`DropReason::BadLength`].
+    /// [`crate::DropReason::UnknownFlow`] or [`crate::DropReason::BadLength`].
     #[inline]
     pub fn admit(&self, pkt: &crate::Packet) -> Result<(), crate::DropReason> {
         if pkt.flow.index() >= self.flows.len() {

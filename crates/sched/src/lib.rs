@@ -44,7 +44,7 @@ pub mod link;
 mod packet;
 pub mod prio;
 mod queue;
-mod scheduler;
+pub mod scheduler;
 mod time;
 pub mod wfi;
 

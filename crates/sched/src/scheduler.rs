@@ -104,7 +104,7 @@ pub struct Rejected {
 
 /// A scheduling algorithm: decides which queued packet leaves next.
 ///
-/// See the [module documentation](self) for the contract and an example.
+/// See the [module documentation](crate::scheduler) for the contract and an example.
 pub trait Scheduler {
     /// Offers `pkt` at time `now`.
     ///
