@@ -41,9 +41,12 @@ mod flow;
 pub mod link;
 mod packet;
 pub mod prio;
+pub mod qfq;
+pub mod qfq_plus;
 mod queue;
 mod scheduler;
 mod time;
+pub mod wf2q_plus;
 
 pub use any::{AlgKind, AnyScheduler, SchedulerConfig};
 pub use drr::Drr;
@@ -53,6 +56,9 @@ pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIO
 pub use link::LinkEmulator;
 pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
 pub use prio::Prio;
+pub use qfq::Qfq;
+pub use qfq_plus::QfqPlus;
 pub use queue::PacketQueues;
 pub use scheduler::{DropReason, Rejected, Scheduler};
 pub use time::Instant;
+pub use wf2q_plus::Wf2qPlus;
