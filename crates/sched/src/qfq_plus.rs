@@ -263,6 +263,7 @@ impl Scheduler for QfqPlus {
 
     #[inline]
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
+        self.engine.settle();
         loop {
             let a = self.in_service;
             if a != NIL {
@@ -282,8 +283,7 @@ impl Scheduler for QfqPlus {
                             }
                             agg.nactive -= 1;
                         }
-                        let old_v = self.engine.advance_v(len);
-                        self.engine.update_eligible(old_v);
+                        self.engine.charge(len);
                         return Some(pkt);
                     }
                     Some(_) => self.end_turn(a, true),

@@ -188,13 +188,13 @@ impl IndexHeap {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Loc {
-    /// Not backlogged and not counted in `wsum`.
+    /// Not backlogged; no timestamp to remember.
     Off,
     /// Backlogged, S ≤ V.
     Eligible,
     /// Backlogged, S > V.
     Pending,
-    /// Empty, but F > V: still counted in `wsum`.
+    /// Empty, but F > V: returns with S = F.
     Idle,
 }
 
@@ -203,7 +203,6 @@ struct FlowState {
     s: u64,
     f: u64,
     inv_w: u64,
-    weight: u32,
     loc: Loc,
 }
 
@@ -230,10 +229,12 @@ pub struct Wf2qPlus {
     idle: IndexHeap,
     /// V with [`EXTRA_BITS`] more fraction bits; V = low 64 bits of `vacc >> EXTRA_BITS`.
     vacc: u128,
-    wsum: u64,
-    /// 2^(FRAC_BITS + EXTRA_BITS) / wsum, valid for `inv_wsum_for`.
+    /// Service charged to V but not applied yet: V is updated when the
+    /// packet has left (at the next dequeue), as Bennett–Zhang update V at
+    /// departures, so arrivals during a transmission see V at its start.
+    charged: u128,
+    /// 2^(FRAC_BITS + EXTRA_BITS) / Σ w (all configured flows).
     inv_wsum: u128,
-    inv_wsum_for: u64,
 }
 
 impl Wf2qPlus {
@@ -244,6 +245,7 @@ impl Wf2qPlus {
     /// weights 1..=65536, lmax 1..=65535).
     pub fn new(flows: FlowTable, capacity: usize) -> Result<Self, ConfigError> {
         let n = flows.len();
+        let wsum = flows.total_weight();
         let queues = PacketQueues::new(n, capacity, None)?;
         let st = flows
             .as_slice()
@@ -252,7 +254,6 @@ impl Wf2qPlus {
                 s: 0,
                 f: 0,
                 inv_w: (1u64 << FRAC_BITS) / u64::from(f.weight.max(1)),
-                weight: f.weight,
                 loc: Loc::Off,
             })
             .collect();
@@ -265,9 +266,8 @@ impl Wf2qPlus {
             pending: IndexHeap::new(n),
             idle: IndexHeap::new(n),
             vacc: 0,
-            wsum: 0,
-            inv_wsum: 0,
-            inv_wsum_for: 0,
+            charged: 0,
+            inv_wsum: (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)),
         })
     }
 
@@ -296,18 +296,23 @@ impl Wf2qPlus {
         self.vacc = u128::from(v) << EXTRA_BITS;
     }
 
+    /// Charges `len` bytes to V (`len / Σw`), applied by the
+    /// next [`Wf2qPlus::settle`].
     #[inline]
-    fn advance_v(&mut self, len: u32) {
-        if self.wsum == 0 {
-            return;
-        }
-        if self.inv_wsum_for != self.wsum {
-            self.inv_wsum = (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(self.wsum);
-            self.inv_wsum_for = self.wsum;
-        }
-        self.vacc = self
-            .vacc
+    fn charge(&mut self, len: u32) {
+        self.charged = self
+            .charged
             .wrapping_add(u128::from(len).wrapping_mul(self.inv_wsum));
+    }
+
+    /// Applies the charged service to V, retires finished idle flows and
+    /// keeps V ≥ the smallest S of a backlogged flow.
+    #[inline]
+    fn settle(&mut self) {
+        self.vacc = self.vacc.wrapping_add(self.charged);
+        self.charged = 0;
+        self.retire_idle();
+        self.catch_up();
     }
 
     /// Moves pending flows whose S ≤ V to the eligible heap.
@@ -336,7 +341,6 @@ impl Wf2qPlus {
             self.idle.pop(&mut self.pos);
             let st = &mut self.st[top.id as usize];
             st.loc = Loc::Off;
-            self.wsum -= u64::from(st.weight);
         }
     }
 
@@ -355,9 +359,7 @@ impl Wf2qPlus {
 
     fn flush_idle(&mut self) {
         while let Some(top) = self.idle.pop(&mut self.pos) {
-            let st = &mut self.st[top.id as usize];
-            st.loc = Loc::Off;
-            self.wsum -= u64::from(st.weight);
+            self.st[top.id as usize].loc = Loc::Off;
         }
     }
 
@@ -387,8 +389,14 @@ impl Scheduler for Wf2qPlus {
         if self.queues.len(k as usize) != 1 {
             return Ok(());
         }
-        let v = self.v();
         let idle_backlog = self.eligible.len() == 0 && self.pending.len() == 0;
+        if idle_backlog {
+            // A new busy period: what was charged has been served, and the
+            // idle flows of the last one are forgotten (dummynet's flush).
+            self.settle();
+            self.flush_idle();
+        }
+        let v = self.v();
         let st = &mut self.st[k as usize];
         match st.loc {
             Loc::Idle => {
@@ -400,10 +408,7 @@ impl Scheduler for Wf2qPlus {
                     st.s = st.f;
                 }
             }
-            _ => {
-                st.s = v;
-                self.wsum += u64::from(st.weight);
-            }
+            _ => st.s = v,
         }
         st.f = st.s.wrapping_add(u64::from(pkt.len) * st.inv_w);
         let s = st.s;
@@ -417,15 +422,15 @@ impl Scheduler for Wf2qPlus {
 
     #[inline]
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
+        self.settle();
         if self.eligible.len() == 0 && self.pending.len() == 0 {
             self.flush_idle();
             return None;
         }
-        self.catch_up();
         let top = self.eligible.pop(&mut self.pos)?;
         let k = top.id as usize;
         let pkt = self.queues.pop(k)?;
-        self.advance_v(pkt.len);
+        self.charge(pkt.len);
         let v = self.v();
         let next_len = self.queues.front(k).map(|p| p.len);
         let st = &mut self.st[k];
@@ -436,17 +441,12 @@ impl Scheduler for Wf2qPlus {
                 self.place(k as u32);
             }
             None => {
-                if vt_gt(st.f, v) {
-                    st.loc = Loc::Idle;
-                    self.idle.push(&mut self.pos, st.f, k as u32);
-                } else {
-                    st.loc = Loc::Off;
-                    self.wsum -= u64::from(st.weight);
-                }
+                // Remembers F until V passes it (`retire_idle`).
+                st.loc = Loc::Idle;
+                self.idle.push(&mut self.pos, st.f, k as u32);
             }
         }
-        self.retire_idle();
-        self.catch_up();
+        let _ = v;
         Some(pkt)
     }
 
@@ -493,22 +493,21 @@ mod tests {
     }
 
     #[test]
-    fn idle_flow_keeps_weight_until_v_passes_its_finish() {
+    fn idle_flow_restarts_from_its_finish_until_v_passes_it() {
         let flows = FlowTable::new(vec![FlowParams::weighted(1), FlowParams::weighted(1)]).unwrap();
         let mut s = Wf2qPlus::new(flows, 16).unwrap();
-        s.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, 0))
-            .unwrap();
-        s.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 1))
-            .unwrap();
-        s.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 2))
-            .unwrap();
-        assert_eq!(s.wsum, 2);
-        s.dequeue(Instant::ZERO).unwrap();
-        // Flow 0 sent its only packet; its F (1000/1) is ahead of V (1000/2).
-        assert_eq!(s.wsum, 2);
-        s.dequeue(Instant::ZERO).unwrap();
-        s.dequeue(Instant::ZERO).unwrap();
-        assert!(s.dequeue(Instant::ZERO).is_none());
-        assert_eq!(s.wsum, 0, "flushed when empty");
+        let now = Instant::ZERO;
+        s.enqueue(now, Packet::new(FlowId(0), 1000, 0)).unwrap();
+        s.enqueue(now, Packet::new(FlowId(1), 1000, 1)).unwrap();
+        s.enqueue(now, Packet::new(FlowId(1), 1000, 2)).unwrap();
+        assert_eq!(s.dequeue(now).unwrap().token, 0);
+        // Flow 0 sent its only packet; its F (1000/1) is ahead of V.
+        assert!(s.st[0].loc == Loc::Idle);
+        s.enqueue(now, Packet::new(FlowId(0), 1000, 3)).unwrap();
+        assert_eq!(s.st[0].s, 1000u64 << FRAC_BITS, "restarts from F");
+        let order: Vec<u64> = (0..3).map(|_| s.dequeue(now).unwrap().token).collect();
+        assert_eq!(order, [1, 3, 2]);
+        assert!(s.dequeue(now).is_none());
+        assert!(s.st.iter().all(|f| f.loc == Loc::Off), "flushed when empty");
     }
 }

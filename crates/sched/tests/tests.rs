@@ -2,3 +2,6 @@
 
 // The conformance suite: invariants every algorithm must hold.
 mod conformance;
+
+// Service guarantees of WF2Q+, QFQ and QFQ+: lag bounds, shares, wrap.
+mod fair;

@@ -13,8 +13,8 @@
 //! The service unit is a *turn*: [`Engine::pick`] detaches the entity at the
 //! front of the winning group; after its turn the owner calls
 //! [`Engine::reinsert`] (still backlogged) or [`Engine::finish`] (empty) with
-//! the bytes actually served, and [`Engine::advance_v`] +
-//! [`Engine::update_eligible`] once per packet.
+//! the bytes actually served, [`Engine::charge`] once per packet and
+//! [`Engine::settle`] at the start of every dequeue.
 
 use crate::wf2q_plus::vt_gt;
 
@@ -80,6 +80,8 @@ pub(crate) struct Engine {
     groups: Box<[Group]>,
     bitmaps: [u64; 4],
     vacc: u128,
+    /// Charged to V but not yet applied (see [`Engine::charge`]).
+    pending: u128,
     iwsum: u128,
 }
 
@@ -110,6 +112,7 @@ impl Engine {
             groups,
             bitmaps: [0; 4],
             vacc: 0,
+            pending: 0,
             iwsum: (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)),
         }
     }
@@ -138,14 +141,24 @@ impl Engine {
         u32::from(self.ents[e as usize].group)
     }
 
-    /// V += len / wsum; returns the old V for [`Engine::update_eligible`].
+    /// Charges `len` bytes to V, applied by the next [`Engine::settle`]:
+    /// the caller dequeues when the link is free again, so arrivals during
+    /// the transmission still see V as of its start (Bennett–Zhang update
+    /// V at departures).
     #[inline]
-    pub(crate) fn advance_v(&mut self, len: u32) -> u64 {
-        let old = self.v();
-        self.vacc = self
-            .vacc
+    pub(crate) fn charge(&mut self, len: u32) {
+        self.pending = self
+            .pending
             .wrapping_add(u128::from(len).wrapping_mul(self.iwsum));
-        old
+    }
+
+    /// Applies the pending charge to V and updates the eligible groups.
+    #[inline]
+    pub(crate) fn settle(&mut self) {
+        let old = self.v();
+        self.vacc = self.vacc.wrapping_add(self.pending);
+        self.pending = 0;
+        self.update_eligible(old);
     }
 
     /// An idle entity becomes backlogged with a turn of `charge` bytes.
@@ -243,6 +256,7 @@ impl Engine {
             return;
         }
         if self.bitmaps[ER] == 0 {
+            debug_assert!(self.bitmaps[EB] == 0, "EB without ER: {:?}", self.bitmaps);
             let gi = ineligible.trailing_zeros() as usize;
             let s = self.groups[gi].s;
             if vt_gt(s, self.v()) {
@@ -342,7 +356,10 @@ impl Engine {
                 grp.full_slots <<= i;
                 grp.front = (grp.front + MAX_SLOTS - i) % MAX_SLOTS;
             }
-        } else if self.bitmaps[ER] == 0 && vt_gt(rs, self.v()) {
+        } else if self.bitmaps.iter().all(|&b| b == 0) && vt_gt(rs, self.v()) {
+            // Nothing else is backlogged: V = max(V, min S) (Bennett–Zhang).
+            // With other groups merely ineligible (possible between `pick`
+            // and `reinsert`), `update_eligible` moves V instead.
             self.set_v(rs);
         }
         for b in &mut self.bitmaps {

@@ -151,9 +151,10 @@ impl Scheduler for Qfq {
 
     #[inline]
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
+        self.engine.settle();
         let k = self.engine.pick()?;
         let pkt = self.queues.pop(k as usize)?;
-        let old_v = self.engine.advance_v(pkt.len);
+        self.engine.charge(pkt.len);
         match self.queues.front(k as usize) {
             Some(next) => {
                 let next_len = next.len;
@@ -161,7 +162,6 @@ impl Scheduler for Qfq {
             }
             None => self.engine.finish(k, pkt.len),
         }
-        self.engine.update_eligible(old_v);
         Some(pkt)
     }
 
