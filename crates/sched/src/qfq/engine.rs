@@ -82,6 +82,11 @@ pub(crate) struct Engine {
     vacc: u128,
     /// Charged to V but not yet applied (see [`Engine::charge`]).
     pending: u128,
+    /// An entity is detached for its turn (between `pick` and
+    /// `reinsert`/`finish`). It is backlogged with S ≤ V, so V must not
+    /// jump to the start of another group meanwhile (V = max(V + W, min S)
+    /// over *all* backlogged entities).
+    in_turn: bool,
     iwsum: u128,
 }
 
@@ -113,6 +118,7 @@ impl Engine {
             bitmaps: [0; 4],
             vacc: 0,
             pending: 0,
+            in_turn: false,
             iwsum: (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)),
         }
     }
@@ -187,6 +193,7 @@ impl Engine {
         let ent = &mut self.ents[e as usize];
         ent.s = ent.s.wrapping_add(u64::from(used) * ent.inv_w);
         ent.f = ent.s.wrapping_add(u64::from(charge) * ent.inv_w);
+        self.in_turn = false;
         self.insert(e);
     }
 
@@ -197,6 +204,7 @@ impl Engine {
         let ent = &mut self.ents[e as usize];
         ent.f = ent.s.wrapping_add(u64::from(used) * ent.inv_w);
         ent.s = ent.f;
+        self.in_turn = false;
     }
 
     /// Detaches and returns the entity to serve next, if any is backlogged.
@@ -223,6 +231,7 @@ impl Engine {
         if e == NIL {
             return None;
         }
+        self.in_turn = true;
         grp.slots[slot] = self.ents[e as usize].next;
         if grp.slots[slot] == NIL {
             grp.full_slots &= !1;
@@ -255,7 +264,7 @@ impl Engine {
         if ineligible == 0 {
             return;
         }
-        if self.bitmaps[ER] == 0 {
+        if self.bitmaps[ER] == 0 && !self.in_turn {
             debug_assert!(self.bitmaps[EB] == 0, "EB without ER: {:?}", self.bitmaps);
             let gi = ineligible.trailing_zeros() as usize;
             let s = self.groups[gi].s;
@@ -356,7 +365,7 @@ impl Engine {
                 grp.full_slots <<= i;
                 grp.front = (grp.front + MAX_SLOTS - i) % MAX_SLOTS;
             }
-        } else if self.bitmaps.iter().all(|&b| b == 0) && vt_gt(rs, self.v()) {
+        } else if !self.in_turn && self.bitmaps.iter().all(|&b| b == 0) && vt_gt(rs, self.v()) {
             // Nothing else is backlogged: V = max(V, min S) (Bennett–Zhang).
             // With other groups merely ineligible (possible between `pick`
             // and `reinsert`), `update_eligible` moves V instead.
