@@ -256,9 +256,10 @@ fn qfq_shares_within_its_bound() {
     shares_follow_weights(AlgKind::Qfq, |_w| 7.0 * 1500.0);
 }
 
-/// QFQ+: as QFQ per aggregate, plus one DRR quantum inside the aggregate;
-/// with random weights 1..=16 aggregates hold up to 8 flows of equal weight.
+/// QFQ+: as QFQ per aggregate (8·L_k in the flow's bytes, see
+/// `tests/fair.rs`), plus up to one turn of its own aggregate (≤ 8·L with
+/// aggregates of up to 8 equal flows) and one maximum packet.
 #[test]
 fn qfq_plus_shares_within_its_bound() {
-    shares_follow_weights(AlgKind::QfqPlus, |_w| 8.0 * 8.0 * 1500.0);
+    shares_follow_weights(AlgKind::QfqPlus, |_w| (8.0 + 8.0 + 1.0) * 1500.0);
 }

@@ -73,8 +73,7 @@ impl Fair for Qfq {
     /// T-WFI_QFQ(k) = 6·L_k/(φ_k B) + (L − L_k)/B (REFERENCE.md §3.3).
     fn bound_scaled(k: &FlowParams, wsum: u64, lmax_all: u64, _turn: u64) -> u128 {
         let w = u128::from(k.weight);
-        6 * u128::from(k.lmax) * u128::from(wsum)
-            + u128::from(lmax_all - u64::from(k.lmax)) * w
+        6 * u128::from(k.lmax) * u128::from(wsum) + u128::from(lmax_all - u64::from(k.lmax)) * w
     }
 }
 
@@ -125,12 +124,7 @@ struct RunStats {
 
 /// Runs `arrivals` (sorted by time) through a fresh scheduler on an ideal
 /// 1 byte/ns link; checks conservation, per-flow FIFO and the lag bound.
-fn run_link<S: Fair>(
-    label: &str,
-    flows: &[FlowParams],
-    arrivals: &[Arrival],
-    v0: u64,
-) -> RunStats {
+fn run_link<S: Fair>(label: &str, flows: &[FlowParams], arrivals: &[Arrival], v0: u64) -> RunStats {
     let table = FlowTable::new(flows.to_vec()).expect("valid flows");
     let wsum = table.total_weight();
     let lmax_all = u64::from(table.max_lmax());
@@ -185,11 +179,9 @@ fn run_link<S: Fair>(
     let mut last = vec![None::<usize>; flows.len()];
     for &tok in &order {
         let l = &mut last[arrivals[tok].flow as usize];
-        assert!(
-            l.is_none_or(|t| t < tok),
-            "{label}: flow {} reordered",
-            arrivals[tok].flow
-        );
+        if let Some(t) = *l {
+            assert!(t < tok, "{label}: flow {} reordered", arrivals[tok].flow);
+        }
         *l = Some(tok);
     }
 
@@ -303,11 +295,7 @@ fn random_flows(rng: &mut fastrand::Rng, n: usize, lengths: Lengths) -> Vec<Flow
 
 /// Bursty on/off arrivals at about the link rate, with whole-system idle
 /// gaps; flows join and leave.
-fn random_arrivals(
-    rng: &mut fastrand::Rng,
-    flows: &[FlowParams],
-    packets: usize,
-) -> Vec<Arrival> {
+fn random_arrivals(rng: &mut fastrand::Rng, flows: &[FlowParams], packets: usize) -> Vec<Arrival> {
     let n = flows.len();
     let mut on: Vec<bool> = (0..n).map(|_| rng.bool()).collect();
     let mut t = 0u64;
