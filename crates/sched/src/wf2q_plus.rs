@@ -445,7 +445,6 @@ impl Scheduler for Wf2qPlus {
         let k = top.id as usize;
         let pkt = self.queues.pop(k)?;
         self.charge(pkt.len);
-        let v = self.v();
         let next_len = self.queues.front(k).map(|p| p.len);
         let st = &mut self.st[k];
         st.s = st.f;
@@ -460,7 +459,6 @@ impl Scheduler for Wf2qPlus {
                 self.idle.push(&mut self.pos, st.f, k as u32);
             }
         }
-        let _ = v;
         Some(pkt)
     }
 

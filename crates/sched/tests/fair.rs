@@ -644,3 +644,26 @@ fn stress_lag_bounds_many_seeds() {
     }
     println!("worst e/bound (wf2q+, qfq, qfq+): {worst:.3?}; e/tight form: {tight:.3?}");
 }
+
+/// The three are selectable by name and alias, and build through
+/// `SchedulerConfig` with the name they report.
+#[test]
+fn selectable_by_name_and_alias() {
+    use pspat_sched::{AlgKind, SchedulerConfig};
+    for (name, kind) in [
+        ("wf2q+", AlgKind::Wf2qPlus),
+        ("WF2QP", AlgKind::Wf2qPlus),
+        ("wf2q", AlgKind::Wf2qPlus),
+        ("qfq", AlgKind::Qfq),
+        ("qfq+", AlgKind::QfqPlus),
+        ("qfqp", AlgKind::QfqPlus),
+    ] {
+        assert_eq!(AlgKind::parse(name).unwrap(), kind, "{name}");
+        let s = SchedulerConfig::new(kind)
+            .build(FlowTable::uniform(3).unwrap())
+            .unwrap();
+        assert_eq!(s.name(), kind.name());
+        assert!(AlgKind::ALL.contains(&kind));
+    }
+    assert!(AlgKind::known_names().contains("wf2q+, qfq, qfq+"));
+}
