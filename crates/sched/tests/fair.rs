@@ -667,3 +667,50 @@ fn selectable_by_name_and_alias() {
     }
     assert!(AlgKind::known_names().contains("wf2q+, qfq, qfq+"));
 }
+
+/// 32k equal flows of 60-byte packets (the lead's benchmark shape) with
+/// lmax 64, all backlogged: every flow's service stays within its bound,
+/// in packets (WF²Q+ L_k + 2L, QFQ 6·L_k + L, QFQ+ 8·L_k + L_turn + L, with
+/// L = L_k = 64 B and L_turn = 8·64 B). The bounds are in units of lmax:
+/// with lmax 1500, QFQ may legitimately serve one flow ~30 small packets in
+/// a row (they share one slot of its group).
+fn many_flows<S: Fair>(alg: &str, tolerance: i64) {
+    const N: usize = 32_768;
+    let flow = FlowParams {
+        weight: 1,
+        lmax: 64,
+        priority: 0,
+    };
+    let flows = FlowTable::new(vec![flow; N]).unwrap();
+    let mut s = S::build(flows, 4 * N, 0);
+    let mut token = 0u64;
+    for _ in 0..2 {
+        for f in 0..N {
+            s.enqueue(Instant::ZERO, Packet::new(FlowId(f as u32), 60, token))
+                .unwrap();
+            token += 1;
+        }
+    }
+    let mut served = vec![0i64; N];
+    let rounds = 5;
+    for _ in 0..rounds * N {
+        let p = s.dequeue(Instant::ZERO).expect("backlogged");
+        served[p.flow.index()] += 1;
+        s.enqueue(Instant::ZERO, Packet::new(p.flow, 60, token))
+            .unwrap();
+        token += 1;
+    }
+    for (f, &got) in served.iter().enumerate() {
+        assert!(
+            (got - rounds as i64).abs() <= tolerance,
+            "{alg}: flow {f} served {got} packets, ideal {rounds}"
+        );
+    }
+}
+
+#[test]
+fn thirty_two_thousand_flows_share_evenly() {
+    many_flows::<Wf2qPlus>("wf2q+", 3 * 64 / 60 + 1);
+    many_flows::<Qfq>("qfq", 7 * 64 / 60 + 1);
+    many_flows::<QfqPlus>("qfq+", 17 * 64 / 60 + 1);
+}

@@ -48,6 +48,14 @@
 //!   free again), so arrivals during a transmission see V as of its start,
 //!   closer to Bennett–Zhang's V at departures than dummynet's charge at
 //!   dequeue.
+//! * Inside one bucket, flows are served last-in first-out, and the flow
+//!   just served goes back to the head of its bucket while its rounded S
+//!   stays in the same slot (as dummynet and Linux do): with packets much
+//!   smaller than lmax, one flow may send up to about 2·lmax bytes in a row.
+//!   This is within the bound, which is in units of lmax.
+//! * An entity idle for 2⁶³ units of V or more has a stale F that may, by
+//!   chance, look like it is within a slot ahead of V; it then restarts at
+//!   most one slot late (still within the bound), never earlier.
 //! * Bucket indices beyond `MAX_SLOTS − 2` are capped by moving the flow's
 //!   tags back, as Linux does; a rotation that would overflow the bucket
 //!   window starts the flow later instead of losing it.
