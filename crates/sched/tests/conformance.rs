@@ -245,7 +245,7 @@ fn drr_shares_within_one_quantum_per_round() {
 /// L_k plus its share of one packet (all flows are backlogged, so φ_k is
 /// w_k / Σ w).
 #[test]
-fn wf2q_plus_shares_within_one_packet() {
+fn wf2q_plus_shares_within_two_packets() {
     shares_follow_weights(AlgKind::Wf2qPlus, |_w| 2.0 * 1500.0 + 1.0);
 }
 

@@ -378,7 +378,7 @@ fn lag_property<S: Fair>(alg: &str, lengths: Lengths, v0: u64) {
 const NEAR_WRAP: u64 = u64::MAX - (1 << 36);
 
 #[test]
-fn wf2q_plus_lag_within_one_packet_bound() {
+fn wf2q_plus_lag_within_its_twfi() {
     lag_property::<Wf2qPlus>("wf2q+", Lengths::Ethernet, 0);
     lag_property::<Wf2qPlus>("wf2q+", Lengths::Jumbo, NEAR_WRAP);
 }
