@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{ConfigError, Drr, Fifo, FlowTable, Instant, Packet, Prio, Rejected, Scheduler};
+use crate::{Qfq, QfqPlus, Wf2qPlus};
 
 /// The built-in algorithms, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,11 +23,26 @@ pub enum AlgKind {
     Prio,
     /// [`Drr`]
     Drr,
+    /// [`Wf2qPlus`]
+    #[serde(rename = "wf2q+")]
+    Wf2qPlus,
+    /// [`Qfq`]
+    Qfq,
+    /// [`QfqPlus`]
+    #[serde(rename = "qfq+")]
+    QfqPlus,
 }
 
 impl AlgKind {
     /// Every algorithm, in the order reports list them.
-    pub const ALL: &'static [AlgKind] = &[AlgKind::Fifo, AlgKind::Prio, AlgKind::Drr];
+    pub const ALL: &'static [AlgKind] = &[
+        AlgKind::Fifo,
+        AlgKind::Prio,
+        AlgKind::Drr,
+        AlgKind::Wf2qPlus,
+        AlgKind::Qfq,
+        AlgKind::QfqPlus,
+    ];
 
     /// The name accepted by [`AlgKind::parse`] and printed in reports.
     pub const fn name(self) -> &'static str {
@@ -34,6 +50,9 @@ impl AlgKind {
             AlgKind::Fifo => "fifo",
             AlgKind::Prio => "prio",
             AlgKind::Drr => "drr",
+            AlgKind::Wf2qPlus => "wf2q+",
+            AlgKind::Qfq => "qfq",
+            AlgKind::QfqPlus => "qfq+",
         }
     }
 
@@ -46,7 +65,8 @@ impl AlgKind {
             .join(", ")
     }
 
-    /// Looks an algorithm up by name (case-insensitive; `rr` means DRR).
+    /// Looks an algorithm up by name (case-insensitive; `rr` means DRR,
+    /// `wf2qp`/`wf2q` mean WF²Q+, `qfqp` means QFQ+).
     ///
     /// # Errors
     /// [`ConfigError::UnknownAlgorithm`] listing the known names.
@@ -61,6 +81,8 @@ impl AlgKind {
         let lower = name.trim().to_ascii_lowercase();
         let alias = match lower.as_str() {
             "rr" => "drr",
+            "wf2qp" | "wf2q" => "wf2q+",
+            "qfqp" => "qfq+",
             other => other,
         };
         Self::ALL
@@ -124,6 +146,9 @@ impl SchedulerConfig {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
             AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity, self.quantum_unit)?),
+            AlgKind::Wf2qPlus => AnyScheduler::Wf2qPlus(Wf2qPlus::new(flows, self.capacity)?),
+            AlgKind::Qfq => AnyScheduler::Qfq(Qfq::new(flows, self.capacity)?),
+            AlgKind::QfqPlus => AnyScheduler::QfqPlus(QfqPlus::new(flows, self.capacity)?),
         })
     }
 }
@@ -167,4 +192,7 @@ any_scheduler! {
     Fifo(Fifo),
     Prio(Prio),
     Drr(Drr),
+    Wf2qPlus(Wf2qPlus),
+    Qfq(Qfq),
+    QfqPlus(QfqPlus),
 }

@@ -43,10 +43,13 @@ pub mod harness;
 pub mod link;
 mod packet;
 pub mod prio;
+pub mod qfq;
+pub mod qfq_plus;
 mod queue;
 pub mod scheduler;
 mod time;
 pub mod wfi;
+pub mod wf2q_plus;
 
 pub use any::{AlgKind, AnyScheduler, SchedulerConfig};
 pub use drr::Drr;
@@ -56,6 +59,9 @@ pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIO
 pub use link::LinkEmulator;
 pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
 pub use prio::Prio;
+pub use qfq::Qfq;
+pub use qfq_plus::QfqPlus;
 pub use queue::PacketQueues;
 pub use scheduler::{DropReason, Rejected, Scheduler};
 pub use time::Instant;
+pub use wf2q_plus::Wf2qPlus;

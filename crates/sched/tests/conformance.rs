@@ -226,6 +226,9 @@ each_alg! {
     fifo => AlgKind::Fifo, work_conserving: true;
     prio => AlgKind::Prio, work_conserving: true;
     drr => AlgKind::Drr, work_conserving: true;
+    wf2q_plus => AlgKind::Wf2qPlus, work_conserving: true;
+    qfq => AlgKind::Qfq, work_conserving: true;
+    qfq_plus => AlgKind::QfqPlus, work_conserving: true;
 }
 
 /// DRR: within one quantum per unit of weight per round, i.e. a flow never
@@ -235,4 +238,28 @@ each_alg! {
 fn drr_shares_within_one_quantum_per_round() {
     let unit = SchedulerConfig::new(AlgKind::Drr).quantum_unit as f64;
     shares_follow_weights(AlgKind::Drr, |w| (w as f64 + 16.0) * unit + 1500.0);
+}
+
+/// WF²Q+: B-WFI of one maximum packet plus the flow's own packet: a flow
+/// never trails its share by more than L + L_k, nor leads it by more than
+/// L_k plus its share of one packet (all flows are backlogged, so φ_k is
+/// w_k / Σ w).
+#[test]
+fn wf2q_plus_shares_within_two_packets() {
+    shares_follow_weights(AlgKind::Wf2qPlus, |_w| 2.0 * 1500.0 + 1.0);
+}
+
+/// QFQ: B-WFI about 5 maximum packets of the flow (its T-WFI is
+/// 6·L_k/φ_k + (L − L_k) in time, i.e. 6·L_k in its own bytes).
+#[test]
+fn qfq_shares_within_its_bound() {
+    shares_follow_weights(AlgKind::Qfq, |_w| 7.0 * 1500.0);
+}
+
+/// QFQ+: as QFQ per aggregate (8·L_k in the flow's bytes, see
+/// `tests/fair.rs`), plus up to one turn of its own aggregate (≤ 8·L with
+/// aggregates of up to 8 equal flows) and one maximum packet.
+#[test]
+fn qfq_plus_shares_within_its_bound() {
+    shares_follow_weights(AlgKind::QfqPlus, |_w| (8.0 + 8.0 + 1.0) * 1500.0);
 }

@@ -5,3 +5,5 @@ mod conformance;
 
 // Service guarantees: fluid reference, the paper's §5.2 regression, harness input checks.
 mod wfi;
+// Service guarantees of WF2Q+, QFQ and QFQ+: lag bounds, shares, wrap.
+mod fair;

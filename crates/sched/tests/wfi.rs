@@ -99,14 +99,7 @@ fn paper_scenario_fair_queueing_algorithms() {
     // Bounds for flow 0 (φ = 0.5, L_k = L = 1500 B, L/B = 1.2 µs).
     let expected = [("qfq", 14_400.0), ("qfq+", 14_400.0), ("wf2q+", 3_600.0)];
     for (name, bound_ns) in expected {
-        let alg = match AlgKind::parse(name) {
-            Ok(a) => a,
-            Err(_) => {
-                // The lead turns this into a failure once the algorithm is merged.
-                println!("note: {name} is not registered yet; skipping its paper regression");
-                continue;
-            }
-        };
+        let alg = AlgKind::parse(name).expect("every fair-queueing algorithm is registered");
         for flows in [25u32, 100] {
             let run = wfi::run(alg, &paper(flows)).unwrap();
             let heavy = &run.report.per_flow[0];
