@@ -9,7 +9,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigError, Drr, Fifo, FlowTable, Instant, Packet, Prio, Rejected, Scheduler};
+use crate::{
+    ConfigError, Drr, Fifo, FlowTable, Hierarchy, HierarchyConfig, Instant, Packet, Prio, Rejected,
+    Scheduler,
+};
 
 /// The built-in algorithms, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -22,11 +25,19 @@ pub enum AlgKind {
     Prio,
     /// [`Drr`]
     Drr,
+    /// [`Hierarchy`] (HTB-like; also `hier`, `hclock`)
+    #[serde(rename = "htb", alias = "hier", alias = "hclock")]
+    Hierarchy,
 }
 
 impl AlgKind {
     /// Every algorithm, in the order reports list them.
-    pub const ALL: &'static [AlgKind] = &[AlgKind::Fifo, AlgKind::Prio, AlgKind::Drr];
+    pub const ALL: &'static [AlgKind] = &[
+        AlgKind::Fifo,
+        AlgKind::Prio,
+        AlgKind::Drr,
+        AlgKind::Hierarchy,
+    ];
 
     /// The name accepted by [`AlgKind::parse`] and printed in reports.
     pub const fn name(self) -> &'static str {
@@ -34,6 +45,7 @@ impl AlgKind {
             AlgKind::Fifo => "fifo",
             AlgKind::Prio => "prio",
             AlgKind::Drr => "drr",
+            AlgKind::Hierarchy => "htb",
         }
     }
 
@@ -61,6 +73,7 @@ impl AlgKind {
         let lower = name.trim().to_ascii_lowercase();
         let alias = match lower.as_str() {
             "rr" => "drr",
+            "hier" | "hclock" => "htb",
             other => other,
         };
         Self::ALL
@@ -93,6 +106,10 @@ pub struct SchedulerConfig {
     pub capacity: usize,
     /// DRR: bytes of quantum per unit of weight.
     pub quantum_unit: u32,
+    /// Hierarchy: the tree; `None` builds [`HierarchyConfig::for_flows`]
+    /// (unshaped, work-conserving).
+    #[serde(default)]
+    pub hierarchy: Option<HierarchyConfig>,
 }
 
 impl SchedulerConfig {
@@ -105,6 +122,7 @@ impl SchedulerConfig {
             alg,
             capacity: Self::DEFAULT_CAPACITY,
             quantum_unit: crate::drr::DEFAULT_QUANTUM_UNIT,
+            hierarchy: None,
         }
     }
 
@@ -124,6 +142,22 @@ impl SchedulerConfig {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
             AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity, self.quantum_unit)?),
+            AlgKind::Hierarchy => {
+                let default;
+                let tree = match &self.hierarchy {
+                    Some(t) => t,
+                    None => {
+                        default = HierarchyConfig::for_flows(&flows);
+                        &default
+                    }
+                };
+                AnyScheduler::Hierarchy(Box::new(Hierarchy::new(
+                    tree,
+                    flows,
+                    self.capacity,
+                    self.quantum_unit,
+                )?))
+            }
         })
     }
 }
@@ -167,4 +201,5 @@ any_scheduler! {
     Fifo(Fifo),
     Prio(Prio),
     Drr(Drr),
+    Hierarchy(Box<Hierarchy>),
 }

@@ -226,6 +226,7 @@ each_alg! {
     fifo => AlgKind::Fifo, work_conserving: true;
     prio => AlgKind::Prio, work_conserving: true;
     drr => AlgKind::Drr, work_conserving: true;
+    htb => AlgKind::Hierarchy, work_conserving: true;
 }
 
 /// DRR: within one quantum per unit of weight per round, i.e. a flow never
