@@ -232,7 +232,7 @@ impl HierarchyConfig {
             let is_leaf = depth + 1 == fanouts.len();
             let mut next = Vec::with_capacity(level.len() * f);
             for (pname, prate) in &level {
-                let rate = if *prate >= UNLIMITED_BPS {
+                let rate = if *prate == UNLIMITED_BPS {
                     UNLIMITED_BPS
                 } else {
                     *prate / f as i64
@@ -284,7 +284,11 @@ impl HierarchyConfig {
         }
         let vms = n.div_ceil(f);
         let tenants = vms.div_ceil(f);
-        let weights: Vec<u64> = flows.as_slice().iter().map(|p| u64::from(p.weight)).collect();
+        let weights: Vec<u64> = flows
+            .as_slice()
+            .iter()
+            .map(|p| u64::from(p.weight))
+            .collect();
         let sat = |w: u64| u32::try_from(w.max(1)).unwrap_or(u32::MAX);
         let mut nodes = vec![NodeConfig::root("root", UNLIMITED_BPS)];
         let un = UNLIMITED_BPS;
@@ -380,10 +384,7 @@ impl HierarchyConfig {
                 ))
             }
             many => {
-                let names: Vec<&str> = many
-                    .iter()
-                    .map(|&i| self.nodes[i].name.as_str())
-                    .collect();
+                let names: Vec<&str> = many.iter().map(|&i| self.nodes[i].name.as_str()).collect();
                 return Err(ConfigError::invalid(
                     "hierarchy",
                     format!(
@@ -394,7 +395,6 @@ impl HierarchyConfig {
             }
         };
         // Depth of each node by walking up; a walk longer than n is a cycle.
-        let mut depth = vec![0usize; n];
         for i in 0..n {
             let mut d = 1;
             let mut cur = i;
@@ -415,11 +415,10 @@ impl HierarchyConfig {
                     format!("1..={MAX_LEVELS} levels counting the root"),
                 ));
             }
-            depth[i] = d;
         }
         let mut children = vec![Vec::new(); n];
-        for i in 0..n {
-            if let Some(p) = parent[i] {
+        for (i, p) in parent.iter().enumerate() {
+            if let Some(p) = *p {
                 children[p].push(i);
             }
         }

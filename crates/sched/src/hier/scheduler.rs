@@ -44,7 +44,7 @@ struct Bucket {
 
 impl Bucket {
     fn new(rate_bps: i64, burst_ns: u64, min_bytes: u32) -> Self {
-        if rate_bps >= UNLIMITED_BPS {
+        if rate_bps == UNLIMITED_BPS {
             return Bucket {
                 rate: 0,
                 tokens: 1,
@@ -73,9 +73,7 @@ impl Bucket {
     #[inline]
     fn charge(&mut self, len: u32) {
         if self.rate != 0 {
-            self.tokens = self
-                .tokens
-                .saturating_sub(i64::from(len) * UNITS_PER_BYTE);
+            self.tokens = self.tokens.saturating_sub(i64::from(len) * UNITS_PER_BYTE);
         }
     }
 
@@ -136,6 +134,9 @@ struct Node {
     queued_at: u64,
     /// Leaves: the leaf policy held packets back until this time.
     sub_wake: u64,
+    /// Went red since it last joined its parent's excess ring: it rejoins at
+    /// the head (see `ring_insert`).
+    capped: bool,
 }
 
 struct Leaf {
@@ -246,6 +247,7 @@ impl Hierarchy {
                 wake: NEVER,
                 queued_at: NEVER,
                 sub_wake: NEVER,
+                capped: false,
             });
         }
         let mut leaves = Vec::new();
@@ -261,10 +263,7 @@ impl Hierarchy {
             let sub_flows = FlowTable::new(flows.as_slice()[base..base + k].to_vec())?;
             let leaf_cap = cfg.leaf_capacity.unwrap_or_else(|| {
                 let share = (capacity as u128 * k as u128).div_ceil(total_flows as u128) as usize;
-                share
-                    .saturating_mul(2)
-                    .max(MIN_LEAF_CAPACITY)
-                    .min(capacity)
+                share.saturating_mul(2).max(MIN_LEAF_CAPACITY).min(capacity)
             });
             let mut sub_cfg = SchedulerConfig::new(kind);
             sub_cfg.capacity = leaf_cap;
@@ -366,6 +365,7 @@ impl Hierarchy {
     fn recolor(&mut self, n: u32) {
         let nd = &mut self.nodes[n as usize];
         nd.color = if !nd.ceil.positive() {
+            nd.capped = true;
             Color::Red
         } else if !nd.rate.positive() {
             Color::Yellow
@@ -440,7 +440,12 @@ impl Hierarchy {
         }
     }
 
+    /// Appends `c` to ring `r` of `p` with a fresh quantum of credit. A node
+    /// back from its ceiling goes to the head of the excess ring instead: it
+    /// was capped below its weighted share, and waiting a whole round would
+    /// let its ceiling bucket overflow and lose it part of its ceiling.
     fn ring_insert(&mut self, p: u32, c: u32, r: usize) {
+        let to_head = r == X && std::mem::take(&mut self.nodes[c as usize].capped);
         let head = self.nodes[p as usize].heads[r];
         let quantum = self.nodes[c as usize].quantum;
         if head == NIL {
@@ -461,6 +466,9 @@ impl Hierarchy {
             };
             self.nodes[tail as usize].links[r].next = c;
             self.nodes[head as usize].links[r].prev = c;
+            if to_head {
+                self.nodes[p as usize].heads[r] = c;
+            }
         }
     }
 
