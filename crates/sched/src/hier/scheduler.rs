@@ -8,8 +8,8 @@ use super::config::{
     leaf_kind, HierarchyConfig, DEFAULT_BURST_NS, MAX_LEVELS, MIN_BURST_PACKETS, UNLIMITED_BPS,
 };
 use crate::{
-    AnyScheduler, ConfigError, DropReason, FlowId, FlowTable, Instant, Packet, PacketQueues,
-    Rejected, Scheduler, SchedulerConfig,
+    AlgKind, AnyScheduler, ConfigError, DropReason, FlowId, FlowTable, Instant, Packet,
+    PacketQueues, Rejected, Scheduler, SchedulerConfig,
 };
 
 const NIL: u32 = u32::MAX;
@@ -92,57 +92,70 @@ impl Bucket {
     }
 }
 
-/// A node's place in one of its parent's rings.
+/// A node's place in one of its parent's rings; `prev == NIL`: not a member.
 #[derive(Clone, Copy, Debug)]
 struct Link {
     prev: u32,
     next: u32,
     /// DRR credit in bytes for this ring; may go negative by one packet.
     credit: i64,
-    member: bool,
 }
 
 const UNLINKED: Link = Link {
     prev: NIL,
     next: NIL,
     credit: 0,
-    member: false,
 };
 
+/// `Node::leaf` of an inner node.
+const INNER: u32 = u32::MAX;
+/// `Node::leaf` of a FIFO leaf kept inline in the shared arena.
+const INLINE: u32 = u32::MAX - 1;
+
+/// What every decision reads, packed in one cache line; the buckets and
+/// timers live apart in [`Shape`] and are touched only for shaped nodes.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct Node {
-    parent: u32,
-    /// Index into `leaves`, or NIL for an inner node.
-    leaf: u32,
+    /// This node's membership in its parent's two rings ([`G`], [`X`]).
+    links: [Link; 2],
     /// DRR quantum among siblings, bytes, proportional to the weight.
     quantum: i64,
+    parent: u32,
+    /// [`INNER`], [`INLINE`] or an index into `subs`.
+    leaf: u32,
+    /// Packets held in the subtree.
+    backlog: u32,
+    /// Heads of this node's two rings of children.
+    heads: [u32; 2],
+    color: Color,
+    /// Has a finite rate (so buckets to keep); otherwise always green.
+    shaped: bool,
+    /// Leaves: the leaf policy holds its packets back until `sub_wake`.
+    blocked: bool,
+    /// Went red since it last joined its parent's excess ring: it rejoins
+    /// at the head (see `ring_insert`).
+    capped: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Shape {
     rate: Bucket,
     ceil: Bucket,
     /// Time the buckets were last refilled to.
     t_last: u64,
-    color: Color,
-    /// Packets held in the subtree.
-    backlog: u32,
-    /// Heads of this node's two rings of children ([`G`], [`X`]).
-    heads: [u32; 2],
-    /// This node's membership in its parent's two rings.
-    links: [Link; 2],
-    /// When this node's state next improves by itself (NEVER: it won't,
-    /// or nobody cares because it holds nothing).
+    /// When this node's state next improves by itself (NEVER: it won't, or
+    /// nobody cares because it holds nothing).
     wake: u64,
     /// Earliest time of this node's entry in the timer heap (NEVER: none).
     queued_at: u64,
-    /// Leaves: the leaf policy held packets back until this time.
+    /// Leaves: when the blocked leaf policy said to try again.
     sub_wake: u64,
-    /// Went red since it last joined its parent's excess ring: it rejoins at
-    /// the head (see `ring_insert`).
-    capped: bool,
 }
 
-struct Leaf {
+struct Sub {
     sched: AnyScheduler,
     base: u32,
-    node: u32,
 }
 
 /// An HTB-like hierarchy of guaranteed rates, ceilings and weighted excess
@@ -162,12 +175,17 @@ struct Leaf {
 /// ```
 pub struct Hierarchy {
     nodes: Box<[Node]>,
-    leaves: Box<[Leaf]>,
+    shapes: Box<[Shape]>,
+    /// Leaves with a policy of their own.
+    subs: Box<[Sub]>,
+    /// FIFO leaves: one queue per node index in one shared arena.
+    inline: PacketQueues,
     names: Box<[String]>,
-    /// Global flow id → index into `leaves`.
+    /// Global flow id → its leaf's node index.
     flow_leaf: Box<[u32]>,
     flows: FlowTable,
     root: u32,
+    leaf_count: usize,
     capacity: usize,
     total: usize,
     timers: BinaryHeap<Reverse<(u64, u32)>>,
@@ -179,6 +197,12 @@ impl Hierarchy {
     /// order), holding at most `capacity` packets in all. Inner DRR quanta
     /// are `quantum_unit × weight / smallest sibling weight` bytes; leaf
     /// policies get `quantum_unit` as their own.
+    ///
+    /// FIFO leaves (and DRR or PRIO leaves of a single flow, which order
+    /// alike) share one arena of `capacity` packets; every other leaf policy
+    /// is built by [`SchedulerConfig::build`] over the leaf's flows
+    /// (renumbered from 0) with its own arena of
+    /// [`HierarchyConfig::leaf_capacity`] packets.
     ///
     /// # Errors
     /// Anything [`HierarchyConfig::validate`] rejects; a flow count that
@@ -218,6 +242,7 @@ impl Hierarchy {
         let min_burst = MIN_BURST_PACKETS * flows.max_lmax();
         let n = cfg.nodes.len();
         let mut nodes = Vec::with_capacity(n);
+        let mut shapes = Vec::with_capacity(n);
         for (i, nc) in cfg.nodes.iter().enumerate() {
             let burst = nc.burst_ns.unwrap_or(DEFAULT_BURST_NS);
             let quantum = match tree.parent[i] {
@@ -234,32 +259,47 @@ impl Hierarchy {
                 }
             };
             nodes.push(Node {
-                parent: tree.parent[i].map_or(NIL, |p| p as u32),
-                leaf: NIL,
+                links: [UNLINKED; 2],
                 quantum,
+                parent: tree.parent[i].map_or(NIL, |p| p as u32),
+                leaf: INNER,
+                backlog: 0,
+                heads: [NIL; 2],
+                color: Color::Green,
+                shaped: nc.rate_bps != UNLIMITED_BPS,
+                blocked: false,
+                capped: false,
+            });
+            shapes.push(Shape {
                 rate: Bucket::new(nc.rate_bps, burst, min_burst),
                 ceil: Bucket::new(nc.ceil_bps.unwrap_or(nc.rate_bps), burst, min_burst),
                 t_last: 0,
-                color: Color::Green,
-                backlog: 0,
-                heads: [NIL; 2],
-                links: [UNLINKED; 2],
                 wake: NEVER,
                 queued_at: NEVER,
                 sub_wake: NEVER,
-                capped: false,
             });
         }
-        let mut leaves = Vec::new();
+        let mut subs = Vec::new();
         let mut flow_leaf = Vec::with_capacity(flows.len());
+        let mut any_inline = false;
+        let mut leaf_count = 0;
         let total_flows = flows.len();
         for (i, nc) in cfg.nodes.iter().enumerate() {
             if !tree.children[i].is_empty() {
                 continue;
             }
-            let kind = leaf_kind(nc)?;
-            let base = tree.flow_base[i] as usize;
+            leaf_count += 1;
             let k = nc.flows as usize;
+            flow_leaf.extend(std::iter::repeat(i as u32).take(k));
+            let kind = leaf_kind(nc)?;
+            // FIFO, and any FIFO-equivalent policy over a single flow, runs
+            // inline: same order, one indirection and four allocations fewer.
+            if kind == AlgKind::Fifo || (k == 1 && matches!(kind, AlgKind::Drr | AlgKind::Prio)) {
+                nodes[i].leaf = INLINE;
+                any_inline = true;
+                continue;
+            }
+            let base = tree.flow_base[i] as usize;
             let sub_flows = FlowTable::new(flows.as_slice()[base..base + k].to_vec())?;
             let leaf_cap = cfg.leaf_capacity.unwrap_or_else(|| {
                 let share = (capacity as u128 * k as u128).div_ceil(total_flows as u128) as usize;
@@ -271,22 +311,24 @@ impl Hierarchy {
             let sched = sub_cfg
                 .build(sub_flows)
                 .map_err(|e| ConfigError::invalid(format!("node {:?}", nc.name), e.to_string()))?;
-            nodes[i].leaf = leaves.len() as u32;
-            flow_leaf.extend(std::iter::repeat(leaves.len() as u32).take(k));
-            leaves.push(Leaf {
+            nodes[i].leaf = subs.len() as u32;
+            subs.push(Sub {
                 sched,
                 base: base as u32,
-                node: i as u32,
             });
         }
+        let inline = PacketQueues::new(n, if any_inline { capacity } else { 1 }, None)?;
         let timer_cap = 2 * n + 8;
         Ok(Hierarchy {
             nodes: nodes.into_boxed_slice(),
-            leaves: leaves.into_boxed_slice(),
+            shapes: shapes.into_boxed_slice(),
+            subs: subs.into_boxed_slice(),
+            inline,
             names: cfg.nodes.iter().map(|nc| nc.name.clone()).collect(),
             flow_leaf: flow_leaf.into_boxed_slice(),
             flows,
             root: tree.root as u32,
+            leaf_count,
             capacity,
             total: 0,
             timers: BinaryHeap::with_capacity(timer_cap),
@@ -301,7 +343,7 @@ impl Hierarchy {
 
     /// Number of leaves.
     pub fn leaf_count(&self) -> usize {
-        self.leaves.len()
+        self.leaf_count
     }
 
     /// The index of the node called `name`.
@@ -326,10 +368,7 @@ impl Hierarchy {
     /// assert_eq!(names, ["n2.3", "n1.1", "root"]);
     /// ```
     pub fn path_of(&self, flow: FlowId) -> impl Iterator<Item = usize> + '_ {
-        let mut n = self
-            .flow_leaf
-            .get(flow.index())
-            .map_or(NIL, |&l| self.leaves[l as usize].node);
+        let mut n = self.flow_leaf.get(flow.index()).copied().unwrap_or(NIL);
         std::iter::from_fn(move || {
             if n == NIL {
                 return None;
@@ -344,53 +383,57 @@ impl Hierarchy {
     fn is_ready(&self, n: u32) -> bool {
         let nd = &self.nodes[n as usize];
         nd.color != Color::Red
-            && if nd.leaf == NIL {
+            && if nd.leaf == INNER {
                 nd.heads[X] != NIL
             } else {
-                nd.backlog > 0 && nd.sub_wake == NEVER
+                nd.backlog > 0 && !nd.blocked
             }
     }
 
-    /// Brings `n`'s buckets to `now` and recomputes its color.
+    /// Brings `n`'s buckets to `now`.
     #[inline]
     fn refill(&mut self, n: u32, now: u64) {
-        let nd = &mut self.nodes[n as usize];
-        let dt = now.saturating_sub(nd.t_last);
-        nd.t_last = nd.t_last.max(now);
-        nd.rate.refill(dt);
-        nd.ceil.refill(dt);
+        if self.nodes[n as usize].shaped {
+            let sh = &mut self.shapes[n as usize];
+            let dt = now.saturating_sub(sh.t_last);
+            sh.t_last = sh.t_last.max(now);
+            sh.rate.refill(dt);
+            sh.ceil.refill(dt);
+        }
     }
 
+    /// Recomputes `n`'s color from its buckets and arms its timer.
     #[inline]
     fn recolor(&mut self, n: u32) {
         let nd = &mut self.nodes[n as usize];
-        nd.color = if !nd.ceil.positive() {
-            nd.capped = true;
-            Color::Red
-        } else if !nd.rate.positive() {
-            Color::Yellow
-        } else {
-            Color::Green
-        };
+        if !nd.shaped && !nd.blocked {
+            return; // always green, nothing to wait for
+        }
+        let sh = &mut self.shapes[n as usize];
+        if nd.shaped {
+            nd.color = if !sh.ceil.positive() {
+                nd.capped = true;
+                Color::Red
+            } else if !sh.rate.positive() {
+                Color::Yellow
+            } else {
+                Color::Green
+            };
+        }
         let bucket = if nd.backlog == 0 {
             NEVER
         } else {
             match nd.color {
                 Color::Green => NEVER,
-                Color::Yellow => nd.t_last.saturating_add(nd.rate.wait_ns()),
-                Color::Red => nd.t_last.saturating_add(nd.ceil.wait_ns()),
+                Color::Yellow => sh.t_last.saturating_add(sh.rate.wait_ns()),
+                Color::Red => sh.t_last.saturating_add(sh.ceil.wait_ns()),
             }
         };
-        let wake = bucket.min(nd.sub_wake);
-        self.set_wake(n, wake);
-    }
-
-    #[inline]
-    fn set_wake(&mut self, n: u32, t: u64) {
-        let nd = &mut self.nodes[n as usize];
-        nd.wake = t;
-        if t != NEVER && t < nd.queued_at {
-            self.push_timer(t, n);
+        let sub = if nd.blocked { sh.sub_wake } else { NEVER };
+        let wake = bucket.min(sub);
+        sh.wake = wake;
+        if wake != NEVER && wake < sh.queued_at {
+            self.push_timer(wake, n);
         }
     }
 
@@ -398,11 +441,11 @@ impl Hierarchy {
         if self.timers.len() >= self.timer_cap {
             // Drop entries superseded by an earlier one of the same node;
             // at most one per node remains, so this makes room.
-            let nodes = &self.nodes;
+            let shapes = &self.shapes;
             self.timers
-                .retain(|&Reverse((t, n))| nodes[n as usize].queued_at == t);
+                .retain(|&Reverse((t, n))| shapes[n as usize].queued_at == t);
         }
-        self.nodes[n as usize].queued_at = t;
+        self.shapes[n as usize].queued_at = t;
         self.timers.push(Reverse((t, n)));
     }
 
@@ -416,14 +459,14 @@ impl Hierarchy {
         let ready = self.is_ready(c);
         let nd = &self.nodes[c as usize];
         let gready = ready && (nd.color == Color::Green || nd.heads[G] != NIL);
-        if ready != nd.links[X].member {
+        if ready != (nd.links[X].prev != NIL) {
             if ready {
                 self.ring_insert(p, c, X);
             } else {
                 self.ring_remove(p, c, X);
             }
         }
-        if gready != self.nodes[c as usize].links[G].member {
+        if gready != (self.nodes[c as usize].links[G].prev != NIL) {
             if gready {
                 self.ring_insert(p, c, G);
             } else {
@@ -453,7 +496,6 @@ impl Hierarchy {
                 prev: c,
                 next: c,
                 credit: quantum,
-                member: true,
             };
             self.nodes[p as usize].heads[r] = c;
         } else {
@@ -462,7 +504,6 @@ impl Hierarchy {
                 prev: tail,
                 next: head,
                 credit: quantum,
-                member: true,
             };
             self.nodes[tail as usize].links[r].next = c;
             self.nodes[head as usize].links[r].prev = c;
@@ -509,21 +550,23 @@ impl Hierarchy {
                 break;
             }
             self.timers.pop();
-            let nd = &mut self.nodes[n as usize];
-            if nd.queued_at != t {
+            let sh = &mut self.shapes[n as usize];
+            if sh.queued_at != t {
                 continue; // superseded by an earlier entry
             }
-            nd.queued_at = NEVER;
-            if nd.wake == NEVER {
+            sh.queued_at = NEVER;
+            if sh.wake == NEVER {
                 continue;
             }
-            if nd.wake > now {
-                let w = nd.wake;
+            if sh.wake > now {
+                let w = sh.wake;
                 self.push_timer(w, n);
                 continue;
             }
-            if nd.sub_wake <= now {
-                nd.sub_wake = NEVER;
+            sh.wake = NEVER;
+            if sh.sub_wake <= now {
+                sh.sub_wake = NEVER;
+                self.nodes[n as usize].blocked = false;
             }
             self.refill(n, now);
             self.recolor(n);
@@ -534,15 +577,15 @@ impl Hierarchy {
     /// Leaves the heap's top exact, so `next_eligible` answers precisely.
     fn tidy_timers(&mut self) {
         while let Some(&Reverse((t, n))) = self.timers.peek() {
-            let nd = &mut self.nodes[n as usize];
-            if nd.queued_at != t {
+            let sh = &mut self.shapes[n as usize];
+            if sh.queued_at != t {
                 self.timers.pop();
-            } else if nd.wake == NEVER {
-                nd.queued_at = NEVER;
+            } else if sh.wake == NEVER {
+                sh.queued_at = NEVER;
                 self.timers.pop();
-            } else if t < nd.wake {
-                let w = nd.wake;
-                nd.queued_at = NEVER;
+            } else if t < sh.wake {
+                let w = sh.wake;
+                sh.queued_at = NEVER;
                 self.timers.pop();
                 self.push_timer(w, n);
             } else {
@@ -552,6 +595,7 @@ impl Hierarchy {
     }
 
     /// Charges `len` bytes along `path` (root first) at `now`.
+    #[inline]
     fn charge(&mut self, path: &[u32], via: &[usize], len: u32, now: u64) {
         // The lender is the lowest green node: it and its ancestors pay rate
         // tokens; the nodes below it borrowed and pay only ceiling tokens.
@@ -560,15 +604,18 @@ impl Hierarchy {
             .rposition(|&n| self.nodes[n as usize].color == Color::Green);
         for i in (0..path.len()).rev() {
             let n = path[i];
-            self.refill(n, now);
             let nd = &mut self.nodes[n as usize];
-            if lender.is_some_and(|l| i <= l) {
-                nd.rate.charge(len);
-            }
-            nd.ceil.charge(len);
             nd.backlog -= 1;
             if i > 0 {
                 nd.links[via[i]].credit -= i64::from(len);
+            }
+            if nd.shaped {
+                self.refill(n, now);
+                let sh = &mut self.shapes[n as usize];
+                if lender.is_some_and(|l| i <= l) {
+                    sh.rate.charge(len);
+                }
+                sh.ceil.charge(len);
             }
             self.recolor(n);
             self.fix_membership(n);
@@ -589,18 +636,22 @@ impl Scheduler for Hierarchy {
                 reason: DropReason::QueueFull,
             });
         }
-        let li = self.flow_leaf[pkt.flow.index()] as usize;
-        let leaf = &mut self.leaves[li];
-        let local = Packet::new(FlowId(pkt.flow.0 - leaf.base), pkt.len, pkt.token);
-        if let Err(rej) = leaf.sched.enqueue(now, local) {
-            return Err(Rejected {
-                packet: pkt,
-                reason: rej.reason,
-            });
+        let start = self.flow_leaf[pkt.flow.index()];
+        let leaf = self.nodes[start as usize].leaf;
+        if leaf == INLINE {
+            self.inline.push(start as usize, pkt)?;
+        } else {
+            let sub = &mut self.subs[leaf as usize];
+            let local = Packet::new(FlowId(pkt.flow.0 - sub.base), pkt.len, pkt.token);
+            if let Err(rej) = sub.sched.enqueue(now, local) {
+                return Err(Rejected {
+                    packet: pkt,
+                    reason: rej.reason,
+                });
+            }
         }
         self.total += 1;
         let now = now.as_nanos();
-        let start = leaf.node;
         let was_backlogged = self.nodes[start as usize].backlog > 0;
         let mut n = start;
         while n != NIL {
@@ -620,6 +671,7 @@ impl Scheduler for Hierarchy {
         Ok(())
     }
 
+    #[inline]
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
         if self.total == 0 {
             return None;
@@ -637,7 +689,7 @@ impl Scheduler for Hierarchy {
             path[0] = root;
             let mut len = 1;
             let mut n = root;
-            while self.nodes[n as usize].leaf == NIL {
+            while self.nodes[n as usize].leaf == INNER {
                 let r = if self.nodes[n as usize].heads[G] != NIL {
                     G
                 } else {
@@ -648,21 +700,32 @@ impl Scheduler for Hierarchy {
                 via[len] = r;
                 len += 1;
             }
-            let li = self.nodes[n as usize].leaf as usize;
-            let leaf = &mut self.leaves[li];
-            if let Some(mut pkt) = leaf.sched.dequeue(now) {
-                pkt.flow = FlowId(pkt.flow.0 + leaf.base);
+            let leaf = self.nodes[n as usize].leaf;
+            let pkt = if leaf == INLINE {
+                self.inline.pop(n as usize)
+            } else {
+                let sub = &mut self.subs[leaf as usize];
+                sub.sched.dequeue(now).map(|mut p| {
+                    p.flow = FlowId(p.flow.0 + sub.base);
+                    p
+                })
+            };
+            if let Some(pkt) = pkt {
                 self.total -= 1;
                 self.charge(&path[..len], &via[..len], pkt.len, now_ns);
                 return Some(pkt);
             }
             // The leaf's own policy is shaping: park the leaf until it says.
-            let t = leaf
-                .sched
-                .next_eligible(now)
-                .map_or(now_ns, Instant::as_nanos)
-                .max(now_ns.saturating_add(1));
-            self.nodes[n as usize].sub_wake = t;
+            let t = match self.subs.get(leaf as usize) {
+                Some(sub) => sub
+                    .sched
+                    .next_eligible(now)
+                    .map_or(now_ns, Instant::as_nanos),
+                None => now_ns,
+            }
+            .max(now_ns.saturating_add(1));
+            self.shapes[n as usize].sub_wake = t;
+            self.nodes[n as usize].blocked = true;
             self.recolor(n);
             self.refresh_up(n);
         }
