@@ -510,6 +510,10 @@ fn config_round_trips_through_json() {
     let neg = short.replace("\"rate_bps\": 1000,", "\"rate_bps\": -1000,");
     let cfg: HierarchyConfig = serde_json::from_str(&neg).unwrap();
     assert_names(&err(&cfg), &["\"q\"", "rate_bps", "-1000"]);
+    // A misspelt field is refused, naming it.
+    let typo = short.replace("\"ceil_bps\"", "\"ceil\"");
+    let e = serde_json::from_str::<HierarchyConfig>(&typo).unwrap_err();
+    assert!(e.to_string().contains("ceil"), "{e}");
     // The scheduler config carries the tree.
     let sc = SchedulerConfig {
         hierarchy: Some(tree()),

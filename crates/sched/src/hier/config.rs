@@ -41,6 +41,7 @@ pub const MIN_BURST_PACKETS: u32 = 2;
 /// assert_eq!(leaf.flows, 4);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NodeConfig {
     /// Unique name, used in every error message.
     pub name: String,
@@ -124,7 +125,8 @@ impl NodeConfig {
     }
 }
 
-/// A hierarchy: a tree of [`NodeConfig`]s, serialisable as it is.
+/// A hierarchy: a tree of [`NodeConfig`]s, serialisable as it is (unknown
+/// fields are refused, so a misspelt `ceil_bps` is an error, not a default).
 ///
 /// # Examples
 /// ```
@@ -139,6 +141,7 @@ impl NodeConfig {
 /// assert_eq!(cfg.total_flows(), 3);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HierarchyConfig {
     /// Every node, in any order; leaves get their flow ids in this order.
     pub nodes: Vec<NodeConfig>,

@@ -51,9 +51,13 @@
 //! O(depth) per enqueue and dequeue when all DRR quanta are at least one
 //! packet (inner quanta are `quantum_unit × weight / smallest sibling
 //! weight` ≥ `quantum_unit`), plus the leaf policy's own cost; no scan over
-//! leaves or siblings. Buckets that run out arm one timer per node in a
-//! binary heap (O(log nodes), only when a node changes color). Memory:
-//! about 170 bytes per node plus each leaf's own scheduler and arena.
+//! leaves or siblings. A bucket that runs out arms one timer for its node in
+//! a binary heap (O(log nodes), only when a node changes color; at most one
+//! live entry per node). Memory: one 64-byte cache line per node for what
+//! decisions read, about 90 bytes more for buckets and timers (touched only
+//! for shaped nodes), and per leaf either a queue in one shared arena (FIFO
+//! leaves, and DRR/PRIO leaves of a single flow, which order alike) or a
+//! scheduler of its own with its own arena.
 //!
 //! # Mapping
 //! | HTB | hClock | here |
@@ -80,11 +84,16 @@
 //! * **No priorities between classes** (HTB's `prio`); the validation
 //!   refuses children guaranteed more than their parent (HTB accepts it and
 //!   then cannot honour the guarantees).
-//! * **Leaf arenas.** Each leaf policy owns an arena of
-//!   [`HierarchyConfig::leaf_capacity`] packets (default: twice its share of
-//!   the capacity by flow count, at least 64); the scheduler capacity still
-//!   bounds the total. A leaf can therefore refuse with `QueueFull` while
-//!   the hierarchy as a whole has room.
+//! * **Capped nodes rejoin first.** A node coming back from red rejoins its
+//!   parent's excess ring at the head rather than the tail: it was held
+//!   below its weighted share by its own ceiling, and waiting a whole DRR
+//!   round (longer than its ceiling bucket when the bucket is shallow) would
+//!   lose it part of its ceiling. Plain DRR would append it.
+//! * **Leaf arenas.** A leaf with a policy of its own (not FIFO) owns an
+//!   arena of [`HierarchyConfig::leaf_capacity`] packets (default: twice its
+//!   share of the capacity by flow count, at least 64); the scheduler
+//!   capacity still bounds the total. Such a leaf can therefore refuse with
+//!   `QueueFull` while the hierarchy as a whole has room.
 //! * **Default tree.** Chosen by name without a description, the hierarchy
 //!   is [`HierarchyConfig::for_flows`]: unlimited rates everywhere, so it is
 //!   work-conserving hierarchical weighted DRR whatever `now` does.
