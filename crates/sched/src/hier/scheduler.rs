@@ -73,7 +73,9 @@ impl Bucket {
     #[inline]
     fn charge(&mut self, len: u32) {
         if self.rate != 0 {
-            self.tokens = self.tokens.saturating_sub(i64::from(len) * UNITS_PER_BYTE);
+            self.tokens = self
+                .tokens
+                .saturating_sub(i64::from(len).saturating_mul(UNITS_PER_BYTE));
         }
     }
 
@@ -749,5 +751,76 @@ impl Scheduler for Hierarchy {
 
     fn name(&self) -> &'static str {
         "htb"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hier::NodeConfig;
+
+    #[test]
+    fn bucket_refills_exactly_clamps_and_predicts_its_wait() {
+        // 8 Mbit/s = 1 byte per µs; 1 ms deep but at least 3000 B.
+        let mut b = Bucket::new(8_000_000, 1_000_000, 3_000);
+        assert_eq!(b.depth, 3_000 * UNITS_PER_BYTE);
+        assert_eq!(b.tokens, b.depth);
+        b.charge(4_000); // 1000 B in debt
+        assert!(!b.positive());
+        assert_eq!(b.wait_ns(), 1_000_001);
+        b.refill(1_000_000);
+        assert!(!b.positive(), "exactly zero is not positive");
+        b.refill(1);
+        assert!(b.positive());
+        assert_eq!(b.wait_ns(), 0);
+        b.refill(u64::MAX);
+        assert_eq!(b.tokens, b.depth, "no credit beyond the burst");
+        // Huge rates and bursts do not overflow.
+        let mut b = Bucket::new(i64::MAX - 1, u64::MAX, 3_000);
+        b.refill(u64::MAX);
+        b.charge(65_535);
+        assert!(b.positive());
+        b.charge(u32::MAX);
+        assert!(!b.positive());
+        assert!(b.wait_ns() >= 1);
+    }
+
+    #[test]
+    fn unlimited_bucket_never_runs_out() {
+        let mut b = Bucket::new(UNLIMITED_BPS, 1, 3_000);
+        for _ in 0..1_000 {
+            b.charge(65_535);
+        }
+        assert!(b.positive());
+        assert_eq!(b.wait_ns(), 0);
+    }
+
+    #[test]
+    fn rings_follow_readiness_and_colors() {
+        // root(80 Mbit/s) -> a (rate 1, ceil 80) and b (rate 7, ceil 80)
+        let cfg = HierarchyConfig::new(vec![
+            NodeConfig::root("root", 80_000_000),
+            NodeConfig::leaf("a", "root", 1_000_000, 80_000_000, 1, 1),
+            NodeConfig::leaf("b", "root", 7_000_000, 80_000_000, 1, 1),
+        ]);
+        let mut h = Hierarchy::new(&cfg, FlowTable::uniform(2).unwrap(), 64, 1500).unwrap();
+        let t0 = Instant::ZERO;
+        assert_eq!(h.nodes[0].heads, [NIL, NIL]);
+        h.enqueue(t0, Packet::new(FlowId(0), 1500, 0)).unwrap();
+        h.enqueue(t0, Packet::new(FlowId(0), 1500, 1)).unwrap();
+        // a is green and backlogged: in both rings.
+        assert_eq!(h.nodes[0].heads, [1, 1]);
+        assert!(h.dequeue(t0).is_some());
+        assert!(h.dequeue(t0).is_some());
+        // a spent its 3000 B of rate bucket: yellow, out of the rings
+        // because it is empty, and no timer for an idle node.
+        assert_eq!(h.nodes[1].color, Color::Yellow);
+        assert_eq!(h.nodes[0].heads, [NIL, NIL]);
+        assert_eq!(h.shapes[1].wake, NEVER);
+        h.enqueue(t0, Packet::new(FlowId(0), 1500, 2)).unwrap();
+        // Backlogged again but yellow: excess ring only, with a timer.
+        assert_eq!(h.nodes[0].heads, [NIL, 1]);
+        assert_ne!(h.shapes[1].wake, NEVER);
+        assert_eq!(h.total, 1);
     }
 }
