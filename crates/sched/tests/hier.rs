@@ -647,100 +647,114 @@ fn random_tree(rng: &mut fastrand::Rng) -> HierarchyConfig {
 #[test]
 fn random_shaped_trees_conserve_order_and_never_stall() {
     for seed in [3u64, 11, 99, 2024, 77777] {
-        let mut rng = fastrand::Rng::with_seed(seed);
-        let cfg = random_tree(&mut rng);
-        cfg.validate()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        let nflows = cfg.total_flows() as u32;
-        let table = FlowTable::new(
-            (0..nflows)
-                .map(|_| FlowParams {
-                    weight: rng.u32(1..10),
-                    lmax: 1500,
-                    priority: rng.u8(0..4),
-                })
-                .collect(),
-        )
-        .unwrap();
-        let mut h = Hierarchy::new(&cfg, table, 512, 1500).unwrap();
-        let mut now = 0u64;
-        let mut token = 0u64;
-        let mut accepted = 0u64;
-        let mut last = vec![None::<u64>; nflows as usize];
-        let mut out = 0u64;
-        let mut trace = Trace {
-            departures: Vec::new(),
-        };
-        let mut depart = |p: Packet, last: &mut Vec<Option<u64>>, now: u64| {
-            trace.departures.push((now, p.flow.0, p.len));
-            let l = &mut last[p.flow.index()];
-            assert!(l.map_or(true, |t| t < p.token), "seed {seed}: reordered");
-            *l = Some(p.token);
-        };
-        for _ in 0..30_000 {
-            now += rng.u64(0..20_000);
-            if rng.u8(0..10) < 5 {
-                let f = rng.u32(0..nflows);
-                for _ in 0..rng.usize(1..6) {
-                    let p = Packet::new(FlowId(f), rng.u32(64..=1500), token);
-                    token += 1;
-                    match h.enqueue(Instant::from_nanos(now), p) {
-                        Ok(()) => accepted += 1,
-                        Err(r) => assert_eq!(r.packet, p, "seed {seed}"),
-                    }
-                }
-            } else {
-                match h.dequeue(Instant::from_nanos(now)) {
-                    Some(p) => {
-                        out += 1;
-                        depart(p, &mut last, now);
-                    }
-                    None if h.queued() > 0 => {
-                        let t = h.next_eligible(Instant::from_nanos(now));
-                        assert!(
-                            t.is_some_and(|t| t.as_nanos() > now),
-                            "seed {seed}: idle with {} held at {now}, next_eligible {t:?}",
-                            h.queued()
-                        );
-                    }
-                    None => {}
+        check_random_tree(seed);
+    }
+}
+
+#[test]
+#[ignore = "stress"]
+fn stress_hier_random_trees() {
+    for seed in 0..300 {
+        check_random_tree(seed);
+    }
+}
+
+/// Random tree and arrivals: conservation, per-flow order, `next_eligible`
+/// after every `None`, a full drain, and no node above its ceiling.
+fn check_random_tree(seed: u64) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let cfg = random_tree(&mut rng);
+    cfg.validate()
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let nflows = cfg.total_flows() as u32;
+    let table = FlowTable::new(
+        (0..nflows)
+            .map(|_| FlowParams {
+                weight: rng.u32(1..10),
+                lmax: 1500,
+                priority: rng.u8(0..4),
+            })
+            .collect(),
+    )
+    .unwrap();
+    let mut h = Hierarchy::new(&cfg, table, 512, 1500).unwrap();
+    let mut now = 0u64;
+    let mut token = 0u64;
+    let mut accepted = 0u64;
+    let mut last = vec![None::<u64>; nflows as usize];
+    let mut out = 0u64;
+    let mut trace = Trace {
+        departures: Vec::new(),
+    };
+    let mut depart = |p: Packet, last: &mut Vec<Option<u64>>, now: u64| {
+        trace.departures.push((now, p.flow.0, p.len));
+        let l = &mut last[p.flow.index()];
+        assert!(l.map_or(true, |t| t < p.token), "seed {seed}: reordered");
+        *l = Some(p.token);
+    };
+    for _ in 0..30_000 {
+        now += rng.u64(0..20_000);
+        if rng.u8(0..10) < 5 {
+            let f = rng.u32(0..nflows);
+            for _ in 0..rng.usize(1..6) {
+                let p = Packet::new(FlowId(f), rng.u32(64..=1500), token);
+                token += 1;
+                match h.enqueue(Instant::from_nanos(now), p) {
+                    Ok(()) => accepted += 1,
+                    Err(r) => assert_eq!(r.packet, p, "seed {seed}"),
                 }
             }
-            assert_eq!(h.queued() as u64, accepted - out, "seed {seed}");
-        }
-        let mut rounds = 0;
-        while !h.is_empty() {
+        } else {
             match h.dequeue(Instant::from_nanos(now)) {
                 Some(p) => {
                     out += 1;
                     depart(p, &mut last, now);
                 }
-                None => {
-                    now = h
-                        .next_eligible(Instant::from_nanos(now))
-                        .unwrap()
-                        .as_nanos()
+                None if h.queued() > 0 => {
+                    let t = h.next_eligible(Instant::from_nanos(now));
+                    assert!(
+                        t.is_some_and(|t| t.as_nanos() > now),
+                        "seed {seed}: idle with {} held at {now}, next_eligible {t:?}",
+                        h.queued()
+                    );
                 }
+                None => {}
             }
-            rounds += 1;
-            assert!(rounds < 1_000_000, "seed {seed}: never drained");
         }
-        assert_eq!(out, accepted, "seed {seed}");
-        assert_eq!(h.next_eligible(Instant::from_nanos(now)), None);
-        // No node above its ceiling in any window.
-        for node in &cfg.nodes {
-            let ceil = node.ceil_bps.unwrap_or(node.rate_bps) as u64;
-            let burst = node.burst_ns.unwrap_or(1_000_000);
-            let cburst = (u128::from(ceil) * u128::from(burst) / 8_000_000_000).max(3_000) as u64;
-            for w in [1_000_000u64, 10_000_000, 100_000_000] {
-                let got = worst_window(&trace, &h, &node.name, w);
-                let bound = ceil * w / 8 / SEC + cburst + 1_500;
-                assert!(
-                    got <= bound,
-                    "seed {seed}: {} sent {got} B in {w} ns > {bound}",
-                    node.name
-                );
+        assert_eq!(h.queued() as u64, accepted - out, "seed {seed}");
+    }
+    let mut rounds = 0;
+    while !h.is_empty() {
+        match h.dequeue(Instant::from_nanos(now)) {
+            Some(p) => {
+                out += 1;
+                depart(p, &mut last, now);
             }
+            None => {
+                now = h
+                    .next_eligible(Instant::from_nanos(now))
+                    .unwrap()
+                    .as_nanos()
+            }
+        }
+        rounds += 1;
+        assert!(rounds < 1_000_000, "seed {seed}: never drained");
+    }
+    assert_eq!(out, accepted, "seed {seed}");
+    assert_eq!(h.next_eligible(Instant::from_nanos(now)), None);
+    // No node above its ceiling in any window.
+    for node in &cfg.nodes {
+        let ceil = node.ceil_bps.unwrap_or(node.rate_bps) as u64;
+        let burst = node.burst_ns.unwrap_or(1_000_000);
+        let cburst = (u128::from(ceil) * u128::from(burst) / 8_000_000_000).max(3_000) as u64;
+        for w in [1_000_000u64, 10_000_000, 100_000_000] {
+            let got = worst_window(&trace, &h, &node.name, w);
+            let bound = ceil * w / 8 / SEC + cburst + 1_500;
+            assert!(
+                got <= bound,
+                "seed {seed}: {} sent {got} B in {w} ns > {bound}",
+                node.name
+            );
         }
     }
 }
