@@ -35,17 +35,27 @@
 //! credits count excess service only: **the excess splits by weight among
 //! the yellow siblings** that want it.
 //!
-//! Guarantees are served first at every level, so a backlogged node
-//! receives at least its rate as long as its ancestors' guarantees cover
-//! their children's ([`HierarchyConfig::validate`] enforces
-//! Σ children's rates ≤ parent's rate). A node sends only while its ceiling
-//! tokens are positive, so over any window it sends at most
-//! `ceil × window + ceiling bucket + one packet`. The root's rate is the
-//! link rate: if the real link is faster, the hierarchy shapes.
-//!
 //! When packets are held but no path may send, `dequeue` returns `None` and
 //! [`Scheduler::next_eligible`](crate::Scheduler::next_eligible) gives the
 //! earliest time a bucket (or a shaping leaf policy) lets something go.
+//!
+//! # Guarantees
+//! * **Rate.** Guarantees are served first at every level, so a
+//!   backlogged node receives at least its rate, as long as each node's
+//!   children are guaranteed no more than it is
+//!   ([`HierarchyConfig::validate`] enforces Σ children's rates ≤ parent's
+//!   rate). A green node waits only for a red ancestor, and for at most its
+//!   parent's DRR round among green siblings.
+//! * **Ceiling.** A node sends only while its ceiling tokens are positive,
+//!   so over any window it sends at most `ceil × window + ceiling bucket +
+//!   one packet`. The root's rate is the link rate: if the real link is
+//!   faster, the hierarchy shapes.
+//! * **Excess.** Siblings above their rate and below their ceiling share
+//!   what their parent has beyond the guarantees in proportion to their
+//!   weights, within one DRR quantum plus one packet per round.
+//!
+//! The integration tests (`tests/hier.rs`) check all three on a simulated
+//! link with a 3-level tree (within 1%) and on random trees.
 //!
 //! # Complexity
 //! O(depth) per enqueue and dequeue when all DRR quanta are at least one
