@@ -431,7 +431,7 @@ impl HierarchyConfig {
                 return Err(ConfigError::out_of_range(
                     format!("node {name:?} rate_bps"),
                     node.rate_bps,
-                    format!("1..={UNLIMITED_BPS} (the latter: unlimited)"),
+                    format!("1..={UNLIMITED_BPS}, where {UNLIMITED_BPS} means unlimited"),
                 ));
             }
             let ceil = node.ceil();
