@@ -71,26 +71,44 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             "pspat" => Ok(Mode::Pspat),
             "lock" => Ok(Mode::Lock),
             "none" => Ok(Mode::None),
-            other => Err(usage(format!("--mode: unknown mode {other:?} (allowed: pspat, lock, none, or a comma list)"))),
+            other => Err(usage(format!(
+                "--mode: unknown mode {other:?} (allowed: pspat, lock, none, or a comma list)"
+            ))),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     if !(1..=1000).contains(&args.clients) {
-        return Err(usage(format!("--clients must be in 1..=1000, got {}", args.clients)));
+        return Err(usage(format!(
+            "--clients must be in 1..=1000, got {}",
+            args.clients
+        )));
     }
     let alg = AlgKind::parse(&args.alg).map_err(|e| usage(format!("--alg: {e}")))?;
     let tx_mode = match args.tx_mode.as_str() {
         "dispatcher" => TxMode::Dispatcher,
         "client" => TxMode::Client,
-        other => return Err(usage(format!("--tx-mode: unknown mode {other:?} (allowed: dispatcher, client)"))),
+        other => {
+            return Err(usage(format!(
+                "--tx-mode: unknown mode {other:?} (allowed: dispatcher, client)"
+            )))
+        }
     };
     if args.dispatchers > 64 {
-        return Err(usage(format!("--dispatchers must be in 0..=64, got {}", args.dispatchers)));
+        return Err(usage(format!(
+            "--dispatchers must be in 0..=64, got {}",
+            args.dispatchers
+        )));
     }
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
-        return Err(usage(format!("--duration must be in (0, 3600] seconds, got {}", args.duration)));
+        return Err(usage(format!(
+            "--duration must be in (0, 3600] seconds, got {}",
+            args.duration
+        )));
     }
     if !(1..=65_535).contains(&args.pkt_len) {
-        return Err(usage(format!("--pkt-len must be in 1..=65535 bytes, got {}", args.pkt_len)));
+        return Err(usage(format!(
+            "--pkt-len must be in 1..=65535 bytes, got {}",
+            args.pkt_len
+        )));
     }
     let weights = match &args.weights {
         None => Vec::new(),
@@ -117,10 +135,16 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
         }
     };
     if !(1..=100).contains(&args.repeat) {
-        return Err(usage(format!("--repeat must be in 1..=100, got {}", args.repeat)));
+        return Err(usage(format!(
+            "--repeat must be in 1..=100, got {}",
+            args.repeat
+        )));
     }
     if args.delta_a > 1_000_000 {
-        return Err(usage(format!("--delta-a must be in 0..=1000000 ns, got {}", args.delta_a)));
+        return Err(usage(format!(
+            "--delta-a must be in 0..=1000000 ns, got {}",
+            args.delta_a
+        )));
     }
     modes
         .into_iter()
@@ -178,11 +202,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for rep in 0..args.repeat {
         for cfg in &cfgs {
             let label = format!("[{}/{}] {}", reports.len() + 1, total, cfg.mode);
-            eprintln!("{label}: {} clients, {:.1} s ...", cfg.clients, cfg.duration.as_secs_f64());
+            eprintln!(
+                "{label}: {} clients, {:.1} s ...",
+                cfg.clients,
+                cfg.duration.as_secs_f64()
+            );
             let mut progress = |p: bench::Progress| {
-                eprintln!("{label}: {:5.1} s  {:>14} transmitted", p.elapsed_s, p.transmitted);
+                eprintln!(
+                    "{label}: {:5.1} s  {:>14} transmitted",
+                    p.elapsed_s, p.transmitted
+                );
             };
-            let report = bench::run(cfg, &mut progress).with_context(|| format!("{} run {}", cfg.mode, rep + 1))?;
+            let report = bench::run(cfg, &mut progress)
+                .with_context(|| format!("{} run {}", cfg.mode, rep + 1))?;
             reports.push(report);
         }
     }
@@ -241,7 +273,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 writeln!(out)?;
             }
             writeln!(out, "summary ({} runs per mode, interleaved):", args.repeat)?;
-            writeln!(out, "  {:<6} {:>14} {:>14} {:>14}", "mode", "median dec/s", "min", "max")?;
+            writeln!(
+                out,
+                "  {:<6} {:>14} {:>14} {:>14}",
+                "mode", "median dec/s", "min", "max"
+            )?;
             for s in &multi.summary {
                 writeln!(
                     out,
@@ -273,7 +309,9 @@ fn mega(x: f64) -> String {
 
 /// The readable table of one run.
 pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()> {
-    let link = r.rate_bps.map_or("unlimited".to_string(), |b| human_rate(b as f64));
+    let link = r
+        .rate_bps
+        .map_or("unlimited".to_string(), |b| human_rate(b as f64));
     writeln!(
         out,
         "mode {}, alg {}, {} clients, tx {} (dispatchers {}), {} B packets, link {}, {:.2} s",
@@ -315,7 +353,11 @@ pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()
         )?;
     }
     if r.per_client.len() > shown {
-        writeln!(out, "  ... {} more clients (see --json)", r.per_client.len() - shown)?;
+        writeln!(
+            out,
+            "  ... {} more clients (see --json)",
+            r.per_client.len() - shown
+        )?;
     }
     Ok(())
 }

@@ -73,13 +73,22 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     }
     let weights = parse_weights("--weights", &args.weights).map_err(usage)?;
     if weights.len() > 999 {
-        return Err(usage(format!("--weights: at most 999 greedy clients, got {}", weights.len())));
+        return Err(usage(format!(
+            "--weights: at most 999 greedy clients, got {}",
+            weights.len()
+        )));
     }
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
-        return Err(usage(format!("--duration must be in (0, 3600] seconds, got {}", args.duration)));
+        return Err(usage(format!(
+            "--duration must be in (0, 3600] seconds, got {}",
+            args.duration
+        )));
     }
     if !(64..=65_535).contains(&args.pkt_len) {
-        return Err(usage(format!("--pkt-len must be in 64..=65535 bytes, got {}", args.pkt_len)));
+        return Err(usage(format!(
+            "--pkt-len must be in 64..=65535 bytes, got {}",
+            args.pkt_len
+        )));
     }
     if !(1..=pspat_sched::MAX_WEIGHT).contains(&args.victim_weight) {
         return Err(usage(format!(
@@ -89,7 +98,10 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
         )));
     }
     if !(1..=1_000_000).contains(&args.victim_pps) {
-        return Err(usage(format!("--victim-pps must be in 1..=1000000, got {}", args.victim_pps)));
+        return Err(usage(format!(
+            "--victim-pps must be in 1..=1000000, got {}",
+            args.victim_pps
+        )));
     }
     let mut cfg = BenchConfig::new(Mode::Pspat, weights.len());
     cfg.sched = SchedulerConfig::new(alg);
@@ -122,7 +134,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let mut progress = |p: bench::Progress| {
-        eprintln!("  {:5.1} s  {:>12} packets transmitted", p.elapsed_s, p.transmitted);
+        eprintln!(
+            "  {:5.1} s  {:>12} packets transmitted",
+            p.elapsed_s, p.transmitted
+        );
     };
     let report = bench::run(&cfg, &mut progress).context("demo run")?;
     let mut out = std::io::stdout().lock();
@@ -147,7 +162,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .filter(|c| Some(c.id) == victim_id)
             .map(|c| c.bytes)
             .sum::<u64>();
-        let total_bytes = report.per_client.iter().map(|c| c.bytes).sum::<u64>().max(1);
+        let total_bytes = report
+            .per_client
+            .iter()
+            .map(|c| c.bytes)
+            .sum::<u64>()
+            .max(1);
         let greedy_weight: u64 = cfg.weights.iter().map(|&w| u64::from(w)).sum();
         let victim_role = format!("victim (sends {} pps)", args.victim_pps);
         writeln!(
@@ -157,7 +177,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?;
         for c in &report.per_client {
             let (expected, role) = if Some(c.id) == victim_id {
-                (victim_bytes as f64 / total_bytes as f64, victim_role.as_str())
+                (
+                    victim_bytes as f64 / total_bytes as f64,
+                    victim_role.as_str(),
+                )
             } else {
                 let rest = 1.0 - victim_bytes as f64 / total_bytes as f64;
                 (rest * f64::from(c.weight) / greedy_weight as f64, "greedy")
@@ -193,7 +216,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.submitted, report.transmitted, report.dropped, report.in_flight
         )?;
     }
-    if report.submitted != report.transmitted + report.dropped + report.in_flight || report.in_flight != 0 {
+    if report.submitted != report.transmitted + report.dropped + report.in_flight
+        || report.in_flight != 0
+    {
         eprintln!("pspat: accounting check failed");
         return Ok(ExitCode::from(1));
     }

@@ -81,8 +81,12 @@ mod tests {
     #[test]
     fn weights() {
         assert_eq!(parse_weights("--weights", "1, 2,4").unwrap(), [1, 2, 4]);
-        assert!(parse_weights("--weights", "1,0").unwrap_err().contains("1..=65536"));
-        assert!(parse_weights("--weights", "1,x").unwrap_err().contains("#2"));
+        assert!(parse_weights("--weights", "1,0")
+            .unwrap_err()
+            .contains("1..=65536"));
+        assert!(parse_weights("--weights", "1,x")
+            .unwrap_err()
+            .contains("#2"));
         assert!(parse_weights("--weights", "").is_err());
     }
 }

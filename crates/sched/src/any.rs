@@ -9,8 +9,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigError, Drr, Fifo, FlowTable, Instant, Packet, Prio, Rejected, Scheduler};
-use crate::{Qfq, QfqPlus, Wf2qPlus};
+use crate::{
+    ConfigError, Drr, Fifo, FlowTable, Hierarchy, HierarchyConfig, Instant, Packet, Prio, Qfq,
+    QfqPlus, Rejected, Scheduler, Wf2qPlus,
+};
 
 /// The built-in algorithms, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -31,6 +33,9 @@ pub enum AlgKind {
     /// [`QfqPlus`]
     #[serde(rename = "qfq+")]
     QfqPlus,
+    /// [`Hierarchy`] (HTB-like; also `hier`, `hclock`)
+    #[serde(rename = "htb", alias = "hier", alias = "hclock")]
+    Hierarchy,
 }
 
 impl AlgKind {
@@ -42,6 +47,7 @@ impl AlgKind {
         AlgKind::Wf2qPlus,
         AlgKind::Qfq,
         AlgKind::QfqPlus,
+        AlgKind::Hierarchy,
     ];
 
     /// The name accepted by [`AlgKind::parse`] and printed in reports.
@@ -53,6 +59,7 @@ impl AlgKind {
             AlgKind::Wf2qPlus => "wf2q+",
             AlgKind::Qfq => "qfq",
             AlgKind::QfqPlus => "qfq+",
+            AlgKind::Hierarchy => "htb",
         }
     }
 
@@ -83,6 +90,7 @@ impl AlgKind {
             "rr" => "drr",
             "wf2qp" | "wf2q" => "wf2q+",
             "qfqp" => "qfq+",
+            "hier" | "hclock" => "htb",
             other => other,
         };
         Self::ALL
@@ -115,6 +123,10 @@ pub struct SchedulerConfig {
     pub capacity: usize,
     /// DRR: bytes of quantum per unit of weight.
     pub quantum_unit: u32,
+    /// Hierarchy: the tree; `None` builds [`HierarchyConfig::for_flows`]
+    /// (unshaped, work-conserving).
+    #[serde(default)]
+    pub hierarchy: Option<HierarchyConfig>,
 }
 
 impl SchedulerConfig {
@@ -127,6 +139,7 @@ impl SchedulerConfig {
             alg,
             capacity: Self::DEFAULT_CAPACITY,
             quantum_unit: crate::drr::DEFAULT_QUANTUM_UNIT,
+            hierarchy: None,
         }
     }
 
@@ -149,6 +162,22 @@ impl SchedulerConfig {
             AlgKind::Wf2qPlus => AnyScheduler::Wf2qPlus(Wf2qPlus::new(flows, self.capacity)?),
             AlgKind::Qfq => AnyScheduler::Qfq(Qfq::new(flows, self.capacity)?),
             AlgKind::QfqPlus => AnyScheduler::QfqPlus(QfqPlus::new(flows, self.capacity)?),
+            AlgKind::Hierarchy => {
+                let default;
+                let tree = match &self.hierarchy {
+                    Some(t) => t,
+                    None => {
+                        default = HierarchyConfig::for_flows(&flows);
+                        &default
+                    }
+                };
+                AnyScheduler::Hierarchy(Box::new(Hierarchy::new(
+                    tree,
+                    flows,
+                    self.capacity,
+                    self.quantum_unit,
+                )?))
+            }
         })
     }
 }
@@ -195,4 +224,5 @@ any_scheduler! {
     Wf2qPlus(Wf2qPlus),
     Qfq(Qfq),
     QfqPlus(QfqPlus),
+    Hierarchy(Box<Hierarchy>),
 }

@@ -229,6 +229,7 @@ each_alg! {
     wf2q_plus => AlgKind::Wf2qPlus, work_conserving: true;
     qfq => AlgKind::Qfq, work_conserving: true;
     qfq_plus => AlgKind::QfqPlus, work_conserving: true;
+    htb => AlgKind::Hierarchy, work_conserving: true;
 }
 
 /// DRR: within one quantum per unit of weight per round, i.e. a flow never

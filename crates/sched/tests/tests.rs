@@ -7,3 +7,5 @@ mod conformance;
 mod wfi;
 // Service guarantees of WF2Q+, QFQ and QFQ+: lag bounds, shares, wrap.
 mod fair;
+// Hierarchies (HTB-like): guarantees, ceilings, excess by weight, bad descriptions.
+mod hier;
