@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::eiffel::{Edf, EiffelConfig, Lstf, Ranked, Shaped, Srpt, Stfq, StrictPriority};
 use crate::{ConfigError, Drr, Fifo, FlowTable, Instant, Packet, Prio, Rejected, Scheduler};
 
 /// The built-in algorithms, by name.
@@ -22,11 +23,33 @@ pub enum AlgKind {
     Prio,
     /// [`Drr`]
     Drr,
+    /// Eiffel pFabric / shortest remaining processing time ([`crate::eiffel::Srpt`]); alias `pfabric`.
+    Srpt,
+    /// Eiffel earliest deadline first ([`crate::eiffel::Edf`]).
+    Edf,
+    /// Eiffel least slack time first ([`crate::eiffel::Lstf`]).
+    Lstf,
+    /// Start-time fair queueing as an Eiffel rank ([`crate::eiffel::Stfq`]).
+    Stfq,
+    /// Strict priority as an Eiffel rank ([`crate::eiffel::StrictPriority`]).
+    EiffelPrio,
+    /// Per-flow EDT rate limits ([`crate::eiffel::Shaped`]) in front of DRR; alias `edt`.
+    ShapedDrr,
 }
 
 impl AlgKind {
     /// Every algorithm, in the order reports list them.
-    pub const ALL: &'static [AlgKind] = &[AlgKind::Fifo, AlgKind::Prio, AlgKind::Drr];
+    pub const ALL: &'static [AlgKind] = &[
+        AlgKind::Fifo,
+        AlgKind::Prio,
+        AlgKind::Drr,
+        AlgKind::Srpt,
+        AlgKind::Edf,
+        AlgKind::Lstf,
+        AlgKind::Stfq,
+        AlgKind::EiffelPrio,
+        AlgKind::ShapedDrr,
+    ];
 
     /// The name accepted by [`AlgKind::parse`] and printed in reports.
     pub const fn name(self) -> &'static str {
@@ -34,6 +57,12 @@ impl AlgKind {
             AlgKind::Fifo => "fifo",
             AlgKind::Prio => "prio",
             AlgKind::Drr => "drr",
+            AlgKind::Srpt => "srpt",
+            AlgKind::Edf => "edf",
+            AlgKind::Lstf => "lstf",
+            AlgKind::Stfq => "stfq",
+            AlgKind::EiffelPrio => "eiffel-prio",
+            AlgKind::ShapedDrr => "shaped-drr",
         }
     }
 
@@ -61,6 +90,8 @@ impl AlgKind {
         let lower = name.trim().to_ascii_lowercase();
         let alias = match lower.as_str() {
             "rr" => "drr",
+            "pfabric" => "srpt",
+            "edt" => "shaped-drr",
             other => other,
         };
         Self::ALL
@@ -93,6 +124,10 @@ pub struct SchedulerConfig {
     pub capacity: usize,
     /// DRR: bytes of quantum per unit of weight.
     pub quantum_unit: u32,
+    /// Eiffel policies and shaping (flow sizes, deadlines, rates); see
+    /// [`EiffelConfig`] for the defaults.
+    #[serde(default)]
+    pub eiffel: EiffelConfig,
 }
 
 impl SchedulerConfig {
@@ -105,6 +140,7 @@ impl SchedulerConfig {
             alg,
             capacity: Self::DEFAULT_CAPACITY,
             quantum_unit: crate::drr::DEFAULT_QUANTUM_UNIT,
+            eiffel: EiffelConfig::default(),
         }
     }
 
@@ -124,6 +160,18 @@ impl SchedulerConfig {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
             AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity, self.quantum_unit)?),
+            AlgKind::Srpt => AnyScheduler::Srpt(self.eiffel.srpt(flows, self.capacity)?),
+            AlgKind::Edf => AnyScheduler::Edf(self.eiffel.edf(flows, self.capacity)?),
+            AlgKind::Lstf => AnyScheduler::Lstf(self.eiffel.lstf(flows, self.capacity)?),
+            AlgKind::Stfq => AnyScheduler::Stfq(self.eiffel.stfq(flows, self.capacity)?),
+            AlgKind::EiffelPrio => {
+                AnyScheduler::EiffelPrio(self.eiffel.strict_priority(flows, self.capacity)?)
+            }
+            AlgKind::ShapedDrr => AnyScheduler::ShapedDrr(self.eiffel.shaped_drr(
+                flows,
+                self.capacity,
+                self.quantum_unit,
+            )?),
         })
     }
 }
@@ -167,4 +215,10 @@ any_scheduler! {
     Fifo(Fifo),
     Prio(Prio),
     Drr(Drr),
+    Srpt(Ranked<Srpt>),
+    Edf(Ranked<Edf>),
+    Lstf(Ranked<Lstf>),
+    Stfq(Ranked<Stfq>),
+    EiffelPrio(Ranked<StrictPriority>),
+    ShapedDrr(Shaped<Drr>),
 }

@@ -127,7 +127,7 @@ fn run_random(alg: AlgKind, seed: u64, work_conserving: bool) {
     for p in &departed {
         let l = &mut last[p.flow.index()];
         assert!(
-            l.is_none_or(|t| t < p.token),
+            l.map_or(true, |t| t < p.token),
             "seed {seed}: flow {} reordered",
             p.flow.0
         );
@@ -226,6 +226,12 @@ each_alg! {
     fifo => AlgKind::Fifo, work_conserving: true;
     prio => AlgKind::Prio, work_conserving: true;
     drr => AlgKind::Drr, work_conserving: true;
+    srpt => AlgKind::Srpt, work_conserving: true;
+    edf => AlgKind::Edf, work_conserving: true;
+    lstf => AlgKind::Lstf, work_conserving: true;
+    stfq => AlgKind::Stfq, work_conserving: true;
+    eiffel_prio => AlgKind::EiffelPrio, work_conserving: true;
+    shaped_drr => AlgKind::ShapedDrr, work_conserving: false;
 }
 
 /// DRR: within one quantum per unit of weight per round, i.e. a flow never

@@ -2,3 +2,6 @@
 
 // The conformance suite: invariants every algorithm must hold.
 mod conformance;
+
+// Eiffel: integer priority queues, rank policies, EDT shaping.
+mod eiffel;
