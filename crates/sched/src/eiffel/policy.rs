@@ -98,6 +98,11 @@ impl RankQueue {
 /// assert_eq!(s.name(), "shortest-head");
 /// ```
 pub trait RankPolicy {
+    /// Whether [`RankPolicy::on_arrival`] returns stamps worth keeping. A
+    /// policy that ranks from flow state alone sets it to `false` and the
+    /// scheduler skips the per-packet stamp queue (stamps are then 0).
+    const STAMPS: bool = true;
+
     /// A packet was accepted; returns its stamp, handed back to
     /// [`RankPolicy::rank`] and [`RankPolicy::on_departure`]. Default 0.
     fn on_arrival(&mut self, now: Instant, pkt: &Packet) -> u64 {
@@ -217,6 +222,8 @@ impl Srpt {
 }
 
 impl RankPolicy for Srpt {
+    const STAMPS: bool = false;
+
     #[inline]
     fn rank(&mut self, _now: Instant, head: &Packet, _stamp: u64) -> u64 {
         self.remaining(head.flow).unwrap_or(u64::MAX)
@@ -526,6 +533,8 @@ impl StrictPriority {
 }
 
 impl RankPolicy for StrictPriority {
+    const STAMPS: bool = false;
+
     #[inline]
     fn rank(&mut self, _now: Instant, head: &Packet, _stamp: u64) -> u64 {
         u64::from(self.prio.get(head.flow.index()).copied().unwrap_or(u8::MAX))

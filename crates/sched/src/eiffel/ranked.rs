@@ -23,7 +23,8 @@
 //! # Deviations
 //! Per-packet stamps ride in a second [`PacketQueues`] kept in lock step with
 //! the packet FIFOs (the `token` field carries the stamp), costing 24 bytes
-//! per arena slot; `Packet` itself is unchanged.
+//! per arena slot; `Packet` itself is unchanged. Policies with
+//! [`RankPolicy::STAMPS`] `= false` (SRPT, strict priority) skip it.
 
 use crate::{
     ConfigError, DropReason, FlowId, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler,
@@ -121,7 +122,8 @@ impl<P: RankPolicy> Ranked<P> {
         };
         Ok(Ranked {
             queues: PacketQueues::new(n, capacity, None)?,
-            stamps: PacketQueues::new(n, capacity, None)?,
+            // Without stamps the second arena is never used: keep it tiny.
+            stamps: PacketQueues::new(n, if P::STAMPS { capacity } else { 1 }, None)?,
             flows,
             pq,
             policy,
@@ -149,8 +151,10 @@ impl<P: RankPolicy> Scheduler for Ranked<P> {
         let f = pkt.flow.index();
         self.queues.push(f, pkt)?;
         let stamp = self.policy.on_arrival(now, &pkt);
-        // Same arena size and the same push/pop sequence: cannot refuse.
-        let _ = self.stamps.push(f, Packet::new(pkt.flow, 1, stamp));
+        if P::STAMPS {
+            // Same arena size and the same push/pop sequence: cannot refuse.
+            let _ = self.stamps.push(f, Packet::new(pkt.flow, 1, stamp));
+        }
         if let Some(floor) = self.policy.rank_floor(now) {
             self.pq.set_floor(floor);
         }
@@ -158,7 +162,9 @@ impl<P: RankPolicy> Scheduler for Ranked<P> {
             let rank = self.policy.rank(now, &pkt, stamp);
             if self.pq.push(pkt.flow.0, rank, false).is_err() {
                 self.queues.pop(f);
-                self.stamps.pop(f);
+                if P::STAMPS {
+                    self.stamps.pop(f);
+                }
                 return Err(Rejected {
                     packet: pkt,
                     reason: DropReason::OutOfWindow,
@@ -182,10 +188,19 @@ impl<P: RankPolicy> Scheduler for Ranked<P> {
         let fi = f as usize;
         // Invariant: a queued flow is backlogged.
         let pkt = self.queues.pop(fi)?;
-        let stamp = self.stamps.pop(fi).map_or(0, |s| s.token);
+        let stamp = if P::STAMPS {
+            self.stamps.pop(fi).map_or(0, |s| s.token)
+        } else {
+            0
+        };
         self.policy.on_departure(now, &pkt, stamp);
-        if let (Some(head), Some(hs)) = (self.queues.front(fi), self.stamps.front(fi)) {
-            let rank = self.policy.rank(now, head, hs.token);
+        if let Some(head) = self.queues.front(fi) {
+            let hs = if P::STAMPS {
+                self.stamps.front(fi).map_or(0, |s| s.token)
+            } else {
+                0
+            };
+            let rank = self.policy.rank(now, head, hs);
             // Clamping never refuses and `f` was just popped.
             let _ = self.pq.push(f, rank, true);
         }
