@@ -20,10 +20,10 @@
 //!
 //! | Policy | Rank | Queue |
 //! |---|---|---|
-//! | [`Srpt`] (pFabric) | remaining bytes of the flow | fixed window from 0 |
+//! | [`Srpt`] (pFabric) | remaining bytes of the flow | fixed window from 0, 2 levels |
 //! | [`Edf`] | absolute deadline of the head: arrival + relative deadline | sliding (ns) |
 //! | [`Lstf`] | slack: deadline − transmission time of the head | sliding (ns) |
-//! | [`Stfq`] | start tag `S = max(V, F_prev)`, `F = S + len/w`, `V = S` in service | sliding (virtual) |
+//! | [`Stfq`] | start tag `S = max(V, F_prev)`, `F = S + len/w`, `V = S` in service | sliding (virtual), 2 levels |
 //! | [`StrictPriority`] | the flow's priority | fixed, 64 buckets |
 
 use serde::{Deserialize, Serialize};
@@ -240,10 +240,12 @@ impl RankPolicy for Srpt {
         }
     }
 
+    /// Two levels (4096 buckets, 32 KiB, cache resident) over the largest
+    /// flow size: 256-byte buckets for 1 MB flows.
     fn queue(&self) -> RankQueue {
-        let g = QueueConfig::granularity_for(3, self.max + 1).next_power_of_two();
+        let g = QueueConfig::granularity_for(2, self.max + 1).next_power_of_two();
         RankQueue::Fixed(QueueConfig {
-            levels: 3,
+            levels: 2,
             granularity: g,
             ..QueueConfig::default()
         })
@@ -488,11 +490,14 @@ impl RankPolicy for Stfq {
     fn rank_floor(&self, _now: Instant) -> Option<u64> {
         Some(self.vtime)
     }
+    /// Head start tags lie within one maximum packet (in virtual units) of
+    /// `V`: two levels (4096 buckets, cache resident) whose window covers
+    /// that spread. A bucket is then under one byte of weight-1 service for
+    /// 1500-byte packets.
     fn queue(&self) -> RankQueue {
-        // Head start tags lie within one maximum packet (in virtual units) of V.
-        let g = QueueConfig::granularity_for(3, 2 * self.span).next_power_of_two();
+        let g = QueueConfig::granularity_for(2, self.span).next_power_of_two();
         RankQueue::Sliding(QueueConfig {
-            levels: 3,
+            levels: 2,
             granularity: g,
             ..QueueConfig::default()
         })
