@@ -15,7 +15,7 @@
 //! # The queues
 //! * `cffs`: [`Cffs`], 3 levels (262 144 buckets per window), granularity
 //!   the power of two that makes one window cover `2N` ranks (8 at 1M);
-//!   memory 4 MiB of buckets plus 24 bytes per element.
+//!   memory 4 MiB of buckets plus 16 bytes per element.
 //! * `hffs`: [`Hffs`], 3 levels, one fixed window sized to cover every rank
 //!   the run can reach (so it sorts coarser than cFFS at the same N); ranks
 //!   beyond it are clamped and counted.

@@ -142,7 +142,8 @@ fn cffs_matches_a_binary_heap_across_rotations() {
 }
 
 /// cFFS with a rising floor (the EDF case): pushes anywhere at or above the
-/// floor, not only above the last pop; pops still equal the oracle's.
+/// floor, not only above the last pop, and removals; pops still equal the
+/// oracle's.
 #[test]
 fn cffs_with_a_floor_matches_a_binary_heap() {
     for seed in SEEDS {
@@ -157,12 +158,22 @@ fn cffs_with_a_floor_matches_a_binary_heap() {
             for step in 0..30_000 {
                 floor += rng.u64(0..h / 8 + 1);
                 q.set_floor(floor);
-                if rng.u8(0..10) < 5 && !free.is_empty() {
+                let op = rng.u8(0..20);
+                if op < 10 && !free.is_empty() {
                     let id = free.swap_remove(rng.usize(..free.len()));
                     let span = if rng.u8(0..8) == 0 { 6 * h } else { h };
                     let rank = floor + rng.u64(0..span);
                     q.push(id, rank).unwrap();
                     o.push(rank / g, id, rank);
+                } else if op == 10 {
+                    // Take a random id out, queued or not.
+                    let id = rng.u32(0..cap);
+                    let was = q.rank_of(id);
+                    assert_eq!(q.remove(id), was);
+                    if was.is_some() {
+                        o.remove(id);
+                        free.push(id);
+                    }
                 } else {
                     let got = q.pop();
                     assert_eq!(got, o.pop(), "seed {seed} L{levels} g{g} step {step}");

@@ -40,7 +40,7 @@
 //! Push O(1); pop `L` `trailing_zeros`, plus, at a rotation, one re-push per
 //! element of the re-sorted bucket.
 //! # Memory
-//! Twice an hFFS window plus 24 bytes per id: L = 3 → 4 MiB of buckets.
+//! Twice an hFFS window plus 16 bytes per id: L = 3 → 4 MiB of buckets.
 //! # Guarantees
 //! With every pushed rank at or above both the floor and the last popped
 //! rank, pops leave in exact `(⌊rank / g⌋, push order)` order; the

@@ -12,9 +12,10 @@
 //!
 //! # Complexity
 //! `push` O(1) plus at most `levels` word updates; `pop` and `peek`
-//! `levels` `trailing_zeros`; `remove` O(1) (buckets are doubly linked).
+//! `levels` `trailing_zeros`; `remove` O(position in its bucket) (buckets are
+//! singly linked, to keep a node at 16 bytes).
 //! # Memory
-//! 24 bytes per id, 8 bytes per bucket, `(64^L − 1)/63` words of 8 bytes:
+//! 16 bytes per id, 8 bytes per bucket, `(64^L − 1)/63` words of 8 bytes:
 //! L = 3 → 262 144 buckets, 2 MiB of buckets and 33 KiB of bitmap.
 //! # Guarantees
 //! Exact order by bucket (`rank / granularity`); equal buckets leave in push
@@ -142,11 +143,13 @@ pub enum PushError {
     OutOfWindow(u64),
 }
 
+/// 16 bytes, four to a cache line: buckets are singly linked, so `remove`
+/// walks its bucket but `push` and `pop` touch one node each besides the
+/// bucket's old tail.
 #[derive(Clone, Copy)]
 pub(crate) struct Node {
     pub rank: u64,
     pub next: u32,
-    pub prev: u32,
     /// Bucket index, with bit 31 naming the tree (cFFS); NIL: not queued.
     pub loc: u32,
 }
@@ -154,7 +157,6 @@ pub(crate) struct Node {
 const FREE_NODE: Node = Node {
     rank: 0,
     next: NIL,
-    prev: NIL,
     loc: NIL,
 };
 
@@ -280,7 +282,6 @@ impl Tree {
         }
         let n = &mut nodes[id as usize];
         n.next = NIL;
-        n.prev = tail;
         n.loc = loc;
     }
 
@@ -294,25 +295,32 @@ impl Tree {
         if next == NIL {
             bk.tail = NIL;
             self.clear(b);
-        } else {
-            nodes[next as usize].prev = NIL;
         }
         nodes[id as usize].loc = NIL;
         id
     }
 
-    /// Unlinks `id` from bucket `b`, wherever it sits.
+    /// Unlinks `id` from bucket `b`, wherever it sits: O(position in the
+    /// bucket).
     pub(crate) fn unlink(&mut self, nodes: &mut [Node], id: u32, b: u32) {
-        let Node { next, prev, .. } = nodes[id as usize];
+        let next = nodes[id as usize].next;
+        let bk = self.buckets[b as usize];
+        let mut prev = NIL;
+        let mut cur = bk.head;
+        while cur != id && cur != NIL {
+            prev = cur;
+            cur = nodes[cur as usize].next;
+        }
+        if cur == NIL {
+            return; // not in this bucket: nothing to do
+        }
         if prev == NIL {
             self.buckets[b as usize].head = next;
         } else {
             nodes[prev as usize].next = next;
         }
-        if next == NIL {
+        if bk.tail == id {
             self.buckets[b as usize].tail = prev;
-        } else {
-            nodes[next as usize].prev = prev;
         }
         if self.buckets[b as usize].head == NIL {
             self.clear(b);

@@ -29,7 +29,7 @@
 //! scheduler answers [`DropReason::OutOfWindow`](crate::DropReason)).
 //!
 //! # Memory
-//! 8 bytes per bucket, 24 bytes per id, `(64^L − 1)/63` bitmap words: an hFFS
+//! 8 bytes per bucket, 16 bytes per id, `(64^L − 1)/63` bitmap words: an hFFS
 //! of 3 levels is 262 144 buckets (2 MiB + 33 KiB), a cFFS twice that. Ids
 //! are flows for [`Ranked`] and [`Shaped`], so memory does not grow with the
 //! backlog.
