@@ -599,3 +599,31 @@ fn names_and_aliases_parse() {
         assert_eq!(s.name(), alg.name());
     }
 }
+
+/// A million live elements in the hold model (the `pq-bench` workload),
+/// checked against the heap op by op.
+#[test]
+#[ignore = "stress"]
+fn stress_cffs_million_elements_hold_model() {
+    let n = 1_000_000u32;
+    let g = 8;
+    let mut rng = fastrand::Rng::with_seed(9);
+    let mut q = Cffs::new(qc(3, g), n as usize).unwrap();
+    let mut o = Oracle::default();
+    q.set_floor(0);
+    for id in 0..n {
+        let r = rng.u64(0..2 * u64::from(n));
+        q.push(id, r).unwrap();
+        o.push(r / g, id, r);
+    }
+    q.set_floor(u64::MAX);
+    for step in 0..3_000_000u64 {
+        let got = q.pop();
+        assert_eq!(got, o.pop(), "step {step}");
+        let (id, r) = got.unwrap();
+        let nr = r + rng.u64(1..=2 * u64::from(n));
+        q.push(id, nr).unwrap();
+        o.push(nr / g, id, nr);
+    }
+    assert_eq!(q.clamped(), 0);
+}

@@ -54,6 +54,7 @@ pub enum OutOfWindow {
 /// assert_eq!(q.horizon().unwrap(), 1_048_576);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
 pub struct QueueConfig {
     /// Levels of 64-bit words, 1..=4: 64, 4096, 262 144 or 16 777 216 buckets.
     pub levels: u8,
