@@ -20,6 +20,8 @@
 //!   the run can reach (so it sorts coarser than cFFS at the same N); ranks
 //!   beyond it are clamped and counted.
 //! * `heap`: `BinaryHeap<Reverse<(u64, u32)>>`, exact order.
+//! * `gradient` (only when asked for, not in `all`): the gradient-queue
+//!   experiment, shaped as `hffs`.
 //!
 //! The bucketed queues order by `rank / granularity` (FIFO within a bucket),
 //! the heap exactly: the comparison is at the precision the queues are
@@ -32,7 +34,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use pspat_sched::eiffel::{Cffs, Hffs, OutOfWindow, QueueConfig};
+use pspat_sched::eiffel::{Cffs, GradientQueue, Hffs, OutOfWindow, QueueConfig};
 use serde::Serialize;
 
 /// Which queue to measure.
@@ -44,6 +46,8 @@ pub enum QueueKind {
     Hffs,
     /// `std::collections::BinaryHeap`.
     Heap,
+    /// The gradient queue experiment (fixed window, like hffs).
+    Gradient,
     /// All three, side by side, with ratios to the heap.
     #[default]
     All,
@@ -55,6 +59,7 @@ impl QueueKind {
             QueueKind::Cffs => "cffs",
             QueueKind::Hffs => "hffs",
             QueueKind::Heap => "heap",
+            QueueKind::Gradient => "gradient",
             QueueKind::All => "all",
         }
     }
@@ -158,6 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         QueueKind::Cffs => &[QueueKind::Cffs],
         QueueKind::Hffs => &[QueueKind::Hffs],
         QueueKind::Heap => &[QueueKind::Heap],
+        QueueKind::Gradient => &[QueueKind::Gradient],
     };
     let mut reports = Vec::new();
     for &k in kinds {
@@ -297,6 +303,31 @@ fn measure(
             let ns = t.elapsed().as_nanos() as f64 / ops as f64;
             Ok((ns, g, q.clamped(), black_box(sum)))
         }
+        QueueKind::Gradient => {
+            let reach = (warm + ops).saturating_mul(2).saturating_add(8 * n);
+            let g = granularity
+                .unwrap_or_else(|| QueueConfig::granularity_for(LEVELS, reach).next_power_of_two());
+            let mut q = GradientQueue::new(queue_config(g), init.len())?;
+            for (id, &r) in init.iter().enumerate() {
+                q.push(id as u32, r).context("gradient fill")?;
+            }
+            let step = |i: u64, q: &mut GradientQueue| -> anyhow::Result<u64> {
+                let (id, r) = q.pop().context("gradient ran empty")?;
+                q.push(id, r + incs[i as usize & mask])
+                    .context("gradient push")?;
+                Ok(r)
+            };
+            for i in 0..warm {
+                step(i, &mut q)?;
+            }
+            let t = Instant::now();
+            let mut sum = 0u64;
+            for i in warm..warm + ops {
+                sum = sum.wrapping_add(step(i, &mut q)?);
+            }
+            let ns = t.elapsed().as_nanos() as f64 / ops as f64;
+            Ok((ns, g, 0, black_box(sum)))
+        }
         QueueKind::Heap | QueueKind::All => {
             let mut q: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(init.len());
             for (id, &r) in init.iter().enumerate() {
@@ -348,7 +379,12 @@ mod tests {
 
     #[test]
     fn every_queue_runs_and_agrees_on_size() {
-        for k in [QueueKind::Cffs, QueueKind::Hffs, QueueKind::Heap] {
+        for k in [
+            QueueKind::Cffs,
+            QueueKind::Hffs,
+            QueueKind::Heap,
+            QueueKind::Gradient,
+        ] {
             let mut rng = SplitMix(3);
             let n = 1000u64;
             let incs: Vec<u64> = (0..1024).map(|_| 1 + rng.next() % (2 * n)).collect();

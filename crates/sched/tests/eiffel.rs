@@ -5,8 +5,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use pspat_sched::eiffel::{
-    Cffs, Edf, Hffs, Lstf, OutOfWindow, PushError, QueueConfig, RankQueue, Ranked, Shaped, Srpt,
-    Stfq, StrictPriority,
+    Cffs, Edf, GradientQueue, Hffs, Lstf, OutOfWindow, PushError, QueueConfig, RankQueue, Ranked,
+    Shaped, Srpt, Stfq, StrictPriority,
 };
 use pspat_sched::{
     AlgKind, ConfigError, DropReason, Fifo, FlowId, FlowParams, FlowTable, Instant, Packet,
@@ -88,6 +88,38 @@ fn hffs_matches_a_binary_heap() {
                 assert_eq!(q.len(), o.heap.len());
             }
             assert!(q.clamped() > 0);
+        }
+    }
+}
+
+/// The gradient queue's arithmetic descent finds the same bucket as FFS.
+#[test]
+fn gradient_queue_matches_a_binary_heap() {
+    for seed in SEEDS {
+        for (levels, g) in [(1u8, 1u64), (2, 1), (3, 7)] {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let cap = 2_000u32;
+            let cfg = qc(levels, g);
+            let buckets = cfg.buckets().unwrap();
+            let mut q = GradientQueue::new(cfg, cap as usize).unwrap();
+            let mut o = Oracle::default();
+            let mut free: Vec<u32> = (0..cap).collect();
+            for step in 0..20_000 {
+                if rng.u8(0..10) < 5 && !free.is_empty() {
+                    let id = free.swap_remove(rng.usize(..free.len()));
+                    // Dense ranks so that many siblings are occupied at once.
+                    let rank = rng.u64(0..(buckets * g).min(4_096));
+                    q.push(id, rank).unwrap();
+                    o.push((rank / g).min(buckets - 1), id, rank);
+                } else {
+                    let got = q.pop();
+                    assert_eq!(got, o.pop(), "seed {seed} L{levels} step {step}");
+                    if let Some((id, _)) = got {
+                        free.push(id);
+                    }
+                }
+            }
+            assert_eq!(q.inexact(), 0);
         }
     }
 }

@@ -16,6 +16,7 @@
 //! | [`Ranked`] | the scheduler: per-flow FIFOs ordered by flow rank in an hFFS/cFFS |
 //! | [`Srpt`], [`Edf`], [`Lstf`], [`Stfq`], [`StrictPriority`] | built-in policies |
 //! | [`Shaped`] | per-flow EDT rate limits in a time cFFS, in front of any scheduler |
+//! | [`GradientQueue`] | experiment: the approximate queue, descending by `⌊Σk·w/Σw⌋` |
 //!
 //! By name (`AlgKind::parse`): `srpt` (alias `pfabric`), `edf`, `lstf`,
 //! `stfq`, `eiffel-prio`, `shaped-drr` (alias `edt`). Their parameters are in
@@ -76,12 +77,14 @@ use serde::{Deserialize, Serialize};
 use crate::{ConfigError, Drr, FlowTable};
 
 mod cffs;
+mod gradient;
 mod hffs;
 mod policy;
 mod ranked;
 mod shaper;
 
 pub use cffs::Cffs;
+pub use gradient::GradientQueue;
 pub use hffs::{Hffs, OutOfWindow, PushError, QueueConfig};
 pub use policy::{
     Edf, Lstf, RankPolicy, RankQueue, Srpt, Stfq, StrictPriority, TIME_GRANULARITY_NS,
