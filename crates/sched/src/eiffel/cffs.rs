@@ -10,10 +10,10 @@
 //! # Ranks outside the window
 //! Under [`OutOfWindow::Clamp`] (the default) a rank below `base` goes to the
 //! first bucket of main and a rank at or beyond `base + 2H` to the last bucket
-//! of buffer (both counted in [`Cffs::clamped`]). Unlike the reference, that
-//! last bucket is re-sorted at each rotation: its elements are pushed again
-//! against the new base, so a far-future element is never served before its
-//! window comes up. Under [`OutOfWindow::Reject`] such pushes fail and are
+//! of buffer (both counted in [`Cffs::clamped`]). That last bucket is
+//! re-sorted at each rotation (its elements are pushed again against the new
+//! base), so a far-future element is never served before its window comes
+//! up. Under [`OutOfWindow::Reject`] such pushes fail and are
 //! counted in [`Cffs::rejected`].
 //!
 //! # The floor
@@ -42,8 +42,9 @@
 //! # Memory
 //! Twice an hFFS window plus 16 bytes per id: L = 3 → 4 MiB of buckets.
 //! # Guarantees
-//! With every pushed rank at or above both the floor and the last popped
-//! rank, pops leave in exact `(⌊rank / g⌋, push order)` order; the
+//! With every pushed rank at or above the floor (without a floor: at or
+//! above the last popped rank, or anything once the queue is empty), pops
+//! leave in exact `(⌊rank / g⌋, push order)` order; the
 //! `eiffel` tests check this against a binary heap, across rotations and
 //! clamped ranks.
 
