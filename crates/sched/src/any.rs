@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::eiffel::{Edf, EiffelConfig, Lstf, Ranked, Shaped, Srpt, Stfq, StrictPriority};
 use crate::{
     ConfigError, Drr, Fifo, FlowTable, Hierarchy, HierarchyConfig, Instant, Packet, Prio, Qfq,
     QfqPlus, Rejected, Scheduler, Wf2qPlus,
@@ -36,6 +37,18 @@ pub enum AlgKind {
     /// [`Hierarchy`] (HTB-like; also `hier`, `hclock`)
     #[serde(rename = "htb", alias = "hier", alias = "hclock")]
     Hierarchy,
+    /// Eiffel pFabric / shortest remaining processing time ([`crate::eiffel::Srpt`]); alias `pfabric`.
+    Srpt,
+    /// Eiffel earliest deadline first ([`crate::eiffel::Edf`]).
+    Edf,
+    /// Eiffel least slack time first ([`crate::eiffel::Lstf`]).
+    Lstf,
+    /// Start-time fair queueing as an Eiffel rank ([`crate::eiffel::Stfq`]).
+    Stfq,
+    /// Strict priority as an Eiffel rank ([`crate::eiffel::StrictPriority`]).
+    EiffelPrio,
+    /// Per-flow EDT rate limits ([`crate::eiffel::Shaped`]) in front of DRR; alias `edt`.
+    ShapedDrr,
 }
 
 impl AlgKind {
@@ -48,6 +61,12 @@ impl AlgKind {
         AlgKind::Qfq,
         AlgKind::QfqPlus,
         AlgKind::Hierarchy,
+        AlgKind::Srpt,
+        AlgKind::Edf,
+        AlgKind::Lstf,
+        AlgKind::Stfq,
+        AlgKind::EiffelPrio,
+        AlgKind::ShapedDrr,
     ];
 
     /// The name accepted by [`AlgKind::parse`] and printed in reports.
@@ -60,6 +79,12 @@ impl AlgKind {
             AlgKind::Qfq => "qfq",
             AlgKind::QfqPlus => "qfq+",
             AlgKind::Hierarchy => "htb",
+            AlgKind::Srpt => "srpt",
+            AlgKind::Edf => "edf",
+            AlgKind::Lstf => "lstf",
+            AlgKind::Stfq => "stfq",
+            AlgKind::EiffelPrio => "eiffel-prio",
+            AlgKind::ShapedDrr => "shaped-drr",
         }
     }
 
@@ -91,6 +116,8 @@ impl AlgKind {
             "wf2qp" | "wf2q" => "wf2q+",
             "qfqp" => "qfq+",
             "hier" | "hclock" => "htb",
+            "pfabric" => "srpt",
+            "edt" => "shaped-drr",
             other => other,
         };
         Self::ALL
@@ -127,6 +154,10 @@ pub struct SchedulerConfig {
     /// (unshaped, work-conserving).
     #[serde(default)]
     pub hierarchy: Option<HierarchyConfig>,
+    /// Eiffel policies and shaping (flow sizes, deadlines, rates); see
+    /// [`EiffelConfig`] for the defaults.
+    #[serde(default)]
+    pub eiffel: EiffelConfig,
 }
 
 impl SchedulerConfig {
@@ -140,6 +171,7 @@ impl SchedulerConfig {
             capacity: Self::DEFAULT_CAPACITY,
             quantum_unit: crate::drr::DEFAULT_QUANTUM_UNIT,
             hierarchy: None,
+            eiffel: EiffelConfig::default(),
         }
     }
 
@@ -178,6 +210,18 @@ impl SchedulerConfig {
                     self.quantum_unit,
                 )?))
             }
+            AlgKind::Srpt => AnyScheduler::Srpt(self.eiffel.srpt(flows, self.capacity)?),
+            AlgKind::Edf => AnyScheduler::Edf(self.eiffel.edf(flows, self.capacity)?),
+            AlgKind::Lstf => AnyScheduler::Lstf(self.eiffel.lstf(flows, self.capacity)?),
+            AlgKind::Stfq => AnyScheduler::Stfq(self.eiffel.stfq(flows, self.capacity)?),
+            AlgKind::EiffelPrio => {
+                AnyScheduler::EiffelPrio(self.eiffel.strict_priority(flows, self.capacity)?)
+            }
+            AlgKind::ShapedDrr => AnyScheduler::ShapedDrr(self.eiffel.shaped_drr(
+                flows,
+                self.capacity,
+                self.quantum_unit,
+            )?),
         })
     }
 }
@@ -225,4 +269,10 @@ any_scheduler! {
     Qfq(Qfq),
     QfqPlus(QfqPlus),
     Hierarchy(Box<Hierarchy>),
+    Srpt(Ranked<Srpt>),
+    Edf(Ranked<Edf>),
+    Lstf(Ranked<Lstf>),
+    Stfq(Ranked<Stfq>),
+    EiffelPrio(Ranked<StrictPriority>),
+    ShapedDrr(Shaped<Drr>),
 }

@@ -35,6 +35,7 @@
 
 mod any;
 pub mod drr;
+pub mod eiffel;
 mod error;
 pub mod fifo;
 mod flow;

@@ -230,6 +230,12 @@ each_alg! {
     qfq => AlgKind::Qfq, work_conserving: true;
     qfq_plus => AlgKind::QfqPlus, work_conserving: true;
     htb => AlgKind::Hierarchy, work_conserving: true;
+    srpt => AlgKind::Srpt, work_conserving: true;
+    edf => AlgKind::Edf, work_conserving: true;
+    lstf => AlgKind::Lstf, work_conserving: true;
+    stfq => AlgKind::Stfq, work_conserving: true;
+    eiffel_prio => AlgKind::EiffelPrio, work_conserving: true;
+    shaped_drr => AlgKind::ShapedDrr, work_conserving: false;
 }
 
 /// DRR: within one quantum per unit of weight per round, i.e. a flow never

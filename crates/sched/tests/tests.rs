@@ -9,3 +9,5 @@ mod wfi;
 mod fair;
 // Hierarchies (HTB-like): guarantees, ceilings, excess by weight, bad descriptions.
 mod hier;
+// Eiffel: integer priority queues, rank policies, EDT shaping.
+mod eiffel;
