@@ -188,7 +188,7 @@ pub fn fluid_finish_times(
             let scaled = (f - v).checked_mul(wsum).ok_or_else(overflow)?;
             let dt = (scaled >> V_FRAC_BITS) + u128::from(scaled & 0xFFFF_FFFF != 0);
             let t_dep = t.checked_add(dt).ok_or_else(overflow)?;
-            if next_arrival.map_or(true, |a| t_dep <= a) {
+            if next_arrival.is_none_or(|a| t_dep <= a) {
                 heap.pop();
                 t = t_dep;
                 v = f;

@@ -333,7 +333,7 @@ impl Flowsets {
                 lmax: s.len,
                 priority: 0,
             };
-            v.extend(std::iter::repeat(p).take(s.flows as usize));
+            v.extend(std::iter::repeat_n(p, s.flows as usize));
         }
         v
     }

@@ -863,7 +863,7 @@ pub fn simulate<S: Scheduler + ?Sized>(
         .map(|(k, f)| {
             let w = weights[k];
             let bound = twfi_bound(name, k, weights, &scenario.lmax);
-            let within = bound.map(|bd| f.twfi.map_or(true, |e| bd.admits(e, u128::from(w))));
+            let within = bound.map(|bd| f.twfi.is_none_or(|e| bd.admits(e, u128::from(w))));
             if within == Some(false) {
                 all_within = false;
             }

@@ -292,7 +292,7 @@ impl Hierarchy {
             }
             leaf_count += 1;
             let k = nc.flows as usize;
-            flow_leaf.extend(std::iter::repeat(i as u32).take(k));
+            flow_leaf.extend(std::iter::repeat_n(i as u32, k));
             let kind = leaf_kind(nc)?;
             // FIFO, and any FIFO-equivalent policy over a single flow, runs
             // inline: same order, one indirection and four allocations fewer.
