@@ -183,6 +183,13 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         loop {
             let now = self.rt.clock.now();
             self.take_registrations();
+            if self.sched.is_empty() {
+                // The link was idle since the last round (possibly a long
+                // sleep): restart it at `now` so no credit accumulates
+                // (`REFERENCE.md` §1.3). With an empty scheduler this only
+                // sets `link_idle = now`.
+                self.link.release(now, &mut self.sched, |_| {});
+            }
             let mut work = 0usize;
             for l in 0..self.lists.len() {
                 if now.as_nanos() >= self.lists[l].next_read {
