@@ -87,8 +87,15 @@ struct ListState {
 }
 
 enum Out<B> {
-    Direct { backend: B, batch: Vec<TxPacket> },
-    Dispatch { tx: Vec<Producer<NonZeroU64>>, backlog: Vec<VecDeque<NonZeroU64>>, pushed: Vec<bool> },
+    Direct {
+        backend: B,
+        batch: Vec<TxPacket>,
+    },
+    Dispatch {
+        tx: Vec<Producer<NonZeroU64>>,
+        backlog: Vec<VecDeque<NonZeroU64>>,
+        pushed: Vec<bool>,
+    },
     Grant,
 }
 
@@ -291,14 +298,13 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         self.take_registrations();
         // Every client is gone: one more full read of every list retires the
         // remaining (abandoned, now empty) mailboxes.
-        self.retired == self.registered && self.sched.is_empty() && !self.has_backlog()
-            || {
-                let now = self.rt.clock.now();
-                for l in 0..self.lists.len() {
-                    self.collect(l, now);
-                }
-                false
+        self.retired == self.registered && self.sched.is_empty() && !self.has_backlog() || {
+            let now = self.rt.clock.now();
+            for l in 0..self.lists.len() {
+                self.collect(l, now);
             }
+            false
+        }
     }
 
     /// Rescan after the sleep fence: anything announced, any in-service
@@ -308,7 +314,11 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             return true;
         }
         for list in self.rt.lists.iter() {
-            if list.announced.iter().any(|w| w.load(Ordering::Relaxed) != 0) {
+            if list
+                .announced
+                .iter()
+                .any(|w| w.load(Ordering::Relaxed) != 0)
+            {
                 return true;
             }
         }
@@ -407,9 +417,12 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         if n == 0 && c.idle_reads >= retire_after {
             // Retire handshake (module docs of `runtime`).
             for list in rt.lists.iter() {
-                let _ = list
-                    .last
-                    .compare_exchange(id as u32, NONE, Ordering::SeqCst, Ordering::Relaxed);
+                let _ = list.last.compare_exchange(
+                    id as u32,
+                    NONE,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                );
             }
             fence(Ordering::SeqCst);
             if c.consumer.is_empty() {
@@ -440,7 +453,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             }
         }
         let released = &mut self.released;
-        let n = self.link.release(now, &mut self.sched, |p| released.push(p)) as usize;
+        let n = self
+            .link
+            .release(now, &mut self.sched, |p| released.push(p)) as usize;
         self.stats.decisions += n as u64;
         let Arbiter {
             out,
@@ -587,7 +602,8 @@ impl<B: TxBackend> Dispatcher<B> {
         let cap = self.rt.cfg.dispatch_batch;
         let spin_ns = self.rt.cfg.spin_ns;
         let mut batch: Vec<TxPacket> = Vec::with_capacity(cap);
-        let mut recycler = Recycler::new(self.rt.cfg.max_clients, self.rt.cfg.descriptors_per_client);
+        let mut recycler =
+            Recycler::new(self.rt.cfg.max_clients, self.rt.cfg.descriptors_per_client);
         let mut known: Vec<Option<Arc<ClientShared>>> = vec![None; self.rt.cfg.max_clients];
         let mut idle_since: Option<std::time::Instant> = None;
         loop {
@@ -605,7 +621,9 @@ impl<B: TxBackend> Dispatcher<B> {
                         known[id] = Some(c);
                     }
                 }
-                let Some(c) = known[client].as_ref() else { continue };
+                let Some(c) = known[client].as_ref() else {
+                    continue;
+                };
                 let d = &c.descs[desc as usize];
                 // Relaxed: published through client push → arbiter pop →
                 // TX push (Release) → our pop (Acquire).

@@ -27,13 +27,10 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use pspat_sched::{
-    AnyScheduler, FlowId, FlowParams, FlowTable, Instant, LinkEmulator, Packet, Scheduler,
-    SchedulerConfig,
+    AnyScheduler, FlowId, FlowParams, FlowTable, LinkEmulator, Packet, Scheduler, SchedulerConfig,
 };
 
-use crate::{
-    Clock, NullTx, Runtime, RuntimeConfig, RuntimeError, Submission, TxBackend, TxPacket,
-};
+use crate::{Clock, NullTx, Runtime, RuntimeConfig, RuntimeError, Submission, TxBackend, TxPacket};
 
 pub use crate::runtime::TxMode;
 
@@ -148,10 +145,18 @@ impl BenchConfig {
     /// [`RuntimeError::OutOfRange`]/[`RuntimeError::Invalid`] naming the field.
     pub fn validate(&self) -> Result<(), RuntimeError> {
         if !(1..=1000).contains(&self.clients) {
-            return Err(RuntimeError::out_of_range("clients", self.clients, "1..=1000"));
+            return Err(RuntimeError::out_of_range(
+                "clients",
+                self.clients,
+                "1..=1000",
+            ));
         }
         if !(1..=65_535).contains(&self.pkt_len) {
-            return Err(RuntimeError::out_of_range("pkt_len", self.pkt_len, "1..=65535"));
+            return Err(RuntimeError::out_of_range(
+                "pkt_len",
+                self.pkt_len,
+                "1..=65535",
+            ));
         }
         if self.duration.is_zero() || self.duration > Duration::from_secs(3600) {
             return Err(RuntimeError::out_of_range(
@@ -172,10 +177,18 @@ impl BenchConfig {
         }
         if let Some(v) = &self.victim {
             if !(1..=10_000_000).contains(&v.pps) {
-                return Err(RuntimeError::out_of_range("victim pps", v.pps, "1..=10000000"));
+                return Err(RuntimeError::out_of_range(
+                    "victim pps",
+                    v.pps,
+                    "1..=10000000",
+                ));
             }
             if !(1..=65_535).contains(&v.pkt_len) {
-                return Err(RuntimeError::out_of_range("victim pkt_len", v.pkt_len, "1..=65535"));
+                return Err(RuntimeError::out_of_range(
+                    "victim pkt_len",
+                    v.pkt_len,
+                    "1..=65535",
+                ));
             }
         }
         if self.mode == Mode::Pspat {
@@ -355,7 +368,10 @@ struct Tally {
 ///
 /// # Errors
 /// An invalid configuration (nothing started) or a failed thread.
-pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(Progress)) -> Result<BenchReport, RuntimeError> {
+pub fn run(
+    cfg: &BenchConfig,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BenchReport, RuntimeError> {
     cfg.validate()?;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let pin = cfg.pin && cores.len() >= 2;
@@ -365,9 +381,9 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(Progress)) -> Result<Benc
         Mode::Lock | Mode::None => run_baseline(cfg, pin, cores.len().max(1), &pin_ok, progress)?,
     };
     let pinning = match (pin_ok.load(Ordering::Relaxed), cfg.mode) {
-        (true, Mode::Pspat) => format!(
-            "arbiter on core {ARBITER_CORE}; clients and dispatchers on core {CLIENT_CORE}"
-        ),
+        (true, Mode::Pspat) => {
+            format!("arbiter on core {ARBITER_CORE}; clients and dispatchers on core {CLIENT_CORE}")
+        }
         (true, _) => format!("clients spread over {} cores", cores.len()),
         (false, _) => "unpinned".to_string(),
     };
@@ -381,7 +397,11 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(Progress)) -> Result<Benc
             submitted: tally.submitted[i],
             transmitted: tally.transmitted[i],
             bytes: tally.bytes[i],
-            share: if total_bytes == 0 { 0.0 } else { tally.bytes[i] as f64 / total_bytes as f64 },
+            share: if total_bytes == 0 {
+                0.0
+            } else {
+                tally.bytes[i] as f64 / total_bytes as f64
+            },
             expected_share: f64::from(cfg.weight(i)) / total_w as f64,
             rate_bps: tally.bytes[i] as f64 * 8.0 / tally.elapsed,
         })
@@ -416,7 +436,11 @@ pub fn run(cfg: &BenchConfig, progress: &mut dyn FnMut(Progress)) -> Result<Benc
     Ok(BenchReport {
         schema_version: 1,
         mode: cfg.mode.name().into(),
-        alg: if cfg.mode == Mode::None { "none".into() } else { cfg.sched.alg.name().into() },
+        alg: if cfg.mode == Mode::None {
+            "none".into()
+        } else {
+            cfg.sched.alg.name().into()
+        },
         tx_mode: cfg.tx_mode.name().into(),
         clients: cfg.clients,
         dispatchers: cfg.dispatchers,
@@ -463,7 +487,11 @@ fn measure(
         if el >= duration {
             break;
         }
-        std::thread::sleep((duration - el).min(next.saturating_sub(el)).max(Duration::from_millis(1)));
+        std::thread::sleep(
+            (duration - el)
+                .min(next.saturating_sub(el))
+                .max(Duration::from_millis(1)),
+        );
         if t0.elapsed() >= next && t0.elapsed() < duration {
             progress(Progress {
                 elapsed_s: t0.elapsed().as_secs_f64(),
@@ -513,7 +541,11 @@ fn run_pspat(
         let go = Arc::clone(&go);
         let pin_ok = Arc::clone(pin_ok);
         let is_victim = i == cfg.clients;
-        let len = if is_victim { cfg.victim.map_or(cfg.pkt_len, |v| v.pkt_len) } else { cfg.pkt_len };
+        let len = if is_victim {
+            cfg.victim.map_or(cfg.pkt_len, |v| v.pkt_len)
+        } else {
+            cfg.pkt_len
+        };
         let pps = cfg.victim.map_or(1, |v| v.pps);
         let clock = rt.clock();
         let h = std::thread::Builder::new()
@@ -530,7 +562,11 @@ fn run_pspat(
                     while !stop.load(Ordering::Relaxed) {
                         wait_until(&clock, next, &stop);
                         next += period;
-                        let mut s = Submission { flow, len, cookie: clock.now().as_nanos() };
+                        let mut s = Submission {
+                            flow,
+                            len,
+                            cookie: clock.now().as_nanos(),
+                        };
                         while let Err(e) = c.submit(s) {
                             if stop.load(Ordering::Relaxed) {
                                 break;
@@ -540,7 +576,11 @@ fn run_pspat(
                         }
                     }
                 } else {
-                    let mut burst = [Submission { flow, len, cookie: 0 }; BURST];
+                    let mut burst = [Submission {
+                        flow,
+                        len,
+                        cookie: 0,
+                    }; BURST];
                     let mut seq = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         for (k, s) in burst.iter_mut().enumerate() {
@@ -548,18 +588,19 @@ fn run_pspat(
                         }
                         let b = c.submit_burst(&burst);
                         seq += b.accepted as u64;
-                        if b.accepted < BURST {
-                            if b.accepted == 0 {
-                                std::thread::yield_now();
-                            }
-                            // Retry the refused tail next time (order kept:
-                            // cookies continue from `seq`).
+                        // A refused tail is simply offered again in the
+                        // next burst (cookies continue from `seq`).
+                        if b.accepted == 0 {
+                            std::thread::yield_now();
                         }
                     }
                 }
                 c.into_backend()
             })
-            .map_err(|e| RuntimeError::Thread { what: format!("client {i}"), reason: e.to_string() })?;
+            .map_err(|e| RuntimeError::Thread {
+                what: format!("client {i}"),
+                reason: e.to_string(),
+            })?;
         handles.push(h);
     }
     go.wait();
@@ -570,13 +611,19 @@ fn run_pspat(
         match h.join() {
             Ok(b) => backends.extend(b),
             Err(_) => {
-                return Err(RuntimeError::Thread { what: format!("client {i}"), reason: "panicked".into() })
+                return Err(RuntimeError::Thread {
+                    what: format!("client {i}"),
+                    reason: "panicked".into(),
+                })
             }
         }
     }
     let done = rt.shutdown()?;
     backends.extend(done.backends);
-    let latencies = backends.iter().flat_map(|b| b.latencies_ns().iter().copied()).collect();
+    let latencies = backends
+        .iter()
+        .flat_map(|b| b.latencies_ns().iter().copied())
+        .collect();
     let st = &done.stats;
     let a = done.arbiter;
     Ok(Tally {
@@ -589,7 +636,11 @@ fn run_pspat(
         latencies,
         arbiter: Some(ArbiterReport {
             rounds: a.rounds,
-            mean_round_ns: if a.busy_rounds == 0 { 0.0 } else { a.busy_round_ns as f64 / a.busy_rounds as f64 },
+            mean_round_ns: if a.busy_rounds == 0 {
+                0.0
+            } else {
+                a.busy_round_ns as f64 / a.busy_rounds as f64
+            },
             sleeps: a.sleeps,
         }),
     })
@@ -648,7 +699,11 @@ fn run_baseline(
         let locked = locked.clone();
         let counters = Arc::clone(&counters);
         let is_victim = i == cfg.clients;
-        let len = if is_victim { cfg.victim.map_or(cfg.pkt_len, |v| v.pkt_len) } else { cfg.pkt_len };
+        let len = if is_victim {
+            cfg.victim.map_or(cfg.pkt_len, |v| v.pkt_len)
+        } else {
+            cfg.pkt_len
+        };
         let pps = cfg.victim.map_or(1, |v| v.pps);
         let victim_id = cfg.clients;
         let h = std::thread::Builder::new()
@@ -659,7 +714,12 @@ fn run_baseline(
                 }
                 let mut own = NullTx::new();
                 let mut lat = Vec::new();
-                let mut one = [TxPacket { client: i as u32, flow: FlowId(i as u32), len, cookie: 0 }];
+                let mut one = [TxPacket {
+                    client: i as u32,
+                    flow: FlowId(i as u32),
+                    len,
+                    cookie: 0,
+                }];
                 go.wait();
                 let period = 1_000_000_000 / pps.max(1);
                 let mut next = clock.now().as_nanos();
@@ -694,10 +754,15 @@ fn run_baseline(
                                 st.victim_times.push(t_submit.as_nanos());
                             }
                             let now = clock.now();
-                            if let Err(r) = st.sched.enqueue(now, Packet::new(FlowId(i as u32), len, token)) {
+                            if let Err(r) = st
+                                .sched
+                                .enqueue(now, Packet::new(FlowId(i as u32), len, token))
+                            {
                                 *st.dropped.entry(r.reason.as_str().to_string()).or_insert(0) += 1;
                             }
-                            let Locked { sched, link, batch, .. } = st;
+                            let Locked {
+                                sched, link, batch, ..
+                            } = st;
                             link.release(now, sched, |p: Packet| {
                                 batch.push(TxPacket {
                                     client: (p.token >> 32) as u32,
@@ -726,7 +791,10 @@ fn run_baseline(
                 let _ = seq;
                 lat
             })
-            .map_err(|e| RuntimeError::Thread { what: format!("client {i}"), reason: e.to_string() })?;
+            .map_err(|e| RuntimeError::Thread {
+                what: format!("client {i}"),
+                reason: e.to_string(),
+            })?;
         handles.push(h);
     }
     go.wait();
@@ -746,11 +814,17 @@ fn run_baseline(
         match h.join() {
             Ok(l) => latencies.extend(l),
             Err(_) => {
-                return Err(RuntimeError::Thread { what: format!("client {i}"), reason: "panicked".into() })
+                return Err(RuntimeError::Thread {
+                    what: format!("client {i}"),
+                    reason: "panicked".into(),
+                })
             }
         }
     }
-    let submitted: Vec<u64> = counters.iter().map(|c| c[0].load(Ordering::Relaxed)).collect();
+    let submitted: Vec<u64> = counters
+        .iter()
+        .map(|c| c[0].load(Ordering::Relaxed))
+        .collect();
     match locked {
         Some(m) => {
             let mut g = match m.lock() {
@@ -761,9 +835,16 @@ fn run_baseline(
             let st = &mut *g;
             while !st.sched.is_empty() {
                 let now = clock.now();
-                let Locked { sched, link, batch, .. } = st;
+                let Locked {
+                    sched, link, batch, ..
+                } = st;
                 link.release(now, sched, |p: Packet| {
-                    batch.push(TxPacket { client: (p.token >> 32) as u32, flow: p.flow, len: p.len, cookie: p.token })
+                    batch.push(TxPacket {
+                        client: (p.token >> 32) as u32,
+                        flow: p.flow,
+                        len: p.len,
+                        cookie: p.token,
+                    })
                 });
                 st.tx.transmit(now, &st.batch);
                 for p in &st.batch {
@@ -787,8 +868,14 @@ fn run_baseline(
         }
         None => Ok(Tally {
             submitted,
-            transmitted: counters.iter().map(|c| c[1].load(Ordering::Relaxed)).collect(),
-            bytes: counters.iter().map(|c| c[2].load(Ordering::Relaxed)).collect(),
+            transmitted: counters
+                .iter()
+                .map(|c| c[1].load(Ordering::Relaxed))
+                .collect(),
+            bytes: counters
+                .iter()
+                .map(|c| c[2].load(Ordering::Relaxed))
+                .collect(),
             dropped_by_reason: BTreeMap::new(),
             tx_at_stop,
             elapsed,
@@ -796,10 +883,4 @@ fn run_baseline(
             arbiter: None,
         }),
     }
-}
-
-#[allow(dead_code)]
-fn _assert_send() {
-    fn s<T: Send>() {}
-    s::<Instant>();
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use pspat_mailbox::{Consumer, Producer};
 use pspat_sched::FlowId;
 
-use crate::runtime::{ClientShared, Shared, NONE};
+use crate::runtime::{ClientShared, Shared};
 use crate::sync::{fence, Ordering};
 use crate::{BackpressurePolicy, SubmitError, TxBackend, TxPacket};
 
@@ -82,7 +82,11 @@ pub(crate) fn encode_slot(desc: u32, flow: u32, len: u32) -> NonZeroU64 {
 #[inline]
 pub(crate) fn decode_slot(v: NonZeroU64) -> (u32, u32, u32) {
     let v = v.get();
-    ((v >> 40) as u32, ((v >> 16) & 0xff_ffff) as u32, (v & 0xffff) as u32)
+    (
+        (v >> 40) as u32,
+        ((v >> 16) & 0xff_ffff) as u32,
+        (v & 0xffff) as u32,
+    )
 }
 
 #[inline]
@@ -124,7 +128,11 @@ impl<B: TxBackend> Client<B> {
     ) -> Self {
         let words = shared.descs.len() / 64;
         let policy = rt.cfg.backpressure;
-        let batch_cap = if grants.is_some() { shared.descs.len() } else { 0 };
+        let batch_cap = if grants.is_some() {
+            shared.descs.len()
+        } else {
+            0
+        };
         Client {
             rt,
             shared,
@@ -207,8 +215,10 @@ impl<B: TxBackend> Client<B> {
                 // Relaxed: published by the Release push of the slot below,
                 // which every reader of the descriptor acquires first.
                 d.cookie.store(s.cookie, Ordering::Relaxed);
-                d.meta
-                    .store((u64::from(s.flow.0) << 32) | u64::from(s.len), Ordering::Relaxed);
+                d.meta.store(
+                    (u64::from(s.flow.0) << 32) | u64::from(s.len),
+                    Ordering::Relaxed,
+                );
                 self.slots.push(encode_slot(desc, s.flow.0, s.len));
             }
             let n = self.slots.len();
@@ -407,6 +417,3 @@ impl Shared {
         }
     }
 }
-
-#[allow(dead_code)]
-const _: () = assert!(NONE == u32::MAX);

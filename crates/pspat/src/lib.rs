@@ -67,7 +67,7 @@ mod sys;
 mod tx;
 
 pub use bench::{
-    BenchConfig, BenchReport, ArbiterReport, ClientReport, Mode, Progress, VictimConfig,
+    ArbiterReport, BenchConfig, BenchReport, ClientReport, Mode, Progress, VictimConfig,
     VictimReport,
 };
 pub use client::{Accepted, Burst, Client, Submission, MAX_FLOW_ID};

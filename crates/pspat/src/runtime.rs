@@ -218,9 +218,14 @@ impl RuntimeConfig {
     /// [`RuntimeError::OutOfRange`] naming the field and its allowed range.
     pub fn validate(&self) -> Result<(), RuntimeError> {
         if !(1..=1 << 20).contains(&self.max_clients) {
-            return Err(RuntimeError::out_of_range("max_clients", self.max_clients, "1..=1048576"));
+            return Err(RuntimeError::out_of_range(
+                "max_clients",
+                self.max_clients,
+                "1..=1048576",
+            ));
         }
-        if !self.mailbox_entries.is_power_of_two() || !(64..=65536).contains(&self.mailbox_entries) {
+        if !self.mailbox_entries.is_power_of_two() || !(64..=65536).contains(&self.mailbox_entries)
+        {
             return Err(RuntimeError::out_of_range(
                 "mailbox_entries",
                 self.mailbox_entries,
@@ -236,15 +241,29 @@ impl RuntimeConfig {
             ));
         }
         if self.delta_a_ns > 1_000_000_000 {
-            return Err(RuntimeError::out_of_range("delta_a_ns", self.delta_a_ns, "0..=1000000000"));
+            return Err(RuntimeError::out_of_range(
+                "delta_a_ns",
+                self.delta_a_ns,
+                "0..=1000000000",
+            ));
         }
         if self.arb_batch == 0 || self.arb_batch > 65536 {
-            return Err(RuntimeError::out_of_range("arb_batch", self.arb_batch, "1..=65536"));
+            return Err(RuntimeError::out_of_range(
+                "arb_batch",
+                self.arb_batch,
+                "1..=65536",
+            ));
         }
         if !(1..=65536).contains(&self.dispatch_batch) {
-            return Err(RuntimeError::out_of_range("dispatch_batch", self.dispatch_batch, "1..=65536"));
+            return Err(RuntimeError::out_of_range(
+                "dispatch_batch",
+                self.dispatch_batch,
+                "1..=65536",
+            ));
         }
-        if !self.tx_mailbox_entries.is_power_of_two() || !(64..=1 << 20).contains(&self.tx_mailbox_entries) {
+        if !self.tx_mailbox_entries.is_power_of_two()
+            || !(64..=1 << 20).contains(&self.tx_mailbox_entries)
+        {
             return Err(RuntimeError::out_of_range(
                 "tx_mailbox_entries",
                 self.tx_mailbox_entries,
@@ -252,7 +271,11 @@ impl RuntimeConfig {
             ));
         }
         if self.dispatchers > 64 {
-            return Err(RuntimeError::out_of_range("dispatchers", self.dispatchers, "0..=64"));
+            return Err(RuntimeError::out_of_range(
+                "dispatchers",
+                self.dispatchers,
+                "0..=64",
+            ));
         }
         if let Some(r) = self.rate_bps {
             if r < pspat_sched::link::MIN_RATE_BPS {
@@ -264,10 +287,18 @@ impl RuntimeConfig {
             }
         }
         if self.spin_ns > 1_000_000_000 {
-            return Err(RuntimeError::out_of_range("spin_ns", self.spin_ns, "0..=1000000000"));
+            return Err(RuntimeError::out_of_range(
+                "spin_ns",
+                self.spin_ns,
+                "0..=1000000000",
+            ));
         }
         if self.retire_after_reads == 0 {
-            return Err(RuntimeError::out_of_range("retire_after_reads", 0, "1..=4294967295"));
+            return Err(RuntimeError::out_of_range(
+                "retire_after_reads",
+                0,
+                "1..=4294967295",
+            ));
         }
         if self.lists > 1024 {
             return Err(RuntimeError::out_of_range("lists", self.lists, "0..=1024"));
@@ -480,7 +511,9 @@ impl<B: TxBackend> Runtime<B> {
             None => pspat_sched::LinkEmulator::unlimited(cfg.arb_batch)?,
         };
         let nlists = if cfg.lists == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get()).min(1024)
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(1024)
         } else {
             cfg.lists
         };
@@ -498,8 +531,14 @@ impl<B: TxBackend> Runtime<B> {
         let tx_counts = (0..transmitters)
             .map(|_| (0..cfg.max_clients).map(|_| TxCount::default()).collect())
             .collect();
-        let drops = (0..cfg.max_clients * NREASONS).map(|_| Counter::default()).collect();
-        let ndisp = if cfg.tx_mode == TxMode::Dispatcher { cfg.dispatchers } else { 0 };
+        let drops = (0..cfg.max_clients * NREASONS)
+            .map(|_| Counter::default())
+            .collect();
+        let ndisp = if cfg.tx_mode == TxMode::Dispatcher {
+            cfg.dispatchers
+        } else {
+            0
+        };
         let dispatchers = (0..ndisp)
             .map(|_| DispatcherShared {
                 sleeping: CachePadded::new(AtomicBool::new(false)),
@@ -590,10 +629,14 @@ impl<B: TxBackend> Runtime<B> {
         let cfg = &self.shared.cfg;
         let (producer, consumer) = pspat_mailbox::mailbox::<NonZeroU64>(cfg.mailbox_entries)
             .map_err(|e| RuntimeError::invalid("mailbox_entries", e.to_string()))?;
-        let mut reg = self.shared.registry.lock().map_err(|_| RuntimeError::Thread {
-            what: "registry".into(),
-            reason: "poisoned".into(),
-        })?;
+        let mut reg = self
+            .shared
+            .registry
+            .lock()
+            .map_err(|_| RuntimeError::Thread {
+                what: "registry".into(),
+                reason: "poisoned".into(),
+            })?;
         let id = reg.all.len();
         if id >= cfg.max_clients {
             return Err(RuntimeError::TooManyClients {
@@ -638,7 +681,13 @@ impl<B: TxBackend> Runtime<B> {
         // locks the registry and finds this registration.
         self.shared.registry_dirty.store(true, Ordering::Release);
         drop(reg);
-        Ok(Client::new(Arc::clone(&self.shared), shared, producer, grant_c, backend))
+        Ok(Client::new(
+            Arc::clone(&self.shared),
+            shared,
+            producer,
+            grant_c,
+            backend,
+        ))
     }
 
     /// Counters now; consistent per client (see [`crate::stats`]).
@@ -685,7 +734,10 @@ impl<B: TxBackend> Runtime<B> {
             }
             None => ArbiterStats::default(),
         };
-        for (i, h) in std::mem::take(&mut self.dispatchers).into_iter().enumerate() {
+        for (i, h) in std::mem::take(&mut self.dispatchers)
+            .into_iter()
+            .enumerate()
+        {
             match h.join() {
                 Ok(b) => backends.push(b),
                 Err(_) => {

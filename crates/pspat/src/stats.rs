@@ -109,10 +109,10 @@ impl Stats {
     /// True when `submitted = transmitted + dropped + in_flight` holds for
     /// every client with a non-negative `in_flight`, and for the totals.
     pub fn conserved(&self) -> bool {
-        self.clients
-            .iter()
-            .all(|c| c.submitted >= c.transmitted + c.dropped && c.dropped_by_reason.iter().sum::<u64>() == c.dropped)
-            && self.submitted == self.transmitted + self.dropped + self.in_flight
+        self.clients.iter().all(|c| {
+            c.submitted >= c.transmitted + c.dropped
+                && c.dropped_by_reason.iter().sum::<u64>() == c.dropped
+        }) && self.submitted == self.transmitted + self.dropped + self.in_flight
     }
 
     /// Total drops by reason name ([`DropReason::as_str`]), zero counts omitted.

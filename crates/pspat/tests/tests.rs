@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pspat::bench::{self, BenchConfig, Mode};
 use pspat::{
-    BackpressurePolicy, Runtime, RuntimeConfig, RuntimeError, SubmitError, Submission, TxBackend,
+    BackpressurePolicy, Runtime, RuntimeConfig, RuntimeError, Submission, SubmitError, TxBackend,
     TxMode, TxPacket,
 };
 use pspat_sched::{AlgKind, FlowId, FlowTable, Instant, SchedulerConfig};
@@ -68,7 +68,11 @@ fn conservation_and_order(clients: usize, tx_mode: TxMode, dispatchers: usize, p
         handles.push(std::thread::spawn(move || {
             let mut rng = fastrand::Rng::with_seed(0x5eed + i as u64);
             // Every third client exits early, mid-run.
-            let total = if i % 3 == 0 { per_client / 4 } else { per_client };
+            let total = if i % 3 == 0 {
+                per_client / 4
+            } else {
+                per_client
+            };
             let mut seq = 0u64;
             let mut buf = Vec::with_capacity(64);
             while seq < total {
@@ -149,7 +153,11 @@ fn backpressure(policy: BackpressurePolicy) {
     let mut c = rt.client().unwrap();
     let mut accepted = 0u64;
     let full = loop {
-        let s = Submission { flow: FlowId(0), len: 60, cookie: 1000 + accepted };
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: 1000 + accepted,
+        };
         match c.submit(s) {
             Ok(_) => accepted += 1,
             Err(SubmitError::Full(back)) => break back,
@@ -158,13 +166,21 @@ fn backpressure(policy: BackpressurePolicy) {
         }
         assert!(accepted <= 64, "a full pool must refuse");
     };
-    assert_eq!(full.cookie, 1000 + accepted, "the refused packet is handed back");
+    assert_eq!(
+        full.cookie,
+        1000 + accepted,
+        "the refused packet is handed back"
+    );
     // The scheduler holds 4 packets: the rest were dropped as queue_full.
     while rt.stats().dropped == 0 {
         std::thread::yield_now();
     }
     let next = loop {
-        let s = Submission { flow: FlowId(0), len: 60, cookie: 7 };
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: 7,
+        };
         match c.submit(s) {
             Err(SubmitError::Full(_)) => std::thread::sleep(Duration::from_millis(1)),
             other => break other,
@@ -206,7 +222,11 @@ fn arbiter_sleeps_and_submit_wakes_it() {
     let mut sent = 0u64;
     for burst in 0..40 {
         for _ in 0..(burst % 7 + 1) {
-            let mut s = Submission { flow: FlowId(0), len: 100, cookie: sent };
+            let mut s = Submission {
+                flow: FlowId(0),
+                len: 100,
+                cookie: sent,
+            };
             while let Err(e) = c.submit(s) {
                 s = e.into_inner();
             }
@@ -222,7 +242,10 @@ fn arbiter_sleeps_and_submit_wakes_it() {
     let done = rt.shutdown().unwrap();
     assert_eq!(done.stats.transmitted, sent);
     assert!(a.sleeps > 0, "the arbiter never slept");
-    assert_eq!(done.arbiter.unrequested_wakeups_with_work, 0, "a wake-up was lost");
+    assert_eq!(
+        done.arbiter.unrequested_wakeups_with_work, 0,
+        "a wake-up was lost"
+    );
 }
 
 /// Released bytes never run ahead of the emulated link: by transmit time t,
@@ -242,7 +265,11 @@ fn link_rate_bounds_released_bytes() {
     let mut seq = [0u64; 2];
     while a.now().as_nanos() - t0 < 150_000_000 {
         for (i, c) in [&mut a, &mut b].into_iter().enumerate() {
-            let s = Submission { flow: FlowId(i as u32), len: 1000, cookie: seq[i] };
+            let s = Submission {
+                flow: FlowId(i as u32),
+                len: 1000,
+                cookie: seq[i],
+            };
             if c.submit(s).is_ok() {
                 seq[i] += 1;
             }
@@ -273,7 +300,11 @@ fn quick(mode: Mode, clients: usize) -> BenchConfig {
 fn bench_modes_conserve_counts() {
     for mode in [Mode::Pspat, Mode::Lock, Mode::None] {
         let mut cfg = quick(mode, 4);
-        cfg.victim = Some(bench::VictimConfig { weight: 1, pps: 2000, pkt_len: 60 });
+        cfg.victim = Some(bench::VictimConfig {
+            weight: 1,
+            pps: 2000,
+            pkt_len: 60,
+        });
         let r = bench::run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(r.in_flight, 0, "{mode}");
         assert_eq!(r.submitted, r.transmitted + r.dropped, "{mode}");
@@ -294,7 +325,10 @@ fn serde_json_like(r: &bench::BenchReport) -> String {
 fn bench_invalid_configs_are_typed_errors() {
     let e = bench::run(&quick(Mode::Pspat, 0), &mut |_| {}).unwrap_err();
     assert!(matches!(e, RuntimeError::OutOfRange { .. }));
-    assert_eq!(e.to_string(), "clients = 0 is out of range (allowed: 1..=1000)");
+    assert_eq!(
+        e.to_string(),
+        "clients = 0 is out of range (allowed: 1..=1000)"
+    );
     assert!(bench::run(&quick(Mode::Lock, 1001), &mut |_| {}).is_err());
     let mut c = quick(Mode::Pspat, 2);
     c.pkt_len = 0;
@@ -310,7 +344,11 @@ fn bench_invalid_configs_are_typed_errors() {
     assert!(c.validate().is_err());
     let mut c = quick(Mode::Pspat, 2);
     c.mailbox_entries = 100;
-    assert!(c.validate().unwrap_err().to_string().contains("mailbox_entries"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("mailbox_entries"));
     assert!("bogus".parse::<Mode>().is_err());
     assert_eq!("client".parse::<TxMode>().unwrap(), TxMode::Client);
 }
