@@ -240,8 +240,26 @@ impl BenchConfig {
             rate_bps: self.rate_bps,
             arbiter_core: pinned.then_some(ARBITER_CORE),
             dispatcher_core: pinned.then_some(CLIENT_CORE),
+            descriptors_per_client: self.descriptors_per_client(),
             ..RuntimeConfig::default()
         }
+    }
+}
+
+impl BenchConfig {
+    /// Packets in flight per client: about 64 Ki in total (64..=1024 each),
+    /// so greedy clients keep the scheduler's working set bounded and the
+    /// scheduler (sized to hold them all) never drops.
+    fn descriptors_per_client(&self) -> usize {
+        ((65_536 / self.total_clients()) & !63).clamp(64, 1024)
+    }
+
+    fn sched_config(&self) -> SchedulerConfig {
+        let mut s = self.sched.clone();
+        s.capacity = s
+            .capacity
+            .max(self.total_clients() * self.descriptors_per_client());
+        s
     }
 }
 
@@ -525,7 +543,7 @@ fn run_pspat(
     pin_ok: &Arc<AtomicBool>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Tally, RuntimeError> {
-    let sched = cfg.sched.build(cfg.flow_table()?)?;
+    let sched = cfg.sched_config().build(cfg.flow_table()?)?;
     let victim_id = cfg.victim.map(|_| cfg.clients as u32);
     let cap = victim_capacity(cfg);
     let rt = Runtime::start(cfg.runtime_config(pin), sched, move |_| match victim_id {
