@@ -1,5 +1,5 @@
 //! Smoke run of `pspat::bench::run`: `cargo run --release -p pspat --example bench_smoke -- pspat 64 2`
-//! (mode, clients, seconds). Prints the JSON-able report as Debug.
+//! (mode, clients, seconds [tx-mode [dispatchers [nopin]]]). Prints the JSON-able report as Debug.
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -15,6 +15,11 @@ fn main() {
     };
     let mut cfg = pspat::BenchConfig::new(mode, clients);
     cfg.duration = std::time::Duration::from_secs(secs);
+    if let Some(t) = args.next() {
+        cfg.tx_mode = t.parse().unwrap_or_default();
+    }
+    cfg.dispatchers = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+    cfg.pin = args.next().map_or(true, |a| a != "nopin");
     match pspat::bench::run(&cfg, &mut |p| {
         eprintln!("{:.1}s {}", p.elapsed_s, p.transmitted)
     }) {

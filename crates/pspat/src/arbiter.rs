@@ -296,15 +296,16 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             return false;
         }
         self.take_registrations();
-        // Every client is gone: one more full read of every list retires the
-        // remaining (abandoned, now empty) mailboxes.
-        self.retired == self.registered && self.sched.is_empty() && !self.has_backlog() || {
-            let now = self.rt.clock.now();
-            for l in 0..self.lists.len() {
-                self.collect(l, now);
-            }
-            false
+        if self.retired == self.registered && self.sched.is_empty() && !self.has_backlog() {
+            return true;
         }
+        // Every client is gone: read every list now, gate or not, so the
+        // remaining (abandoned) mailboxes are drained and retired.
+        let now = self.rt.clock.now();
+        for l in 0..self.lists.len() {
+            self.collect(l, now);
+        }
+        false
     }
 
     /// Rescan after the sleep fence: anything announced, any in-service
@@ -526,11 +527,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             Out::Direct { backend, batch } => {
                 if !batch.is_empty() {
                     backend.transmit(now, batch);
-                    let row = &rt.tx_counts[0];
-                    for p in batch.iter() {
-                        row[p.client as usize].packets.add(1);
-                        row[p.client as usize].bytes.add(u64::from(p.len));
-                    }
+                    count_transmitted(&rt.tx_counts[0], batch);
                     batch.clear();
                 }
             }
@@ -559,6 +556,26 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             Some(c) => &c.shared,
             None => unreachable_client(),
         });
+    }
+}
+
+/// Adds a transmitted batch to this transmitter's counter row, one store
+/// per run of consecutive packets of the same client (DRR serves a flow's
+/// quantum in a row, so runs are long).
+#[inline]
+fn count_transmitted(row: &[crate::stats::TxCount], batch: &[TxPacket]) {
+    let mut i = 0;
+    while i < batch.len() {
+        let c = batch[i].client;
+        let mut bytes = 0u64;
+        let mut j = i;
+        while j < batch.len() && batch[j].client == c {
+            bytes += u64::from(batch[j].len);
+            j += 1;
+        }
+        row[c as usize].packets.add((j - i) as u64);
+        row[c as usize].bytes.add(bytes);
+        i = j;
     }
 }
 
@@ -638,11 +655,7 @@ impl<B: TxBackend> Dispatcher<B> {
             }
             if !batch.is_empty() {
                 self.backend.transmit(self.rt.clock.now(), &batch);
-                let row = &self.rt.tx_counts[self.index];
-                for p in &batch {
-                    row[p.client as usize].packets.add(1);
-                    row[p.client as usize].bytes.add(u64::from(p.len));
-                }
+                count_transmitted(&self.rt.tx_counts[self.index], &batch);
                 batch.clear();
                 self.rx.release();
                 recycler.flush(|c| match known[c].as_deref() {
@@ -675,5 +688,36 @@ impl<B: TxBackend> Dispatcher<B> {
         }
         self.rx.release();
         self.backend
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::TxCount;
+
+    #[test]
+    fn counts_runs_per_client() {
+        let row: Vec<TxCount> = (0..3).map(|_| TxCount::default()).collect();
+        let p = |client, len| TxPacket {
+            client,
+            len,
+            ..TxPacket::default()
+        };
+        count_transmitted(&row, &[p(0, 10), p(0, 20), p(2, 5), p(0, 1)]);
+        assert_eq!((row[0].packets.read(), row[0].bytes.read()), (3, 31));
+        assert_eq!((row[1].packets.read(), row[1].bytes.read()), (0, 0));
+        assert_eq!((row[2].packets.read(), row[2].bytes.read()), (1, 5));
+    }
+
+    #[test]
+    fn recycler_aggregates_per_word() {
+        let mut r = Recycler::new(2, 128);
+        for d in [0, 5, 63, 64, 127] {
+            r.mark(1, d);
+        }
+        assert_eq!(r.dirty.len(), 2, "one RMW per 64-descriptor word");
+        assert_eq!(r.pending[2], (1 << 0) | (1 << 5) | (1 << 63));
+        assert_eq!(r.pending[3], 1 | (1 << 63));
     }
 }

@@ -417,3 +417,27 @@ impl Shared {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_round_trips_at_the_field_limits() {
+        for (d, f, l) in [
+            (0, 0, 1),
+            ((1 << 24) - 1, MAX_FLOW_ID - 1, 65_535),
+            (5, 7, 60),
+        ] {
+            assert_eq!(decode_slot(encode_slot(d, f, l)), (d, f, l));
+        }
+    }
+
+    #[test]
+    fn grants_carry_the_descriptor_and_the_drop_flag() {
+        let g = encode_grant(42, true).get();
+        assert_eq!(g & 0xffff_ffff, 42);
+        assert_ne!(g & DROPPED_FLAG, 0);
+        assert_eq!(encode_grant(42, false).get() & DROPPED_FLAG, 0);
+    }
+}

@@ -210,6 +210,45 @@ fn backpressure_reject_next() {
     backpressure(BackpressurePolicy::RejectNext);
 }
 
+/// A full mailbox fails `submit` at once and hands the packet back. The read
+/// gate Δ_A = 1 s keeps the arbiter away from the mailbox meanwhile.
+#[test]
+fn full_mailbox_hands_the_packet_back() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 1;
+    cfg.mailbox_entries = 64; // 48 usable slots
+    cfg.delta_a_ns = 1_000_000_000;
+    let rt = Runtime::start(cfg, drr(1, 1024), |_| pspat::NullTx::new()).unwrap();
+    let mut c = rt.client().unwrap();
+    let mut accepted = 0u64;
+    let back = loop {
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: accepted,
+        };
+        match c.submit(s) {
+            Ok(_) => accepted += 1,
+            Err(SubmitError::Full(back)) => break back,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(
+        accepted >= 48,
+        "refused before the mailbox was full: {accepted}"
+    );
+    assert_eq!(back.cookie, accepted);
+    let before = rt.stats();
+    assert_eq!(
+        before.submitted, accepted,
+        "a refused packet is not counted"
+    );
+    drop(c);
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, accepted);
+    assert_eq!(done.stats.in_flight, 0);
+}
+
 /// Bursts separated by idle gaps longer than T_w: the arbiter parks between
 /// them and every burst is delivered by a kick, never by the safety timeout.
 #[test]
