@@ -391,3 +391,68 @@ fn bench_invalid_configs_are_typed_errors() {
     assert!("bogus".parse::<Mode>().is_err());
     assert_eq!("client".parse::<TxMode>().unwrap(), TxMode::Client);
 }
+
+/// Mailboxes leave service after a single empty read (Δ_A = 0), so the
+/// retire handshake runs constantly; every packet must still arrive while
+/// the clients are alive (a stranded packet would only move at client exit).
+#[test]
+fn retire_handshake_never_strands_a_packet() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 4;
+    cfg.delta_a_ns = 0;
+    cfg.retire_after_reads = 1;
+    cfg.spin_ns = 5_000;
+    let rt = Runtime::start(cfg, drr(4, 8192), |_| pspat::NullTx::new()).unwrap();
+    let handles: Vec<_> = (0..4u32)
+        .map(|i| {
+            let mut c = rt.client().unwrap();
+            std::thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(u64::from(i));
+                for seq in 0..5_000u64 {
+                    let mut s = Submission {
+                        flow: FlowId(i),
+                        len: 64,
+                        cookie: seq,
+                    };
+                    while let Err(e) = c.submit(s) {
+                        s = e.into_inner();
+                        std::thread::yield_now();
+                    }
+                    for _ in 0..rng.u32(0..200) {
+                        std::hint::spin_loop();
+                    }
+                    if rng.u8(0..32) == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                c
+            })
+        })
+        .collect();
+    let clients: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let t0 = std::time::Instant::now();
+    while rt.stats().transmitted < 20_000 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "packets stranded: {:?}",
+            rt.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(clients);
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, 20_000);
+    assert_eq!(done.arbiter.unrequested_wakeups_with_work, 0);
+}
+
+/// Heavier version of the 64-client test: run with
+/// `cargo test --release -p pspat -- --ignored stress`.
+#[test]
+#[ignore = "stress"]
+fn stress_many_clients_all_modes() {
+    for _ in 0..3 {
+        conservation_and_order(256, TxMode::Dispatcher, 2, 20_000);
+        conservation_and_order(256, TxMode::Dispatcher, 0, 20_000);
+        conservation_and_order(128, TxMode::Client, 0, 20_000);
+    }
+}
