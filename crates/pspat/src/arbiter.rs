@@ -160,8 +160,12 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
     }
 
     fn take_registrations(&mut self) {
-        // Acquire: pairs with the Release store in `Runtime::client`.
-        if !self.rt.registry_dirty.swap(false, Ordering::Acquire) {
+        // Relaxed peek first: a swap is a locked RMW, too dear for every
+        // round. Acquire swap: pairs with the Release store in
+        // `Runtime::client`.
+        if !self.rt.registry_dirty.load(Ordering::Relaxed)
+            || !self.rt.registry_dirty.swap(false, Ordering::Acquire)
+        {
             return;
         }
         let pending: Vec<Registration> = match self.rt.registry.lock() {
@@ -466,15 +470,18 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             ..
         } = self;
         match out {
-            Out::Direct { batch, .. } => {
+            Out::Direct { batch, backend } => {
+                let cookies = backend.wants_cookies();
                 for p in released.iter() {
                     let client = (p.token >> 32) as u32;
                     let desc = p.token as u32;
                     let cookie = match clients[client as usize].as_ref() {
                         // Relaxed: published by the client's Release push,
                         // which our pop acquired.
-                        Some(c) => c.shared.descs[desc as usize].cookie.load(Ordering::Relaxed),
-                        None => 0,
+                        Some(c) if cookies => {
+                            c.shared.descs[desc as usize].cookie.load(Ordering::Relaxed)
+                        }
+                        _ => 0,
                     };
                     batch.push(TxPacket {
                         client,

@@ -47,6 +47,13 @@ pub trait TxBackend: Send + 'static {
     /// Transmits every packet of `pkts`, in order. `now` was read once for
     /// the batch with the runtime's [`crate::Clock`].
     fn transmit(&mut self, now: Instant, pkts: &[TxPacket]);
+
+    /// Whether [`TxPacket::cookie`] is needed. When the arbiter transmits
+    /// (T = 0) and this is false, it skips reading the client's descriptor
+    /// (one cache line per 8 packets) and passes 0. Default true.
+    fn wants_cookies(&self) -> bool {
+        true
+    }
 }
 
 /// The null backend: counts packets and bytes, and optionally records the
@@ -111,6 +118,10 @@ impl NullTx {
 }
 
 impl TxBackend for NullTx {
+    fn wants_cookies(&self) -> bool {
+        self.sample_client.is_some()
+    }
+
     #[inline]
     fn transmit(&mut self, now: Instant, pkts: &[TxPacket]) {
         self.packets += pkts.len() as u64;
