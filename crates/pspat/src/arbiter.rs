@@ -1,5 +1,5 @@
-//! The arbiter round ([J] Fig. 5, `REFERENCE.md` §1.3) and the dispatcher
-//! loop ([J] §3.3).
+//! The arbiter round (\[J\] Fig. 5, `REFERENCE.md` §1.3) and the dispatcher
+//! loop (\[J\] §3.3).
 //!
 //! Round: read the clock once; for each client list whose read gate Δ_A
 //! expired, take its announcements and drain its in-service mailboxes into

@@ -1,5 +1,5 @@
 //! `pspat bench`: the runtime's throughput and latency against the two
-//! baselines, in one binary ([J] §6.3, `REFERENCE.md` §8.2-§8.4).
+//! baselines, in one binary (\[J\] §6.3, `REFERENCE.md` §8.2-§8.4).
 //!
 //! * [`Mode::Pspat`]: clients submit to the runtime; the arbiter is pinned
 //!   to the first core, clients and dispatchers to the second.

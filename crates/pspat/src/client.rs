@@ -1,5 +1,5 @@
 //! Client handles: a private mailbox, a private descriptor pool and, in
-//! client-transmit mode, a grant mailbox and a backend ([J] §3.1; [E] §3).
+//! client-transmit mode, a grant mailbox and a backend (\[J\] §3.1; \[E\] §3).
 //!
 //! # Submit path
 //! Validate, take a descriptor (a bit of a local free bitmap), write its

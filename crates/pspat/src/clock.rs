@@ -2,7 +2,7 @@
 //! [`pspat_sched::Instant`].
 //!
 //! The arbiter reads it once per round and passes `now` to the scheduler and
-//! the link emulator ([J] §3.4, `ARCHITECTURE.md` §3); dispatchers read it
+//! the link emulator (\[J\] §3.4, `ARCHITECTURE.md` §3); dispatchers read it
 //! once per batch. It wraps `std::time::Instant` (a vDSO `clock_gettime`,
 //! some 20 ns): at one read per round of up to 512 decisions the cost per
 //! decision is a few hundredths of a nanosecond, so a calibrated TSC clock

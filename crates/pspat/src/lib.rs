@@ -2,7 +2,7 @@
 //! mailboxes; one arbiter thread runs the scheduling algorithm and the link
 //! emulator; dispatcher threads (or the clients themselves) transmit.
 //! Rizzo, Valente, Lettieri, Maffione, "PSPAT: software packet scheduling
-//! at hardware speed" ([J]), and its earlier version ([E]); see
+//! at hardware speed" (\[J\]), and its earlier version (\[E\]); see
 //! `REFERENCE.md` §1.
 //!
 //! # Guarantees

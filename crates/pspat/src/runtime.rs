@@ -1,9 +1,9 @@
 //! Building, running and shutting down one PSPAT instance: client lists,
-//! the arbiter thread, optional dispatcher threads ([J] §3, Fig. 4;
+//! the arbiter thread, optional dispatcher threads (\[J\] §3, Fig. 4;
 //! `REFERENCE.md` §1).
 //!
 //! # Client lists and the "never strand a packet" argument
-//! There is one client list per CPU ([J] §3.1). In userspace two threads
+//! There is one client list per CPU (\[J\] §3.1). In userspace two threads
 //! sharing a CPU could push into one list at once, so a list is a `fetch_or`
 //! bitmap of client ids (`REFERENCE.md` §1.2, default fix), plus a `last`
 //! hint: a client announces itself (sets its bit, stores `last = id`) only
@@ -33,7 +33,7 @@
 //! The same fence serves the sleep handshake (below), so a submit costs one
 //! full fence (one per burst in [`crate::Client::submit_burst`]).
 //!
-//! # Sleeping ([E] §3.1, [J] §3.5, `REFERENCE.md` §1.7)
+//! # Sleeping (\[E\] §3.1, \[J\] §3.5, `REFERENCE.md` §1.7)
 //! With nothing to do the arbiter spins for T_w ([`RuntimeConfig::spin_ns`]),
 //! then stores `sleeping = true`, issues `fence(SeqCst)`, rescans every
 //! bitmap and in-service mailbox, and parks only if the rescan found
@@ -90,7 +90,7 @@ use crate::stats::{ClientStats, Counter, TxCount, NREASONS};
 use crate::sync::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::{ArbiterStats, Client, Clock, RuntimeError, Stats, TxBackend};
 
-/// How released packets reach the wire ([J] §3.3, [E] §3).
+/// How released packets reach the wire (\[J\] §3.3, \[E\] §3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TxMode {
     /// The arbiter pushes released packets to T dispatcher threads (T = 0:

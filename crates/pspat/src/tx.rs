@@ -1,6 +1,6 @@
 //! Transmit backends: what happens to a packet once the arbiter released it.
 //!
-//! A backend receives batches ([J] §3.3: dispatchers call the driver in
+//! A backend receives batches (\[J\] §3.3: dispatchers call the driver in
 //! batches; [`crate::RuntimeConfig::dispatch_batch`]), together with the
 //! time read once for the batch. The runtime owns one backend per
 //! transmitting thread: the arbiter (dispatcher mode with T = 0), each
