@@ -79,6 +79,10 @@ struct ArbClient {
     idle_reads: u32,
     in_service: bool,
     retired: bool,
+    /// Announced since the last drain: look at `is_abandoned` (a client
+    /// announces after dropping its producer, so idle mailboxes cost one
+    /// slot load per read, not two).
+    check_abandoned: bool,
 }
 
 struct ListState {
@@ -181,6 +185,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 idle_reads: 0,
                 in_service: false,
                 retired: false,
+                check_abandoned: false,
             });
             self.registered += 1;
         }
@@ -354,6 +359,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                     self.take_registrations();
                 }
                 if let Some(c) = self.clients[id].as_mut() {
+                    c.check_abandoned = true;
                     if !c.in_service && !c.retired {
                         c.in_service = true;
                         c.idle_reads = 0;
@@ -391,7 +397,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             return (0, true);
         };
         // Checked before popping: once abandoned, `pop` sees every value.
-        let abandoned = c.consumer.is_abandoned();
+        // Only after an announcement: a dropping client announces after
+        // its producer is gone (Release), and our swap of the bitmap word
+        // acquired that announcement.
+        let abandoned = std::mem::take(&mut c.check_abandoned) && c.consumer.is_abandoned();
         let mut n = 0;
         while let Some(v) = c.consumer.pop() {
             n += 1;
