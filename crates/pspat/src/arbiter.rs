@@ -251,6 +251,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             self.rt.arbiter_sleeping.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if self.pending_work() {
+                // Relaxed: only we and kickers write it; a kicker's swap to
+                // false is equivalent.
                 self.rt.arbiter_sleeping.store(false, Ordering::Relaxed);
                 idle_since = None;
                 continue;
@@ -301,6 +303,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         if !self.rt.closing.load(Ordering::Acquire) {
             return false;
         }
+        // SeqCst: pairs with the clients' SeqCst decrement, made after their
+        // final announcement, so every mailbox is visible once this is 0.
         if self.rt.live_clients.load(Ordering::SeqCst) != 0 {
             return false;
         }
@@ -450,15 +454,22 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
 
     /// Link emulation and hand-off; returns decisions made.
     fn release(&mut self, now: Instant) -> usize {
-        if let Out::Dispatch { tx, backlog, .. } = &mut self.out {
+        if let Out::Dispatch {
+            tx,
+            backlog,
+            pushed,
+        } = &mut self.out
+        {
             let mut stuck = false;
-            for (p, q) in tx.iter_mut().zip(backlog.iter_mut()) {
+            for ((p, q), woke) in tx.iter_mut().zip(backlog.iter_mut()).zip(pushed.iter_mut()) {
                 while let Some(&v) = q.front() {
                     if p.push(v).is_err() {
                         stuck = true;
                         break;
                     }
                     q.pop_front();
+                    // The dispatcher may have gone to sleep since: kick it.
+                    *woke = true;
                 }
             }
             if stuck {
@@ -692,6 +703,8 @@ impl<B: TxBackend> Dispatcher<B> {
                 continue;
             }
             let me = &self.rt.dispatchers[self.index];
+            // Sleep handshake with the arbiter's fence in `flush_out` (same
+            // argument as the arbiter's own sleep, `runtime` module docs).
             me.sleeping.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if !self.rx.is_empty() || self.rt.arbiter_done.load(Ordering::SeqCst) {

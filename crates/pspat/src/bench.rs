@@ -16,6 +16,11 @@
 //! `pps` packets per second; its latency is transmit time − submit time,
 //! every packet sampled into a preallocated buffer.
 //!
+//! Atomics here are all `Relaxed`: the stop flag and the pinning flag order
+//! nothing (results are read after `join`, which synchronizes), and the
+//! baselines' per-client counters are single-writer tallies read either
+//! after `join` or, once a second, as an approximate progress figure.
+//!
 //! `decisions_per_sec` is packets transmitted during the measured interval
 //! divided by its length (with aggregation off a decision is a packet,
 //! `REFERENCE.md` §1.8).

@@ -361,6 +361,8 @@ impl<B: TxBackend> Client<B> {
         fence(Ordering::SeqCst);
         self.announce();
         self.rt.kick_arbiter();
+        // SeqCst: after the announcement; pairs with the arbiter's load in
+        // `can_exit`.
         self.rt.live_clients.fetch_sub(1, Ordering::SeqCst);
         self.rt.kick_arbiter_force();
     }

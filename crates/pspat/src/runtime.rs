@@ -676,6 +676,7 @@ impl<B: TxBackend> Runtime<B> {
             consumer,
             grants: grant_p,
         });
+        // SeqCst: before the handle exists, so `can_exit` never misses it.
         self.shared.live_clients.fetch_add(1, Ordering::SeqCst);
         // Release: pairs with the Acquire swap in the arbiter, which then
         // locks the registry and finds this registration.
@@ -715,6 +716,9 @@ impl<B: TxBackend> Runtime<B> {
 
     /// Stops accepting clients, waits until every client handle is dropped
     /// and every packet transmitted or dropped, then joins every thread.
+    /// Drop (or [`crate::Client::into_backend`]) every client first, or from
+    /// other threads: a client still held by the calling thread would make
+    /// this wait forever. Dropping a `Runtime` does the same as this.
     ///
     /// # Errors
     /// [`RuntimeError::Thread`] if a runtime thread panicked.
