@@ -54,11 +54,22 @@ fn drr(flows: usize, capacity: usize) -> pspat_sched::AnyScheduler {
 /// a third of them exit mid-run; the main thread checks conservation in
 /// snapshots while they run, and exactly after shutdown.
 fn conservation_and_order(clients: usize, tx_mode: TxMode, dispatchers: usize, per_client: u64) {
+    conservation_and_order_with(clients, tx_mode, dispatchers, per_client, 1024);
+}
+
+fn conservation_and_order_with(
+    clients: usize,
+    tx_mode: TxMode,
+    dispatchers: usize,
+    per_client: u64,
+    tx_entries: usize,
+) {
     let mut cfg = RuntimeConfig::default();
     cfg.max_clients = clients;
     cfg.tx_mode = tx_mode;
     cfg.dispatchers = dispatchers;
     cfg.descriptors_per_client = 512;
+    cfg.tx_mailbox_entries = tx_entries;
     let rec = Recorder::default();
     let r2 = rec.clone();
     // Room for every descriptor: no scheduler drop, so order is checkable exactly.
@@ -134,6 +145,13 @@ fn dispatcher_mode_t0_arbiter_transmits() {
 #[test]
 fn dispatcher_mode_t2() {
     conservation_and_order(8, TxMode::Dispatcher, 2, 5_000);
+}
+
+/// TX mailboxes of 64 slots fill up: the arbiter keeps released packets in
+/// its backlog instead of dropping them.
+#[test]
+fn dispatcher_mode_small_tx_mailboxes_lose_nothing() {
+    conservation_and_order_with(8, TxMode::Dispatcher, 2, 5_000, 64);
 }
 
 #[test]
