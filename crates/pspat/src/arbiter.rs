@@ -434,13 +434,11 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         }
         if n == 0 && c.idle_reads >= retire_after {
             // Retire handshake (module docs of `runtime`).
+            // Always a write (a failed compare-exchange would be only a
+            // read, outside the fence argument): another client's hint is
+            // reset too, which costs it one extra announcement.
             for list in rt.lists.iter() {
-                let _ = list.last.compare_exchange(
-                    id as u32,
-                    NONE,
-                    Ordering::SeqCst,
-                    Ordering::Relaxed,
-                );
+                list.last.swap(NONE, Ordering::SeqCst);
             }
             fence(Ordering::SeqCst);
             if c.consumer.is_empty() {

@@ -278,11 +278,15 @@ impl<B: TxBackend> Client<B> {
     fn announce(&self) {
         let id = self.shared.id;
         let list = &self.rt.lists[self.list];
+        // The hint first, then the bit: an arbiter that acquires the bit
+        // (Acquire swap of the word) also sees `last = id`, so its retire
+        // `swap` of `last` comes after ours in modification order and resets
+        // it (see the handshake in the `runtime` module docs).
+        list.last.store(id, Ordering::SeqCst);
         // SeqCst (Release suffices for the data): pairs with the arbiter's
         // Acquire swap of the word, which then sees our pushes and, after a
         // drop, the abandoned mailbox.
         list.announced[id as usize / 64].fetch_or(1 << (id % 64), Ordering::SeqCst);
-        list.last.store(id, Ordering::SeqCst);
     }
 
     /// Client-transmit mode: transmits every packet the arbiter granted so

@@ -18,18 +18,24 @@
 //! `retire_after_reads` consecutive reads leaves service with this
 //! handshake, the only place where ordering is subtle:
 //!
-//! * arbiter: `compare_exchange(last, id → NONE)` on every list (SeqCst),
+//! * arbiter: `swap(last, NONE)` on every list (SeqCst; always a write,
+//!   even when `last` names another client, which then re-announces once),
 //!   `fence(SeqCst)`, then checks the mailbox; non-empty → stays in service;
 //! * client (every submit): push (Release), `fence(SeqCst)`, load `last`;
-//!   not its id → announce.
+//!   not its id → announce, storing `last = id` *before* setting its bit.
 //!
 //! Either the client's fence precedes the arbiter's in the single total
 //! order of SeqCst operations, and the arbiter's check sees the packet; or
-//! the arbiter's precedes, and the client's load returns the NONE stored by
-//! the exchange or a later value, which is never the client's id unless the
-//! client itself announced after the exchange (its bit is then set and the
-//! arbiter sees it at the next read). A failed exchange read the latest value
-//! in modification order (it is a read-modify-write), so the same holds.
+//! the arbiter's precedes, and the client's load returns the NONE written by
+//! the swap or a later value. A later value is another client's id, or this
+//! client's own id from an announcement made after the swap, whose bit is
+//! still set: the arbiter sees it at the next read and drains everything
+//! pushed before it (the bit is set after the pushes, Release → Acquire).
+//! An announcement whose bit the arbiter already consumed cannot leave a
+//! stale `last = id` behind the swap: the hint is stored before the bit, so
+//! it precedes the swap in modification order. (An earlier version set the
+//! bit first and used a compare-exchange; a stress test stranded a packet
+//! through exactly that window.)
 //! The same fence serves the sleep handshake (below), so a submit costs one
 //! full fence (one per burst in [`crate::Client::submit_burst`]).
 //!
