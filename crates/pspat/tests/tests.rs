@@ -430,6 +430,10 @@ fn bench_invalid_configs_are_typed_errors() {
 /// the clients are alive (a stranded packet would only move at client exit).
 #[test]
 fn retire_handshake_never_strands_a_packet() {
+    retire_handshake_run();
+}
+
+fn retire_handshake_run() {
     let mut cfg = RuntimeConfig::default();
     cfg.max_clients = 4;
     cfg.delta_a_ns = 0;
@@ -483,6 +487,9 @@ fn retire_handshake_never_strands_a_packet() {
 #[test]
 #[ignore = "stress"]
 fn stress_many_clients_all_modes() {
+    for _ in 0..30 {
+        retire_handshake_run();
+    }
     for _ in 0..3 {
         conservation_and_order(256, TxMode::Dispatcher, 2, 20_000);
         conservation_and_order(256, TxMode::Dispatcher, 0, 20_000);
