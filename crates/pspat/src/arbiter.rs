@@ -259,9 +259,14 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             }
             self.publish_stats();
             self.stats.sleeps += 1;
+            let parked = std::time::Instant::now();
             std::thread::park_timeout(PARK_TIMEOUT);
-            // Still set: nobody kicked us (timeout or spurious wake-up).
-            unkicked = self.rt.arbiter_sleeping.swap(false, Ordering::AcqRel);
+            // The flag still set after a full timeout: nobody kicked us. (An
+            // early return is a stale unpark token from a kick that raced
+            // with a rescan that found work anyway, or a spurious wake-up:
+            // not a lost wake-up.)
+            let timed_out = parked.elapsed() >= PARK_TIMEOUT;
+            unkicked = self.rt.arbiter_sleeping.swap(false, Ordering::AcqRel) && timed_out;
             idle_since = None;
         }
         self.flush_out(self.rt.clock.now());

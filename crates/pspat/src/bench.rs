@@ -583,6 +583,14 @@ fn run_pspat(
                     let period = 1_000_000_000 / pps.max(1);
                     let mut next = clock.now().as_nanos();
                     while !stop.load(Ordering::Relaxed) {
+                        // Client-transmit mode: keep draining grants while
+                        // waiting, so latency is not the submit period.
+                        while c.drain() > 0 || c.outstanding() > 0 {
+                            if clock.now().as_nanos() >= next || stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            std::thread::yield_now();
+                        }
                         wait_until(&clock, next, &stop);
                         next += period;
                         let mut s = Submission {

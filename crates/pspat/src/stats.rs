@@ -152,7 +152,9 @@ pub struct ArbiterStats {
     pub sleeps: u64,
     /// Scheduler dequeues (decisions).
     pub decisions: u64,
-    /// Wake-ups that nobody requested (park timeout or spurious) after which
-    /// work was found: a lost wake-up would show here. Expected 0.
+    /// Park timeouts (nobody kicked for the whole 100 ms safety period)
+    /// after which work was found: a lost wake-up would show here. Expected
+    /// 0 (a submit racing with the very moment of a timeout could also
+    /// count, which is vanishingly rare).
     pub unrequested_wakeups_with_work: u64,
 }
