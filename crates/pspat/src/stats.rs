@@ -1,0 +1,160 @@
+//! Counters readable while the runtime runs, and the conservation invariant
+//! (`ARCHITECTURE.md` §4.1): for every client and in total,
+//! `submitted = transmitted + dropped + in_flight`.
+//!
+//! Each counter has a single writer (the client for `submitted` and, in
+//! client-transmit mode, its own `transmitted`; each transmitting thread for
+//! its own `transmitted` row; the arbiter for `dropped`), which updates it
+//! with a plain load and a `Release` store, never a read-modify-write.
+//! A snapshot loads, per client, every `transmitted` and `dropped` counter
+//! first (`Acquire`) and `submitted` last. Every packet's path from the
+//! client's `submitted` store to the counter that finally counts it is a
+//! chain of Release/Acquire pairs (client push → arbiter pop → TX push →
+//! dispatcher pop → counter store), so a snapshot that sees a packet counted
+//! as transmitted or dropped also sees it counted as submitted:
+//! `in_flight = submitted - transmitted - dropped` is never negative.
+
+use std::collections::BTreeMap;
+
+use pspat_sched::DropReason;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Number of drop reasons counted per client.
+pub(crate) const NREASONS: usize = DropReason::ALL.len();
+
+/// A monotonically increasing counter with one writer.
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`; only the counter's single writer calls this.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        // Relaxed load: this thread is the only writer, so it reads its own
+        // last store.
+        let v = self.0.load(Ordering::Relaxed);
+        // Release: pairs with the Acquire in `Counter::read` of a snapshot,
+        // which then also sees every `submitted` store this packet's path
+        // happened after (see the module docs).
+        self.0.store(v + n, Ordering::Release);
+    }
+
+    /// Sets the value; only the single writer calls this.
+    #[inline]
+    pub(crate) fn set(&self, v: u64) {
+        // Release: as in `add`.
+        self.0.store(v, Ordering::Release);
+    }
+
+    /// Reads the value (pairs with the Release in `add`/`set`).
+    #[inline]
+    pub(crate) fn read(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Packets and bytes transmitted for one client by one transmitting thread.
+#[derive(Default)]
+pub(crate) struct TxCount {
+    pub(crate) packets: Counter,
+    pub(crate) bytes: Counter,
+}
+
+/// One client's counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Client id.
+    pub id: u32,
+    /// Packets accepted by `submit`.
+    pub submitted: u64,
+    /// Packets handed to a backend.
+    pub transmitted: u64,
+    /// Bytes handed to a backend.
+    pub transmitted_bytes: u64,
+    /// Packets dropped by the arbiter, all reasons.
+    pub dropped: u64,
+    /// Drops by reason, indexed like [`DropReason::ALL`].
+    pub dropped_by_reason: [u64; NREASONS],
+    /// `submitted - transmitted - dropped`.
+    pub in_flight: u64,
+}
+
+/// A snapshot of every client's counters and their totals.
+///
+/// # Examples
+/// ```
+/// let s = pspat::Stats::default();
+/// assert!(s.conserved());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per client, by id.
+    pub clients: Vec<ClientStats>,
+    /// Sum of `submitted`.
+    pub submitted: u64,
+    /// Sum of `transmitted`.
+    pub transmitted: u64,
+    /// Sum of `transmitted_bytes`.
+    pub transmitted_bytes: u64,
+    /// Sum of `dropped`.
+    pub dropped: u64,
+    /// Sum of `in_flight`.
+    pub in_flight: u64,
+}
+
+impl Stats {
+    /// True when `submitted = transmitted + dropped + in_flight` holds for
+    /// every client with a non-negative `in_flight`, and for the totals.
+    pub fn conserved(&self) -> bool {
+        self.clients.iter().all(|c| {
+            c.submitted >= c.transmitted + c.dropped
+                && c.dropped_by_reason.iter().sum::<u64>() == c.dropped
+        }) && self.submitted == self.transmitted + self.dropped + self.in_flight
+    }
+
+    /// Total drops by reason name ([`DropReason::as_str`]), zero counts omitted.
+    pub fn dropped_by_reason(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for c in &self.clients {
+            for (r, &n) in DropReason::ALL.iter().zip(c.dropped_by_reason.iter()) {
+                if n > 0 {
+                    *m.entry(r.as_str().to_string()).or_insert(0) += n;
+                }
+            }
+        }
+        m
+    }
+
+    pub(crate) fn push(&mut self, c: ClientStats) {
+        self.submitted += c.submitted;
+        self.transmitted += c.transmitted;
+        self.transmitted_bytes += c.transmitted_bytes;
+        self.dropped += c.dropped;
+        self.in_flight += c.in_flight;
+        self.clients.push(c);
+    }
+}
+
+/// Arbiter counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ArbiterStats {
+    /// Rounds run.
+    pub rounds: u64,
+    /// Sum of round durations (clock read to clock read), nanoseconds.
+    pub busy_round_ns: u64,
+    /// Rounds that collected or released something.
+    pub busy_rounds: u64,
+    /// Times the arbiter parked for lack of work.
+    pub sleeps: u64,
+    /// Scheduler dequeues (decisions).
+    pub decisions: u64,
+    /// Park timeouts (nobody kicked for the whole 100 ms safety period)
+    /// after which work was found: a lost wake-up would show here. Expected
+    /// 0 (a submit racing with the very moment of a timeout could also
+    /// count, which is vanishingly rare).
+    pub unrequested_wakeups_with_work: u64,
+}

@@ -1,0 +1,5 @@
+//! Atomics used by the runtime, in one place.
+
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};

@@ -1,0 +1,141 @@
+//! Transmit backends: what happens to a packet once the arbiter released it.
+//!
+//! A backend receives batches (\[J\] §3.3: dispatchers call the driver in
+//! batches; [`crate::RuntimeConfig::dispatch_batch`]), together with the
+//! time read once for the batch. The runtime owns one backend per
+//! transmitting thread: the arbiter (dispatcher mode with T = 0), each
+//! dispatcher (T >= 1), or each client (client-transmit mode). Static
+//! dispatch: the runtime is generic over `B: TxBackend`.
+//!
+//! # Guarantees
+//! Packets of one client with one flow reach one backend, in submission
+//! order (placement is per flow, see [`crate::runtime`]).
+
+use pspat_sched::{FlowId, Instant};
+
+/// A released packet as a backend sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxPacket {
+    /// Submitting client.
+    pub client: u32,
+    /// The flow it was scheduled in.
+    pub flow: FlowId,
+    /// Length in bytes.
+    pub len: u32,
+    /// The client's opaque value given to [`crate::Client::submit`] (a buffer
+    /// index, a sequence number, a timestamp...).
+    pub cookie: u64,
+}
+
+/// Sends released packets somewhere. Implementations must not block for
+/// long: the calling thread is the arbiter when T = 0.
+///
+/// # Examples
+/// ```
+/// use pspat::{TxBackend, TxPacket};
+/// struct Count(u64);
+/// impl TxBackend for Count {
+///     fn transmit(&mut self, _now: pspat_sched::Instant, pkts: &[TxPacket]) {
+///         self.0 += pkts.len() as u64;
+///     }
+/// }
+/// let mut c = Count(0);
+/// c.transmit(pspat_sched::Instant::ZERO, &[TxPacket::default(); 3]);
+/// assert_eq!(c.0, 3);
+/// ```
+pub trait TxBackend: Send + 'static {
+    /// Transmits every packet of `pkts`, in order. `now` was read once for
+    /// the batch with the runtime's [`crate::Clock`].
+    fn transmit(&mut self, now: Instant, pkts: &[TxPacket]);
+
+    /// Whether [`TxPacket::cookie`] is needed. When the arbiter transmits
+    /// (T = 0) and this is false, it skips reading the client's descriptor
+    /// (one cache line per 8 packets) and passes 0. Default true.
+    fn wants_cookies(&self) -> bool {
+        true
+    }
+}
+
+/// The null backend: counts packets and bytes, and optionally records the
+/// latency `now - cookie` of one client's packets (whose cookie is then its
+/// submit time on the runtime clock) into a buffer allocated up front.
+///
+/// # Examples
+/// ```
+/// use pspat::{NullTx, TxBackend, TxPacket};
+/// let mut tx = NullTx::with_latency_sampling(7, 16);
+/// let p = TxPacket { client: 7, len: 60, cookie: 100, ..Default::default() };
+/// tx.transmit(pspat_sched::Instant::from_nanos(350), &[p]);
+/// assert_eq!((tx.packets(), tx.bytes()), (1, 60));
+/// assert_eq!(tx.latencies_ns(), &[250]);
+/// ```
+#[derive(Debug, Default)]
+pub struct NullTx {
+    packets: u64,
+    bytes: u64,
+    sample_client: Option<u32>,
+    latencies: Vec<u64>,
+    sample_cap: usize,
+    samples_lost: u64,
+}
+
+impl NullTx {
+    /// Counts only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also records latencies of `client`'s packets, up to `capacity` samples
+    /// (later ones are counted in [`NullTx::samples_lost`]).
+    pub fn with_latency_sampling(client: u32, capacity: usize) -> Self {
+        NullTx {
+            sample_client: Some(client),
+            latencies: Vec::with_capacity(capacity),
+            sample_cap: capacity,
+            ..Self::default()
+        }
+    }
+
+    /// Packets transmitted.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Bytes transmitted.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Recorded latencies in nanoseconds, in transmit order.
+    pub fn latencies_ns(&self) -> &[u64] {
+        &self.latencies
+    }
+
+    /// Samples that did not fit the buffer.
+    pub fn samples_lost(&self) -> u64 {
+        self.samples_lost
+    }
+}
+
+impl TxBackend for NullTx {
+    fn wants_cookies(&self) -> bool {
+        self.sample_client.is_some()
+    }
+
+    #[inline]
+    fn transmit(&mut self, now: Instant, pkts: &[TxPacket]) {
+        self.packets += pkts.len() as u64;
+        for p in pkts {
+            self.bytes += u64::from(p.len);
+        }
+        if let Some(c) = self.sample_client {
+            for p in pkts.iter().filter(|p| p.client == c) {
+                if self.latencies.len() < self.sample_cap {
+                    self.latencies.push(now.as_nanos().saturating_sub(p.cookie));
+                } else {
+                    self.samples_lost += 1;
+                }
+            }
+        }
+    }
+}

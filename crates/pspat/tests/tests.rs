@@ -1,0 +1,498 @@
+//! Integration tests of the `pspat` runtime, one binary.
+//!
+//! Every test asserts counts, orders and bounds, never wall-clock speed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pspat::bench::{self, BenchConfig, Mode};
+use pspat::{
+    BackpressurePolicy, Runtime, RuntimeConfig, RuntimeError, Submission, SubmitError, TxBackend,
+    TxMode, TxPacket,
+};
+use pspat_sched::{AlgKind, FlowId, FlowTable, Instant, SchedulerConfig};
+
+/// Records what it transmits and checks per-client order on the fly.
+#[derive(Clone, Default)]
+struct Recorder {
+    inner: Arc<Mutex<RecState>>,
+}
+
+#[derive(Default)]
+struct RecState {
+    next: Vec<u64>,
+    packets: u64,
+    order_errors: u64,
+    times: Vec<(u64, u32)>,
+}
+
+impl TxBackend for Recorder {
+    fn transmit(&mut self, now: Instant, pkts: &[TxPacket]) {
+        let mut s = self.inner.lock().unwrap();
+        for p in pkts {
+            let c = p.client as usize;
+            if s.next.len() <= c {
+                s.next.resize(c + 1, 0);
+            }
+            if p.cookie != s.next[c] {
+                s.order_errors += 1;
+            }
+            s.next[c] = p.cookie + 1;
+            s.packets += 1;
+            s.times.push((now.as_nanos(), p.len));
+        }
+    }
+}
+
+fn drr(flows: usize, capacity: usize) -> pspat_sched::AnyScheduler {
+    let mut c = SchedulerConfig::new(AlgKind::Drr);
+    c.capacity = capacity;
+    c.build(FlowTable::uniform(flows).unwrap()).unwrap()
+}
+
+/// `clients` threads submit random bursts with per-client sequence numbers;
+/// a third of them exit mid-run; the main thread checks conservation in
+/// snapshots while they run, and exactly after shutdown.
+fn conservation_and_order(clients: usize, tx_mode: TxMode, dispatchers: usize, per_client: u64) {
+    conservation_and_order_with(clients, tx_mode, dispatchers, per_client, 1024);
+}
+
+fn conservation_and_order_with(
+    clients: usize,
+    tx_mode: TxMode,
+    dispatchers: usize,
+    per_client: u64,
+    tx_entries: usize,
+) {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = clients;
+    cfg.tx_mode = tx_mode;
+    cfg.dispatchers = dispatchers;
+    cfg.descriptors_per_client = 512;
+    cfg.tx_mailbox_entries = tx_entries;
+    let rec = Recorder::default();
+    let r2 = rec.clone();
+    // Room for every descriptor: no scheduler drop, so order is checkable exactly.
+    let rt = Runtime::start(cfg, drr(clients, clients * 512), move |_| r2.clone()).unwrap();
+    let mut handles = Vec::new();
+    for i in 0..clients {
+        let mut c = rt.client().unwrap();
+        handles.push(std::thread::spawn(move || {
+            let mut rng = fastrand::Rng::with_seed(0x5eed + i as u64);
+            // Every third client exits early, mid-run.
+            let total = if i % 3 == 0 {
+                per_client / 4
+            } else {
+                per_client
+            };
+            let mut seq = 0u64;
+            let mut buf = Vec::with_capacity(64);
+            while seq < total {
+                let n = rng.u64(1..=64).min(total - seq);
+                buf.clear();
+                buf.extend((0..n).map(|k| Submission {
+                    flow: FlowId(i as u32),
+                    len: rng.u32(1..=1500),
+                    cookie: seq + k,
+                }));
+                let b = c.submit_burst(&buf);
+                seq += b.accepted as u64;
+                if let Some(e) = b.error {
+                    assert!(matches!(e, SubmitError::Full(_)), "{e}");
+                    std::thread::yield_now();
+                }
+                if rng.u8(0..8) == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            seq
+        }));
+    }
+    let mut snapshots = 0;
+    while !handles.iter().all(|h| h.is_finished()) {
+        let s = rt.stats();
+        assert!(s.conserved(), "snapshot {snapshots}: {s:?}");
+        snapshots += 1;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let expected: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let done = rt.shutdown().unwrap();
+    let s = &done.stats;
+    assert!(s.conserved());
+    assert_eq!(s.in_flight, 0);
+    assert_eq!(s.submitted, expected);
+    assert_eq!(s.dropped, 0);
+    assert_eq!(s.transmitted, expected);
+    let r = rec.inner.lock().unwrap();
+    assert_eq!(r.packets, expected);
+    assert_eq!(r.order_errors, 0, "per-client order broken");
+    for c in &s.clients {
+        assert_eq!(c.in_flight, 0);
+        assert_eq!(r.next[c.id as usize], c.transmitted);
+    }
+}
+
+#[test]
+fn sixty_four_clients_bursts_exits_conserve_and_keep_order() {
+    conservation_and_order(64, TxMode::Dispatcher, 1, 3_000);
+}
+
+#[test]
+fn dispatcher_mode_t0_arbiter_transmits() {
+    conservation_and_order(8, TxMode::Dispatcher, 0, 5_000);
+}
+
+#[test]
+fn dispatcher_mode_t2() {
+    conservation_and_order(8, TxMode::Dispatcher, 2, 5_000);
+}
+
+/// TX mailboxes of 64 slots fill up: the arbiter keeps released packets in
+/// its backlog instead of dropping them.
+#[test]
+fn dispatcher_mode_small_tx_mailboxes_lose_nothing() {
+    conservation_and_order_with(8, TxMode::Dispatcher, 2, 5_000, 64);
+}
+
+#[test]
+fn client_transmit_mode() {
+    conservation_and_order(8, TxMode::Client, 0, 5_000);
+}
+
+/// Pool exhaustion hands the packet back; a scheduler drop is reported on
+/// the next submit and counted by reason.
+fn backpressure(policy: BackpressurePolicy) {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 1;
+    cfg.mailbox_entries = 64;
+    cfg.descriptors_per_client = 64;
+    cfg.rate_bps = Some(1_000_000); // 60 B = 480 µs: packets pile up
+    cfg.backpressure = policy;
+    let rt = Runtime::start(cfg, drr(1, 4), |_| pspat::NullTx::new()).unwrap();
+    let mut c = rt.client().unwrap();
+    let mut accepted = 0u64;
+    let full = loop {
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: 1000 + accepted,
+        };
+        match c.submit(s) {
+            Ok(_) => accepted += 1,
+            Err(SubmitError::Full(back)) => break back,
+            Err(SubmitError::DroppedEarlier(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+        assert!(accepted <= 64, "a full pool must refuse");
+    };
+    assert_eq!(
+        full.cookie,
+        1000 + accepted,
+        "the refused packet is handed back"
+    );
+    // The scheduler holds 4 packets: the rest were dropped as queue_full.
+    while rt.stats().dropped == 0 {
+        std::thread::yield_now();
+    }
+    let next = loop {
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: 7,
+        };
+        match c.submit(s) {
+            Err(SubmitError::Full(_)) => std::thread::sleep(Duration::from_millis(1)),
+            other => break other,
+        }
+    };
+    match policy {
+        BackpressurePolicy::ReportOnly => assert!(next.unwrap().drop_reported),
+        BackpressurePolicy::RejectNext => {
+            assert!(matches!(next, Err(SubmitError::DroppedEarlier(s)) if s.cookie == 7))
+        }
+    }
+    drop(c);
+    let done = rt.shutdown().unwrap();
+    let s = &done.stats;
+    assert!(s.conserved() && s.in_flight == 0);
+    assert!(s.dropped > 0);
+    assert_eq!(s.dropped_by_reason().get("queue_full"), Some(&s.dropped));
+}
+
+#[test]
+fn backpressure_report_only() {
+    backpressure(BackpressurePolicy::ReportOnly);
+}
+
+#[test]
+fn backpressure_reject_next() {
+    backpressure(BackpressurePolicy::RejectNext);
+}
+
+/// A full mailbox fails `submit` at once and hands the packet back. The read
+/// gate Δ_A = 1 s keeps the arbiter away from the mailbox meanwhile.
+#[test]
+fn full_mailbox_hands_the_packet_back() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 1;
+    cfg.mailbox_entries = 64; // 48 usable slots
+    cfg.delta_a_ns = 1_000_000_000;
+    let rt = Runtime::start(cfg, drr(1, 1024), |_| pspat::NullTx::new()).unwrap();
+    let mut c = rt.client().unwrap();
+    let mut accepted = 0u64;
+    let back = loop {
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: accepted,
+        };
+        match c.submit(s) {
+            Ok(_) => accepted += 1,
+            Err(SubmitError::Full(back)) => break back,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(
+        accepted >= 48,
+        "refused before the mailbox was full: {accepted}"
+    );
+    assert_eq!(back.cookie, accepted);
+    let before = rt.stats();
+    assert_eq!(
+        before.submitted, accepted,
+        "a refused packet is not counted"
+    );
+    drop(c);
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, accepted);
+    assert_eq!(done.stats.in_flight, 0);
+}
+
+/// Bursts separated by idle gaps longer than T_w: the arbiter parks between
+/// them and every burst is delivered by a kick, never by the safety timeout.
+#[test]
+fn arbiter_sleeps_and_submit_wakes_it() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 1;
+    cfg.spin_ns = 20_000;
+    let rt = Runtime::start(cfg, drr(1, 1024), |_| pspat::NullTx::new()).unwrap();
+    let mut c = rt.client().unwrap();
+    let mut sent = 0u64;
+    for burst in 0..40 {
+        for _ in 0..(burst % 7 + 1) {
+            let mut s = Submission {
+                flow: FlowId(0),
+                len: 100,
+                cookie: sent,
+            };
+            while let Err(e) = c.submit(s) {
+                s = e.into_inner();
+            }
+            sent += 1;
+        }
+        while rt.stats().transmitted < sent {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let a = rt.arbiter_stats();
+    drop(c);
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, sent);
+    assert!(a.sleeps > 0, "the arbiter never slept");
+    assert_eq!(
+        done.arbiter.unrequested_wakeups_with_work, 0,
+        "a wake-up was lost"
+    );
+}
+
+/// Released bytes never run ahead of the emulated link: by transmit time t,
+/// at most B·(t - t0) + one packet.
+#[test]
+fn link_rate_bounds_released_bytes() {
+    let rate = 8_000_000u64; // 1 MB/s
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 2;
+    cfg.rate_bps = Some(rate);
+    let rec = Recorder::default();
+    let r2 = rec.clone();
+    let rt = Runtime::start(cfg, drr(2, 4096), move |_| r2.clone()).unwrap();
+    let mut a = rt.client().unwrap();
+    let mut b = rt.client().unwrap();
+    let t0 = a.now().as_nanos();
+    let mut seq = [0u64; 2];
+    while a.now().as_nanos() - t0 < 150_000_000 {
+        for (i, c) in [&mut a, &mut b].into_iter().enumerate() {
+            let s = Submission {
+                flow: FlowId(i as u32),
+                len: 1000,
+                cookie: seq[i],
+            };
+            if c.submit(s).is_ok() {
+                seq[i] += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    drop((a, b));
+    let done = rt.shutdown().unwrap();
+    assert!(done.stats.conserved() && done.stats.in_flight == 0);
+    let r = rec.inner.lock().unwrap();
+    let mut bytes = 0u64;
+    for &(t, len) in &r.times {
+        bytes += u64::from(len);
+        let allowed = rate as u128 * u128::from(t - t0) / 8_000_000_000 + 1000;
+        assert!(u128::from(bytes) <= allowed, "{bytes} B by {} ns", t - t0);
+    }
+    assert_eq!(r.order_errors, 0);
+}
+
+fn quick(mode: Mode, clients: usize) -> BenchConfig {
+    let mut c = BenchConfig::new(mode, clients);
+    c.duration = Duration::from_millis(200);
+    c.pin = false;
+    c
+}
+
+#[test]
+fn bench_modes_conserve_counts() {
+    for mode in [Mode::Pspat, Mode::Lock, Mode::None] {
+        let mut cfg = quick(mode, 4);
+        cfg.victim = Some(bench::VictimConfig {
+            weight: 1,
+            pps: 2000,
+            pkt_len: 60,
+        });
+        let r = bench::run(&cfg, &mut |_| {}).unwrap();
+        assert_eq!(r.in_flight, 0, "{mode}");
+        assert_eq!(r.submitted, r.transmitted + r.dropped, "{mode}");
+        assert_eq!(r.per_client.len(), 5);
+        assert!(r.transmitted > 0, "{mode}");
+        assert_eq!(r.arbiter.is_some(), mode == Mode::Pspat);
+        assert!(r.victim.as_ref().is_some_and(|v| v.samples > 0), "{mode}");
+        let json = serde_json::to_value(&r).unwrap();
+        for key in [
+            "schema_version",
+            "mode",
+            "alg",
+            "clients",
+            "duration_s",
+            "submitted",
+            "transmitted",
+            "dropped",
+            "in_flight",
+            "decisions_per_sec",
+            "per_client",
+            "arbiter",
+            "pinning",
+        ] {
+            assert!(json.get(key).is_some(), "{mode}: missing {key}");
+        }
+        assert_eq!(json["mode"], mode.name());
+        assert!(json["per_client"][0].get("share").is_some());
+    }
+}
+
+#[test]
+fn bench_invalid_configs_are_typed_errors() {
+    let e = bench::run(&quick(Mode::Pspat, 0), &mut |_| {}).unwrap_err();
+    assert!(matches!(e, RuntimeError::OutOfRange { .. }));
+    assert_eq!(
+        e.to_string(),
+        "clients = 0 is out of range (allowed: 1..=1000)"
+    );
+    assert!(bench::run(&quick(Mode::Lock, 1001), &mut |_| {}).is_err());
+    let mut c = quick(Mode::Pspat, 2);
+    c.pkt_len = 0;
+    assert!(c.validate().unwrap_err().to_string().contains("pkt_len"));
+    let mut c = quick(Mode::Pspat, 2);
+    c.weights = vec![1, 2, 3];
+    assert!(matches!(c.validate(), Err(RuntimeError::Invalid { .. })));
+    let mut c = quick(Mode::Pspat, 2);
+    c.weights = vec![0];
+    assert!(matches!(c.validate(), Err(RuntimeError::Sched(_))));
+    let mut c = quick(Mode::Lock, 2);
+    c.rate_bps = Some(0);
+    assert!(c.validate().is_err());
+    let mut c = quick(Mode::Pspat, 2);
+    c.mailbox_entries = 100;
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("mailbox_entries"));
+    assert!("bogus".parse::<Mode>().is_err());
+    assert_eq!("client".parse::<TxMode>().unwrap(), TxMode::Client);
+}
+
+/// Mailboxes leave service after a single empty read (Δ_A = 0), so the
+/// retire handshake runs constantly; every packet must still arrive while
+/// the clients are alive (a stranded packet would only move at client exit).
+#[test]
+fn retire_handshake_never_strands_a_packet() {
+    retire_handshake_run();
+}
+
+fn retire_handshake_run() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 4;
+    cfg.delta_a_ns = 0;
+    cfg.retire_after_reads = 1;
+    cfg.spin_ns = 5_000;
+    let rt = Runtime::start(cfg, drr(4, 8192), |_| pspat::NullTx::new()).unwrap();
+    let handles: Vec<_> = (0..4u32)
+        .map(|i| {
+            let mut c = rt.client().unwrap();
+            std::thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(u64::from(i));
+                for seq in 0..5_000u64 {
+                    let mut s = Submission {
+                        flow: FlowId(i),
+                        len: 64,
+                        cookie: seq,
+                    };
+                    while let Err(e) = c.submit(s) {
+                        s = e.into_inner();
+                        std::thread::yield_now();
+                    }
+                    for _ in 0..rng.u32(0..200) {
+                        std::hint::spin_loop();
+                    }
+                    if rng.u8(0..32) == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                c
+            })
+        })
+        .collect();
+    let clients: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let t0 = std::time::Instant::now();
+    while rt.stats().transmitted < 20_000 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "packets stranded: {:?}",
+            rt.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(clients);
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, 20_000);
+    assert_eq!(done.arbiter.unrequested_wakeups_with_work, 0);
+}
+
+/// Heavier version of the 64-client test: run with
+/// `cargo test --release -p pspat -- --ignored stress`.
+#[test]
+#[ignore = "stress"]
+fn stress_many_clients_all_modes() {
+    for _ in 0..30 {
+        retire_handshake_run();
+    }
+    for _ in 0..3 {
+        conservation_and_order(256, TxMode::Dispatcher, 2, 20_000);
+        conservation_and_order(256, TxMode::Dispatcher, 0, 20_000);
+        conservation_and_order(128, TxMode::Client, 0, 20_000);
+    }
+}
