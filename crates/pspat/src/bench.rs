@@ -256,7 +256,7 @@ impl BenchConfig {
     /// so greedy clients keep the scheduler's working set bounded and the
     /// scheduler (sized to hold them all) never drops.
     fn descriptors_per_client(&self) -> usize {
-        ((65_536 / self.total_clients()) & !63).clamp(64, 1024)
+        ((8_192 / self.total_clients()) & !63).clamp(64, 1024)
     }
 
     fn sched_config(&self) -> SchedulerConfig {
