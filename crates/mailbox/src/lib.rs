@@ -22,8 +22,9 @@
 //! variant that zeroes whole lines: a zero slot is empty, the indices are
 //! private to each side, the producer looks one line ahead once per line and
 //! the consumer frees read slots a line at a time, one line behind. The
-//! module docs of `mailbox.rs` give the algorithm, the exact capacity rule,
-//! the memory orderings and the layout.
+//! [`mailbox` module](mod@mailbox) gives the algorithm, the exact capacity
+//! rule, the memory orderings (each Release with its Acquire) and the
+//! 128-byte layout.
 //!
 //! # Layers
 //! ```text
@@ -61,7 +62,7 @@
 
 #![forbid(unsafe_code)]
 
-mod mailbox;
+pub mod mailbox;
 mod sync;
 
 pub use mailbox::{

@@ -64,6 +64,15 @@
 //! several aarch64 parts have 128-byte lines (see `crossbeam_utils`'s
 //! per-architecture table). The `const` assertions below pin this layout.
 //!
+//! # Verification
+//! `tests/` holds the eleven reference vectors (§2.7), a proptest against a
+//! `VecDeque` model that asserts the capacity rule above exactly, two-thread
+//! stress tests, and loom models on `E = 8, Λ = 2` (`.ci/loom.sh`). loom
+//! checks the `is_abandoned` pair (weakening it to Relaxed fails
+//! `abandoned_producer_final_drain`); it does not model load buffering, so
+//! the first-slot Release/look-ahead Acquire pair rests on the argument
+//! above rather than on a failing model. Miri is not run yet.
+//!
 //! # Deviations from the reference
 //! * The reference keeps constants and flags in one block; here the flags
 //!   get their own, so a backpressure write does not evict the constants

@@ -109,17 +109,17 @@ fn two_threads(entries: usize, line: usize, n: u64, seed: u64) {
 
 #[test]
 fn two_threads_default_ring() {
-    two_threads(512, 16, 1 << 20, 1);
+    two_threads(512, 16, 1 << 22, 1);
 }
 
 #[test]
 fn two_threads_small_ring() {
-    two_threads(64, 16, 1 << 18, 2);
+    two_threads(64, 16, 1 << 21, 2);
 }
 
 #[test]
 fn two_threads_tiny_ring_short_lines() {
-    two_threads(8, 2, 1 << 17, 3);
+    two_threads(8, 2, 1 << 20, 3);
 }
 
 #[test]
