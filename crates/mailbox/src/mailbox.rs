@@ -62,7 +62,9 @@
 //! Why 128 and not 64: recent x86-64 L2 prefetchers fetch cache lines in
 //! adjacent pairs, so fields 64 bytes apart still bounce between cores, and
 //! several aarch64 parts have 128-byte lines (see `crossbeam_utils`'s
-//! per-architecture table). The `const` assertions below pin this layout.
+//! per-architecture table). The `const` assertions below pin this layout on
+//! x86-64, aarch64 and powerpc64; elsewhere `CachePadded` uses that
+//! target's own line size and the slot blocks are only as aligned as it.
 //!
 //! # Verification
 //! `tests/` holds the eleven reference vectors (§2.7), a proptest against a
