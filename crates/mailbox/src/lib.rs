@@ -7,12 +7,31 @@
 //! * A full mailbox refuses at once and hands the value back; nothing is
 //!   ever overwritten.
 //! * Values leave in the order they entered, each exactly once.
-//! * The split handles make a second producer or consumer a compile error.
+//! * Capacity `entries - line_entries` (496 of 512 by default): a push is
+//!   refused exactly when that many values are in the mailbox, counting the
+//!   popped ones whose line [`Consumer::release`] has not freed yet.
+//! * A popped value happens-after everything its producer did before pushing
+//!   it; [`Consumer::is_abandoned`] returning true happens-after every push.
+//! * The split handles make a second producer or consumer a compile error:
+//!   [`Producer`] and [`Consumer`] are `Send`, neither `Sync` nor `Clone`.
+//! * No `unsafe`: the slots are atomics.
 //!
 //! # Algorithm
-//! The improved FastForward queue of Rizzo, Valente, Lettieri, Maffione,
-//! "PSPAT: software packet scheduling at hardware speed" §4 (see
-//! [`mailbox()`] and the module `mailbox`).
+//! The improved FastForward queue (IFFQ) of Rizzo, Valente, Lettieri,
+//! Maffione, "PSPAT: software packet scheduling at hardware speed" §4, in the
+//! variant that zeroes whole lines: a zero slot is empty, the indices are
+//! private to each side, the producer looks one line ahead once per line and
+//! the consumer frees read slots a line at a time, one line behind. The
+//! [`mailbox` module](mod@mailbox) gives the algorithm, the exact capacity
+//! rule, the memory orderings (each Release with its Acquire) and the
+//! 128-byte layout.
+//!
+//! # Layers
+//! ```text
+//! client thread                      arbiter thread
+//! Producer::push / push_batch ─▶ [ E slots, 128-byte blocks ] ─▶ Consumer::pop ... release once per round
+//!          ◀──────────── backpressure flag (hint) ────────────  Consumer::set_backpressure
+//! ```
 //!
 //! # Example
 //! ```
@@ -41,7 +60,9 @@
 //! assert_eq!(consumer.join().unwrap(), 5050);
 //! ```
 
-mod mailbox;
+#![forbid(unsafe_code)]
+
+pub mod mailbox;
 mod sync;
 
 pub use mailbox::{

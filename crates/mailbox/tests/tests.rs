@@ -1,0 +1,25 @@
+//! The integration suite of `pspat-mailbox`, one binary (`autotests = false`).
+//!
+//! Under `RUSTFLAGS="--cfg loom"` only the `loom` module is built; see
+//! `.ci/loom.sh`.
+
+/// The eleven test vectors of `REFERENCE.md` §2.7 (E = 512, Λ = 16).
+#[cfg(not(loom))]
+mod vectors;
+
+/// Random operation sequences against a `VecDeque` model, with the exact
+/// capacity rule.
+#[cfg(not(loom))]
+mod model;
+
+/// Two threads, every sequence number once and in order.
+#[cfg(not(loom))]
+mod stress;
+
+/// The handles move to other threads (compile-time and at run time).
+#[cfg(not(loom))]
+mod send;
+
+/// Exhaustive interleavings on a tiny mailbox (E = 8, Λ = 2).
+#[cfg(loom)]
+mod loom;
