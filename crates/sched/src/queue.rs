@@ -2,8 +2,15 @@
 //!
 //! Every algorithm keeps its packets here: queue `i` is usually flow `i`
 //! (PRIO uses one queue per priority). The arena is a slab of nodes linked
-//! into per-queue singly linked lists plus a free list, so `push` and `pop` are
-//! O(1) and nothing allocates after [`PacketQueues::new`].
+//! into per-queue singly linked lists, plus a stack of free slot indices, so
+//! `push` and `pop` are O(1) and nothing allocates after [`PacketQueues::new`].
+//!
+//! The free slots are a separate index stack rather than a list threaded
+//! through the nodes: taking a slot then reads the (hot) top of that stack
+//! instead of chasing `next` into a node that may have left the cache long
+//! ago. With deep queues (the dummynet harness keeps up to 20 packets per
+//! flow over 32k flows, 15 MB of nodes) that dependent miss dominated
+//! `enqueue`.
 //!
 //! # Guarantees
 //! * FIFO within each queue.
@@ -48,7 +55,9 @@ const EMPTY_FIFO: Fifo = Fifo {
 pub struct PacketQueues {
     nodes: Box<[Node]>,
     fifos: Box<[Fifo]>,
-    free_head: u32,
+    /// Free slot indices; the top is `free[free_len - 1]`.
+    free: Box<[u32]>,
+    free_len: usize,
     total: usize,
     per_queue_limit: u32,
 }
@@ -88,20 +97,21 @@ impl PacketQueues {
                 "1.. packets",
             ));
         }
-        let nodes = (0..capacity)
-            .map(|i| Node {
+        let nodes = vec![
+            Node {
                 pkt: Packet::default(),
-                next: if i + 1 < capacity {
-                    (i + 1) as u32
-                } else {
-                    NIL
-                },
-            })
-            .collect();
+                next: NIL,
+            };
+            capacity
+        ]
+        .into_boxed_slice();
+        // Reversed, so slots are handed out in increasing order at first.
+        let free = (0..capacity as u32).rev().collect();
         Ok(PacketQueues {
             nodes,
             fifos: vec![EMPTY_FIFO; queues].into_boxed_slice(),
-            free_head: 0,
+            free,
+            free_len: capacity,
             total: 0,
             per_queue_limit: per_queue_limit.unwrap_or(u32::MAX),
         })
@@ -127,15 +137,15 @@ impl PacketQueues {
                 reason: DropReason::FlowLimit,
             });
         }
-        let slot = self.free_head;
-        if slot == NIL {
+        if self.free_len == 0 {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::QueueFull,
             });
         }
+        self.free_len -= 1;
+        let slot = self.free[self.free_len];
         let node = &mut self.nodes[slot as usize];
-        self.free_head = node.next;
         node.pkt = pkt;
         node.next = NIL;
         if fifo.tail == NIL {
@@ -164,8 +174,8 @@ impl PacketQueues {
             fifo.tail = NIL;
         }
         fifo.len -= 1;
-        node.next = self.free_head;
-        self.free_head = slot;
+        self.free[self.free_len] = slot;
+        self.free_len += 1;
         self.total -= 1;
         Some(pkt)
     }
@@ -207,7 +217,7 @@ impl PacketQueues {
 
     /// True when the arena has no free slot.
     pub fn is_full(&self) -> bool {
-        self.free_head == NIL
+        self.free_len == 0
     }
 }
 
