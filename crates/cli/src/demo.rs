@@ -172,8 +172,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let victim_role = format!("victim (sends {} pps)", args.victim_pps);
         writeln!(
             out,
-            "  {:>6} {:>6} {:>14} {:>8} {:>9}  {}",
-            "client", "weight", "rate", "share", "expected", "role"
+            "  {:>6} {:>6} {:>14} {:>8} {:>9}  role",
+            "client", "weight", "rate", "share", "expected"
         )?;
         for c in &report.per_client {
             let (expected, role) = if Some(c.id) == victim_id {

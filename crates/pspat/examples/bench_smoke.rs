@@ -19,7 +19,7 @@ fn main() {
         cfg.tx_mode = t.parse().unwrap_or_default();
     }
     cfg.dispatchers = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
-    cfg.pin = args.next().map_or(true, |a| a != "nopin");
+    cfg.pin = args.next().is_none_or(|a| a != "nopin");
     match pspat::bench::run(&cfg, &mut |p| {
         eprintln!("{:.1}s {}", p.elapsed_s, p.transmitted)
     }) {
