@@ -108,7 +108,7 @@ fn simulate(
                 let f = p.flow.0;
                 queued[f as usize] -= 1;
                 let lt = &mut last_token[f as usize];
-                assert!(lt.map_or(true, |t| t < p.token), "flow {f} reordered");
+                assert!(lt.is_none_or(|t| t < p.token), "flow {f} reordered");
                 *lt = Some(p.token);
                 departures.push((now, f, p.len));
                 now += (u64::from(p.len) * 8_000_000_000).div_ceil(link_bps);
@@ -689,7 +689,7 @@ fn check_random_tree(seed: u64) {
     let mut depart = |p: Packet, last: &mut Vec<Option<u64>>, now: u64| {
         trace.departures.push((now, p.flow.0, p.len));
         let l = &mut last[p.flow.index()];
-        assert!(l.map_or(true, |t| t < p.token), "seed {seed}: reordered");
+        assert!(l.is_none_or(|t| t < p.token), "seed {seed}: reordered");
         *l = Some(p.token);
     };
     for _ in 0..30_000 {
