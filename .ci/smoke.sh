@@ -9,6 +9,12 @@ bin=target/release/pspat
 "$bin" bench --mode pspat,lock,none --clients 4 --duration 0.3 --json > /dev/null
 "$bin" bench --clients 8 --tx-mode client --duration 0.3 > /dev/null
 "$bin" demo --duration 1 > /dev/null
+"$bin" sched-bench --alg qfq --flowsets 1:60:64 --iterations 100000 --repeat 1 --json > /dev/null
+"$bin" sched-bench --sweep --iterations 20000 --repeat 1 > /dev/null
+"$bin" wfi --workload paper --flows 25 --alg qfq --json > /dev/null
+"$bin" wfi --workload victim --alg drr --trace target/smoke-trace.csv > /dev/null
+head -1 target/smoke-trace.csv | grep -qx 'flow,weight,len,arrival_ns,departure_ns,fluid_finish_ns'
+"$bin" pq-bench --ranks 1000 --ops 10000 --repeat 1 --json > /dev/null
 
 fails=0
 expect_usage_error() {
@@ -37,4 +43,15 @@ expect_usage_error bench --weights 0
 expect_usage_error bench --mode fast
 expect_usage_error bench --clients abc
 expect_usage_error demo --rate 0
+expect_usage_error demo --victim-pps 0
+expect_usage_error sched-bench --alg nope
+expect_usage_error sched-bench --flowsets ''
+expect_usage_error sched-bench --flowsets 0:60:10
+expect_usage_error sched-bench --flowsets 1:70000:10
+expect_usage_error sched-bench --flowsets 1:60
+expect_usage_error wfi --weights 0,0
+expect_usage_error wfi --rate 0
+expect_usage_error wfi --workload nope
+expect_usage_error pq-bench --ranks 0
+expect_usage_error pq-bench --queue nope
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }
