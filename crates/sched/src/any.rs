@@ -238,11 +238,11 @@ macro_rules! any_scheduler {
         }
 
         impl Scheduler for AnyScheduler {
-            #[inline]
+            #[inline(always)]
             fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
                 match self { $(AnyScheduler::$variant(s) => s.enqueue(now, pkt),)+ }
             }
-            #[inline]
+            #[inline(always)]
             fn dequeue(&mut self, now: Instant) -> Option<Packet> {
                 match self { $(AnyScheduler::$variant(s) => s.dequeue(now),)+ }
             }

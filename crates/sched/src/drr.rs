@@ -121,7 +121,7 @@ impl Drr {
 }
 
 impl Scheduler for Drr {
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt).map_err(|reason| Rejected {
             packet: pkt,
@@ -138,7 +138,7 @@ impl Scheduler for Drr {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
         loop {
             if self.head == NIL {
@@ -154,6 +154,10 @@ impl Scheduler for Drr {
                 if self.queues.is_empty(f as usize) {
                     self.state[f as usize].active = false;
                     self.pop_head();
+                    // The next flow on the ring is served next.
+                    if self.head != NIL {
+                        self.queues.prefetch(self.head as usize);
+                    }
                 }
                 return pkt;
             }

@@ -452,7 +452,7 @@ impl<S: Scheduler> Harness<S> {
     }
 
     /// One iteration: a fill step or a drain step.
-    #[inline]
+    #[inline(always)]
     fn step(&mut self) {
         if !self.draining && self.pending >= self.qmax {
             self.draining = true;
@@ -500,7 +500,7 @@ impl<S: Scheduler> Harness<S> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_tail(&mut self, lvl: usize, f: u32) {
         let t = self.tail[lvl];
         self.slots[f as usize].prev = t;
@@ -514,7 +514,7 @@ impl<S: Scheduler> Harness<S> {
         self.tail[lvl] = f;
     }
 
-    #[inline]
+    #[inline(always)]
     fn unlink(&mut self, lvl: usize, f: u32) {
         let Slot {
             prev: p, next: n, ..

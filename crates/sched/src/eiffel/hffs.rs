@@ -296,6 +296,11 @@ impl Tree {
         if next == NIL {
             bk.tail = NIL;
             self.clear(b);
+        } else if let Some(n) = nodes.get(next as usize) {
+            // The new head is what the next pop of this bucket reads: load
+            // it now (nothing waits on the value, so the core overlaps the
+            // miss with the caller's work until then).
+            std::hint::black_box(n.next);
         }
         nodes[id as usize].loc = NIL;
         id

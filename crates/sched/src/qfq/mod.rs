@@ -142,7 +142,7 @@ impl Qfq {
 }
 
 impl Scheduler for Qfq {
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt).map_err(|reason| Rejected {
             packet: pkt,
@@ -162,7 +162,7 @@ impl Scheduler for Qfq {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
         self.engine.settle();
         let k = self.engine.pick()?;
