@@ -241,7 +241,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => AlgKind::ALL
                 .iter()
                 .copied()
-                .filter(|a| a.name() != "prio")
+                // prio with equal priorities is a FIFO; shaped-drr holds packets
+                // until their departure time, and the harness's clock (one ns
+                // per step) makes most of its dequeues empty, so its cost per
+                // pair is not comparable. Both run when named with --alg.
+                .filter(|a| !matches!(a.name(), "prio" | "shaped-drr"))
                 .collect(),
         };
         // Validate every plan before measuring anything.
