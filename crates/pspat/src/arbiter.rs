@@ -196,8 +196,14 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         let spin_ns = self.rt.cfg.spin_ns;
         let mut idle_since: Option<u64> = None;
         let mut unkicked = false;
+        // Start of the previous round if it did work: its duration ends at
+        // this round's clock read (one clock read per round, not two).
+        let mut busy_since: Option<Instant> = None;
         loop {
             let now = self.rt.clock.now();
+            if let Some(start) = busy_since.take() {
+                self.stats.busy_round_ns += now.saturating_nanos_since(start);
+            }
             self.take_registrations();
             if self.sched.is_empty() {
                 // The link was idle since the last round (possibly a long
@@ -216,9 +222,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             work += self.release(now);
             self.stats.rounds += 1;
             if work > 0 {
-                let end = self.rt.clock.now();
                 self.stats.busy_rounds += 1;
-                self.stats.busy_round_ns += end.saturating_nanos_since(now);
+                busy_since = Some(now);
                 if unkicked {
                     self.stats.unrequested_wakeups_with_work += 1;
                 }
