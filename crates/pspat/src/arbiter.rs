@@ -492,6 +492,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             .link
             .release(now, &mut self.sched, |p| released.push(p)) as usize;
         self.stats.decisions += n as u64;
+        let rt_write_descs = self.rt.write_descs;
         let Arbiter {
             out,
             released,
@@ -500,8 +501,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             ..
         } = self;
         match out {
-            Out::Direct { batch, backend } => {
-                let cookies = backend.wants_cookies();
+            Out::Direct { batch, .. } => {
+                // Read once at start-up: clients write descriptors only then.
+                let cookies = rt_write_descs;
                 for p in released.iter() {
                     let client = (p.token >> 32) as u32;
                     let desc = p.token as u32;

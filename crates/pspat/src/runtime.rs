@@ -392,6 +392,10 @@ pub(crate) struct Shared {
     pub(crate) drops: Box<[Counter]>,
     pub(crate) dispatchers: Box<[DispatcherShared]>,
     pub(crate) arb_stats: ArbStatCounters,
+    /// False only when the arbiter transmits (T = 0) to a backend that does
+    /// not want cookies: then nobody reads a descriptor (the slot carries
+    /// flow and length) and clients skip writing them.
+    pub(crate) write_descs: bool,
 }
 
 #[derive(Default)]
@@ -560,6 +564,15 @@ impl<B: TxBackend> Runtime<B> {
                 thread: OnceLock::new(),
             })
             .collect();
+        let mut factory: Box<dyn FnMut(TxOwner) -> B + Send> = Box::new(factory);
+        // Built before the dispatchers' backends as before: with T = 0 there
+        // are none.
+        let direct = if cfg.tx_mode == TxMode::Dispatcher && ndisp == 0 {
+            Some(factory(TxOwner::Arbiter))
+        } else {
+            None
+        };
+        let write_descs = direct.as_ref().is_none_or(TxBackend::wants_cookies);
         let shared = Arc::new(Shared {
             cfg: cfg.clone(),
             clock: Clock::new(),
@@ -578,8 +591,8 @@ impl<B: TxBackend> Runtime<B> {
             drops,
             dispatchers,
             arb_stats: ArbStatCounters::default(),
+            write_descs,
         });
-        let mut factory: Box<dyn FnMut(TxOwner) -> B + Send> = Box::new(factory);
         let mut tx_producers = Vec::new();
         let mut dispatcher_handles = Vec::new();
         for d in 0..ndisp {
@@ -604,11 +617,6 @@ impl<B: TxBackend> Runtime<B> {
             let _ = shared.dispatchers[d].thread.set(h.thread().clone());
             dispatcher_handles.push(h);
         }
-        let direct = if cfg.tx_mode == TxMode::Dispatcher && ndisp == 0 {
-            Some(factory(TxOwner::Arbiter))
-        } else {
-            None
-        };
         let arb = Arbiter::new(Arc::clone(&shared), sched, link, direct, tx_producers);
         let core = cfg.arbiter_core;
         let arbiter = std::thread::Builder::new()
