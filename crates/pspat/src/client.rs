@@ -3,7 +3,8 @@
 //!
 //! # Submit path
 //! Validate, take a descriptor (a bit of a local free bitmap), write its
-//! cookie and `(flow, len)`, count it submitted, push one 64-bit slot
+//! cookie and `(flow, len)` (skipped when nobody reads them: the arbiter
+//! transmits to a backend that wants no cookies), count it submitted, push one 64-bit slot
 //! `desc << 40 | flow << 16 | len` (non-zero since len >= 1), then one
 //! `fence(SeqCst)`, one load of the list's `last` hint and one load of the
 //! arbiter's `sleeping` flag (see [`crate::runtime`] for why the fence).
@@ -198,6 +199,7 @@ impl<B: TxBackend> Client<B> {
                 }
             }
         }
+        let write_descs = self.rt.write_descs;
         let mut i = 0;
         while i < subs.len() && out.error.is_none() {
             self.slots.clear();
@@ -211,14 +213,17 @@ impl<B: TxBackend> Client<B> {
                     out.error = Some(SubmitError::Full(*s));
                     break;
                 };
-                let d = &self.shared.descs[desc as usize];
-                // Relaxed: published by the Release push of the slot below,
-                // which every reader of the descriptor acquires first.
-                d.cookie.store(s.cookie, Ordering::Relaxed);
-                d.meta.store(
-                    (u64::from(s.flow.0) << 32) | u64::from(s.len),
-                    Ordering::Relaxed,
-                );
+                if write_descs {
+                    let d = &self.shared.descs[desc as usize];
+                    // Relaxed: published by the Release push of the slot
+                    // below, which every reader of the descriptor acquires
+                    // first.
+                    d.cookie.store(s.cookie, Ordering::Relaxed);
+                    d.meta.store(
+                        (u64::from(s.flow.0) << 32) | u64::from(s.len),
+                        Ordering::Relaxed,
+                    );
+                }
                 self.slots.push(encode_slot(desc, s.flow.0, s.len));
             }
             let n = self.slots.len();

@@ -49,8 +49,10 @@ pub trait TxBackend: Send + 'static {
     fn transmit(&mut self, now: Instant, pkts: &[TxPacket]);
 
     /// Whether [`TxPacket::cookie`] is needed. When the arbiter transmits
-    /// (T = 0) and this is false, it skips reading the client's descriptor
-    /// (one cache line per 8 packets) and passes 0. Default true.
+    /// (T = 0) and this is false, clients skip writing their descriptors
+    /// and the arbiter skips reading them (one cache line per 8 packets on
+    /// each side) and passes 0. Asked once, when the runtime starts.
+    /// Default true.
     fn wants_cookies(&self) -> bool {
         true
     }
