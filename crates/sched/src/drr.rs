@@ -123,10 +123,7 @@ impl Drr {
 impl Scheduler for Drr {
     #[inline(always)]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         let f = pkt.flow.0;
         self.queues.push(f as usize, pkt)?;
         let st = &mut self.state[f as usize];

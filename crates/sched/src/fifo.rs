@@ -38,10 +38,7 @@ impl Fifo {
 impl Scheduler for Fifo {
     #[inline]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         self.queue.push(0, pkt)
     }
 

@@ -170,14 +170,21 @@ impl FlowTable {
     /// 1..=[`MAX_PACKET_LEN`]; the common admission test of every algorithm.
     ///
     /// # Errors
+    /// The packet back in a [`crate::Rejected`] with
     /// [`crate::DropReason::UnknownFlow`] or [`crate::DropReason::BadLength`].
     #[inline]
-    pub fn admit(&self, pkt: &crate::Packet) -> Result<(), crate::DropReason> {
+    pub fn admit(&self, pkt: &crate::Packet) -> Result<(), crate::Rejected> {
+        let reject = |reason| {
+            Err(crate::Rejected {
+                packet: *pkt,
+                reason,
+            })
+        };
         if pkt.flow.index() >= self.flows.len() {
-            return Err(crate::DropReason::UnknownFlow);
+            return reject(crate::DropReason::UnknownFlow);
         }
         if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
-            return Err(crate::DropReason::BadLength);
+            return reject(crate::DropReason::BadLength);
         }
         Ok(())
     }

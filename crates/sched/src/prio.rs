@@ -54,10 +54,7 @@ impl Prio {
 impl Scheduler for Prio {
     #[inline]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         let level = self.flows.as_slice()[pkt.flow.index()].priority;
         self.levels.push(usize::from(level), pkt)?;
         self.occupied |= 1u64 << level;

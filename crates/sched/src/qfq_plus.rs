@@ -229,10 +229,7 @@ impl QfqPlus {
 impl Scheduler for QfqPlus {
     #[inline]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         let k = pkt.flow.index();
         if pkt.len > self.flows.as_slice()[k].lmax {
             return Err(Rejected {

@@ -394,10 +394,7 @@ impl Wf2qPlus {
 impl Scheduler for Wf2qPlus {
     #[inline]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         let k = pkt.flow.0;
         self.queues.push(k as usize, pkt)?;
         if self.queues.len(k as usize) != 1 {

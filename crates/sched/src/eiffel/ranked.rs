@@ -144,10 +144,7 @@ impl<P: RankPolicy> Ranked<P> {
 impl<P: RankPolicy> Scheduler for Ranked<P> {
     #[inline]
     fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         let f = pkt.flow.index();
         self.queues.push(f, pkt)?;
         let stamp = self.policy.on_arrival(now, &pkt);

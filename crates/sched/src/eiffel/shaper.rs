@@ -194,10 +194,7 @@ impl<S: Scheduler> Shaped<S> {
 impl<S: Scheduler> Scheduler for Shaped<S> {
     #[inline]
     fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         if self.held.total() + self.inner.queued() >= self.capacity {
             return Err(Rejected {
                 packet: pkt,

@@ -628,10 +628,7 @@ impl Hierarchy {
 impl Scheduler for Hierarchy {
     #[inline]
     fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.flows.admit(&pkt).map_err(|reason| Rejected {
-            packet: pkt,
-            reason,
-        })?;
+        self.flows.admit(&pkt)?;
         if self.total >= self.capacity {
             return Err(Rejected {
                 packet: pkt,
