@@ -150,7 +150,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out,
             "decisions/s: {:.3} M   transmitted {:.2} Gbit/s of {} offered link",
             report.decisions_per_sec / 1e6,
-            report.transmitted_bytes as f64 * 8.0 / report.duration_s / 1e9,
+            // Every packet has the same length; packets still queued at the
+            // end of the window are drained at shutdown and not counted here.
+            report.decisions_per_sec * f64::from(args.pkt_len) * 8.0 / 1e9,
             args.rate
         )?;
         // Expected shares: the victim takes what it sends; the greedy

@@ -366,7 +366,8 @@ pub struct ClientReport {
     pub share: f64,
     /// Weight / sum of weights.
     pub expected_share: f64,
-    /// Bytes × 8 / duration.
+    /// Bytes × 8 / duration; bytes include the packets still queued when the
+    /// window closed and drained at shutdown (at most the descriptor pool).
     pub rate_bps: f64,
 }
 
