@@ -70,43 +70,17 @@ pub struct Args {
     pub trace: Option<std::path::PathBuf>,
 }
 
-/// Parses `10G`, `2.5Gbit/s`, `100M`, `1000000` into bit/s.
+/// Parses `10G`, `2.5Gbit/s`, `100M`, `1000000` into bit/s (the common
+/// syntax of `crate::units`), within the simulator's range.
 fn parse_rate(text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let t = ["bit/s", "bps", "b/s", "bit"]
-        .iter()
-        .find_map(|s| t.strip_suffix(s))
-        .unwrap_or(t);
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c {
-                'k' | 'K' => 1e3,
-                'M' => 1e6,
-                'G' | 'g' => 1e9,
-                'T' | 't' => 1e12,
-                _ => {
-                    return Err(usage(format!(
-                        "--rate {text:?}: unknown suffix {c:?} (use K, M, G or T)"
-                    )))
-                }
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.trim().parse().map_err(|_| {
-        usage(format!(
-            "--rate {text:?}: not a number (e.g. 10G or 10000000000)"
-        ))
-    })?;
-    let bps = v * mult;
-    if !(bps.is_finite() && (1_000.0..=wfi::MAX_RATE_BPS as f64).contains(&bps)) {
+    let bps = crate::units::parse_rate(text).map_err(|e| usage(format!("--rate: {e}")))?;
+    if !(1_000..=wfi::MAX_RATE_BPS).contains(&bps) {
         return Err(usage(format!(
             "--rate {text:?} is out of range (allowed: 1000..={} bit/s)",
             wfi::MAX_RATE_BPS
         )));
     }
-    Ok(bps.round() as u64)
+    Ok(bps)
 }
 
 /// Parses `20ms`, `500us`, `1s`, `1000ns` or a bare number of ns.
@@ -138,26 +112,7 @@ fn parse_duration(text: &str) -> anyhow::Result<u64> {
 }
 
 fn parse_weights(text: &str) -> anyhow::Result<Vec<u32>> {
-    if text.trim().is_empty() {
-        return Err(usage(
-            "--weights is empty (give one weight per flow, each 1..=65536)",
-        ));
-    }
-    text.split(',')
-        .enumerate()
-        .map(|(i, w)| {
-            let v: u64 = w.trim().parse().map_err(|_| {
-                usage(format!(
-                    "--weights: item {i} {w:?} is not a number (allowed: 1..=65536)"
-                ))
-            })?;
-            u32::try_from(v).map_err(|_| {
-                usage(format!(
-                    "--weights: weight of flow {i} = {v} is out of range (allowed: 1..=65536)"
-                ))
-            })
-        })
-        .collect()
+    crate::units::parse_weights("--weights", text).map_err(usage)
 }
 
 fn build_scenario(args: &Args) -> anyhow::Result<Scenario> {
