@@ -45,7 +45,8 @@ impl Recycler {
         Recycler {
             words,
             pending: vec![0; max_clients * words],
-            dirty: Vec::with_capacity(1024),
+            // At most one entry per word: never grows after start-up.
+            dirty: Vec::with_capacity(max_clients * words),
         }
     }
 
