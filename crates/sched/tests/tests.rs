@@ -11,3 +11,5 @@ mod fair;
 mod hier;
 // Eiffel: integer priority queues, rank policies, EDT shaping.
 mod eiffel;
+// No allocation per packet, for every algorithm (counting allocator).
+mod alloc;
