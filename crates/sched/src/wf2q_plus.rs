@@ -249,7 +249,19 @@ pub struct Wf2qPlus {
     charged: u128,
     /// 2^(FRAC_BITS + EXTRA_BITS) / Σ w (all configured flows).
     inv_wsum: u128,
+    /// Link rate hint in bit/s; 0 = none (V moves in whole-packet steps).
+    rate_bps: u64,
+    /// With the hint: time of the last V advance, ns.
+    last_ns: u64,
+    /// With the hint: bytes handed to the link and not yet charged to V.
+    wire: u64,
+    /// With the hint: work done beyond the charged whole bytes, in
+    /// bit·ns/s units (< [`BIT_NS_PER_BYTE`]).
+    wire_frac: u128,
 }
+
+/// One byte in the units of `rate_bps × elapsed_ns` (8 bits × 10⁹ ns/s).
+const BIT_NS_PER_BYTE: u128 = 8_000_000_000;
 
 impl Wf2qPlus {
     /// WF²Q+ over `flows`, holding at most `capacity` packets.
@@ -281,8 +293,72 @@ impl Wf2qPlus {
             idle: IndexHeap::new(n),
             vacc: 0,
             charged: 0,
+            rate_bps: 0,
+            last_ns: 0,
+            wire: 0,
+            wire_frac: 0,
             inv_wsum: (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)),
         })
+    }
+
+    /// Tells the scheduler the rate B of the link it feeds, so that V grows
+    /// continuously while a packet is on the wire, as Bennett–Zhang's
+    /// V(t + τ) = max(V(t) + W(t, t + τ)/Σw, min S): at every `enqueue` and
+    /// `dequeue`, V first advances by the bytes the link has sent since the
+    /// previous call (`rate × elapsed`, at most the bytes handed out and not
+    /// yet charged), then takes the `max(·, min S)` jump. With the hint the
+    /// one-packet bound L_k/(φ_k·B) + L/B holds (module docs). The caller
+    /// must pass times that follow the link (the `now` of each call).
+    ///
+    /// # Errors
+    /// A rate outside [`crate::link::MIN_RATE_BPS`]`..=`[`crate::wfi::MAX_RATE_BPS`].
+    pub fn with_link_rate(mut self, rate_bps: u64) -> Result<Self, ConfigError> {
+        let max = crate::wfi::MAX_RATE_BPS;
+        let min = crate::link::MIN_RATE_BPS;
+        if !(min..=max).contains(&rate_bps) {
+            return Err(ConfigError::out_of_range(
+                "WF2Q+ link rate hint (bit/s)",
+                rate_bps,
+                format!("{min}..={max}"),
+            ));
+        }
+        self.rate_bps = rate_bps;
+        Ok(self)
+    }
+
+    /// The link rate hint, bit/s, if set.
+    pub fn link_rate(&self) -> Option<u64> {
+        (self.rate_bps != 0).then_some(self.rate_bps)
+    }
+
+    /// With the hint: charges V with the bytes the link sent since the last
+    /// call (at most the bytes on the wire).
+    #[inline]
+    fn advance(&mut self, now: Instant) {
+        if self.rate_bps == 0 {
+            return;
+        }
+        let t = now.as_nanos();
+        let elapsed = t.saturating_sub(self.last_ns);
+        self.last_ns = self.last_ns.max(t);
+        if self.wire == 0 {
+            self.wire_frac = 0;
+            return;
+        }
+        // ≤ 2⁴⁰ · 2⁶⁴ + 2³³: no overflow.
+        let units = u128::from(self.rate_bps) * u128::from(elapsed) + self.wire_frac;
+        let done = units / BIT_NS_PER_BYTE;
+        let bytes = if done >= u128::from(self.wire) {
+            self.wire_frac = 0;
+            self.wire
+        } else {
+            self.wire_frac = units % BIT_NS_PER_BYTE;
+            done as u64
+        };
+        self.wire -= bytes;
+        self.vacc = self
+            .vacc
+            .wrapping_add(u128::from(bytes).wrapping_mul(self.inv_wsum));
     }
 
     /// Test hook: starts the virtual clock at `v` (e.g. just below the wrap).
@@ -314,6 +390,10 @@ impl Wf2qPlus {
     /// next [`Wf2qPlus::settle`].
     #[inline]
     fn charge(&mut self, len: u32) {
+        if self.rate_bps != 0 {
+            self.wire = self.wire.saturating_add(u64::from(len));
+            return;
+        }
         self.charged = self
             .charged
             .wrapping_add(u128::from(len).wrapping_mul(self.inv_wsum));
@@ -393,8 +473,9 @@ impl Wf2qPlus {
 
 impl Scheduler for Wf2qPlus {
     #[inline]
-    fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
+    fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt)?;
+        self.advance(now);
         let k = pkt.flow.0;
         self.queues.push(k as usize, pkt)?;
         if self.queues.len(k as usize) != 1 {
@@ -432,7 +513,8 @@ impl Scheduler for Wf2qPlus {
     }
 
     #[inline]
-    fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
+    fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        self.advance(now);
         self.settle();
         if self.eligible.len() == 0 && self.pending.len() == 0 {
             self.flush_idle();
