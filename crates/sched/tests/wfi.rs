@@ -278,3 +278,41 @@ fn flowset_parser_errors_name_the_item_and_range() {
         "more than 2^24 flows"
     );
 }
+
+/// `wfi::run` gives WF²Q+ the link rate, so every flow of every workload
+/// stays within the one-maximum-packet bound L_k/(φ_k·B) + L/B, with 64 KB
+/// packets too (where the scheduler without the hint exceeds it).
+#[test]
+fn wf2q_plus_within_its_one_packet_bound_on_every_workload() {
+    for (pkt_len, rate_bps) in [(1500u32, 10_000_000_000u64), (65_535, 8_000_000_000)] {
+        let params = WorkloadParams {
+            duration_ns: 4_000_000,
+            seed: 11,
+            pkt_len,
+            rate_bps,
+            ..WorkloadParams::default()
+        };
+        for w in [
+            Workload::Greedy {
+                weights: vec![1, 2, 3, 10, 65_536],
+            },
+            Workload::OnOff {
+                weights: vec![1, 1, 4, 8, 16, 1000],
+            },
+            Workload::Victim {
+                weights: vec![50, 1, 1, 1, 1, 1],
+            },
+        ] {
+            let s = Scenario::generate(&w, &params).unwrap();
+            let run = wfi::run(AlgKind::Wf2qPlus, &s).unwrap();
+            assert!(
+                run.report.all_within_bound,
+                "{} len {pkt_len}: {:#?}",
+                w.name(),
+                run.report
+            );
+        }
+    }
+    let run = wfi::run(AlgKind::Wf2qPlus, &adversarial()).unwrap();
+    assert!(run.report.all_within_bound, "{:#?}", run.report);
+}
