@@ -49,7 +49,10 @@
 //!   arrival plus the time to drain Q_k(a) at φ_k·B; eligibility lets a
 //!   packet already on the wire delay it by at most one maximum packet, L/B.
 //!   This is the latency of WF²Q+ as a latency-rate server; it is an upper
-//!   bound, not the tightest one published.
+//!   bound, not the tightest one published. It assumes V grows with the
+//!   link's work, so [`run`] gives WF²Q+ the link rate
+//!   ([`crate::Wf2qPlus::with_link_rate`]); without it the scheduler only
+//!   guarantees L_k/(φ_k·B) + 2·L/B (the `wf2q_plus` module docs).
 //! * any other name (`fifo`, `prio`): no bound (`None`, JSON `null`).
 //!
 //! # Workloads ([`Workload`])
@@ -91,7 +94,7 @@ use serde::Serialize;
 
 use crate::fluid::{fluid_finish_times, ticks_to_ns, Arrival, TICKS_PER_BYTE};
 use crate::{
-    AlgKind, ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
+    AlgKind, AnyScheduler, ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
     SchedulerConfig, MAX_PACKET_LEN,
 };
 
@@ -678,11 +681,18 @@ pub struct WfiRun {
 }
 
 /// Builds `alg` with [`scheduler_config`] and [`simulate`]s `scenario`.
+/// WF²Q+ is given the scenario's link rate ([`crate::Wf2qPlus::with_link_rate`]),
+/// so its virtual time follows the link and its one-packet bound applies.
 ///
 /// # Errors
 /// As [`simulate`], or the scheduler refusing the configuration.
 pub fn run(alg: AlgKind, scenario: &Scenario) -> Result<WfiRun, ConfigError> {
     let mut sched = scheduler_config(alg, scenario).build(scenario.flow_table()?)?;
+    // WF²Q+ meets the one-packet bound when it knows the link rate (its
+    // module docs): the simulation does.
+    if let AnyScheduler::Wf2qPlus(w) = sched {
+        sched = AnyScheduler::Wf2qPlus(w.with_link_rate(scenario.rate_bps)?);
+    }
     simulate(&mut sched, scenario)
 }
 
