@@ -265,16 +265,8 @@ fn measure(
                     .context("cffs push")?;
                 Ok(r)
             };
-            for i in 0..warm {
-                step(i, &mut q)?;
-            }
-            let t = Instant::now();
-            let mut sum = 0u64;
-            for i in warm..warm + ops {
-                sum = sum.wrapping_add(step(i, &mut q)?);
-            }
-            let ns = t.elapsed().as_nanos() as f64 / ops as f64;
-            Ok((ns, g, q.clamped(), black_box(sum)))
+            let (ns, sum) = hold_loop(warm, ops, |i| step(i, &mut q))?;
+            Ok((ns, g, q.clamped(), sum))
         }
         QueueKind::Hffs => {
             // The minimum advances by about one rank per op (mean increment
@@ -292,16 +284,8 @@ fn measure(
                     .context("hffs push")?;
                 Ok(r)
             };
-            for i in 0..warm {
-                step(i, &mut q)?;
-            }
-            let t = Instant::now();
-            let mut sum = 0u64;
-            for i in warm..warm + ops {
-                sum = sum.wrapping_add(step(i, &mut q)?);
-            }
-            let ns = t.elapsed().as_nanos() as f64 / ops as f64;
-            Ok((ns, g, q.clamped(), black_box(sum)))
+            let (ns, sum) = hold_loop(warm, ops, |i| step(i, &mut q))?;
+            Ok((ns, g, q.clamped(), sum))
         }
         QueueKind::Gradient => {
             let reach = (warm + ops).saturating_mul(2).saturating_add(8 * n);
@@ -317,16 +301,8 @@ fn measure(
                     .context("gradient push")?;
                 Ok(r)
             };
-            for i in 0..warm {
-                step(i, &mut q)?;
-            }
-            let t = Instant::now();
-            let mut sum = 0u64;
-            for i in warm..warm + ops {
-                sum = sum.wrapping_add(step(i, &mut q)?);
-            }
-            let ns = t.elapsed().as_nanos() as f64 / ops as f64;
-            Ok((ns, g, 0, black_box(sum)))
+            let (ns, sum) = hold_loop(warm, ops, |i| step(i, &mut q))?;
+            Ok((ns, g, 0, sum))
         }
         QueueKind::Heap | QueueKind::All => {
             let mut q: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(init.len());
@@ -338,18 +314,30 @@ fn measure(
                 q.push(Reverse((r + incs[i as usize & mask], id)));
                 anyhow::Ok(r)
             };
-            for i in 0..warm {
-                step(i, &mut q)?;
-            }
-            let t = Instant::now();
-            let mut sum = 0u64;
-            for i in warm..warm + ops {
-                sum = sum.wrapping_add(step(i, &mut q)?);
-            }
-            let ns = t.elapsed().as_nanos() as f64 / ops as f64;
-            Ok((ns, 0, 0, black_box(sum)))
+            let (ns, sum) = hold_loop(warm, ops, |i| step(i, &mut q))?;
+            Ok((ns, 0, 0, sum))
         }
     }
+}
+
+/// The hold model's measurement: `warm` untimed steps, then `ops` timed
+/// ones; returns ns per step and the checksum of popped ranks (kept alive so
+/// the work cannot be optimised away).
+fn hold_loop(
+    warm: u64,
+    ops: u64,
+    mut step: impl FnMut(u64) -> anyhow::Result<u64>,
+) -> anyhow::Result<(f64, u64)> {
+    for i in 0..warm {
+        step(i)?;
+    }
+    let t = Instant::now();
+    let mut sum = 0u64;
+    for i in warm..warm + ops {
+        sum = sum.wrapping_add(step(i)?);
+    }
+    let ns = t.elapsed().as_nanos() as f64 / ops as f64;
+    Ok((ns, black_box(sum)))
 }
 
 fn queue_config(granularity: u64) -> QueueConfig {
