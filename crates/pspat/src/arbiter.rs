@@ -339,6 +339,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             return true;
         }
         for list in self.rt.lists.iter() {
+            // Relaxed: ordered by the SeqCst fence the caller issued after
+            // setting `sleeping`; a bit seen here is taken with the Acquire
+            // swap in `collect` before anything it announces is read.
             if list
                 .announced
                 .iter()
@@ -721,10 +724,14 @@ impl<B: TxBackend> Dispatcher<B> {
             me.sleeping.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if !self.rx.is_empty() || self.rt.arbiter_done.load(Ordering::SeqCst) {
+                // Relaxed: only a hint to the arbiter that an unpark is
+                // needed; a stale `true` costs it one spare unpark.
                 me.sleeping.store(false, Ordering::Relaxed);
                 continue;
             }
             std::thread::park_timeout(PARK_TIMEOUT);
+            // Relaxed: as above; the data we drain next is ordered by the
+            // TX mailbox's own Release/Acquire pair.
             me.sleeping.store(false, Ordering::Relaxed);
             idle_since = None;
         }
