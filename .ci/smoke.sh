@@ -15,6 +15,16 @@ bin=target/release/pspat
 "$bin" wfi --workload victim --alg drr --trace target/smoke-trace.csv > /dev/null
 head -1 target/smoke-trace.csv | grep -qx 'flow,weight,len,arrival_ns,departure_ns,fluid_finish_ns'
 "$bin" pq-bench --ranks 1000 --ops 10000 --repeat 1 --json > /dev/null
+cfgdir=target/smoke-configs
+mkdir -p "$cfgdir"
+echo '{"alg": "wf2q+"}' > "$cfgdir/wf2q.json"
+echo '{"alg": "shaped-drr", "eiffel": {"rate_bps": 1000000000}}' > "$cfgdir/shaped.json"
+echo '{"alg": "shaped-drr", "eiffel": {"rate_bps": -5}}' > "$cfgdir/negative-rate.json"
+echo '{"alg": "srpt", "eiffel": {"deadline_ns": -1}}' > "$cfgdir/negative-deadline.json"
+echo '{"alg": "drr", "quantum": 1500}' > "$cfgdir/unknown-field.json"
+echo '{"alg": "htb", "hierarchy": {"nodes": [{"name": "root", "rate_bps": 0}]}}' > "$cfgdir/zero-rate.json"
+"$bin" demo --sched-config "$cfgdir/wf2q.json" --duration 0.5 > /dev/null
+"$bin" bench --sched-config "$cfgdir/shaped.json" --clients 2 --duration 0.3 > /dev/null
 
 fails=0
 expect_usage_error() {
@@ -54,4 +64,10 @@ expect_usage_error wfi --rate 0
 expect_usage_error wfi --workload nope
 expect_usage_error pq-bench --ranks 0
 expect_usage_error pq-bench --queue nope
+expect_usage_error demo --sched-config "$cfgdir/negative-rate.json"
+expect_usage_error bench --sched-config "$cfgdir/negative-deadline.json"
+expect_usage_error bench --sched-config "$cfgdir/unknown-field.json"
+expect_usage_error demo --sched-config "$cfgdir/zero-rate.json"
+expect_usage_error demo --sched-config "$cfgdir/missing.json"
+expect_usage_error demo --sched-config "$cfgdir/wf2q.json" --alg drr
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

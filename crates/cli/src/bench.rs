@@ -30,6 +30,10 @@ pub struct Args {
     /// Scheduling algorithm (see `pspat sched-bench --help` for the list).
     #[arg(long, default_value = "drr")]
     alg: String,
+    /// Scheduler configuration in JSON (algorithm, capacity, DRR quantum, hierarchy, Eiffel
+    /// parameters, WF2Q+ link-rate hint); every field optional. Replaces --alg.
+    #[arg(long = "sched-config", value_name = "FILE", conflicts_with = "alg")]
+    sched_config: Option<std::path::PathBuf>,
     /// Who transmits what the arbiter releases: dispatcher (TX mailboxes; --dispatchers 0 = the arbiter itself) or client (clients transmit their granted packets).
     #[arg(long = "tx-mode", default_value = "dispatcher")]
     tx_mode: String,
@@ -146,11 +150,15 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.delta_a
         )));
     }
+    let sched = match &args.sched_config {
+        Some(path) => crate::sched_config::load(path)?,
+        None => SchedulerConfig::new(alg),
+    };
     modes
         .into_iter()
         .map(|mode| {
             let mut cfg = BenchConfig::new(mode, args.clients);
-            cfg.sched = SchedulerConfig::new(alg);
+            cfg.sched = sched.clone();
             cfg.tx_mode = tx_mode;
             cfg.dispatchers = args.dispatchers;
             cfg.duration = Duration::from_secs_f64(args.duration);

@@ -27,6 +27,10 @@ pub struct Args {
     /// Scheduling algorithm.
     #[arg(long, default_value = "drr")]
     alg: String,
+    /// Scheduler configuration in JSON (algorithm, capacity, DRR quantum, hierarchy, Eiffel
+    /// parameters, WF2Q+ link-rate hint); every field optional. Replaces --alg.
+    #[arg(long = "sched-config", value_name = "FILE", conflicts_with = "alg")]
+    sched_config: Option<std::path::PathBuf>,
     /// Emulated link rate in bit/s.
     #[arg(long, default_value = "10G")]
     rate: String,
@@ -52,6 +56,7 @@ impl Default for Args {
         Args {
             duration: 10.0,
             alg: "drr".into(),
+            sched_config: None,
             rate: "10G".into(),
             weights: "1,2,4,8".into(),
             pkt_len: 1500,
@@ -104,7 +109,10 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
         )));
     }
     let mut cfg = BenchConfig::new(Mode::Pspat, weights.len());
-    cfg.sched = SchedulerConfig::new(alg);
+    cfg.sched = match &args.sched_config {
+        Some(path) => crate::sched_config::load(path)?,
+        None => SchedulerConfig::new(alg),
+    };
     cfg.weights = weights;
     cfg.rate_bps = Some(rate);
     cfg.pkt_len = args.pkt_len;

@@ -11,6 +11,7 @@ mod bench;
 mod demo;
 mod pq_bench;
 mod sched_bench;
+mod sched_config;
 mod units;
 mod wfi;
 

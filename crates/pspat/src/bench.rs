@@ -202,7 +202,10 @@ impl BenchConfig {
         } else if let Some(r) = self.rate_bps {
             LinkEmulator::new(r, 512)?;
         }
-        self.flow_table()?;
+        // Build the scheduler once, so a bad algorithm parameter (a negative
+        // shaping rate, a malformed hierarchy) is a configuration error
+        // before anything starts.
+        self.sched_config().build(self.flow_table()?)?;
         Ok(())
     }
 
@@ -282,11 +285,19 @@ impl BenchConfig {
         }
     }
 
+    /// The scheduler's configuration: room for every descriptor, and the
+    /// link rate as WF2Q+'s hint unless the caller gave one (links faster
+    /// than the hint's range, above 1 Tbit/s, run without it).
     fn sched_config(&self) -> SchedulerConfig {
         let mut s = self.sched.clone();
         s.capacity = s
             .capacity
             .max(self.total_clients() * self.descriptors_per_client());
+        if s.link_rate_bps.is_none() {
+            s.link_rate_bps = self
+                .rate_bps
+                .filter(|&r| r <= pspat_sched::wfi::MAX_RATE_BPS);
+        }
         s
     }
 }

@@ -139,10 +139,22 @@ impl std::fmt::Display for AlgKind {
 
 /// Everything needed to build a scheduler; plain serialisable data.
 ///
-/// Defaults: 65 536 packets of arena (enough for 128 clients with full
+/// Defaults: DRR, 65 536 packets of arena (enough for 128 clients with full
 /// 512-slot mailboxes), no per-flow limit, a DRR quantum of one MTU per unit
-/// of weight.
+/// of weight, no link-rate hint. In a config file every field may be left
+/// out (it takes its default) and an unknown field is refused by name.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::{AlgKind, SchedulerConfig};
+/// let cfg: SchedulerConfig =
+///     serde_json::from_str(r#"{"alg": "shaped-drr", "eiffel": {"rate_bps": 1000000}}"#).unwrap();
+/// assert_eq!(cfg.alg, AlgKind::ShapedDrr);
+/// assert_eq!(cfg.capacity, SchedulerConfig::DEFAULT_CAPACITY);
+/// assert!(serde_json::from_str::<SchedulerConfig>(r#"{"algo": "drr"}"#).is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SchedulerConfig {
     /// Which algorithm.
     pub alg: AlgKind,
@@ -158,6 +170,19 @@ pub struct SchedulerConfig {
     /// [`EiffelConfig`] for the defaults.
     #[serde(default)]
     pub eiffel: EiffelConfig,
+    /// WF2Q+: the rate in bit/s of the link the scheduler feeds, so that its
+    /// virtual time follows the link ([`Wf2qPlus::with_link_rate`]) and the
+    /// exact one-packet bound holds. Other algorithms ignore it. The runtime
+    /// fills it in from its link rate when left `None`.
+    #[serde(default)]
+    pub link_rate_bps: Option<u64>,
+}
+
+impl Default for SchedulerConfig {
+    /// [`SchedulerConfig::new`] for DRR.
+    fn default() -> Self {
+        SchedulerConfig::new(AlgKind::Drr)
+    }
 }
 
 impl SchedulerConfig {
@@ -172,6 +197,7 @@ impl SchedulerConfig {
             quantum_unit: crate::drr::DEFAULT_QUANTUM_UNIT,
             hierarchy: None,
             eiffel: EiffelConfig::default(),
+            link_rate_bps: None,
         }
     }
 
@@ -191,7 +217,13 @@ impl SchedulerConfig {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
             AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity, self.quantum_unit)?),
-            AlgKind::Wf2qPlus => AnyScheduler::Wf2qPlus(Wf2qPlus::new(flows, self.capacity)?),
+            AlgKind::Wf2qPlus => {
+                let s = Wf2qPlus::new(flows, self.capacity)?;
+                AnyScheduler::Wf2qPlus(match self.link_rate_bps {
+                    Some(rate) => s.with_link_rate(rate)?,
+                    None => s,
+                })
+            }
             AlgKind::Qfq => AnyScheduler::Qfq(Qfq::new(flows, self.capacity)?),
             AlgKind::QfqPlus => AnyScheduler::QfqPlus(QfqPlus::new(flows, self.capacity)?),
             AlgKind::Hierarchy => {

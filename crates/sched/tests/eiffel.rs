@@ -573,6 +573,16 @@ fn bad_configuration_is_a_named_error() {
     let mut c = SchedulerConfig::new(AlgKind::ShapedDrr);
     c.eiffel.rate_bps = 0;
     assert!(err_of(&c, 2).contains("eiffel.rate_bps"));
+    // A negative rate in a config file deserialises and is refused by name.
+    let neg: SchedulerConfig =
+        serde_json::from_str(r#"{"alg": "shaped-drr", "eiffel": {"rate_bps": -1000}}"#).unwrap();
+    let e = err_of(&neg, 2);
+    assert!(e.contains("eiffel.rate_bps") && e.contains("-1000"), "{e}");
+    let neg: SchedulerConfig =
+        serde_json::from_str(r#"{"alg": "shaped-drr", "eiffel": {"rates_bps": [1000000, -5]}}"#)
+            .unwrap();
+    let e = err_of(&neg, 2);
+    assert!(e.contains("flow 1 shaping rate") && e.contains("-5"), "{e}");
     c.eiffel.rates_bps = vec![1_000_000, 0];
     assert!(err_of(&c, 2).contains("flow 1 shaping rate"));
     c.eiffel.rates_bps = vec![1_000_000];

@@ -785,3 +785,26 @@ fn thirty_two_thousand_flows_share_evenly() {
     many_flows::<Qfq>("qfq", 7 * 64 / 60 + 1);
     many_flows::<QfqPlus>("qfq+", 17 * 64 / 60 + 1);
 }
+
+#[test]
+fn scheduler_config_passes_the_wf2q_plus_link_rate_hint() {
+    use pspat_sched::{AlgKind, AnyScheduler, SchedulerConfig};
+    let flows = FlowTable::uniform(3).unwrap();
+    let mut cfg = SchedulerConfig::new(AlgKind::Wf2qPlus);
+    let hint = |cfg: &SchedulerConfig| match cfg.build(flows.clone()) {
+        Ok(AnyScheduler::Wf2qPlus(s)) => Ok(s.link_rate()),
+        Ok(_) => panic!("built something else than WF2Q+"),
+        Err(e) => Err(e.to_string()),
+    };
+    assert_eq!(hint(&cfg), Ok(None));
+    cfg.link_rate_bps = Some(10_000_000_000);
+    assert_eq!(hint(&cfg), Ok(Some(10_000_000_000)));
+    // Survives a round trip through a config file.
+    let back: SchedulerConfig =
+        serde_json::from_str(&serde_json::to_string(&cfg).unwrap()).unwrap();
+    assert_eq!(back, cfg);
+    // Out of the hint's range: a named error, not a silent default.
+    cfg.link_rate_bps = Some(1);
+    let e = hint(&cfg).unwrap_err();
+    assert!(e.contains("WF2Q+ link rate hint"), "{e}");
+}

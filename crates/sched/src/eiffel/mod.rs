@@ -118,7 +118,7 @@ pub use shaper::{Shaped, DEFAULT_SHAPER_GRANULARITY_NS, MIN_SHAPING_RATE_BPS};
 /// assert!(err.to_string().contains("flow 0 shaping rate"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct EiffelConfig {
     /// SRPT: bytes of every flow (a flow that has sent them restarts).
     pub flow_size_bytes: u64,
@@ -131,10 +131,14 @@ pub struct EiffelConfig {
     pub deadlines_ns: Vec<u64>,
     /// LSTF: link rate in bit/s.
     pub lstf_link_bps: u64,
-    /// Shaping: rate per unit of weight in bit/s.
-    pub rate_bps: u64,
-    /// Shaping: rate per flow in bit/s; empty = `rate_bps × weight`.
-    pub rates_bps: Vec<u64>,
+    /// Shaping: rate per unit of weight in bit/s, at least
+    /// [`MIN_SHAPING_RATE_BPS`]. Signed, like the hierarchy's rates, so that a
+    /// negative value in a config file reaches validation and is refused by
+    /// name rather than by the deserialiser.
+    pub rate_bps: i64,
+    /// Shaping: rate per flow in bit/s, each at least
+    /// [`MIN_SHAPING_RATE_BPS`]; empty = `rate_bps × weight`.
+    pub rates_bps: Vec<i64>,
     /// Shaping: width of a time-queue bucket in ns.
     pub shaper_granularity_ns: u64,
     /// Ranked policies: the rank queue's shape instead of the policy's own.
@@ -228,20 +232,23 @@ impl EiffelConfig {
     /// The shaping rate of every flow in bit/s.
     ///
     /// # Errors
-    /// A zero `rate_bps`, or a rate list of the wrong length.
+    /// A `rate_bps` or a per-flow rate below [`MIN_SHAPING_RATE_BPS`]
+    /// (negative included, named by field or flow), or a rate list of the
+    /// wrong length.
     pub fn rates(&self, flows: &FlowTable) -> Result<Vec<u64>, ConfigError> {
+        let min = MIN_SHAPING_RATE_BPS;
+        let checked = |what: String, r: i64| {
+            u64::try_from(r)
+                .ok()
+                .filter(|&r| r >= min)
+                .ok_or_else(|| ConfigError::out_of_range(what, r, format!("{min}.. bit/s")))
+        };
         if self.rates_bps.is_empty() {
-            if self.rate_bps < MIN_SHAPING_RATE_BPS {
-                return Err(ConfigError::out_of_range(
-                    "eiffel.rate_bps",
-                    self.rate_bps,
-                    format!("{MIN_SHAPING_RATE_BPS}.. bit/s"),
-                ));
-            }
+            let unit = checked("eiffel.rate_bps".to_string(), self.rate_bps)?;
             return Ok(flows
                 .as_slice()
                 .iter()
-                .map(|f| self.rate_bps.saturating_mul(u64::from(f.weight)))
+                .map(|f| unit.saturating_mul(u64::from(f.weight)))
                 .collect());
         }
         if self.rates_bps.len() != flows.len() {
@@ -254,7 +261,16 @@ impl EiffelConfig {
                 ),
             ));
         }
-        Ok(self.rates_bps.clone())
+        self.rates_bps
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| {
+                checked(
+                    format!("eiffel.rates_bps: flow {i} shaping rate (bit/s)"),
+                    r,
+                )
+            })
+            .collect()
     }
 
     /// `shaped-drr`: [`Shaped`] per-flow rate limits in front of [`Drr`].

@@ -1,0 +1,79 @@
+//! `--sched-config FILE`: a scheduler configuration in JSON, for the commands
+//! that run the threaded runtime (`demo`, `bench`).
+//!
+//! The file is one [`SchedulerConfig`] object; every field is optional and
+//! takes its default, so `{"alg": "shaped-drr", "eiffel": {"rate_bps":
+//! 1000000}}` is a whole file. Errors name the file and the field's path
+//! (`eiffel.rates_bps[2]`), unknown fields included; values that parse but are
+//! out of range are refused when the scheduler is built, again by name.
+
+use std::path::Path;
+
+use pspat_sched::SchedulerConfig;
+
+use crate::usage;
+
+/// Reads and parses `path`.
+///
+/// # Errors
+/// A usage error (exit code 2) naming the file, and the field for a parse
+/// error.
+pub fn load(path: &Path) -> anyhow::Result<SchedulerConfig> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("--sched-config {}: {e}", path.display())))?;
+    parse(&text).map_err(|e| usage(format!("--sched-config {}: {e}", path.display())))
+}
+
+/// Parses a configuration, naming the field at fault in the error.
+pub fn parse(text: &str) -> Result<SchedulerConfig, String> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            inner.to_string()
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_sched::AlgKind;
+
+    #[test]
+    fn every_field_is_optional() {
+        let c = parse("{}").unwrap();
+        assert_eq!(c, SchedulerConfig::default());
+        let c = parse(r#"{"alg": "wf2q+", "link_rate_bps": 10000000000}"#).unwrap();
+        assert_eq!(c.alg, AlgKind::Wf2qPlus);
+        assert_eq!(c.link_rate_bps, Some(10_000_000_000));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse(r#"{"eiffel": {"deadline_ns": -5}}"#).unwrap_err();
+        assert!(e.starts_with("eiffel.deadline_ns: "), "{e}");
+        let e = parse(r#"{"eiffel": {"rates_bps": [1000, "x"]}}"#).unwrap_err();
+        assert!(e.starts_with("eiffel.rates_bps[1]: "), "{e}");
+        let e = parse(r#"{"eiffel": {"rate_bsp": 1000}}"#).unwrap_err();
+        assert!(e.contains("rate_bsp"), "{e}");
+        let e = parse(r#"{"alg": "nope"}"#).unwrap_err();
+        assert!(e.starts_with("alg: "), "{e}");
+        let e = parse("{").unwrap_err();
+        assert!(e.contains("EOF"), "{e}");
+    }
+
+    #[test]
+    fn a_negative_shaping_rate_is_refused_by_name_when_built() {
+        let c = parse(r#"{"alg": "shaped-drr", "eiffel": {"rate_bps": -1000}}"#).unwrap();
+        let e = c
+            .build(pspat_sched::FlowTable::uniform(2).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("eiffel.rate_bps") && e.contains("-1000"), "{e}");
+    }
+}
