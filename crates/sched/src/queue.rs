@@ -194,7 +194,14 @@ impl PacketQueues {
             fifo.tail = c;
             fifo.tail_off = 0;
         }
-        self.chunks[fifo.tail as usize].pkts[usize::from(fifo.tail_off)] = pkt;
+        // Field by field: a caller that has just written `pkt` to memory in
+        // pieces would make one 16-byte copy wait for those stores to reach
+        // the cache (a store-forwarding stall), and with them for every older
+        // store still missing the cache.
+        let dst = &mut self.chunks[fifo.tail as usize].pkts[usize::from(fifo.tail_off)];
+        dst.flow = pkt.flow;
+        dst.len = pkt.len;
+        dst.token = pkt.token;
         fifo.tail_off += 1;
         fifo.len += 1;
         self.total += 1;
