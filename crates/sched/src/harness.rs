@@ -648,6 +648,35 @@ mod tests {
     }
 
     #[test]
+    fn batched_runs_match_single_steps() {
+        // run(n) makes the hysteresis test once per batch; the sequence of
+        // operations must be exactly that of testing before every step.
+        for (spec, qmin, qmax) in [("1::5", 3, 40), ("1::3,2::40", 0, 500), ("1::1", 0, 1)] {
+            let mut a = harness(spec, qmin, qmax);
+            let mut b = harness(spec, qmin, qmax);
+            let mut sizes = fastrand::Rng::with_seed(qmax);
+            let mut done = 0;
+            while done < 5_000 {
+                let n = sizes.u64(1..300);
+                a.run(n);
+                for _ in 0..n {
+                    b.run(1);
+                    assert!(b.pending() <= qmax);
+                }
+                done += n;
+                assert_eq!(a.stats(), b.stats());
+                assert_eq!((a.pending(), a.draining), (b.pending(), b.draining));
+                assert!(a
+                    .slots
+                    .iter()
+                    .zip(b.slots.iter())
+                    .all(|(x, y)| x.backlog == y.backlog && x.next == y.next && x.prev == y.prev));
+                assert_eq!((a.head, a.tail, a.mask), (b.head, b.tail, b.mask));
+            }
+        }
+    }
+
+    #[test]
     fn backlogs_beyond_the_last_level_are_tracked() {
         let mut h = harness("1::2", 0, 200);
         h.run(199);
