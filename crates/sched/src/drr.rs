@@ -8,17 +8,36 @@
 //! leaves the ring and starts again from one quantum, so idle flows bank no
 //! credit.
 //!
+//! # Read-ahead
+//! DRR knows which flows it serves next: those after the head of the ring.
+//! A flow's packets are a chain of chunks in [`PacketQueues`], and serving
+//! one flow alone walks that chain one dependent cache miss at a time. So
+//! the queues of the next [`SCOUTS`] (8) flows on the ring are read ahead
+//! by [`crate::Scout`]s, at most 16 chunks (48 packets) each: every dequeue
+//! moves one scout one chunk on (round robin), and every change of head
+//! starts up to two new ones, so several independent misses are in flight
+//! and the flow reaching the head finds its packets in cache. The scouts
+//! only load memory; they never change a decision (a test checks the
+//! service order against a textbook model).
+//!
 //! # Complexity
 //! O(1) per enqueue. Dequeue is O(1) when every quantum is at least the
 //! largest packet; with smaller quanta a dequeue may rotate the ring up to
 //! `lmax / quantum` times per flow, but always makes progress (each rotation
-//! adds a quantum, so the head packet fits after finitely many).
+//! adds a quantum, so the head packet fits after finitely many). The
+//! read-ahead adds O(1) per dequeue and per change of head.
+//! Memory: the [`PacketQueues`] arena, 12 bytes per flow (credit, quantum,
+//! ring link) and 64 bytes of scouts. Credits and quanta are `u32`: a quantum
+//! is at most 65536 × 65535 bytes (weight × [`MAX_QUANTUM_UNIT`]), a flow
+//! earns one only while its credit is below its head packet (at most 65535
+//! bytes), so a credit never exceeds 2³² − 2.
 //! # Guarantees
 //! Over a round each backlogged flow receives its quantum, within one maximum
 //! packet. T-WFI_DRR(k) = (1/φ_min + 1/φ_k + N − 1)·L/B (Rizzo and Valente,
 //! Comput. Commun. 67, 2015; PSPAT journal paper §5.2): O(N).
 //! # Deviations
-//! None known.
+//! None known. The quantum unit is limited to 65535 bytes (one maximum
+//! packet) so that credits fit in 32 bits.
 
 use crate::{
     ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler, Scout,
@@ -38,7 +57,7 @@ const NIL: u32 = u32::MAX - 1;
 const OFF: u32 = u32::MAX;
 
 /// Flows ahead of the one in service whose queues are read ahead.
-const SCOUTS: usize = 8;
+pub const SCOUTS: usize = 8;
 /// Chunks read ahead per scouted flow (3 packets each).
 const SCOUT_CHUNKS: u32 = 16;
 

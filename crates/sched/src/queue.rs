@@ -19,6 +19,15 @@
 //! allocates once per three packets. The free stack is a separate index
 //! array (its top is hot) rather than a list threaded through the chunks,
 //! and the stack is LIFO, so a chunk freed by a dequeue is the first reused.
+//! A [`Scout`] walks a queue's chain ahead of its consumer, one chunk per
+//! step, for algorithms that know which queues they serve next (DRR); it
+//! only loads memory.
+//!
+//! The crate forbids `unsafe`, so there is no prefetch instruction: a read
+//! ahead is a plain load whose value is discarded. Such a load still holds
+//! up retirement until its line arrives, so it pays only when several
+//! independent ones overlap (several scouts), not when one chain is walked
+//! a step ahead of its own consumer.
 //!
 //! # Guarantees
 //! * FIFO within each queue.
