@@ -429,9 +429,33 @@ impl<S: Scheduler> Harness<S> {
 
     /// Runs `iterations` controller steps; returns the counters since
     /// construction.
+    ///
+    /// The steps run in batches of one kind: while filling, the controller
+    /// cannot reach `qmax` sooner than `qmax - pending` steps (each step adds
+    /// at most one packet), and while draining it cannot reach `qmin` sooner
+    /// than `pending - qmin` steps, so the state test of every step is made
+    /// once per batch. Each batch keeps the counters in locals; the sequence
+    /// of enqueues and dequeues is exactly that of testing every step.
     pub fn run(&mut self, iterations: u64) -> RunStats {
-        for _ in 0..iterations {
-            self.step();
+        let mut left = iterations;
+        while left > 0 {
+            if self.draining {
+                if self.pending <= self.qmin {
+                    self.draining = false;
+                    continue;
+                }
+                let n = left.min(self.pending - self.qmin);
+                self.drain_batch(n);
+                left -= n;
+            } else {
+                if self.pending >= self.qmax {
+                    self.draining = true;
+                    continue;
+                }
+                let n = left.min(self.qmax - self.pending);
+                self.fill_batch(n);
+                left -= n;
+            }
         }
         self.stats
     }
@@ -451,52 +475,78 @@ impl<S: Scheduler> Harness<S> {
         &self.sched
     }
 
-    /// One iteration: a fill step or a drain step.
-    #[inline(always)]
-    fn step(&mut self) {
-        if !self.draining && self.pending >= self.qmax {
-            self.draining = true;
-        } else if self.draining && self.pending <= self.qmin {
-            self.draining = false;
-        }
-        self.iteration += 1;
-        let now = Instant::from_nanos(self.iteration);
-        if self.draining {
-            self.stats.dequeues += 1;
-            match self.sched.dequeue(now) {
-                Some(pkt) => {
-                    let f = pkt.flow.0;
-                    let old = self.slots[f as usize].backlog;
-                    self.slots[f as usize].backlog = old - 1;
-                    self.pending -= 1;
-                    let (from, to) = (level(old), level(old - 1));
-                    if from != to {
-                        self.unlink(from, f);
-                        self.push_tail(to, f);
-                    }
-                }
-                None => self.stats.empty_dequeues += 1,
-            }
-        } else {
+    /// `n` fill steps: each enqueues one packet to the flow at the head of
+    /// the lowest non-empty backlog level.
+    fn fill_batch(&mut self, n: u64) {
+        let mut it = self.iteration;
+        let mut enq = self.stats.enqueues;
+        let mut drops = self.stats.drops;
+        let mut pending = self.pending;
+        for _ in 0..n {
+            it += 1;
             // ffs: the lowest non-empty backlog level. Every flow is on some
             // list, so the mask is never zero.
             let lvl = self.mask.trailing_zeros() as usize;
             let f = self.head[lvl];
             let slot = self.slots[f as usize];
-            let pkt = Packet::new(FlowId(f), slot.len, self.stats.enqueues);
-            self.stats.enqueues += 1;
-            match self.sched.enqueue(now, pkt) {
+            let pkt = Packet::new(FlowId(f), slot.len, enq);
+            enq += 1;
+            match self.sched.enqueue(Instant::from_nanos(it), pkt) {
                 Ok(()) => {
-                    let old = slot.backlog;
-                    self.slots[f as usize].backlog = old + 1;
-                    self.pending += 1;
+                    pending += 1;
+                    self.slots[f as usize].backlog = slot.backlog + 1;
                     // Leave the head: to the next level, or to the tail of
                     // the last one (round robin among the full).
-                    self.unlink(lvl, f);
-                    self.push_tail(level(old + 1), f);
+                    self.pop_head(lvl, slot.next);
+                    self.push_tail(level(slot.backlog + 1), f);
                 }
-                Err(_) => self.stats.drops += 1,
+                Err(_) => drops += 1,
             }
+        }
+        self.iteration = it;
+        self.stats.enqueues = enq;
+        self.stats.drops = drops;
+        self.pending = pending;
+    }
+
+    /// `n` drain steps: each dequeues once and moves the packet's flow down
+    /// one backlog level.
+    fn drain_batch(&mut self, n: u64) {
+        let mut it = self.iteration;
+        let mut empty = self.stats.empty_dequeues;
+        let mut pending = self.pending;
+        for _ in 0..n {
+            it += 1;
+            match self.sched.dequeue(Instant::from_nanos(it)) {
+                Some(pkt) => {
+                    let f = pkt.flow.0;
+                    let old = self.slots[f as usize].backlog;
+                    self.slots[f as usize].backlog = old - 1;
+                    pending -= 1;
+                    // Below the last level every packet changes the level.
+                    if (old as usize) < LEVELS {
+                        self.unlink(old as usize, f);
+                        self.push_tail(old as usize - 1, f);
+                    }
+                }
+                None => empty += 1,
+            }
+        }
+        self.stats.dequeues += n;
+        self.iteration = it;
+        self.stats.empty_dequeues = empty;
+        self.pending = pending;
+    }
+
+    /// Removes the head of level `lvl`, whose successor is `next`.
+    #[inline(always)]
+    fn pop_head(&mut self, lvl: usize, next: u32) {
+        self.head[lvl] = next;
+        if next == NIL {
+            self.tail[lvl] = NIL;
+            self.mask &= !(1 << lvl);
+        } else {
+            self.slots[next as usize].prev = NIL;
         }
     }
 
@@ -595,6 +645,35 @@ mod tests {
         assert_eq!(s.enqueues + s.dequeues, 1000);
         assert_eq!((s.drops, s.empty_dequeues), (0, 0));
         assert_eq!(h.scheduler().queued() as u64, h.pending());
+    }
+
+    #[test]
+    fn batched_runs_match_single_steps() {
+        // run(n) makes the hysteresis test once per batch; the sequence of
+        // operations must be exactly that of testing before every step.
+        for (spec, qmin, qmax) in [("1::5", 3, 40), ("1::3,2::40", 0, 500), ("1::1", 0, 1)] {
+            let mut a = harness(spec, qmin, qmax);
+            let mut b = harness(spec, qmin, qmax);
+            let mut sizes = fastrand::Rng::with_seed(qmax);
+            let mut done = 0;
+            while done < 5_000 {
+                let n = sizes.u64(1..300);
+                a.run(n);
+                for _ in 0..n {
+                    b.run(1);
+                    assert!(b.pending() <= qmax);
+                }
+                done += n;
+                assert_eq!(a.stats(), b.stats());
+                assert_eq!((a.pending(), a.draining), (b.pending(), b.draining));
+                assert!(a
+                    .slots
+                    .iter()
+                    .zip(b.slots.iter())
+                    .all(|(x, y)| x.backlog == y.backlog && x.next == y.next && x.prev == y.prev));
+                assert_eq!((a.head, a.tail, a.mask), (b.head, b.tail, b.mask));
+            }
+        }
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
 pub use prio::Prio;
 pub use qfq::Qfq;
 pub use qfq_plus::QfqPlus;
-pub use queue::PacketQueues;
+pub use queue::{PacketQueues, Scout};
 pub use scheduler::{DropReason, Rejected, Scheduler};
 pub use time::Instant;
 pub use wf2q_plus::Wf2qPlus;

@@ -19,6 +19,15 @@
 //! allocates once per three packets. The free stack is a separate index
 //! array (its top is hot) rather than a list threaded through the chunks,
 //! and the stack is LIFO, so a chunk freed by a dequeue is the first reused.
+//! A [`Scout`] walks a queue's chain ahead of its consumer, one chunk per
+//! step, for algorithms that know which queues they serve next (DRR); it
+//! only loads memory.
+//!
+//! The crate forbids `unsafe`, so there is no prefetch instruction: a read
+//! ahead is a plain load whose value is discarded. Such a load still holds
+//! up retirement until its line arrives, so it pays only when several
+//! independent ones overlap (several scouts), not when one chain is walked
+//! a step ahead of its own consumer.
 //!
 //! # Guarantees
 //! * FIFO within each queue.
@@ -65,6 +74,26 @@ const EMPTY_FIFO: Fifo = Fifo {
     head_off: 0,
     tail_off: 0,
 };
+
+/// A read-ahead cursor over one queue's chunks; see [`PacketQueues::scout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scout {
+    chunk: u32,
+    left: u32,
+}
+
+impl Scout {
+    /// A scout with nothing left to load.
+    pub const DONE: Scout = Scout {
+        chunk: NIL,
+        left: 0,
+    };
+
+    /// True when the walk is over.
+    pub fn is_done(&self) -> bool {
+        self.left == 0
+    }
+}
 
 /// `queues` FIFOs sharing an arena of `capacity` packets.
 ///
@@ -194,7 +223,14 @@ impl PacketQueues {
             fifo.tail = c;
             fifo.tail_off = 0;
         }
-        self.chunks[fifo.tail as usize].pkts[usize::from(fifo.tail_off)] = pkt;
+        // Field by field: a caller that has just written `pkt` to memory in
+        // pieces would make one 16-byte copy wait for those stores to reach
+        // the cache (a store-forwarding stall), and with them for every older
+        // store still missing the cache.
+        let dst = &mut self.chunks[fifo.tail as usize].pkts[usize::from(fifo.tail_off)];
+        dst.flow = pkt.flow;
+        dst.len = pkt.len;
+        dst.token = pkt.token;
         fifo.tail_off += 1;
         fifo.len += 1;
         self.total += 1;
@@ -251,6 +287,47 @@ impl PacketQueues {
             if f.len != 0 {
                 touch(&self.chunks, f.head);
             }
+        }
+    }
+
+    /// Starts a read-ahead of the first `max_chunks` chunks (at least one)
+    /// of queue `q`: loads its head chunk now, and each
+    /// [`PacketQueues::scout_step`] loads the next one. For an algorithm
+    /// that knows which queues it will serve a few steps from now: several
+    /// scouts walking different queues keep several independent cache
+    /// misses in flight, where serving one queue alone walks its chain one
+    /// dependent miss at a time. A hint only: the contents never change, and
+    /// a scout made stale by later pushes and pops only loads lines in vain
+    /// (every step is bounds-checked and the walk ends after `max_chunks`).
+    #[inline]
+    pub fn scout(&self, q: usize, max_chunks: u32) -> Scout {
+        match self.fifos.get(q) {
+            Some(f) if f.len != 0 => {
+                touch(&self.chunks, f.head);
+                let chunks = (u32::from(f.head_off) + f.len).div_ceil(CHUNK_PACKETS as u32);
+                Scout {
+                    chunk: f.head,
+                    left: chunks.min(max_chunks).saturating_sub(1),
+                }
+            }
+            _ => Scout::DONE,
+        }
+    }
+
+    /// Moves `scout` one chunk along its queue, loading that chunk (one load;
+    /// nothing when the walk is over).
+    #[inline(always)]
+    pub fn scout_step(&self, scout: &mut Scout) {
+        if scout.left == 0 {
+            return;
+        }
+        match self.chunks.get(scout.chunk as usize) {
+            Some(c) => {
+                scout.chunk = c.next;
+                scout.left -= 1;
+                touch(&self.chunks, scout.chunk);
+            }
+            None => *scout = Scout::DONE,
         }
     }
 
@@ -351,6 +428,66 @@ mod tests {
                 assert_eq!(q.len(i), model[i].len());
                 assert_eq!(q.total(), model.iter().map(VecDeque::len).sum::<usize>());
                 assert_eq!(q.is_full(), q.total() == capacity);
+            }
+        }
+    }
+
+    #[test]
+    fn a_scout_walks_every_chunk_of_its_queue_then_stops() {
+        let mut q = PacketQueues::new(2, 64, None).unwrap();
+        assert!(q.scout(0, 16).is_done());
+        assert!(q.scout(7, 16).is_done());
+        for n in 1..=20u64 {
+            q.push(0, Packet::new(FlowId(0), 1, n)).unwrap();
+            // A queue of n packets from offset 0 spans ceil(n / 3) chunks:
+            // the scout loads the head now and one more per step.
+            let mut s = q.scout(0, 16);
+            let mut steps = 0;
+            while !s.is_done() {
+                q.scout_step(&mut s);
+                steps += 1;
+            }
+            assert_eq!(steps, n.div_ceil(CHUNK_PACKETS as u64) - 1);
+            let mut capped = q.scout(0, 2);
+            q.scout_step(&mut capped);
+            assert!(capped.is_done());
+        }
+    }
+
+    #[test]
+    fn stale_scouts_are_harmless() {
+        // Scouts started and then left behind by pops and pushes only load
+        // memory: they never panic, end within their budget, and never
+        // change what the queues hold.
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut q = PacketQueues::new(4, 30, None).unwrap();
+        let mut scouts = Vec::new();
+        let mut token = 0;
+        for _ in 0..20_000 {
+            let i = rng.usize(..4);
+            if rng.bool() {
+                let _ = q.push(i, Packet::new(FlowId(i as u32), 1, token));
+                token += 1;
+            } else {
+                let _ = q.pop(i);
+            }
+            if rng.u8(..8) == 0 {
+                scouts.push((q.scout(rng.usize(..5), rng.u32(..12)), 0));
+            }
+            for (s, steps) in &mut scouts {
+                q.scout_step(s);
+                *steps += 1;
+                assert!(*steps <= 12 || s.is_done());
+            }
+            scouts.retain(|(s, _)| !s.is_done());
+        }
+        let total: usize = (0..4).map(|i| q.len(i)).sum();
+        assert_eq!(total, q.total());
+        for i in 0..4 {
+            let mut last = None;
+            while let Some(p) = q.pop(i) {
+                assert!(last < Some(p.token), "FIFO order kept");
+                last = Some(p.token);
             }
         }
     }
