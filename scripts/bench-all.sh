@@ -34,7 +34,7 @@ for r in 1 2 3; do
 done
 
 # Issue 3: algorithm cost alone.
-for alg in drr qfq qfq+ wf2q+; do
+for alg in fifo drr qfq qfq+ wf2q+; do
   log "sched-bench $alg 32k"
   "$bin" sched-bench --alg "$alg" --flowsets 1:60:32768 --repeat 5 --json > "$out/sched-$alg-32k.json"
 done
@@ -46,6 +46,12 @@ log "sched-bench sweep"
 log "pq-bench 1M"
 "$bin" pq-bench --ranks 1000000 --repeat 5 > "$out/pq-1m.txt"
 "$bin" sched-bench --alg htb --flowsets 1:60:10000 --repeat 5 --json > "$out/sched-htb-10k.json"
+
+# The demo, and its victim's latency under each fair-queueing algorithm.
+for alg in drr qfq wf2q+; do
+  log "demo --alg $alg"
+  "$bin" demo --alg "$alg" --json > "$out/demo-$alg.json"
+done
 
 # Mailbox against rtrb and crossbeam, cross-core, same run.
 log "mailbox-compare"
