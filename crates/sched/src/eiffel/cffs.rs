@@ -50,7 +50,7 @@
 
 use crate::ConfigError;
 
-use super::hffs::{new_nodes, Gran, Node, Tree, NIL};
+use super::hffs::{check_free, new_nodes, queued_rank, Gran, Node, Tree, NIL};
 use super::{OutOfWindow, PushError, QueueConfig};
 
 const SIDE: u32 = 1 << 31;
@@ -154,11 +154,7 @@ impl Cffs {
 
     #[inline]
     fn push_with(&mut self, id: u32, rank: u64, oow: OutOfWindow) -> Result<(), PushError> {
-        match self.nodes.get(id as usize) {
-            None => return Err(PushError::BadId(id)),
-            Some(n) if n.loc != NIL => return Err(PushError::AlreadyQueued(id)),
-            Some(_) => {}
-        }
+        check_free(&self.nodes, id)?;
         if self.is_empty() {
             self.base = self.align(rank.min(self.floor));
         }
@@ -368,13 +364,12 @@ impl Cffs {
 
     /// The rank `id` is queued with, if it is.
     pub fn rank_of(&self, id: u32) -> Option<u64> {
-        let n = self.nodes.get(id as usize)?;
-        (n.loc != NIL).then_some(n.rank)
+        queued_rank(&self.nodes, id)
     }
 
     /// True when `id` is queued.
     pub fn contains(&self, id: u32) -> bool {
-        self.nodes.get(id as usize).is_some_and(|n| n.loc != NIL)
+        self.rank_of(id).is_some()
     }
 
     /// Ids queued.

@@ -27,19 +27,13 @@
 
 use crate::ConfigError;
 
-use super::hffs::{new_nodes, Gran, Node, NIL};
+use super::hffs::{check_free, empty_buckets, level_offsets, new_nodes, Bucket, Gran, Node, NIL};
 use super::{PushError, QueueConfig};
 
 #[derive(Clone, Copy, Default)]
 struct Sums {
     a: u64,
     b: u128,
-}
-
-#[derive(Clone, Copy)]
-struct Bucket {
-    head: u32,
-    tail: u32,
 }
 
 /// An approximate min-queue over a fixed window `[0, 64^L × g)` (ranks
@@ -79,24 +73,12 @@ impl GradientQueue {
     pub fn new(cfg: QueueConfig, capacity: usize) -> Result<Self, ConfigError> {
         cfg.horizon()?;
         let levels = u32::from(cfg.levels);
-        let mut offsets = [0usize; 4];
-        let mut total = 0;
-        for (l, off) in offsets.iter_mut().enumerate().take(levels as usize) {
-            *off = total;
-            total += 1usize << (6 * l);
-        }
+        let (offsets, total) = level_offsets(levels);
         Ok(GradientQueue {
             levels,
             offsets,
             sums: vec![Sums::default(); total].into_boxed_slice(),
-            buckets: vec![
-                Bucket {
-                    head: NIL,
-                    tail: NIL
-                };
-                1usize << (6 * levels)
-            ]
-            .into_boxed_slice(),
+            buckets: empty_buckets(levels),
             nodes: new_nodes(capacity)?,
             gran: Gran::new(cfg.granularity),
             len: 0,
@@ -109,11 +91,7 @@ impl GradientQueue {
     /// # Errors
     /// A bad or already queued id.
     pub fn push(&mut self, id: u32, rank: u64) -> Result<(), PushError> {
-        match self.nodes.get(id as usize) {
-            None => return Err(PushError::BadId(id)),
-            Some(n) if n.loc != NIL => return Err(PushError::AlreadyQueued(id)),
-            Some(_) => {}
-        }
+        check_free(&self.nodes, id)?;
         let nb = self.buckets.len() as u64;
         let b = self.gran.div(rank).min(nb - 1) as u32;
         let bk = &mut self.buckets[b as usize];

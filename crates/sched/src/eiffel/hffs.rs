@@ -172,10 +172,51 @@ pub(crate) fn new_nodes(capacity: usize) -> Result<Box<[Node]>, ConfigError> {
     Ok(vec![FREE_NODE; capacity].into_boxed_slice())
 }
 
+/// Fails unless `id` can be pushed: below the capacity and not queued.
+#[inline]
+pub(crate) fn check_free(nodes: &[Node], id: u32) -> Result<(), PushError> {
+    match nodes.get(id as usize) {
+        None => Err(PushError::BadId(id)),
+        Some(n) if n.loc != NIL => Err(PushError::AlreadyQueued(id)),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The rank `id` is queued with, if it is.
+#[inline]
+pub(crate) fn queued_rank(nodes: &[Node], id: u32) -> Option<u64> {
+    nodes
+        .get(id as usize)
+        .filter(|n| n.loc != NIL)
+        .map(|n| n.rank)
+}
+
+/// A FIFO bucket: the first and last ids of its list ([`NIL`] when empty).
 #[derive(Clone, Copy)]
-struct Bucket {
-    head: u32,
-    tail: u32,
+pub(crate) struct Bucket {
+    pub head: u32,
+    pub tail: u32,
+}
+
+/// The `64^levels` empty buckets of one window.
+pub(crate) fn empty_buckets(levels: u32) -> Box<[Bucket]> {
+    let empty = Bucket {
+        head: NIL,
+        tail: NIL,
+    };
+    vec![empty; 1usize << (6 * levels)].into_boxed_slice()
+}
+
+/// Where each level of a 64-ary summary tree starts in one flat array
+/// (level 0 is the root), and the array's length.
+pub(crate) fn level_offsets(levels: u32) -> ([usize; 4], usize) {
+    let mut offsets = [0usize; 4];
+    let mut total = 0usize;
+    for (l, off) in offsets.iter_mut().enumerate().take(levels as usize) {
+        *off = total;
+        total += 1usize << (6 * l);
+    }
+    (offsets, total)
 }
 
 /// Occupancy bitmaps plus FIFO buckets: one window of buckets.
@@ -190,24 +231,12 @@ pub(crate) struct Tree {
 impl Tree {
     pub(crate) fn new(levels: u8) -> Self {
         let levels = u32::from(levels);
-        let mut offsets = [0usize; 4];
-        let mut total = 0usize;
-        for (l, off) in offsets.iter_mut().enumerate().take(levels as usize) {
-            *off = total;
-            total += 1usize << (6 * l);
-        }
+        let (offsets, total) = level_offsets(levels);
         Tree {
             levels,
             offsets,
             words: vec![0u64; total].into_boxed_slice(),
-            buckets: vec![
-                Bucket {
-                    head: NIL,
-                    tail: NIL
-                };
-                1usize << (6 * levels)
-            ]
-            .into_boxed_slice(),
+            buckets: empty_buckets(levels),
         }
     }
 
@@ -438,12 +467,7 @@ impl Hffs {
 
     #[inline]
     fn push_with(&mut self, id: u32, rank: u64, oow: OutOfWindow) -> Result<(), PushError> {
-        let Some(node) = self.nodes.get_mut(id as usize) else {
-            return Err(PushError::BadId(id));
-        };
-        if node.loc != NIL {
-            return Err(PushError::AlreadyQueued(id));
-        }
+        check_free(&self.nodes, id)?;
         let mut b = self.gran.div(rank);
         if b >= u64::from(self.tree.nbuckets()) {
             if oow == OutOfWindow::Reject {
@@ -453,7 +477,7 @@ impl Hffs {
             self.clamped += 1;
             b = u64::from(self.tree.nbuckets() - 1);
         }
-        node.rank = rank;
+        self.nodes[id as usize].rank = rank;
         self.tree.push_back(&mut self.nodes, id, b as u32, b as u32);
         self.len += 1;
         Ok(())
@@ -489,13 +513,12 @@ impl Hffs {
 
     /// The rank `id` is queued with, if it is.
     pub fn rank_of(&self, id: u32) -> Option<u64> {
-        let n = self.nodes.get(id as usize)?;
-        (n.loc != NIL).then_some(n.rank)
+        queued_rank(&self.nodes, id)
     }
 
     /// True when `id` is queued.
     pub fn contains(&self, id: u32) -> bool {
-        self.nodes.get(id as usize).is_some_and(|n| n.loc != NIL)
+        self.rank_of(id).is_some()
     }
 
     /// Ids queued.
