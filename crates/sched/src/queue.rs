@@ -277,19 +277,6 @@ impl PacketQueues {
         (fifo.len != 0).then(|| &self.chunks[fifo.head as usize].pkts[usize::from(fifo.head_off)])
     }
 
-    /// Starts loading the oldest packet of queue `q` into the cache without
-    /// waiting for it: a hint for a queue that will be served soon (an
-    /// algorithm that knows its next flow calls it one step ahead). No
-    /// effect on the contents.
-    #[inline(always)]
-    pub fn prefetch(&self, q: usize) {
-        if let Some(f) = self.fifos.get(q) {
-            if f.len != 0 {
-                touch(&self.chunks, f.head);
-            }
-        }
-    }
-
     /// Starts a read-ahead of the first `max_chunks` chunks (at least one)
     /// of queue `q`: loads its head chunk now, and each
     /// [`PacketQueues::scout_step`] loads the next one. For an algorithm
