@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pspat::bench::{self, BenchConfig, BenchReport, Mode, TxMode};
-use pspat_sched::{AlgKind, SchedulerConfig};
 use serde::Serialize;
 
 use crate::units::{human_rate, parse_rate, parse_weights};
@@ -86,7 +85,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.clients
         )));
     }
-    let alg = AlgKind::parse(&args.alg).map_err(|e| usage(format!("--alg: {e}")))?;
+    let sched = crate::sched_config::from_flags(args.sched_config.as_deref(), &args.alg)?;
     let tx_mode = match args.tx_mode.as_str() {
         "dispatcher" => TxMode::Dispatcher,
         "client" => TxMode::Client,
@@ -150,10 +149,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.delta_a
         )));
     }
-    let sched = match &args.sched_config {
-        Some(path) => crate::sched_config::load(path)?,
-        None => SchedulerConfig::new(alg),
-    };
+
     modes
         .into_iter()
         .map(|mode| {

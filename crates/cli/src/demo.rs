@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use pspat::bench::{self, BenchConfig, Mode, VictimConfig};
-use pspat_sched::{AlgKind, SchedulerConfig};
 
 use crate::units::{human_rate, parse_rate, parse_weights};
 use crate::usage;
@@ -68,7 +67,7 @@ impl Default for Args {
 }
 
 fn config(args: &Args) -> anyhow::Result<BenchConfig> {
-    let alg = AlgKind::parse(&args.alg).map_err(|e| usage(format!("--alg: {e}")))?;
+    let sched = crate::sched_config::from_flags(args.sched_config.as_deref(), &args.alg)?;
     let rate = parse_rate(&args.rate).map_err(|e| usage(format!("--rate: {e}")))?;
     if rate < pspat_sched::link::MIN_RATE_BPS {
         return Err(usage(format!(
@@ -109,10 +108,7 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
         )));
     }
     let mut cfg = BenchConfig::new(Mode::Pspat, weights.len());
-    cfg.sched = match &args.sched_config {
-        Some(path) => crate::sched_config::load(path)?,
-        None => SchedulerConfig::new(alg),
-    };
+    cfg.sched = sched;
     cfg.weights = weights;
     cfg.rate_bps = Some(rate);
     cfg.pkt_len = args.pkt_len;

@@ -9,9 +9,24 @@
 
 use std::path::Path;
 
-use pspat_sched::SchedulerConfig;
+use pspat_sched::{AlgKind, SchedulerConfig};
 
 use crate::usage;
+
+/// The scheduler configuration of `--sched-config FILE` when given,
+/// otherwise the defaults of `--alg NAME`.
+///
+/// # Errors
+/// A usage error (exit code 2) naming the file and field, or the algorithm.
+pub fn from_flags(file: Option<&Path>, alg: &str) -> anyhow::Result<SchedulerConfig> {
+    match file {
+        Some(path) => load(path),
+        None => {
+            let alg = AlgKind::parse(alg).map_err(|e| usage(format!("--alg: {e}")))?;
+            Ok(SchedulerConfig::new(alg))
+        }
+    }
+}
 
 /// Reads and parses `path`.
 ///
@@ -41,7 +56,6 @@ pub fn parse(text: &str) -> Result<SchedulerConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pspat_sched::AlgKind;
 
     #[test]
     fn every_field_is_optional() {
