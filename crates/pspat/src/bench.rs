@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use pspat_sched::{
     AnyScheduler, FlowId, FlowParams, FlowTable, LinkEmulator, Packet, Scheduler, SchedulerConfig,
+    VisitScheduler,
 };
 
 use crate::{Clock, NullTx, Runtime, RuntimeConfig, RuntimeError, Submission, TxBackend, TxPacket};
@@ -586,9 +587,11 @@ fn run_pspat(
     let sched = cfg.sched_config().build(cfg.flow_table()?)?;
     let victim_id = cfg.victim.map(|_| cfg.clients as u32);
     let cap = victim_capacity(cfg);
-    let rt = Runtime::start(cfg.runtime_config(pin), sched, move |_| match victim_id {
-        Some(v) => NullTx::with_latency_sampling(v, cap),
-        None => NullTx::new(),
+    // The arbiter runs on the concrete algorithm (see `AnyScheduler::visit`).
+    let rt = sched.visit(StartRuntime {
+        cfg: cfg.runtime_config(pin),
+        victim_id,
+        cap,
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     let go = Arc::new(Barrier::new(cfg.total_clients() + 1));
@@ -710,6 +713,26 @@ fn run_pspat(
             sleeps: a.sleeps,
         }),
     })
+}
+
+/// Starts the runtime on the concrete algorithm inside an `AnyScheduler`,
+/// with a null transmitter that samples the victim's latency if there is one.
+struct StartRuntime {
+    cfg: RuntimeConfig,
+    victim_id: Option<u32>,
+    cap: usize,
+}
+
+impl VisitScheduler for StartRuntime {
+    type Output = Result<Runtime<NullTx>, RuntimeError>;
+
+    fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
+        let (victim_id, cap) = (self.victim_id, self.cap);
+        Runtime::start(self.cfg, sched, move |_| match victim_id {
+            Some(v) => NullTx::with_latency_sampling(v, cap),
+            None => NullTx::new(),
+        })
+    }
 }
 
 /// The lock-mode critical section's state.

@@ -53,7 +53,7 @@ mod time;
 pub mod wf2q_plus;
 pub mod wfi;
 
-pub use any::{AlgKind, AnyScheduler, SchedulerConfig};
+pub use any::{AlgKind, AnyScheduler, SchedulerConfig, VisitScheduler};
 pub use drr::Drr;
 pub use error::ConfigError;
 pub use fifo::Fifo;

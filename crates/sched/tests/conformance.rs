@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use pspat_sched::{
     AlgKind, AnyScheduler, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
-    SchedulerConfig,
+    SchedulerConfig, VisitScheduler,
 };
 
 /// Seeds for the randomised workloads; printed on failure.
@@ -269,4 +269,31 @@ fn qfq_shares_within_its_bound() {
 #[test]
 fn qfq_plus_shares_within_its_bound() {
     shares_follow_weights(AlgKind::QfqPlus, |_w| (8.0 + 8.0 + 1.0) * 1500.0);
+}
+
+/// Reports the algorithm a visit received and the packets it still holds.
+struct Inspect;
+
+impl VisitScheduler for Inspect {
+    type Output = (&'static str, usize);
+    fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
+        (sched.name(), sched.queued())
+    }
+}
+
+/// `AnyScheduler::visit` hands over the very algorithm that was built, with
+/// the packets it already holds.
+#[test]
+fn visit_hands_over_each_algorithm_with_its_packets() {
+    let flows = vec![FlowParams::default(); 4];
+    for &alg in AlgKind::ALL {
+        let mut sched = build(alg, &flows, 64);
+        for i in 0..10u64 {
+            let flow = FlowId((i % 4) as u32);
+            sched
+                .enqueue(Instant::from_nanos(i), Packet::new(flow, 100, i))
+                .expect("room for ten packets");
+        }
+        assert_eq!(sched.visit(Inspect), (alg.name(), 10), "{}", alg.name());
+    }
 }
