@@ -159,22 +159,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.decisions_per_sec * f64::from(args.pkt_len) * 8.0 / 1e9,
             args.rate
         )?;
-        // Expected shares: the victim takes what it sends; the greedy
-        // clients split the rest by weight.
+        // Expected shares (`ClientReport::expected_share`): the victim takes
+        // what it sends; the greedy clients split the rest by weight.
         let victim_id = report.victim.as_ref().map(|v| v.id);
-        let victim_bytes = report
-            .per_client
-            .iter()
-            .filter(|c| Some(c.id) == victim_id)
-            .map(|c| c.bytes)
-            .sum::<u64>();
-        let total_bytes = report
-            .per_client
-            .iter()
-            .map(|c| c.bytes)
-            .sum::<u64>()
-            .max(1);
-        let greedy_weight: u64 = cfg.weights.iter().map(|&w| u64::from(w)).sum();
         let victim_role = format!("victim (sends {} pps)", args.victim_pps);
         writeln!(
             out,
@@ -182,14 +169,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "client", "weight", "rate", "share", "expected"
         )?;
         for c in &report.per_client {
-            let (expected, role) = if Some(c.id) == victim_id {
-                (
-                    victim_bytes as f64 / total_bytes as f64,
-                    victim_role.as_str(),
-                )
+            let role = if Some(c.id) == victim_id {
+                victim_role.as_str()
             } else {
-                let rest = 1.0 - victim_bytes as f64 / total_bytes as f64;
-                (rest * f64::from(c.weight) / greedy_weight as f64, "greedy")
+                "greedy"
             };
             writeln!(
                 out,
@@ -198,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 c.weight,
                 human_rate(c.rate_bps),
                 100.0 * c.share,
-                100.0 * expected,
+                100.0 * c.expected_share,
                 role
             )?;
         }

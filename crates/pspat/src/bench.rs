@@ -376,7 +376,9 @@ pub struct ClientReport {
     pub bytes: u64,
     /// Fraction of all transmitted bytes.
     pub share: f64,
-    /// Weight / sum of weights.
+    /// The share weighted max-min fairness gives: weight / sum of weights,
+    /// except with a victim that sends less than its weight's share, which
+    /// is due what it sends, the rest being split by weight among the others.
     pub expected_share: f64,
     /// Bytes × 8 / duration; bytes include the packets still queued when the
     /// window closed and drained at shutdown (at most the descriptor pool).
@@ -447,8 +449,16 @@ pub fn run(
         (false, _) => "unpinned".to_string(),
     };
     let n = cfg.total_clients();
-    let total_w: u64 = (0..n).map(|i| u64::from(cfg.weight(i))).sum();
     let total_bytes: u64 = tally.bytes.iter().sum();
+    let weights: Vec<u32> = (0..n).map(|i| cfg.weight(i)).collect();
+    let victim_share = match cfg.victim {
+        Some(_) if total_bytes > 0 => Some((
+            cfg.clients,
+            tally.bytes[cfg.clients] as f64 / total_bytes as f64,
+        )),
+        _ => None,
+    };
+    let expected = expected_shares(&weights, victim_share);
     let per_client = (0..n)
         .map(|i| ClientReport {
             id: i,
@@ -461,7 +471,7 @@ pub fn run(
             } else {
                 tally.bytes[i] as f64 / total_bytes as f64
             },
-            expected_share: f64::from(cfg.weight(i)) / total_w as f64,
+            expected_share: expected[i],
             rate_bps: tally.bytes[i] as f64 * 8.0 / tally.elapsed,
         })
         .collect();
@@ -713,6 +723,36 @@ fn run_pspat(
             sleeps: a.sleeps,
         }),
     })
+}
+
+/// Each client's share of the link under weighted max-min fairness, all
+/// clients greedy except `victim = (index, measured share)`: a victim asking
+/// less than its weight's share is due exactly what it sends, and the others
+/// split the rest by weight; otherwise every share follows the weights.
+fn expected_shares(weights: &[u32], victim: Option<(usize, f64)>) -> Vec<f64> {
+    let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+    let by_weight = |w: u32, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            f64::from(w) / of as f64
+        }
+    };
+    match victim {
+        Some((v, share)) if v < weights.len() && share < by_weight(weights[v], total) => {
+            let others = total - u64::from(weights[v]);
+            (0..weights.len())
+                .map(|i| {
+                    if i == v {
+                        share
+                    } else {
+                        (1.0 - share) * by_weight(weights[i], others)
+                    }
+                })
+                .collect()
+        }
+        _ => weights.iter().map(|&w| by_weight(w, total)).collect(),
+    }
 }
 
 /// Starts the runtime on the concrete algorithm inside an `AnyScheduler`,
@@ -979,5 +1019,36 @@ fn run_baseline(
             latencies,
             arbiter: None,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expected_shares;
+
+    fn close(a: &[f64], b: &[f64]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12)
+    }
+
+    #[test]
+    fn greedy_clients_are_due_their_weights() {
+        assert!(close(&expected_shares(&[1, 3], None), &[0.25, 0.75]));
+    }
+
+    #[test]
+    fn a_light_victim_is_due_what_it_sends_and_the_rest_splits_by_weight() {
+        // The demo: weights 1, 2, 4, 8 and a victim of weight 50 using 1%.
+        let e = expected_shares(&[1, 2, 4, 8, 50], Some((4, 0.01)));
+        let rest = 0.99 / 15.0;
+        assert!(
+            close(&e, &[rest, 2.0 * rest, 4.0 * rest, 8.0 * rest, 0.01]),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_victim_asking_more_than_its_weight_is_held_to_its_weight() {
+        let e = expected_shares(&[1, 1], Some((1, 0.9)));
+        assert!(close(&e, &[0.5, 0.5]), "{e:?}");
     }
 }
