@@ -27,7 +27,7 @@
 
 use crate::ConfigError;
 
-use super::hffs::{check_free, empty_buckets, level_offsets, new_nodes, Bucket, Gran, Node, NIL};
+use super::hffs::{check_free, empty_buckets, new_nodes, Bucket, Gran, Levels, Node, NIL};
 use super::{PushError, QueueConfig};
 
 #[derive(Clone, Copy, Default)]
@@ -49,8 +49,8 @@ struct Sums {
 /// assert_eq!(q.inexact(), 0);
 /// ```
 pub struct GradientQueue {
-    levels: u32,
-    offsets: [usize; 4],
+    /// Where each level's sums sit in `sums` (level 0 = the root).
+    levels: Levels,
     sums: Box<[Sums]>,
     buckets: Box<[Bucket]>,
     nodes: Box<[Node]>,
@@ -73,10 +73,9 @@ impl GradientQueue {
     pub fn new(cfg: QueueConfig, capacity: usize) -> Result<Self, ConfigError> {
         cfg.horizon()?;
         let levels = u32::from(cfg.levels);
-        let (offsets, total) = level_offsets(levels);
+        let (layout, total) = Levels::new(levels);
         Ok(GradientQueue {
-            levels,
-            offsets,
+            levels: layout,
             sums: vec![Sums::default(); total].into_boxed_slice(),
             buckets: empty_buckets(levels),
             nodes: new_nodes(capacity)?,
@@ -114,12 +113,10 @@ impl GradientQueue {
     /// Adds (or removes) bucket `b` to the sums upward while nodes change
     /// between empty and non-empty.
     fn mark(&mut self, b: u32, occupied: bool) {
-        let mut l = self.levels;
+        let mut l = self.levels.count();
         while l > 0 {
             l -= 1;
-            let shift = 6 * (self.levels - l);
-            let idx = self.offsets[l as usize] + (b >> shift) as usize;
-            let k = (b >> (shift - 6)) & 63;
+            let (idx, k) = self.levels.position(l, b);
             let s = &mut self.sums[idx];
             let was_empty = s.a == 0;
             if occupied {
@@ -145,8 +142,8 @@ impl GradientQueue {
         }
         let mut i = 0usize;
         let mut exact = true;
-        for l in 0..self.levels as usize {
-            let s = self.sums[self.offsets[l] + i];
+        for l in 0..self.levels.count() {
+            let s = self.sums[self.levels.index(l, i)];
             let mut k = (s.b / u128::from(s.a)) as u32;
             if k > 63 || s.a & weight(k) == 0 {
                 k = k.saturating_sub(1).min(63); // defensive: never taken

@@ -207,23 +207,56 @@ pub(crate) fn empty_buckets(levels: u32) -> Box<[Bucket]> {
     vec![empty; 1usize << (6 * levels)].into_boxed_slice()
 }
 
-/// Where each level of a 64-ary summary tree starts in one flat array
-/// (level 0 is the root), and the array's length.
-pub(crate) fn level_offsets(levels: u32) -> ([usize; 4], usize) {
-    let mut offsets = [0usize; 4];
-    let mut total = 0usize;
-    for (l, off) in offsets.iter_mut().enumerate().take(levels as usize) {
-        *off = total;
-        total += 1usize << (6 * l);
+/// The shape of a 64-ary summary tree stored level by level in one flat
+/// array (level 0 is the root word): where each level starts, and which
+/// word and bit stand for a bucket at each level.
+#[derive(Clone, Copy)]
+pub(crate) struct Levels {
+    levels: u32,
+    /// Offset of each level in the flat array.
+    offsets: [usize; 4],
+}
+
+impl Levels {
+    /// The layout for `levels` levels (1..=4), and the flat array's length.
+    pub(crate) fn new(levels: u32) -> (Self, usize) {
+        let mut offsets = [0usize; 4];
+        let mut total = 0usize;
+        for (l, off) in offsets.iter_mut().enumerate().take(levels as usize) {
+            *off = total;
+            total += 1usize << (6 * l);
+        }
+        (Levels { levels, offsets }, total)
     }
-    (offsets, total)
+
+    /// Number of levels.
+    #[inline(always)]
+    pub(crate) fn count(self) -> u32 {
+        self.levels
+    }
+
+    /// The array index of word `i` of level `l`.
+    #[inline(always)]
+    pub(crate) fn index(self, l: u32, i: usize) -> usize {
+        self.offsets[l as usize] + i
+    }
+
+    /// The word of level `l` summarising bucket `b`, and `b`'s bit (0..64)
+    /// in it.
+    #[inline(always)]
+    pub(crate) fn position(self, l: u32, b: u32) -> (usize, u32) {
+        let shift = 6 * (self.levels - l);
+        (
+            self.index(l, (b >> shift) as usize),
+            (b >> (shift - 6)) & 63,
+        )
+    }
 }
 
 /// Occupancy bitmaps plus FIFO buckets: one window of buckets.
 pub(crate) struct Tree {
-    levels: u32,
-    /// Word offsets of each level in `words` (level 0 = the root word).
-    offsets: [usize; 4],
+    /// Where each level's words sit in `words` (level 0 = the root word).
+    levels: Levels,
     words: Box<[u64]>,
     buckets: Box<[Bucket]>,
 }
@@ -231,10 +264,9 @@ pub(crate) struct Tree {
 impl Tree {
     pub(crate) fn new(levels: u8) -> Self {
         let levels = u32::from(levels);
-        let (offsets, total) = level_offsets(levels);
+        let (layout, total) = Levels::new(levels);
         Tree {
-            levels,
-            offsets,
+            levels: layout,
             words: vec![0u64; total].into_boxed_slice(),
             buckets: empty_buckets(levels),
         }
@@ -247,12 +279,10 @@ impl Tree {
 
     #[inline]
     fn set(&mut self, b: u32) {
-        let mut l = self.levels;
+        let mut l = self.levels.count();
         while l > 0 {
             l -= 1;
-            let shift = 6 * (self.levels - l);
-            let idx = self.offsets[l as usize] + (b >> shift) as usize;
-            let bit = (b >> (shift - 6)) & 63;
+            let (idx, bit) = self.levels.position(l, b);
             let w = &mut self.words[idx];
             let was = *w;
             *w = was | (1u64 << bit);
@@ -264,12 +294,10 @@ impl Tree {
 
     #[inline]
     fn clear(&mut self, b: u32) {
-        let mut l = self.levels;
+        let mut l = self.levels.count();
         while l > 0 {
             l -= 1;
-            let shift = 6 * (self.levels - l);
-            let idx = self.offsets[l as usize] + (b >> shift) as usize;
-            let bit = (b >> (shift - 6)) & 63;
+            let (idx, bit) = self.levels.position(l, b);
             let w = &mut self.words[idx];
             *w &= !(1u64 << bit);
             if *w != 0 {
@@ -286,8 +314,8 @@ impl Tree {
             return None;
         }
         let mut i = root.trailing_zeros() as usize;
-        for l in 1..self.levels as usize {
-            let w = self.words[self.offsets[l] + i];
+        for l in 1..self.levels.count() {
+            let w = self.words[self.levels.index(l, i)];
             i = (i << 6) | w.trailing_zeros() as usize;
         }
         Some(i as u32)
