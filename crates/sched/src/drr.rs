@@ -27,7 +27,7 @@
 //! adds a quantum, so the head packet fits after finitely many). The
 //! read-ahead adds O(1) per dequeue and per change of head.
 //! Memory: the [`PacketQueues`] arena, 12 bytes per flow (credit, quantum,
-//! ring link) and 64 bytes of scouts. Credits and quanta are `u32`: a quantum
+//! ring link) and 128 bytes of scouts. Credits and quanta are `u32`: a quantum
 //! is at most 65536 × 65535 bytes (weight × [`MAX_QUANTUM_UNIT`]), a flow
 //! earns one only while its credit is below its head packet (at most 65535
 //! bytes), so a credit never exceeds 2³² − 2.
@@ -57,8 +57,8 @@ const NIL: u32 = u32::MAX - 1;
 const OFF: u32 = u32::MAX;
 
 /// Flows ahead of the one in service whose queues are read ahead.
-pub const SCOUTS: usize = 8;
-/// Chunks read ahead per scouted flow (3 packets each).
+pub const SCOUTS: usize = 16;
+/// Chunks read ahead per scouted flow ([`crate::queue::CHUNK_PACKETS`] packets each).
 const SCOUT_CHUNKS: u32 = 16;
 
 /// 12 bytes per flow, so the per-flow state of 32k flows (384 KB) stays in
