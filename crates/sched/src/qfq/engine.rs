@@ -208,7 +208,7 @@ impl Engine {
     }
 
     /// Detaches and returns the entity to serve next, if any is backlogged.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pick(&mut self) -> Option<u32> {
         if self.bitmaps[ER] == 0 {
             if self.bitmaps[EB] != 0 {
@@ -232,18 +232,28 @@ impl Engine {
             return None;
         }
         self.in_turn = true;
-        grp.slots[slot] = self.ents[e as usize].next;
-        if grp.slots[slot] == NIL {
+        let next = self.ents[e as usize].next;
+        grp.slots[slot] = next;
+        if next == NIL {
             grp.full_slots &= !1;
         }
         match self.slot_scan(gi) {
             None => self.bitmaps[ER] &= !(1u64 << gi),
-            Some(h) => {
+            // The same bucket still holds entities: the group start stays.
+            Some(0) => return Some(e),
+            Some(skipped) => {
+                // An entity in bucket k starts (rounded down) at the group
+                // start plus k slots (`slot_insert` keeps this exact), so
+                // the new start needs no look at the new head entity.
                 let grp = &mut self.groups[gi];
-                let rs = round_down(self.ents[h as usize].s, grp.shift);
-                if rs == grp.s {
-                    return Some(e);
-                }
+                let rs = grp.s.wrapping_add(u64::from(skipped) << grp.shift);
+                debug_assert_eq!(
+                    rs,
+                    round_down(
+                        self.ents[grp.slots[grp.front as usize] as usize].s,
+                        grp.shift
+                    )
+                );
                 grp.s = rs;
                 grp.f = rs.wrapping_add(2u64 << grp.shift);
                 self.bitmaps[ER] &= !(1u64 << gi);
@@ -320,7 +330,8 @@ impl Engine {
         state
     }
 
-    /// Advances `front` to the first non-empty bucket; its head entity.
+    /// Advances `front` to the first non-empty bucket; how many buckets it
+    /// moved (`None` when the group is empty).
     #[inline]
     fn slot_scan(&mut self, gi: usize) -> Option<u32> {
         let grp = &mut self.groups[gi];
@@ -332,11 +343,11 @@ impl Engine {
             grp.front = (grp.front + i) % MAX_SLOTS;
             grp.full_slots >>= i;
         }
-        Some(grp.slots[grp.front as usize])
+        Some(i)
     }
 
     /// Inserts entity `e` (tags set) into its group.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, e: u32) {
         let gi = usize::from(self.ents[e as usize].group);
         let shift = self.groups[gi].shift;
