@@ -151,20 +151,8 @@ impl BenchConfig {
     /// # Errors
     /// [`RuntimeError::OutOfRange`]/[`RuntimeError::Invalid`] naming the field.
     pub fn validate(&self) -> Result<(), RuntimeError> {
-        if !(1..=1000).contains(&self.clients) {
-            return Err(RuntimeError::out_of_range(
-                "clients",
-                self.clients,
-                "1..=1000",
-            ));
-        }
-        if !(1..=65_535).contains(&self.pkt_len) {
-            return Err(RuntimeError::out_of_range(
-                "pkt_len",
-                self.pkt_len,
-                "1..=65535",
-            ));
-        }
+        RuntimeError::check_range("clients", self.clients, 1..=1000)?;
+        RuntimeError::check_range("pkt_len", self.pkt_len, 1..=65_535)?;
         if self.duration.is_zero() || self.duration > Duration::from_secs(3600) {
             return Err(RuntimeError::out_of_range(
                 "duration",
@@ -183,20 +171,8 @@ impl BenchConfig {
             ));
         }
         if let Some(v) = &self.victim {
-            if !(1..=10_000_000).contains(&v.pps) {
-                return Err(RuntimeError::out_of_range(
-                    "victim pps",
-                    v.pps,
-                    "1..=10000000",
-                ));
-            }
-            if !(1..=65_535).contains(&v.pkt_len) {
-                return Err(RuntimeError::out_of_range(
-                    "victim pkt_len",
-                    v.pkt_len,
-                    "1..=65535",
-                ));
-            }
+            RuntimeError::check_range("victim pps", v.pps, 1..=10_000_000)?;
+            RuntimeError::check_range("victim pkt_len", v.pkt_len, 1..=65_535)?;
         }
         if self.mode == Mode::Pspat {
             self.runtime_config(false).validate()?;
@@ -441,6 +417,8 @@ pub fn run(
         Mode::Pspat => run_pspat(cfg, pin, &pin_ok, progress)?,
         Mode::Lock | Mode::None => run_baseline(cfg, pin, cores.len().max(1), &pin_ok, progress)?,
     };
+    // Relaxed: every thread that could clear the flag has been joined, and
+    // the join orders its store before this load.
     let pinning = match (pin_ok.load(Ordering::Relaxed), cfg.mode) {
         (true, Mode::Pspat) => {
             format!("arbiter on core {ARBITER_CORE}; clients and dispatchers on core {CLIENT_CORE}")
@@ -532,6 +510,7 @@ pub fn run(
 
 fn pin_to(core: usize, ok: &AtomicBool) {
     if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        // Relaxed: read only after this thread is joined (see `run`).
         ok.store(false, Ordering::Relaxed);
     }
 }
@@ -577,6 +556,8 @@ fn measure(
 fn wait_until(clock: &Clock, deadline: u64, stop: &AtomicBool) {
     loop {
         let now = clock.now().as_nanos();
+        // Relaxed: `stop` only ends loops; it publishes no data (results
+        // travel through the thread's join).
         if now >= deadline || stop.load(Ordering::Relaxed) {
             return;
         }
@@ -630,6 +611,7 @@ fn run_pspat(
                 if is_victim {
                     let period = 1_000_000_000 / pps.max(1);
                     let mut next = clock.now().as_nanos();
+                    // Relaxed, as in `wait_until`: a stop signal only.
                     while !stop.load(Ordering::Relaxed) {
                         // Client-transmit mode: keep draining grants while
                         // waiting, so latency is not the submit period.
@@ -647,6 +629,7 @@ fn run_pspat(
                             cookie: clock.now().as_nanos(),
                         };
                         while let Err(e) = c.submit(s) {
+                            // Relaxed: a stop signal only.
                             if stop.load(Ordering::Relaxed) {
                                 break;
                             }
@@ -661,6 +644,7 @@ fn run_pspat(
                         cookie: 0,
                     }; BURST];
                     let mut seq = 0u64;
+                    // Relaxed: a stop signal only.
                     while !stop.load(Ordering::Relaxed) {
                         for (k, s) in burst.iter_mut().enumerate() {
                             s.cookie = seq + k as u64;
@@ -684,6 +668,8 @@ fn run_pspat(
     }
     go.wait();
     let (tx_at_stop, elapsed) = measure(cfg.duration, progress, &|| rt.stats().transmitted);
+    // Relaxed: pairs with nothing; the joins below order everything the
+    // clients did before this thread reads their results.
     stop.store(true, Ordering::Relaxed);
     let mut backends = Vec::new();
     for (i, h) in handles.into_iter().enumerate() {
@@ -853,12 +839,16 @@ fn run_baseline(
                 let period = 1_000_000_000 / pps.max(1);
                 let mut next = clock.now().as_nanos();
                 let mut seq = 0u64;
+                // Relaxed: a stop signal only.
                 while !stop.load(Ordering::Relaxed) {
                     if is_victim {
                         wait_until(&clock, next, &stop);
                         next += period;
                     }
                     let t_submit = clock.now();
+                    // Relaxed counters: each has one writer, the sampler
+                    // only needs some recent value, and the final totals
+                    // are read after the join.
                     counters[i][0].fetch_add(1, Ordering::Relaxed);
                     match &locked {
                         None => {
@@ -868,6 +858,7 @@ fn run_baseline(
                             if is_victim && lat.len() < cap {
                                 lat.push(now.as_nanos() - t_submit.as_nanos());
                             }
+                            // Relaxed, as for `counters[i][0]` above.
                             counters[i][1].fetch_add(1, Ordering::Relaxed);
                             counters[i][2].fetch_add(u64::from(len), Ordering::Relaxed);
                         }
@@ -958,6 +949,7 @@ fn run_baseline(
             }
         }
     }
+    // Relaxed: every client is joined, so its last increment is visible.
     let submitted: Vec<u64> = counters
         .iter()
         .map(|c| c[0].load(Ordering::Relaxed))
@@ -1003,6 +995,7 @@ fn run_baseline(
                 arbiter: None,
             })
         }
+        // Relaxed loads, as for `submitted`: after the joins.
         None => Ok(Tally {
             submitted,
             transmitted: counters

@@ -48,6 +48,24 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
+    /// `Ok` when `value` lies in `range`, else [`RuntimeError::OutOfRange`] with
+    /// the range written as `lo..=hi`.
+    pub fn check_range<T: PartialOrd + std::fmt::Display>(
+        what: impl Into<String>,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<(), Self> {
+        if range.contains(&value) {
+            Ok(())
+        } else {
+            Err(Self::out_of_range(
+                what,
+                value,
+                format!("{}..={}", range.start(), range.end()),
+            ))
+        }
+    }
+
     /// `what = value is out of range (allowed: allowed)`.
     pub fn out_of_range(
         what: impl Into<String>,

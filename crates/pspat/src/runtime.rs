@@ -232,13 +232,7 @@ impl RuntimeConfig {
     /// # Errors
     /// [`RuntimeError::OutOfRange`] naming the field and its allowed range.
     pub fn validate(&self) -> Result<(), RuntimeError> {
-        if !(1..=1 << 20).contains(&self.max_clients) {
-            return Err(RuntimeError::out_of_range(
-                "max_clients",
-                self.max_clients,
-                "1..=1048576",
-            ));
-        }
+        RuntimeError::check_range("max_clients", self.max_clients, 1..=1 << 20)?;
         if !self.mailbox_entries.is_power_of_two() || !(64..=65536).contains(&self.mailbox_entries)
         {
             return Err(RuntimeError::out_of_range(
@@ -269,13 +263,7 @@ impl RuntimeConfig {
                 "1..=65536",
             ));
         }
-        if !(1..=65536).contains(&self.dispatch_batch) {
-            return Err(RuntimeError::out_of_range(
-                "dispatch_batch",
-                self.dispatch_batch,
-                "1..=65536",
-            ));
-        }
+        RuntimeError::check_range("dispatch_batch", self.dispatch_batch, 1..=65536)?;
         if !self.tx_mailbox_entries.is_power_of_two()
             || !(64..=1 << 20).contains(&self.tx_mailbox_entries)
         {

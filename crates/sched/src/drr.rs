@@ -113,13 +113,11 @@ impl Drr {
     /// A `quantum_unit` outside 1..=[`MAX_QUANTUM_UNIT`] or a capacity out of
     /// range.
     pub fn new(flows: FlowTable, capacity: usize, quantum_unit: u32) -> Result<Self, ConfigError> {
-        if !(1..=MAX_QUANTUM_UNIT).contains(&quantum_unit) {
-            return Err(ConfigError::out_of_range(
-                "DRR quantum unit (bytes)",
-                quantum_unit,
-                format!("1..={MAX_QUANTUM_UNIT}"),
-            ));
-        }
+        ConfigError::check_range(
+            "DRR quantum unit (bytes)",
+            quantum_unit,
+            1..=MAX_QUANTUM_UNIT,
+        )?;
         let queues = PacketQueues::new(flows.len(), capacity, None)?;
         let state = flows
             .as_slice()

@@ -37,6 +37,32 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// `Ok` when `value` lies in `range`, else [`ConfigError::OutOfRange`] with
+    /// the range written as `lo..=hi`.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::ConfigError;
+    /// assert!(ConfigError::check_range("weight", 3u32, 1..=65_536).is_ok());
+    /// let e = ConfigError::check_range("weight", 0u32, 1..=65_536).unwrap_err();
+    /// assert_eq!(e.to_string(), "weight = 0 is out of range (allowed: 1..=65536)");
+    /// ```
+    pub fn check_range<T: PartialOrd + std::fmt::Display>(
+        what: impl Into<String>,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<(), Self> {
+        if range.contains(&value) {
+            Ok(())
+        } else {
+            Err(Self::out_of_range(
+                what,
+                value,
+                format!("{}..={}", range.start(), range.end()),
+            ))
+        }
+    }
+
     /// Shorthand for [`ConfigError::OutOfRange`].
     pub fn out_of_range(
         what: impl Into<String>,

@@ -95,20 +95,12 @@ impl FlowTable {
             ));
         }
         for (i, f) in flows.iter().enumerate() {
-            if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&f.weight) {
-                return Err(ConfigError::out_of_range(
-                    format!("flow {i} weight"),
-                    f.weight,
-                    format!("{MIN_WEIGHT}..={MAX_WEIGHT}"),
-                ));
-            }
-            if !(1..=MAX_PACKET_LEN).contains(&f.lmax) {
-                return Err(ConfigError::out_of_range(
-                    format!("flow {i} lmax"),
-                    f.lmax,
-                    format!("1..={MAX_PACKET_LEN}"),
-                ));
-            }
+            ConfigError::check_range(
+                format!("flow {i} weight"),
+                f.weight,
+                MIN_WEIGHT..=MAX_WEIGHT,
+            )?;
+            ConfigError::check_range(format!("flow {i} lmax"), f.lmax, 1..=MAX_PACKET_LEN)?;
             if f.priority >= PRIORITIES {
                 return Err(ConfigError::out_of_range(
                     format!("flow {i} priority"),

@@ -110,13 +110,7 @@ pub(crate) fn validate(
         ));
     }
     for (i, &w) in weights.iter().enumerate() {
-        if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&w) {
-            return Err(ConfigError::out_of_range(
-                format!("weight of flow {i}"),
-                w,
-                format!("{MIN_WEIGHT}..={MAX_WEIGHT}"),
-            ));
-        }
+        ConfigError::check_range(format!("weight of flow {i}"), w, MIN_WEIGHT..=MAX_WEIGHT)?;
     }
     if rate_bps < crate::link::MIN_RATE_BPS {
         return Err(ConfigError::out_of_range(
@@ -134,13 +128,7 @@ pub(crate) fn validate(
                 format!("0..={}", weights.len() - 1),
             ));
         }
-        if !(1..=MAX_PACKET_LEN).contains(&a.len) {
-            return Err(ConfigError::out_of_range(
-                format!("length of packet {i}"),
-                a.len,
-                format!("1..={MAX_PACKET_LEN}"),
-            ));
-        }
+        ConfigError::check_range(format!("length of packet {i}"), a.len, 1..=MAX_PACKET_LEN)?;
         if a.time_ns < prev {
             return Err(ConfigError::invalid(
                 format!("arrival time of packet {i}"),

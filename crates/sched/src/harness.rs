@@ -177,13 +177,7 @@ fn expand(
     max: u64,
 ) -> Result<Vec<u32>, ConfigError> {
     for v in [lo, hi] {
-        if !(min..=max).contains(&v) {
-            return Err(ConfigError::out_of_range(
-                format!("flowset {item:?} {what}"),
-                v,
-                format!("{min}..={max}"),
-            ));
-        }
+        ConfigError::check_range(format!("flowset {item:?} {what}"), v, min..=max)?;
     }
     if hi < lo {
         return Err(ConfigError::invalid(
@@ -192,13 +186,7 @@ fn expand(
         ));
     }
     let steps = steps.unwrap_or(if hi == lo { 1 } else { 2 });
-    if !(1..=65_536).contains(&steps) {
-        return Err(ConfigError::out_of_range(
-            format!("flowset {item:?} {what} steps"),
-            steps,
-            "1..=65536",
-        ));
-    }
+    ConfigError::check_range(format!("flowset {item:?} {what} steps"), steps, 1..=65_536)?;
     let div = (steps - 1).max(1);
     Ok((0..steps)
         .map(|i| (lo + (hi - lo) * i / div) as u32)
@@ -283,13 +271,7 @@ impl Flowsets {
                 parse_count(n, &format!("flowset {item:?} flows"), None)?
             };
             let max = FlowTable::MAX_FLOWS as u64;
-            if !(1..=max).contains(&count) {
-                return Err(ConfigError::out_of_range(
-                    format!("flowset {item:?} flows"),
-                    count,
-                    format!("1..={max}"),
-                ));
-            }
+            ConfigError::check_range(format!("flowset {item:?} flows"), count, 1..=max)?;
             for &weight in &weights {
                 for &len in &lens {
                     flows += count;

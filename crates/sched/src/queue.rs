@@ -265,15 +265,8 @@ impl PacketQueues {
             }
             let chunk = &mut self.chunks[c as usize];
             let start = usize::from(fifo.stage_start);
-            if start == 0 {
-                // The usual case: the stage was filled from empty.
-                for (dst, src) in chunk.pkts.iter_mut().zip(&fifo.stage) {
-                    put(dst, src);
-                }
-            } else {
-                for (i, dst) in chunk.pkts[..STAGE_PACKETS].iter_mut().enumerate() {
-                    put(dst, &fifo.stage[wrap(start + i)]);
-                }
+            for (i, dst) in chunk.pkts[..STAGE_PACKETS].iter_mut().enumerate() {
+                put(dst, &fifo.stage[wrap(start + i)]);
             }
             put(&mut chunk.pkts[STAGE_PACKETS], &pkt);
             if fifo.in_chunks() == 0 {

@@ -326,13 +326,7 @@ impl Wf2qPlus {
     pub fn with_link_rate(mut self, rate_bps: u64) -> Result<Self, ConfigError> {
         let max = crate::wfi::MAX_RATE_BPS;
         let min = crate::link::MIN_RATE_BPS;
-        if !(min..=max).contains(&rate_bps) {
-            return Err(ConfigError::out_of_range(
-                "WF2Q+ link rate hint (bit/s)",
-                rate_bps,
-                format!("{min}..={max}"),
-            ));
-        }
+        ConfigError::check_range("WF2Q+ link rate hint (bit/s)", rate_bps, min..=max)?;
         self.rate_bps = rate_bps;
         Ok(self)
     }

@@ -275,47 +275,25 @@ fn check_weights(weights: &[u32]) -> Result<(), ConfigError> {
         ));
     }
     for (i, &w) in weights.iter().enumerate() {
-        if !(crate::MIN_WEIGHT..=crate::MAX_WEIGHT).contains(&w) {
-            return Err(ConfigError::out_of_range(
-                format!("weight of flow {i}"),
-                w,
-                format!("{}..={}", crate::MIN_WEIGHT, crate::MAX_WEIGHT),
-            ));
-        }
+        ConfigError::check_range(
+            format!("weight of flow {i}"),
+            w,
+            crate::MIN_WEIGHT..=crate::MAX_WEIGHT,
+        )?;
     }
     Ok(())
 }
 
 fn check_params(p: &WorkloadParams) -> Result<(), ConfigError> {
-    if !(crate::link::MIN_RATE_BPS..=MAX_RATE_BPS).contains(&p.rate_bps) {
-        return Err(ConfigError::out_of_range(
-            "link rate (bit/s)",
-            p.rate_bps,
-            format!("{}..={MAX_RATE_BPS}", crate::link::MIN_RATE_BPS),
-        ));
-    }
-    if !(1..=MAX_PACKET_LEN).contains(&p.pkt_len) {
-        return Err(ConfigError::out_of_range(
-            "packet length (bytes)",
-            p.pkt_len,
-            format!("1..={MAX_PACKET_LEN}"),
-        ));
-    }
-    if !(1..=MAX_DURATION_NS).contains(&p.duration_ns) {
-        return Err(ConfigError::out_of_range(
-            "duration (ns)",
-            p.duration_ns,
-            format!("1..={MAX_DURATION_NS}"),
-        ));
-    }
+    ConfigError::check_range(
+        "link rate (bit/s)",
+        p.rate_bps,
+        crate::link::MIN_RATE_BPS..=MAX_RATE_BPS,
+    )?;
+    ConfigError::check_range("packet length (bytes)", p.pkt_len, 1..=MAX_PACKET_LEN)?;
+    ConfigError::check_range("duration (ns)", p.duration_ns, 1..=MAX_DURATION_NS)?;
     if let Some(n) = p.max_packets {
-        if !(1..=MAX_PACKETS).contains(&n) {
-            return Err(ConfigError::out_of_range(
-                "packets",
-                n,
-                format!("1..={MAX_PACKETS}"),
-            ));
-        }
+        ConfigError::check_range("packets", n, 1..=MAX_PACKETS)?;
     }
     Ok(())
 }

@@ -84,13 +84,7 @@ impl QueueConfig {
     /// # Errors
     /// Levels outside 1..=4.
     pub fn buckets(&self) -> Result<u64, ConfigError> {
-        if !(1..=Self::MAX_LEVELS).contains(&self.levels) {
-            return Err(ConfigError::out_of_range(
-                "eiffel queue levels",
-                self.levels,
-                format!("1..={}", Self::MAX_LEVELS),
-            ));
-        }
+        ConfigError::check_range("eiffel queue levels", self.levels, 1..=Self::MAX_LEVELS)?;
         Ok(1u64 << (6 * u32::from(self.levels)))
     }
 

@@ -450,13 +450,7 @@ impl HierarchyConfig {
                 ));
             }
             if let Some(b) = node.burst_ns {
-                if !(1..=MAX_BURST_NS).contains(&b) {
-                    return Err(ConfigError::out_of_range(
-                        format!("node {name:?} burst_ns"),
-                        b,
-                        format!("1..={MAX_BURST_NS}"),
-                    ));
-                }
+                ConfigError::check_range(format!("node {name:?} burst_ns"), b, 1..=MAX_BURST_NS)?;
             }
             let is_leaf = children[i].is_empty();
             if is_leaf && node.flows == 0 {
