@@ -48,22 +48,26 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
-    /// `Ok` when `value` lies in `range`, else [`RuntimeError::OutOfRange`] with
-    /// the range written as `lo..=hi`.
+    /// `Ok` when `value` lies in `range`, else [`RuntimeError::OutOfRange`]
+    /// with the range written as `lo..=hi` (as
+    /// [`pspat_sched::ConfigError::check_range`]).
     pub fn check_range<T: PartialOrd + std::fmt::Display>(
         what: impl Into<String>,
         value: T,
         range: std::ops::RangeInclusive<T>,
     ) -> Result<(), Self> {
-        if range.contains(&value) {
-            Ok(())
-        } else {
-            Err(Self::out_of_range(
+        pspat_sched::ConfigError::check_range(what, value, range).map_err(|e| match e {
+            pspat_sched::ConfigError::OutOfRange {
                 what,
                 value,
-                format!("{}..={}", range.start(), range.end()),
-            ))
-        }
+                allowed,
+            } => RuntimeError::OutOfRange {
+                what,
+                value,
+                allowed,
+            },
+            other => RuntimeError::Sched(other),
+        })
     }
 
     /// `what = value is out of range (allowed: allowed)`.
