@@ -63,8 +63,8 @@
 //!   wrap-safe (`(a − b) as i64 > 0`), so V wraps freely; with small Σw it
 //!   wraps every few thousand packets, and the tests run past the wrap.
 //! * V is accumulated in a u128 with 24 extra fraction bits,
-//!   `V += len · 2⁶⁴/Σw` (reciprocal computed once), so V's drift against the
-//!   exact `len·2⁴⁰/Σw` is below one unit per 2²⁴ packets.
+//!   `V += len · 2⁶⁴/Σw` (reciprocal computed once, rounded down), so V's
+//!   drift against the exact `len·2⁴⁰/Σw` is at most one unit per 2²⁴ bytes.
 //!
 //! # Deviations
 //! * V advances by len/Σw with Σ over *all configured* flows, as in
@@ -258,8 +258,9 @@ pub struct Wf2qPlus {
     /// packet has left (at the next dequeue), as Bennett–Zhang update V at
     /// departures, so arrivals during a transmission see V at its start.
     charged: u128,
-    /// 2^(FRAC_BITS + EXTRA_BITS) / Σ w (all configured flows).
-    inv_wsum: u128,
+    /// 2^(FRAC_BITS + EXTRA_BITS) / Σ w (all configured flows), 2⁶⁴ − 1
+    /// when Σw = 1. A u64, so a charge is one widening multiply.
+    inv_wsum: u64,
     /// Link rate hint in bit/s; 0 = none (V moves in whole-packet steps).
     rate_bps: u64,
     /// With the hint: time of the last V advance, ns.
@@ -308,7 +309,8 @@ impl Wf2qPlus {
             last_ns: 0,
             wire: 0,
             wire_frac: 0,
-            inv_wsum: (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)),
+            inv_wsum: u64::try_from((1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)))
+                .unwrap_or(u64::MAX),
         })
     }
 
@@ -363,7 +365,7 @@ impl Wf2qPlus {
         self.wire -= bytes;
         self.vacc = self
             .vacc
-            .wrapping_add(u128::from(bytes).wrapping_mul(self.inv_wsum));
+            .wrapping_add(u128::from(bytes) * u128::from(self.inv_wsum));
     }
 
     /// Test hook: starts the virtual clock at `v` (e.g. just below the wrap).
@@ -401,7 +403,7 @@ impl Wf2qPlus {
         }
         self.charged = self
             .charged
-            .wrapping_add(u128::from(len).wrapping_mul(self.inv_wsum));
+            .wrapping_add(u128::from(len) * u128::from(self.inv_wsum));
     }
 
     /// Applies the charged service to V, retires finished idle flows and

@@ -87,7 +87,10 @@ pub(crate) struct Engine {
     /// jump to the start of another group meanwhile (V = max(V + W, min S)
     /// over *all* backlogged entities).
     in_turn: bool,
-    iwsum: u128,
+    /// 2⁶⁴/Σw: V's advance per byte with [`EXTRA_BITS`] more fraction
+    /// bits (2⁶⁴ − 1 when Σw = 1). A u64, so a charge is one widening
+    /// multiply.
+    iwsum: u64,
 }
 
 impl Engine {
@@ -119,7 +122,8 @@ impl Engine {
             vacc: 0,
             pending: 0,
             in_turn: false,
-            iwsum: (1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)),
+            iwsum: u64::try_from((1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)))
+                .unwrap_or(u64::MAX),
         }
     }
 
@@ -155,7 +159,7 @@ impl Engine {
     pub(crate) fn charge(&mut self, len: u32) {
         self.pending = self
             .pending
-            .wrapping_add(u128::from(len).wrapping_mul(self.iwsum));
+            .wrapping_add(u128::from(len) * u128::from(self.iwsum));
     }
 
     /// Applies the pending charge to V and updates the eligible groups.

@@ -32,7 +32,7 @@
 //!   comparisons hold).
 //! * V and all tags are u64 and wrap; comparisons are `(a − b) as i64 > 0`.
 //!   V is accumulated in a u128 with 24 extra fraction bits (`V += len ·
-//!   2⁶⁴/Σw`), so its drift is below one unit per 2²⁴ packets.
+//!   2⁶⁴/Σw`, rounded down), so its drift is at most one unit per 2²⁴ bytes.
 //! * All shifts are by constants below the width or go through
 //!   `checked_shl`.
 //!
