@@ -533,6 +533,11 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 backlog,
                 pushed,
             } => {
+                // Every backlog was empty when this round began releasing
+                // (a stuck one returns early above), and a round releases
+                // at most `arb_batch` packets: no backlog outgrows the
+                // `arb_batch` it was allocated with.
+                debug_assert!(backlog.iter().all(|b| b.is_empty()));
                 let t = tx.len();
                 for p in released.iter() {
                     let d = p.flow.index() % t;

@@ -32,8 +32,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use pspat_sched::{
-    AnyScheduler, FlowId, FlowParams, FlowTable, LinkEmulator, Packet, Scheduler, SchedulerConfig,
-    VisitScheduler,
+    FlowId, FlowParams, FlowTable, LinkEmulator, Packet, Scheduler, SchedulerConfig, VisitScheduler,
 };
 
 use crate::{Clock, NullTx, Runtime, RuntimeConfig, RuntimeError, Submission, TxBackend, TxPacket};
@@ -415,7 +414,20 @@ pub fn run(
     let pin_ok = Arc::new(AtomicBool::new(pin));
     let tally = match cfg.mode {
         Mode::Pspat => run_pspat(cfg, pin, &pin_ok, progress)?,
-        Mode::Lock | Mode::None => run_baseline(cfg, pin, cores.len().max(1), &pin_ok, progress)?,
+        // The lock mode calls the concrete algorithm, as the arbiter does
+        // (see `AnyScheduler::visit`), so the comparison is not skewed by a
+        // dispatch on every call; the none mode builds it and leaves it.
+        Mode::Lock | Mode::None => {
+            cfg.sched_config()
+                .build(cfg.flow_table()?)?
+                .visit(Baseline {
+                    cfg,
+                    pin,
+                    ncores: cores.len().max(1),
+                    pin_ok: &pin_ok,
+                    progress,
+                })?
+        }
     };
     // Relaxed: every thread that could clear the flag has been joined, and
     // the join orders its store before this load.
@@ -761,9 +773,33 @@ impl VisitScheduler for StartRuntime {
     }
 }
 
+/// Runs the lock or none mode on the concrete algorithm.
+struct Baseline<'a, 'p> {
+    cfg: &'a BenchConfig,
+    pin: bool,
+    ncores: usize,
+    pin_ok: &'a Arc<AtomicBool>,
+    progress: &'a mut (dyn FnMut(Progress) + 'p),
+}
+
+impl VisitScheduler for Baseline<'_, '_> {
+    type Output = Result<Tally, RuntimeError>;
+
+    fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
+        run_baseline(
+            self.cfg,
+            sched,
+            self.pin,
+            self.ncores,
+            self.pin_ok,
+            self.progress,
+        )
+    }
+}
+
 /// The lock-mode critical section's state.
-struct Locked {
-    sched: AnyScheduler,
+struct Locked<S> {
+    sched: S,
     link: LinkEmulator,
     tx: NullTx,
     batch: Vec<TxPacket>,
@@ -774,8 +810,9 @@ struct Locked {
     latencies: Vec<u64>,
 }
 
-fn run_baseline(
+fn run_baseline<S: Scheduler + Send + 'static>(
     cfg: &BenchConfig,
+    sched: S,
     pin: bool,
     ncores: usize,
     pin_ok: &Arc<AtomicBool>,
@@ -790,7 +827,7 @@ fn run_baseline(
             None => LinkEmulator::unlimited(512)?,
         };
         Some(Arc::new(Mutex::new(Locked {
-            sched: cfg.sched.build(cfg.flow_table()?)?,
+            sched,
             link,
             tx: NullTx::new(),
             batch: Vec::with_capacity(512),
