@@ -436,4 +436,30 @@ mod tests {
         assert_eq!(low_mask(64), u64::MAX);
         assert_eq!(low_mask(0), 0);
     }
+
+    /// V advances by len · 2⁴⁰ / Σw, behind the exact value by at most one
+    /// unit per 2²⁴ bytes, also for Σw = 1, whose reciprocal 2⁶⁴ does not fit
+    /// the u64 and is stored as 2⁶⁴ − 1. V wraps on the way (2³⁰ bytes at
+    /// Σw = 1 are 2⁷⁰ units); the odd total keeps a wrong rate from wrapping
+    /// to the same value.
+    #[test]
+    fn v_drift_stays_below_one_unit_per_2_pow_24_bytes() {
+        for wsum in [1u64, 3, 8, 65_536, (1 << 40) - 1] {
+            let mut e = Engine::new(std::iter::once((1 << FRAC_BITS, 1 << FRAC_BITS)), wsum);
+            let total = (1u64 << 30) + 12_345;
+            let mut sent = 0u64;
+            while sent < total {
+                let len = (total - sent).min(65_535) as u32;
+                e.charge(len);
+                e.settle();
+                sent += u64::from(len);
+            }
+            let exact = ((u128::from(sent) << FRAC_BITS) / u128::from(wsum)) as u64;
+            let drift = exact.wrapping_sub(e.v());
+            assert!(
+                drift <= (sent >> EXTRA_BITS) + 1,
+                "Σw {wsum}: V behind the exact value by {drift} units"
+            );
+        }
+    }
 }
