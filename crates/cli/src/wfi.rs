@@ -74,9 +74,10 @@ pub struct Args {
 /// syntax of `crate::units`), within the simulator's range.
 fn parse_rate(text: &str) -> anyhow::Result<u64> {
     let bps = crate::units::parse_rate(text).map_err(|e| usage(format!("--rate: {e}")))?;
-    if !(1_000..=wfi::MAX_RATE_BPS).contains(&bps) {
+    let min = pspat_sched::link::MIN_RATE_BPS;
+    if !(min..=wfi::MAX_RATE_BPS).contains(&bps) {
         return Err(usage(format!(
-            "--rate {text:?} is out of range (allowed: 1000..={} bit/s)",
+            "--rate {text:?} is out of range (allowed: {min}..={} bit/s)",
             wfi::MAX_RATE_BPS
         )));
     }

@@ -496,7 +496,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             .link
             .release(now, &mut self.sched, |p| released.push(p)) as usize;
         self.stats.decisions += n as u64;
-        let rt_write_descs = self.rt.write_descs;
+        // Decided at start-up: clients write their descriptors (and so the
+        // cookies) only when this is true.
+        let cookies = self.rt.write_descs;
         let Arbiter {
             out,
             released,
@@ -506,18 +508,17 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         } = self;
         match out {
             Out::Direct { batch, .. } => {
-                // Read once at start-up: clients write descriptors only then.
-                let cookies = rt_write_descs;
                 for p in released.iter() {
                     let client = (p.token >> 32) as u32;
                     let desc = p.token as u32;
-                    let cookie = match clients[client as usize].as_ref() {
-                        // Relaxed: published by the client's Release push,
-                        // which our pop acquired.
-                        Some(c) if cookies => {
+                    let cookie = if cookies {
+                        clients[client as usize].as_ref().map_or(0, |c| {
+                            // Relaxed: published by the client's Release
+                            // push, which our pop acquired.
                             c.shared.descs[desc as usize].cookie.load(Ordering::Relaxed)
-                        }
-                        _ => 0,
+                        })
+                    } else {
+                        0
                     };
                     batch.push(TxPacket {
                         client,

@@ -164,17 +164,15 @@ pub struct SchedulerConfig {
     pub quantum_unit: u32,
     /// Hierarchy: the tree; `None` builds [`HierarchyConfig::for_flows`]
     /// (unshaped, work-conserving).
-    #[serde(default)]
     pub hierarchy: Option<HierarchyConfig>,
     /// Eiffel policies and shaping (flow sizes, deadlines, rates); see
     /// [`EiffelConfig`] for the defaults.
-    #[serde(default)]
     pub eiffel: EiffelConfig,
     /// WF2Q+: the rate in bit/s of the link the scheduler feeds, so that its
     /// virtual time follows the link ([`Wf2qPlus::with_link_rate`]) and the
-    /// exact one-packet bound holds. Other algorithms ignore it. The runtime
-    /// fills it in from its link rate when left `None`.
-    #[serde(default)]
+    /// exact one-packet bound holds. Other algorithms ignore it. `pspat
+    /// bench` and `pspat demo` fill it in from their emulated link rate when
+    /// left `None`, and `wfi::run` from the scenario's.
     pub link_rate_bps: Option<u64>,
 }
 
@@ -336,7 +334,6 @@ macro_rules! any_scheduler {
             fn name(&self) -> &'static str {
                 match self { $(AnyScheduler::$variant(s) => s.name(),)+ }
             }
-
         }
     };
 }

@@ -12,8 +12,8 @@
 //! DRR knows which flows it serves next: those after the head of the ring.
 //! A flow's packets are a chain of chunks in [`PacketQueues`], and serving
 //! one flow alone walks that chain one dependent cache miss at a time. So
-//! the queues of the next [`SCOUTS`] (8) flows on the ring are read ahead
-//! by [`crate::Scout`]s, at most 16 chunks (48 packets) each: every dequeue
+//! the queues of the next [`SCOUTS`] (16) flows on the ring are read ahead
+//! by [`crate::Scout`]s, at most 16 chunks (64 packets) each: every dequeue
 //! moves one scout one chunk on (round robin), and every change of head
 //! starts up to two new ones, so several independent misses are in flight
 //! and the flow reaching the head finds its packets in cache. The scouts

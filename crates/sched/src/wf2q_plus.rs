@@ -53,7 +53,7 @@
 //! (lengths up to 65535, extreme weights, V wraps). Smallest c with
 //! e ≤ L_k/(φ_k·B) + c·L/B measured over the 400 stress runs: 0.949 with
 //! the hint, 1.507 without (`stress_lag_bounds_many_seeds`).
-
+//!
 //! # Ranges and arithmetic
 //! * Weights 1..=65536 ([`crate::MAX_WEIGHT`]), packets 1..=65535 bytes, up
 //!   to [`crate::FlowTable::MAX_FLOWS`] flows (Σw < 2⁴⁰).
@@ -87,7 +87,15 @@ use crate::{ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Sch
 /// Fraction bits of the fixed-point virtual times.
 pub const FRAC_BITS: u32 = 40;
 /// Extra fraction bits of the V accumulator.
-const EXTRA_BITS: u32 = 24;
+pub(crate) const EXTRA_BITS: u32 = 24;
+
+/// V's advance per byte served, 2^(FRAC_BITS + EXTRA_BITS) / Σw in the
+/// accumulator's units, rounded down; 2⁶⁴ − 1 when Σw = 1, the one value
+/// that does not fit a u64. A u64, so that a charge is one widening
+/// multiply. Shared with QFQ, whose V has the same fixed point.
+pub(crate) fn v_per_byte(wsum: u64) -> u64 {
+    u64::try_from((1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1))).unwrap_or(u64::MAX)
+}
 
 /// `a > b` for wrapping u64 virtual times.
 #[inline]
@@ -258,8 +266,7 @@ pub struct Wf2qPlus {
     /// packet has left (at the next dequeue), as Bennett–Zhang update V at
     /// departures, so arrivals during a transmission see V at its start.
     charged: u128,
-    /// 2^(FRAC_BITS + EXTRA_BITS) / Σ w (all configured flows), 2⁶⁴ − 1
-    /// when Σw = 1. A u64, so a charge is one widening multiply.
+    /// [`v_per_byte`] of Σw over all configured flows.
     inv_wsum: u64,
     /// Link rate hint in bit/s; 0 = none (V moves in whole-packet steps).
     rate_bps: u64,
@@ -309,8 +316,7 @@ impl Wf2qPlus {
             last_ns: 0,
             wire: 0,
             wire_frac: 0,
-            inv_wsum: u64::try_from((1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)))
-                .unwrap_or(u64::MAX),
+            inv_wsum: v_per_byte(wsum),
         })
     }
 

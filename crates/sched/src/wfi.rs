@@ -94,7 +94,7 @@ use serde::Serialize;
 
 use crate::fluid::{fluid_finish_times, ticks_to_ns, Arrival, TICKS_PER_BYTE};
 use crate::{
-    AlgKind, AnyScheduler, ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
+    AlgKind, ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
     SchedulerConfig, MAX_PACKET_LEN,
 };
 
@@ -478,14 +478,17 @@ impl Scenario {
 }
 
 /// The configuration [`run`] builds `alg` with: room for every packet of the
-/// scenario and DRR's quantum unit ⌈L/w_min⌉, so the smallest quantum covers
-/// the largest packet as the DRR bound assumes.
+/// scenario, DRR's quantum unit ⌈L/w_min⌉, so the smallest quantum covers
+/// the largest packet as the DRR bound assumes, and the scenario's link rate
+/// as WF²Q+'s hint ([`crate::Wf2qPlus::with_link_rate`]), so its virtual time
+/// follows the link and its one-packet bound applies.
 pub fn scheduler_config(alg: AlgKind, scenario: &Scenario) -> SchedulerConfig {
     let mut cfg = SchedulerConfig::new(alg);
     cfg.capacity = scenario.arrivals.len().max(1);
     let l = scenario.lmax.iter().copied().max().unwrap_or(1);
     let wmin = scenario.weights.iter().copied().min().unwrap_or(1).max(1);
     cfg.quantum_unit = l.div_ceil(wmin).max(1);
+    cfg.link_rate_bps = Some(scenario.rate_bps);
     cfg
 }
 
@@ -658,19 +661,13 @@ pub struct WfiRun {
     pub trace: Vec<TraceRow>,
 }
 
-/// Builds `alg` with [`scheduler_config`] and [`simulate`]s `scenario`.
-/// WF²Q+ is given the scenario's link rate ([`crate::Wf2qPlus::with_link_rate`]),
-/// so its virtual time follows the link and its one-packet bound applies.
+/// Builds `alg` with [`scheduler_config`] (WF²Q+ with the scenario's link
+/// rate) and [`simulate`]s `scenario`.
 ///
 /// # Errors
 /// As [`simulate`], or the scheduler refusing the configuration.
 pub fn run(alg: AlgKind, scenario: &Scenario) -> Result<WfiRun, ConfigError> {
     let mut sched = scheduler_config(alg, scenario).build(scenario.flow_table()?)?;
-    // WF²Q+ meets the one-packet bound when it knows the link rate (its
-    // module docs): the simulation does.
-    if let AnyScheduler::Wf2qPlus(w) = sched {
-        sched = AnyScheduler::Wf2qPlus(w.with_link_rate(scenario.rate_bps)?);
-    }
     simulate(&mut sched, scenario)
 }
 

@@ -380,9 +380,9 @@ fn wf2q_plus_hint_keeps_the_one_packet_bound_with_mixed_jumbo_packets() {
             "seed {seed}: {:#?}",
             run.report
         );
-        let mut plain = wfi::scheduler_config(AlgKind::Wf2qPlus, &s)
-            .build(s.flow_table().unwrap())
-            .unwrap();
+        let mut unhinted = wfi::scheduler_config(AlgKind::Wf2qPlus, &s);
+        unhinted.link_rate_bps = None;
+        let mut plain = unhinted.build(s.flow_table().unwrap()).unwrap();
         let r = wfi::simulate(&mut plain, &s).unwrap();
         if !r.report.all_within_bound {
             unhinted_over += 1;

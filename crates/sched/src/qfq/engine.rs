@@ -16,18 +16,17 @@
 //! the bytes actually served, [`Engine::charge`] once per packet and
 //! [`Engine::settle`] at the start of every dequeue.
 
-use crate::wf2q_plus::vt_gt;
+use crate::wf2q_plus::{v_per_byte, vt_gt, EXTRA_BITS};
 
-/// Fraction bits of the fixed-point virtual times (tags are bytes × 2⁴⁰ / weight).
-pub const FRAC_BITS: u32 = 40;
+/// Fraction bits of the fixed-point virtual times (tags are bytes × 2⁴⁰ /
+/// weight): WF²Q+'s, whose V arithmetic QFQ shares.
+pub const FRAC_BITS: u32 = crate::wf2q_plus::FRAC_BITS;
 /// log₂ of the smallest slot, σ_0 = 2²⁴: the span of a 1-byte packet at weight 65536.
 pub const MIN_SLOT_SHIFT: u32 = 24;
 /// Largest group index: spans up to 65535 · 2⁴⁰ < 2⁵⁶ = σ_32.
 pub const MAX_INDEX: u32 = 32;
 /// Buckets per group.
 pub const MAX_SLOTS: u32 = 32;
-/// Extra fraction bits of the V accumulator.
-const EXTRA_BITS: u32 = 24;
 
 const NIL: u32 = u32::MAX;
 const ER: usize = 0;
@@ -87,9 +86,7 @@ pub(crate) struct Engine {
     /// jump to the start of another group meanwhile (V = max(V + W, min S)
     /// over *all* backlogged entities).
     in_turn: bool,
-    /// 2⁶⁴/Σw: V's advance per byte with [`EXTRA_BITS`] more fraction
-    /// bits (2⁶⁴ − 1 when Σw = 1). A u64, so a charge is one widening
-    /// multiply.
+    /// [`v_per_byte`] of Σw.
     iwsum: u64,
 }
 
@@ -122,8 +119,7 @@ impl Engine {
             vacc: 0,
             pending: 0,
             in_turn: false,
-            iwsum: u64::try_from((1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1)))
-                .unwrap_or(u64::MAX),
+            iwsum: v_per_byte(wsum),
         }
     }
 
