@@ -44,6 +44,7 @@ pub mod harness;
 pub mod hier;
 pub mod link;
 mod packet;
+mod prefetch;
 pub mod prio;
 pub mod qfq;
 pub mod qfq_plus;

@@ -19,8 +19,11 @@
 //! * A push touches one line, the queue's record (bookkeeping and stage
 //!   together), and, once every [`CHUNK_PACKETS`] pushes, a fresh chunk from
 //!   the top of the free stack: the chunk most recently freed, usually
-//!   still cached. It never writes into an older, colder chunk, except to
-//!   set one link in the compact link array.
+//!   still cached; when it is not (a long fill after a long drain), each
+//!   spill prefetches the chunk [`SPILL_AHEAD`] spills further down the
+//!   stack, so the miss is paid while other work goes on. A push never
+//!   writes into an older, colder chunk, except to set one link in the
+//!   compact link array.
 //! * Chunks are always full when written, and a chunk holds four packets (the
 //!   links are elsewhere), so a burst from one flow (DRR serves a flow until
 //!   its credit runs out) misses once per four packets; a queue of at most
@@ -28,14 +31,13 @@
 //!   chunk at all.
 //! * A [`Scout`] walks a queue's chain ahead of its consumer, for algorithms
 //!   that know which queues they serve next (DRR). The walk reads the link
-//!   array (4 bytes per chunk, mostly cached) and loads each chunk with its
-//!   own load, so the chunk misses of one queue overlap instead of waiting
-//!   for each other.
+//!   array (4 bytes per chunk, mostly cached) and prefetches each chunk, so
+//!   the chunk misses of one queue overlap instead of waiting for each
+//!   other.
 //!
-//! The crate forbids `unsafe`, so there is no prefetch instruction: a read
-//! ahead is a plain load whose value is discarded. Such a load still holds
-//! up retirement until its line arrives, so it pays only when several
-//! independent ones overlap.
+//! Read-ahead uses the prefetch instruction (through `safe_arch`, so the
+//! crate stays free of `unsafe`): unlike a load, a prefetch does not hold up
+//! retirement while its line is on the way.
 //!
 //! # Guarantees
 //! * FIFO within each queue.
@@ -59,6 +61,9 @@ pub const CHUNK_PACKETS: usize = 4;
 
 /// Packets a queue's record holds itself (its newest ones).
 pub const STAGE_PACKETS: usize = 3;
+
+/// How many spills ahead a push prefetches the free stack's chunks.
+const SPILL_AHEAD: usize = 8;
 
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
@@ -258,9 +263,10 @@ impl PacketQueues {
         if spill {
             self.free_len -= 1;
             let c = self.free[self.free_len];
-            // The chunk the next spill will take: load it now so that its
-            // fill does not stall on the miss.
-            if let Some(&n) = self.free.get(self.free_len.wrapping_sub(1)) {
+            // A chunk a later spill will take: start loading it now so that
+            // its fill does not stall on the miss.
+            let ahead = self.free_len.saturating_sub(SPILL_AHEAD);
+            if let Some(&n) = self.free.get(ahead) {
                 touch(&self.chunks, n);
             }
             let chunk = &mut self.chunks[c as usize];
@@ -317,8 +323,7 @@ impl PacketQueues {
             self.free_len += 1;
         } else if fifo.head_off == 1 && in_chunks as usize > CHUNK_PACKETS {
             // The queue has another chunk: start loading it now, so the pop
-            // that reaches it finds it in cache (a plain load the
-            // out-of-order core overlaps with the work until then).
+            // that reaches it finds it in cache.
             touch(&self.chunks, self.links[c as usize]);
         }
         Some(pkt)
@@ -412,13 +417,11 @@ impl PacketQueues {
     }
 }
 
-/// A plain load of chunk `c`'s first word, kept alive so the compiler emits
-/// it; nothing waits on its value, so the core overlaps the miss with the
-/// following work (the crate forbids `unsafe`, hence no prefetch intrinsic).
+/// Starts loading chunk `c` without waiting for it.
 #[inline(always)]
 fn touch(chunks: &[Chunk], c: u32) {
     if let Some(ch) = chunks.get(c as usize) {
-        std::hint::black_box(ch.pkts[0].len);
+        crate::prefetch::prefetch(ch);
     }
 }
 

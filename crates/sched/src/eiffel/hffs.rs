@@ -348,10 +348,9 @@ impl Tree {
             bk.tail = NIL;
             self.clear(b);
         } else if let Some(n) = nodes.get(next as usize) {
-            // The new head is what the next pop of this bucket reads: load
-            // it now (nothing waits on the value, so the core overlaps the
-            // miss with the caller's work until then).
-            std::hint::black_box(n.next);
+            // The new head is what the next pop of this bucket reads: start
+            // loading it now.
+            crate::prefetch::prefetch(n);
         }
         nodes[id as usize].loc = NIL;
         id
