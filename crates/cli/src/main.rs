@@ -15,6 +15,11 @@ mod sched_config;
 mod units;
 mod wfi;
 
+/// Large blocks (the scheduler's packet arena, per-flow tables, mailboxes)
+/// on transparent huge pages: fewer TLB misses on the hot path.
+#[global_allocator]
+static ALLOC: pspat::HugePageAlloc = pspat::HugePageAlloc;
+
 /// Software packet scheduling at hardware speed.
 #[derive(Parser)]
 #[command(name = "pspat", version, about, long_about = None, after_help = EXIT_CODES)]
