@@ -354,7 +354,7 @@ impl PacketQueues {
     pub fn scout(&self, q: usize, max_chunks: u32) -> Scout {
         match self.fifos.get(q) {
             Some(f) if f.in_chunks() != 0 => {
-                touch(&self.chunks, f.head);
+                self.touch_chunk(f.head);
                 let chunks = (u32::from(f.head_off) + f.in_chunks()).div_ceil(CHUNK_PACKETS as u32);
                 Scout {
                     chunk: f.head,
@@ -377,9 +377,19 @@ impl PacketQueues {
             Some(&next) => {
                 scout.chunk = next;
                 scout.left -= 1;
-                touch(&self.chunks, next);
+                self.touch_chunk(next);
             }
             None => *scout = Scout::DONE,
+        }
+    }
+
+    /// Prefetches chunk `c` and its link, which the next step of a walk
+    /// over it reads.
+    #[inline(always)]
+    fn touch_chunk(&self, c: u32) {
+        touch(&self.chunks, c);
+        if let Some(link) = self.links.get(c as usize) {
+            crate::prefetch::prefetch(link);
         }
     }
 
