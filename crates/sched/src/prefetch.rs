@@ -6,14 +6,15 @@
 //! architectural effect), so this crate keeps `#![forbid(unsafe_code)]`.
 //! Unlike a plain load, a prefetch does not hold up retirement while its
 //! line is on the way, so many can be in flight behind ordinary work.
-//! Elsewhere it compiles to nothing.
+//! Elsewhere (other architectures, or x86_64 built without SSE) it compiles
+//! to nothing.
 
 /// Asks the core to bring the cache line holding `value` into every cache
 /// level. Never changes a result; only timing.
 #[inline(always)]
 pub fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
     safe_arch::prefetch_t0(value);
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
     let _ = value;
 }
