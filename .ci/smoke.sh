@@ -23,6 +23,7 @@ echo '{"alg": "shaped-drr", "eiffel": {"rate_bps": -5}}' > "$cfgdir/negative-rat
 echo '{"alg": "srpt", "eiffel": {"deadline_ns": -1}}' > "$cfgdir/negative-deadline.json"
 echo '{"alg": "drr", "quantum": 1500}' > "$cfgdir/unknown-field.json"
 echo '{"alg": "htb", "hierarchy": {"nodes": [{"name": "root", "rate_bps": 0}]}}' > "$cfgdir/zero-rate.json"
+echo '{"alg": "drr", "capacity": 0}' > "$cfgdir/zero-capacity.json"
 "$bin" demo --sched-config "$cfgdir/wf2q.json" --duration 0.5 > /dev/null
 "$bin" bench --sched-config "$cfgdir/shaped.json" --clients 2 --duration 0.3 > /dev/null
 
@@ -68,6 +69,7 @@ expect_usage_error demo --sched-config "$cfgdir/negative-rate.json"
 expect_usage_error bench --sched-config "$cfgdir/negative-deadline.json"
 expect_usage_error bench --sched-config "$cfgdir/unknown-field.json"
 expect_usage_error demo --sched-config "$cfgdir/zero-rate.json"
+expect_usage_error demo --sched-config "$cfgdir/zero-capacity.json"
 expect_usage_error demo --sched-config "$cfgdir/missing.json"
 expect_usage_error demo --sched-config "$cfgdir/wf2q.json" --alg drr
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

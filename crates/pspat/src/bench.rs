@@ -169,6 +169,14 @@ impl BenchConfig {
                 ),
             ));
         }
+        // The run raises the capacity to hold every descriptor in flight
+        // (`sched_config`), but a capacity the scheduler itself would refuse
+        // is still the caller's mistake, reported as such.
+        RuntimeError::check_range(
+            "scheduler capacity (packets)",
+            self.sched.capacity,
+            1..=pspat_sched::PacketQueues::MAX_CAPACITY,
+        )?;
         if let Some(v) = &self.victim {
             RuntimeError::check_range("victim pps", v.pps, 1..=10_000_000)?;
             RuntimeError::check_range("victim pkt_len", v.pkt_len, 1..=65_535)?;

@@ -418,6 +418,15 @@ fn bench_invalid_configs_are_typed_errors() {
     c.rate_bps = Some(0);
     assert!(c.validate().is_err());
     let mut c = quick(Mode::Pspat, 2);
+    c.sched.capacity = 0;
+    assert_eq!(
+        c.validate().unwrap_err().to_string(),
+        format!(
+            "scheduler capacity (packets) = 0 is out of range (allowed: 1..={})",
+            pspat_sched::PacketQueues::MAX_CAPACITY
+        )
+    );
+    let mut c = quick(Mode::Pspat, 2);
     c.mailbox_entries = 100;
     assert!(c
         .validate()
