@@ -17,7 +17,7 @@
 //! moves one scout one chunk on (round robin), and every change of head
 //! starts up to two new ones, so several independent misses are in flight
 //! and the flow reaching the head finds its packets in cache. The scouts
-//! only load memory; they never change a decision (a test checks the
+//! only fetch memory; they never change a decision (a test checks the
 //! service order against a textbook model).
 //!
 //! # Complexity

@@ -343,12 +343,13 @@ impl PacketQueues {
     }
 
     /// Starts a read-ahead of the first `max_chunks` chunks (at least one)
-    /// of queue `q`: loads its record (with the stage) and its head chunk
-    /// now, and each [`PacketQueues::scout_step`] loads the next chunk. For
+    /// of queue `q`: reads its record (with the stage) and prefetches its
+    /// head chunk and that chunk's link now, and each
+    /// [`PacketQueues::scout_step`] prefetches the next ones. For
     /// an algorithm that knows which queues it will serve a few steps from
     /// now: several scouts walking different queues keep several independent
     /// cache misses in flight. A hint only: the contents never change, and a
-    /// scout made stale by later pushes and pops only loads lines in vain
+    /// scout made stale by later pushes and pops only fetches lines in vain
     /// (every step is bounds-checked and the walk ends after `max_chunks`).
     #[inline]
     pub fn scout(&self, q: usize, max_chunks: u32) -> Scout {
@@ -365,9 +366,9 @@ impl PacketQueues {
         }
     }
 
-    /// Moves `scout` one chunk along its queue, loading that chunk (one load
-    /// of the link array and one of the chunk; nothing when the walk is
-    /// over).
+    /// Moves `scout` one chunk along its queue: reads the link (prefetched
+    /// by the step before) and prefetches the chunk it names and that
+    /// chunk's link; nothing when the walk is over.
     #[inline(always)]
     pub fn scout_step(&self, scout: &mut Scout) {
         if scout.left == 0 {
