@@ -230,7 +230,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 }
                 unkicked = false;
                 idle_since = None;
-                if self.stats.busy_rounds % 64 == 0 {
+                if self.stats.busy_rounds.is_multiple_of(64) {
                     self.publish_stats();
                 }
                 continue;

@@ -964,7 +964,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                     // that ends the run starved (seen with 1000 clients), so
                     // a none-mode client yields every 1024 packets, as a real
                     // sender blocks on I/O now and then.
-                    if locked.is_none() && seq % 1024 == 0 {
+                    if locked.is_none() && seq.is_multiple_of(1024) {
                         std::thread::yield_now();
                     }
                 }

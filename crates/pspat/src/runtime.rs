@@ -242,7 +242,7 @@ impl RuntimeConfig {
             ));
         }
         let d = self.descriptors_per_client;
-        if d % 64 != 0 || !(64..=1 << 20).contains(&d) {
+        if !d.is_multiple_of(64) || !(64..=1 << 20).contains(&d) {
             return Err(RuntimeError::out_of_range(
                 "descriptors_per_client",
                 d,
