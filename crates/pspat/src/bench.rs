@@ -978,7 +978,9 @@ fn run_baseline<S: Scheduler + Send + 'static>(
     }
     go.wait();
     // Packets transmitted so far, in both modes (in lock mode each client
-    // adds what its turn under the lock released).
+    // adds what its turn under the lock released). Relaxed: a running
+    // statistic, paired with the clients' Relaxed adds; the exact totals are
+    // read after the joins.
     let transmitted = || -> u64 { counters.iter().map(|c| c[1].load(Ordering::Relaxed)).sum() };
     let (tx_at_stop, elapsed) = measure(cfg.duration, progress, &transmitted);
     stop.store(true, Ordering::Relaxed);

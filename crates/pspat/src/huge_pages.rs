@@ -53,9 +53,10 @@ fn placed(layout: Layout) -> Layout {
         .unwrap_or(layout)
 }
 
-/// Advises huge pages for a block allocated with `placed`'s layout.
+/// Advises huge pages for a block allocated with `placed`'s layout, if
+/// `placed` put it on whole huge pages.
 fn advise(ptr: *mut u8, placed: Layout) {
-    if ptr.is_null() || placed.align() < HUGE_PAGE {
+    if ptr.is_null() || placed.size() < MIN_HUGE_BLOCK || placed.align() < HUGE_PAGE {
         return;
     }
     #[cfg(target_os = "linux")]

@@ -249,20 +249,8 @@ impl RuntimeConfig {
                 "a multiple of 64 in 64..=1048576",
             ));
         }
-        if self.delta_a_ns > 1_000_000_000 {
-            return Err(RuntimeError::out_of_range(
-                "delta_a_ns",
-                self.delta_a_ns,
-                "0..=1000000000",
-            ));
-        }
-        if self.arb_batch == 0 || self.arb_batch > 65536 {
-            return Err(RuntimeError::out_of_range(
-                "arb_batch",
-                self.arb_batch,
-                "1..=65536",
-            ));
-        }
+        RuntimeError::check_range("delta_a_ns", self.delta_a_ns, 0..=1_000_000_000)?;
+        RuntimeError::check_range("arb_batch", self.arb_batch, 1..=65536)?;
         RuntimeError::check_range("dispatch_batch", self.dispatch_batch, 1..=65536)?;
         if !self.tx_mailbox_entries.is_power_of_two()
             || !(64..=1 << 20).contains(&self.tx_mailbox_entries)
@@ -273,39 +261,13 @@ impl RuntimeConfig {
                 "a power of two in 64..=1048576",
             ));
         }
-        if self.dispatchers > 64 {
-            return Err(RuntimeError::out_of_range(
-                "dispatchers",
-                self.dispatchers,
-                "0..=64",
-            ));
-        }
+        RuntimeError::check_range("dispatchers", self.dispatchers, 0..=64)?;
         if let Some(r) = self.rate_bps {
-            if r < pspat_sched::link::MIN_RATE_BPS {
-                return Err(RuntimeError::out_of_range(
-                    "rate_bps",
-                    r,
-                    format!("{}..={}", pspat_sched::link::MIN_RATE_BPS, u64::MAX),
-                ));
-            }
+            RuntimeError::check_range("rate_bps", r, pspat_sched::link::MIN_RATE_BPS..=u64::MAX)?;
         }
-        if self.spin_ns > 1_000_000_000 {
-            return Err(RuntimeError::out_of_range(
-                "spin_ns",
-                self.spin_ns,
-                "0..=1000000000",
-            ));
-        }
-        if self.retire_after_reads == 0 {
-            return Err(RuntimeError::out_of_range(
-                "retire_after_reads",
-                0,
-                "1..=4294967295",
-            ));
-        }
-        if self.lists > 1024 {
-            return Err(RuntimeError::out_of_range("lists", self.lists, "0..=1024"));
-        }
+        RuntimeError::check_range("spin_ns", self.spin_ns, 0..=1_000_000_000)?;
+        RuntimeError::check_range("retire_after_reads", self.retire_after_reads, 1..=u32::MAX)?;
+        RuntimeError::check_range("lists", self.lists, 0..=1024)?;
         Ok(())
     }
 }

@@ -267,7 +267,7 @@ impl PacketQueues {
             // its fill does not stall on the miss.
             let ahead = self.free_len.saturating_sub(SPILL_AHEAD);
             if let Some(&n) = self.free.get(ahead) {
-                touch(&self.chunks, n);
+                prefetch_chunk(&self.chunks, n);
             }
             let chunk = &mut self.chunks[c as usize];
             let start = usize::from(fifo.stage_start);
@@ -324,7 +324,7 @@ impl PacketQueues {
         } else if fifo.head_off == 1 && in_chunks as usize > CHUNK_PACKETS {
             // The queue has another chunk: start loading it now, so the pop
             // that reaches it finds it in cache.
-            touch(&self.chunks, self.links[c as usize]);
+            prefetch_chunk(&self.chunks, self.links[c as usize]);
         }
         Some(pkt)
     }
@@ -355,7 +355,7 @@ impl PacketQueues {
     pub fn scout(&self, q: usize, max_chunks: u32) -> Scout {
         match self.fifos.get(q) {
             Some(f) if f.in_chunks() != 0 => {
-                self.touch_chunk(f.head);
+                self.prefetch_chunk_and_link(f.head);
                 let chunks = (u32::from(f.head_off) + f.in_chunks()).div_ceil(CHUNK_PACKETS as u32);
                 Scout {
                     chunk: f.head,
@@ -378,7 +378,7 @@ impl PacketQueues {
             Some(&next) => {
                 scout.chunk = next;
                 scout.left -= 1;
-                self.touch_chunk(next);
+                self.prefetch_chunk_and_link(next);
             }
             None => *scout = Scout::DONE,
         }
@@ -387,8 +387,8 @@ impl PacketQueues {
     /// Prefetches chunk `c` and its link, which the next step of a walk
     /// over it reads.
     #[inline(always)]
-    fn touch_chunk(&self, c: u32) {
-        touch(&self.chunks, c);
+    fn prefetch_chunk_and_link(&self, c: u32) {
+        prefetch_chunk(&self.chunks, c);
         if let Some(link) = self.links.get(c as usize) {
             crate::prefetch::prefetch(link);
         }
@@ -430,7 +430,7 @@ impl PacketQueues {
 
 /// Starts loading chunk `c` without waiting for it.
 #[inline(always)]
-fn touch(chunks: &[Chunk], c: u32) {
+fn prefetch_chunk(chunks: &[Chunk], c: u32) {
     if let Some(ch) = chunks.get(c as usize) {
         crate::prefetch::prefetch(ch);
     }
