@@ -45,7 +45,9 @@ pub fn parse(text: &str) -> Result<SchedulerConfig, String> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." {
+        // "." is the whole document, "?" a position before any field (a
+        // syntax error): neither names a field.
+        if path == "." || path == "?" {
             inner.to_string()
         } else {
             format!("{path}: {inner}")
@@ -78,6 +80,8 @@ mod tests {
         assert!(e.starts_with("alg: "), "{e}");
         let e = parse("{").unwrap_err();
         assert!(e.contains("EOF"), "{e}");
+        let e = parse("{nope").unwrap_err();
+        assert!(e.starts_with("key must be a string"), "{e}");
     }
 
     #[test]
