@@ -218,7 +218,7 @@ impl QfqPlus {
         let agg = &mut self.aggs[a as usize];
         let used = agg.budget_max - agg.budget;
         if more {
-            self.engine.reinsert(a, used, agg.budget_max);
+            self.engine.reinsert(a, used);
         } else {
             self.engine.finish(a, used);
         }
@@ -255,8 +255,7 @@ impl Scheduler for QfqPlus {
         agg.tail = k as u32;
         agg.nactive += 1;
         if agg.nactive == 1 && self.in_service != a {
-            let budget_max = agg.budget_max;
-            self.engine.activate(a, budget_max);
+            self.engine.activate(a);
         }
         Ok(())
     }

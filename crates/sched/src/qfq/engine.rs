@@ -1,8 +1,12 @@
 //! The QFQ group machinery shared by [`super::Qfq`] (one entity per flow)
 //! and [`crate::QfqPlus`] (one entity per aggregate of flows).
 //!
-//! An *entity* has exact tags S and F (u64 fixed point, [`FRAC_BITS`]) and a
-//! group chosen from its largest span `lmax · inv_w`. Group i has slot size
+//! An *entity* has an exact start tag S (u64 fixed point, [`FRAC_BITS`])
+//! and a group chosen from its largest span `lmax · inv_w`. Its finish tag
+//! is never stored: the groups order entities by S alone (F_g below is a
+//! group bound), so a backlogged entity needs F only at the end of a turn,
+//! where F = S + used · inv_w becomes the next S; an idle entity keeps that
+//! F in `s` for the stale test of [`Engine::activate`]. Group i has slot size
 //! σ_i = 2^(MIN_SLOT_SHIFT + i), rounded start S_g (a multiple of σ_i),
 //! F_g = S_g + 2σ_i, and [`MAX_SLOTS`] buckets of entities by rounded S,
 //! tracked by `front` and the `full_slots` bitmap. The groups sit in four
@@ -57,8 +61,8 @@ pub(crate) fn group_index(span: u64) -> u32 {
 
 #[derive(Clone, Copy)]
 struct Ent {
+    /// Start tag while backlogged; finish tag of the last turn while idle.
     s: u64,
-    f: u64,
     inv_w: u64,
     next: u32,
     group: u8,
@@ -96,7 +100,6 @@ impl Engine {
         let ents: Box<[Ent]> = ents
             .map(|(inv_w, span)| Ent {
                 s: 0,
-                f: 0,
                 inv_w,
                 next: NIL,
                 group: group_index(span).min(MAX_INDEX) as u8,
@@ -138,7 +141,6 @@ impl Engine {
         self.set_v(v);
         for e in self.ents.iter_mut() {
             e.s = v;
-            e.f = v;
         }
     }
 
@@ -167,9 +169,9 @@ impl Engine {
         self.update_eligible(old);
     }
 
-    /// An idle entity becomes backlogged with a turn of `charge` bytes.
+    /// An idle entity becomes backlogged.
     #[inline]
-    pub(crate) fn activate(&mut self, e: u32, charge: u32) {
+    pub(crate) fn activate(&mut self, e: u32) {
         let v = self.v();
         let ent = &mut self.ents[e as usize];
         let shift = self.groups[usize::from(ent.group)].shift;
@@ -177,33 +179,30 @@ impl Engine {
         // stale: restart from V. Otherwise restart from F (the entity was
         // served ahead of its fluid schedule and pays it back).
         let limit = round_down(v, shift).wrapping_add(1u64 << shift);
-        if !vt_gt(ent.f, v) || vt_gt(round_down(ent.f, shift), limit) {
+        let f = ent.s;
+        if !vt_gt(f, v) || vt_gt(round_down(f, shift), limit) {
             ent.s = v;
-        } else {
-            ent.s = ent.f;
         }
-        ent.f = ent.s.wrapping_add(u64::from(charge) * ent.inv_w);
         self.insert(e);
     }
 
-    /// Puts back the entity of the turn just ended: it was charged `used`
-    /// bytes and its next turn is `charge` bytes.
+    /// Puts back the entity of the turn just ended, which was charged `used`
+    /// bytes: its next turn starts at this turn's finish.
     #[inline]
-    pub(crate) fn reinsert(&mut self, e: u32, used: u32, charge: u32) {
+    pub(crate) fn reinsert(&mut self, e: u32, used: u32) {
         let ent = &mut self.ents[e as usize];
         ent.s = ent.s.wrapping_add(u64::from(used) * ent.inv_w);
-        ent.f = ent.s.wrapping_add(u64::from(charge) * ent.inv_w);
         self.in_turn = false;
         self.insert(e);
     }
 
     /// The entity of the turn just ended has nothing left; it was charged
-    /// `used` bytes. Its F is kept for the stale test of [`Engine::activate`].
+    /// `used` bytes. Its F is kept (in `s`) for the stale test of
+    /// [`Engine::activate`].
     #[inline]
     pub(crate) fn finish(&mut self, e: u32, used: u32) {
         let ent = &mut self.ents[e as usize];
-        ent.f = ent.s.wrapping_add(u64::from(used) * ent.inv_w);
-        ent.s = ent.f;
+        ent.s = ent.s.wrapping_add(u64::from(used) * ent.inv_w);
         self.in_turn = false;
     }
 
@@ -370,7 +369,6 @@ impl Engine {
                 let ent = &mut self.ents[e as usize];
                 let delta = rs.wrapping_sub(round_down(ent.s, shift));
                 ent.s = ent.s.wrapping_add(delta);
-                ent.f = ent.f.wrapping_add(delta);
             }
             if i > 0 {
                 grp.full_slots <<= i;
@@ -405,7 +403,6 @@ impl Engine {
             let excess = (slot - u64::from(MAX_SLOTS - 2)) << shift;
             let ent = &mut self.ents[e as usize];
             ent.s = ent.s.wrapping_sub(excess);
-            ent.f = ent.f.wrapping_sub(excess);
             slot = u64::from(MAX_SLOTS - 2);
         }
         let slot = slot as u32;

@@ -154,7 +154,7 @@ impl Scheduler for Qfq {
         }
         self.queues.push(k, pkt)?;
         if self.queues.len(k) == 1 {
-            self.engine.activate(pkt.flow.0, pkt.len);
+            self.engine.activate(pkt.flow.0);
         }
         Ok(())
     }
@@ -165,12 +165,10 @@ impl Scheduler for Qfq {
         let k = self.engine.pick()?;
         let pkt = self.queues.pop(k as usize)?;
         self.engine.charge(pkt.len);
-        match self.queues.front(k as usize) {
-            Some(next) => {
-                let next_len = next.len;
-                self.engine.reinsert(k, pkt.len, next_len);
-            }
-            None => self.engine.finish(k, pkt.len),
+        if self.queues.is_empty(k as usize) {
+            self.engine.finish(k, pkt.len);
+        } else {
+            self.engine.reinsert(k, pkt.len);
         }
         Some(pkt)
     }
