@@ -33,6 +33,7 @@ pub const MAX_INDEX: u32 = 32;
 pub const MAX_SLOTS: u32 = 32;
 
 const NIL: u32 = u32::MAX;
+const NGROUPS: usize = MAX_INDEX as usize + 1;
 const ER: usize = 0;
 const IR: usize = 1;
 const EB: usize = 2;
@@ -80,7 +81,9 @@ struct Group {
 
 pub(crate) struct Engine {
     ents: Box<[Ent]>,
-    groups: Box<[Group]>,
+    /// Inline rather than boxed: the compiler then addresses a group from
+    /// `self` without reloading a slice pointer after every store.
+    groups: [Group; NGROUPS],
     bitmaps: [u64; 4],
     vacc: u128,
     /// Charged to V but not yet applied (see [`Engine::charge`]).
@@ -105,16 +108,14 @@ impl Engine {
                 group: group_index(span).min(MAX_INDEX) as u8,
             })
             .collect();
-        let groups = (0..=MAX_INDEX)
-            .map(|i| Group {
-                s: 0,
-                f: 0,
-                shift: MIN_SLOT_SHIFT + i,
-                front: 0,
-                full_slots: 0,
-                slots: [NIL; MAX_SLOTS as usize],
-            })
-            .collect();
+        let groups = std::array::from_fn(|i| Group {
+            s: 0,
+            f: 0,
+            shift: MIN_SLOT_SHIFT + i as u32,
+            front: 0,
+            full_slots: 0,
+            slots: [NIL; MAX_SLOTS as usize],
+        });
         Engine {
             ents,
             groups,
@@ -233,13 +234,15 @@ impl Engine {
         self.in_turn = true;
         let next = self.ents[e as usize].next;
         grp.slots[slot] = next;
-        if next == NIL {
-            grp.full_slots &= !1;
+        if next != NIL {
+            // The same bucket still holds entities: the group start stays.
+            // Decided without reading `full_slots`, which the previous
+            // turn's re-insertion may still be computing.
+            return Some(e);
         }
+        grp.full_slots &= !1;
         match self.slot_scan(gi) {
             None => self.bitmaps[ER] &= !(1u64 << gi),
-            // The same bucket still holds entities: the group start stays.
-            Some(0) => return Some(e),
             Some(skipped) => {
                 // An entity in bucket k starts (rounded down) at the group
                 // start plus k slots (`slot_insert` keeps this exact), so
