@@ -2,8 +2,9 @@
 //! Scheduling With Tight Guarantees", IEEE/ACM ToN 21(3), 2013; structured
 //! as dummynet's `dn_sched_qfq.c` (REFERENCE.md §4.5).
 //!
-//! An O(1) approximation of WF²Q+: each flow keeps exact start and finish
-//! tags, but flows are sorted only coarsely. A flow goes to group
+//! An O(1) approximation of WF²Q+: each flow's tags are exact (its finish
+//! tag is folded into the next start tag when its packet is served), but
+//! flows are sorted only coarsely. A flow goes to group
 //! i = max(0, ⌈log₂(lmax·2⁴⁰/w)⌉ − [`MIN_SLOT_SHIFT`]); group i buckets its
 //! flows by start tag rounded down to σ_i = 2^(MIN_SLOT_SHIFT + i), and the
 //! groups themselves are ordered by four bitmaps (ER, IR, EB, IB) that
