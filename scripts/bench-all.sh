@@ -25,8 +25,8 @@ log "client-transmit and one dispatcher, 64 clients"
 "$bin" bench --mode pspat --clients 64 --tx-mode client --duration "$dur" --repeat 3 --json > "$out/bench-client-64.json"
 "$bin" bench --mode pspat --clients 64 --dispatchers 1 --duration "$dur" --repeat 3 --json > "$out/bench-disp1-64.json"
 
-# Issues 3 and 4 through the runtime: algorithms alternated run by run (8 clients).
-for r in 1 2 3; do
+# Issues 3 and 4 through the runtime: algorithms alternated run by run, five times (8 clients).
+for r in 1 2 3 4 5; do
   for alg in drr qfq srpt; do
     log "bench --alg $alg run $r"
     "$bin" bench --mode pspat --clients 8 --alg "$alg" --duration "$dur" --json > "$out/bench-alg-$alg-$r.json"

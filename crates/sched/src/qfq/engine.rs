@@ -86,8 +86,8 @@ pub(crate) struct Engine {
     groups: [Group; NGROUPS],
     bitmaps: [u64; 4],
     vacc: u128,
-    /// Charged to V but not yet applied (see [`Engine::charge`]).
-    pending: u128,
+    /// Bytes charged to V but not yet applied (see [`Engine::charge`]).
+    pending_bytes: u64,
     /// An entity is detached for its turn (between `pick` and
     /// `reinsert`/`finish`). It is backlogged with S ≤ V, so V must not
     /// jump to the start of another group meanwhile (V = max(V + W, min S)
@@ -121,7 +121,7 @@ impl Engine {
             groups,
             bitmaps: [0; 4],
             vacc: 0,
-            pending: 0,
+            pending_bytes: 0,
             in_turn: false,
             iwsum: v_per_byte(wsum),
         }
@@ -156,17 +156,16 @@ impl Engine {
     /// V at departures).
     #[inline]
     pub(crate) fn charge(&mut self, len: u32) {
-        self.pending = self
-            .pending
-            .wrapping_add(u128::from(len) * u128::from(self.iwsum));
+        self.pending_bytes = self.pending_bytes.wrapping_add(u64::from(len));
     }
 
     /// Applies the pending charge to V and updates the eligible groups.
     #[inline]
     pub(crate) fn settle(&mut self) {
         let old = self.v();
-        self.vacc = self.vacc.wrapping_add(self.pending);
-        self.pending = 0;
+        let charged = u128::from(self.pending_bytes) * u128::from(self.iwsum);
+        self.vacc = self.vacc.wrapping_add(charged);
+        self.pending_bytes = 0;
         self.update_eligible(old);
     }
 
