@@ -51,6 +51,7 @@ pub mod qfq_plus;
 mod queue;
 pub mod scheduler;
 mod time;
+mod vclock;
 pub mod wf2q_plus;
 pub mod wfi;
 

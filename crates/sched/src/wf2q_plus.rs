@@ -65,6 +65,7 @@
 //! * V is accumulated in a u128 with 24 extra fraction bits,
 //!   `V += len · 2⁶⁴/Σw` (reciprocal computed once, rounded down), so V's
 //!   drift against the exact `len·2⁴⁰/Σw` is at most one unit per 2²⁴ bytes.
+//!   This arithmetic (the crate's `vclock` module) is shared with QFQ.
 //!
 //! # Deviations
 //! * V advances by len/Σw with Σ over *all configured* flows, as in
@@ -82,26 +83,10 @@
 //! * All idle flows whose F ≤ V are retired at each step, not one per call.
 //! * Invalid timestamps are a location enum, not dummynet's S = F + 1.
 
+use crate::vclock::{vt_gt, VirtualClock};
 use crate::{ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler};
 
-/// Fraction bits of the fixed-point virtual times.
-pub const FRAC_BITS: u32 = 40;
-/// Extra fraction bits of the V accumulator.
-pub(crate) const EXTRA_BITS: u32 = 24;
-
-/// V's advance per byte served, 2^(FRAC_BITS + EXTRA_BITS) / Σw in the
-/// accumulator's units, rounded down; 2⁶⁴ − 1 when Σw = 1, the one value
-/// that does not fit a u64. A u64, so that a charge is one widening
-/// multiply. Shared with QFQ, whose V has the same fixed point.
-pub(crate) fn v_per_byte(wsum: u64) -> u64 {
-    u64::try_from((1u128 << (FRAC_BITS + EXTRA_BITS)) / u128::from(wsum.max(1))).unwrap_or(u64::MAX)
-}
-
-/// `a > b` for wrapping u64 virtual times.
-#[inline]
-pub(crate) fn vt_gt(a: u64, b: u64) -> bool {
-    (a.wrapping_sub(b) as i64) > 0
-}
+pub use crate::vclock::FRAC_BITS;
 
 /// A 4-ary min-heap of flow indices keyed by wrapping virtual times, with
 /// the position of each flow kept in a map shared by all heaps of the
@@ -260,14 +245,10 @@ pub struct Wf2qPlus {
     eligible: IndexHeap,
     pending: IndexHeap,
     idle: IndexHeap,
-    /// V with [`EXTRA_BITS`] more fraction bits; V = low 64 bits of `vacc >> EXTRA_BITS`.
-    vacc: u128,
-    /// Service charged to V but not applied yet: V is updated when the
-    /// packet has left (at the next dequeue), as Bennett–Zhang update V at
-    /// departures, so arrivals during a transmission see V at its start.
-    charged: u128,
-    /// [`v_per_byte`] of Σw over all configured flows.
-    inv_wsum: u64,
+    /// V over Σw of all configured flows. Without the link-rate hint a
+    /// packet's service is charged to it and applied at the next dequeue
+    /// (see [`VirtualClock`]).
+    clock: VirtualClock,
     /// Link rate hint in bit/s; 0 = none (V moves in whole-packet steps).
     rate_bps: u64,
     /// With the hint: time of the last V advance, ns.
@@ -310,13 +291,11 @@ impl Wf2qPlus {
             eligible: IndexHeap::new(n),
             pending: IndexHeap::new(n),
             idle: IndexHeap::new(n),
-            vacc: 0,
-            charged: 0,
+            clock: VirtualClock::new(wsum),
             rate_bps: 0,
             last_ns: 0,
             wire: 0,
             wire_frac: 0,
-            inv_wsum: v_per_byte(wsum),
         })
     }
 
@@ -369,9 +348,7 @@ impl Wf2qPlus {
             done as u64
         };
         self.wire -= bytes;
-        self.vacc = self
-            .vacc
-            .wrapping_add(u128::from(bytes) * u128::from(self.inv_wsum));
+        self.clock.advance(bytes);
     }
 
     /// Test hook: starts the virtual clock at `v` (e.g. just below the wrap).
@@ -391,12 +368,12 @@ impl Wf2qPlus {
 
     #[inline]
     fn v(&self) -> u64 {
-        (self.vacc >> EXTRA_BITS) as u64
+        self.clock.now()
     }
 
     #[inline]
     fn set_v(&mut self, v: u64) {
-        self.vacc = u128::from(v) << EXTRA_BITS;
+        self.clock.set(v);
     }
 
     /// Charges `len` bytes to V (`len / Σw`), applied by the
@@ -407,17 +384,14 @@ impl Wf2qPlus {
             self.wire = self.wire.saturating_add(u64::from(len));
             return;
         }
-        self.charged = self
-            .charged
-            .wrapping_add(u128::from(len) * u128::from(self.inv_wsum));
+        self.clock.charge(u64::from(len));
     }
 
     /// Applies the charged service to V, retires finished idle flows and
     /// keeps V ≥ the smallest S of a backlogged flow.
     #[inline]
     fn settle(&mut self) {
-        self.vacc = self.vacc.wrapping_add(self.charged);
-        self.charged = 0;
+        self.clock.settle();
         self.retire_idle();
         self.catch_up();
     }

@@ -20,11 +20,11 @@
 //! the bytes actually served, [`Engine::charge`] once per packet and
 //! [`Engine::settle`] at the start of every dequeue.
 
-use crate::wf2q_plus::{v_per_byte, vt_gt, EXTRA_BITS};
+use crate::vclock::{vt_gt, VirtualClock};
 
 /// Fraction bits of the fixed-point virtual times (tags are bytes × 2⁴⁰ /
-/// weight): WF²Q+'s, whose V arithmetic QFQ shares.
-pub const FRAC_BITS: u32 = crate::wf2q_plus::FRAC_BITS;
+/// weight), shared with WF²Q+ ([`crate::wf2q_plus::FRAC_BITS`]).
+pub const FRAC_BITS: u32 = crate::vclock::FRAC_BITS;
 /// log₂ of the smallest slot, σ_0 = 2²⁴: the span of a 1-byte packet at weight 65536.
 pub const MIN_SLOT_SHIFT: u32 = 24;
 /// Largest group index: spans up to 65535 · 2⁴⁰ < 2⁵⁶ = σ_32.
@@ -85,16 +85,14 @@ pub(crate) struct Engine {
     /// `self` without reloading a slice pointer after every store.
     groups: [Group; NGROUPS],
     bitmaps: [u64; 4],
-    vacc: u128,
-    /// Bytes charged to V but not yet applied (see [`Engine::charge`]).
-    pending_bytes: u64,
+    /// V, and the bytes charged to it but not yet applied (see
+    /// [`Engine::charge`]).
+    clock: VirtualClock,
     /// An entity is detached for its turn (between `pick` and
     /// `reinsert`/`finish`). It is backlogged with S ≤ V, so V must not
     /// jump to the start of another group meanwhile (V = max(V + W, min S)
     /// over *all* backlogged entities).
     in_turn: bool,
-    /// [`v_per_byte`] of Σw.
-    iwsum: u64,
 }
 
 impl Engine {
@@ -120,21 +118,19 @@ impl Engine {
             ents,
             groups,
             bitmaps: [0; 4],
-            vacc: 0,
-            pending_bytes: 0,
+            clock: VirtualClock::new(wsum),
             in_turn: false,
-            iwsum: v_per_byte(wsum),
         }
     }
 
     #[inline]
     pub(crate) fn v(&self) -> u64 {
-        (self.vacc >> EXTRA_BITS) as u64
+        self.clock.now()
     }
 
     #[inline]
     fn set_v(&mut self, v: u64) {
-        self.vacc = u128::from(v) << EXTRA_BITS;
+        self.clock.set(v);
     }
 
     /// Starts V at `v` and marks every entity's tags stale.
@@ -150,22 +146,18 @@ impl Engine {
         u32::from(self.ents[e as usize].group)
     }
 
-    /// Charges `len` bytes to V, applied by the next [`Engine::settle`]:
-    /// the caller dequeues when the link is free again, so arrivals during
-    /// the transmission still see V as of its start (Bennett–Zhang update
-    /// V at departures).
+    /// Charges `len` bytes to V, applied by the next [`Engine::settle`]
+    /// (see [`VirtualClock`]).
     #[inline]
     pub(crate) fn charge(&mut self, len: u32) {
-        self.pending_bytes = self.pending_bytes.wrapping_add(u64::from(len));
+        self.clock.charge(u64::from(len));
     }
 
     /// Applies the pending charge to V and updates the eligible groups.
     #[inline]
     pub(crate) fn settle(&mut self) {
         let old = self.v();
-        let charged = u128::from(self.pending_bytes) * u128::from(self.iwsum);
-        self.vacc = self.vacc.wrapping_add(charged);
-        self.pending_bytes = 0;
+        self.clock.settle();
         self.update_eligible(old);
     }
 
@@ -430,31 +422,5 @@ mod tests {
         assert_eq!(group_index((1 << 30) + 1), 7);
         assert_eq!(low_mask(64), u64::MAX);
         assert_eq!(low_mask(0), 0);
-    }
-
-    /// V advances by len · 2⁴⁰ / Σw, behind the exact value by at most one
-    /// unit per 2²⁴ bytes, also for Σw = 1, whose reciprocal 2⁶⁴ does not fit
-    /// the u64 and is stored as 2⁶⁴ − 1. V wraps on the way (2³⁰ bytes at
-    /// Σw = 1 are 2⁷⁰ units); the odd total keeps a wrong rate from wrapping
-    /// to the same value.
-    #[test]
-    fn v_drift_stays_below_one_unit_per_2_pow_24_bytes() {
-        for wsum in [1u64, 3, 8, 65_536, (1 << 40) - 1] {
-            let mut e = Engine::new(std::iter::once((1 << FRAC_BITS, 1 << FRAC_BITS)), wsum);
-            let total = (1u64 << 30) + 12_345;
-            let mut sent = 0u64;
-            while sent < total {
-                let len = (total - sent).min(65_535) as u32;
-                e.charge(len);
-                e.settle();
-                sent += u64::from(len);
-            }
-            let exact = ((u128::from(sent) << FRAC_BITS) / u128::from(wsum)) as u64;
-            let drift = exact.wrapping_sub(e.v());
-            assert!(
-                drift <= (sent >> EXTRA_BITS) + 1,
-                "Σw {wsum}: V behind the exact value by {drift} units"
-            );
-        }
     }
 }
