@@ -26,13 +26,8 @@ pub struct Args {
     /// Number of greedy clients, 1..=1000.
     #[arg(long, default_value_t = 1)]
     clients: usize,
-    /// Scheduling algorithm (see `pspat sched-bench --help` for the list).
-    #[arg(long, default_value = "drr")]
-    alg: String,
-    /// Scheduler configuration in JSON (algorithm, capacity, DRR quantum, hierarchy, Eiffel
-    /// parameters, WF2Q+ link-rate hint); every field optional. Replaces --alg.
-    #[arg(long = "sched-config", value_name = "FILE", conflicts_with = "alg")]
-    sched_config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    scheduler: crate::sched_config::SchedulerFlags,
     /// Who transmits what the arbiter releases: dispatcher (TX mailboxes; --dispatchers 0 = the arbiter itself) or client (clients transmit their granted packets).
     #[arg(long = "tx-mode", default_value = "dispatcher")]
     tx_mode: String,
@@ -85,7 +80,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.clients
         )));
     }
-    let sched = crate::sched_config::from_flags(args.sched_config.as_deref(), &args.alg)?;
+    let sched = args.scheduler.config()?;
     let tx_mode = match args.tx_mode.as_str() {
         "dispatcher" => TxMode::Dispatcher,
         "client" => TxMode::Client,

@@ -23,13 +23,8 @@ pub struct Args {
     /// Length of the run in seconds, (0, 3600].
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
-    /// Scheduling algorithm.
-    #[arg(long, default_value = "drr")]
-    alg: String,
-    /// Scheduler configuration in JSON (algorithm, capacity, DRR quantum, hierarchy, Eiffel
-    /// parameters, WF2Q+ link-rate hint); every field optional. Replaces --alg.
-    #[arg(long = "sched-config", value_name = "FILE", conflicts_with = "alg")]
-    sched_config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    scheduler: crate::sched_config::SchedulerFlags,
     /// Emulated link rate in bit/s.
     #[arg(long, default_value = "10G")]
     rate: String,
@@ -54,8 +49,7 @@ impl Default for Args {
     fn default() -> Self {
         Args {
             duration: 10.0,
-            alg: "drr".into(),
-            sched_config: None,
+            scheduler: Default::default(),
             rate: "10G".into(),
             weights: "1,2,4,8".into(),
             pkt_len: 1500,
@@ -67,7 +61,7 @@ impl Default for Args {
 }
 
 fn config(args: &Args) -> anyhow::Result<BenchConfig> {
-    let sched = crate::sched_config::from_flags(args.sched_config.as_deref(), &args.alg)?;
+    let sched = args.scheduler.config()?;
     let rate = parse_rate(&args.rate).map_err(|e| usage(format!("--rate: {e}")))?;
     if rate < pspat_sched::link::MIN_RATE_BPS {
         return Err(usage(format!(

@@ -147,13 +147,7 @@ impl VisitScheduler for TimedRun<'_> {
         let t0 = Instant::now();
         let after = h.run(self.iterations);
         let dt = t0.elapsed();
-        let delta = RunStats {
-            enqueues: after.enqueues - before.enqueues,
-            dequeues: after.dequeues - before.dequeues,
-            drops: after.drops - before.drops,
-            empty_dequeues: after.empty_dequeues - before.empty_dequeues,
-        };
-        Ok((dt, delta))
+        Ok((dt, after.since(&before)))
     }
 }
 

@@ -7,23 +7,49 @@
 //! (`eiffel.rates_bps[2]`), unknown fields included; values that parse but are
 //! out of range are refused when the scheduler is built, again by name.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pspat_sched::{AlgKind, SchedulerConfig};
 
 use crate::usage;
 
-/// The scheduler configuration of `--sched-config FILE` when given,
-/// otherwise the defaults of `--alg NAME`.
-///
-/// # Errors
-/// A usage error (exit code 2) naming the file and field, or the algorithm.
-pub fn from_flags(file: Option<&Path>, alg: &str) -> anyhow::Result<SchedulerConfig> {
-    match file {
-        Some(path) => load(path),
-        None => {
-            let alg = AlgKind::parse(alg).map_err(|e| usage(format!("--alg: {e}")))?;
-            Ok(SchedulerConfig::new(alg))
+/// How `demo` and `bench` choose their scheduler: `--alg NAME` or
+/// `--sched-config FILE`.
+#[derive(clap::Args, Debug)]
+pub struct SchedulerFlags {
+    /// Scheduling algorithm (see `pspat sched-bench --help` for the list).
+    #[arg(long, default_value = "drr")]
+    alg: String,
+    /// Scheduler configuration in JSON (algorithm, capacity, DRR quantum, hierarchy, Eiffel
+    /// parameters, WF2Q+ link-rate hint); every field optional. Replaces --alg.
+    #[arg(long = "sched-config", value_name = "FILE", conflicts_with = "alg")]
+    sched_config: Option<PathBuf>,
+}
+
+impl Default for SchedulerFlags {
+    /// The flags' defaults: DRR.
+    fn default() -> Self {
+        SchedulerFlags {
+            alg: "drr".into(),
+            sched_config: None,
+        }
+    }
+}
+
+impl SchedulerFlags {
+    /// The scheduler configuration of `--sched-config FILE` when given,
+    /// otherwise the defaults of `--alg NAME`.
+    ///
+    /// # Errors
+    /// A usage error (exit code 2) naming the file and field, or the
+    /// algorithm.
+    pub fn config(&self) -> anyhow::Result<SchedulerConfig> {
+        match &self.sched_config {
+            Some(path) => load(path),
+            None => {
+                let alg = AlgKind::parse(&self.alg).map_err(|e| usage(format!("--alg: {e}")))?;
+                Ok(SchedulerConfig::new(alg))
+            }
         }
     }
 }

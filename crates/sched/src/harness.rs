@@ -342,6 +342,25 @@ pub struct RunStats {
     pub empty_dequeues: u64,
 }
 
+impl RunStats {
+    /// The counts since `earlier`, a snapshot of the same harness.
+    ///
+    /// ```
+    /// use pspat_sched::harness::RunStats;
+    /// let a = RunStats { enqueues: 5, dequeues: 4, drops: 1, empty_dequeues: 0 };
+    /// let b = RunStats { enqueues: 9, dequeues: 9, drops: 1, empty_dequeues: 2 };
+    /// assert_eq!(b.since(&a), RunStats { enqueues: 4, dequeues: 5, drops: 0, empty_dequeues: 2 });
+    /// ```
+    pub fn since(&self, earlier: &RunStats) -> RunStats {
+        RunStats {
+            enqueues: self.enqueues - earlier.enqueues,
+            dequeues: self.dequeues - earlier.dequeues,
+            drops: self.drops - earlier.drops,
+            empty_dequeues: self.empty_dequeues - earlier.empty_dequeues,
+        }
+    }
+}
+
 /// The fill/drain controller around one scheduler.
 pub struct Harness<S> {
     sched: S,

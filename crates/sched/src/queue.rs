@@ -185,20 +185,12 @@ impl PacketQueues {
         capacity: usize,
         per_queue_limit: Option<u32>,
     ) -> Result<Self, ConfigError> {
-        if capacity == 0 || capacity > Self::MAX_CAPACITY {
-            return Err(ConfigError::out_of_range(
-                "scheduler capacity (packets)",
-                capacity,
-                format!("1..={}", Self::MAX_CAPACITY),
-            ));
-        }
-        if queues == 0 || queues > Self::MAX_CAPACITY {
-            return Err(ConfigError::out_of_range(
-                "number of queues",
-                queues,
-                format!("1..={}", Self::MAX_CAPACITY),
-            ));
-        }
+        ConfigError::check_range(
+            "scheduler capacity (packets)",
+            capacity,
+            1..=Self::MAX_CAPACITY,
+        )?;
+        ConfigError::check_range("number of queues", queues, 1..=Self::MAX_CAPACITY)?;
         if per_queue_limit == Some(0) {
             return Err(ConfigError::out_of_range(
                 "per-flow queue limit",

@@ -227,13 +227,11 @@ impl Hierarchy {
                 ),
             ));
         }
-        if capacity == 0 || capacity > PacketQueues::MAX_CAPACITY {
-            return Err(ConfigError::out_of_range(
-                "scheduler capacity (packets)",
-                capacity,
-                format!("1..={}", PacketQueues::MAX_CAPACITY),
-            ));
-        }
+        ConfigError::check_range(
+            "scheduler capacity (packets)",
+            capacity,
+            1..=PacketQueues::MAX_CAPACITY,
+        )?;
         if quantum_unit == 0 {
             return Err(ConfigError::out_of_range(
                 "hierarchy quantum unit (bytes)",
