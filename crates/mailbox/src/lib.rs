@@ -62,10 +62,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod client_list;
 pub mod mailbox;
+pub mod parker;
+pub mod recycle;
 mod sync;
 
+pub use client_list::{try_retire, ClientList, NO_CLIENT};
 pub use mailbox::{
     mailbox, mailbox_with_line, CapacityError, Consumer, Full, Producer, SlotValue,
     DEFAULT_ENTRIES, DEFAULT_LINE_ENTRIES,
 };
+pub use parker::{publish_fence, Parker, Wake};
+pub use recycle::{FreeDescriptors, Recycler, ReturnedSet};

@@ -37,7 +37,7 @@ use pspat_sched::{
 
 use crate::{Clock, NullTx, Runtime, RuntimeConfig, RuntimeError, Submission, TxBackend, TxPacket};
 
-pub use crate::runtime::TxMode;
+pub use crate::config::TxMode;
 
 /// Which architecture to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -672,9 +672,10 @@ fn run_pspat(
                         let b = c.submit_burst(&burst);
                         seq += b.accepted as u64;
                         // A refused tail is simply offered again in the
-                        // next burst (cookies continue from `seq`).
+                        // next burst (cookies continue from `seq`). Behind
+                        // a slow link this sleeps instead of spinning.
                         if b.accepted == 0 {
-                            std::thread::yield_now();
+                            c.wait_for_room(Duration::from_millis(10));
                         }
                     }
                 }

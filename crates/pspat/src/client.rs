@@ -29,15 +29,13 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use pspat_mailbox::{Consumer, Producer};
+use pspat_mailbox::{publish_fence, Consumer, FreeDescriptors, Producer};
 use pspat_sched::FlowId;
 
-use crate::runtime::{ClientShared, Shared};
-use crate::sync::{fence, Ordering};
+use crate::shared::{ClientShared, Shared};
+use crate::sync::Ordering;
+use crate::token::{ClientSlot, Grant, MAX_FLOW_ID};
 use crate::{BackpressurePolicy, SubmitError, TxBackend, TxPacket};
-
-/// Flow ids must be below this to fit the slot (24 bits).
-pub const MAX_FLOW_ID: u32 = 1 << 24;
 
 /// One packet offered to [`Client::submit`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,31 +68,6 @@ pub struct Burst {
 }
 
 const CPU_REFRESH: u32 = 64;
-const GRANT_FLAG: u64 = 1 << 63;
-const DROPPED_FLAG: u64 = 1 << 62;
-
-#[inline]
-pub(crate) fn encode_slot(desc: u32, flow: u32, len: u32) -> NonZeroU64 {
-    let v = (u64::from(desc) << 40) | (u64::from(flow) << 16) | u64::from(len);
-    // len is 1..=65535 (checked in `submit`), so v != 0.
-    NonZeroU64::new(v).unwrap_or(NonZeroU64::MIN)
-}
-
-#[inline]
-pub(crate) fn decode_slot(v: NonZeroU64) -> (u32, u32, u32) {
-    let v = v.get();
-    (
-        (v >> 40) as u32,
-        ((v >> 16) & 0xff_ffff) as u32,
-        (v & 0xffff) as u32,
-    )
-}
-
-#[inline]
-pub(crate) fn encode_grant(desc: u32, dropped: bool) -> NonZeroU64 {
-    let v = GRANT_FLAG | if dropped { DROPPED_FLAG } else { 0 } | u64::from(desc);
-    NonZeroU64::new(v).unwrap_or(NonZeroU64::MIN)
-}
 
 /// A client: submits packets to the arbiter through its private mailbox.
 /// `Send`, not `Sync`: one thread submits.
@@ -106,8 +79,7 @@ pub struct Client<B: TxBackend> {
     rt: Arc<Shared>,
     shared: Arc<ClientShared>,
     producer: Option<Producer<NonZeroU64>>,
-    free: Box<[u64]>,
-    cursor: usize,
+    free: FreeDescriptors,
     submitted: u64,
     list: usize,
     cpu_countdown: u32,
@@ -117,6 +89,8 @@ pub struct Client<B: TxBackend> {
     batch: Vec<TxPacket>,
     outstanding: u64,
     slots: Vec<NonZeroU64>,
+    /// [`Client::wait_for_room`]'s current sleep step (zero: yield first).
+    wait_step: std::time::Duration,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -127,7 +101,6 @@ impl<B: TxBackend> Client<B> {
         grants: Option<Consumer<NonZeroU64>>,
         backend: Option<B>,
     ) -> Self {
-        let words = shared.descs.len() / 64;
         let policy = rt.cfg.backpressure;
         let batch_cap = if grants.is_some() {
             shared.descs.len()
@@ -136,10 +109,9 @@ impl<B: TxBackend> Client<B> {
         };
         Client {
             rt,
+            free: FreeDescriptors::new(shared.descs.len()),
             shared,
             producer: Some(producer),
-            free: vec![u64::MAX; words].into_boxed_slice(),
-            cursor: 0,
             submitted: 0,
             list: 0,
             cpu_countdown: 0,
@@ -149,6 +121,7 @@ impl<B: TxBackend> Client<B> {
             batch: Vec::with_capacity(batch_cap),
             outstanding: 0,
             slots: Vec::with_capacity(64),
+            wait_step: std::time::Duration::ZERO,
         }
     }
 
@@ -188,6 +161,10 @@ impl<B: TxBackend> Client<B> {
         let Some(producer) = self.producer.as_mut() else {
             return out;
         };
+        if self.rt.is_closing() {
+            out.error = subs.first().map(|s| SubmitError::Closed(*s));
+            return out;
+        }
         if producer.take_backpressure() {
             match self.policy {
                 BackpressurePolicy::ReportOnly => out.drop_reported = true,
@@ -209,7 +186,7 @@ impl<B: TxBackend> Client<B> {
                     out.error = Some(SubmitError::Invalid(*s));
                     break;
                 }
-                let Some(desc) = alloc(&mut self.free, &mut self.cursor, &self.shared) else {
+                let Some(desc) = self.free.alloc(&self.shared.returned) else {
                     out.error = Some(SubmitError::Full(*s));
                     break;
                 };
@@ -224,7 +201,14 @@ impl<B: TxBackend> Client<B> {
                         Ordering::Relaxed,
                     );
                 }
-                self.slots.push(encode_slot(desc, s.flow.0, s.len));
+                self.slots.push(
+                    ClientSlot {
+                        desc,
+                        flow: s.flow,
+                        len: s.len,
+                    }
+                    .encode(),
+                );
             }
             let n = self.slots.len();
             if n == 0 {
@@ -238,8 +222,7 @@ impl<B: TxBackend> Client<B> {
             if pushed < n {
                 self.shared.submitted.set(self.submitted);
                 for v in &self.slots[pushed..] {
-                    let (desc, _, _) = decode_slot(*v);
-                    self.free[desc as usize / 64] |= 1 << (desc % 64);
+                    self.free.free(ClientSlot::decode(*v).desc);
                 }
                 if out.error.is_none() {
                     out.error = Some(SubmitError::Full(chunk[pushed]));
@@ -264,34 +247,15 @@ impl<B: TxBackend> Client<B> {
     #[inline]
     fn after_push(&mut self) {
         // Pairs with the arbiter's fences (retire handshake, pre-sleep
-        // rescan): see the module docs of `runtime`.
-        fence(Ordering::SeqCst);
+        // rescan): see `pspat_mailbox::client_list` and `parker`.
+        publish_fence();
         if self.cpu_countdown == 0 {
             self.cpu_countdown = CPU_REFRESH;
             self.list = crate::sys::current_cpu() % self.rt.lists.len();
         }
         self.cpu_countdown -= 1;
-        let id = self.shared.id;
-        let list = &self.rt.lists[self.list];
-        // Relaxed: after the SeqCst fence above (module docs of `runtime`).
-        if list.last.load(Ordering::Relaxed) != id {
-            self.announce();
-        }
-        self.rt.kick_arbiter();
-    }
-
-    fn announce(&self) {
-        let id = self.shared.id;
-        let list = &self.rt.lists[self.list];
-        // The hint first, then the bit: an arbiter that acquires the bit
-        // (Acquire swap of the word) also sees `last = id`, so its retire
-        // `swap` of `last` comes after ours in modification order and resets
-        // it (see the handshake in the `runtime` module docs).
-        list.last.store(id, Ordering::SeqCst);
-        // SeqCst (Release suffices for the data): pairs with the arbiter's
-        // Acquire swap of the word, which then sees our pushes and, after a
-        // drop, the abandoned mailbox.
-        list.announced[id as usize / 64].fetch_or(1 << (id % 64), Ordering::SeqCst);
+        self.rt.lists[self.list].announce_if_needed(self.shared.id);
+        self.rt.arbiter.kick();
     }
 
     /// Client-transmit mode: transmits every packet the arbiter granted so
@@ -304,9 +268,8 @@ impl<B: TxBackend> Client<B> {
         let mut got = false;
         while let Some(g) = grants.pop() {
             got = true;
-            let g = g.get();
-            let desc = (g & 0xffff_ffff) as u32;
-            if g & DROPPED_FLAG == 0 {
+            let Grant { desc, dropped } = Grant::decode(g);
+            if !dropped {
                 let d = &self.shared.descs[desc as usize];
                 // Relaxed: our own stores.
                 let meta = d.meta.load(Ordering::Relaxed);
@@ -317,7 +280,7 @@ impl<B: TxBackend> Client<B> {
                     cookie: d.cookie.load(Ordering::Relaxed),
                 });
             }
-            self.free[desc as usize / 64] |= 1 << (desc % 64);
+            self.free.free(desc);
             self.outstanding -= 1;
         }
         if !got {
@@ -341,6 +304,74 @@ impl<B: TxBackend> Client<B> {
     /// client knows (client-transmit mode; 0 in dispatcher mode).
     pub fn outstanding(&self) -> u64 {
         self.outstanding
+    }
+
+    /// Waits until a submit could succeed: a descriptor is free and the
+    /// mailbox has room, or the runtime is closing, or `timeout` passed.
+    /// Returns whether there is room now.
+    ///
+    /// Call it after [`SubmitError::Full`] instead of spinning. A short stall
+    /// (the arbiter is about to drain the mailbox) is waited out by yielding
+    /// the core; a long one (every descriptor is queued behind a slow or
+    /// shaped link) by sleeping, in steps that adapt across calls: a step
+    /// doubles (up to 1 ms) while sleeps find no room and halves when room is
+    /// found without one, so a client behind a 1 Mbit/s link wakes about once
+    /// per released packet or per millisecond, not continuously. In
+    /// client-transmit mode it also transmits granted packets while waiting.
+    pub fn wait_for_room(&mut self, timeout: std::time::Duration) -> bool {
+        const MAX_STEP: std::time::Duration = std::time::Duration::from_millis(1);
+        const FIRST_STEP: std::time::Duration = std::time::Duration::from_micros(20);
+        const YIELDS_BEFORE_SLEEP: u32 = 64;
+        let start = std::time::Instant::now();
+        let mut yields = 0;
+        let mut slept = false;
+        loop {
+            if self.grants.is_some() {
+                self.drain();
+            }
+            if self.has_room() {
+                if !slept {
+                    self.wait_step /= 2;
+                    if self.wait_step < FIRST_STEP {
+                        self.wait_step = std::time::Duration::ZERO;
+                    }
+                }
+                return true;
+            }
+            let waited = start.elapsed();
+            if waited >= timeout || self.rt.is_closing() {
+                return false;
+            }
+            if self.wait_step.is_zero() {
+                yields += 1;
+                if yields < YIELDS_BEFORE_SLEEP {
+                    std::thread::yield_now();
+                    continue;
+                }
+                self.wait_step = FIRST_STEP;
+            } else if slept {
+                // The last sleep found no room: sleep longer.
+                self.wait_step = (self.wait_step * 2).min(MAX_STEP);
+            }
+            std::thread::park_timeout(self.wait_step.min(timeout - waited));
+            slept = true;
+        }
+    }
+
+    fn has_room(&mut self) -> bool {
+        let Some(p) = self.producer.as_ref() else {
+            return false;
+        };
+        if p.is_full() {
+            return false;
+        }
+        match self.free.alloc(&self.shared.returned) {
+            Some(d) => {
+                self.free.free(d);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The runtime clock's time now (for timestamp cookies).
@@ -367,88 +398,18 @@ impl<B: TxBackend> Client<B> {
         // Dropping the producer marks the mailbox abandoned (Release); the
         // announcement below is ordered after it.
         self.producer = None;
-        fence(Ordering::SeqCst);
-        self.announce();
-        self.rt.kick_arbiter();
+        publish_fence();
+        self.rt.lists[self.list].announce(self.shared.id);
+        self.rt.arbiter.kick();
         // SeqCst: after the announcement; pairs with the arbiter's load in
         // `can_exit`.
         self.rt.live_clients.fetch_sub(1, Ordering::SeqCst);
-        self.rt.kick_arbiter_force();
+        self.rt.arbiter.kick_force();
     }
 }
 
 impl<B: TxBackend> Drop for Client<B> {
     fn drop(&mut self) {
         self.retire();
-    }
-}
-
-/// Takes a free descriptor: local bitmap first, then the `done` words.
-#[inline]
-fn alloc(free: &mut [u64], cursor: &mut usize, shared: &ClientShared) -> Option<u32> {
-    let words = free.len();
-    for pass in 0..2 {
-        for _ in 0..words {
-            let w = free[*cursor];
-            if w != 0 {
-                let bit = w.trailing_zeros();
-                free[*cursor] = w & (w - 1);
-                return Some((*cursor * 64) as u32 + bit);
-            }
-            *cursor += 1;
-            if *cursor == words {
-                *cursor = 0;
-            }
-        }
-        if pass == 0 {
-            let mut any = false;
-            for (f, d) in free.iter_mut().zip(shared.done.iter()) {
-                // Relaxed peek; the swap below is Acquire.
-                if d.load(Ordering::Relaxed) != 0 {
-                    // Acquire: pairs with the transmitters' Release
-                    // `fetch_or`, made after they read the descriptor.
-                    *f |= d.swap(0, Ordering::Acquire);
-                    any = true;
-                }
-            }
-            if !any {
-                return None;
-            }
-        }
-    }
-    None
-}
-
-impl Shared {
-    /// Wakes the arbiter unconditionally (client exit, shutdown).
-    pub(crate) fn kick_arbiter_force(&self) {
-        self.arbiter_sleeping.store(false, Ordering::SeqCst);
-        if let Some(t) = self.arbiter_thread.get() {
-            t.unpark();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slot_round_trips_at_the_field_limits() {
-        for (d, f, l) in [
-            (0, 0, 1),
-            ((1 << 24) - 1, MAX_FLOW_ID - 1, 65_535),
-            (5, 7, 60),
-        ] {
-            assert_eq!(decode_slot(encode_slot(d, f, l)), (d, f, l));
-        }
-    }
-
-    #[test]
-    fn grants_carry_the_descriptor_and_the_drop_flag() {
-        let g = encode_grant(42, true).get();
-        assert_eq!(g & 0xffff_ffff, 42);
-        assert_ne!(g & DROPPED_FLAG, 0);
-        assert_eq!(encode_grant(42, false).get() & DROPPED_FLAG, 0);
     }
 }

@@ -106,13 +106,19 @@ pub enum SubmitError {
     /// The flow id does not fit the slot (>= 2^24) or the length is not in
     /// 1..=65535.
     Invalid(crate::Submission),
+    /// The runtime is shutting down (or stopped after a fault): no packet is
+    /// accepted any more. Stop submitting and drop the client.
+    Closed(crate::Submission),
 }
 
 impl SubmitError {
     /// The packet handed back.
     pub fn into_inner(self) -> crate::Submission {
         match self {
-            SubmitError::Full(s) | SubmitError::DroppedEarlier(s) | SubmitError::Invalid(s) => s,
+            SubmitError::Full(s)
+            | SubmitError::DroppedEarlier(s)
+            | SubmitError::Invalid(s)
+            | SubmitError::Closed(s) => s,
         }
     }
 }
@@ -127,6 +133,7 @@ impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SubmitError::Full(_) => f.write_str("client mailbox full"),
+            SubmitError::Closed(_) => f.write_str("the runtime is shutting down"),
             SubmitError::DroppedEarlier(_) => {
                 f.write_str("an earlier packet of this client was dropped by the arbiter")
             }

@@ -59,22 +59,31 @@ mod arbiter;
 pub mod bench;
 mod client;
 mod clock;
+mod config;
+mod dispatcher;
 mod error;
 pub mod huge_pages;
+pub mod manual;
 pub mod runtime;
+mod shared;
 pub mod stats;
 mod sync;
 mod sys;
+mod token;
 mod tx;
 
+pub use arbiter::{Outcome, WaitingFor};
 pub use bench::{
     ArbiterReport, BenchConfig, BenchReport, ClientReport, Mode, Progress, VictimConfig,
     VictimReport,
 };
-pub use client::{Accepted, Burst, Client, Submission, MAX_FLOW_ID};
+pub use client::{Accepted, Burst, Client, Submission};
 pub use clock::Clock;
+pub use config::{BackpressurePolicy, RuntimeConfig, TxMode};
 pub use error::{RuntimeError, SubmitError};
 pub use huge_pages::HugePageAlloc;
-pub use runtime::{BackpressurePolicy, Finished, Runtime, RuntimeConfig, TxMode, TxOwner};
+pub use manual::ManualRuntime;
+pub use runtime::{Finished, Runtime, TxOwner};
 pub use stats::{ArbiterStats, ClientStats, Stats};
+pub use token::MAX_FLOW_ID;
 pub use tx::{NullTx, TxBackend, TxPacket};

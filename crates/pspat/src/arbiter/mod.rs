@@ -1,0 +1,200 @@
+//! The arbiter: one thread per link that decides (\[J\] §3.2).
+//!
+//! [`Arbiter::round`] (in `round`) is the paper's `do_scan` as a function of
+//! `now`: collect (`collect`), link emulation, hand-off and recycling
+//! (`sink`). [`Arbiter::run`] is the thread around it: it owns the clock
+//! (one read per round) and the spin/park/sleep policy:
+//!
+//! * [`Outcome::Worked`]: the next round at once.
+//! * [`Outcome::Busy`] waiting for the link: sleep until `link_idle` (spin
+//!   when that is under 50 µs). New input cannot leave earlier, so no kick
+//!   is needed and clients do not pay for one.
+//! * [`Outcome::Busy`] waiting for a shaper: sleep until the scheduler's
+//!   `next_eligible` **or a client's kick**, whichever comes first (new input
+//!   may be eligible sooner), through the parker's flag-fence-rescan
+//!   protocol (`pspat_mailbox::parker`). Spin when that is under 50 µs.
+//! * [`Outcome::Idle`]: spin for T_w ([`crate::RuntimeConfig::spin_ns`]),
+//!   then park until a kick (\[E\] §3.1, \[J\] §3.5), with a 100 ms safety
+//!   timeout whose use with work found is counted in
+//!   [`crate::ArbiterStats::unrequested_wakeups_with_work`].
+//!
+//! So a shaped link costs a wake-up per release time, not a spinning core.
+//!
+//! # Complexity
+//! O(1) per packet plus the scheduler's cost; O(lists + in-service
+//! mailboxes + bitmap words) per round. No allocation after start-up, no
+//! `dyn` call per packet.
+
+mod collect;
+mod round;
+pub(crate) mod sink;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pspat_mailbox::Wake;
+use pspat_sched::{Instant, LinkEmulator, Packet, Scheduler};
+
+pub(crate) use collect::{ArbClient, ListState};
+pub use round::{Outcome, WaitingFor};
+pub(crate) use sink::Sink;
+
+use crate::shared::Shared;
+use crate::sync::Ordering;
+use crate::{ArbiterStats, TxBackend};
+
+/// Waits shorter than this are spun, longer ones slept.
+const SPIN_BELOW_NS: u64 = 50_000;
+/// Safety-net park timeout.
+const PARK_TIMEOUT: Duration = Duration::from_millis(100);
+
+pub(crate) struct Arbiter<S, B> {
+    pub(crate) rt: Arc<Shared>,
+    pub(crate) sched: S,
+    pub(crate) link: LinkEmulator,
+    pub(crate) clients: Vec<Option<ArbClient>>,
+    pub(crate) lists: Vec<ListState>,
+    pub(crate) sink: Sink<B>,
+    released: Vec<Packet>,
+    /// Ids announced before their registration was taken (one round's worth).
+    late: Vec<u32>,
+    pub(crate) retired: usize,
+    pub(crate) registered: usize,
+    pub(crate) stats: ArbiterStats,
+}
+
+impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
+    pub(crate) fn new(rt: Arc<Shared>, sched: S, link: LinkEmulator, sink: Sink<B>) -> Self {
+        let cfg = &rt.cfg;
+        let lists = (0..rt.lists.len())
+            .map(|_| ListState::new(cfg.max_clients))
+            .collect();
+        let mut clients = Vec::with_capacity(cfg.max_clients);
+        clients.resize_with(cfg.max_clients, || None);
+        Arbiter {
+            sched,
+            link,
+            clients,
+            lists,
+            sink,
+            released: Vec::with_capacity(cfg.arb_batch as usize),
+            late: Vec::with_capacity(cfg.max_clients),
+            retired: 0,
+            registered: 0,
+            stats: ArbiterStats::default(),
+            rt,
+        }
+    }
+
+    /// The arbiter thread: rounds until shutdown, then hands back its
+    /// backend (T = 0) and counters.
+    pub(crate) fn run(mut self) -> (Option<B>, ArbiterStats) {
+        self.rt.arbiter.bind_current_thread();
+        let spin_ns = self.rt.cfg.spin_ns;
+        let mut idle_since: Option<Instant> = None;
+        let mut unkicked = false;
+        // Start of the previous round if it did work: its duration ends at
+        // this round's clock read (one clock read per round, not two).
+        let mut busy_since: Option<Instant> = None;
+        loop {
+            let now = self.rt.clock.now();
+            if let Some(start) = busy_since.take() {
+                self.stats.busy_round_ns += now.saturating_nanos_since(start);
+            }
+            let outcome = self.round(now);
+            if outcome != Outcome::Idle {
+                idle_since = None;
+            }
+            match outcome {
+                Outcome::Worked => {
+                    busy_since = Some(now);
+                    if std::mem::take(&mut unkicked) {
+                        self.stats.unrequested_wakeups_with_work += 1;
+                    }
+                    if self.stats.busy_rounds.is_multiple_of(64) {
+                        self.publish_stats();
+                    }
+                }
+                Outcome::Busy { until, waiting_for } => {
+                    unkicked = false;
+                    let wait = until.saturating_nanos_since(now);
+                    if wait < SPIN_BELOW_NS || waiting_for == WaitingFor::Transmitter {
+                        std::hint::spin_loop();
+                    } else if waiting_for == WaitingFor::Link {
+                        std::thread::sleep(Duration::from_nanos(wait - SPIN_BELOW_NS / 2));
+                    } else {
+                        self.sleep(Duration::from_nanos(wait));
+                    }
+                }
+                Outcome::Idle => {
+                    unkicked = false;
+                    if self.can_exit(now) {
+                        break;
+                    }
+                    let since = *idle_since.get_or_insert(now);
+                    if now.saturating_nanos_since(since) < spin_ns {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let parked = std::time::Instant::now();
+                    if let Some(wake) = self.sleep(PARK_TIMEOUT) {
+                        // Nobody kicked for the whole safety period (an early
+                        // return is a stale unpark token or a spurious
+                        // wake-up, not a lost wake-up).
+                        unkicked = wake == Wake::TimedOut && parked.elapsed() >= PARK_TIMEOUT;
+                    }
+                    idle_since = None;
+                }
+            }
+        }
+        self.sink
+            .flush(self.rt.clock.now(), &self.rt, &self.clients);
+        // Release: pairs with the dispatchers' Acquire load; every TX push
+        // happens before it.
+        self.rt.arbiter_done.store(true, Ordering::Release);
+        for d in self.rt.dispatchers.iter() {
+            d.kick_force();
+        }
+        self.publish_stats();
+        (self.sink.into_backend(), self.stats)
+    }
+
+    /// Sleeps until kicked or `timeout`, unless the pre-sleep rescan finds
+    /// input (then returns `None` at once).
+    fn sleep(&mut self, timeout: Duration) -> Option<Wake> {
+        let parker = &self.rt.arbiter;
+        parker.prepare_sleep();
+        // SeqCst load after the fence: a `close` before our fence is seen.
+        if self.rt.closing.load(Ordering::SeqCst) || self.has_pending_input() {
+            parker.cancel_sleep();
+            return None;
+        }
+        self.publish_stats();
+        self.stats.sleeps += 1;
+        Some(self.rt.arbiter.sleep(timeout))
+    }
+
+    pub(crate) fn publish_stats(&self) {
+        self.rt.arb_stats.publish(&self.stats);
+    }
+
+    /// Shutdown began, every client is gone and everything was sent.
+    pub(crate) fn can_exit(&mut self, now: Instant) -> bool {
+        if !self.rt.is_closing() {
+            return false;
+        }
+        // SeqCst: pairs with the clients' SeqCst decrement, made after their
+        // final announcement, so every mailbox is visible once this is 0.
+        if self.rt.live_clients.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        self.take_registrations();
+        if self.retired == self.registered && self.sched.is_empty() && !self.sink.has_backlog() {
+            return true;
+        }
+        // Every client is gone: read every list now, gate or not, so the
+        // remaining (abandoned) mailboxes are drained and retired.
+        self.collect_all(now);
+        false
+    }
+}

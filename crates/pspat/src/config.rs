@@ -1,0 +1,180 @@
+//! Runtime parameters: the transmit mode, the backpressure policy and
+//! [`RuntimeConfig`] with its reference defaults and validation.
+
+use crate::RuntimeError;
+
+/// How released packets reach the wire (\[J\] §3.3, \[E\] §3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TxMode {
+    /// The arbiter pushes released packets to T dispatcher threads (T = 0:
+    /// the arbiter transmits itself).
+    #[default]
+    Dispatcher,
+    /// The arbiter only grants; each client transmits its granted packets in
+    /// [`crate::Client::drain`] (called by every submit).
+    Client,
+}
+
+impl TxMode {
+    /// `"dispatcher"` or `"client"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TxMode::Dispatcher => "dispatcher",
+            TxMode::Client => "client",
+        }
+    }
+}
+
+impl std::fmt::Display for TxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for TxMode {
+    type Err = RuntimeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "dispatcher" => Ok(TxMode::Dispatcher),
+            "client" | "client-drain" => Ok(TxMode::Client),
+            _ => Err(RuntimeError::invalid(
+                "tx mode",
+                format!("unknown {s:?} (allowed: dispatcher, client)"),
+            )),
+        }
+    }
+}
+
+/// What a client learns of the arbiter's drops (`REFERENCE.md` §1.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BackpressurePolicy {
+    /// The next submit succeeds and reports the drop in
+    /// [`crate::Accepted::drop_reported`]. The default: a greedy sender loses
+    /// no submit to the report.
+    #[default]
+    ReportOnly,
+    /// The reference semantics: the next submit fails with
+    /// [`crate::SubmitError::DroppedEarlier`], handing the packet back.
+    RejectNext,
+}
+
+/// Runtime parameters; [`RuntimeConfig::default`] holds the reference
+/// defaults (`REFERENCE.md` §1.10).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuntimeConfig {
+    /// Clients that may ever be created, 1..=1_048_576 (sizes the bitmaps
+    /// and counter arrays).
+    pub max_clients: usize,
+    /// Client mailbox slots, a power of two in 64..=65536 (reference 512).
+    pub mailbox_entries: usize,
+    /// Descriptors per client: packets of one client in flight at most; a
+    /// multiple of 64 in 64..=1_048_576 (default 1024).
+    pub descriptors_per_client: usize,
+    /// Δ_A, the minimum interval between two reads of one client list, ns
+    /// (reference 1000; 0 reads every round).
+    pub delta_a_ns: u64,
+    /// Scheduler decisions per round at most (reference 512).
+    pub arb_batch: u32,
+    /// Packets a dispatcher transmits per batch (reference 256).
+    pub dispatch_batch: usize,
+    /// TX mailbox slots per dispatcher, a power of two >= 64.
+    pub tx_mailbox_entries: usize,
+    /// Transmission mode.
+    pub tx_mode: TxMode,
+    /// T, the dispatcher threads in dispatcher mode (0 = the arbiter
+    /// transmits), 0..=64.
+    pub dispatchers: usize,
+    /// Emulated link rate, bit/s; `None` = unlimited.
+    pub rate_bps: Option<u64>,
+    /// T_w: how long the arbiter (and a dispatcher) spins idle before parking, ns.
+    pub spin_ns: u64,
+    /// Consecutive empty reads after which a mailbox leaves service
+    /// (default 4). Small on purpose: the reference kernel drops a mailbox
+    /// from its list as soon as it is drained; here a few reads of grace
+    /// spare a client that pauses briefly the re-announcement. Every round
+    /// reads every in-service mailbox (one or two cache misses each), so
+    /// with many clients that each submit in short bursts (1000 clients
+    /// time-sharing a core) a long grace period kept about all of them in
+    /// service and the scan dominated the round: 64 reads gave ~17 M
+    /// decisions/s in `pspat bench --clients 1000`, 4 reads ~24 M. A retire
+    /// costs one `swap` per client list and one fence (module docs).
+    pub retire_after_reads: u32,
+    /// Report or reject after an arbiter drop.
+    pub backpressure: BackpressurePolicy,
+    /// Client lists; 0 = one per CPU.
+    pub lists: usize,
+    /// Core to pin the arbiter to.
+    pub arbiter_core: Option<usize>,
+    /// Core to pin dispatchers to.
+    pub dispatcher_core: Option<usize>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            max_clients: 1024,
+            mailbox_entries: 512,
+            descriptors_per_client: 1024,
+            delta_a_ns: 1000,
+            arb_batch: 512,
+            dispatch_batch: 256,
+            tx_mailbox_entries: 1024,
+            tx_mode: TxMode::Dispatcher,
+            dispatchers: 0,
+            rate_bps: None,
+            spin_ns: 30_000,
+            retire_after_reads: 4,
+            backpressure: BackpressurePolicy::ReportOnly,
+            lists: 0,
+            arbiter_core: None,
+            dispatcher_core: None,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// [`RuntimeError::OutOfRange`] naming the field and its allowed range.
+    pub fn validate(&self) -> Result<(), RuntimeError> {
+        RuntimeError::check_range("max_clients", self.max_clients, 1..=1 << 20)?;
+        if !self.mailbox_entries.is_power_of_two() || !(64..=65536).contains(&self.mailbox_entries)
+        {
+            return Err(RuntimeError::out_of_range(
+                "mailbox_entries",
+                self.mailbox_entries,
+                "a power of two in 64..=65536",
+            ));
+        }
+        let d = self.descriptors_per_client;
+        if !d.is_multiple_of(64) || !(64..=1 << 20).contains(&d) {
+            return Err(RuntimeError::out_of_range(
+                "descriptors_per_client",
+                d,
+                "a multiple of 64 in 64..=1048576",
+            ));
+        }
+        RuntimeError::check_range("delta_a_ns", self.delta_a_ns, 0..=1_000_000_000)?;
+        RuntimeError::check_range("arb_batch", self.arb_batch, 1..=65536)?;
+        RuntimeError::check_range("dispatch_batch", self.dispatch_batch, 1..=65536)?;
+        if !self.tx_mailbox_entries.is_power_of_two()
+            || !(64..=1 << 20).contains(&self.tx_mailbox_entries)
+        {
+            return Err(RuntimeError::out_of_range(
+                "tx_mailbox_entries",
+                self.tx_mailbox_entries,
+                "a power of two in 64..=1048576",
+            ));
+        }
+        RuntimeError::check_range("dispatchers", self.dispatchers, 0..=64)?;
+        if let Some(r) = self.rate_bps {
+            RuntimeError::check_range("rate_bps", r, pspat_sched::link::MIN_RATE_BPS..=u64::MAX)?;
+        }
+        RuntimeError::check_range("spin_ns", self.spin_ns, 0..=1_000_000_000)?;
+        RuntimeError::check_range("retire_after_reads", self.retire_after_reads, 1..=u32::MAX)?;
+        RuntimeError::check_range("lists", self.lists, 0..=1024)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! Dispatcher threads (\[J\] §3.3): each drains its TX mailbox in batches
+//! of `dispatch_batch`, reads the descriptors, calls its backend once per
+//! batch and returns the descriptors to their owners (one `fetch_or` per
+//! client and 64-descriptor word per batch).
+//!
+//! [`Dispatcher::step`] is one batch at a given time; [`Dispatcher::run`]
+//! is the thread around it (spin T_w, then park on its
+//! [`pspat_mailbox::Parker`], which the arbiter kicks after pushing).
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pspat_mailbox::{Consumer, Recycler};
+use pspat_sched::{FlowId, Instant};
+
+use crate::arbiter::sink::{count_transmitted, unreachable_client};
+use crate::shared::{ClientShared, Shared};
+use crate::sync::Ordering;
+use crate::token::DescRef;
+use crate::{TxBackend, TxPacket};
+
+/// Safety-net park timeout.
+const PARK_TIMEOUT: Duration = Duration::from_millis(100);
+
+pub(crate) struct Dispatcher<B> {
+    rt: Arc<Shared>,
+    index: usize,
+    rx: Consumer<NonZeroU64>,
+    backend: B,
+    batch: Vec<TxPacket>,
+    recycler: Recycler,
+    /// Clients seen so far, by id (refreshed from the registry on a miss).
+    known: Vec<Option<Arc<ClientShared>>>,
+}
+
+impl<B: TxBackend> Dispatcher<B> {
+    pub(crate) fn new(rt: Arc<Shared>, index: usize, rx: Consumer<NonZeroU64>, backend: B) -> Self {
+        let cfg = &rt.cfg;
+        Dispatcher {
+            batch: Vec::with_capacity(cfg.dispatch_batch),
+            recycler: Recycler::new(cfg.max_clients, cfg.descriptors_per_client),
+            known: vec![None; cfg.max_clients],
+            rt,
+            index,
+            rx,
+            backend,
+        }
+    }
+
+    /// Transmits up to one batch at `now`; returns the packets sent.
+    pub(crate) fn step(&mut self, now: Instant) -> usize {
+        let cap = self.rt.cfg.dispatch_batch;
+        while self.batch.len() < cap {
+            let Some(v) = self.rx.pop() else { break };
+            let r = DescRef::from_tx_slot(v);
+            let client = r.client as usize;
+            if self.known[client].is_none() {
+                for c in self.rt.registry().all.iter() {
+                    let id = c.id as usize;
+                    self.known[id] = Some(Arc::clone(c));
+                }
+            }
+            let Some(c) = self.known[client].as_ref() else {
+                unreachable_client()
+            };
+            let d = &c.descs[r.desc as usize];
+            // Relaxed: published through client push → arbiter pop → TX
+            // push (Release) → our pop (Acquire).
+            let meta = d.meta.load(Ordering::Relaxed);
+            self.batch.push(TxPacket {
+                client: r.client,
+                flow: FlowId((meta >> 32) as u32),
+                len: meta as u32,
+                cookie: d.cookie.load(Ordering::Relaxed),
+            });
+            self.recycler.mark(r.client, r.desc);
+        }
+        let n = self.batch.len();
+        if n == 0 {
+            return 0;
+        }
+        self.backend.transmit(now, &self.batch);
+        count_transmitted(&self.rt.tx_counts[self.index], &self.batch);
+        self.batch.clear();
+        self.rx.release();
+        let known = &self.known;
+        self.recycler.flush(|c| match known[c as usize].as_deref() {
+            Some(s) => &*s.returned,
+            None => unreachable_client(),
+        });
+        n
+    }
+
+    /// True once the arbiter finished and this mailbox is drained.
+    pub(crate) fn finished(&self) -> bool {
+        // Acquire: pairs with the arbiter's Release store after its last
+        // push; an empty mailbox now stays empty.
+        self.rt.arbiter_done.load(Ordering::Acquire) && self.rx.is_empty()
+    }
+
+    /// The dispatcher thread.
+    pub(crate) fn run(mut self) -> B {
+        let rt = Arc::clone(&self.rt);
+        let me = &rt.dispatchers[self.index];
+        me.bind_current_thread();
+        let spin_ns = self.rt.cfg.spin_ns;
+        let mut idle_since: Option<std::time::Instant> = None;
+        loop {
+            if self.step(self.rt.clock.now()) > 0 {
+                idle_since = None;
+                continue;
+            }
+            if self.finished() {
+                break;
+            }
+            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if (since.elapsed().as_nanos() as u64) < spin_ns {
+                std::hint::spin_loop();
+                continue;
+            }
+            me.prepare_sleep();
+            // SeqCst load after the sleep fence (pairs with the arbiter's
+            // publish fence before its kick).
+            if !self.rx.is_empty() || self.rt.arbiter_done.load(Ordering::SeqCst) {
+                me.cancel_sleep();
+                continue;
+            }
+            me.sleep(PARK_TIMEOUT);
+            idle_since = None;
+        }
+        self.rx.release();
+        self.backend
+    }
+
+    /// Hands the backend back (virtual-time driver).
+    pub(crate) fn into_backend(self) -> B {
+        self.backend
+    }
+}

@@ -1,0 +1,209 @@
+//! The state every thread of one runtime shares: client lists, parkers,
+//! per-client descriptors and counters, the client registry.
+//!
+//! Nothing here runs a loop: the arbiter ([`crate::arbiter`]), dispatchers
+//! ([`crate::dispatcher`]), clients ([`crate::client`]) and the
+//! [`crate::Runtime`] that spawns them all import this module, and it imports
+//! none of them. The handshakes over these fields (announce/retire, sleep and
+//! wake, descriptor recycling) are `pspat-mailbox`'s [`ClientList`],
+//! [`Parker`] and [`ReturnedSet`], model-checked there with loom.
+
+use std::num::NonZeroU64;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_utils::CachePadded;
+use pspat_mailbox::{ClientList, Consumer, Parker, Producer, ReturnedSet};
+
+use crate::stats::{ClientStats, Counter, TxCount, NREASONS};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::{ArbiterStats, Clock, RuntimeConfig, Stats};
+
+/// One descriptor: written by its client before the push that publishes it,
+/// read by the transmitter, recycled through the owner's [`ReturnedSet`].
+#[derive(Default)]
+pub(crate) struct Desc {
+    pub(crate) cookie: AtomicU64,
+    /// `flow << 32 | len`.
+    pub(crate) meta: AtomicU64,
+}
+
+/// State of one client that other threads read.
+pub(crate) struct ClientShared {
+    pub(crate) id: u32,
+    pub(crate) submitted: CachePadded<Counter>,
+    /// Transmit counters of the client itself (client-transmit mode).
+    pub(crate) self_tx: CachePadded<TxCount>,
+    pub(crate) descs: Box<[Desc]>,
+    /// Descriptors transmitters returned (Release `fetch_or`), taken back by
+    /// the owner (Acquire swap).
+    pub(crate) returned: CachePadded<ReturnedSet>,
+}
+
+impl ClientShared {
+    pub(crate) fn new(id: u32, descriptors: usize) -> Self {
+        ClientShared {
+            id,
+            submitted: CachePadded::new(Counter::default()),
+            self_tx: CachePadded::new(TxCount::default()),
+            descs: (0..descriptors).map(|_| Desc::default()).collect(),
+            returned: CachePadded::new(ReturnedSet::new(descriptors)),
+        }
+    }
+}
+
+/// What the arbiter receives when a client is created.
+pub(crate) struct Registration {
+    pub(crate) shared: Arc<ClientShared>,
+    pub(crate) consumer: Consumer<NonZeroU64>,
+    /// Client-transmit mode: the arbiter's end of the grant mailbox.
+    pub(crate) grants: Option<Producer<NonZeroU64>>,
+}
+
+pub(crate) struct Registry {
+    /// Every client ever created, by id.
+    pub(crate) all: Vec<Arc<ClientShared>>,
+    /// Created, not yet taken by the arbiter.
+    pub(crate) pending: Vec<Registration>,
+}
+
+/// Arbiter counters published for [`crate::Runtime::arbiter_stats`].
+#[derive(Default)]
+pub(crate) struct ArbStatCounters {
+    pub(crate) rounds: Counter,
+    pub(crate) busy_round_ns: Counter,
+    pub(crate) busy_rounds: Counter,
+    pub(crate) sleeps: Counter,
+    pub(crate) decisions: Counter,
+    pub(crate) unrequested: Counter,
+}
+
+impl ArbStatCounters {
+    pub(crate) fn publish(&self, s: &ArbiterStats) {
+        self.rounds.set(s.rounds);
+        self.busy_rounds.set(s.busy_rounds);
+        self.busy_round_ns.set(s.busy_round_ns);
+        self.sleeps.set(s.sleeps);
+        self.decisions.set(s.decisions);
+        self.unrequested.set(s.unrequested_wakeups_with_work);
+    }
+
+    pub(crate) fn read(&self) -> ArbiterStats {
+        ArbiterStats {
+            rounds: self.rounds.read(),
+            busy_round_ns: self.busy_round_ns.read(),
+            busy_rounds: self.busy_rounds.read(),
+            sleeps: self.sleeps.read(),
+            decisions: self.decisions.read(),
+            unrequested_wakeups_with_work: self.unrequested.read(),
+        }
+    }
+}
+
+/// State shared by every thread of one runtime.
+pub(crate) struct Shared {
+    pub(crate) cfg: RuntimeConfig,
+    pub(crate) clock: Clock,
+    /// One per CPU (\[J\] §3.1).
+    pub(crate) lists: Box<[ClientList]>,
+    pub(crate) arbiter: Parker,
+    /// One per dispatcher thread.
+    pub(crate) dispatchers: Box<[Parker]>,
+    pub(crate) closing: AtomicBool,
+    pub(crate) arbiter_done: AtomicBool,
+    pub(crate) live_clients: AtomicUsize,
+    pub(crate) registry_dirty: AtomicBool,
+    pub(crate) registry: Mutex<Registry>,
+    /// `[transmitter][client]`: transmitter 0 is the arbiter (T = 0) or
+    /// dispatcher 0.
+    pub(crate) tx_counts: Box<[Box<[TxCount]>]>,
+    /// `[client * NREASONS + reason]`, written by the arbiter.
+    pub(crate) drops: Box<[Counter]>,
+    pub(crate) arb_stats: ArbStatCounters,
+    /// False only when the arbiter transmits (T = 0) to a backend that does
+    /// not want cookies: then nobody reads a descriptor (the slot carries
+    /// flow and length) and clients skip writing them.
+    pub(crate) write_descs: bool,
+}
+
+impl Shared {
+    /// Builds the shared state for `cfg` with `lists` client lists,
+    /// `transmitters` counter rows and `dispatchers` dispatcher parkers.
+    pub(crate) fn new(
+        cfg: RuntimeConfig,
+        lists: usize,
+        transmitters: usize,
+        dispatchers: usize,
+        write_descs: bool,
+    ) -> Self {
+        let max = cfg.max_clients;
+        Shared {
+            lists: (0..lists).map(|_| ClientList::new(max)).collect(),
+            arbiter: Parker::new(),
+            dispatchers: (0..dispatchers).map(|_| Parker::new()).collect(),
+            clock: Clock::new(),
+            closing: AtomicBool::new(false),
+            arbiter_done: AtomicBool::new(false),
+            live_clients: AtomicUsize::new(0),
+            registry_dirty: AtomicBool::new(false),
+            registry: Mutex::new(Registry {
+                all: Vec::new(),
+                pending: Vec::new(),
+            }),
+            tx_counts: (0..transmitters)
+                .map(|_| (0..max).map(|_| TxCount::default()).collect())
+                .collect(),
+            drops: (0..max * NREASONS).map(|_| Counter::default()).collect(),
+            arb_stats: ArbStatCounters::default(),
+            write_descs,
+            cfg,
+        }
+    }
+
+    /// Locks the registry, recovering from a poisoned lock (the registry's
+    /// vectors stay consistent: every critical section only pushes or takes).
+    pub(crate) fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        match self.registry.lock() {
+            Ok(r) => r,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Snapshot of every client (see [`crate::stats`] for the read order).
+    pub(crate) fn stats(&self) -> Stats {
+        let all: Vec<Arc<ClientShared>> = self.registry().all.clone();
+        let mut s = Stats::default();
+        for c in &all {
+            let id = c.id as usize;
+            let mut tx = c.self_tx.packets.read();
+            let mut bytes = c.self_tx.bytes.read();
+            for row in self.tx_counts.iter() {
+                tx += row[id].packets.read();
+                bytes += row[id].bytes.read();
+            }
+            let mut by = [0u64; NREASONS];
+            for (r, slot) in by.iter_mut().enumerate() {
+                *slot = self.drops[id * NREASONS + r].read();
+            }
+            let dropped = by.iter().sum();
+            // Last: see the module docs of `stats`.
+            let submitted = c.submitted.read();
+            s.push(ClientStats {
+                id: c.id,
+                submitted,
+                transmitted: tx,
+                transmitted_bytes: bytes,
+                dropped,
+                dropped_by_reason: by,
+                in_flight: submitted.saturating_sub(tx + dropped),
+            });
+        }
+        s
+    }
+
+    /// Whether shutdown began (Acquire: pairs with the SeqCst store in
+    /// `Runtime::close`).
+    #[inline]
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+}

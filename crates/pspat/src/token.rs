@@ -1,0 +1,161 @@
+//! The one codec for the 64-bit words that name a client's descriptor on its
+//! way through the runtime.
+//!
+//! A packet is named by a [`DescRef`] — the submitting client and the index
+//! of its descriptor in that client's pool — from `submit` to recycling. It
+//! travels in four words, each encoded and decoded only here:
+//!
+//! | word | written by | read by | layout |
+//! |---|---|---|---|
+//! | client slot | client (`submit`) | arbiter (collect) | `desc << 40 \| flow << 16 \| len` (the client is implied by the mailbox) |
+//! | scheduler token | arbiter | arbiter (release) | `client << 32 \| desc` in [`pspat_sched::Packet::token`] |
+//! | TX slot | arbiter | dispatcher | the token with bit 63 set (non-zero) |
+//! | grant | arbiter | client (client-transmit mode) | bit 63, bit 62 = dropped, `desc` in the low 32 bits |
+//!
+//! Every mailbox word must be non-zero (zero marks an empty slot): the client
+//! slot is, because `len >= 1`; the TX slot and grant carry bit 63.
+//!
+//! # Ranges
+//! `desc < 2^24` (descriptors per client are at most 2^20), `flow < 2^24`
+//! ([`MAX_FLOW_ID`]), `1 <= len <= 65535`, `client < 2^31`.
+
+use std::num::NonZeroU64;
+
+use pspat_sched::FlowId;
+
+/// Flow ids must be below this to fit the client slot (24 bits).
+pub const MAX_FLOW_ID: u32 = 1 << 24;
+
+const MARK: u64 = 1 << 63;
+const DROPPED: u64 = 1 << 62;
+
+/// One descriptor of one client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DescRef {
+    pub(crate) client: u32,
+    pub(crate) desc: u32,
+}
+
+impl DescRef {
+    /// The scheduler's [`pspat_sched::Packet::token`].
+    #[inline]
+    pub(crate) fn token(self) -> u64 {
+        (u64::from(self.client) << 32) | u64::from(self.desc)
+    }
+
+    /// Inverse of [`DescRef::token`].
+    #[inline]
+    pub(crate) fn from_token(token: u64) -> Self {
+        DescRef {
+            client: (token >> 32) as u32,
+            desc: token as u32,
+        }
+    }
+
+    /// The word a dispatcher's TX mailbox carries.
+    #[inline]
+    pub(crate) fn tx_slot(self) -> NonZeroU64 {
+        NonZeroU64::new(self.token() | MARK).unwrap_or(NonZeroU64::MIN)
+    }
+
+    /// Inverse of [`DescRef::tx_slot`].
+    #[inline]
+    pub(crate) fn from_tx_slot(v: NonZeroU64) -> Self {
+        Self::from_token(v.get() & !MARK)
+    }
+}
+
+/// What a client slot carries: the arbiter never reads the descriptor itself
+/// on the way in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClientSlot {
+    pub(crate) desc: u32,
+    pub(crate) flow: FlowId,
+    pub(crate) len: u32,
+}
+
+impl ClientSlot {
+    /// The word a client pushes; `len` must be in 1..=65535 and `flow` below
+    /// [`MAX_FLOW_ID`] (checked by `submit`).
+    #[inline]
+    pub(crate) fn encode(self) -> NonZeroU64 {
+        let v = (u64::from(self.desc) << 40) | (u64::from(self.flow.0) << 16) | u64::from(self.len);
+        // len >= 1, so v != 0.
+        NonZeroU64::new(v).unwrap_or(NonZeroU64::MIN)
+    }
+
+    /// Inverse of [`ClientSlot::encode`].
+    #[inline]
+    pub(crate) fn decode(v: NonZeroU64) -> Self {
+        let v = v.get();
+        ClientSlot {
+            desc: (v >> 40) as u32,
+            flow: FlowId(((v >> 16) & 0xff_ffff) as u32),
+            len: (v & 0xffff) as u32,
+        }
+    }
+}
+
+/// A grant: the arbiter tells a client (client-transmit mode) that one of its
+/// descriptors may be transmitted, or was dropped and may be reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) desc: u32,
+    pub(crate) dropped: bool,
+}
+
+impl Grant {
+    #[inline]
+    pub(crate) fn encode(self) -> NonZeroU64 {
+        let v = MARK | if self.dropped { DROPPED } else { 0 } | u64::from(self.desc);
+        NonZeroU64::new(v).unwrap_or(NonZeroU64::MIN)
+    }
+
+    #[inline]
+    pub(crate) fn decode(v: NonZeroU64) -> Self {
+        let v = v.get();
+        Grant {
+            desc: v as u32,
+            dropped: v & DROPPED != 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_slot_round_trips_at_the_field_limits() {
+        for (d, f, l) in [
+            (0, 0, 1),
+            ((1 << 24) - 1, MAX_FLOW_ID - 1, 65_535),
+            (5, 7, 60),
+        ] {
+            let s = ClientSlot {
+                desc: d,
+                flow: FlowId(f),
+                len: l,
+            };
+            assert_eq!(ClientSlot::decode(s.encode()), s);
+        }
+    }
+
+    #[test]
+    fn tokens_and_tx_slots_round_trip() {
+        for (client, desc) in [(0, 0), (1023, 1 << 20), ((1 << 31) - 1, (1 << 24) - 1)] {
+            let r = DescRef { client, desc };
+            assert_eq!(DescRef::from_token(r.token()), r);
+            assert_eq!(DescRef::from_tx_slot(r.tx_slot()), r);
+            assert_ne!(r.tx_slot().get() & MARK, 0);
+        }
+    }
+
+    #[test]
+    fn grants_carry_the_descriptor_and_the_drop_flag() {
+        for dropped in [false, true] {
+            let g = Grant { desc: 42, dropped };
+            assert_eq!(Grant::decode(g.encode()), g);
+        }
+    }
+}
