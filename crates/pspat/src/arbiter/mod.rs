@@ -12,7 +12,8 @@
 //! * [`Outcome::Busy`] waiting for a shaper: sleep until the scheduler's
 //!   `next_eligible` **or a client's kick**, whichever comes first (new input
 //!   may be eligible sooner), through the parker's flag-fence-rescan
-//!   protocol (`pspat_mailbox::parker`). Spin when that is under 50 µs.
+//!   protocol (`pspat_mailbox::parker`). Spin only when that is under 2 µs:
+//!   a shaper keeps its own schedule, so a late wake-up never lowers its rate.
 //! * [`Outcome::Idle`]: spin for T_w ([`crate::RuntimeConfig::spin_ns`]),
 //!   then park until a kick (\[E\] §3.1, \[J\] §3.5), with a 100 ms safety
 //!   timeout whose use with work found is counted in
@@ -43,8 +44,14 @@ use crate::shared::Shared;
 use crate::sync::Ordering;
 use crate::{ArbiterStats, TxBackend};
 
-/// Waits shorter than this are spun, longer ones slept.
+/// Link waits shorter than this are spun, longer ones slept: the emulated
+/// link releases each packet at its time to within the wake-up latency.
 const SPIN_BELOW_NS: u64 = 50_000;
+/// Shaper waits shorter than this are spun. A shaper's eligibility times
+/// come from its own schedule (earliest departure times), not from when it
+/// was asked, so a late wake-up delays a packet but never lowers the rate:
+/// sleeping through most of the wait costs no accuracy over a run.
+const SHAPER_SPIN_BELOW_NS: u64 = 2_000;
 /// Safety-net park timeout.
 const PARK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -118,12 +125,16 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 Outcome::Busy { until, waiting_for } => {
                     unkicked = false;
                     let wait = until.saturating_nanos_since(now);
-                    if wait < SPIN_BELOW_NS || waiting_for == WaitingFor::Transmitter {
+                    let spin_below = match waiting_for {
+                        WaitingFor::Shaper => SHAPER_SPIN_BELOW_NS,
+                        _ => SPIN_BELOW_NS,
+                    };
+                    if wait < spin_below || waiting_for == WaitingFor::Transmitter {
                         std::hint::spin_loop();
                     } else if waiting_for == WaitingFor::Link {
                         std::thread::sleep(Duration::from_nanos(wait - SPIN_BELOW_NS / 2));
                     } else {
-                        self.sleep(Duration::from_nanos(wait));
+                        self.sleep(Duration::from_nanos(wait), false);
                     }
                 }
                 Outcome::Idle => {
@@ -137,7 +148,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                         continue;
                     }
                     let parked = std::time::Instant::now();
-                    if let Some(wake) = self.sleep(PARK_TIMEOUT) {
+                    if let Some(wake) = self.sleep(PARK_TIMEOUT, true) {
                         // Nobody kicked for the whole safety period (an early
                         // return is a stale unpark token or a spurious
                         // wake-up, not a lost wake-up).
@@ -160,12 +171,14 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
     }
 
     /// Sleeps until kicked or `timeout`, unless the pre-sleep rescan finds
-    /// input (then returns `None` at once).
-    fn sleep(&mut self, timeout: Duration) -> Option<Wake> {
+    /// input, or `closing` matters (`exit_on_close`: the arbiter is idle and
+    /// could exit) and shutdown began; then returns `None` at once.
+    fn sleep(&mut self, timeout: Duration, exit_on_close: bool) -> Option<Wake> {
         let parker = &self.rt.arbiter;
         parker.prepare_sleep();
         // SeqCst load after the fence: a `close` before our fence is seen.
-        if self.rt.closing.load(Ordering::SeqCst) || self.has_pending_input() {
+        let closing = exit_on_close && self.rt.closing.load(Ordering::SeqCst);
+        if closing || self.has_pending_input() {
             parker.cancel_sleep();
             return None;
         }
