@@ -51,7 +51,7 @@
 //!   This is the latency of WF²Q+ as a latency-rate server; it is an upper
 //!   bound, not the tightest one published. It assumes V grows with the
 //!   link's work, so [`run`] gives WF²Q+ the link rate
-//!   ([`crate::Wf2qPlus::with_link_rate`]); without it the scheduler only
+//!   ([`pspat_sched::Wf2qPlus::with_link_rate`]); without it the scheduler only
 //!   guarantees L_k/(φ_k·B) + 2·L/B (the `wf2q_plus` module docs).
 //! * any other name (`fifo`, `prio`): no bound (`None`, JSON `null`).
 //!
@@ -81,7 +81,7 @@
 //!
 //! # Example
 //! ```
-//! use pspat_sched::wfi::{self, Scenario, Workload, WorkloadParams};
+//! use pspat_eval::wfi::{self, Scenario, Workload, WorkloadParams};
 //! use pspat_sched::AlgKind;
 //! let scenario = Scenario::generate(&Workload::Paper { flows: 25 }, &WorkloadParams::default()).unwrap();
 //! let run = wfi::run(AlgKind::Drr, &scenario).unwrap();
@@ -93,7 +93,8 @@
 use serde::Serialize;
 
 use crate::fluid::{fluid_finish_times, ticks_to_ns, Arrival, TICKS_PER_BYTE};
-use crate::{
+use pspat_sched::rate::Rate;
+use pspat_sched::{
     AlgKind, ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
     SchedulerConfig, MAX_PACKET_LEN,
 };
@@ -104,8 +105,8 @@ pub const MAX_FLOWS: usize = 65_536;
 pub const MAX_PACKETS: u64 = 10_000_000;
 /// Longest workload, in ns (10 s).
 pub const MAX_DURATION_NS: u64 = 10_000_000_000;
-/// Highest link rate accepted, in bit/s (1 Tbit/s).
-pub const MAX_RATE_BPS: u64 = 1_000_000_000_000;
+/// Highest link rate accepted, in bit/s: that of any [`Rate`] (1 Tbit/s).
+pub const MAX_RATE_BPS: u64 = pspat_sched::rate::MAX_RATE_BPS;
 /// The `paper` scenario's link rate (10 Gbit/s).
 pub const PAPER_RATE_BPS: u64 = 10_000_000_000;
 /// The `paper` scenario's packet length in bytes.
@@ -164,7 +165,7 @@ impl Workload {
     ///
     /// # Examples
     /// ```
-    /// use pspat_sched::wfi::Workload;
+    /// use pspat_eval::wfi::Workload;
     /// assert_eq!(Workload::from_name("paper", 100, vec![]).unwrap(), Workload::Paper { flows: 100 });
     /// assert!(Workload::from_name("paper", 7, vec![]).is_err());
     /// ```
@@ -196,7 +197,7 @@ impl Workload {
 ///
 /// # Examples
 /// ```
-/// use pspat_sched::wfi::paper_weights;
+/// use pspat_eval::wfi::paper_weights;
 /// let w = paper_weights(25).unwrap();
 /// assert_eq!(w.iter().sum::<u32>(), 200);
 /// assert_eq!((w[0], w[1], w[2], w[24]), (100, 1, 5, 4));
@@ -278,18 +279,14 @@ fn check_weights(weights: &[u32]) -> Result<(), ConfigError> {
         ConfigError::check_range(
             format!("weight of flow {i}"),
             w,
-            crate::MIN_WEIGHT..=crate::MAX_WEIGHT,
+            pspat_sched::MIN_WEIGHT..=pspat_sched::MAX_WEIGHT,
         )?;
     }
     Ok(())
 }
 
 fn check_params(p: &WorkloadParams) -> Result<(), ConfigError> {
-    ConfigError::check_range(
-        "link rate (bit/s)",
-        p.rate_bps,
-        crate::link::MIN_RATE_BPS..=MAX_RATE_BPS,
-    )?;
+    Rate::checked("link rate (bit/s)", p.rate_bps)?;
     ConfigError::check_range("packet length (bytes)", p.pkt_len, 1..=MAX_PACKET_LEN)?;
     ConfigError::check_range("duration (ns)", p.duration_ns, 1..=MAX_DURATION_NS)?;
     if let Some(n) = p.max_packets {
@@ -480,7 +477,7 @@ impl Scenario {
 /// The configuration [`run`] builds `alg` with: room for every packet of the
 /// scenario, DRR's quantum unit ⌈L/w_min⌉, so the smallest quantum covers
 /// the largest packet as the DRR bound assumes, and the scenario's link rate
-/// as WF²Q+'s hint ([`crate::Wf2qPlus::with_link_rate`]), so its virtual time
+/// as WF²Q+'s hint ([`pspat_sched::Wf2qPlus::with_link_rate`]), so its virtual time
 /// follows the link and its one-packet bound applies.
 pub fn scheduler_config(alg: AlgKind, scenario: &Scenario) -> SchedulerConfig {
     let mut cfg = SchedulerConfig::new(alg);
@@ -505,7 +502,7 @@ impl TwfiBound {
     ///
     /// # Examples
     /// ```
-    /// use pspat_sched::wfi::twfi_bound;
+    /// use pspat_eval::wfi::twfi_bound;
     /// let b = twfi_bound("qfq", 0, &[1, 1], &[1500, 1500]).unwrap();
     /// assert_eq!(b.ns(10_000_000_000), 2.0 * 6.0 * 1200.0);
     /// ```
@@ -533,7 +530,7 @@ impl TwfiBound {
 ///
 /// # Examples
 /// ```
-/// use pspat_sched::wfi::{paper_weights, twfi_bound};
+/// use pspat_eval::wfi::{paper_weights, twfi_bound};
 /// let w = paper_weights(100).unwrap();
 /// let l = vec![1500; 100];
 /// assert_eq!(twfi_bound("drr", 0, &w, &l).unwrap().ns(10_000_000_000), 361_200.0);
@@ -635,7 +632,7 @@ impl TraceRow {
     ///
     /// # Examples
     /// ```
-    /// use pspat_sched::wfi::TraceRow;
+    /// use pspat_eval::wfi::TraceRow;
     /// let r = TraceRow { flow: 1, weight: 2, len: 100, arrival_ns: 5, departure_ns: 85.0, fluid_finish_ns: 105.5 };
     /// assert_eq!(r.csv(), "1,2,100,5,85.000,105.500");
     /// ```

@@ -3,9 +3,9 @@
 //! queueing with provable guarantees"), FIFO failing every bound on an
 //! adversarial case, and the input checks of the WFI and harness tools.
 
-use pspat_sched::fluid::{fluid_finish_times, ticks_to_ns, Arrival};
-use pspat_sched::harness::Flowsets;
-use pspat_sched::wfi::{self, twfi_bound, Scenario, Workload, WorkloadParams};
+use pspat_eval::fluid::{fluid_finish_times, ticks_to_ns, Arrival};
+use pspat_eval::harness::Flowsets;
+use pspat_eval::wfi::{self, twfi_bound, Scenario, Workload, WorkloadParams};
 use pspat_sched::{AlgKind, ConfigError};
 
 const B8: u64 = 8_000_000_000; // one byte per ns
