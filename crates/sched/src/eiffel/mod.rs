@@ -130,15 +130,15 @@ pub struct EiffelConfig {
     pub deadline_ns: u64,
     /// EDF/LSTF: relative deadline per flow in ns; empty = derived as above.
     pub deadlines_ns: Vec<u64>,
-    /// LSTF: link rate in bit/s, in the range of a [`Rate`](crate::rate::Rate).
+    /// LSTF: link rate in bit/s, in the range of a [`Rate`].
     pub lstf_link_bps: u64,
     /// Shaping: rate per unit of weight in bit/s, in the range of a
-    /// [`Rate`](crate::rate::Rate). Signed, like the hierarchy's rates, so that a
+    /// [`Rate`]. Signed, like the hierarchy's rates, so that a
     /// negative value in a config file reaches validation and is refused by
     /// name rather than by the deserialiser.
     pub rate_bps: i64,
     /// Shaping: rate per flow in bit/s, each in the range of a
-    /// [`Rate`](crate::rate::Rate); empty = `rate_bps × weight` (capped at
+    /// [`Rate`]; empty = `rate_bps × weight` (capped at
     /// the top of that range).
     pub rates_bps: Vec<i64>,
     /// Shaping: width of a time-queue bucket in ns.
@@ -237,7 +237,7 @@ impl EiffelConfig {
     ///
     /// # Errors
     /// A `rate_bps` or a per-flow rate outside the range of a
-    /// [`Rate`](crate::rate::Rate) (negative included, named by field or
+    /// [`Rate`] (negative included, named by field or
     /// flow), or a rate list of the wrong length.
     pub fn rates(&self, flows: &FlowTable) -> Result<Vec<u64>, ConfigError> {
         let checked = |what: String, r: i64| Rate::checked(what, r).map(Rate::bps);
