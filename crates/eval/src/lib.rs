@@ -6,7 +6,8 @@
 //! | Module | What |
 //! |---|---|
 //! | [`fluid`] | the exact fluid (GPS) reference: when each packet would leave an ideal, infinitely divisible link |
-//! | [`wfi`] | workloads, an ideal one-packet-at-a-time link, per-flow T-WFI, B-WFI and lag, and the published bound of each algorithm |
+//! | [`workload`] | named traffic patterns (greedy, on/off, victim, the PSPAT paper's §5.2 example) generated into arrivals |
+//! | [`wfi`] | an ideal one-packet-at-a-time link, per-flow T-WFI, B-WFI and lag, and the bound of each algorithm |
 //! | [`harness`] | the dummynet-style fill/drain controller that measures the cost of an enqueue/dequeue pair |
 //!
 //! Like the core, these tools read no clock, spawn no thread and use no
@@ -29,3 +30,4 @@
 pub mod fluid;
 pub mod harness;
 pub mod wfi;
+pub mod workload;
