@@ -351,6 +351,50 @@ mod tests {
         }
     }
 
+    /// The configuration fields that hold rates keep their JSON names and
+    /// shapes (bare numbers of bit/s) and are all checked against the one
+    /// range, each error naming its field.
+    #[test]
+    fn config_rate_fields_keep_their_json_and_share_one_range() {
+        use crate::{FlowTable, SchedulerConfig};
+        let json = |alg: &str, link: &str, unit: &str, root: &str, ceil: &str| {
+            format!(
+                r#"{{"alg": "{alg}", "link_rate_bps": {link},
+                    "eiffel": {{"rate_bps": {unit}, "rates_bps": [], "lstf_link_bps": {link}}},
+                    "hierarchy": {{"nodes": [
+                        {{"name": "root", "rate_bps": {root}}},
+                        {{"name": "a", "parent": "root", "rate_bps": 1000, "ceil_bps": {ceil}, "flows": 2}}
+                    ]}}}}"#
+            )
+        };
+        let build = |alg: &str, link: &str, unit: &str, root: &str, ceil: &str| {
+            let cfg: SchedulerConfig =
+                serde_json::from_str(&json(alg, link, unit, root, ceil)).expect("today's JSON");
+            cfg.build(FlowTable::uniform(2).unwrap())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let (max, over) = (MAX_RATE_BPS.to_string(), (MAX_RATE_BPS + 1).to_string());
+        for alg in ["wf2q+", "shaped-drr", "lstf", "htb"] {
+            assert_eq!(build(alg, &max, "1000", &max, &max), Ok(()), "{alg}");
+        }
+        let refused = |alg, link, unit, root, ceil, field: &str| {
+            let e = build(alg, link, unit, root, ceil).unwrap_err();
+            assert!(
+                e.contains(field) && e.contains("1000..=1000000000000"),
+                "{e}"
+            );
+        };
+        refused("wf2q+", &over, "1000", &max, &max, "link rate hint");
+        refused("lstf", &over, "1000", &max, &max, "eiffel.lstf_link_bps");
+        refused("shaped-drr", &max, "999", &max, &max, "eiffel.rate_bps");
+        refused("htb", &max, "1000", &over, &max, "node \"root\" rate_bps");
+        refused("htb", &max, "1000", &max, "-1", "node \"a\" ceil_bps");
+        // Unlimited stays a hierarchy's own value.
+        let unlimited = crate::hier::UNLIMITED_BPS.to_string();
+        assert_eq!(build("htb", &max, "1000", &unlimited, &unlimited), Ok(()));
+    }
+
     #[test]
     fn service_units_are_exact_and_match_pacing() {
         let r = rate(10_000_000_000);
