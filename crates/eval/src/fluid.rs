@@ -1,8 +1,8 @@
 //! The exact fluid (GPS) reference: when each packet would finish on an
 //! ideal, infinitely divisible link that serves every backlogged flow at once.
 //!
-//! Parekh and Gallager's Generalized Processor Sharing, simulated event by
-//! event as `REFERENCE.md` §3.5 step 2 prescribes: the system virtual time V
+//! Parekh and Gallager's Generalized Processor Sharing (IEEE/ACM Trans.
+//! Netw. 1(3), 1993), simulated event by event: the system virtual time V
 //! advances at B/Σ_{backlogged} φ; a packet of flow k arriving at `a` gets the
 //! finish tag F = max(F_prev, V(a)) + len/φ_k; it leaves the fluid system when
 //! V reaches F. A flow counts as backlogged from the arrival that finds it

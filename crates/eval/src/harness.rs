@@ -3,8 +3,8 @@
 //! and no link, to measure the cost of an enqueue/dequeue pair.
 //!
 //! After the userspace harness of dummynet (FreeBSD
-//! `sys/netpfil/ipfw/test/`), described in `REFERENCE.md` §6.5 and in
-//! Rizzo's talk on packet scheduling ("Test harness").
+//! `sys/netpfil/ipfw/test/main.c`), as described in Rizzo's talk "Packet
+//! scheduling in dummynet" ("Test harness").
 //!
 //! # The controller
 //! Each iteration either enqueues one packet or dequeues one, never both:

@@ -1,7 +1,11 @@
 //! Measuring service guarantees: one ideal link, any [`Scheduler`], and the
 //! exact fluid reference of [`crate::fluid`] for the same arrivals.
 //!
-//! `REFERENCE.md` §3.1, §3.3 and §3.5; PSPAT journal paper §2.5 and §5.2.
+//! Sources: PSPAT journal paper (Rizzo, Valente, Lettieri, Maffione,
+//! "PSPAT: software packet scheduling at hardware speed") §2.5 and §5.2;
+//! Bennett and Zhang, "WF²Q: worst-case fair weighted fair queueing",
+//! INFOCOM 1996 (B-WFI, T-WFI); Rizzo and Valente, Comput. Commun. 67, 2015
+//! (the QFQ and DRR bounds).
 //!
 //! # The simulation
 //! A discrete-event model of one link of rate B that sends one packet at a
@@ -16,7 +20,7 @@
 //!
 //! # What is measured, per flow k (φ_k = w_k/Σw over all flows)
 //! * **`max_twfi_ns`**, the Bennett–Zhang form that the published bounds use
-//!   (`REFERENCE.md` §3.1): the maximum over k's packets of
+//!   (Bennett–Zhang): the maximum over k's packets of
 //!   e = d − a − Q_k(a)/(φ_k·B), where d is the end of transmission and
 //!   Q_k(a) the bytes of k in the system just after the arrival: the packet
 //!   itself, the packets waiting, and a packet of k still on the wire (counted
@@ -27,11 +31,12 @@
 //!   stays backlogged (from an arrival that finds k empty until the end of
 //!   transmission of its last packet) of φ_k·W(t1, t2) − W_k(t1, t2), where
 //!   W is the link's service and W_k k's, both counted bit by bit as they
-//!   leave the wire (`REFERENCE.md` §3.1). The difference is piecewise
+//!   leave the wire (Bennett–Zhang's B-WFI). The difference is piecewise
 //!   linear and only turns at the start and end of k's own transmissions
 //!   and at the start of a backlogged period, so evaluating it there (with
 //!   the running minimum since the period began) gives the exact maximum. It
-//!   improves on the FreeBSD harness's estimator (§3.4), which samples only
+//!   improves on the estimator of FreeBSD's harness
+//!   (`sys/netpfil/ipfw/test/main.c`), which samples only
 //!   the ends of backlogged periods.
 //!
 //! # Bounds (by algorithm name, [`twfi_bound`])
@@ -70,7 +75,6 @@
 //! here. For the `paper` example the bounds of flow 0 are QFQ 12·L/B =
 //! 14.4 µs, QFQ+ 25·L/B = 30 µs, WF²Q+ 3·L/B = 3.6 µs, DRR 226·L/B =
 //! 271.2 µs at N = 25 and 301·L/B = 361.2 µs at N = 100 (L/B = 1.2 µs).
-//!
 //!
 //! # Complexity
 //! O(P log P) for P packets (the fluid reference's heap and the workload's

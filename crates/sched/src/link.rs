@@ -1,7 +1,7 @@
 //! The link emulator: a leaky bucket on `link_idle` that releases packets
 //! from a [`Scheduler`] no faster than the link rate.
 //!
-//! Each round (PSPAT journal paper §3.4, Fig. 5; `REFERENCE.md` §1.3):
+//! Each round (PSPAT journal paper §3.4, Fig. 5):
 //! while `link_idle <= now` and fewer than `batch` packets went out, dequeue
 //! one and advance `link_idle` by its transmission time. When the scheduler
 //! runs dry `link_idle` is reset to `now`, so an idle link banks no credit:

@@ -1,8 +1,7 @@
 //! Shaping decoupled from scheduling: per-flow rate limits by earliest
 //! departure time (EDT) in a time-indexed cFFS, releasing packets into any
 //! [`Scheduler`]. Saeed et al., "Carousel: Scalable Traffic Shaping at End
-//! Hosts", SIGCOMM 2017; "Eiffel", NSDI 2019 (decoupled shaping);
-//! `REFERENCE.md` §5.7.
+//! Hosts", SIGCOMM 2017; "Eiffel", NSDI 2019 (decoupled shaping).
 //!
 //! Each flow keeps `next`, the earliest time its next packet may leave. The
 //! packet at the head of a flow's shaping FIFO becomes eligible at
