@@ -2,7 +2,7 @@
 //! the way dummynet's userspace harness does it (`REFERENCE.md` §6.5): no
 //! threads, no link, a fill/drain controller that keeps between `qmin` and
 //! `qmax` packets queued and always feeds the flow with the smallest
-//! backlog. The controller is `pspat_sched::harness`; this file times it.
+//! backlog. The controller is `pspat_eval::harness`; this file times it.
 //!
 //! `ns_per_pair` = wall time of the timed run / enqueues: one enqueue plus
 //! one dequeue plus the generator and controller, the talk's metric.
@@ -11,7 +11,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use pspat_sched::harness::{parse_count, Flowsets, Harness, RunStats};
+use pspat_eval::harness::{parse_count, Flowsets, Harness, RunStats};
 use pspat_sched::{AlgKind, Scheduler, SchedulerConfig, VisitScheduler};
 use serde::Serialize;
 

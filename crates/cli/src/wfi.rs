@@ -1,13 +1,13 @@
 //! `pspat wfi`: one ideal link, one algorithm, a workload, and the exact
 //! fluid (GPS) reference; per flow the worst T-WFI, lag and B-WFI measured
 //! against the algorithm's published bound. The measurement itself lives in
-//! `pspat_sched::wfi`; this file parses, runs and prints.
+//! `pspat_eval::wfi`; this file parses, runs and prints.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pspat_sched::wfi::{self, Scenario, TraceRow, Workload, WorkloadParams};
+use pspat_eval::wfi::{self, Scenario, TraceRow, Workload, WorkloadParams};
 use pspat_sched::AlgKind;
 
 use crate::usage;

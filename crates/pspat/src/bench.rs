@@ -280,7 +280,7 @@ impl BenchConfig {
         if s.link_rate_bps.is_none() {
             s.link_rate_bps = self
                 .rate_bps
-                .filter(|&r| r <= pspat_sched::wfi::MAX_RATE_BPS);
+                .filter(|&r| r <= pspat_sched::rate::MAX_RATE_BPS);
         }
         s
     }

@@ -170,9 +170,10 @@ pub struct SchedulerConfig {
     pub eiffel: EiffelConfig,
     /// WF2Q+: the rate in bit/s of the link the scheduler feeds, so that its
     /// virtual time follows the link ([`Wf2qPlus::with_link_rate`]) and the
-    /// exact one-packet bound holds. Other algorithms ignore it. `pspat
-    /// bench` and `pspat demo` fill it in from their emulated link rate when
-    /// left `None`, and `wfi::run` from the scenario's.
+    /// exact one-packet bound holds; it must be a [`Rate`](crate::Rate)
+    /// (1000..=10¹² bit/s). Other algorithms ignore it. `pspat bench`
+    /// and `pspat demo` fill it in from their emulated link rate when left
+    /// `None`, and `pspat_eval::wfi::run` from the scenario's.
     pub link_rate_bps: Option<u64>,
 }
 

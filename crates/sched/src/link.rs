@@ -1,30 +1,32 @@
 //! The link emulator: a leaky bucket on `link_idle` that releases packets
 //! from a [`Scheduler`] no faster than the link rate.
 //!
-//! Each round (PSPAT journal paper §3.4, Fig. 5; `REFERENCE.md` §1.3):
+//! Each round (PSPAT journal paper §3.4, Fig. 5):
 //! while `link_idle <= now` and fewer than `batch` packets went out, dequeue
 //! one and advance `link_idle` by its transmission time. When the scheduler
 //! runs dry `link_idle` is reset to `now`, so an idle link banks no credit:
 //! over any window the bytes released stay within `B × window` plus one
 //! packet.
 //!
-//! Transmission time is kept as nanoseconds per byte in 32.32 fixed point and
-//! the fractional nanoseconds are carried from packet to packet, so a long run
-//! loses no rate to rounding (the reference kernel's integer `picos_per_byte`
-//! runs 0.39% fast at 40 Gbit/s). The per-byte constant itself is truncated
-//! by less than 2⁻³² ns, a relative error below 10⁻⁸ at 40 Gbit/s.
+//! Transmission times come from a [`Pacer`]: nanoseconds per byte in 32.32
+//! fixed point with the fractional nanoseconds carried from packet to
+//! packet, so a long run loses no rate to rounding (the reference kernel's
+//! integer `picos_per_byte` runs 0.39% fast at 40 Gbit/s). The per-byte
+//! constant itself is truncated by less than 2⁻³² ns, a relative error below
+//! 2·10⁻⁹ at 40 Gbit/s (the [`crate::rate`] module docs give the bound).
 //!
 //! # Complexity
 //! O(1) per released packet plus the scheduler's dequeue.
 
+use crate::rate::{Pacer, Rate};
 use crate::{ConfigError, Instant, Packet, Scheduler};
 
 /// Default cap on releases per round (the reference `arb_qdisc_batch`).
 pub const DEFAULT_BATCH: u32 = 512;
-/// Smallest accepted rate, in bit/s.
-pub const MIN_RATE_BPS: u64 = 1_000;
-
-const FRAC_BITS: u32 = 32;
+/// Smallest accepted rate, in bit/s: [`crate::rate::MIN_RATE_BPS`].
+pub const MIN_RATE_BPS: u64 = crate::rate::MIN_RATE_BPS;
+/// Largest accepted rate, in bit/s: [`crate::rate::MAX_RATE_BPS`].
+pub const MAX_RATE_BPS: u64 = crate::rate::MAX_RATE_BPS;
 
 /// A leaky-bucket model of one link.
 ///
@@ -44,11 +46,10 @@ const FRAC_BITS: u32 = 32;
 /// ```
 #[derive(Clone, Debug)]
 pub struct LinkEmulator {
-    /// Nanoseconds per byte, 32.32 fixed point; 0 means unlimited.
-    ns_per_byte_fp: u64,
-    rate_bps: Option<u64>,
+    /// Transmission times; [`Pacer::UNLIMITED`] when unlimited.
+    pacer: Pacer,
+    rate: Option<Rate>,
     link_idle: Instant,
-    frac: u32,
     batch: u32,
     released_packets: u64,
     released_bytes: u64,
@@ -58,19 +59,19 @@ impl LinkEmulator {
     /// A link of `rate_bps` bit/s releasing at most `batch` packets per round.
     ///
     /// # Errors
-    /// A rate below [`MIN_RATE_BPS`] or a zero batch.
+    /// A rate outside [`MIN_RATE_BPS`]`..=`[`MAX_RATE_BPS`] or a zero batch.
     pub fn new(rate_bps: u64, batch: u32) -> Result<Self, ConfigError> {
-        if rate_bps < MIN_RATE_BPS {
-            return Err(ConfigError::out_of_range(
-                "link rate (bit/s)",
-                rate_bps,
-                format!("{MIN_RATE_BPS}..={}", u64::MAX),
-            ));
-        }
+        Self::at(Rate::checked("link rate (bit/s)", rate_bps)?, batch)
+    }
+
+    /// A link of `rate` releasing at most `batch` packets per round.
+    ///
+    /// # Errors
+    /// A zero batch.
+    pub fn at(rate: Rate, batch: u32) -> Result<Self, ConfigError> {
         let mut link = Self::unlimited(batch)?;
-        // 8e9 ns·bit per byte·s, scaled by 2^32; fits u64 for rate >= 1000.
-        link.ns_per_byte_fp = ((8_000_000_000u128 << FRAC_BITS) / u128::from(rate_bps)) as u64;
-        link.rate_bps = Some(rate_bps);
+        link.pacer = Pacer::new(rate);
+        link.rate = Some(rate);
         Ok(link)
     }
 
@@ -87,10 +88,9 @@ impl LinkEmulator {
             ));
         }
         Ok(LinkEmulator {
-            ns_per_byte_fp: 0,
-            rate_bps: None,
+            pacer: Pacer::UNLIMITED,
+            rate: None,
             link_idle: Instant::ZERO,
-            frac: 0,
             batch,
             released_packets: 0,
             released_bytes: 0,
@@ -99,7 +99,12 @@ impl LinkEmulator {
 
     /// The configured rate, `None` when unlimited.
     pub fn rate_bps(&self) -> Option<u64> {
-        self.rate_bps
+        self.rate.map(Rate::bps)
+    }
+
+    /// The configured rate, `None` when unlimited.
+    pub fn rate(&self) -> Option<Rate> {
+        self.rate
     }
 
     /// When the emulated link finishes the last released packet.
@@ -117,13 +122,11 @@ impl LinkEmulator {
         (self.released_packets, self.released_bytes)
     }
 
-    /// Transmission time of `len` bytes in ns, carrying the fractional part
-    /// into the next call.
+    /// Moves `link_idle` on by the transmission time of `len` bytes,
+    /// carrying the fractional ns into the next call.
     #[inline]
     fn advance(&mut self, len: u32) {
-        let total = u128::from(self.frac) + u128::from(len) * u128::from(self.ns_per_byte_fp);
-        self.frac = total as u32; // keep the low FRAC_BITS bits
-        let ns = (total >> FRAC_BITS) as u64;
+        let ns = self.pacer.advance(len);
         self.link_idle = self.link_idle.saturating_add_nanos(ns);
     }
 
@@ -142,7 +145,7 @@ impl LinkEmulator {
             let Some(pkt) = sched.dequeue(now) else {
                 // Ran dry: restart from now so idle time banks no credit.
                 self.link_idle = now;
-                self.frac = 0;
+                self.pacer.reset();
                 break;
             };
             self.advance(pkt.len);
@@ -227,6 +230,17 @@ mod tests {
         let mut s = Endless { i: 0 };
         assert_eq!(link.release(Instant::ZERO, &mut s, |_| {}), 4);
         assert!(LinkEmulator::new(0, 4).is_err());
+        let too_fast = LinkEmulator::new(MAX_RATE_BPS + 1, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            too_fast.contains("link rate") && too_fast.contains("1000..="),
+            "{too_fast}"
+        );
+        assert_eq!(
+            LinkEmulator::new(MAX_RATE_BPS, 4).unwrap().rate(),
+            Some(Rate::MAX)
+        );
         assert!(LinkEmulator::new(1_000_000, 0).is_err());
     }
 }

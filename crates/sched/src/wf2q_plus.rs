@@ -309,12 +309,10 @@ impl Wf2qPlus {
     /// must pass times that follow the link (the `now` of each call).
     ///
     /// # Errors
-    /// A rate outside [`crate::link::MIN_RATE_BPS`]`..=`[`crate::wfi::MAX_RATE_BPS`].
+    /// A rate outside [`crate::rate::MIN_RATE_BPS`]`..=`[`crate::rate::MAX_RATE_BPS`].
     pub fn with_link_rate(mut self, rate_bps: u64) -> Result<Self, ConfigError> {
-        let max = crate::wfi::MAX_RATE_BPS;
-        let min = crate::link::MIN_RATE_BPS;
-        ConfigError::check_range("WF2Q+ link rate hint (bit/s)", rate_bps, min..=max)?;
-        self.rate_bps = rate_bps;
+        let rate = crate::rate::Rate::checked("WF2Q+ link rate hint (bit/s)", rate_bps)?;
+        self.rate_bps = rate.bps();
         Ok(self)
     }
 
@@ -592,7 +590,7 @@ mod tests {
     #[test]
     fn link_rate_hint_is_validated() {
         let flows = || FlowTable::new(vec![FlowParams::weighted(1)]).unwrap();
-        for bad in [0, 999, crate::wfi::MAX_RATE_BPS + 1] {
+        for bad in [0, 999, crate::rate::MAX_RATE_BPS + 1] {
             let err = Wf2qPlus::new(flows(), 4)
                 .unwrap()
                 .with_link_rate(bad)

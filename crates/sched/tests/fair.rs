@@ -97,7 +97,7 @@ impl Fair for HintedWf2q {
         self.0.vtime()
     }
     /// The one-maximum-packet form L_k/(φ_k B) + L/B
-    /// (`wfi::twfi_bound("wf2q+")`).
+    /// (`pspat_eval::wfi::twfi_bound("wf2q+")`).
     fn bound_scaled(k: &FlowParams, wsum: u64, lmax_all: u64, _turn: u64) -> u128 {
         let w = u128::from(k.weight);
         u128::from(k.lmax) * u128::from(wsum) + u128::from(lmax_all) * w

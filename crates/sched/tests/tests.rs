@@ -3,8 +3,6 @@
 // The conformance suite: invariants every algorithm must hold.
 mod conformance;
 
-// Service guarantees: fluid reference, the paper's §5.2 regression, harness input checks.
-mod wfi;
 // Service guarantees of WF2Q+, QFQ and QFQ+: lag bounds, shares, wrap.
 mod fair;
 // Hierarchies (HTB-like): guarantees, ceilings, excess by weight, bad descriptions.

@@ -74,6 +74,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::rate::Rate;
 use crate::{ConfigError, Drr, FlowTable};
 
 mod cffs;
@@ -129,15 +130,16 @@ pub struct EiffelConfig {
     pub deadline_ns: u64,
     /// EDF/LSTF: relative deadline per flow in ns; empty = derived as above.
     pub deadlines_ns: Vec<u64>,
-    /// LSTF: link rate in bit/s.
+    /// LSTF: link rate in bit/s, in the range of a [`Rate`].
     pub lstf_link_bps: u64,
-    /// Shaping: rate per unit of weight in bit/s, at least
-    /// [`MIN_SHAPING_RATE_BPS`]. Signed, like the hierarchy's rates, so that a
+    /// Shaping: rate per unit of weight in bit/s, in the range of a
+    /// [`Rate`]. Signed, like the hierarchy's rates, so that a
     /// negative value in a config file reaches validation and is refused by
     /// name rather than by the deserialiser.
     pub rate_bps: i64,
-    /// Shaping: rate per flow in bit/s, each at least
-    /// [`MIN_SHAPING_RATE_BPS`]; empty = `rate_bps × weight`.
+    /// Shaping: rate per flow in bit/s, each in the range of a
+    /// [`Rate`]; empty = `rate_bps × weight` (capped at
+    /// the top of that range).
     pub rates_bps: Vec<i64>,
     /// Shaping: width of a time-queue bucket in ns.
     pub shaper_granularity_ns: u64,
@@ -196,7 +198,7 @@ impl EiffelConfig {
     /// `lstf`: [`Lstf`] over `flows`.
     ///
     /// # Errors
-    /// As [`EiffelConfig::edf`], or a link rate below 1000 bit/s.
+    /// As [`EiffelConfig::edf`], or a link rate outside 1000..=10¹² bit/s.
     pub fn lstf(&self, flows: FlowTable, capacity: usize) -> Result<Ranked<Lstf>, ConfigError> {
         let p = Lstf::new(
             &flows,
@@ -229,26 +231,22 @@ impl EiffelConfig {
         self.ranked(flows, capacity, p)
     }
 
-    /// The shaping rate of every flow in bit/s.
+    /// The shaping rate of every flow in bit/s: `rates_bps`, or
+    /// `rate_bps × weight` capped at [`MAX_RATE_BPS`](crate::rate::MAX_RATE_BPS)
+    /// (a flow that may go faster than the fastest rate is shaped to it).
     ///
     /// # Errors
-    /// A `rate_bps` or a per-flow rate below [`MIN_SHAPING_RATE_BPS`]
-    /// (negative included, named by field or flow), or a rate list of the
-    /// wrong length.
+    /// A `rate_bps` or a per-flow rate outside the range of a
+    /// [`Rate`] (negative included, named by field or
+    /// flow), or a rate list of the wrong length.
     pub fn rates(&self, flows: &FlowTable) -> Result<Vec<u64>, ConfigError> {
-        let min = MIN_SHAPING_RATE_BPS;
-        let checked = |what: String, r: i64| {
-            u64::try_from(r)
-                .ok()
-                .filter(|&r| r >= min)
-                .ok_or_else(|| ConfigError::out_of_range(what, r, format!("{min}.. bit/s")))
-        };
+        let checked = |what: String, r: i64| Rate::checked(what, r).map(Rate::bps);
         if self.rates_bps.is_empty() {
-            let unit = checked("eiffel.rate_bps".to_string(), self.rate_bps)?;
+            let unit = Rate::checked("eiffel.rate_bps", self.rate_bps)?;
             return Ok(flows
                 .as_slice()
                 .iter()
-                .map(|f| unit.saturating_mul(u64::from(f.weight)))
+                .map(|f| unit.saturating_mul(u64::from(f.weight)).bps())
                 .collect());
         }
         if self.rates_bps.len() != flows.len() {
@@ -276,7 +274,7 @@ impl EiffelConfig {
     /// `shaped-drr`: [`Shaped`] per-flow rate limits in front of [`Drr`].
     ///
     /// # Errors
-    /// A rate below 1000 bit/s (named), a zero granularity, a bad DRR quantum
+    /// A rate outside 1000..=10¹² bit/s (named), a zero granularity, a bad DRR quantum
     /// or capacity.
     pub fn shaped_drr(
         &self,

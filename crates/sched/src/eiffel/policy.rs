@@ -28,6 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::rate::Rate;
 use crate::{ConfigError, FlowTable, Instant, Packet};
 
 use super::QueueConfig;
@@ -350,7 +351,7 @@ impl RankPolicy for Edf {
 /// ```
 pub struct Lstf {
     deadline: Box<[u64]>,
-    ns_per_byte_fp: u64,
+    link: Rate,
     /// Smallest deadline minus the transmission time of the largest packet.
     min_slack: i128,
 }
@@ -359,28 +360,21 @@ impl Lstf {
     /// As [`Edf::new`], with the link rate that turns lengths into time.
     ///
     /// # Errors
-    /// As [`Edf::new`], or a link rate below 1000 bit/s.
+    /// As [`Edf::new`], or a link rate outside the range of a [`Rate`].
     pub fn new(
         flows: &FlowTable,
         deadline_ns: u64,
         list: &[u64],
         link_bps: u64,
     ) -> Result<Self, ConfigError> {
-        if link_bps < crate::link::MIN_RATE_BPS {
-            return Err(ConfigError::out_of_range(
-                "eiffel.lstf_link_bps",
-                link_bps,
-                format!("{}..", crate::link::MIN_RATE_BPS),
-            ));
-        }
+        let link = Rate::checked("eiffel.lstf_link_bps", link_bps)?;
         let deadline = deadlines(flows, deadline_ns, list)?;
-        let ns_per_byte_fp = ((8_000_000_000u128 << 32) / u128::from(link_bps)) as u64;
-        let max_tx = (u128::from(crate::MAX_PACKET_LEN) * u128::from(ns_per_byte_fp)) >> 32;
+        let max_tx = link.tx_ns(crate::MAX_PACKET_LEN);
         let min_d = deadline.iter().copied().min().unwrap_or(0);
         Ok(Lstf {
             deadline,
-            ns_per_byte_fp,
-            min_slack: i128::from(min_d) - max_tx as i128,
+            link,
+            min_slack: i128::from(min_d) - i128::from(max_tx),
         })
     }
 }
@@ -393,8 +387,7 @@ impl RankPolicy for Lstf {
     }
     #[inline]
     fn rank(&mut self, _now: Instant, head: &Packet, stamp: u64) -> u64 {
-        let tx = ((u128::from(head.len) * u128::from(self.ns_per_byte_fp)) >> 32) as u64;
-        stamp.saturating_sub(tx)
+        stamp.saturating_sub(self.link.tx_ns(head.len))
     }
     fn rank_floor(&self, now: Instant) -> Option<u64> {
         let f = i128::from(now.as_nanos()) + self.min_slack;

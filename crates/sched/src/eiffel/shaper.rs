@@ -1,8 +1,7 @@
 //! Shaping decoupled from scheduling: per-flow rate limits by earliest
 //! departure time (EDT) in a time-indexed cFFS, releasing packets into any
 //! [`Scheduler`]. Saeed et al., "Carousel: Scalable Traffic Shaping at End
-//! Hosts", SIGCOMM 2017; "Eiffel", NSDI 2019 (decoupled shaping);
-//! `REFERENCE.md` §5.7.
+//! Hosts", SIGCOMM 2017; "Eiffel", NSDI 2019 (decoupled shaping).
 //!
 //! Each flow keeps `next`, the earliest time its next packet may leave. The
 //! packet at the head of a flow's shaping FIFO becomes eligible at
@@ -28,26 +27,27 @@
 //! * At most `capacity` packets are held in all, shaper and inner scheduler
 //!   together.
 //! # Deviations
-//! Transmission times use 32.32 fixed-point ns per byte with the remainder
-//! carried per flow (as [`LinkEmulator`](crate::LinkEmulator)), so long runs
-//! lose no rate to rounding.
+//! Transmission times come from one [`Pacer`] per flow (32.32 fixed-point
+//! ns per byte with the remainder carried, as in the
+//! [`LinkEmulator`](crate::LinkEmulator)), so long runs lose no rate to
+//! rounding; see [`crate::rate`] for the exactness and the range of rates.
 
+use crate::rate::{Pacer, Rate};
 use crate::{
     ConfigError, DropReason, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler,
 };
 
 use super::{Cffs, QueueConfig};
 
-/// Smallest shaping rate accepted, in bit/s.
-pub const MIN_SHAPING_RATE_BPS: u64 = crate::link::MIN_RATE_BPS;
+/// Smallest shaping rate accepted, in bit/s: [`crate::rate::MIN_RATE_BPS`].
+pub const MIN_SHAPING_RATE_BPS: u64 = crate::rate::MIN_RATE_BPS;
 /// Default granularity of the shaper's time queue, in ns.
 pub const DEFAULT_SHAPER_GRANULARITY_NS: u64 = 1_024;
 
 #[derive(Clone, Copy)]
 struct FlowRate {
-    ns_per_byte_fp: u64,
+    pacer: Pacer,
     next: u64,
-    frac: u32,
 }
 
 /// Per-flow EDT rate limits in front of the scheduler `S`.
@@ -89,7 +89,7 @@ impl<S: Scheduler> Shaped<S> {
     /// more than that).
     ///
     /// # Errors
-    /// A rate below [`MIN_SHAPING_RATE_BPS`] (named by flow), a rate list
+    /// A rate outside the range of a [`Rate`] (named by flow), a rate list
     /// whose length is not the number of flows, a zero granularity, a
     /// capacity out of range.
     pub fn new(
@@ -119,17 +119,10 @@ impl<S: Scheduler> Shaped<S> {
         }
         let mut rates = Vec::with_capacity(flows.len());
         for (i, &r) in rates_bps.iter().enumerate() {
-            if r < MIN_SHAPING_RATE_BPS {
-                return Err(ConfigError::out_of_range(
-                    format!("flow {i} shaping rate (bit/s)"),
-                    r,
-                    format!("{MIN_SHAPING_RATE_BPS}.."),
-                ));
-            }
+            let rate = Rate::checked(format!("flow {i} shaping rate (bit/s)"), r)?;
             rates.push(FlowRate {
-                ns_per_byte_fp: ((8_000_000_000u128 << 32) / u128::from(r)) as u64,
+                pacer: Pacer::new(rate),
                 next: 0,
-                frac: 0,
             });
         }
         let cfg = QueueConfig {
@@ -175,9 +168,7 @@ impl<S: Scheduler> Shaped<S> {
                 continue; // a queued flow always has a head
             };
             let r = &mut self.rates[fi];
-            let total = u128::from(r.frac) + u128::from(pkt.len) * u128::from(r.ns_per_byte_fp);
-            r.frac = total as u32; // keep the low 32 fraction bits
-            r.next = t.saturating_add((total >> 32) as u64);
+            r.next = t.saturating_add(r.pacer.advance(pkt.len));
             let next = r.next;
             if self.inner.enqueue(now, pkt).is_err() {
                 self.lost += 1;

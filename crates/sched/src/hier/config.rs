@@ -5,10 +5,12 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::rate::{Rate, MIN_RATE_BPS};
 use crate::{ConfigError, FlowTable, MAX_WEIGHT};
 
-/// A rate (or ceiling) at or above this value means "unlimited": the node has
-/// no token bucket for it and never waits on it, whatever `now` does.
+/// A rate (or ceiling) of exactly this value means "unlimited": the node has
+/// no token bucket for it and never waits on it, whatever `now` does. Any
+/// other rate must be a [`Rate`] (1000..=10¹² bit/s).
 pub const UNLIMITED_BPS: i64 = i64::MAX;
 
 /// Deepest tree accepted, counting the root as one level (HTB's limit).
@@ -48,11 +50,13 @@ pub struct NodeConfig {
     /// The parent's name; `None` for the root (exactly one node).
     #[serde(default)]
     pub parent: Option<String>,
-    /// Guaranteed rate in bit/s, >= 1 ([`UNLIMITED_BPS`]: no limit). For the
-    /// root, the link rate the hierarchy shapes to.
+    /// Guaranteed rate in bit/s, in the range of a [`Rate`]
+    /// ([`UNLIMITED_BPS`]: no limit). For the root, the link rate the
+    /// hierarchy shapes to. Signed, so that a negative value in a config
+    /// file reaches validation and is refused by name.
     pub rate_bps: i64,
-    /// Ceiling in bit/s, >= `rate_bps`; `None` means equal to `rate_bps`
-    /// (the node never borrows).
+    /// Ceiling in bit/s, a [`Rate`] >= `rate_bps` or [`UNLIMITED_BPS`];
+    /// `None` means equal to `rate_bps` (the node never borrows).
     #[serde(default)]
     pub ceil_bps: Option<i64>,
     /// Share of the excess among siblings, 1..=2^32-1 (default 1).
@@ -123,6 +127,41 @@ impl NodeConfig {
     fn ceil(&self) -> i64 {
         self.ceil_bps.unwrap_or(self.rate_bps)
     }
+
+    /// The guaranteed rate, `None` when unlimited.
+    ///
+    /// # Errors
+    /// `rate_bps` neither a [`Rate`] nor [`UNLIMITED_BPS`], named by node.
+    pub fn rate(&self) -> Result<Option<Rate>, ConfigError> {
+        node_rate(format!("node {:?} rate_bps", self.name), self.rate_bps)
+    }
+
+    /// The ceiling (`rate_bps` when not given), `None` when unlimited.
+    ///
+    /// # Errors
+    /// The ceiling neither a [`Rate`] nor [`UNLIMITED_BPS`], named by node.
+    pub fn ceiling(&self) -> Result<Option<Rate>, ConfigError> {
+        let field = if self.ceil_bps.is_some() {
+            "ceil_bps"
+        } else {
+            "rate_bps"
+        };
+        node_rate(format!("node {:?} {field}", self.name), self.ceil())
+    }
+}
+
+/// A node's rate field: [`UNLIMITED_BPS`] or a [`Rate`].
+fn node_rate(field: String, bps: i64) -> Result<Option<Rate>, ConfigError> {
+    if bps == UNLIMITED_BPS {
+        return Ok(None);
+    }
+    Rate::checked(field.as_str(), bps).map(Some).map_err(|_| {
+        ConfigError::out_of_range(
+            field,
+            bps,
+            format!("{}, or {UNLIMITED_BPS} for unlimited", Rate::range_text()),
+        )
+    })
 }
 
 /// A hierarchy: a tree of [`NodeConfig`]s, serialisable as it is (unknown
@@ -190,7 +229,7 @@ impl HierarchyConfig {
     /// # Examples
     /// ```
     /// use pspat_sched::HierarchyConfig;
-    /// let cfg = HierarchyConfig::balanced(&[10, 10, 100], 1, 10_000_000_000_000).unwrap();
+    /// let cfg = HierarchyConfig::balanced(&[10, 10, 100], 1, 1_000_000_000_000).unwrap();
     /// assert_eq!(cfg.total_flows(), 10_000);
     /// assert!(cfg.validate().is_ok());
     /// ```
@@ -240,11 +279,13 @@ impl HierarchyConfig {
                 } else {
                     *prate / f as i64
                 };
-                if rate < 1 {
+                if rate < MIN_RATE_BPS as i64 {
                     return Err(ConfigError::out_of_range(
                         "link rate (bit/s)",
                         link_rate_bps,
-                        "large enough to give every node of the tree at least 1 bit/s",
+                        format!(
+                            "large enough to give every node of the tree at least {MIN_RATE_BPS} bit/s"
+                        ),
                     ));
                 }
                 for _ in 0..f {
@@ -320,7 +361,7 @@ impl HierarchyConfig {
     ///
     /// Rules: names unique and non-empty; exactly one root; every parent
     /// names a node; no cycle; at most [`MAX_LEVELS`] levels; rates and
-    /// ceilings >= 1 with ceil >= rate; weights >= 1; bursts in
+    /// ceilings [`Rate`]s or [`UNLIMITED_BPS`], with ceil >= rate; weights >= 1; bursts in
     /// 1..=[`MAX_BURST_NS`]; leaves hold >= 1 flow, inner nodes none and no
     /// `leaf_alg`; a leaf policy names a known non-hierarchical algorithm;
     /// the guarantees of a node's children sum to at most its own rate
@@ -427,13 +468,8 @@ impl HierarchyConfig {
         }
         for (i, node) in self.nodes.iter().enumerate() {
             let name = &node.name;
-            if node.rate_bps < 1 {
-                return Err(ConfigError::out_of_range(
-                    format!("node {name:?} rate_bps"),
-                    node.rate_bps,
-                    format!("1..={UNLIMITED_BPS}, where {UNLIMITED_BPS} means unlimited"),
-                ));
-            }
+            node.rate()?;
+            node.ceiling()?;
             let ceil = node.ceil();
             if ceil < node.rate_bps {
                 return Err(ConfigError::out_of_range(

@@ -14,8 +14,9 @@ use crate::{
 
 const NIL: u32 = u32::MAX;
 const NEVER: u64 = u64::MAX;
-/// Token unit: one byte is 8·10⁹ units, so `ns × bit/s` refills exactly.
-const UNITS_PER_BYTE: i64 = 8_000_000_000;
+/// Token unit: one byte is 8·10⁹ units, so `ns × bit/s` refills exactly
+/// (the service units of [`crate::rate`]).
+const UNITS_PER_BYTE: i64 = crate::rate::UNITS_PER_BYTE as i64;
 /// Ring index of the guarantee ring (children that can send on a guarantee).
 const G: usize = 0;
 /// Ring index of the excess ring (every child that can send).

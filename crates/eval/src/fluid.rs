@@ -1,8 +1,8 @@
 //! The exact fluid (GPS) reference: when each packet would finish on an
 //! ideal, infinitely divisible link that serves every backlogged flow at once.
 //!
-//! Parekh and Gallager's Generalized Processor Sharing, simulated event by
-//! event as `REFERENCE.md` §3.5 step 2 prescribes: the system virtual time V
+//! Parekh and Gallager's Generalized Processor Sharing (IEEE/ACM Trans.
+//! Netw. 1(3), 1993), simulated event by event: the system virtual time V
 //! advances at B/Σ_{backlogged} φ; a packet of flow k arriving at `a` gets the
 //! finish tag F = max(F_prev, V(a)) + len/φ_k; it leaves the fluid system when
 //! V reaches F. A flow counts as backlogged from the arrival that finds it
@@ -32,7 +32,7 @@
 //!
 //! # Example
 //! ```
-//! use pspat_sched::fluid::{fluid_finish_times, ticks_to_ns, Arrival};
+//! use pspat_eval::fluid::{fluid_finish_times, ticks_to_ns, Arrival};
 //! // 8 Gbit/s = 1 byte per ns. Two flows of weights 1 and 3, 1000 bytes each at t = 0:
 //! // GPS serves them at 1/4 and 3/4 of the link until flow 1 finishes at 1333.3 ns,
 //! // then flow 0 alone; both are done at 2000 ns.
@@ -45,10 +45,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::{ConfigError, MAX_PACKET_LEN, MAX_WEIGHT, MIN_WEIGHT};
+use pspat_sched::rate::{Rate, UNITS_PER_BYTE};
+use pspat_sched::{ConfigError, MAX_PACKET_LEN, MAX_WEIGHT, MIN_WEIGHT};
 
-/// Link ticks per byte: a byte takes 8/B s = 8·10⁹ ticks of 1/B ns.
-pub const TICKS_PER_BYTE: u128 = 8_000_000_000;
+/// Link ticks per byte: a byte takes 8/B s = 8·10⁹ ticks of 1/B ns (the
+/// service units of [`pspat_sched::rate`]: a tick of 1/B ns is one unit of
+/// `bit/s × ns`).
+pub const TICKS_PER_BYTE: u128 = UNITS_PER_BYTE as u128;
 
 /// Fractional bits of the fixed-point virtual time.
 const V_FRAC_BITS: u32 = 32;
@@ -57,7 +60,7 @@ const V_FRAC_BITS: u32 = 32;
 ///
 /// # Examples
 /// ```
-/// use pspat_sched::fluid::Arrival;
+/// use pspat_eval::fluid::Arrival;
 /// let a = Arrival::new(1_000, 2, 1500);
 /// assert_eq!((a.time_ns, a.flow, a.len), (1_000, 2, 1500));
 /// ```
@@ -82,7 +85,7 @@ impl Arrival {
 ///
 /// # Examples
 /// ```
-/// use pspat_sched::fluid::ticks_to_ns;
+/// use pspat_eval::fluid::ticks_to_ns;
 /// assert_eq!(ticks_to_ns(25_000_000_000, 10_000_000_000), 2.5);
 /// ```
 pub fn ticks_to_ns(ticks: u128, rate_bps: u64) -> f64 {
@@ -98,11 +101,7 @@ fn overflow() -> ConfigError {
 }
 
 /// Checks the common inputs of the fluid reference and the packet simulation.
-pub(crate) fn validate(
-    arrivals: &[Arrival],
-    weights: &[u32],
-    rate_bps: u64,
-) -> Result<(), ConfigError> {
+fn validate(arrivals: &[Arrival], weights: &[u32], rate_bps: u64) -> Result<(), ConfigError> {
     if weights.is_empty() {
         return Err(ConfigError::invalid(
             "weights",
@@ -112,13 +111,7 @@ pub(crate) fn validate(
     for (i, &w) in weights.iter().enumerate() {
         ConfigError::check_range(format!("weight of flow {i}"), w, MIN_WEIGHT..=MAX_WEIGHT)?;
     }
-    if rate_bps < crate::link::MIN_RATE_BPS {
-        return Err(ConfigError::out_of_range(
-            "link rate (bit/s)",
-            rate_bps,
-            format!("{}..={}", crate::link::MIN_RATE_BPS, u64::MAX),
-        ));
-    }
+    Rate::checked("link rate (bit/s)", rate_bps)?;
     let mut prev = 0;
     for (i, a) in arrivals.iter().enumerate() {
         if a.flow as usize >= weights.len() {
@@ -148,8 +141,9 @@ pub(crate) fn validate(
 ///
 /// # Errors
 /// A weight outside 1..=65536, an empty weight list, a flow without a
-/// weight, a length outside 1..=65535, unsorted arrivals, a rate below
-/// 1000 bit/s, or a run too long for exact 128-bit arithmetic.
+/// weight, a length outside 1..=65535, unsorted arrivals, a rate that is
+/// not a [`Rate`] (1000..=10¹² bit/s), or a run too long for exact 128-bit
+/// arithmetic.
 pub fn fluid_finish_times(
     arrivals: &[Arrival],
     weights: &[u32],

@@ -3,8 +3,8 @@
 //! and no link, to measure the cost of an enqueue/dequeue pair.
 //!
 //! After the userspace harness of dummynet (FreeBSD
-//! `sys/netpfil/ipfw/test/`), described in `REFERENCE.md` §6.5 and in
-//! Rizzo's talk on packet scheduling ("Test harness").
+//! `sys/netpfil/ipfw/test/main.c`), as described in Rizzo's talk "Packet
+//! scheduling in dummynet" ("Test harness").
 //!
 //! # The controller
 //! Each iteration either enqueues one packet or dequeues one, never both:
@@ -43,7 +43,7 @@
 //!
 //! # Example
 //! ```
-//! use pspat_sched::harness::{Flowsets, Harness};
+//! use pspat_eval::harness::{Flowsets, Harness};
 //! use pspat_sched::{AlgKind, SchedulerConfig};
 //! let fs = Flowsets::parse("1::8,4:1500:2").unwrap();
 //! assert_eq!(fs.flows(), 10);
@@ -56,7 +56,7 @@
 //! assert_eq!(stats.drops, 0);
 //! ```
 
-use crate::{
+use pspat_sched::{
     ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler, MAX_PACKET_LEN,
     MAX_WEIGHT, MIN_WEIGHT,
 };
@@ -96,7 +96,7 @@ pub struct Flowsets {
 ///
 /// # Examples
 /// ```
-/// use pspat_sched::harness::parse_count;
+/// use pspat_eval::harness::parse_count;
 /// assert_eq!(parse_count("32k", "flows", None).unwrap(), 32_768);
 /// assert_eq!(parse_count("2M", "iterations", None).unwrap(), 2_000_000);
 /// assert_eq!(parse_count("20n", "qmax", Some(100)).unwrap(), 2_000);
@@ -203,7 +203,7 @@ impl Flowsets {
     ///
     /// # Examples
     /// ```
-    /// use pspat_sched::harness::{Flowset, Flowsets};
+    /// use pspat_eval::harness::{Flowset, Flowsets};
     /// let fs = Flowsets::parse("1::512,8::64").unwrap();
     /// assert_eq!(fs.sets()[1], Flowset { weight: 8, len: 1000, flows: 64 });
     /// let r = Flowsets::parse("1:4:4:1500:1500:1:2").unwrap();
@@ -346,7 +346,7 @@ impl RunStats {
     /// The counts since `earlier`, a snapshot of the same harness.
     ///
     /// ```
-    /// use pspat_sched::harness::RunStats;
+    /// use pspat_eval::harness::RunStats;
     /// let a = RunStats { enqueues: 5, dequeues: 4, drops: 1, empty_dequeues: 0 };
     /// let b = RunStats { enqueues: 9, dequeues: 9, drops: 1, empty_dequeues: 2 };
     /// assert_eq!(b.since(&a), RunStats { enqueues: 4, dequeues: 5, drops: 0, empty_dequeues: 2 });
@@ -604,9 +604,9 @@ fn level(backlog: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AlgKind, SchedulerConfig};
+    use pspat_sched::{AlgKind, SchedulerConfig};
 
-    fn harness(spec: &str, qmin: u64, qmax: u64) -> Harness<crate::AnyScheduler> {
+    fn harness(spec: &str, qmin: u64, qmax: u64) -> Harness<pspat_sched::AnyScheduler> {
         let fs = Flowsets::parse(spec).unwrap();
         let mut cfg = SchedulerConfig::new(AlgKind::Fifo);
         cfg.capacity = qmax as usize;
