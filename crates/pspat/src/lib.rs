@@ -60,7 +60,6 @@ pub mod bench;
 mod client;
 mod clock;
 mod error;
-pub mod huge_pages;
 pub mod runtime;
 pub mod stats;
 mod sync;
@@ -74,7 +73,6 @@ pub use bench::{
 pub use client::{Accepted, Burst, Client, Submission, MAX_FLOW_ID};
 pub use clock::Clock;
 pub use error::{RuntimeError, SubmitError};
-pub use huge_pages::HugePageAlloc;
 pub use runtime::{BackpressurePolicy, Finished, Runtime, RuntimeConfig, TxMode, TxOwner};
 pub use stats::{ArbiterStats, ClientStats, Stats};
 pub use tx::{NullTx, TxBackend, TxPacket};

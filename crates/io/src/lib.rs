@@ -1,0 +1,20 @@
+//! Packet I/O for pspat: where frames meet the operating system.
+//!
+//! * [`frames`]: one preallocated pool of fixed-size buffers named by index
+//!   (a descriptor's cookie is its frame index); at most one copy per packet
+//!   between reception and transmission.
+//! * [`HugePageAlloc`]: a global allocator that puts large blocks (the frame
+//!   pool, the scheduler's arenas) on transparent huge pages.
+//!
+//! This crate and the FFI crate are the only ones with system calls and
+//! `unsafe`; every `unsafe` block states the invariant it relies on in a
+//! `// SAFETY:` comment.
+#![allow(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod frames;
+pub mod huge_pages;
+
+pub use frames::{Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
+pub use huge_pages::HugePageAlloc;
