@@ -177,7 +177,8 @@ static NEXT_ARENA_ID: AtomicU32 = AtomicU32::new(0);
 
 impl FrameArena {
     fn new(count: usize, frame_size: usize) -> Result<Self, FrameError> {
-        if frame_size == 0 || !frame_size.is_multiple_of(FRAME_ALIGN) || frame_size > MAX_FRAME_SIZE {
+        if frame_size == 0 || !frame_size.is_multiple_of(FRAME_ALIGN) || frame_size > MAX_FRAME_SIZE
+        {
             return Err(FrameError::BadFrameSize(frame_size));
         }
         let count32 = u32::try_from(count)

@@ -5,6 +5,8 @@
 //!   between reception and transmission.
 //! * [`HugePageAlloc`]: a global allocator that puts large blocks (the frame
 //!   pool, the scheduler's arenas) on transparent huge pages.
+//! * [`parse`]: Ethernet, VLAN, IPv4/IPv6, TCP/UDP/ICMP into a [`parse::FlowKey`],
+//!   or a counted reason why not.
 //!
 //! This crate and the FFI crate are the only ones with system calls and
 //! `unsafe`; every `unsafe` block states the invariant it relies on in a
@@ -15,6 +17,7 @@
 
 pub mod frames;
 pub mod huge_pages;
+pub mod parse;
 
 pub use frames::{Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
 pub use huge_pages::HugePageAlloc;
