@@ -7,6 +7,12 @@
 //!   pool, the scheduler's arenas) on transparent huge pages.
 //! * [`parse`]: Ethernet, VLAN, IPv4/IPv6, TCP/UDP/ICMP into a [`parse::FlowKey`],
 //!   or a counted reason why not.
+//! * [`af_packet`]: raw Ethernet frames through AF_PACKET sockets: a
+//!   TPACKET_V3 RX ring ([`PacketRx`], with `PACKET_FANOUT`), TX by
+//!   `sendmmsg` ([`PacketTx`]) or by a TX ring ([`PacketTxRing`]), with
+//!   `PACKET_QDISC_BYPASS` as an option; typed errors ([`IoError`]).
+//! * [`netns`]: test-bed support (namespaces and veth pairs that remove
+//!   themselves), for this workspace's tests and examples.
 //!
 //! This crate and the FFI crate are the only ones with system calls and
 //! `unsafe`; every `unsafe` block states the invariant it relies on in a
@@ -15,9 +21,15 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod af_packet;
+pub mod error;
 pub mod frames;
 pub mod huge_pages;
+pub mod netns;
 pub mod parse;
+mod sys;
 
+pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
+pub use error::IoError;
 pub use frames::{Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
 pub use huge_pages::HugePageAlloc;
