@@ -11,6 +11,8 @@
 //!   TPACKET_V3 RX ring ([`PacketRx`], with `PACKET_FANOUT`), TX by
 //!   `sendmmsg` ([`PacketTx`]) or by a TX ring ([`PacketTxRing`]), with
 //!   `PACKET_QDISC_BYPASS` as an option; typed errors ([`IoError`]).
+//! * [`udp`]: UDP sockets with `sendmmsg`/`recvmmsg` batches and kernel or
+//!   user timestamps, for unprivileged local senders.
 //! * [`netns`]: test-bed support (namespaces and veth pairs that remove
 //!   themselves), for this workspace's tests and examples.
 //!
@@ -28,8 +30,10 @@ pub mod huge_pages;
 pub mod netns;
 pub mod parse;
 mod sys;
+pub mod udp;
 
 pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
 pub use error::IoError;
 pub use frames::{Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
 pub use huge_pages::HugePageAlloc;
+pub use udp::{RecvMeta, Timestamps, UdpBatchSocket};

@@ -34,7 +34,7 @@ pub(crate) fn socket(domain: i32, kind: i32, protocol: i32) -> Result<OwnedFd, I
 /// Sets a socket option whose value is a plain `T` (an integer or a
 /// `repr(C)` struct of integers).
 pub(crate) fn setsockopt<T: Copy>(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     level: i32,
     name: i32,
     value: &T,
@@ -67,7 +67,7 @@ pub(crate) fn setsockopt<T: Copy>(
 /// Reads a socket option whose value is a plain `T` that any bit pattern
 /// makes valid (integers, structs of integers).
 pub(crate) fn getsockopt<T: Copy + Default>(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     level: i32,
     name: i32,
     operation: &'static str,
