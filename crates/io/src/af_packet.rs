@@ -225,8 +225,9 @@ const BLOCK_FIRST_PKT: usize = 16;
 /// An AF_PACKET socket receiving one interface's frames through a
 /// TPACKET_V3 ring (module docs).
 pub struct PacketRx {
-    fd: OwnedFd,
+    // Unmapped before the socket closes (fields drop in this order).
     ring: RingMap,
+    fd: OwnedFd,
     interface: String,
     block_size: usize,
     blocks: usize,
@@ -695,8 +696,9 @@ impl PacketTx {
 /// An AF_PACKET socket sending frames on one interface through a mapped
 /// TPACKET_V2 TX ring (module docs).
 pub struct PacketTxRing {
-    fd: OwnedFd,
+    // Unmapped before the socket closes (fields drop in this order).
     ring: RingMap,
+    fd: OwnedFd,
     interface: String,
     frame_size: usize,
     frames: usize,
