@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{classify, IoError};
-use crate::frames::{Frame, FramePool};
+use crate::frames::{Frame, FrameArena, FramePool};
 use crate::sys::{self, RingMap};
 
 /// The most frames one `send_batch` call sends.
@@ -84,9 +84,8 @@ fn bind(fd: &OwnedFd, interface: &str, index: i32, protocol: u16) -> Result<(), 
     Ok(())
 }
 
-/// The largest frame the interface sends: its MTU plus an Ethernet header
-/// and one VLAN tag.
-fn max_frame(fd: &OwnedFd, interface: &str) -> Result<usize, IoError> {
+/// The interface's MTU.
+fn mtu(fd: &OwnedFd, interface: &str) -> Result<usize, IoError> {
     let c_name = sys::interface_name(interface)?;
     // SAFETY: an all-zero ifreq is valid (see sys::interface_index_and_flags).
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -105,7 +104,88 @@ fn max_frame(fd: &OwnedFd, interface: &str) -> Result<usize, IoError> {
     }
     // SAFETY: SIOCGIFMTU succeeded, so the union holds the MTU member.
     let mtu = unsafe { request.ifr_ifru.ifru_mtu };
-    Ok(usize::try_from(mtu).unwrap_or(0) + 14 + 4)
+    Ok(usize::try_from(mtu).unwrap_or(0))
+}
+
+/// The frame-length rule of a sending socket: the kernel takes a frame of
+/// up to MTU + Ethernet header bytes, 4 more when it carries a VLAN tag
+/// (`packet_snd` in `net/packet/af_packet.c`), and a TX ring frame holds
+/// at most `ring_room` bytes.
+#[derive(Debug, Clone, Copy)]
+struct FrameLimit {
+    mtu: usize,
+    ring_room: usize,
+}
+
+impl FrameLimit {
+    fn max(&self, frame: &[u8]) -> usize {
+        let tagged = matches!(frame.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]));
+        let wire = self.mtu + 14 + if tagged { 4 } else { 0 };
+        wire.min(self.ring_room)
+    }
+
+    /// Checks the first `count` frames; returns how many from the front
+    /// may be sent, or an error when not even the first.
+    fn admit<'a>(
+        &self,
+        frames: impl Iterator<Item = &'a [u8]>,
+        count: usize,
+    ) -> Result<usize, IoError> {
+        for (i, frame) in frames.take(count).enumerate() {
+            let max = self.max(frame);
+            if frame.len() > max {
+                if i == 0 {
+                    return Err(IoError::FrameTooLong {
+                        len: frame.len(),
+                        max,
+                    });
+                }
+                return Ok(i);
+            }
+        }
+        Ok(count)
+    }
+}
+
+/// A batch of frames to send: plain byte slices, or pool frames with their
+/// arena.
+trait Batch {
+    fn count(&self) -> usize;
+    fn frame(&self, i: usize) -> &[u8];
+}
+
+impl Batch for [&[u8]] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn frame(&self, i: usize) -> &[u8] {
+        self[i]
+    }
+}
+
+struct PoolBatch<'a> {
+    arena: &'a FrameArena,
+    frames: &'a [Frame],
+}
+
+impl PoolBatch<'_> {
+    /// Checks every token against the arena up front, so that `frame`
+    /// cannot fail.
+    fn check(&self) -> Result<(), IoError> {
+        for frame in self.frames.iter().take(MAX_BATCH) {
+            self.arena.bytes(frame)?;
+        }
+        Ok(())
+    }
+}
+
+impl Batch for PoolBatch<'_> {
+    fn count(&self) -> usize {
+        self.frames.len()
+    }
+    fn frame(&self, i: usize) -> &[u8] {
+        self.arena.bytes(&self.frames[i]).unwrap_or_default()
+    }
 }
 
 /// Geometry and options of a [`PacketRx`].
@@ -577,6 +657,7 @@ pub struct TxStats {
     pub full: u64,
 }
 
+/// Opens a sending socket: its descriptor, the interface index and MTU.
 fn open_sender(interface: &str, config: &TxConfig) -> Result<(OwnedFd, i32, usize), IoError> {
     let (fd, index) = open_bound_socket(interface)?;
     if config.qdisc_bypass {
@@ -589,8 +670,8 @@ fn open_sender(interface: &str, config: &TxConfig) -> Result<(OwnedFd, i32, usiz
             "set PACKET_QDISC_BYPASS",
         )?;
     }
-    let max = max_frame(&fd, interface)?;
-    Ok((fd, index, max))
+    let mtu = mtu(&fd, interface)?;
+    Ok((fd, index, mtu))
 }
 
 /// An AF_PACKET socket sending frames on one interface by `sendmmsg(2)`
@@ -599,7 +680,7 @@ fn open_sender(interface: &str, config: &TxConfig) -> Result<(OwnedFd, i32, usiz
 pub struct PacketTx {
     fd: OwnedFd,
     interface: String,
-    max_frame: usize,
+    limit: FrameLimit,
     stats: TxStats,
 }
 
@@ -607,20 +688,23 @@ impl PacketTx {
     /// Opens a sending socket on `interface` (in the calling thread's
     /// network namespace).
     pub fn open(interface: &str, config: &TxConfig) -> Result<Self, IoError> {
-        let (fd, index, max_frame) = open_sender(interface, config)?;
+        let (fd, index, mtu) = open_sender(interface, config)?;
         bind(&fd, interface, index, 0)?;
         Ok(Self {
             fd,
             interface: interface.to_owned(),
-            max_frame,
+            limit: FrameLimit {
+                mtu,
+                ring_room: usize::MAX,
+            },
             stats: TxStats::default(),
         })
     }
 
-    /// The longest frame this socket sends (the interface's MTU, an
-    /// Ethernet header and a VLAN tag).
+    /// The longest untagged frame this socket sends (the interface's MTU
+    /// plus an Ethernet header; 4 bytes more for a VLAN-tagged frame).
     pub fn max_frame(&self) -> usize {
-        self.max_frame
+        self.limit.mtu + 14
     }
 
     /// What this socket counted.
@@ -630,22 +714,26 @@ impl PacketTx {
 
     /// Sends up to [`MAX_BATCH`] frames from the front of `frames` in one
     /// system call; returns how many the kernel took (0 when it had no
-    /// room). [`IoError::FrameTooLong`] when the first frame exceeds
-    /// [`PacketTx::max_frame`] (a later one ends the batch before it).
+    /// room). [`IoError::FrameTooLong`] when the first frame is longer than
+    /// the link takes (a later one ends the batch before it). On any other
+    /// error nothing of the batch was sent ([`TxStats::failed`]).
     pub fn send_batch(&mut self, frames: &[&[u8]]) -> Result<usize, IoError> {
-        let mut count = frames.len().min(MAX_BATCH);
-        if let Some(long) = frames[..count]
-            .iter()
-            .position(|f| f.len() > self.max_frame)
-        {
-            if long == 0 {
-                return Err(IoError::FrameTooLong {
-                    len: frames[0].len(),
-                    max: self.max_frame,
-                });
-            }
-            count = long;
-        }
+        self.send(frames)
+    }
+
+    /// Sends pool frames like [`PacketTx::send_batch`], straight from the
+    /// pool's memory (no copy); the tokens stay the caller's.
+    pub fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
+        let batch = PoolBatch { arena, frames };
+        batch.check()?;
+        self.send(&batch)
+    }
+
+    fn send<B: Batch + ?Sized>(&mut self, batch: &B) -> Result<usize, IoError> {
+        let offered = batch.count().min(MAX_BATCH);
+        let count = self
+            .limit
+            .admit((0..offered).map(|i| batch.frame(i)), offered)?;
         if count == 0 {
             return Ok(0);
         }
@@ -655,20 +743,22 @@ impl PacketTx {
         }; MAX_BATCH];
         // SAFETY: an all-zero mmsghdr is valid: null pointers, zero lengths.
         let mut messages: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        for ((frame, iovec), message) in frames[..count]
-            .iter()
-            .zip(iovecs.iter_mut())
+        for (i, (iovec, message)) in iovecs
+            .iter_mut()
             .zip(messages.iter_mut())
+            .take(count)
+            .enumerate()
         {
+            let frame = batch.frame(i);
             iovec.iov_base = frame.as_ptr().cast_mut().cast();
             iovec.iov_len = frame.len();
             message.msg_hdr.msg_iov = iovec;
             message.msg_hdr.msg_iovlen = 1;
         }
         // SAFETY: `messages[..count]` each point to one iovec of `iovecs`,
-        // which points into a frame borrowed for this call; the kernel only
-        // reads the frames and writes `msg_len` fields; no address is given
-        // (the socket is bound).
+        // which points into a frame borrowed (through `batch`) for this
+        // call; the kernel only reads the frames and writes `msg_len`
+        // fields; no address is given (the socket is bound).
         let rc = unsafe {
             libc::sendmmsg(
                 self.fd.as_raw_fd(),
@@ -688,7 +778,7 @@ impl PacketTx {
         }
         let sent = rc as usize;
         self.stats.sent += sent as u64;
-        self.stats.bytes += frames[..sent].iter().map(|f| f.len() as u64).sum::<u64>();
+        self.stats.bytes += iovecs[..sent].iter().map(|v| v.iov_len as u64).sum::<u64>();
         Ok(sent)
     }
 }
@@ -703,7 +793,7 @@ pub struct PacketTxRing {
     frame_size: usize,
     frames: usize,
     next: usize,
-    max_frame: usize,
+    limit: FrameLimit,
     stats: TxStats,
 }
 
@@ -739,7 +829,7 @@ impl PacketTxRing {
                 config.ring_frames
             )));
         }
-        let (fd, index, max_frame) = open_sender(interface, config)?;
+        let (fd, index, mtu) = open_sender(interface, config)?;
         let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
         sys::setsockopt(
             &fd,
@@ -787,14 +877,18 @@ impl PacketTxRing {
             frame_size,
             frames,
             next: 0,
-            max_frame: max_frame.min(frame_size - TX_DATA_OFFSET),
+            limit: FrameLimit {
+                mtu,
+                ring_room: frame_size - TX_DATA_OFFSET,
+            },
             stats: TxStats::default(),
         })
     }
 
-    /// The longest frame this ring sends.
+    /// The longest untagged frame this ring sends (the interface's MTU
+    /// plus an Ethernet header, at most what a ring frame holds).
     pub fn max_frame(&self) -> usize {
-        self.max_frame
+        (self.limit.mtu + 14).min(self.limit.ring_room)
     }
 
     /// What this socket counted.
@@ -815,20 +909,29 @@ impl PacketTxRing {
     /// Writes up to [`MAX_BATCH`] frames from the front of `frames` into
     /// the ring and has the kernel send them; returns how many it sent (0
     /// when the ring had no free slot). [`IoError::FrameTooLong`] when the
-    /// first frame exceeds [`PacketTxRing::max_frame`] (a later one ends the
+    /// first frame is longer than the link takes (a later one ends the
     /// batch before it).
     pub fn send_batch(&mut self, frames: &[&[u8]]) -> Result<usize, IoError> {
+        self.send(frames)
+    }
+
+    /// Sends pool frames like [`PacketTxRing::send_batch`] (one copy, into
+    /// the ring); the tokens stay the caller's.
+    pub fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
+        let batch = PoolBatch { arena, frames };
+        batch.check()?;
+        self.send(&batch)
+    }
+
+    fn send<B: Batch + ?Sized>(&mut self, batch: &B) -> Result<usize, IoError> {
+        let offered = batch.count().min(MAX_BATCH);
+        let admitted = self
+            .limit
+            .admit((0..offered).map(|i| batch.frame(i)), offered)?;
         let mut queued = 0;
-        for frame in frames.iter().take(MAX_BATCH) {
-            if frame.len() > self.max_frame {
-                if queued == 0 {
-                    return Err(IoError::FrameTooLong {
-                        len: frame.len(),
-                        max: self.max_frame,
-                    });
-                }
-                break;
-            }
+        let mut bytes = 0u64;
+        while queued < admitted {
+            let frame = batch.frame(queued);
             let slot = self.next;
             // Acquire: pairs with the kernel's release of the slot after it
             // sent the frame (TP_STATUS_AVAILABLE), so our writes below do
@@ -840,8 +943,9 @@ impl PacketTxRing {
             let base = self.ring.base();
             // SAFETY: the slot is ours (status checked above), its data area
             // `[TX_DATA_OFFSET, TX_DATA_OFFSET + len)` fits in the frame
-            // (len ≤ max_frame ≤ frame_size - TX_DATA_OFFSET), and the kernel
-            // does not read it before the SEND_REQUEST store below.
+            // (admit: len ≤ ring_room = frame_size - TX_DATA_OFFSET), and
+            // the kernel does not read it before the SEND_REQUEST store
+            // below.
             unsafe {
                 let at = base.add(slot * self.frame_size);
                 std::ptr::copy_nonoverlapping(frame.as_ptr(), at.add(TX_DATA_OFFSET), frame.len());
@@ -855,9 +959,10 @@ impl PacketTxRing {
                 .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
             self.next = (self.next + 1) % self.frames;
             queued += 1;
+            bytes += frame.len() as u64;
         }
         if queued == 0 {
-            if !frames.is_empty() {
+            if admitted > 0 {
                 self.stats.full += 1;
             }
             return Ok(0);
@@ -872,7 +977,7 @@ impl PacketTxRing {
             return Err(classify("send from the TX ring", &self.interface, error));
         }
         self.stats.sent += queued as u64;
-        self.stats.bytes += frames[..queued].iter().map(|f| f.len() as u64).sum::<u64>();
+        self.stats.bytes += bytes;
         Ok(queued)
     }
 }

@@ -14,9 +14,12 @@ pub enum IoError {
     /// The interface exists but is administratively down.
     #[error("interface {0:?} is down")]
     InterfaceDown(String),
-    /// The name is longer than [`MAX_INTERFACE_NAME`] bytes, empty, or
-    /// holds a NUL or a slash.
-    #[error("bad interface name {0:?}: 1 to {MAX_INTERFACE_NAME} bytes, no NUL, '/' or spaces")]
+    /// The name is longer than [`MAX_INTERFACE_NAME`] bytes.
+    #[error("interface name {0:?} is longer than {MAX_INTERFACE_NAME} bytes")]
+    InterfaceNameTooLong(String),
+    /// The name is empty, `.` or `..`, or holds a NUL, `/`, `:` or white
+    /// space (Linux's `dev_valid_name`).
+    #[error("bad interface name {0:?}: no NUL, '/', ':' or spaces, not empty, '.' or '..'")]
     BadInterfaceName(String),
     /// The caller may not open this socket (AF_PACKET needs root or
     /// CAP_NET_RAW).
@@ -38,7 +41,8 @@ pub enum IoError {
     /// hold one frame.
     #[error("bad configuration: {0}")]
     BadConfig(String),
-    /// A frame longer than the socket can send.
+    /// A frame longer than the socket can send (the interface's MTU plus
+    /// an Ethernet header, plus a VLAN tag when the frame is tagged).
     #[error("frame of {len} bytes exceeds the {max} bytes this socket sends")]
     FrameTooLong {
         /// The frame's length.
@@ -46,6 +50,9 @@ pub enum IoError {
         /// The most this socket sends in one frame.
         max: usize,
     },
+    /// A frame token that is not of the arena given.
+    #[error(transparent)]
+    Frame(#[from] crate::frames::FrameError),
     /// Any other system error, with the operation that failed.
     #[error("{operation} failed: {source}")]
     Os {

@@ -86,8 +86,8 @@ pub fn ip(args: &[&str]) -> Result<(), NetnsError> {
     }
 }
 
-/// Why namespaces cannot be made here (not root, no `ip`), or `None` when
-/// they can.
+/// Why namespaces cannot be made here (not root, no `ip`, missing
+/// capabilities), or `None` when they can.
 pub fn unavailable() -> Option<String> {
     // SAFETY: geteuid takes nothing and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -100,7 +100,23 @@ pub fn unavailable() -> Option<String> {
     if !std::path::Path::new("/proc/self/ns/net").exists() {
         return Some("the kernel has no network namespaces".to_owned());
     }
-    None
+    // CAP_NET_ADMIN (12), CAP_NET_RAW (13), CAP_SYS_ADMIN (21):
+    // capabilities(7). A root without them (a restricted container) cannot
+    // make namespaces or packet sockets.
+    let needed = (1u64 << 12) | (1 << 13) | (1 << 21);
+    let effective = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("CapEff:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        });
+    match effective {
+        Some(caps) if caps & needed == needed => None,
+        Some(_) => Some("root lacks CAP_NET_ADMIN, CAP_NET_RAW or CAP_SYS_ADMIN".to_owned()),
+        None => Some("cannot read the effective capabilities".to_owned()),
+    }
 }
 
 /// A network namespace named `pspat-<pid>-<n>`, deleted on drop.

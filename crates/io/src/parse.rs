@@ -562,3 +562,35 @@ impl ParseStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_sits_at_its_index_with_a_distinct_name() {
+        for (i, reason) in ParseReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), i);
+            assert_eq!(reason.to_string(), reason.counter_name());
+        }
+        let mut names: Vec<_> = ParseReason::ALL.iter().map(|r| r.counter_name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ParseReason::ALL.len());
+    }
+
+    #[test]
+    fn stats_merge_and_limits_follow_the_mtu() {
+        let mut a = ParseStats::default();
+        a.record(&Err(ParseError::at(ParseReason::NonIp, 14)));
+        let mut b = ParseStats::default();
+        b.record(&Err(ParseError::at(ParseReason::NonIp, 14)));
+        b.record(&Err(ParseError::at(ParseReason::BadIhl, 14)));
+        a.merge(&b);
+        assert_eq!(a.refused(ParseReason::NonIp), 2);
+        assert_eq!(a.refused(ParseReason::BadIhl), 1);
+        assert_eq!(a.refused_total(), 3);
+        assert_eq!(ParseLimits::default().max_frame_len, 1522);
+        assert_eq!(ParseLimits::for_mtu(9000).max_frame_len, 9022);
+    }
+}

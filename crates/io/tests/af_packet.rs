@@ -390,3 +390,54 @@ fn an_unprivileged_thread_gets_permission_denied() {
     .unwrap();
     assert!(matches!(error, IoError::PermissionDenied { .. }), "{error}");
 }
+
+#[test]
+fn pool_frames_are_sent_from_the_pool_by_both_senders() {
+    let Some((ns_a, ns_b, pair)) = test_bed() else {
+        return;
+    };
+    let mut rx = ns_b
+        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
+        .unwrap()
+        .expect("open RX");
+    let (mut tx, mut ring) = ns_a
+        .run(|| {
+            (
+                PacketTx::open(&pair.a, &TxConfig::default()).expect("open TX"),
+                PacketTxRing::open(&pair.a, &TxConfig::default()).expect("open TX ring"),
+            )
+        })
+        .unwrap();
+    let mut tx_pool = FramePool::new(64, 2048).unwrap();
+    let arena = std::sync::Arc::clone(tx_pool.arena());
+    let mut frames = Vec::new();
+    for seq in 0..64u32 {
+        let mut frame = tx_pool.alloc().unwrap();
+        arena
+            .write(&mut frame, &numbered(seq, (seq % 64) as u16))
+            .unwrap();
+        frames.push(frame);
+    }
+    assert_eq!(tx.send_frames(&arena, &frames[..32]).unwrap(), 32);
+    assert_eq!(ring.send_frames(&arena, &frames[32..]).unwrap(), 32);
+    let mut rx_pool = FramePool::new(128, 2048).unwrap();
+    let mut got = receive_numbered(&mut rx, &mut rx_pool, 64);
+    got.sort_unstable();
+    assert_eq!(got, (0..64).collect::<Vec<_>>());
+    // A token of another pool is refused before anything is sent.
+    let other = FramePool::new(1, 64).unwrap();
+    let error = tx.send_frames(other.arena(), &frames[..1]).unwrap_err();
+    assert!(matches!(error, IoError::Frame(_)), "{error}");
+    assert_eq!(tx.stats().sent, 32);
+    for frame in frames {
+        tx_pool.recycle(frame).unwrap();
+    }
+    // The length rule: MTU + 14 untagged, 4 more with a VLAN tag.
+    let max = tx.max_frame();
+    let mut tagged = vec![0u8; max + 4];
+    tagged[12..14].copy_from_slice(&[0x81, 0x00]);
+    assert_eq!(tx.send_batch(&[&tagged]).unwrap(), 1);
+    let untagged = vec![0u8; max + 1];
+    let error = tx.send_batch(&[&untagged]).unwrap_err();
+    assert!(matches!(error, IoError::FrameTooLong { len, max: m } if len == max + 1 && m == max));
+}
