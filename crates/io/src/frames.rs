@@ -109,6 +109,12 @@ pub enum FrameError {
     },
 }
 
+/// A token handed to an arena or pool it does not belong to, given back
+/// so that its frame is not lost.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("frame {} belongs to another pool", .0.index)]
+pub struct ForeignFrame(pub Frame);
+
 /// The unique right to read and write one frame (module docs).
 #[must_use = "a dropped Frame never returns to its pool"]
 #[derive(Debug, PartialEq, Eq)]
@@ -282,9 +288,12 @@ impl FrameArena {
     }
 
     /// Puts a frame in flight and returns its index, the cookie from which
-    /// one thread may [`FrameArena::reclaim`] it (module docs).
-    pub fn release(&self, frame: Frame) -> Result<u32, FrameError> {
-        self.check(&frame)?;
+    /// one thread may [`FrameArena::reclaim`] it (module docs). A token of
+    /// another arena comes back in the error.
+    pub fn release(&self, frame: Frame) -> Result<u32, ForeignFrame> {
+        if frame.arena != self.id {
+            return Err(ForeignFrame(frame));
+        }
         let slot = &self.slots[frame.index as usize];
         // Relaxed: published by the Release store of the state just below.
         slot.len.store(frame.len, Ordering::Relaxed);
@@ -369,9 +378,12 @@ impl FramePool {
         })
     }
 
-    /// Returns a frame to the free stack. O(1), no allocation.
-    pub fn recycle(&mut self, frame: Frame) -> Result<(), FrameError> {
-        self.arena.check(&frame)?;
+    /// Returns a frame to the free stack. O(1), no allocation. A token of
+    /// another pool comes back in the error.
+    pub fn recycle(&mut self, frame: Frame) -> Result<(), ForeignFrame> {
+        if frame.arena != self.arena.id {
+            return Err(ForeignFrame(frame));
+        }
         // Relaxed: the token proves the frame is owned by this thread now.
         self.arena.slots[frame.index as usize]
             .state
@@ -385,7 +397,9 @@ impl FramePool {
     /// Takes back a frame in flight by its index and recycles it.
     pub fn recycle_index(&mut self, index: u32) -> Result<(), FrameError> {
         let frame = self.arena.reclaim(index)?;
+        // The arena's own reclaim made this token: it is this pool's.
         self.recycle(frame)
+            .map_err(|ForeignFrame(frame)| FrameError::Foreign(frame.index))
     }
 
     /// Frames on the free stack.
@@ -467,7 +481,10 @@ mod tests {
             })
         );
         assert_eq!(a.arena().bytes(&fb), Err(FrameError::Foreign(0)));
-        assert_eq!(a.recycle(fb), Err(FrameError::Foreign(0)));
+        let fb = a.recycle(fb).unwrap_err().0;
+        let fb = a.arena().release(fb).unwrap_err().0;
+        b.recycle(fb).unwrap();
+        assert_eq!(b.free_count(), 1);
         assert_eq!(
             a.arena().reclaim(7),
             Err(FrameError::OutOfRange { index: 7, count: 1 })

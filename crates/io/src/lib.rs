@@ -34,6 +34,6 @@ pub mod udp;
 
 pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
 pub use error::IoError;
-pub use frames::{Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
+pub use frames::{ForeignFrame, Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
 pub use huge_pages::HugePageAlloc;
 pub use udp::{RecvMeta, Timestamps, UdpBatchSocket};
