@@ -313,6 +313,9 @@ pub struct PacketRx {
     blocks: usize,
     current: usize,
     stats: RxStats,
+    /// The errno that reported the link lost, kept so that every later
+    /// receive (once the ring is drained) reports it again.
+    link_lost: Option<i32>,
 }
 
 impl std::fmt::Debug for PacketRx {
@@ -403,6 +406,7 @@ impl PacketRx {
             blocks: config.blocks,
             current: 0,
             stats: RxStats::default(),
+            link_lost: None,
         })
     }
 
@@ -558,7 +562,9 @@ impl PacketRx {
     /// Gives every received packet to `on_packet`, waiting up to `timeout`
     /// for the first block when none is ready. Returns how many packets
     /// were given (0 after a timeout). [`IoError::LinkLost`] when the
-    /// interface went down or away.
+    /// interface went down or away and every packet received before was
+    /// given; from then on every call that finds the ring empty says so
+    /// again (reopen the socket once the interface is back).
     pub fn recv_with(
         &mut self,
         timeout: Duration,
@@ -570,15 +576,27 @@ impl PacketRx {
         }
         let deadline = Instant::now() + timeout;
         loop {
+            if let Some(errno) = self.link_lost {
+                return Err(IoError::LinkLost {
+                    interface: self.interface.clone(),
+                    source: std::io::Error::from_raw_os_error(errno),
+                });
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             let ready = sys::poll(self.fd.as_raw_fd(), libc::POLLIN, left)?;
             if ready.error {
                 if let Some(error) = sys::take_socket_error(&self.fd) {
-                    return Err(classify("receive", &self.interface, error));
+                    match classify("receive", &self.interface, error) {
+                        // Reported after the ring is drained (next turn).
+                        IoError::LinkLost { source, .. } => {
+                            self.link_lost = source.raw_os_error().or(Some(libc::ENETDOWN));
+                        }
+                        other => return Err(other),
+                    }
                 }
             }
             let given = self.drain(&mut on_packet);
-            if given > 0 || left.is_zero() {
+            if given > 0 || (left.is_zero() && self.link_lost.is_none()) {
                 return Ok(given);
             }
         }
