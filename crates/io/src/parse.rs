@@ -304,7 +304,9 @@ impl FlowKey {
     /// A well-mixed 64-bit digest of the key, keyed by `seed` (so that a
     /// sender who does not know the seed cannot aim many flows at one
     /// bucket). Equal keys give equal digests; it is not a cryptographic
-    /// MAC. The same function on every platform and in every build.
+    /// MAC. The same function on every platform and in every build. (It
+    /// shadows `std::hash::Hash::hash` in method calls; hash maps still use
+    /// the derived `Hash`.)
     pub fn hash(&self, seed: u64) -> u64 {
         fn address_words(address: IpAddr) -> [u64; 2] {
             let octets = match address {

@@ -447,3 +447,38 @@ fn pool_frames_are_sent_from_the_pool_by_both_senders() {
     let error = tx.send_batch(&[&untagged]).unwrap_err();
     assert!(matches!(error, IoError::FrameTooLong { len, max: m } if len == max + 1 && m == max));
 }
+
+#[test]
+fn a_link_set_down_gives_link_lost_to_both_senders_and_the_receiver() {
+    let Some((ns_a, ns_b, pair)) = test_bed() else {
+        return;
+    };
+    let mut rx = ns_b
+        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
+        .unwrap()
+        .expect("open RX");
+    let (mut tx, mut ring) = ns_a
+        .run(|| {
+            (
+                PacketTx::open(&pair.a, &TxConfig::default()).expect("open TX"),
+                PacketTxRing::open(&pair.a, &TxConfig::default()).expect("open TX ring"),
+            )
+        })
+        .unwrap();
+    let frame = numbered(0, 0);
+    assert_eq!(tx.send_batch(&[&frame]).unwrap(), 1);
+    let mut pool = FramePool::new(16, 2048).unwrap();
+    assert_eq!(receive_numbered(&mut rx, &mut pool, 1), [0]);
+    ns_a.ip(&["link", "set", &pair.a, "down"]).unwrap();
+    ns_b.ip(&["link", "set", &pair.b, "down"]).unwrap();
+    let error = tx.send_batch(&[&frame]).unwrap_err();
+    assert!(error.is_link_lost(), "{error}");
+    let error = ring.send_batch(&[&frame]).unwrap_err();
+    assert!(error.is_link_lost(), "{error}");
+    let error = rx
+        .recv_with(Duration::from_millis(100), |_| {})
+        .unwrap_err();
+    assert!(error.is_link_lost(), "{error}");
+    assert_eq!((tx.stats().sent, tx.stats().failed), (1, 1));
+    assert_eq!((ring.stats().sent, ring.stats().failed), (0, 1));
+}
