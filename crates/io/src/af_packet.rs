@@ -200,7 +200,9 @@ pub struct RxConfig {
     /// over (whole milliseconds, at least 1; default 2 ms).
     pub block_timeout: Duration,
     /// `PACKET_FANOUT` group (hash mode) to join, so that several sockets
-    /// (one per RX thread) share the interface's traffic by flow.
+    /// (one per RX thread) share the interface's traffic by flow. Groups
+    /// are per network namespace: every socket of one group must read the
+    /// same interface, and another program's sockets must use another id.
     pub fanout: Option<u16>,
 }
 
