@@ -18,7 +18,7 @@ mod wfi;
 /// Large blocks (the scheduler's packet arena, per-flow tables, mailboxes)
 /// on transparent huge pages: fewer TLB misses on the hot path.
 #[global_allocator]
-static ALLOC: pspat::HugePageAlloc = pspat::HugePageAlloc;
+static ALLOC: pspat_io::HugePageAlloc = pspat_io::HugePageAlloc;
 
 /// Software packet scheduling at hardware speed.
 #[derive(Parser)]

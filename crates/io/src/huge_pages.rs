@@ -1,6 +1,6 @@
 //! A global allocator that backs large blocks with transparent huge pages.
 //!
-//! The scheduler's packet arena and per-flow tables reach tens of megabytes
+//! The frame pool, the scheduler's packet arena and per-flow tables reach tens of megabytes
 //! (32k flows of 20 packets: about 12 MB), and the algorithms touch them
 //! in an order no hardware prefetcher guesses. With 4 KiB pages almost every
 //! such touch also misses the TLB and walks the page table; with 2 MiB
@@ -19,7 +19,7 @@
 //! the kernel may compact memory when such a block is first touched.
 //!
 //! Install it in a binary with
-//! `#[global_allocator] static ALLOC: pspat::HugePageAlloc = pspat::HugePageAlloc;`
+//! `#[global_allocator] static ALLOC: pspat_io::HugePageAlloc = pspat_io::HugePageAlloc;`
 //! (the `pspat` command line does).
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -1,0 +1,39 @@
+//! Packet I/O for pspat: where frames meet the operating system.
+//!
+//! * [`frames`]: one preallocated pool of fixed-size buffers named by index
+//!   (a descriptor's cookie is its frame index); at most one copy per packet
+//!   between reception and transmission.
+//! * [`HugePageAlloc`]: a global allocator that puts large blocks (the frame
+//!   pool, the scheduler's arenas) on transparent huge pages.
+//! * [`parse`]: Ethernet, VLAN, IPv4/IPv6, TCP/UDP/ICMP into a [`parse::FlowKey`],
+//!   or a counted reason why not.
+//! * [`af_packet`]: raw Ethernet frames through AF_PACKET sockets: a
+//!   TPACKET_V3 RX ring ([`PacketRx`], with `PACKET_FANOUT`), TX by
+//!   `sendmmsg` ([`PacketTx`]) or by a TX ring ([`PacketTxRing`]), with
+//!   `PACKET_QDISC_BYPASS` as an option; typed errors ([`IoError`]).
+//! * [`udp`]: UDP sockets with `sendmmsg`/`recvmmsg` batches and kernel or
+//!   user timestamps, for unprivileged local senders.
+//! * [`netns`]: test-bed support (namespaces and veth pairs that remove
+//!   themselves), for this workspace's tests and examples.
+//!
+//! This crate and the FFI crate are the only ones with system calls and
+//! `unsafe`; every `unsafe` block states the invariant it relies on in a
+//! `// SAFETY:` comment.
+#![allow(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod af_packet;
+pub mod error;
+pub mod frames;
+pub mod huge_pages;
+pub mod netns;
+pub mod parse;
+mod sys;
+pub mod udp;
+
+pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
+pub use error::IoError;
+pub use frames::{ForeignFrame, Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
+pub use huge_pages::HugePageAlloc;
+pub use udp::{RecvMeta, Timestamps, UdpBatchSocket};

@@ -1,0 +1,156 @@
+//! Frames for the tests: valid ones built with etherparse, malformed ones
+//! built by hand, each with the parse reason it must be counted under.
+#![allow(dead_code)]
+
+use etherparse::PacketBuilder;
+use pspat_io::parse::ParseReason;
+
+pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
+pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
+
+/// An IPv4/UDP frame from 10.199.0.1:sport to 10.199.0.2:dport.
+pub fn udp4(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::new();
+    PacketBuilder::ethernet2(SRC_MAC, DST_MAC)
+        .ipv4([10, 199, 0, 1], [10, 199, 0, 2], 64)
+        .udp(sport, dport)
+        .write(&mut frame, payload)
+        .expect("writing to a Vec cannot fail");
+    frame
+}
+
+fn ethernet(ether_type: u16) -> Vec<u8> {
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&DST_MAC);
+    frame.extend_from_slice(&SRC_MAC);
+    frame.extend_from_slice(&ether_type.to_be_bytes());
+    frame
+}
+
+fn vlan_tags(count: usize, inner_type: u16) -> Vec<u8> {
+    let mut frame = ethernet(0x88a8);
+    for tag in 0..count {
+        let next = if tag + 1 == count { inner_type } else { 0x8100 };
+        frame.extend_from_slice(&(10 + tag as u16).to_be_bytes());
+        frame.extend_from_slice(&next.to_be_bytes());
+    }
+    frame
+}
+
+/// An IPv6 frame whose UDP header follows `count` destination-options
+/// headers of 8 bytes each.
+pub fn ipv6_ext_chain(count: usize) -> Vec<u8> {
+    let mut frame = ethernet(0x86dd);
+    let payload_len = (count * 8 + 8) as u16;
+    frame.extend_from_slice(&[0x60, 0, 0, 0]);
+    frame.extend_from_slice(&payload_len.to_be_bytes());
+    frame.push(if count == 0 { 17 } else { 60 });
+    frame.push(64);
+    frame.extend_from_slice(&[0xfd, 0xc7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    frame.extend_from_slice(&[0xfd, 0xc7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    for header in 0..count {
+        let next = if header + 1 == count { 17 } else { 60 };
+        // next header, length 0 (8 bytes), PadN option of 4 bytes.
+        frame.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    frame.extend_from_slice(&[0x30, 0x39, 0x00, 0x35, 0, 8, 0, 0]);
+    frame
+}
+
+/// Malformed or non-IP frames, each with the reason it must be refused
+/// for (limits: `ParseLimits::default()`).
+pub fn malformed() -> Vec<(&'static str, Vec<u8>, ParseReason)> {
+    let valid = udp4(1000, 2000, &[0xab; 18]);
+    let mut bad_ihl = valid.clone();
+    bad_ihl[14] = 0x43;
+    let mut bad_version = valid.clone();
+    bad_version[14] = 0x65;
+    let mut bad_total_len = valid.clone();
+    bad_total_len[16..18].copy_from_slice(&10u16.to_be_bytes());
+    let mut truncated_udp = valid[..14 + 20 + 4].to_vec();
+    truncated_udp[16..18].copy_from_slice(&24u16.to_be_bytes());
+    let mut tcp_offset = Vec::new();
+    PacketBuilder::ethernet2(SRC_MAC, DST_MAC)
+        .ipv4([10, 199, 0, 1], [10, 199, 0, 2], 64)
+        .tcp(1000, 80, 1, 1000)
+        .write(&mut tcp_offset, &[])
+        .expect("writing to a Vec cannot fail");
+    tcp_offset[14 + 20 + 12] = 0x20;
+    let mut arp = ethernet(0x0806);
+    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&[0; 20]);
+    let mut lldp = ethernet(0x88cc);
+    lldp.extend_from_slice(&[0; 46]);
+    let mut truncated_vlan = ethernet(0x8100);
+    truncated_vlan.extend_from_slice(&[0, 10]);
+    let mut four_tags = vlan_tags(4, 0x0800);
+    four_tags.extend_from_slice(&valid[14..]);
+    let mut three_tags = vlan_tags(3, 0x0800);
+    three_tags.extend_from_slice(&valid[14..]);
+    let chain = ipv6_ext_chain(12);
+    // The payload length agrees with the frame, the second header is cut.
+    let mut cut_chain = ipv6_ext_chain(3)[..14 + 40 + 12].to_vec();
+    cut_chain[18..20].copy_from_slice(&12u16.to_be_bytes());
+    let mut hop_by_hop_late = ipv6_ext_chain(2);
+    hop_by_hop_late[14 + 40] = 0; // the first option header names hop-by-hop next
+    let oversize = udp4(1000, 2000, &[0x5a; 1600]);
+    vec![
+        (
+            "truncated ethernet",
+            valid[..10].to_vec(),
+            ParseReason::TruncatedEthernet,
+        ),
+        ("ARP", arp, ParseReason::NonIp),
+        ("LLDP", lldp, ParseReason::NonIp),
+        (
+            "truncated VLAN tag",
+            truncated_vlan,
+            ParseReason::TruncatedVlan,
+        ),
+        ("three VLAN tags", three_tags, ParseReason::TooManyVlanTags),
+        ("four VLAN tags", four_tags, ParseReason::TooManyVlanTags),
+        (
+            "truncated IPv4 header",
+            valid[..14 + 12].to_vec(),
+            ParseReason::TruncatedIp,
+        ),
+        (
+            "IPv4 cut before its total length",
+            valid[..valid.len() - 4].to_vec(),
+            ParseReason::TruncatedIp,
+        ),
+        ("IHL 3", bad_ihl, ParseReason::BadIhl),
+        (
+            "IP version 6 under EtherType IPv4",
+            bad_version,
+            ParseReason::BadIpVersion,
+        ),
+        ("total length 10", bad_total_len, ParseReason::BadIpLength),
+        (
+            "truncated UDP header",
+            truncated_udp,
+            ParseReason::TruncatedTransport,
+        ),
+        (
+            "TCP data offset 2",
+            tcp_offset,
+            ParseReason::BadTcpDataOffset,
+        ),
+        (
+            "twelve IPv6 extension headers",
+            chain,
+            ParseReason::TooManyExtensionHeaders,
+        ),
+        (
+            "cut IPv6 extension header",
+            cut_chain,
+            ParseReason::TruncatedExtensionHeader,
+        ),
+        (
+            "hop-by-hop after a destination header",
+            hop_by_hop_late,
+            ParseReason::BadExtensionHeader,
+        ),
+        ("frame above the MTU", oversize, ParseReason::OversizeFrame),
+    ]
+}
