@@ -282,10 +282,18 @@ pub(crate) fn parse_mask(
             if count > 0 && kind.takes(&tok.text) {
                 break;
             }
+            let also = if count > 0 {
+                format!("; or a {} keyword: {}", kind.name(), kind.keywords())
+            } else {
+                String::new()
+            };
             return Err(cur.error(
                 tok,
                 ErrorKind::UnknownMaskField,
-                format!("unknown mask field '{}' (allowed: {MASK_FIELDS})", tok.text),
+                format!(
+                    "unknown mask field '{}' (allowed: {MASK_FIELDS}{also})",
+                    tok.text
+                ),
             ));
         };
         cur.bump();

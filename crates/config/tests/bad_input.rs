@@ -94,6 +94,7 @@ fn unknown_mask_field() {
     );
     let e = error_of("sched 1 config mask src-ip 0xff bogus 1\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 33, "bogus", ErrorKind::UnknownMaskField);
+    assert!(e.message.contains("or a sched keyword: type, bw"), "{e}");
     let e = error_of_toml("[[sched]]\nnumber = 1\nmask = { src-mac = \"0xff\" }\n");
     assert_at(
         &e,
@@ -247,4 +248,23 @@ fn the_first_error_in_the_file_wins_and_nothing_is_half_applied() {
     assert_eq!(e.line, 2, "{e}");
     let all = cfg.validate_every(&NoProfiles).unwrap_err();
     assert_eq!(all.iter().map(|e| e.line).collect::<Vec<_>>(), vec![2, 3]);
+}
+
+#[test]
+fn a_model_built_in_code_reports_errors_without_a_position() {
+    let mut cfg = pspat_config::Config::default();
+    cfg.queues.push(pspat_config::Queue {
+        number: 1,
+        parent: Some(pspat_config::Parent::Sched(3)),
+        weight: None,
+        lmax: None,
+        pri: None,
+        params: Default::default(),
+        mask: Default::default(),
+    });
+    let e = cfg.validate(&NoProfiles).unwrap_err();
+    assert_eq!(
+        (e.line, e.column, e.token.as_str(), e.kind),
+        (0, 0, "3", ErrorKind::MissingReference)
+    );
 }
