@@ -15,6 +15,10 @@
 //!   in an order where every intermediate plan's references stay valid;
 //!   [`apply`] replays a change.
 //!
+//! # Complexity
+//! Parsing and printing are linear in the text; validation and [`diff`] are
+//! O(n log n) in the number of objects (maps keyed by number).
+//!
 //! # Layers
 //! ```text
 //! text ──parse_ipfw / parse_toml──▶ Config ──validate(loader)──▶ Plan ──diff(old, new)──▶ [Change] ──▶ daemon
