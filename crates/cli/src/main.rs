@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod config_cmd;
 mod demo;
 mod pq_bench;
 mod sched_bench;
@@ -43,6 +44,8 @@ enum Command {
     Wfi(wfi::Args),
     /// Integer priority queues (cFFS, hFFS) against a binary heap.
     PqBench(pq_bench::Args),
+    /// Validate a configuration (TOML or ipfw lines), print it normalised, convert between the syntaxes.
+    Config(config_cmd::Args),
 }
 
 /// An error that is the user's: printed as one line, exit code 2.
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::SchedBench(a) => sched_bench::run(a),
         Command::Wfi(a) => wfi::run(a),
         Command::PqBench(a) => pq_bench::run(a),
+        Command::Config(a) => config_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,169 @@
+//! `pspat config check|convert`: validate a configuration file and print it
+//! in its normal form, or convert it between the TOML and ipfw-line syntaxes
+//! (a `.toml` file is TOML, any other file is ipfw lines; see
+//! `docs/CONFIG.md`).
+//!
+//! Errors are one line, `file:line:column: message`, exit code 2.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use pspat_config::{parse_file_text, print_ipfw, print_toml, Config, FsProfiles};
+
+use crate::usage;
+
+/// Arguments of `pspat config`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: ConfigCommand,
+}
+
+/// The syntaxes a configuration can be printed in.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    /// TOML with explicit units.
+    Toml,
+    /// ipfw(8) lines.
+    Ipfw,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum ConfigCommand {
+    /// Validate FILE (profiles included) and print it normalised, in its own syntax.
+    Check {
+        /// The configuration: `.toml` is TOML, anything else ipfw lines.
+        file: PathBuf,
+        /// Print the validated plan as JSON (with "schema_version": 1) instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print FILE in the other syntax (or the one given with --to).
+    Convert {
+        /// The configuration: `.toml` is TOML, anything else ipfw lines.
+        file: PathBuf,
+        /// The syntax to print (default: the other one).
+        #[arg(long, value_enum)]
+        to: Option<Syntax>,
+    },
+}
+
+fn syntax_of(path: &Path) -> Syntax {
+    if path.extension().is_some_and(|e| e == "toml") {
+        Syntax::Toml
+    } else {
+        Syntax::Ipfw
+    }
+}
+
+fn load(path: &Path) -> anyhow::Result<Config> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("{name}: cannot read the configuration: {e}")))?;
+    parse_file_text(&text, &name).map_err(|e| usage(e.to_string()))
+}
+
+fn print(config: &Config, syntax: Syntax) -> String {
+    match syntax {
+        Syntax::Toml => print_toml(config),
+        Syntax::Ipfw => print_ipfw(config),
+    }
+}
+
+/// Runs `pspat config`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        ConfigCommand::Check { file, json } => {
+            let config = load(&file)?;
+            let loader = FsProfiles {
+                base: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+            };
+            let plan = config.validate(&loader).map_err(|e| usage(e.to_string()))?;
+            if json {
+                let text = serde_json::to_string_pretty(&plan).context("serialising the plan")?;
+                println!("{text}");
+            } else {
+                print!("{}", print(&config, syntax_of(&file)));
+            }
+        }
+        ConfigCommand::Convert { file, to } => {
+            let config = load(&file)?;
+            let target = to.unwrap_or(match syntax_of(&file) {
+                Syntax::Toml => Syntax::Ipfw,
+                Syntax::Ipfw => Syntax::Toml,
+            });
+            print!("{}", print(&config, target));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pspat-config-cmd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn check_and_convert_accept_both_syntaxes() {
+        let ipfw = temp_file(
+            "ok.ipfw",
+            "sched 4 config type qfq bw 4Mbit/s\nqueue 1 config weight 10 sched 4\n",
+        );
+        let toml = temp_file("ok.toml", &print_toml(&load(&ipfw).unwrap()));
+        assert_eq!(load(&toml).unwrap(), load(&ipfw).unwrap());
+        for (file, json) in [(&ipfw, false), (&toml, true)] {
+            let args = Args {
+                command: ConfigCommand::Check {
+                    file: file.clone(),
+                    json,
+                },
+            };
+            assert_eq!(run(args).unwrap(), ExitCode::SUCCESS);
+        }
+        let args = Args {
+            command: ConfigCommand::Convert {
+                file: ipfw,
+                to: None,
+            },
+        };
+        assert_eq!(run(args).unwrap(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn errors_are_one_usage_line_with_the_position() {
+        let bad = temp_file(
+            "bad.ipfw",
+            "pipe 1 config\nqueue 3 config sched 1 mask src-mac 0xff\n",
+        );
+        let args = Args {
+            command: ConfigCommand::Check {
+                file: bad.clone(),
+                json: false,
+            },
+        };
+        let err = run(args).unwrap_err();
+        let usage_error = err
+            .downcast_ref::<crate::UsageError>()
+            .expect("a usage error: exit 2");
+        assert_eq!(usage_error.0, format!("{}:2:29: unknown mask field 'src-mac' (allowed: src-ip, dst-ip, src-ip6, dst-ip6, src-port, dst-port, proto, flow-id, all)", bad.display()));
+        assert!(!usage_error.0.contains('\n'));
+        let missing = Args {
+            command: ConfigCommand::Convert {
+                file: bad.with_extension("nope"),
+                to: Some(Syntax::Toml),
+            },
+        };
+        assert!(run(missing)
+            .unwrap_err()
+            .downcast_ref::<crate::UsageError>()
+            .is_some());
+    }
+}

@@ -1,0 +1,1061 @@
+//! The `ipfw(8)` line syntax: a tokenizer that keeps line and column, the
+//! grammar of `pipe|queue|sched N config ...`, `add ...`, `table N add ...`
+//! and the control commands, and the builder that folds statements into a
+//! [`Config`]. The TOML syntax feeds its values through the same keyword
+//! parsers ([`parse_object_keyword`], [`parse_rule_body`]), so both syntaxes
+//! accept exactly the same values.
+//!
+//! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
+//! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
+//! pspat's extensions `jitter`, `distribution`, `reorder`, `gemodel`,
+//! `duplicate`, `default allow|deny` and `seed N`. `flush` lines are accepted
+//! in a file only before the first configuration statement (a script's
+//! preamble), where they change nothing.
+
+use pspat_sched::AlgKind;
+
+use crate::control::{ControlRequest, Deletable, Listing};
+use crate::error::{Error, ErrorKind, Pos};
+use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
+use crate::model::{
+    Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
+    InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched, Site,
+    SiteKind, Table, TableEntry, Target,
+};
+use crate::net::{parse_ports, AddrMatch};
+use crate::units::{
+    parse_rate, parse_real, parse_size, parse_time_us, parse_u32, parse_uint, QueueLimit,
+    ValueError,
+};
+
+/// One whitespace-separated word and where it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Tok {
+    pub text: String,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl Tok {
+    pub fn pos(&self) -> Pos {
+        Pos::new(self.line, self.column, self.text.clone())
+    }
+}
+
+/// Splits text into statements of tokens: lines, cut at `#` and `;`.
+pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
+    let mut statements = Vec::new();
+    for (line_index, line) in text.lines().enumerate() {
+        let line_no = u32::try_from(line_index + 1).unwrap_or(u32::MAX);
+        let mut current: Vec<Tok> = Vec::new();
+        let mut word = String::new();
+        let mut word_col = 0u32;
+        let mut column = 0u32;
+        for c in line.chars() {
+            column = column.saturating_add(1);
+            if c == '#' {
+                break;
+            }
+            if c.is_whitespace() || c == ';' {
+                if !word.is_empty() {
+                    current.push(Tok {
+                        text: std::mem::take(&mut word),
+                        line: line_no,
+                        column: word_col,
+                    });
+                }
+                if c == ';' && !current.is_empty() {
+                    statements.push(std::mem::take(&mut current));
+                }
+                continue;
+            }
+            if word.is_empty() {
+                word_col = column;
+            }
+            word.push(c);
+        }
+        if !word.is_empty() {
+            current.push(Tok {
+                text: word,
+                line: line_no,
+                column: word_col,
+            });
+        }
+        if !current.is_empty() {
+            statements.push(current);
+        }
+    }
+    statements
+}
+
+/// A read position in one statement's tokens.
+pub(crate) struct Cursor<'t> {
+    toks: &'t [Tok],
+    next: usize,
+    pub file: &'t str,
+}
+
+impl<'t> Cursor<'t> {
+    pub fn new(toks: &'t [Tok], file: &'t str) -> Self {
+        Cursor {
+            toks,
+            next: 0,
+            file,
+        }
+    }
+
+    pub fn peek(&self) -> Option<&'t Tok> {
+        self.toks.get(self.next)
+    }
+
+    pub fn bump(&mut self) -> Option<&'t Tok> {
+        let t = self.toks.get(self.next)?;
+        self.next += 1;
+        Some(t)
+    }
+
+    /// The value after `keyword`, or an error naming the keyword.
+    pub fn value(&mut self, keyword: &Tok, example: &str) -> Result<&'t Tok, Error> {
+        self.bump().ok_or_else(|| {
+            keyword.pos().error(
+                self.file,
+                ErrorKind::Syntax,
+                format!("'{}' needs a value (example: {example})", keyword.text),
+            )
+        })
+    }
+
+    pub fn error(&self, tok: &Tok, kind: ErrorKind, message: impl std::fmt::Display) -> Error {
+        tok.pos().error(self.file, kind, message)
+    }
+
+    /// Converts a [`ValueError`] about `tok` into an [`Error`] at `tok`.
+    pub fn check<T>(&self, tok: &Tok, r: Result<T, ValueError>) -> Result<T, Error> {
+        r.map_err(|e| self.error(tok, e.kind, e.message))
+    }
+}
+
+/// Positions of the values of one statement, by field name.
+pub(crate) type Fields = Vec<(&'static str, Pos)>;
+
+fn record(
+    fields: &mut Fields,
+    cur: &Cursor,
+    field: &'static str,
+    keyword: &Tok,
+    value: Pos,
+) -> Result<(), Error> {
+    if fields.iter().any(|(f, _)| *f == field) {
+        return Err(cur.error(
+            keyword,
+            ErrorKind::Duplicate,
+            format!("'{}' is given twice in this statement", keyword.text),
+        ));
+    }
+    fields.push((field, value));
+    Ok(())
+}
+
+/// The three configurable objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ObjKind {
+    Sched,
+    Pipe,
+    Queue,
+}
+
+impl ObjKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjKind::Sched => "sched",
+            ObjKind::Pipe => "pipe",
+            ObjKind::Queue => "queue",
+        }
+    }
+
+    pub fn keywords(self) -> &'static str {
+        match self {
+            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, buckets, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, mask",
+        }
+    }
+
+    fn takes(self, keyword: &str) -> bool {
+        let link = matches!(
+            keyword,
+            "bw" | "bandwidth"
+                | "delay"
+                | "burst"
+                | "profile"
+                | "jitter"
+                | "distribution"
+                | "reorder"
+        );
+        let queue = matches!(
+            keyword,
+            "queue" | "plr" | "red" | "gred" | "droptail" | "noerror" | "gemodel" | "duplicate"
+        );
+        match self {
+            ObjKind::Sched => {
+                link || matches!(
+                    keyword,
+                    "type" | "buckets" | "mask" | "sched_mask" | "sched-mask"
+                )
+            }
+            ObjKind::Pipe => {
+                link || queue || matches!(keyword, "buckets" | "mask" | "sched_mask" | "sched-mask")
+            }
+            ObjKind::Queue => {
+                queue
+                    || matches!(
+                        keyword,
+                        "sched"
+                            | "pipe"
+                            | "weight"
+                            | "lmax"
+                            | "pri"
+                            | "priority"
+                            | "buckets"
+                            | "mask"
+                            | "flow_mask"
+                            | "flow-mask"
+                    )
+            }
+        }
+    }
+}
+
+/// Everything a sched, pipe or queue statement can set.
+#[derive(Default)]
+pub(crate) struct Draft {
+    pub alg: Option<AlgKind>,
+    pub sched_buckets: Option<u32>,
+    pub link: LinkParams,
+    pub params: QueueParams,
+    pub weight: Option<u32>,
+    pub lmax: Option<u32>,
+    pub pri: Option<u32>,
+    pub parent: Option<Parent>,
+    pub mask: FlowMask,
+    pub fields: Fields,
+}
+
+fn parse_red(cur: &Cursor, keyword: &Tok, tok: &Tok) -> Result<Red, Error> {
+    let parts: Vec<&str> = tok.text.split('/').collect();
+    let bad = || {
+        cur.error(
+            tok,
+            ErrorKind::Syntax,
+            format!(
+                "'{}' needs w_q/min_th/max_th/max_p (example: {} 0.002/30/80/0.1)",
+                keyword.text, keyword.text
+            ),
+        )
+    };
+    if parts.len() != 4 {
+        return Err(bad());
+    }
+    let w_q = parse_real(parts[0]).map_err(|_| bad())?;
+    let min_th = parse_u32(parts[1]).map_err(|_| bad())?;
+    let max_th = parse_u32(parts[2]).map_err(|_| bad())?;
+    let max_p = parse_real(parts[3]).map_err(|_| bad())?;
+    Ok(Red {
+        gentle: keyword.text == "gred",
+        w_q,
+        min_th,
+        max_th,
+        max_p,
+    })
+}
+
+/// Parses the mask fields after `mask`, up to the next keyword of `kind`.
+pub(crate) fn parse_mask(
+    cur: &mut Cursor,
+    kind: ObjKind,
+    keyword: &Tok,
+    mask: &mut FlowMask,
+) -> Result<(), Error> {
+    let mut count = 0;
+    while let Some(tok) = cur.peek() {
+        let Some(field) = MaskField::from_name(&tok.text) else {
+            if count > 0 && kind.takes(&tok.text) {
+                break;
+            }
+            let also = if count > 0 {
+                format!("; or a {} keyword: {}", kind.name(), kind.keywords())
+            } else {
+                String::new()
+            };
+            return Err(cur.error(
+                tok,
+                ErrorKind::UnknownMaskField,
+                format!(
+                    "unknown mask field '{}' (allowed: {MASK_FIELDS}{also})",
+                    tok.text
+                ),
+            ));
+        };
+        cur.bump();
+        count += 1;
+        if field != MaskField::All {
+            let value = cur.value(tok, "0xffffffff")?;
+            cur.check(value, mask.set(field, &value.text))?;
+        } else {
+            *mask = FlowMask::all();
+        }
+    }
+    if count == 0 {
+        return Err(cur.error(
+            keyword,
+            ErrorKind::Syntax,
+            format!(
+                "'{}' needs at least one field ({MASK_FIELDS})",
+                keyword.text
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
+    cur.check(tok, parse_real(&tok.text))
+}
+
+/// Parses one keyword of a sched, pipe or queue body, with its values.
+pub(crate) fn parse_object_keyword(
+    cur: &mut Cursor,
+    kind: ObjKind,
+    d: &mut Draft,
+) -> Result<(), Error> {
+    let Some(kw) = cur.bump() else { return Ok(()) };
+    let word = kw.text.as_str();
+    if !kind.takes(word) {
+        return Err(cur.error(
+            kw,
+            ErrorKind::UnknownKeyword,
+            format!(
+                "unknown {} keyword '{word}' (allowed: {})",
+                kind.name(),
+                kind.keywords()
+            ),
+        ));
+    }
+    match word {
+        "bw" | "bandwidth" => {
+            let v = cur.value(kw, "10Mbit/s")?;
+            d.link.bw = Some(cur.check(v, parse_rate(&v.text))?);
+            record(&mut d.fields, cur, "bw", kw, v.pos())?;
+        }
+        "delay" => {
+            let v = cur.value(kw, "20ms")?;
+            d.link.delay_us = Some(cur.check(v, parse_time_us(&v.text))?);
+            record(&mut d.fields, cur, "delay", kw, v.pos())?;
+        }
+        "jitter" => {
+            let v = cur.value(kw, "5ms")?;
+            d.link.jitter_us = Some(cur.check(v, parse_time_us(&v.text))?);
+            record(&mut d.fields, cur, "jitter", kw, v.pos())?;
+        }
+        "distribution" => {
+            let v = cur.value(kw, "normal")?;
+            d.link.distribution = Some(Distribution::from_name(&v.text).ok_or_else(|| {
+                cur.error(
+                    v,
+                    ErrorKind::UnknownKeyword,
+                    format!(
+                        "unknown distribution '{}' (allowed: uniform, normal, pareto)",
+                        v.text
+                    ),
+                )
+            })?);
+            record(&mut d.fields, cur, "distribution", kw, v.pos())?;
+        }
+        "reorder" => {
+            d.link.reorder = true;
+            record(&mut d.fields, cur, "reorder", kw, kw.pos())?;
+        }
+        "burst" => {
+            let v = cur.value(kw, "64KB")?;
+            d.link.burst = Some(cur.check(v, parse_size(&v.text))?.0);
+            record(&mut d.fields, cur, "burst", kw, v.pos())?;
+        }
+        "profile" => {
+            let v = cur.value(kw, "profile.txt")?;
+            d.link.profile = Some(v.text.clone());
+            record(&mut d.fields, cur, "profile", kw, v.pos())?;
+        }
+        "queue" => {
+            let v = cur.value(kw, "50 or 64KB")?;
+            d.params.limit = Some(cur.check(v, QueueLimit::parse(&v.text))?);
+            record(&mut d.fields, cur, "queue", kw, v.pos())?;
+        }
+        "plr" => {
+            let v = cur.value(kw, "0.01")?;
+            d.params.plr = Some(probability(cur, v)?);
+            record(&mut d.fields, cur, "plr", kw, v.pos())?;
+        }
+        "duplicate" => {
+            let v = cur.value(kw, "0.01")?;
+            d.params.duplicate = Some(probability(cur, v)?);
+            record(&mut d.fields, cur, "duplicate", kw, v.pos())?;
+        }
+        "red" | "gred" => {
+            let v = cur.value(kw, "0.002/30/80/0.1")?;
+            d.params.red = Some(parse_red(cur, kw, v)?);
+            record(&mut d.fields, cur, "red", kw, v.pos())?;
+        }
+        "droptail" => {
+            d.params.red = None;
+            record(&mut d.fields, cur, "red", kw, kw.pos())?;
+        }
+        "noerror" => {
+            d.params.noerror = true;
+            record(&mut d.fields, cur, "noerror", kw, kw.pos())?;
+        }
+        "gemodel" => {
+            let mut values = [0.0; 4];
+            const NAMES: [&str; 4] = ["gemodel.p", "gemodel.r", "gemodel.1-h", "gemodel.1-k"];
+            for (slot, name) in values.iter_mut().zip(NAMES) {
+                let v = cur.value(kw, "0.01 0.3 1 0 (p r 1-h 1-k)")?;
+                *slot = probability(cur, v)?;
+                record(&mut d.fields, cur, name, kw, v.pos())?;
+            }
+            d.params.gemodel = Some(GilbertElliott {
+                p: values[0],
+                r: values[1],
+                one_minus_h: values[2],
+                one_minus_k: values[3],
+            });
+        }
+        "buckets" => {
+            let v = cur.value(kw, "64")?;
+            let n = cur.check(v, parse_u32(&v.text))?;
+            if kind == ObjKind::Sched {
+                d.sched_buckets = Some(n);
+            } else {
+                d.params.buckets = Some(n);
+            }
+            record(&mut d.fields, cur, "buckets", kw, v.pos())?;
+        }
+        "weight" => {
+            let v = cur.value(kw, "10")?;
+            d.weight = Some(cur.check(v, parse_u32(&v.text))?);
+            record(&mut d.fields, cur, "weight", kw, v.pos())?;
+        }
+        "lmax" => {
+            let v = cur.value(kw, "1500")?;
+            d.lmax = Some(cur.check(v, parse_u32(&v.text))?);
+            record(&mut d.fields, cur, "lmax", kw, v.pos())?;
+        }
+        "pri" | "priority" => {
+            let v = cur.value(kw, "3")?;
+            d.pri = Some(cur.check(v, parse_u32(&v.text))?);
+            record(&mut d.fields, cur, "pri", kw, v.pos())?;
+        }
+        "sched" | "pipe" => {
+            let v = cur.value(kw, "1")?;
+            let n = cur.check(v, parse_u32(&v.text))?;
+            d.parent = Some(if word == "sched" {
+                Parent::Sched(n)
+            } else {
+                Parent::Pipe(n)
+            });
+            record(&mut d.fields, cur, "parent", kw, v.pos())?;
+        }
+        "type" => {
+            let v = cur.value(kw, "qfq")?;
+            d.alg = Some(AlgKind::parse(&v.text).map_err(|_| {
+                cur.error(
+                    v,
+                    ErrorKind::UnknownKeyword,
+                    format!(
+                        "unknown scheduler type '{}' (allowed: {}; rr means drr, wf2qp means wf2q+)",
+                        v.text,
+                        AlgKind::known_names()
+                    ),
+                )
+            })?);
+            record(&mut d.fields, cur, "type", kw, v.pos())?;
+        }
+        _ => {
+            // mask, sched_mask, flow_mask (the only keywords `takes` leaves).
+            parse_mask(cur, kind, kw, &mut d.mask)?;
+            record(&mut d.fields, cur, "mask", kw, kw.pos())?;
+        }
+    }
+    Ok(())
+}
+
+/// Parses a rule's action and body (everything after `add [N]`).
+pub(crate) fn parse_rule_body(
+    cur: &mut Cursor,
+    add: &Tok,
+    rule: &mut Rule,
+    fields: &mut Fields,
+) -> Result<(), Error> {
+    let act = cur.value(add, "pipe 1 ip from any to any")?;
+    rule.action = match act.text.as_str() {
+        "pipe" | "queue" => {
+            let v = cur.value(act, "1 or tablearg")?;
+            let target = if v.text == "tablearg" {
+                Target::Tablearg
+            } else {
+                Target::Number(cur.check(v, parse_u32(&v.text))?)
+            };
+            record(fields, cur, "action", act, v.pos())?;
+            if act.text == "pipe" {
+                Action::Pipe(target)
+            } else {
+                Action::Queue(target)
+            }
+        }
+        "allow" | "accept" | "pass" | "permit" => {
+            record(fields, cur, "action", act, act.pos())?;
+            Action::Allow
+        }
+        "deny" | "drop" => {
+            record(fields, cur, "action", act, act.pos())?;
+            Action::Deny
+        }
+        _ => {
+            return Err(cur.error(
+                act,
+                ErrorKind::UnknownKeyword,
+                format!("unknown rule action '{}' (allowed: pipe N, queue N, pipe tablearg, queue tablearg, allow, deny)", act.text),
+            ))
+        }
+    };
+    while let Some(tok) = cur.bump() {
+        let word = tok.text.as_str();
+        if let Some(proto) = Proto::from_name(word) {
+            rule.proto = proto;
+            record(fields, cur, "proto", tok, tok.pos())?;
+            continue;
+        }
+        match word {
+            "from" | "to" | "src-ip" | "dst-ip" | "src-ip6" | "dst-ip6" => {
+                let source = matches!(word, "from" | "src-ip" | "src-ip6");
+                let v = cur.value(tok, "10.0.0.0/24, any, me or table(1)")?;
+                let addr = cur.check(v, AddrMatch::parse(&v.text))?;
+                let field = if source { "src" } else { "dst" };
+                record(fields, cur, field, tok, v.pos())?;
+                if source {
+                    rule.src = addr;
+                } else {
+                    rule.dst = addr;
+                }
+                // `from ADDR PORTS`: classic ipfw puts ports right after the address.
+                if matches!(word, "from" | "to") {
+                    if let Some(p) = cur.peek().filter(|p| p.text.starts_with(|c: char| c.is_ascii_digit())) {
+                        cur.bump();
+                        let ports = cur.check(p, parse_ports(&p.text))?;
+                        let field = if source { "src-port" } else { "dst-port" };
+                        record(fields, cur, field, tok, p.pos())?;
+                        if source {
+                            rule.src_ports = ports;
+                        } else {
+                            rule.dst_ports = ports;
+                        }
+                    }
+                }
+            }
+            "src-port" | "dst-port" => {
+                let v = cur.value(tok, "80,443,1000-2000")?;
+                let ports = cur.check(v, parse_ports(&v.text))?;
+                let field = if word == "src-port" { "src-port" } else { "dst-port" };
+                record(fields, cur, field, tok, v.pos())?;
+                if word == "src-port" {
+                    rule.src_ports = ports;
+                } else {
+                    rule.dst_ports = ports;
+                }
+            }
+            "in" | "out" => {
+                rule.direction = if word == "in" { Direction::In } else { Direction::Out };
+                record(fields, cur, "direction", tok, tok.pos())?;
+            }
+            "via" | "recv" | "xmit" => {
+                let v = cur.value(tok, "eth0")?;
+                let role = match word {
+                    "via" => InterfaceRole::Via,
+                    "recv" => InterfaceRole::Recv,
+                    _ => InterfaceRole::Xmit,
+                };
+                rule.interface = Some(InterfaceMatch {
+                    role,
+                    name: v.text.clone(),
+                });
+                record(fields, cur, "interface", tok, v.pos())?;
+            }
+            _ => {
+                return Err(cur.error(
+                    tok,
+                    ErrorKind::UnknownKeyword,
+                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, in, out, via, recv, xmit)"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A rule with every option at its default and the given action.
+pub(crate) fn empty_rule(action: Action) -> Rule {
+    Rule {
+        number: None,
+        action,
+        proto: Proto::Ip,
+        src: AddrMatch::Any,
+        dst: AddrMatch::Any,
+        src_ports: Vec::new(),
+        dst_ports: Vec::new(),
+        direction: Direction::Any,
+        interface: None,
+    }
+}
+
+/// One parsed statement.
+pub(crate) enum Statement {
+    Object(ObjKind, u32, Draft),
+    Rule(Rule, Fields),
+    TableAdd {
+        number: u32,
+        number_pos: Pos,
+        entry: TableEntry,
+        prefix_pos: Pos,
+        value_pos: Pos,
+    },
+    Default(DefaultAction, Pos),
+    Seed(u64, Pos),
+    Control(ControlRequest, Pos),
+}
+
+fn number(cur: &Cursor, tok: &Tok) -> Result<u32, Error> {
+    cur.check(tok, parse_u32(&tok.text))
+}
+
+fn expect_end(cur: &mut Cursor) -> Result<(), Error> {
+    match cur.bump() {
+        None => Ok(()),
+        Some(t) => Err(cur.error(
+            t,
+            ErrorKind::Syntax,
+            format!("unexpected '{}' at the end of the command", t.text),
+        )),
+    }
+}
+
+/// Parses one statement's tokens.
+pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Error> {
+    let mut cur = Cursor::new(toks, file);
+    let Some(mut first) = cur.bump() else {
+        return Err(Error {
+            file: file.to_string(),
+            line: 0,
+            column: 0,
+            token: String::new(),
+            message: "empty command".into(),
+            kind: ErrorKind::Syntax,
+        });
+    };
+    if first.text == "ipfw" || first.text == "dnctl" {
+        while cur
+            .peek()
+            .is_some_and(|t| matches!(t.text.as_str(), "-q" | "-f"))
+        {
+            cur.bump();
+        }
+        first = cur.value(first, "pipe 1 config bw 10Mbit/s")?;
+    }
+    let word = first.text.as_str();
+    let kind = match word {
+        "pipe" => Some(ObjKind::Pipe),
+        "queue" | "flowset" => Some(ObjKind::Queue),
+        "sched" => Some(ObjKind::Sched),
+        _ => None,
+    };
+    if let Some(kind) = kind {
+        let listing = match kind {
+            ObjKind::Pipe => Listing::Pipes,
+            ObjKind::Queue => Listing::Queues,
+            ObjKind::Sched => Listing::Scheds,
+        };
+        let second = cur.value(first, &format!("{word} 1 config ..."))?;
+        match second.text.as_str() {
+            "show" | "list" => {
+                let number = match cur.bump() {
+                    Some(t) => Some(number(&cur, t)?),
+                    None => None,
+                };
+                expect_end(&mut cur)?;
+                return Ok(Statement::Control(
+                    ControlRequest::Show {
+                        what: listing,
+                        number,
+                    },
+                    first.pos(),
+                ));
+            }
+            "flush" => {
+                expect_end(&mut cur)?;
+                return Ok(Statement::Control(
+                    ControlRequest::Flush(listing),
+                    first.pos(),
+                ));
+            }
+            "delete" => {
+                let mut numbers = Vec::new();
+                while let Some(t) = cur.bump() {
+                    numbers.push(number(&cur, t)?);
+                }
+                if numbers.is_empty() {
+                    return Err(cur.error(
+                        second,
+                        ErrorKind::Syntax,
+                        "'delete' needs at least one number",
+                    ));
+                }
+                let what = match kind {
+                    ObjKind::Pipe => Deletable::Pipe,
+                    ObjKind::Queue => Deletable::Queue,
+                    ObjKind::Sched => Deletable::Sched,
+                };
+                return Ok(Statement::Control(
+                    ControlRequest::Delete { what, numbers },
+                    first.pos(),
+                ));
+            }
+            _ => {}
+        }
+        let n = number(&cur, second)?;
+        let third = cur.value(second, "config")?;
+        match third.text.as_str() {
+            "config" => {}
+            "delete" => {
+                expect_end(&mut cur)?;
+                let what = match kind {
+                    ObjKind::Pipe => Deletable::Pipe,
+                    ObjKind::Queue => Deletable::Queue,
+                    ObjKind::Sched => Deletable::Sched,
+                };
+                return Ok(Statement::Control(
+                    ControlRequest::Delete {
+                        what,
+                        numbers: vec![n],
+                    },
+                    first.pos(),
+                ));
+            }
+            "show" | "list" => {
+                expect_end(&mut cur)?;
+                return Ok(Statement::Control(
+                    ControlRequest::Show {
+                        what: listing,
+                        number: Some(n),
+                    },
+                    first.pos(),
+                ));
+            }
+            other => {
+                return Err(cur.error(
+                    third,
+                    ErrorKind::UnknownKeyword,
+                    format!(
+                        "expected 'config', 'delete' or 'show' after '{word} {n}', found '{other}'"
+                    ),
+                ))
+            }
+        }
+        let mut draft = Draft::default();
+        draft.fields.push(("number", second.pos()));
+        while cur.peek().is_some() {
+            parse_object_keyword(&mut cur, kind, &mut draft)?;
+        }
+        return Ok(Statement::Object(kind, n, draft));
+    }
+    match word {
+        "add" => {
+            let mut rule = empty_rule(Action::Allow);
+            let mut fields = Fields::new();
+            if let Some(t) = cur.peek().filter(|t| t.text.starts_with(|c: char| c.is_ascii_digit())) {
+                cur.bump();
+                rule.number = Some(number(&cur, t)?);
+                fields.push(("number", t.pos()));
+            } else {
+                fields.push(("number", first.pos()));
+            }
+            parse_rule_body(&mut cur, first, &mut rule, &mut fields)?;
+            Ok(Statement::Rule(rule, fields))
+        }
+        "table" => {
+            let num_tok = cur.value(first, "1 add 10.0.0.0/8 1")?;
+            let n = number(&cur, num_tok)?;
+            let op = cur.value(num_tok, "add")?;
+            match op.text.as_str() {
+                "add" => {
+                    let p = cur.value(op, "10.0.0.0/8")?;
+                    let prefix = cur.check(p, p.text.parse())?;
+                    let (value, value_pos) = match cur.bump() {
+                        Some(v) => (number(&cur, v)?, v.pos()),
+                        None => (0, p.pos()),
+                    };
+                    expect_end(&mut cur)?;
+                    Ok(Statement::TableAdd {
+                        number: n,
+                        number_pos: num_tok.pos(),
+                        entry: TableEntry { prefix, value },
+                        prefix_pos: p.pos(),
+                        value_pos,
+                    })
+                }
+                "flush" => {
+                    expect_end(&mut cur)?;
+                    Ok(Statement::Control(ControlRequest::Flush(Listing::Table(n)), first.pos()))
+                }
+                "list" | "show" => {
+                    expect_end(&mut cur)?;
+                    Ok(Statement::Control(ControlRequest::Show { what: Listing::Table(n), number: None }, first.pos()))
+                }
+                _ => Err(cur.error(op, ErrorKind::UnknownKeyword, format!("unknown table command '{}' (allowed: add, flush, list)", op.text))),
+            }
+        }
+        "flush" => {
+            expect_end(&mut cur)?;
+            Ok(Statement::Control(ControlRequest::Flush(Listing::Rules), first.pos()))
+        }
+        "show" | "list" => {
+            let number = match cur.bump() {
+                Some(t) if t.text == "rules" => None,
+                Some(t) => Some(number(&cur, t)?),
+                None => None,
+            };
+            expect_end(&mut cur)?;
+            Ok(Statement::Control(ControlRequest::Show { what: Listing::Rules, number }, first.pos()))
+        }
+        "delete" => {
+            let mut numbers = Vec::new();
+            while let Some(t) = cur.bump() {
+                numbers.push(number(&cur, t)?);
+            }
+            if numbers.is_empty() {
+                return Err(cur.error(first, ErrorKind::Syntax, "'delete' needs at least one rule number"));
+            }
+            Ok(Statement::Control(ControlRequest::Delete { what: Deletable::Rule, numbers }, first.pos()))
+        }
+        "default" => {
+            let v = cur.value(first, "allow")?;
+            let action = match v.text.as_str() {
+                "allow" | "accept" | "pass" => DefaultAction::Allow,
+                "deny" | "drop" => DefaultAction::Deny,
+                _ => return Err(cur.error(v, ErrorKind::UnknownKeyword, format!("unknown default action '{}' (allowed: allow, deny)", v.text))),
+            };
+            expect_end(&mut cur)?;
+            Ok(Statement::Default(action, v.pos()))
+        }
+        "seed" => {
+            let v = cur.value(first, "42")?;
+            let seed = cur.check(v, parse_uint(&v.text))?;
+            expect_end(&mut cur)?;
+            Ok(Statement::Seed(seed, v.pos()))
+        }
+        _ => Err(cur.error(
+            first,
+            ErrorKind::UnknownKeyword,
+            format!("unknown command '{word}' (allowed: pipe, queue, sched, add, table, default, seed; and show, delete, flush on the control socket)"),
+        )),
+    }
+}
+
+/// Folds statements into a [`Config`], recording positions.
+pub(crate) struct Builder {
+    pub config: Config,
+    seen_default: bool,
+    started: bool,
+}
+
+fn site(kind: SiteKind, index: usize, sub: usize, field: &'static str) -> Site {
+    Site {
+        kind,
+        index,
+        sub,
+        field,
+    }
+}
+
+impl Builder {
+    pub fn new(file: &str) -> Self {
+        Builder {
+            config: Config {
+                sources: crate::model::SourceMap::new(file),
+                ..Config::default()
+            },
+            seen_default: false,
+            started: false,
+        }
+    }
+
+    fn positions(&mut self, kind: SiteKind, index: usize, fields: Fields) {
+        for (field, pos) in fields {
+            self.config.sources.insert(site(kind, index, 0, field), pos);
+        }
+    }
+
+    /// Adds one statement; control statements are refused (see module docs for `flush`).
+    pub fn add(&mut self, st: Statement) -> Result<(), Error> {
+        let file = self.config.sources.file.clone();
+        match st {
+            Statement::Control(ControlRequest::Flush(_), _) if !self.started => return Ok(()),
+            Statement::Control(_, pos) => {
+                return Err(pos.error(
+                    &file,
+                    ErrorKind::NotConfiguration,
+                    format!("'{}' is a control command, not configuration (flush is accepted only before the first statement)", pos.token),
+                ))
+            }
+            _ => {}
+        }
+        self.started = true;
+        match st {
+            Statement::Object(kind, number, d) => match kind {
+                ObjKind::Sched => {
+                    let index = self.config.scheds.len();
+                    self.config.scheds.push(Sched {
+                        number,
+                        alg: d.alg,
+                        link: d.link,
+                        mask: d.mask,
+                        buckets: d.sched_buckets,
+                    });
+                    self.positions(SiteKind::Sched, index, d.fields);
+                }
+                ObjKind::Pipe => {
+                    let index = self.config.pipes.len();
+                    self.config.pipes.push(Pipe {
+                        number,
+                        link: d.link,
+                        queue: d.params,
+                        mask: d.mask,
+                    });
+                    self.positions(SiteKind::Pipe, index, d.fields);
+                }
+                ObjKind::Queue => {
+                    let index = self.config.queues.len();
+                    self.config.queues.push(Queue {
+                        number,
+                        parent: d.parent,
+                        weight: d.weight,
+                        lmax: d.lmax,
+                        pri: d.pri,
+                        params: d.params,
+                        mask: d.mask,
+                    });
+                    self.positions(SiteKind::Queue, index, d.fields);
+                }
+            },
+            Statement::Rule(rule, fields) => {
+                let index = self.config.rules.len();
+                self.config.rules.push(rule);
+                self.positions(SiteKind::Rule, index, fields);
+            }
+            Statement::TableAdd {
+                number,
+                number_pos,
+                entry,
+                prefix_pos,
+                value_pos,
+            } => {
+                let index = match self.config.tables.iter().position(|t| t.number == number) {
+                    Some(i) => i,
+                    None => {
+                        self.config.tables.push(Table {
+                            number,
+                            entries: Vec::new(),
+                        });
+                        let i = self.config.tables.len() - 1;
+                        self.config
+                            .sources
+                            .insert(site(SiteKind::Table, i, 0, "number"), number_pos);
+                        i
+                    }
+                };
+                let table = &mut self.config.tables[index];
+                let sub = table.entries.len();
+                table.entries.push(entry);
+                self.config
+                    .sources
+                    .insert(site(SiteKind::Table, index, sub, "prefix"), prefix_pos);
+                self.config
+                    .sources
+                    .insert(site(SiteKind::Table, index, sub, "value"), value_pos);
+            }
+            Statement::Default(action, pos) => {
+                if self.seen_default {
+                    return Err(pos.error(&file, ErrorKind::Duplicate, "'default' is given twice"));
+                }
+                self.seen_default = true;
+                self.config.default_action = action;
+                self.config
+                    .sources
+                    .insert(site(SiteKind::Global, 0, 0, "default"), pos);
+            }
+            Statement::Seed(seed, pos) => {
+                if self.config.seed.is_some() {
+                    return Err(pos.error(&file, ErrorKind::Duplicate, "'seed' is given twice"));
+                }
+                self.config.seed = Some(seed);
+                self.config
+                    .sources
+                    .insert(site(SiteKind::Global, 0, 0, "seed"), pos);
+            }
+            Statement::Control(..) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Parses a file of ipfw lines into a [`Config`] (see [`crate::parse_ipfw`]).
+pub(crate) fn parse(text: &str, file: &str) -> Result<Config, Error> {
+    let mut builder = Builder::new(file);
+    for toks in tokenize(text) {
+        let st = parse_statement(&toks, file)?;
+        builder.add(st)?;
+    }
+    Ok(builder.config)
+}
+
+/// Parses one control line (see [`crate::parse_control`]).
+pub(crate) fn parse_control_line(line: &str, file: &str) -> Result<ControlRequest, Error> {
+    let statements = tokenize(line);
+    let mut builder = Builder::new(file);
+    let mut configured = false;
+    for (i, toks) in statements.iter().enumerate() {
+        match parse_statement(toks, file)? {
+            Statement::Control(req, pos) => {
+                if statements.len() > 1 || i > 0 {
+                    return Err(pos.error(
+                        file,
+                        ErrorKind::Syntax,
+                        "a control command must stand alone on its line",
+                    ));
+                }
+                return Ok(req);
+            }
+            st => {
+                configured = true;
+                builder.add(st)?;
+            }
+        }
+    }
+    if !configured {
+        return Err(Error {
+            file: file.to_string(),
+            line: 1,
+            column: 1,
+            token: String::new(),
+            message: "empty command".into(),
+            kind: ErrorKind::Syntax,
+        });
+    }
+    Ok(ControlRequest::Configure(builder.config))
+}

@@ -1,0 +1,448 @@
+//! dummynet's user model as plain data: scheds, pipes, queues (flowsets),
+//! lookup tables and rules, plus pspat's netem-like extensions (jitter with a
+//! distribution, reordering, Gilbert-Elliott loss, duplication, one seed).
+//!
+//! A [`Config`] holds what a file says, as written: unset parameters are
+//! `None` and take dummynet's defaults only when [`Config::validate`] resolves
+//! them into a [`crate::Plan`]. Objects keep the order of the file. A
+//! [`SourceMap`] remembers where each value was written so that validation
+//! errors can name the line, column and token; it takes no part in equality.
+//!
+//! Semantics follow `ipfw(8)` (FreeBSD, and the Linux/Windows port of
+//! dummynet): a pipe is a link (`bw`, `delay`) with a FIFO scheduler and one
+//! queue; a queue is a flowset whose `mask` splits traffic into dynamic
+//! queues sharing its parameters; a sched is a scheduler `type` on a link
+//! whose `mask` creates independent instances.
+
+use std::collections::HashMap;
+
+use pspat_sched::AlgKind;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Pos;
+use crate::mask::FlowMask;
+use crate::net::{AddrMatch, PortRange, Prefix};
+use crate::units::QueueLimit;
+
+/// The distribution of the delay jitter (`distribution uniform|normal|pareto`,
+/// as tc-netem(8)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Distribution {
+    /// Uniform in `[-jitter, +jitter]`.
+    #[default]
+    Uniform,
+    /// Normal with standard deviation `jitter`.
+    Normal,
+    /// Pareto with scale `jitter` (a heavy tail).
+    Pareto,
+}
+
+impl Distribution {
+    /// Every distribution, in the order messages list them.
+    pub const ALL: [Distribution; 3] = [
+        Distribution::Uniform,
+        Distribution::Normal,
+        Distribution::Pareto,
+    ];
+
+    /// The keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::Uniform => "uniform",
+            Distribution::Normal => "normal",
+            Distribution::Pareto => "pareto",
+        }
+    }
+
+    /// Looks a distribution up by its keyword.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+/// The link half of a sched or pipe: rate, delay and their impairments.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkParams {
+    /// `bw`: bit/s; 0 is unlimited.
+    pub bw: Option<u64>,
+    /// `delay`: propagation delay in microseconds.
+    pub delay_us: Option<u64>,
+    /// `burst`: bytes that may leave at full speed after an idle period.
+    pub burst: Option<u64>,
+    /// `profile`: the file of an empirical delay/loss profile.
+    pub profile: Option<String>,
+    /// `jitter`: delay variation in microseconds (pspat, after tc-netem).
+    pub jitter_us: Option<u64>,
+    /// `distribution` of the jitter (pspat; default uniform).
+    pub distribution: Option<Distribution>,
+    /// `reorder`: let jitter reorder packets; without it a packet never leaves
+    /// before the one in front of it (pspat).
+    pub reorder: bool,
+}
+
+/// RED or gentle RED (`red | gred w_q/min_th/max_th/max_p`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Red {
+    /// `gred`: gentle RED (drop probability rises to 1 between max_th and 2·max_th).
+    pub gentle: bool,
+    /// Weight of the average queue length, in (0, 1].
+    pub w_q: f64,
+    /// Minimum threshold, in the queue's unit (slots or bytes).
+    pub min_th: u32,
+    /// Maximum threshold, in the queue's unit.
+    pub max_th: u32,
+    /// Drop probability at max_th, in (0, 1].
+    pub max_p: f64,
+}
+
+/// Gilbert-Elliott loss (`gemodel p r 1-h 1-k`, as tc-netem(8)).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GilbertElliott {
+    /// Probability of moving from the good to the bad state.
+    pub p: f64,
+    /// Probability of moving from the bad to the good state.
+    pub r: f64,
+    /// Loss probability in the bad state (1-h).
+    pub one_minus_h: f64,
+    /// Loss probability in the good state (1-k).
+    pub one_minus_k: f64,
+}
+
+/// The queue half of a pipe or queue: limits, loss and drop policy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueParams {
+    /// `queue`: slots or bytes (default 50 slots).
+    pub limit: Option<QueueLimit>,
+    /// `plr`: random loss probability, 0..=1.
+    pub plr: Option<f64>,
+    /// `red`/`gred`; `None` is drop-tail (`droptail`).
+    pub red: Option<Red>,
+    /// `buckets`: hash size for dynamic queues (default 64).
+    pub buckets: Option<u32>,
+    /// `noerror`: do not report drops to the sender.
+    pub noerror: bool,
+    /// `gemodel`: Gilbert-Elliott loss (pspat).
+    pub gemodel: Option<GilbertElliott>,
+    /// `duplicate`: probability that a packet is sent twice (pspat).
+    pub duplicate: Option<f64>,
+}
+
+/// `sched N config ...`: a scheduler on a link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sched {
+    /// The number, shared with pipes (a pipe N is sched N plus a FIFO).
+    pub number: u32,
+    /// `type` (default WF2Q+, as dummynet).
+    pub alg: Option<AlgKind>,
+    /// The link.
+    pub link: LinkParams,
+    /// `mask`: one scheduler instance per masked value.
+    pub mask: FlowMask,
+    /// `buckets`: hash size for instances (default 64).
+    pub buckets: Option<u32>,
+}
+
+/// `pipe N config ...`: a link with a FIFO scheduler and one queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pipe {
+    /// The number, shared with scheds.
+    pub number: u32,
+    /// The link.
+    pub link: LinkParams,
+    /// The queue.
+    pub queue: QueueParams,
+    /// `mask`: one pipe instance (the whole bandwidth each) per masked value.
+    pub mask: FlowMask,
+}
+
+/// What a queue feeds: `sched M` or, in dummynet's older syntax, `pipe M`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Parent {
+    /// `sched M`: a sched, or the scheduler of pipe M.
+    Sched(u32),
+    /// `pipe M`: the scheduler of pipe M.
+    Pipe(u32),
+}
+
+impl Parent {
+    /// The number in the shared sched/pipe space.
+    pub fn number(self) -> u32 {
+        match self {
+            Parent::Sched(n) | Parent::Pipe(n) => n,
+        }
+    }
+}
+
+/// `queue N config ...`: a flowset, a template for per-flow queues.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Queue {
+    /// The number.
+    pub number: u32,
+    /// `sched M` / `pipe M`.
+    pub parent: Option<Parent>,
+    /// `weight` (default 1).
+    pub weight: Option<u32>,
+    /// `lmax`: largest packet, bytes (default 1500).
+    pub lmax: Option<u32>,
+    /// `pri`: strict priority for PRIO, 0 (highest) ..= 63.
+    pub pri: Option<u32>,
+    /// The queue parameters.
+    pub params: QueueParams,
+    /// `mask`: one dynamic queue per masked value.
+    pub mask: FlowMask,
+}
+
+/// Where a rule sends matching packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// A fixed number.
+    Number(u32),
+    /// The value of the table entry that matched (`tablearg`).
+    Tablearg,
+}
+
+/// A rule's action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// `pipe N | tablearg`.
+    Pipe(Target),
+    /// `queue N | tablearg`.
+    Queue(Target),
+    /// `allow` (also `accept`, `pass`, `permit`): bypass shaping.
+    Allow,
+    /// `deny` (also `drop`): drop.
+    Deny,
+}
+
+/// The protocol a rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    /// `ip` (also `all`): IPv4 and IPv6, any protocol.
+    #[default]
+    Ip,
+    /// `ip4` (also `ipv4`).
+    Ip4,
+    /// `ip6` (also `ipv6`).
+    Ip6,
+    /// `tcp`.
+    Tcp,
+    /// `udp`.
+    Udp,
+    /// `icmp`.
+    Icmp,
+}
+
+impl Proto {
+    /// The normal keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Ip => "ip",
+            Proto::Ip4 => "ip4",
+            Proto::Ip6 => "ip6",
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Icmp => "icmp",
+        }
+    }
+
+    /// Looks a protocol up by keyword or alias.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "ip" | "all" => Proto::Ip,
+            "ip4" | "ipv4" => Proto::Ip4,
+            "ip6" | "ipv6" => Proto::Ip6,
+            "tcp" => Proto::Tcp,
+            "udp" => Proto::Udp,
+            "icmp" => Proto::Icmp,
+            _ => return None,
+        })
+    }
+}
+
+/// The direction a rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Both.
+    #[default]
+    Any,
+    /// `in`: packets received.
+    In,
+    /// `out`: packets sent.
+    Out,
+}
+
+/// How a rule names an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterfaceRole {
+    /// `via`: received or sent on it.
+    Via,
+    /// `recv`: received on it.
+    Recv,
+    /// `xmit`: sent on it.
+    Xmit,
+}
+
+impl InterfaceRole {
+    /// The keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterfaceRole::Via => "via",
+            InterfaceRole::Recv => "recv",
+            InterfaceRole::Xmit => "xmit",
+        }
+    }
+}
+
+/// An interface match (`via eth0`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct InterfaceMatch {
+    /// `via`, `recv` or `xmit`.
+    pub role: InterfaceRole,
+    /// The interface name (at most 15 bytes; `*` is a wildcard as in ipfw).
+    pub name: String,
+}
+
+/// `add [N] ACTION [PROTO] from SRC to DST [options]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rule {
+    /// The number; `None` takes the previous rule's number plus 100, as ipfw.
+    pub number: Option<u32>,
+    /// What to do with matching packets.
+    pub action: Action,
+    /// The protocol.
+    pub proto: Proto,
+    /// Source addresses.
+    pub src: AddrMatch,
+    /// Destination addresses.
+    pub dst: AddrMatch,
+    /// `src-port`: empty matches any.
+    pub src_ports: Vec<PortRange>,
+    /// `dst-port`: empty matches any.
+    pub dst_ports: Vec<PortRange>,
+    /// `in`/`out`.
+    pub direction: Direction,
+    /// `via`/`recv`/`xmit`.
+    pub interface: Option<InterfaceMatch>,
+}
+
+/// One entry of a lookup table (`table N add PREFIX VALUE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TableEntry {
+    /// The prefix.
+    pub prefix: Prefix,
+    /// The value (`tablearg`), default 0.
+    pub value: u32,
+}
+
+/// A lookup table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    /// The table number.
+    pub number: u32,
+    /// Entries in the order written.
+    pub entries: Vec<TableEntry>,
+}
+
+/// What happens to packets no rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultAction {
+    /// Pass unshaped (pspat's default: a bump in the wire).
+    #[default]
+    Allow,
+    /// Drop.
+    Deny,
+}
+
+/// A whole configuration, as written.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    /// `sched N config`, in file order.
+    pub scheds: Vec<Sched>,
+    /// `pipe N config`, in file order.
+    pub pipes: Vec<Pipe>,
+    /// `queue N config`, in file order.
+    pub queues: Vec<Queue>,
+    /// Tables, in the order their first entry appears.
+    pub tables: Vec<Table>,
+    /// Rules, in file order.
+    pub rules: Vec<Rule>,
+    /// `default allow|deny` (pspat).
+    pub default_action: DefaultAction,
+    /// `seed N`: the seed of every random draw (loss, jitter, RED) (pspat).
+    pub seed: Option<u64>,
+    /// Where each value was written; not part of the model's value.
+    pub sources: SourceMap,
+}
+
+/// The kinds of object a [`Site`] can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SiteKind {
+    /// An entry of [`Config::scheds`].
+    Sched,
+    /// An entry of [`Config::pipes`].
+    Pipe,
+    /// An entry of [`Config::queues`].
+    Queue,
+    /// An entry of [`Config::rules`].
+    Rule,
+    /// An entry of [`Config::tables`] (`sub` is the entry index).
+    Table,
+    /// `default` and `seed`.
+    Global,
+}
+
+/// A value's address in a [`Config`]: object kind, index, sub-index, field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Site {
+    /// Which list.
+    pub kind: SiteKind,
+    /// Index in that list.
+    pub index: usize,
+    /// Index inside the object (table entries); 0 otherwise.
+    pub sub: usize,
+    /// The keyword (`"bw"`, `"number"`, `"gemodel.p"`...).
+    pub field: &'static str,
+}
+
+/// Where the values of a [`Config`] were written. Always equal to any other
+/// `SourceMap`: positions are not part of a model's value.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    /// The file the configuration came from.
+    pub file: String,
+    positions: HashMap<Site, Pos>,
+}
+
+impl PartialEq for SourceMap {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl SourceMap {
+    /// An empty map for `file`.
+    pub fn new(file: impl Into<String>) -> Self {
+        SourceMap {
+            file: file.into(),
+            positions: HashMap::new(),
+        }
+    }
+
+    /// Records where a value was written.
+    pub fn insert(&mut self, site: Site, pos: Pos) {
+        self.positions.insert(site, pos);
+    }
+
+    /// Where a value was written, or `None` for a model built in code.
+    pub fn get(&self, site: &Site) -> Option<&Pos> {
+        self.positions.get(site)
+    }
+}

@@ -1,0 +1,906 @@
+//! Validation: a [`Config`] as written becomes a [`Plan`], with every default
+//! resolved, every number unique, every range and every reference checked,
+//! and every profile file loaded and parsed.
+//!
+//! Validation is all or nothing: [`Config::validate`] either returns a whole
+//! plan or the error that comes first in the file (by line and column). It
+//! never half applies anything, so a daemon that fails to validate a new file
+//! keeps running the old plan.
+//!
+//! Defaults are dummynet's (`ipfw(8)`): sched type WF2Q+, 50-slot queues, 64
+//! buckets, weight 1, lmax 1500, no loss; ranges are pspat-sched's
+//! ([`pspat_sched::MIN_WEIGHT`]..=[`pspat_sched::MAX_WEIGHT`], priorities below
+//! [`pspat_sched::PRIORITIES`], lmax up to [`pspat_sched::MAX_PACKET_LEN`]).
+//! Rules without a number take the largest number so far plus 100, as ipfw's
+//! auto-increment step; duplicate rule numbers are refused (ipfw allows them,
+//! but a plan keys rules by number so that a diff can name them).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::PathBuf;
+
+use pspat_sched::{AlgKind, DEFAULT_LMAX, MAX_PACKET_LEN, MAX_WEIGHT, MIN_WEIGHT, PRIORITIES};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorKind, Pos};
+use crate::mask::FlowMask;
+use crate::model::{
+    Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
+    LinkParams, Parent, Proto, QueueParams, Red, Site, SiteKind, Target,
+};
+use crate::net::{AddrMatch, PortRange, Prefix};
+use crate::profile::{parse_profile, Profile};
+use crate::units::{format_time_us, QueueLimit};
+
+/// The `schema_version` of a [`Plan`] serialised as JSON.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The seed when the configuration sets none.
+pub const DEFAULT_SEED: u64 = 1;
+/// Largest delay or jitter: 60 s.
+pub const MAX_DELAY_US: u64 = 60_000_000;
+/// Largest queue in slots.
+pub const MAX_SLOTS: u32 = 1_000_000;
+/// Largest queue in bytes: 1 GiB.
+pub const MAX_QUEUE_BYTES: u64 = 1 << 30;
+/// Hash sizes (`buckets`), as dummynet.
+pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 16..=65_536;
+/// Numbers of pipes, queues and scheds.
+pub const OBJECT_NUMBERS: std::ops::RangeInclusive<u32> = 1..=65_535;
+/// Rule numbers (65535 is ipfw's default rule, see [`Config::default_action`]).
+pub const RULE_NUMBERS: std::ops::RangeInclusive<u32> = 1..=65_534;
+/// ipfw's rule-number auto-increment step.
+pub const RULE_STEP: u32 = 100;
+
+/// Reads profile files for [`Config::validate`]; injectable so tests need no files.
+pub trait ProfileLoader {
+    /// The text of the profile file `name` (as written after `profile`).
+    ///
+    /// # Errors
+    /// The I/O error, reported at the `profile` token.
+    fn load(&self, name: &str) -> io::Result<String>;
+}
+
+impl<F: Fn(&str) -> io::Result<String>> ProfileLoader for F {
+    fn load(&self, name: &str) -> io::Result<String> {
+        self(name)
+    }
+}
+
+/// A loader for configurations without profiles: every load fails.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProfiles;
+
+impl ProfileLoader for NoProfiles {
+    fn load(&self, _name: &str) -> io::Result<String> {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no profile files are available here",
+        ))
+    }
+}
+
+/// Reads profile files from disk; relative names are relative to `base`
+/// (normally the configuration file's directory).
+#[derive(Clone, Debug, Default)]
+pub struct FsProfiles {
+    /// The directory relative names start from.
+    pub base: PathBuf,
+}
+
+impl ProfileLoader for FsProfiles {
+    fn load(&self, name: &str) -> io::Result<String> {
+        std::fs::read_to_string(self.base.join(name))
+    }
+}
+
+/// A profile as loaded for a link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadedProfile {
+    /// The file name as written.
+    pub file: String,
+    /// Its content.
+    pub profile: Profile,
+    /// [`Profile::delay_table_us`], precomputed.
+    pub delay_table_us: Vec<u64>,
+}
+
+/// A resolved link.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkPlan {
+    /// bit/s; 0 is unlimited.
+    pub bw_bps: u64,
+    /// Propagation delay.
+    pub delay_us: u64,
+    /// Bytes that may leave at full speed after idle.
+    pub burst_bytes: u64,
+    /// The empirical delay profile.
+    pub profile: Option<LoadedProfile>,
+    /// Delay variation (0: none).
+    pub jitter_us: u64,
+    /// Distribution of the jitter.
+    pub distribution: Distribution,
+    /// Whether jitter may reorder packets.
+    pub reorder: bool,
+}
+
+/// A resolved queue (the queue half of a pipe or flowset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueSetPlan {
+    /// Capacity of each (dynamic) queue.
+    pub limit: QueueLimit,
+    /// Random loss probability.
+    pub plr: f64,
+    /// RED/GRED; `None` is drop-tail.
+    pub red: Option<Red>,
+    /// Hash size for dynamic queues.
+    pub buckets: u32,
+    /// Do not report drops to the sender.
+    pub noerror: bool,
+    /// Gilbert-Elliott loss.
+    pub gemodel: Option<GilbertElliott>,
+    /// Duplication probability.
+    pub duplicate: f64,
+}
+
+/// A resolved sched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchedPlan {
+    /// The number.
+    pub number: u32,
+    /// The algorithm.
+    pub alg: AlgKind,
+    /// The link.
+    pub link: LinkPlan,
+    /// Instance mask (all zero: one instance).
+    pub mask: FlowMask,
+    /// Hash size for instances.
+    pub buckets: u32,
+}
+
+/// A resolved pipe: a FIFO sched with one queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PipePlan {
+    /// The number (in the shared sched/pipe space).
+    pub number: u32,
+    /// The link.
+    pub link: LinkPlan,
+    /// The queue.
+    pub queue: QueueSetPlan,
+    /// Instance mask (all zero: one pipe).
+    pub mask: FlowMask,
+}
+
+/// A resolved queue (flowset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuePlan {
+    /// The number.
+    pub number: u32,
+    /// The sched or pipe it feeds, as written; it exists in the plan.
+    pub parent: Parent,
+    /// Weight.
+    pub weight: u32,
+    /// Largest packet, bytes.
+    pub lmax: u32,
+    /// Strict priority (0 highest).
+    pub pri: u8,
+    /// The queue parameters of each dynamic queue.
+    pub queue: QueueSetPlan,
+    /// Flow mask (all zero: one queue).
+    pub mask: FlowMask,
+}
+
+/// A resolved rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RulePlan {
+    /// The number (explicit or auto-incremented).
+    pub number: u32,
+    /// What to do; a numeric target exists in the plan.
+    pub action: Action,
+    /// Protocol.
+    pub proto: Proto,
+    /// Source.
+    pub src: AddrMatch,
+    /// Destination.
+    pub dst: AddrMatch,
+    /// Source ports (empty: any).
+    pub src_ports: Vec<PortRange>,
+    /// Destination ports (empty: any).
+    pub dst_ports: Vec<PortRange>,
+    /// Direction.
+    pub direction: Direction,
+    /// Interface.
+    pub interface: Option<InterfaceMatch>,
+}
+
+/// A validated configuration: what a daemon runs.
+///
+/// Pipes and scheds share one number space (a pipe N is dummynet's sched N
+/// with a FIFO); queues, tables and rules have their own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Scheds by number.
+    pub scheds: BTreeMap<u32, SchedPlan>,
+    /// Pipes by number.
+    pub pipes: BTreeMap<u32, PipePlan>,
+    /// Queues by number.
+    pub queues: BTreeMap<u32, QueuePlan>,
+    /// Tables by number: prefix → value. A table exists while it has entries.
+    pub tables: BTreeMap<u32, BTreeMap<Prefix, u32>>,
+    /// Rules by number (the order they are tried in).
+    pub rules: BTreeMap<u32, RulePlan>,
+    /// What happens when no rule matches.
+    pub default_action: DefaultAction,
+    /// Seed of every random draw.
+    pub seed: u64,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            schema_version: SCHEMA_VERSION,
+            scheds: BTreeMap::new(),
+            pipes: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            tables: BTreeMap::new(),
+            rules: BTreeMap::new(),
+            default_action: DefaultAction::Allow,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+impl Plan {
+    /// References that do not resolve: queues whose sched or pipe is missing,
+    /// rules whose pipe, queue or table is missing. Empty for every plan
+    /// [`Config::validate`] returns, and after each step of a [`crate::diff`].
+    pub fn dangling_references(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for q in self.queues.values() {
+            let ok = match q.parent {
+                Parent::Sched(n) => self.scheds.contains_key(&n) || self.pipes.contains_key(&n),
+                Parent::Pipe(n) => self.pipes.contains_key(&n),
+            };
+            if !ok {
+                out.push(format!("queue {} feeds missing {:?}", q.number, q.parent));
+            }
+        }
+        for r in self.rules.values() {
+            match r.action {
+                Action::Pipe(Target::Number(n)) if !self.pipes.contains_key(&n) => {
+                    out.push(format!("rule {} sends to missing pipe {n}", r.number))
+                }
+                Action::Queue(Target::Number(n)) if !self.queues.contains_key(&n) => {
+                    out.push(format!("rule {} sends to missing queue {n}", r.number))
+                }
+                _ => {}
+            }
+            for a in [r.src, r.dst] {
+                if let AddrMatch::Table(t) = a {
+                    if !self.tables.contains_key(&t) {
+                        out.push(format!("rule {} reads missing table {t}", r.number));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Collects errors with the position they sort by.
+struct Checker<'c> {
+    config: &'c Config,
+    file: String,
+    errors: Vec<((u32, u32), Error)>,
+}
+
+impl Checker<'_> {
+    fn pos(
+        &self,
+        kind: SiteKind,
+        index: usize,
+        sub: usize,
+        field: &'static str,
+        fallback: impl FnOnce() -> String,
+    ) -> Pos {
+        self.config
+            .sources
+            .get(&Site {
+                kind,
+                index,
+                sub,
+                field,
+            })
+            .cloned()
+            .unwrap_or_else(|| Pos::new(0, 0, fallback()))
+    }
+
+    fn push(&mut self, pos: Pos, kind: ErrorKind, message: impl std::fmt::Display) {
+        let key = (pos.line, pos.column);
+        let e = pos.error(&self.file, kind, message);
+        self.errors.push((key, e));
+    }
+
+    fn range<T: PartialOrd + std::fmt::Display>(
+        &mut self,
+        at: (SiteKind, usize, &'static str),
+        what: &str,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+    ) {
+        if !range.contains(&value) {
+            let pos = self.pos(at.0, at.1, 0, at.2, || value.to_string());
+            self.push(
+                pos,
+                ErrorKind::OutOfRange,
+                format!(
+                    "{what} {value} is out of range (allowed: {}..={})",
+                    range.start(),
+                    range.end()
+                ),
+            );
+        }
+    }
+
+    fn probability(&mut self, at: (SiteKind, usize, &'static str), what: &str, value: f64) {
+        self.range(at, what, value, 0.0..=1.0);
+    }
+
+    fn link(
+        &mut self,
+        kind: SiteKind,
+        index: usize,
+        owner: &str,
+        link: &LinkParams,
+        loader: &dyn ProfileLoader,
+    ) -> LinkPlan {
+        let delay_us = link.delay_us.unwrap_or(0);
+        self.range(
+            (kind, index, "delay"),
+            &format!("{owner} delay (us)"),
+            delay_us,
+            0..=MAX_DELAY_US,
+        );
+        let jitter_us = link.jitter_us.unwrap_or(0);
+        self.range(
+            (kind, index, "jitter"),
+            &format!("{owner} jitter (us)"),
+            jitter_us,
+            0..=MAX_DELAY_US,
+        );
+        if jitter_us > delay_us {
+            let pos = self.pos(kind, index, 0, "jitter", || format_time_us(jitter_us));
+            self.push(
+                pos,
+                ErrorKind::OutOfRange,
+                format!(
+                    "{owner} jitter {} exceeds its delay {}: a packet would need a negative delay",
+                    format_time_us(jitter_us),
+                    format_time_us(delay_us)
+                ),
+            );
+        }
+        if link.distribution.is_some() && link.jitter_us.is_none() {
+            let pos = self.pos(kind, index, 0, "distribution", || "distribution".into());
+            self.push(
+                pos,
+                ErrorKind::MissingReference,
+                format!("{owner} has a jitter distribution but no jitter; add 'jitter TIME'"),
+            );
+        }
+        if link.reorder && link.jitter_us.is_none() {
+            let pos = self.pos(kind, index, 0, "reorder", || "reorder".into());
+            self.push(
+                pos,
+                ErrorKind::MissingReference,
+                format!(
+                    "{owner} allows reordering but has no jitter to reorder; add 'jitter TIME'"
+                ),
+            );
+        }
+        let profile = link.profile.as_ref().and_then(|name| {
+            let pos = self.pos(kind, index, 0, "profile", || name.clone());
+            match loader.load(name) {
+                Err(e) => {
+                    self.push(
+                        pos,
+                        ErrorKind::ProfileUnreadable,
+                        format!("cannot read profile '{name}': {e}"),
+                    );
+                    None
+                }
+                Ok(text) => match parse_profile(&text, name) {
+                    Err(e) => {
+                        self.errors.push(((pos.line, pos.column), e));
+                        None
+                    }
+                    Ok(profile) => Some(LoadedProfile {
+                        file: name.clone(),
+                        delay_table_us: profile.delay_table_us(),
+                        profile,
+                    }),
+                },
+            }
+        });
+        LinkPlan {
+            bw_bps: link.bw.unwrap_or(0),
+            delay_us,
+            burst_bytes: link.burst.unwrap_or(0),
+            profile,
+            jitter_us,
+            distribution: link.distribution.unwrap_or_default(),
+            reorder: link.reorder,
+        }
+    }
+
+    fn queue_set(
+        &mut self,
+        kind: SiteKind,
+        index: usize,
+        owner: &str,
+        q: &QueueParams,
+    ) -> QueueSetPlan {
+        let limit = q.limit.unwrap_or(QueueLimit::DEFAULT);
+        match limit {
+            QueueLimit::Slots(n) => self.range(
+                (kind, index, "queue"),
+                &format!("{owner} queue (slots)"),
+                n,
+                1..=MAX_SLOTS,
+            ),
+            QueueLimit::Bytes(b) => self.range(
+                (kind, index, "queue"),
+                &format!("{owner} queue (bytes)"),
+                b,
+                1..=MAX_QUEUE_BYTES,
+            ),
+        }
+        if let Some(p) = q.plr {
+            self.probability((kind, index, "plr"), &format!("{owner} plr"), p);
+        }
+        if let Some(p) = q.duplicate {
+            self.probability((kind, index, "duplicate"), &format!("{owner} duplicate"), p);
+        }
+        if let Some(g) = q.gemodel {
+            self.probability(
+                (kind, index, "gemodel.p"),
+                &format!("{owner} gemodel p"),
+                g.p,
+            );
+            self.probability(
+                (kind, index, "gemodel.r"),
+                &format!("{owner} gemodel r"),
+                g.r,
+            );
+            self.probability(
+                (kind, index, "gemodel.1-h"),
+                &format!("{owner} gemodel 1-h"),
+                g.one_minus_h,
+            );
+            self.probability(
+                (kind, index, "gemodel.1-k"),
+                &format!("{owner} gemodel 1-k"),
+                g.one_minus_k,
+            );
+        }
+        if let Some(r) = q.red {
+            let bad = if !(r.w_q > 0.0 && r.w_q <= 1.0) {
+                Some(format!("w_q {} must be in (0, 1]", r.w_q))
+            } else if !(r.max_p > 0.0 && r.max_p <= 1.0) {
+                Some(format!("max_p {} must be in (0, 1]", r.max_p))
+            } else if r.min_th >= r.max_th {
+                Some(format!(
+                    "min_th {} must be below max_th {}",
+                    r.min_th, r.max_th
+                ))
+            } else {
+                None
+            };
+            if let Some(msg) = bad {
+                let pos = self.pos(kind, index, 0, "red", || "red".into());
+                self.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    format!("{owner} RED parameters: {msg}"),
+                );
+            }
+        }
+        let buckets = q.buckets.unwrap_or(64);
+        self.range(
+            (kind, index, "buckets"),
+            &format!("{owner} buckets"),
+            buckets,
+            BUCKETS_RANGE,
+        );
+        QueueSetPlan {
+            limit,
+            plr: q.plr.unwrap_or(0.0),
+            red: q.red,
+            buckets,
+            noerror: q.noerror,
+            gemodel: q.gemodel,
+            duplicate: q.duplicate.unwrap_or(0.0),
+        }
+    }
+
+    fn duplicate(
+        &mut self,
+        seen: &mut BTreeMap<u32, String>,
+        number: u32,
+        what: String,
+        kind: SiteKind,
+        index: usize,
+    ) {
+        if let Some(first) = seen.get(&number) {
+            let pos = self.pos(kind, index, 0, "number", || number.to_string());
+            let note = if first.starts_with("pipe") != what.starts_with("pipe") {
+                " (pipes and scheds share numbers: pipe N is sched N with a FIFO)"
+            } else {
+                ""
+            };
+            self.push(
+                pos,
+                ErrorKind::Duplicate,
+                format!("{what} is already defined as {first}{note}"),
+            );
+        } else {
+            seen.insert(number, what);
+        }
+    }
+}
+
+impl Config {
+    /// Validates the configuration into a [`Plan`], reading profile files through `loader`.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::{parse_ipfw, ErrorKind, NoProfiles};
+    /// let bad = parse_ipfw("sched 1 config type drr\nqueue 1 config sched 2", "cfg.ipfw").unwrap();
+    /// let err = bad.validate(&NoProfiles).unwrap_err();
+    /// assert_eq!((err.line, err.column, err.kind), (2, 22, ErrorKind::MissingReference));
+    /// ```
+    ///
+    /// # Errors
+    /// The [`Error`] that comes first in the file: a duplicate number, a value
+    /// out of range, a missing sched, pipe, queue or table, a profile that
+    /// cannot be read or is malformed.
+    pub fn validate(&self, loader: &dyn ProfileLoader) -> Result<Plan, Error> {
+        self.validate_all(loader).map_err(|errors| {
+            errors.into_iter().next().unwrap_or_else(|| {
+                // validate_all returns Err only with at least one error.
+                Pos::default().error(
+                    &self.sources.file,
+                    ErrorKind::Syntax,
+                    "invalid configuration",
+                )
+            })
+        })
+    }
+
+    fn validate_all(&self, loader: &dyn ProfileLoader) -> Result<Plan, Vec<Error>> {
+        let mut c = Checker {
+            config: self,
+            file: self.sources.file.clone(),
+            errors: Vec::new(),
+        };
+        let mut plan = Plan {
+            seed: self.seed.unwrap_or(DEFAULT_SEED),
+            default_action: self.default_action,
+            ..Plan::default()
+        };
+        let mut link_numbers: BTreeMap<u32, String> = BTreeMap::new();
+        for (i, s) in self.scheds.iter().enumerate() {
+            c.range(
+                (SiteKind::Sched, i, "number"),
+                "sched number",
+                s.number,
+                OBJECT_NUMBERS,
+            );
+            c.duplicate(
+                &mut link_numbers,
+                s.number,
+                format!("sched {}", s.number),
+                SiteKind::Sched,
+                i,
+            );
+            let owner = format!("sched {}", s.number);
+            let link = c.link(SiteKind::Sched, i, &owner, &s.link, loader);
+            let buckets = s.buckets.unwrap_or(64);
+            c.range(
+                (SiteKind::Sched, i, "buckets"),
+                &format!("{owner} buckets"),
+                buckets,
+                BUCKETS_RANGE,
+            );
+            plan.scheds.entry(s.number).or_insert(SchedPlan {
+                number: s.number,
+                alg: s.alg.unwrap_or(AlgKind::Wf2qPlus),
+                link,
+                mask: s.mask,
+                buckets,
+            });
+        }
+        for (i, p) in self.pipes.iter().enumerate() {
+            c.range(
+                (SiteKind::Pipe, i, "number"),
+                "pipe number",
+                p.number,
+                OBJECT_NUMBERS,
+            );
+            c.duplicate(
+                &mut link_numbers,
+                p.number,
+                format!("pipe {}", p.number),
+                SiteKind::Pipe,
+                i,
+            );
+            let owner = format!("pipe {}", p.number);
+            let link = c.link(SiteKind::Pipe, i, &owner, &p.link, loader);
+            let queue = c.queue_set(SiteKind::Pipe, i, &owner, &p.queue);
+            plan.pipes.entry(p.number).or_insert(PipePlan {
+                number: p.number,
+                link,
+                queue,
+                mask: p.mask,
+            });
+        }
+        let mut queue_numbers: BTreeMap<u32, String> = BTreeMap::new();
+        for (i, q) in self.queues.iter().enumerate() {
+            let owner = format!("queue {}", q.number);
+            c.range(
+                (SiteKind::Queue, i, "number"),
+                "queue number",
+                q.number,
+                OBJECT_NUMBERS,
+            );
+            c.duplicate(
+                &mut queue_numbers,
+                q.number,
+                owner.clone(),
+                SiteKind::Queue,
+                i,
+            );
+            let weight = q.weight.unwrap_or(1);
+            c.range(
+                (SiteKind::Queue, i, "weight"),
+                &format!("{owner} weight"),
+                weight,
+                MIN_WEIGHT..=MAX_WEIGHT,
+            );
+            let lmax = q.lmax.unwrap_or(DEFAULT_LMAX);
+            c.range(
+                (SiteKind::Queue, i, "lmax"),
+                &format!("{owner} lmax"),
+                lmax,
+                1..=MAX_PACKET_LEN,
+            );
+            let pri = q.pri.unwrap_or(0);
+            c.range(
+                (SiteKind::Queue, i, "pri"),
+                &format!("{owner} pri"),
+                pri,
+                0..=u32::from(PRIORITIES) - 1,
+            );
+            let queue = c.queue_set(SiteKind::Queue, i, &owner, &q.params);
+            let parent = match q.parent {
+                None => {
+                    let pos = c.pos(SiteKind::Queue, i, 0, "number", || q.number.to_string());
+                    c.push(
+                        pos,
+                        ErrorKind::MissingReference,
+                        format!("{owner} feeds no scheduler; add 'sched M' (or 'pipe M')"),
+                    );
+                    Parent::Sched(0)
+                }
+                Some(parent) => {
+                    let exists = match parent {
+                        Parent::Sched(n) => {
+                            plan.scheds.contains_key(&n) || plan.pipes.contains_key(&n)
+                        }
+                        Parent::Pipe(n) => plan.pipes.contains_key(&n),
+                    };
+                    if !exists {
+                        let pos = c.pos(SiteKind::Queue, i, 0, "parent", || {
+                            parent.number().to_string()
+                        });
+                        let (word, list) = match parent {
+                            Parent::Sched(_) => (
+                                "sched",
+                                numbers(plan.scheds.keys().chain(plan.pipes.keys())),
+                            ),
+                            Parent::Pipe(_) => ("pipe", numbers(plan.pipes.keys())),
+                        };
+                        c.push(
+                            pos,
+                            ErrorKind::MissingReference,
+                            format!(
+                                "{owner} feeds {word} {}, which is not defined (defined: {list})",
+                                parent.number()
+                            ),
+                        );
+                    }
+                    parent
+                }
+            };
+            plan.queues.entry(q.number).or_insert(QueuePlan {
+                number: q.number,
+                parent,
+                weight,
+                lmax,
+                pri: u8::try_from(pri).unwrap_or(u8::MAX),
+                queue,
+                mask: q.mask,
+            });
+        }
+        let mut table_numbers = HashSet::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            if !table_numbers.insert(t.number) {
+                let pos = c.pos(SiteKind::Table, i, 0, "number", || t.number.to_string());
+                c.push(
+                    pos,
+                    ErrorKind::Duplicate,
+                    format!("table {} is listed twice", t.number),
+                );
+            }
+            let entries = plan.tables.entry(t.number).or_default();
+            for (j, e) in t.entries.iter().enumerate() {
+                if entries.insert(e.prefix, e.value).is_some() {
+                    let pos = c.pos(SiteKind::Table, i, j, "prefix", || e.prefix.to_string());
+                    c.push(
+                        pos,
+                        ErrorKind::Duplicate,
+                        format!("table {} already has an entry for {}", t.number, e.prefix),
+                    );
+                }
+            }
+        }
+        let mut last = 0u32;
+        for (i, r) in self.rules.iter().enumerate() {
+            let number = match r.number {
+                Some(n) => n,
+                None => last.saturating_add(RULE_STEP),
+            };
+            last = last.max(number);
+            c.range(
+                (SiteKind::Rule, i, "number"),
+                "rule number",
+                number,
+                RULE_NUMBERS,
+            );
+            if plan.rules.contains_key(&number) {
+                let pos = c.pos(SiteKind::Rule, i, 0, "number", || number.to_string());
+                c.push(
+                    pos,
+                    ErrorKind::Duplicate,
+                    format!("rule {number} is already defined (pspat keeps one rule per number)"),
+                );
+            }
+            match r.action {
+                Action::Pipe(Target::Number(n)) if !plan.pipes.contains_key(&n) => {
+                    let pos = c.pos(SiteKind::Rule, i, 0, "action", || n.to_string());
+                    c.push(
+                        pos,
+                        ErrorKind::MissingReference,
+                        format!(
+                            "rule {number} sends to pipe {n}, which is not defined (defined: {})",
+                            numbers(plan.pipes.keys())
+                        ),
+                    );
+                }
+                Action::Queue(Target::Number(n)) if !plan.queues.contains_key(&n) => {
+                    let pos = c.pos(SiteKind::Rule, i, 0, "action", || n.to_string());
+                    c.push(
+                        pos,
+                        ErrorKind::MissingReference,
+                        format!(
+                            "rule {number} sends to queue {n}, which is not defined (defined: {})",
+                            numbers(plan.queues.keys())
+                        ),
+                    );
+                }
+                _ => {}
+            }
+            for (field, addr) in [("src", r.src), ("dst", r.dst)] {
+                match addr {
+                    AddrMatch::Table(t) if !plan.tables.contains_key(&t) => {
+                        let pos = c.pos(SiteKind::Rule, i, 0, field, || addr.to_string());
+                        c.push(pos, ErrorKind::MissingReference, format!("rule {number} reads table {t}, which has no entries (add 'table {t} add PREFIX VALUE')"));
+                    }
+                    AddrMatch::Prefix(p)
+                        if (r.proto == Proto::Ip4 && !p.addr.is_ipv4())
+                            || (r.proto == Proto::Ip6 && !p.addr.is_ipv6()) =>
+                    {
+                        let pos = c.pos(SiteKind::Rule, i, 0, field, || p.to_string());
+                        c.push(
+                            pos,
+                            ErrorKind::OutOfRange,
+                            format!(
+                                "rule {number} matches {} but {p} is of the other address family",
+                                r.proto.name()
+                            ),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            let tablearg = matches!(
+                r.action,
+                Action::Pipe(Target::Tablearg) | Action::Queue(Target::Tablearg)
+            );
+            if tablearg {
+                let tables: Vec<u32> = [r.src, r.dst]
+                    .into_iter()
+                    .filter_map(|a| match a {
+                        AddrMatch::Table(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect();
+                if tables.is_empty() {
+                    let pos = c.pos(SiteKind::Rule, i, 0, "action", || "tablearg".into());
+                    c.push(pos, ErrorKind::MissingReference, format!("rule {number} uses tablearg but matches no table; use 'from table(N)' or 'to table(N)'"));
+                }
+                for t in tables {
+                    let Some(ti) = self.tables.iter().position(|x| x.number == t) else {
+                        continue;
+                    };
+                    for (j, e) in self.tables[ti].entries.iter().enumerate() {
+                        let (exists, word) = match r.action {
+                            Action::Pipe(_) => (plan.pipes.contains_key(&e.value), "pipe"),
+                            _ => (plan.queues.contains_key(&e.value), "queue"),
+                        };
+                        if !exists {
+                            let pos =
+                                c.pos(SiteKind::Table, ti, j, "value", || e.value.to_string());
+                            c.push(pos, ErrorKind::MissingReference, format!("table {t} maps {} to {word} {}, which is not defined (rule {number} uses it as tablearg)", e.prefix, e.value));
+                        }
+                    }
+                }
+            }
+            if let Some(iface) = &r.interface {
+                if iface.name.is_empty() || iface.name.len() > 15 {
+                    let pos = c.pos(SiteKind::Rule, i, 0, "interface", || iface.name.clone());
+                    c.push(
+                        pos,
+                        ErrorKind::OutOfRange,
+                        format!("interface name '{}' must be 1..=15 bytes", iface.name),
+                    );
+                }
+            }
+            plan.rules.entry(number).or_insert(RulePlan {
+                number,
+                action: r.action,
+                proto: r.proto,
+                src: r.src,
+                dst: r.dst,
+                src_ports: r.src_ports.clone(),
+                dst_ports: r.dst_ports.clone(),
+                direction: r.direction,
+                interface: r.interface.clone(),
+            });
+        }
+        if c.errors.is_empty() {
+            Ok(plan)
+        } else {
+            c.errors.sort_by_key(|(key, _)| *key);
+            Err(c.errors.into_iter().map(|(_, e)| e).collect())
+        }
+    }
+
+    /// Every error validation finds, in file order (for tools that list them all).
+    ///
+    /// # Errors
+    /// The errors, when there is at least one.
+    pub fn validate_every(&self, loader: &dyn ProfileLoader) -> Result<Plan, Vec<Error>> {
+        self.validate_all(loader)
+    }
+}
+
+fn numbers<'a>(keys: impl Iterator<Item = &'a u32>) -> String {
+    let list: Vec<String> = keys.map(|k| k.to_string()).collect();
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}

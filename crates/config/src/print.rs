@@ -1,0 +1,413 @@
+//! Printers: a [`Config`] as normalised ipfw lines and as TOML.
+//!
+//! Both print every set value in one fixed order and in the normal form of
+//! its unit (see [`crate::units`]), so that parsing the output gives back an
+//! equal [`Config`] (the property tests check `parse(print(x)) == x` for both
+//! syntaxes). Comments and the original spelling of aliases (`rr`, `flowset`,
+//! `accept`) are not kept.
+
+use std::fmt::Write as _;
+
+use crate::mask::FlowMask;
+use crate::model::{
+    Action, Config, DefaultAction, Direction, LinkParams, Parent, QueueParams, Rule, Target,
+};
+use crate::net::format_ports;
+use crate::units::{format_rate, format_size, format_time_us};
+
+fn link_words(link: &LinkParams, out: &mut Vec<String>) {
+    if let Some(bw) = link.bw {
+        out.push(format!("bw {}", format_rate(bw)));
+    }
+    if let Some(d) = link.delay_us {
+        out.push(format!("delay {}", format_time_us(d)));
+    }
+    if let Some(b) = link.burst {
+        out.push(format!("burst {}", format_size(b)));
+    }
+    if let Some(p) = &link.profile {
+        out.push(format!("profile {p}"));
+    }
+    if let Some(j) = link.jitter_us {
+        out.push(format!("jitter {}", format_time_us(j)));
+    }
+    if let Some(d) = link.distribution {
+        out.push(format!("distribution {}", d.name()));
+    }
+    if link.reorder {
+        out.push("reorder".into());
+    }
+}
+
+fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
+    if let Some(l) = q.limit {
+        out.push(format!("queue {l}"));
+    }
+    if let Some(p) = q.plr {
+        out.push(format!("plr {p}"));
+    }
+    if let Some(r) = q.red {
+        let name = if r.gentle { "gred" } else { "red" };
+        out.push(format!(
+            "{name} {}/{}/{}/{}",
+            r.w_q, r.min_th, r.max_th, r.max_p
+        ));
+    }
+    if let Some(b) = q.buckets {
+        out.push(format!("buckets {b}"));
+    }
+    if q.noerror {
+        out.push("noerror".into());
+    }
+    if let Some(g) = q.gemodel {
+        out.push(format!(
+            "gemodel {} {} {} {}",
+            g.p, g.r, g.one_minus_h, g.one_minus_k
+        ));
+    }
+    if let Some(d) = q.duplicate {
+        out.push(format!("duplicate {d}"));
+    }
+}
+
+fn mask_words(mask: &FlowMask, out: &mut Vec<String>) {
+    let fields = mask.fields();
+    if fields.is_empty() {
+        return;
+    }
+    let mut s = String::from("mask");
+    for (name, value) in fields {
+        s.push(' ');
+        s.push_str(name);
+        if !value.is_empty() {
+            s.push(' ');
+            s.push_str(&value);
+        }
+    }
+    out.push(s);
+}
+
+fn action_text(action: Action) -> String {
+    let target = |t: Target| match t {
+        Target::Number(n) => n.to_string(),
+        Target::Tablearg => "tablearg".into(),
+    };
+    match action {
+        Action::Pipe(t) => format!("pipe {}", target(t)),
+        Action::Queue(t) => format!("queue {}", target(t)),
+        Action::Allow => "allow".into(),
+        Action::Deny => "deny".into(),
+    }
+}
+
+/// One rule as a normalised ipfw line (`add 100 queue 1 ip from 10.0.0.0/24 to any dst-port 80`).
+pub fn rule_line(rule: &Rule) -> String {
+    let mut s = String::from("add");
+    if let Some(n) = rule.number {
+        let _ = write!(s, " {n}");
+    }
+    let _ = write!(
+        s,
+        " {} {} from {} to {}",
+        action_text(rule.action),
+        rule.proto.name(),
+        rule.src,
+        rule.dst
+    );
+    if !rule.src_ports.is_empty() {
+        let _ = write!(s, " src-port {}", format_ports(&rule.src_ports));
+    }
+    if !rule.dst_ports.is_empty() {
+        let _ = write!(s, " dst-port {}", format_ports(&rule.dst_ports));
+    }
+    match rule.direction {
+        Direction::Any => {}
+        Direction::In => s.push_str(" in"),
+        Direction::Out => s.push_str(" out"),
+    }
+    if let Some(i) = &rule.interface {
+        let _ = write!(s, " {} {}", i.role.name(), i.name);
+    }
+    s
+}
+
+fn line(head: String, words: Vec<String>) -> String {
+    let mut s = head;
+    for w in words {
+        s.push(' ');
+        s.push_str(&w);
+    }
+    s.push('\n');
+    s
+}
+
+/// The configuration as normalised ipfw lines: scheds, pipes, queues,
+/// tables, rules, then `default` and `seed` when set.
+///
+/// # Examples
+/// ```
+/// let cfg = pspat_config::parse_ipfw("ipfw pipe 1 config bw 300Kbit/s queue 50KBytes", "x").unwrap();
+/// assert_eq!(pspat_config::print_ipfw(&cfg), "pipe 1 config bw 300Kbit/s queue 50KB\n");
+/// ```
+pub fn print_ipfw(config: &Config) -> String {
+    let mut out = String::new();
+    for s in &config.scheds {
+        let mut w = Vec::new();
+        if let Some(alg) = s.alg {
+            w.push(format!("type {}", alg.name()));
+        }
+        link_words(&s.link, &mut w);
+        if let Some(b) = s.buckets {
+            w.push(format!("buckets {b}"));
+        }
+        mask_words(&s.mask, &mut w);
+        out.push_str(&line(format!("sched {} config", s.number), w));
+    }
+    for p in &config.pipes {
+        let mut w = Vec::new();
+        link_words(&p.link, &mut w);
+        queue_words(&p.queue, &mut w);
+        mask_words(&p.mask, &mut w);
+        out.push_str(&line(format!("pipe {} config", p.number), w));
+    }
+    for q in &config.queues {
+        let mut w = Vec::new();
+        if let Some(x) = q.weight {
+            w.push(format!("weight {x}"));
+        }
+        if let Some(x) = q.lmax {
+            w.push(format!("lmax {x}"));
+        }
+        if let Some(x) = q.pri {
+            w.push(format!("pri {x}"));
+        }
+        match q.parent {
+            Some(Parent::Sched(n)) => w.push(format!("sched {n}")),
+            Some(Parent::Pipe(n)) => w.push(format!("pipe {n}")),
+            None => {}
+        }
+        queue_words(&q.params, &mut w);
+        mask_words(&q.mask, &mut w);
+        out.push_str(&line(format!("queue {} config", q.number), w));
+    }
+    for t in &config.tables {
+        for e in &t.entries {
+            let _ = writeln!(out, "table {} add {} {}", t.number, e.prefix, e.value);
+        }
+    }
+    for r in &config.rules {
+        out.push_str(&rule_line(r));
+        out.push('\n');
+    }
+    if config.default_action == DefaultAction::Deny {
+        out.push_str("default deny\n");
+    }
+    if let Some(seed) = config.seed {
+        let _ = writeln!(out, "seed {seed}");
+    }
+    out
+}
+
+/// A TOML basic string.
+fn quote(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(q, "\\u{:04X}", c as u32);
+            }
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// A float that TOML reads back as the same float.
+fn real(v: f64) -> String {
+    let s = format!("{v:?}");
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+fn toml_link(link: &LinkParams, out: &mut String) {
+    if let Some(bw) = link.bw {
+        let _ = writeln!(out, "bw = {}", quote(&format_rate(bw)));
+    }
+    if let Some(d) = link.delay_us {
+        let _ = writeln!(out, "delay = {}", quote(&format_time_us(d)));
+    }
+    if let Some(b) = link.burst {
+        let _ = writeln!(out, "burst = {}", quote(&format_size(b)));
+    }
+    if let Some(p) = &link.profile {
+        let _ = writeln!(out, "profile = {}", quote(p));
+    }
+    if let Some(j) = link.jitter_us {
+        let _ = writeln!(out, "jitter = {}", quote(&format_time_us(j)));
+    }
+    if let Some(d) = link.distribution {
+        let _ = writeln!(out, "distribution = {}", quote(d.name()));
+    }
+    if link.reorder {
+        out.push_str("reorder = true\n");
+    }
+}
+
+fn toml_queue(q: &QueueParams, out: &mut String) {
+    if let Some(l) = q.limit {
+        match l {
+            crate::units::QueueLimit::Slots(n) => {
+                let _ = writeln!(out, "limit = {n}");
+            }
+            crate::units::QueueLimit::Bytes(b) => {
+                let _ = writeln!(out, "limit = {}", quote(&format_size(b)));
+            }
+        }
+    }
+    if let Some(p) = q.plr {
+        let _ = writeln!(out, "plr = {}", real(p));
+    }
+    if let Some(r) = q.red {
+        let name = if r.gentle { "gred" } else { "red" };
+        let _ = writeln!(
+            out,
+            "{name} = {}",
+            quote(&format!("{}/{}/{}/{}", r.w_q, r.min_th, r.max_th, r.max_p))
+        );
+    }
+    if let Some(b) = q.buckets {
+        let _ = writeln!(out, "buckets = {b}");
+    }
+    if q.noerror {
+        out.push_str("noerror = true\n");
+    }
+    if let Some(g) = q.gemodel {
+        let _ = writeln!(
+            out,
+            "gemodel = {{ p = {}, r = {}, 1-h = {}, 1-k = {} }}",
+            real(g.p),
+            real(g.r),
+            real(g.one_minus_h),
+            real(g.one_minus_k)
+        );
+    }
+    if let Some(d) = q.duplicate {
+        let _ = writeln!(out, "duplicate = {}", real(d));
+    }
+}
+
+fn toml_mask(mask: &FlowMask, out: &mut String) {
+    let fields = mask.fields();
+    if fields.is_empty() {
+        return;
+    }
+    if fields.len() == 1 && fields[0].0 == "all" {
+        out.push_str("mask = \"all\"\n");
+        return;
+    }
+    let items: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", quote(v)))
+        .collect();
+    let _ = writeln!(out, "mask = {{ {} }}", items.join(", "));
+}
+
+/// The configuration as TOML (the format of `docs/CONFIG.md`).
+///
+/// # Examples
+/// ```
+/// let cfg = pspat_config::parse_ipfw("sched 4 config type qfq bw 4Mbit/s", "x").unwrap();
+/// let toml = pspat_config::print_toml(&cfg);
+/// assert!(toml.contains("[[sched]]\nnumber = 4\ntype = \"qfq\"\nbw = \"4Mbit/s\"\n"));
+/// assert_eq!(pspat_config::parse_toml(&toml, "x.toml").unwrap(), cfg);
+/// ```
+pub fn print_toml(config: &Config) -> String {
+    let mut out = String::new();
+    if config.default_action == DefaultAction::Deny {
+        out.push_str("default = \"deny\"\n");
+    }
+    if let Some(seed) = config.seed {
+        let _ = writeln!(out, "seed = {seed}");
+    }
+    for s in &config.scheds {
+        let _ = writeln!(out, "\n[[sched]]\nnumber = {}", s.number);
+        if let Some(alg) = s.alg {
+            let _ = writeln!(out, "type = {}", quote(alg.name()));
+        }
+        toml_link(&s.link, &mut out);
+        if let Some(b) = s.buckets {
+            let _ = writeln!(out, "buckets = {b}");
+        }
+        toml_mask(&s.mask, &mut out);
+    }
+    for p in &config.pipes {
+        let _ = writeln!(out, "\n[[pipe]]\nnumber = {}", p.number);
+        toml_link(&p.link, &mut out);
+        toml_queue(&p.queue, &mut out);
+        toml_mask(&p.mask, &mut out);
+    }
+    for q in &config.queues {
+        let _ = writeln!(out, "\n[[queue]]\nnumber = {}", q.number);
+        match q.parent {
+            Some(Parent::Sched(n)) => {
+                let _ = writeln!(out, "sched = {n}");
+            }
+            Some(Parent::Pipe(n)) => {
+                let _ = writeln!(out, "pipe = {n}");
+            }
+            None => {}
+        }
+        if let Some(x) = q.weight {
+            let _ = writeln!(out, "weight = {x}");
+        }
+        if let Some(x) = q.lmax {
+            let _ = writeln!(out, "lmax = {x}");
+        }
+        if let Some(x) = q.pri {
+            let _ = writeln!(out, "pri = {x}");
+        }
+        toml_queue(&q.params, &mut out);
+        toml_mask(&q.mask, &mut out);
+    }
+    for t in &config.tables {
+        let _ = writeln!(out, "\n[[table]]\nnumber = {}", t.number);
+        let items: Vec<String> = t
+            .entries
+            .iter()
+            .map(|e| format!("{} = {}", quote(&e.prefix.to_string()), e.value))
+            .collect();
+        let _ = writeln!(out, "entries = {{ {} }}", items.join(", "));
+    }
+    for r in &config.rules {
+        out.push_str("\n[[rule]]\n");
+        if let Some(n) = r.number {
+            let _ = writeln!(out, "number = {n}");
+        }
+        let _ = writeln!(out, "action = {}", quote(&action_text(r.action)));
+        let _ = writeln!(out, "proto = {}", quote(r.proto.name()));
+        let _ = writeln!(out, "from = {}", quote(&r.src.to_string()));
+        let _ = writeln!(out, "to = {}", quote(&r.dst.to_string()));
+        if !r.src_ports.is_empty() {
+            let _ = writeln!(out, "src-port = {}", quote(&format_ports(&r.src_ports)));
+        }
+        if !r.dst_ports.is_empty() {
+            let _ = writeln!(out, "dst-port = {}", quote(&format_ports(&r.dst_ports)));
+        }
+        match r.direction {
+            Direction::Any => {}
+            Direction::In => out.push_str("direction = \"in\"\n"),
+            Direction::Out => out.push_str("direction = \"out\"\n"),
+        }
+        if let Some(i) = &r.interface {
+            let _ = writeln!(out, "{} = {}", i.role.name(), quote(&i.name));
+        }
+    }
+    out
+}

@@ -1,0 +1,495 @@
+//! The TOML syntax: the same objects and keywords as the ipfw lines, with
+//! explicit units in strings (`bw = "10Mbit/s"`, `delay = "20ms"`).
+//!
+//! The document is read with its spans (`toml::de::DeTable`), each key and
+//! value becomes a token at its line and column, and the tokens go through the
+//! ipfw keyword parsers, so both syntaxes accept the same values and report
+//! errors the same way. The format is documented in `docs/CONFIG.md`.
+//!
+//! Top level: `default = "allow"|"deny"`, `seed = N`, and arrays of tables
+//! `[[sched]]`, `[[pipe]]`, `[[queue]]`, `[[table]]`, `[[rule]]`, each with a
+//! `number`. A queue limit is `limit` (`limit = 50` slots, `limit = "64KB"`);
+//! flags are booleans (`reorder = true`); `mask` is `"all"` or a table of
+//! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with keys `p`,
+//! `r`, `1-h`, `1-k`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use crate::error::{Error, ErrorKind, Pos};
+use crate::ipfw::{
+    empty_rule, parse_object_keyword, parse_rule_body, Builder, Cursor, Draft, Fields, ObjKind,
+    Statement, Tok,
+};
+use crate::model::{Action, Config, DefaultAction, TableEntry};
+use crate::units::{parse_u32, parse_uint};
+
+/// Byte offsets to 1-based line and character column.
+struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(text: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { text, starts }
+    }
+
+    fn at(&self, offset: usize) -> (u32, u32) {
+        let offset = offset.min(self.text.len());
+        let line = self.starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.starts[line - 1];
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count());
+        (
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(column + 1).unwrap_or(u32::MAX),
+        )
+    }
+}
+
+struct Reader<'a> {
+    file: &'a str,
+    lines: LineIndex<'a>,
+}
+
+type Entry<'i> = (Spanned<toml::de::DeString<'i>>, Spanned<DeValue<'i>>);
+
+impl Reader<'_> {
+    fn tok(&self, text: impl Into<String>, offset: usize) -> Tok {
+        let (line, column) = self.lines.at(offset);
+        Tok {
+            text: text.into(),
+            line,
+            column,
+        }
+    }
+
+    fn key_tok(&self, key: &Spanned<toml::de::DeString<'_>>) -> Tok {
+        self.tok(key.get_ref().to_string(), key.span().start)
+    }
+
+    fn error(&self, tok: &Tok, kind: ErrorKind, message: impl std::fmt::Display) -> Error {
+        tok.pos().error(self.file, kind, message)
+    }
+
+    /// A scalar as one token: a string's content (column after the quote), a number's text.
+    fn scalar(&self, key: &Tok, value: &Spanned<DeValue<'_>>) -> Result<Tok, Error> {
+        let start = value.span().start;
+        match value.get_ref() {
+            DeValue::String(s) => {
+                if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '#' || c == ';') {
+                    let t = self.tok(s.to_string(), start + 1);
+                    return Err(self.error(
+                        &t,
+                        ErrorKind::Syntax,
+                        format!("'{}' must be one word without spaces, '#' or ';'", key.text),
+                    ));
+                }
+                Ok(self.tok(s.to_string(), start + 1))
+            }
+            DeValue::Integer(i) => {
+                let text = if i.radix() == 10 {
+                    i.as_str().to_string()
+                } else {
+                    i128::from_str_radix(i.as_str(), i.radix())
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|_| i.to_string())
+                };
+                Ok(self.tok(text, start))
+            }
+            DeValue::Float(f) => Ok(self.tok(f.as_str().to_string(), start)),
+            other => {
+                let t = self.tok(other.type_str(), start);
+                Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    format!(
+                        "'{}' takes a string or a number, not {}",
+                        key.text,
+                        other.type_str()
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn table<'v, 'i>(
+        &self,
+        key: &Tok,
+        value: &'v Spanned<DeValue<'i>>,
+    ) -> Result<&'v DeTable<'i>, Error> {
+        value.get_ref().as_table().ok_or_else(|| {
+            let t = self.tok(value.get_ref().type_str(), value.span().start);
+            self.error(
+                &t,
+                ErrorKind::Syntax,
+                format!("'{}' must be a table", key.text),
+            )
+        })
+    }
+
+    fn number(&self, table: &DeTable<'_>, header: &Tok) -> Result<(u32, Tok), Error> {
+        let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref() == "number") else {
+            return Err(self.error(
+                header,
+                ErrorKind::Syntax,
+                format!("each [[{}]] needs a 'number'", header.text),
+            ));
+        };
+        let t = self.scalar(&self.key_tok(k), v)?;
+        let n = parse_u32(&t.text).map_err(|e| self.error(&t, e.kind, e.message))?;
+        Ok((n, t))
+    }
+
+    /// Converts one key and value of a sched/pipe/queue into tokens.
+    fn object_tokens(
+        &self,
+        kind: ObjKind,
+        key: &Tok,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Result<Vec<Tok>, Error> {
+        let mut kw = key.clone();
+        if kw.text == "limit" && kind != ObjKind::Sched {
+            kw.text = "queue".into();
+        }
+        let flag = matches!(kw.text.as_str(), "reorder" | "noerror" | "droptail");
+        match value.get_ref() {
+            DeValue::Boolean(b) if flag => Ok(if *b { vec![kw] } else { Vec::new() }),
+            _ if flag => {
+                let t = self.tok(value.get_ref().type_str(), value.span().start);
+                Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    format!("'{}' takes true or false", key.text),
+                ))
+            }
+            DeValue::Table(t)
+                if kw.text == "mask"
+                    || kw.text.ends_with("_mask")
+                    || kw.text.ends_with("-mask") =>
+            {
+                let mut toks = vec![kw];
+                for (k, v) in t.iter() {
+                    let field = self.key_tok(k);
+                    let v = self.scalar(&field, v)?;
+                    toks.push(field);
+                    toks.push(v);
+                }
+                Ok(toks)
+            }
+            DeValue::Table(t) if kw.text == "gemodel" => {
+                let mut toks = vec![kw.clone()];
+                for name in ["p", "r", "1-h", "1-k"] {
+                    let Some((k, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
+                        return Err(self.error(
+                            &kw,
+                            ErrorKind::Syntax,
+                            format!(
+                                "'gemodel' needs the keys p, r, 1-h and 1-k; '{name}' is missing"
+                            ),
+                        ));
+                    };
+                    toks.push(self.scalar(&self.key_tok(k), v)?);
+                }
+                if let Some((k, _)) = t
+                    .iter()
+                    .find(|(k, _)| !matches!(k.get_ref().as_ref(), "p" | "r" | "1-h" | "1-k"))
+                {
+                    let t = self.key_tok(k);
+                    return Err(self.error(
+                        &t,
+                        ErrorKind::UnknownKeyword,
+                        format!("unknown gemodel key '{}' (allowed: p, r, 1-h, 1-k)", t.text),
+                    ));
+                }
+                Ok(toks)
+            }
+            _ => Ok(vec![kw, self.scalar(key, value)?]),
+        }
+    }
+
+    fn object(&self, kind: ObjKind, header: &Tok, table: &DeTable<'_>) -> Result<Statement, Error> {
+        let (number, number_tok) = self.number(table, header)?;
+        let mut draft = Draft::default();
+        draft.fields.push(("number", number_tok.pos()));
+        for (k, v) in table.iter() {
+            if k.get_ref() == "number" {
+                continue;
+            }
+            let key = self.key_tok(k);
+            let toks = self.object_tokens(kind, &key, v)?;
+            let mut cur = Cursor::new(&toks, self.file);
+            while cur.peek().is_some() {
+                parse_object_keyword(&mut cur, kind, &mut draft)?;
+            }
+        }
+        Ok(Statement::Object(kind, number, draft))
+    }
+
+    fn rule(&self, header: &Tok, table: &DeTable<'_>) -> Result<Statement, Error> {
+        let mut rule = empty_rule(Action::Allow);
+        let mut fields = Fields::new();
+        let mut toks = Vec::new();
+        let find = |name: &str| table.iter().find(|(k, _)| k.get_ref() == name);
+        for (k, _) in table.iter() {
+            if !matches!(
+                k.get_ref().as_ref(),
+                "number"
+                    | "action"
+                    | "proto"
+                    | "from"
+                    | "to"
+                    | "src-port"
+                    | "dst-port"
+                    | "direction"
+                    | "via"
+                    | "recv"
+                    | "xmit"
+            ) {
+                let t = self.key_tok(k);
+                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, action, proto, from, to, src-port, dst-port, direction, via, recv, xmit)", t.text)));
+            }
+        }
+        match find("number") {
+            Some(_) => {
+                let (n, t) = self.number(table, header)?;
+                rule.number = Some(n);
+                fields.push(("number", t.pos()));
+            }
+            None => fields.push(("number", header.pos())),
+        }
+        let Some((ak, av)) = find("action") else {
+            return Err(self.error(
+                header,
+                ErrorKind::Syntax,
+                "each [[rule]] needs an 'action' (example: action = \"pipe 1\")",
+            ));
+        };
+        let akey = self.key_tok(ak);
+        let DeValue::String(action) = av.get_ref() else {
+            let t = self.tok(av.get_ref().type_str(), av.span().start);
+            return Err(self.error(
+                &t,
+                ErrorKind::Syntax,
+                "'action' takes a string (example: \"queue 1\")",
+            ));
+        };
+        let base = av.span().start + 1;
+        let mut offset = 0;
+        for word in action.split(' ') {
+            if !word.is_empty() {
+                toks.push(self.tok(word, base + offset));
+            }
+            offset += word.len() + 1;
+        }
+        if toks.is_empty() {
+            return Err(self.error(
+                &akey,
+                ErrorKind::Syntax,
+                "'action' is empty (example: \"queue 1\")",
+            ));
+        }
+        for (name, keyword) in [
+            ("proto", None),
+            ("from", Some("from")),
+            ("to", Some("to")),
+            ("src-port", Some("src-port")),
+            ("dst-port", Some("dst-port")),
+            ("direction", None),
+            ("via", Some("via")),
+            ("recv", Some("recv")),
+            ("xmit", Some("xmit")),
+        ] {
+            if let Some((k, v)) = find(name) {
+                let key = self.key_tok(k);
+                let value = self.scalar(&key, v)?;
+                if name == "direction" && !matches!(value.text.as_str(), "in" | "out") {
+                    return Err(self.error(
+                        &value,
+                        ErrorKind::UnknownKeyword,
+                        format!("unknown direction '{}' (allowed: in, out)", value.text),
+                    ));
+                }
+                if name == "proto" && crate::model::Proto::from_name(&value.text).is_none() {
+                    return Err(self.error(
+                        &value,
+                        ErrorKind::UnknownKeyword,
+                        format!(
+                            "unknown proto '{}' (allowed: ip, ip4, ip6, tcp, udp, icmp)",
+                            value.text
+                        ),
+                    ));
+                }
+                if let Some(kw) = keyword {
+                    let mut kt = key.clone();
+                    kt.text = kw.into();
+                    toks.push(kt);
+                }
+                toks.push(value);
+            }
+        }
+        let add = header.clone();
+        let mut cur = Cursor::new(&toks, self.file);
+        parse_rule_body(&mut cur, &add, &mut rule, &mut fields)?;
+        Ok(Statement::Rule(rule, fields))
+    }
+
+    fn table_entries(&self, header: &Tok, table: &DeTable<'_>) -> Result<Vec<Statement>, Error> {
+        let (number, number_tok) = self.number(table, header)?;
+        let mut out = Vec::new();
+        for (k, v) in table.iter() {
+            let key = self.key_tok(k);
+            match key.text.as_str() {
+                "number" => {}
+                "entries" => {
+                    let entries = self.table(&key, v)?;
+                    if entries.is_empty() {
+                        return Err(self.error(&key, ErrorKind::Syntax, "a table needs at least one entry (example: entries = { \"10.0.0.0/8\" = 1 })"));
+                    }
+                    for (pk, pv) in entries.iter() {
+                        let prefix_tok = self.key_tok(pk);
+                        let prefix =
+                            prefix_tok
+                                .text
+                                .parse()
+                                .map_err(|e: crate::units::ValueError| {
+                                    self.error(&prefix_tok, e.kind, e.message)
+                                })?;
+                        let value_tok = self.scalar(&prefix_tok, pv)?;
+                        let value = parse_u32(&value_tok.text)
+                            .map_err(|e| self.error(&value_tok, e.kind, e.message))?;
+                        out.push(Statement::TableAdd {
+                            number,
+                            number_pos: number_tok.pos(),
+                            entry: TableEntry { prefix, value },
+                            prefix_pos: prefix_tok.pos(),
+                            value_pos: value_tok.pos(),
+                        });
+                    }
+                }
+                _ => {
+                    return Err(self.error(
+                        &key,
+                        ErrorKind::UnknownKeyword,
+                        format!(
+                            "unknown table key '{}' (allowed: number, entries)",
+                            key.text
+                        ),
+                    ))
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(self.error(
+                header,
+                ErrorKind::Syntax,
+                "a table needs 'entries' (example: entries = { \"10.0.0.0/8\" = 1 })",
+            ));
+        }
+        Ok(out)
+    }
+
+    fn array_of_tables<'v, 'i>(
+        &self,
+        key: &Tok,
+        value: &'v Spanned<DeValue<'i>>,
+    ) -> Result<Vec<&'v DeTable<'i>>, Error> {
+        let Some(items) = value.get_ref().as_array() else {
+            let t = self.tok(value.get_ref().type_str(), value.span().start);
+            return Err(self.error(
+                &t,
+                ErrorKind::Syntax,
+                format!(
+                    "'{}' must be an array of tables ([[{}]])",
+                    key.text, key.text
+                ),
+            ));
+        };
+        items.iter().map(|item| self.table(key, item)).collect()
+    }
+
+    fn document(&self, doc: &DeTable<'_>) -> Result<Config, Error> {
+        let mut builder = Builder::new(self.file);
+        let entries: Vec<Entry<'_>> = doc.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (k, v) in &entries {
+            let key = self.key_tok(k);
+            match key.text.as_str() {
+                "seed" => {
+                    let t = self.scalar(&key, v)?;
+                    let seed = parse_uint(&t.text).map_err(|e| self.error(&t, e.kind, e.message))?;
+                    builder.add(Statement::Seed(seed, t.pos()))?;
+                }
+                "default" => {
+                    let t = self.scalar(&key, v)?;
+                    let action = match t.text.as_str() {
+                        "allow" => DefaultAction::Allow,
+                        "deny" => DefaultAction::Deny,
+                        _ => return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown default action '{}' (allowed: allow, deny)", t.text))),
+                    };
+                    builder.add(Statement::Default(action, t.pos()))?;
+                }
+                "sched" | "pipe" | "queue" => {
+                    let kind = match key.text.as_str() {
+                        "sched" => ObjKind::Sched,
+                        "pipe" => ObjKind::Pipe,
+                        _ => ObjKind::Queue,
+                    };
+                    for table in self.array_of_tables(&key, v)? {
+                        builder.add(self.object(kind, &key, table)?)?;
+                    }
+                }
+                "rule" => {
+                    for table in self.array_of_tables(&key, v)? {
+                        builder.add(self.rule(&key, table)?)?;
+                    }
+                }
+                "table" => {
+                    for table in self.array_of_tables(&key, v)? {
+                        for st in self.table_entries(&key, table)? {
+                            builder.add(st)?;
+                        }
+                    }
+                }
+                _ => {
+                    return Err(self.error(&key, ErrorKind::UnknownKeyword, format!("unknown top-level key '{}' (allowed: default, seed, sched, pipe, queue, table, rule)", key.text)))
+                }
+            }
+        }
+        Ok(builder.config)
+    }
+}
+
+/// Parses a TOML configuration (see [`crate::parse_toml`]).
+pub(crate) fn parse(text: &str, file: &str) -> Result<Config, Error> {
+    let reader = Reader {
+        file,
+        lines: LineIndex::new(text),
+    };
+    let doc = DeTable::parse(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let (line, column) = reader.lines.at(span.start);
+        let token: String = text
+            .get(span.clone())
+            .unwrap_or("")
+            .chars()
+            .take(40)
+            .collect();
+        let message = e
+            .message()
+            .lines()
+            .next()
+            .unwrap_or("invalid TOML")
+            .to_string();
+        Pos::new(line, column, token).error(
+            file,
+            ErrorKind::Syntax,
+            format!("invalid TOML: {message}"),
+        )
+    })?;
+    reader.document(doc.get_ref())
+}

@@ -1,0 +1,270 @@
+use std::io;
+
+use pspat_config::{parse_ipfw, parse_toml, Error, ErrorKind, NoProfiles, ProfileLoader};
+
+/// Parses and validates; returns the one error.
+fn error_of(text: &str, loader: &dyn ProfileLoader) -> Error {
+    let file = "cfg.ipfw";
+    match parse_ipfw(text, file) {
+        Err(e) => e,
+        Ok(cfg) => cfg.validate(loader).expect_err("the input is invalid"),
+    }
+}
+
+fn error_of_toml(text: &str) -> Error {
+    match parse_toml(text, "cfg.toml") {
+        Err(e) => e,
+        Ok(cfg) => cfg.validate(&NoProfiles).expect_err("the input is invalid"),
+    }
+}
+
+fn assert_at(e: &Error, file: &str, line: u32, column: u32, token: &str, kind: ErrorKind) {
+    assert_eq!(
+        (e.file.as_str(), e.line, e.column, e.token.as_str(), e.kind),
+        (file, line, column, token, kind),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{file}:{line}:{column}: ")),
+        "{e}"
+    );
+}
+
+#[test]
+fn queue_attached_to_a_missing_sched() {
+    let e = error_of(
+        "sched 1 config type drr bw 10Mbit/s\nqueue 1 config weight 10 sched 9\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 32, "9", ErrorKind::MissingReference);
+    assert!(
+        e.message.contains("sched 9") && e.message.contains("defined: 1"),
+        "{e}"
+    );
+    let e = error_of("queue 1 config weight 10\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 7, "1", ErrorKind::MissingReference);
+}
+
+#[test]
+fn duplicate_numbers() {
+    let e = error_of(
+        "pipe 1 config bw 1Mbit/s\npipe 1 config bw 2Mbit/s\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 6, "1", ErrorKind::Duplicate);
+    let e = error_of(
+        "sched 2 config type drr\n# a comment\npipe 2 config bw 1Mbit/s\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 3, 6, "2", ErrorKind::Duplicate);
+    assert!(e.message.contains("share numbers"), "{e}");
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any\nadd 100 deny ip from any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 3, 5, "100", ErrorKind::Duplicate);
+    let e = error_of(
+        "table 1 add 10.0.0.0/8 1\ntable 1 add 10.0.0.0/8 2\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 13, "10.0.0.0/8", ErrorKind::Duplicate);
+    let e = error_of("pipe 1 config bw 1Mbit/s bw 2Mbit/s\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 26, "bw", ErrorKind::Duplicate);
+}
+
+#[test]
+fn unknown_mask_field() {
+    let e = error_of(
+        "pipe 1 config bw 1Mbit/s\nqueue 3 config sched 1 mask src-mac 0xff\n",
+        &NoProfiles,
+    );
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        29,
+        "src-mac",
+        ErrorKind::UnknownMaskField,
+    );
+    assert!(
+        e.to_string()
+            .starts_with("cfg.ipfw:2:29: unknown mask field 'src-mac' (allowed: src-ip, dst-ip"),
+        "{e}"
+    );
+    let e = error_of("sched 1 config mask src-ip 0xff bogus 1\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 33, "bogus", ErrorKind::UnknownMaskField);
+    assert!(e.message.contains("or a sched keyword: type, bw"), "{e}");
+    let e = error_of_toml("[[sched]]\nnumber = 1\nmask = { src-mac = \"0xff\" }\n");
+    assert_at(
+        &e,
+        "cfg.toml",
+        3,
+        10,
+        "src-mac",
+        ErrorKind::UnknownMaskField,
+    );
+}
+
+#[test]
+fn values_out_of_range() {
+    let e = error_of(
+        "pipe 1 config\nqueue 1 config weight 70000 sched 1\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 23, "70000", ErrorKind::OutOfRange);
+    assert!(e.message.contains("1..=65536"), "{e}");
+    let e = error_of(
+        "pipe 1 config\nqueue 1 config weight 0 sched 1\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 23, "0", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config plr 1.5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 19, "1.5", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config gemodel 0.1 0.2 2 0\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 31, "2", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config red 0.002/80/30/0.1\n", &NoProfiles);
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        1,
+        19,
+        "0.002/80/30/0.1",
+        ErrorKind::OutOfRange,
+    );
+    let e = error_of("pipe 1 config delay 10ms jitter 20ms\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 33, "20ms", ErrorKind::OutOfRange);
+    let e = error_of(
+        "pipe 1 config\nqueue 1 config pri 64 sched 1\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 20, "64", ErrorKind::OutOfRange);
+    let e =
+        error_of_toml("[[pipe]]\nnumber = 1\n\n[[queue]]\nnumber = 2\npipe = 1\nweight = 100000\n");
+    assert_at(&e, "cfg.toml", 7, 10, "100000", ErrorKind::OutOfRange);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nplr = -0.5\n");
+    assert_at(&e, "cfg.toml", 3, 7, "-0.5", ErrorKind::OutOfRange);
+}
+
+struct Files(&'static [(&'static str, &'static str)]);
+
+impl ProfileLoader for Files {
+    fn load(&self, name: &str) -> io::Result<String> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| text.to_string())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "No such file or directory"))
+    }
+}
+
+#[test]
+fn profile_missing_or_malformed() {
+    let files = Files(&[
+        ("good.prof", "name good\nsamples 10\nprob delay\n0 1\n1 5\n"),
+        ("bad.prof", "name bad\nloss-level 2\nprob delay\n0 1\n1 5\n"),
+    ]);
+    let cfg = parse_ipfw("pipe 1 config bw 1Mbit/s profile good.prof\n", "cfg.ipfw").unwrap();
+    let plan = cfg.validate(&files).unwrap();
+    let loaded = plan.pipes[&1].link.profile.as_ref().unwrap();
+    assert_eq!(loaded.profile.name.as_deref(), Some("good"));
+    assert_eq!(loaded.delay_table_us.len(), 10);
+
+    let e = error_of("pipe 1 config bw 1Mbit/s profile nosuch.prof\n", &files);
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        1,
+        34,
+        "nosuch.prof",
+        ErrorKind::ProfileUnreadable,
+    );
+    assert!(e.message.contains("No such file"), "{e}");
+    let e = error_of("pipe 1 config bw 1Mbit/s profile bad.prof\n", &files);
+    assert_at(&e, "bad.prof", 2, 12, "2", ErrorKind::ProfileMalformed);
+}
+
+#[test]
+fn rules_pointing_to_missing_objects() {
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 7 ip from any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 14, "7", ErrorKind::MissingReference);
+    let e = error_of(
+        "pipe 1 config\nadd 100 queue 3 ip from any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 15, "3", ErrorKind::MissingReference);
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from table(4) to any\n",
+        &NoProfiles,
+    );
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        24,
+        "table(4)",
+        ErrorKind::MissingReference,
+    );
+    let e = error_of(
+        "pipe 1 config\nqueue 1 config sched 1\ntable 1 add 1.2.3.0/24 20\nadd queue tablearg out src-ip table(1)\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 3, 24, "20", ErrorKind::MissingReference);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\n\n[[rule]]\nnumber = 5\naction = \"pipe 2\"\n");
+    assert_at(&e, "cfg.toml", 6, 16, "2", ErrorKind::MissingReference);
+}
+
+#[test]
+fn syntax_errors_name_the_token() {
+    let e = error_of("pipe 1 config bw fast\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 18, "fast", ErrorKind::Syntax);
+    let e = error_of("pipe 1 config colour blue\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 15, "colour", ErrorKind::UnknownKeyword);
+    let e = error_of("sched 1 config type nope\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 21, "nope", ErrorKind::UnknownKeyword);
+    let e = error_of("pipe 1 config bw\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 15, "bw", ErrorKind::Syntax);
+    let e = error_of("add 100 pipe 1 ip from 10.0.0.0/33 to any\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 24, "10.0.0.0/33", ErrorKind::OutOfRange);
+    let e = error_of("pipe x config\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 6, "x", ErrorKind::Syntax);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nbw = \"10Mbit/s\n");
+    assert_eq!((e.line, e.kind), (3, ErrorKind::Syntax), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncolour = \"blue\"\n");
+    assert_at(&e, "cfg.toml", 3, 1, "colour", ErrorKind::UnknownKeyword);
+    let e = error_of_toml("[[pipe]]\nbw = \"1Mbit/s\"\n");
+    assert_eq!((e.line, e.kind), (1, ErrorKind::Syntax), "{e}");
+}
+
+#[test]
+fn the_first_error_in_the_file_wins_and_nothing_is_half_applied() {
+    let text =
+        "pipe 1 config\nqueue 1 config weight 0 sched 1\nadd 100 pipe 9 ip from any to any\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap();
+    let e = cfg.validate(&NoProfiles).unwrap_err();
+    assert_eq!(e.line, 2, "{e}");
+    let all = cfg.validate_every(&NoProfiles).unwrap_err();
+    assert_eq!(all.iter().map(|e| e.line).collect::<Vec<_>>(), vec![2, 3]);
+}
+
+#[test]
+fn a_model_built_in_code_reports_errors_without_a_position() {
+    let mut cfg = pspat_config::Config::default();
+    cfg.queues.push(pspat_config::Queue {
+        number: 1,
+        parent: Some(pspat_config::Parent::Sched(3)),
+        weight: None,
+        lmax: None,
+        pri: None,
+        params: Default::default(),
+        mask: Default::default(),
+    });
+    let e = cfg.validate(&NoProfiles).unwrap_err();
+    assert_eq!(
+        (e.line, e.column, e.token.as_str(), e.kind),
+        (0, 0, "3", ErrorKind::MissingReference)
+    );
+}

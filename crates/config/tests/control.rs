@@ -1,0 +1,76 @@
+use pspat_config::{parse_control, parse_ipfw, ControlRequest, Deletable, ErrorKind, Listing};
+
+#[test]
+fn read_only_and_control_commands() {
+    let show = |what, number| ControlRequest::Show { what, number };
+    assert_eq!(
+        parse_control("pipe show", "ctl").unwrap(),
+        show(Listing::Pipes, None)
+    );
+    assert_eq!(
+        parse_control("ipfw -q queue show", "ctl").unwrap(),
+        show(Listing::Queues, None)
+    );
+    assert_eq!(
+        parse_control("sched show 4", "ctl").unwrap(),
+        show(Listing::Scheds, Some(4))
+    );
+    assert_eq!(
+        parse_control("pipe 4 show", "ctl").unwrap(),
+        show(Listing::Pipes, Some(4))
+    );
+    assert_eq!(
+        parse_control("show rules", "ctl").unwrap(),
+        show(Listing::Rules, None)
+    );
+    assert_eq!(
+        parse_control("show", "ctl").unwrap(),
+        show(Listing::Rules, None)
+    );
+    assert_eq!(
+        parse_control("pipe 2 delete", "ctl").unwrap(),
+        ControlRequest::Delete {
+            what: Deletable::Pipe,
+            numbers: vec![2]
+        }
+    );
+    assert_eq!(
+        parse_control("delete 100 200", "ctl").unwrap(),
+        ControlRequest::Delete {
+            what: Deletable::Rule,
+            numbers: vec![100, 200]
+        }
+    );
+    assert_eq!(
+        parse_control("flush", "ctl").unwrap(),
+        ControlRequest::Flush(Listing::Rules)
+    );
+    assert_eq!(
+        parse_control("pipe flush", "ctl").unwrap(),
+        ControlRequest::Flush(Listing::Pipes)
+    );
+    match parse_control("pipe 1 config bw 1Mbit/s", "ctl").unwrap() {
+        ControlRequest::Configure(cfg) => assert_eq!(cfg.pipes[0].link.bw, Some(1_000_000)),
+        other => panic!("expected Configure, got {other:?}"),
+    }
+    let e = parse_control("pipe show extra words", "ctl").unwrap_err();
+    assert_eq!(e.token, "extra");
+    assert!(parse_control("", "ctl").is_err());
+}
+
+#[test]
+fn control_commands_are_not_configuration_but_a_flush_preamble_is_accepted() {
+    let e = parse_ipfw("pipe 1 config bw 1Mbit/s\npipe show", "cfg.ipfw").unwrap_err();
+    assert_eq!(
+        (e.line, e.column, e.kind),
+        (2, 1, ErrorKind::NotConfiguration)
+    );
+    let cfg = parse_ipfw(
+        "ipfw -q flush\nipfw -q pipe flush\npipe 1 config bw 1Mbit/s",
+        "cfg.ipfw",
+    )
+    .unwrap();
+    assert_eq!(cfg.pipes.len(), 1);
+    let e = parse_ipfw("pipe 1 config bw 1Mbit/s\nflush", "cfg.ipfw").unwrap_err();
+    assert_eq!(e.line, 2);
+}

@@ -1,0 +1,192 @@
+use proptest::prelude::*;
+use proptest::sample::{select, subsequence};
+use pspat_config::{apply, diff, parse_ipfw, Change, NoProfiles, Plan};
+
+/// A valid configuration as ipfw text: scheds 1..=4, pipes 5..=8, queues
+/// feeding existing ones, a table whose values name queues, rules pointing at
+/// existing objects.
+fn valid_text() -> impl Strategy<Value = String> {
+    (
+        subsequence(vec![1u32, 2, 3, 4], 0..=4),
+        subsequence(vec![5u32, 6, 7, 8], 0..=4),
+        proptest::collection::vec(
+            (
+                select(vec!["drr", "qfq", "wf2q+", "fifo", "prio"]),
+                select(vec!["1Mbit/s", "4Mbit/s"]),
+            ),
+            4,
+        ),
+        proptest::collection::vec(
+            (
+                select(vec!["10ms", "20ms", "500us"]),
+                select(vec!["0", "0.01"]),
+            ),
+            4,
+        ),
+        proptest::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                1u32..=100,
+                select(vec!["", " mask dst-ip 0xff"]),
+            ),
+            0..5,
+        ),
+        subsequence(vec!["10.0.0.0/8", "192.168.0.0/16", "2001:db8::/32"], 0..=3),
+        proptest::collection::vec((100u32..=400, any::<prop::sample::Index>(), 0u8..4), 0..5),
+        select(vec!["", "default deny\n"]),
+        select(vec!["", "seed 7\n", "seed 9\n"]),
+    )
+        .prop_map(
+            |(scheds, pipes, sched_params, pipe_params, queues, prefixes, rules, default, seed)| {
+                let mut text = String::new();
+                for (i, n) in scheds.iter().enumerate() {
+                    let (alg, bw) = sched_params[i % 4];
+                    text += &format!("sched {n} config type {alg} bw {bw}\n");
+                }
+                for (i, n) in pipes.iter().enumerate() {
+                    let (delay, plr) = pipe_params[i % 4];
+                    text += &format!("pipe {n} config bw 10Mbit/s delay {delay} plr {plr}\n");
+                }
+                let parents: Vec<u32> = scheds.iter().chain(pipes.iter()).copied().collect();
+                let mut queue_numbers = Vec::new();
+                if !parents.is_empty() {
+                    for (q, (idx, weight, mask)) in queues.iter().enumerate() {
+                        let number = q as u32 + 1;
+                        text += &format!(
+                            "queue {number} config weight {weight} sched {}{mask}\n",
+                            parents[idx.index(parents.len())]
+                        );
+                        queue_numbers.push(number);
+                    }
+                }
+                let mut used = std::collections::BTreeSet::new();
+                if !queue_numbers.is_empty() {
+                    for (i, p) in prefixes.iter().enumerate() {
+                        text += &format!(
+                            "table 1 add {p} {}\n",
+                            queue_numbers[i % queue_numbers.len()]
+                        );
+                    }
+                }
+                for (number, idx, kind) in rules {
+                    if !used.insert(number) {
+                        continue;
+                    }
+                    let action = match kind {
+                        0 if !pipes.is_empty() => format!("pipe {}", pipes[idx.index(pipes.len())]),
+                        1 if !queue_numbers.is_empty() => {
+                            format!("queue {}", queue_numbers[idx.index(queue_numbers.len())])
+                        }
+                        2 if !queue_numbers.is_empty() && !prefixes.is_empty() => {
+                            "queue tablearg".into()
+                        }
+                        3 => "deny".into(),
+                        _ => "allow".into(),
+                    };
+                    let src = if action.contains("tablearg") {
+                        "table(1)"
+                    } else {
+                        "any"
+                    };
+                    text += &format!("add {number} {action} ip from {src} to any\n");
+                }
+                text + default + seed
+            },
+        )
+}
+
+fn plan(text: &str) -> Plan {
+    parse_ipfw(text, "gen.ipfw")
+        .and_then(|c| c.validate(&NoProfiles))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Keys that differ between two plans, per collection.
+fn differing(old: &Plan, new: &Plan) -> usize {
+    fn count<V: PartialEq>(
+        a: &std::collections::BTreeMap<u32, V>,
+        b: &std::collections::BTreeMap<u32, V>,
+    ) -> usize {
+        a.keys()
+            .chain(b.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .filter(|k| a.get(k) != b.get(k))
+            .count()
+    }
+    let mut tables = 0;
+    let empty = Default::default();
+    for t in old
+        .tables
+        .keys()
+        .chain(new.tables.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let (a, b) = (
+            old.tables.get(t).unwrap_or(&empty),
+            new.tables.get(t).unwrap_or(&empty),
+        );
+        tables += a
+            .keys()
+            .chain(b.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .filter(|k| a.get(k) != b.get(k))
+            .count();
+    }
+    count(&old.scheds, &new.scheds)
+        + count(&old.pipes, &new.pipes)
+        + count(&old.queues, &new.queues)
+        + count(&old.rules, &new.rules)
+        + tables
+        + usize::from(old.default_action != new.default_action)
+        + usize::from(old.seed != new.seed)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn applying_the_diff_to_old_gives_new(a in valid_text(), b in valid_text()) {
+        let (old, new) = (plan(&a), plan(&b));
+        let changes = diff(&old, &new);
+        prop_assert_eq!(changes.len(), differing(&old, &new), "one change per differing object");
+        let mut p = old.clone();
+        for c in &changes {
+            apply(&mut p, c);
+            // Scheds 1..=4 and pipes 5..=8 never trade numbers, so every step is consistent.
+            prop_assert!(p.dangling_references().is_empty(), "after {:?}: {:?}", c, p.dangling_references());
+        }
+        prop_assert_eq!(&p, &new);
+        prop_assert!(diff(&new, &new).is_empty());
+        // The changes survive a JSON round trip (the control inbox may carry them serialised).
+        let json = serde_json::to_string(&changes).unwrap();
+        prop_assert_eq!(serde_json::from_str::<Vec<Change>>(&json).unwrap(), changes);
+    }
+}
+
+#[test]
+fn a_number_moving_from_pipe_to_sched_is_removed_then_added() {
+    let old = plan("pipe 1 config bw 1Mbit/s\nqueue 1 config sched 1\n");
+    let new = plan("sched 1 config type drr bw 1Mbit/s\nqueue 1 config sched 1\n");
+    let changes = diff(&old, &new);
+    assert!(
+        matches!(&changes[..], [Change::RemovePipe(1), Change::AddSched(s)] if s.number == 1),
+        "{changes:?}"
+    );
+    let mut p = old;
+    for c in &changes {
+        apply(&mut p, c);
+    }
+    assert_eq!(p, new);
+}
+
+#[test]
+fn a_changed_profile_is_a_changed_pipe() {
+    let text = "pipe 1 config bw 1Mbit/s profile p\n";
+    let cfg = parse_ipfw(text, "x").unwrap();
+    let v1 = |_: &str| Ok::<_, std::io::Error>("prob delay\n0 1\n1 2\n".to_string());
+    let v2 = |_: &str| Ok::<_, std::io::Error>("prob delay\n0 1\n1 3\n".to_string());
+    let (old, new) = (cfg.validate(&v1).unwrap(), cfg.validate(&v2).unwrap());
+    assert!(matches!(&diff(&old, &new)[..], [Change::ChangePipe(p)] if p.number == 1));
+}

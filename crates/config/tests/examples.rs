@@ -1,0 +1,121 @@
+use pspat_config::{parse_ipfw, parse_toml, print_ipfw, print_toml};
+
+/// (input as the man page or the brief writes it, normalised output)
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "pipe 1 config bw 10Mbit/s delay 20ms plr 0.01 queue 50",
+        "pipe 1 config bw 10Mbit/s delay 20ms queue 50 plr 0.01\n",
+    ),
+    (
+        "sched 4 config type qfq bw 4Mbit/s mask src-ip 0xff",
+        "sched 4 config type qfq bw 4Mbit/s mask src-ip 0x000000ff\n",
+    ),
+    (
+        "queue 1 config weight 10 sched 4 mask dst-ip 0xffffffff",
+        "queue 1 config weight 10 sched 4 mask dst-ip 0xffffffff\n",
+    ),
+    (
+        "add 100 queue 1 ip from 10.0.0.0/24 to any dst-port 80",
+        "add 100 queue 1 ip from 10.0.0.0/24 to any dst-port 80\n",
+    ),
+    ("table 1 add 1.2.3.0/24 20", "table 1 add 1.2.3.0/24 20\n"),
+    ("ipfw sched 4 config type qfq bw 4Mbit/s", "sched 4 config type qfq bw 4Mbit/s\n"),
+    (
+        "ipfw queue 1 config weight 10 sched 4;  ipfw queue 2 config weight 3 sched 4",
+        "queue 1 config weight 10 sched 4\nqueue 2 config weight 3 sched 4\n",
+    ),
+    (
+        "ipfw add 100 queue 1 out src-ip 1.2.3.4",
+        "add 100 queue 1 ip from 1.2.3.4 to any out\n",
+    ),
+    (
+        "ipfw queue 2 config weight 1 sched 5 mask dst-ip 0xff       # one queue per host",
+        "queue 2 config weight 1 sched 5 mask dst-ip 0x000000ff\n",
+    ),
+    (
+        "ipfw sched 5 config type QFQ bw 4Mbit/s mask src-ip 0xff    # one instance per host",
+        "sched 5 config type qfq bw 4Mbit/s mask src-ip 0x000000ff\n",
+    ),
+    (
+        "ipfw add queue tablearg out src-ip table(1); ipfw table 1 add 1.2.3.0/24 20",
+        "table 1 add 1.2.3.0/24 20\nadd queue tablearg ip from table(1) to any out\n",
+    ),
+    (
+        "ipfw pipe 1 config bw 500Kbit/s queue 100 red 0.002/30/80/0.1",
+        "pipe 1 config bw 500Kbit/s queue 100 red 0.002/30/80/0.1\n",
+    ),
+    (
+        "ipfw pipe 3 config delay 80ms bw 40Mbit/s plr 0.01 queue 1000Kbytes",
+        "pipe 3 config bw 40Mbit/s delay 80ms queue 1000KB plr 0.01\n",
+    ),
+    (
+        "pipe 1 config bw 300Kbit/s queue 50KBytes",
+        "pipe 1 config bw 300Kbit/s queue 50KB\n",
+    ),
+    (
+        "pipe 1 config mask src-ip 0x000000ff bw 200Kbit/s queue 20Kbytes",
+        "pipe 1 config bw 200Kbit/s queue 20KB mask src-ip 0x000000ff\n",
+    ),
+    ("pipe 10 config plr 0.05", "pipe 10 config plr 0.05\n"),
+    (
+        "add pipe 3 in src-port 80,443,8080",
+        "add pipe 3 ip from any to any src-port 80,443,8080 in\n",
+    ),
+    ("queue 1 config weight 10 sched 4", "queue 1 config weight 10 sched 4\n"),
+    (
+        "pipe 2 config bw 1Mbit/s delay 500us jitter 100us distribution normal reorder gemodel 0.01 0.3 1 0 duplicate 0.001",
+        "pipe 2 config bw 1Mbit/s delay 500us jitter 100us distribution normal reorder gemodel 0.01 0.3 1 0 duplicate 0.001\n",
+    ),
+    (
+        "sched 1 config type rr\nadd 200 pipe 1 udp from 2001:db8::/32 to me 53 xmit eth0",
+        "sched 1 config type drr\nadd 200 pipe 1 udp from 2001:db8::/32 to me dst-port 53 xmit eth0\n",
+    ),
+];
+
+#[test]
+fn every_man_page_example_parses_and_prints_normalised() {
+    for (input, normal) in EXAMPLES {
+        let cfg = parse_ipfw(input, "example").unwrap_or_else(|e| panic!("{input}: {e}"));
+        let printed = print_ipfw(&cfg);
+        assert_eq!(&printed, normal, "normal form of {input:?}");
+        let again = parse_ipfw(&printed, "normal").unwrap();
+        assert_eq!(
+            again, cfg,
+            "the normal form of {input:?} parses to the same model"
+        );
+        assert_eq!(print_ipfw(&again), printed, "printing is idempotent");
+        let via_toml = parse_toml(&print_toml(&cfg), "example.toml").unwrap();
+        assert_eq!(via_toml, cfg, "TOML round trip of {input:?}");
+    }
+}
+
+#[test]
+fn the_man_page_examples_read_as_dummynet_means_them() {
+    let cfg = parse_ipfw(
+        "ipfw pipe 3 config delay 80ms bw 40Mbit/s plr 0.01 queue 1000Kbytes",
+        "x",
+    )
+    .unwrap();
+    let p = &cfg.pipes[0];
+    assert_eq!(p.number, 3);
+    assert_eq!(p.link.bw, Some(40_000_000));
+    assert_eq!(p.link.delay_us, Some(80_000));
+    assert_eq!(p.queue.plr, Some(0.01));
+    assert_eq!(
+        p.queue.limit,
+        Some(pspat_config::QueueLimit::Bytes(1_024_000))
+    );
+    let cfg = parse_ipfw(
+        "pipe 1 config bw 500Kbit/s queue 100 red 0.002/30/80/0.1",
+        "x",
+    )
+    .unwrap();
+    let red = cfg.pipes[0].queue.red.unwrap();
+    assert_eq!(
+        (red.gentle, red.w_q, red.min_th, red.max_th, red.max_p),
+        (false, 0.002, 30, 80, 0.1)
+    );
+    let cfg = parse_ipfw("sched 5 config type QFQ bw 4Mbit/s mask src-ip 0xff", "x").unwrap();
+    assert_eq!(cfg.scheds[0].alg, Some(pspat_sched::AlgKind::Qfq));
+    assert_eq!(u32::from(cfg.scheds[0].mask.src_ip), 0xff);
+}

@@ -1,0 +1,307 @@
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+use proptest::sample::select;
+use pspat_config::{
+    Action, AddrMatch, Config, DefaultAction, Direction, Distribution, FlowMask, GilbertElliott,
+    InterfaceMatch, InterfaceRole, LinkParams, Parent, Pipe, PortRange, Prefix, Proto, Queue,
+    QueueLimit, QueueParams, Red, Rule, Sched, Table, TableEntry, Target,
+};
+use pspat_sched::AlgKind;
+
+fn real() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        -2.0..2.0f64,
+        0.0..=1.0f64,
+        Just(0.0),
+        Just(1.0),
+        any::<f64>().prop_filter("finite", |v| v.is_finite())
+    ]
+}
+
+fn word() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9._*/-]{0,12}"
+}
+
+fn link() -> impl Strategy<Value = LinkParams> {
+    (
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of(word()),
+        option::of(any::<u64>()),
+        option::of(select(Distribution::ALL.to_vec())),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(bw, delay_us, burst, profile, jitter_us, distribution, reorder)| LinkParams {
+                bw,
+                delay_us,
+                burst,
+                profile,
+                jitter_us,
+                distribution,
+                reorder,
+            },
+        )
+}
+
+fn queue_params() -> impl Strategy<Value = QueueParams> {
+    let limit = prop_oneof![
+        any::<u32>().prop_map(QueueLimit::Slots),
+        any::<u64>().prop_map(QueueLimit::Bytes)
+    ];
+    let red = (any::<bool>(), real(), any::<u32>(), any::<u32>(), real()).prop_map(
+        |(gentle, w_q, min_th, max_th, max_p)| Red {
+            gentle,
+            w_q,
+            min_th,
+            max_th,
+            max_p,
+        },
+    );
+    let ge = (real(), real(), real(), real()).prop_map(|(p, r, one_minus_h, one_minus_k)| {
+        GilbertElliott {
+            p,
+            r,
+            one_minus_h,
+            one_minus_k,
+        }
+    });
+    (
+        option::of(limit),
+        option::of(real()),
+        option::of(red),
+        option::of(any::<u32>()),
+        any::<bool>(),
+        option::of(ge),
+        option::of(real()),
+    )
+        .prop_map(
+            |(limit, plr, red, buckets, noerror, gemodel, duplicate)| QueueParams {
+                limit,
+                plr,
+                red,
+                buckets,
+                noerror,
+                gemodel,
+                duplicate,
+            },
+        )
+}
+
+fn mask() -> impl Strategy<Value = FlowMask> {
+    let u128s = prop_oneof![
+        any::<u128>(),
+        (0u32..=128).prop_map(|n| if n == 0 { 0 } else { u128::MAX << (128 - n) }),
+        Just(0)
+    ];
+    let u32s = prop_oneof![any::<u32>(), Just(0), Just(u32::MAX)];
+    prop_oneof![
+        Just(FlowMask::all()),
+        Just(FlowMask::default()),
+        (
+            u32s.clone(),
+            u32s,
+            u128s.clone(),
+            u128s,
+            any::<u16>(),
+            any::<u16>(),
+            any::<u8>(),
+            0u32..(1 << 20)
+        )
+            .prop_map(|(s, d, s6, d6, sp, dp, proto, flow_id)| FlowMask {
+                src_ip: Ipv4Addr::from(s),
+                dst_ip: Ipv4Addr::from(d),
+                src_ip6: Ipv6Addr::from(s6),
+                dst_ip6: Ipv6Addr::from(d6),
+                src_port: sp,
+                dst_port: dp,
+                proto,
+                flow_id,
+            }),
+    ]
+}
+
+fn prefix() -> impl Strategy<Value = Prefix> {
+    prop_oneof![
+        (any::<u32>(), 0u8..=32).prop_map(|(a, len)| Prefix {
+            addr: IpAddr::V4(Ipv4Addr::from(a)),
+            len
+        }),
+        (any::<u128>(), 0u8..=128).prop_map(|(a, len)| Prefix {
+            addr: IpAddr::V6(Ipv6Addr::from(a)),
+            len
+        }),
+    ]
+}
+
+fn addr() -> impl Strategy<Value = AddrMatch> {
+    prop_oneof![
+        Just(AddrMatch::Any),
+        Just(AddrMatch::Me),
+        prefix().prop_map(AddrMatch::Prefix),
+        any::<u32>().prop_map(AddrMatch::Table),
+    ]
+}
+
+fn ports() -> impl Strategy<Value = Vec<PortRange>> {
+    vec(
+        (any::<u16>(), any::<u16>()).prop_map(|(a, b)| PortRange {
+            lo: a.min(b),
+            hi: a.max(b),
+        }),
+        0..3,
+    )
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![
+        any::<u32>().prop_map(Target::Number),
+        Just(Target::Tablearg)
+    ]
+}
+
+fn rule() -> impl Strategy<Value = Rule> {
+    let action = prop_oneof![
+        target().prop_map(Action::Pipe),
+        target().prop_map(Action::Queue),
+        Just(Action::Allow),
+        Just(Action::Deny)
+    ];
+    let proto = select(vec![
+        Proto::Ip,
+        Proto::Ip4,
+        Proto::Ip6,
+        Proto::Tcp,
+        Proto::Udp,
+        Proto::Icmp,
+    ]);
+    let direction = select(vec![Direction::Any, Direction::In, Direction::Out]);
+    let interface = option::of(
+        (
+            select(vec![
+                InterfaceRole::Via,
+                InterfaceRole::Recv,
+                InterfaceRole::Xmit,
+            ]),
+            "[a-z][a-z0-9*]{0,10}",
+        )
+            .prop_map(|(role, name)| InterfaceMatch { role, name }),
+    );
+    (
+        option::of(any::<u32>()),
+        action,
+        proto,
+        addr(),
+        addr(),
+        ports(),
+        ports(),
+        direction,
+        interface,
+    )
+        .prop_map(
+            |(number, action, proto, src, dst, src_ports, dst_ports, direction, interface)| Rule {
+                number,
+                action,
+                proto,
+                src,
+                dst,
+                src_ports,
+                dst_ports,
+                direction,
+                interface,
+            },
+        )
+}
+
+/// Any model the syntaxes can express (valid or not).
+pub fn config() -> impl Strategy<Value = Config> {
+    let sched = (
+        any::<u32>(),
+        option::of(select(AlgKind::ALL.to_vec())),
+        link(),
+        mask(),
+        option::of(any::<u32>()),
+    )
+        .prop_map(|(number, alg, link, mask, buckets)| Sched {
+            number,
+            alg,
+            link,
+            mask,
+            buckets,
+        });
+    let pipe =
+        (any::<u32>(), link(), queue_params(), mask()).prop_map(|(number, link, queue, mask)| {
+            Pipe {
+                number,
+                link,
+                queue,
+                mask,
+            }
+        });
+    let parent = prop_oneof![
+        any::<u32>().prop_map(Parent::Sched),
+        any::<u32>().prop_map(Parent::Pipe)
+    ];
+    let queue = (
+        any::<u32>(),
+        option::of(parent),
+        option::of(any::<u32>()),
+        option::of(any::<u32>()),
+        option::of(any::<u32>()),
+        queue_params(),
+        mask(),
+    )
+        .prop_map(|(number, parent, weight, lmax, pri, params, mask)| Queue {
+            number,
+            parent,
+            weight,
+            lmax,
+            pri,
+            params,
+            mask,
+        });
+    // Distinct table numbers and, per table, distinct prefixes (as parsing groups and TOML keys require).
+    let tables = proptest::collection::btree_map(
+        any::<u32>(),
+        proptest::collection::btree_map(prefix(), any::<u32>(), 1..4),
+        0..3,
+    )
+    .prop_map(|m| {
+        m.into_iter()
+            .map(|(number, entries)| {
+                let mut seen = std::collections::HashSet::new();
+                let entries = entries
+                    .into_iter()
+                    .filter(|(p, _)| seen.insert(p.to_string()))
+                    .map(|(prefix, value)| TableEntry { prefix, value })
+                    .collect();
+                Table { number, entries }
+            })
+            .collect::<Vec<_>>()
+    });
+    (
+        vec(sched, 0..3),
+        vec(pipe, 0..3),
+        vec(queue, 0..3),
+        tables,
+        vec(rule(), 0..4),
+        select(vec![DefaultAction::Allow, DefaultAction::Deny]),
+        option::of(any::<u64>()),
+    )
+        .prop_map(
+            |(scheds, pipes, queues, tables, rules, default_action, seed)| Config {
+                scheds,
+                pipes,
+                queues,
+                tables,
+                rules,
+                default_action,
+                seed,
+                ..Config::default()
+            },
+        )
+}

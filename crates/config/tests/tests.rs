@@ -1,0 +1,16 @@
+//! Integration tests of pspat-config.
+
+/// Bad input: one error each, at the right line, column and token.
+mod bad_input;
+/// Control commands parse into messages.
+mod control;
+/// diff/apply between generated valid plans.
+mod diff;
+/// The complete example of docs/CONFIG.md loads and validates.
+mod doc_example;
+/// Every example of ipfw(8) parses and prints back in the normal form.
+mod examples;
+/// parse(print(x)) == x for generated models, in both syntaxes; no panic on random text.
+mod roundtrip;
+/// Proptest strategies for models.
+mod strategies;
