@@ -9,9 +9,11 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod place_bench;
 mod pq_bench;
 mod sched_bench;
 mod sched_config;
+mod topology;
 mod units;
 mod wfi;
 
@@ -43,6 +45,8 @@ enum Command {
     Wfi(wfi::Args),
     /// Integer priority queues (cFFS, hFFS) against a binary heap.
     PqBench(pq_bench::Args),
+    /// Flow placement (HRW family): decision cost, balance, disruption.
+    PlaceBench(place_bench::Args),
 }
 
 /// An error that is the user's: printed as one line, exit code 2.
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Command::SchedBench(a) => sched_bench::run(a),
         Command::Wfi(a) => wfi::run(a),
         Command::PqBench(a) => pq_bench::run(a),
+        Command::PlaceBench(a) => place_bench::run(a),
     };
     match result {
         Ok(code) => code,

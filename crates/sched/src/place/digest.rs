@@ -76,8 +76,14 @@ impl FlowDigest {
 pub fn weight(digest: FlowDigest, target_id: u32) -> u64 {
     let mask = WEIGHT_RANGE - 1;
     // Reductions mod 2^31 commute with wrapping u64 arithmetic (2^31 | 2^64).
-    let s = (WEIGHT_A.wrapping_mul(u64::from(target_id)).wrapping_add(WEIGHT_B)) & mask;
-    (WEIGHT_A.wrapping_mul(s ^ digest.d31()).wrapping_add(WEIGHT_B)) & mask
+    let s = (WEIGHT_A
+        .wrapping_mul(u64::from(target_id))
+        .wrapping_add(WEIGHT_B))
+        & mask;
+    (WEIGHT_A
+        .wrapping_mul(s ^ digest.d31())
+        .wrapping_add(WEIGHT_B))
+        & mask
 }
 
 /// The weight mapped to the open interval (0, 1): `(g + 1/2) / 2^31`.

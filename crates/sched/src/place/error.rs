@@ -38,7 +38,9 @@ pub enum PlaceError {
     },
     /// A cost-matrix entry below 1 (or not finite): [H] Eq. 6.3 makes every
     /// ratio at least 1.
-    #[error("cost matrix entry [{row}][{col}] = {value} is invalid: entries must be finite and >= 1")]
+    #[error(
+        "cost matrix entry [{row}][{col}] = {value} is invalid: entries must be finite and >= 1"
+    )]
     CostBelowOne {
         /// Row (target).
         row: usize,

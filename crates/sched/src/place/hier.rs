@@ -177,9 +177,7 @@ impl HierTree {
         let mut prev_groups = 1usize;
         for d in 1..=depth + 1 {
             let starts: Vec<bool> = (0..n)
-                .map(|j| {
-                    j == 0 || d > depth || paths[order[j]][..d] != paths[order[j - 1]][..d]
-                })
+                .map(|j| j == 0 || d > depth || paths[order[j]][..d] != paths[order[j - 1]][..d])
                 .collect();
             let groups = starts.iter().filter(|&&s| s).count();
             if d == depth + 1 || (groups > prev_groups && groups < n) {
@@ -194,8 +192,10 @@ impl HierTree {
             children: 0,
             target: NO_TARGET,
         }];
-        // The node (index) of each sorted position at the previous level.
+        // The node (index) of each sorted position at the previous level,
+        // and at the level being built.
         let mut owner = vec![0u32; n];
+        let mut next_owner = vec![0u32; n];
         for (k, starts) in kept.iter().enumerate() {
             let leaf_level = k + 1 == kept.len();
             let mut current = 0u32;
@@ -219,8 +219,9 @@ impl HierTree {
                         },
                     });
                 }
-                owner[j] = current;
+                next_owner[j] = current;
             }
+            std::mem::swap(&mut owner, &mut next_owner);
         }
         let mut leaf_of_target = vec![0u32; n];
         for (i, node) in nodes.iter().enumerate() {

@@ -225,9 +225,8 @@ impl Topology {
                         ))
                     }
                 }
-                let list = parse_cpu_list(cache.shared_cpu_list).map_err(|e| {
-                    bad(&format!("cache/index{m}/shared_cpu_list"), e.to_string())
-                })?;
+                let list = parse_cpu_list(cache.shared_cpu_list)
+                    .map_err(|e| bad(&format!("cache/index{m}/shared_cpu_list"), e.to_string()))?;
                 if !list.contains(&c.cpu) {
                     return Err(bad(
                         &format!("cache/index{m}/shared_cpu_list"),
@@ -296,13 +295,7 @@ impl Topology {
         let paths: Vec<Vec<u32>> = self
             .cpus
             .iter()
-            .map(|c| {
-                vec![
-                    c.package,
-                    c.llc.unwrap_or(u32::MAX),
-                    c.l2.unwrap_or(c.cpu),
-                ]
-            })
+            .map(|c| vec![c.package, c.llc.unwrap_or(u32::MAX), c.l2.unwrap_or(c.cpu)])
             .collect();
         HierTree::from_paths(&paths)
     }
