@@ -389,6 +389,34 @@ fn h9_tree_cost_is_the_sum_of_the_fanouts() {
 }
 
 #[test]
+fn adding_a_leaf_to_a_group_moves_flows_only_onto_it() {
+    // Groups of 4, 4 and 3 leaves; then the third group gets its fourth.
+    let paths = |n: u32| -> Vec<Vec<u32>> { (0..n).map(|i| vec![i / 4]).collect() };
+    let before = HierAhrw::new(
+        HierTree::from_paths(&paths(11)).unwrap(),
+        MinQueue::NonZero,
+        Aggregate::Sum,
+    );
+    let after = HierAhrw::new(
+        HierTree::from_paths(&paths(12)).unwrap(),
+        MinQueue::NonZero,
+        Aggregate::Sum,
+    );
+    let flows = random_digests(100_000, 93);
+    let mut moved = 0;
+    for &f in &flows {
+        let (a, b) = (before.home(f).target, after.home(f).target);
+        if a != b {
+            assert_eq!(b, 11, "a flow moved between old leaves");
+            moved += 1;
+        }
+    }
+    // The new leaf takes a quarter of its group's third.
+    let frac = moved as f64 / flows.len() as f64;
+    assert!((frac - 1.0 / 12.0).abs() < 0.01, "{frac}");
+}
+
+#[test]
 fn hierarchical_hrw_balances_and_h_ahrw_is_it_on_equal_queues() {
     let flows = random_digests(200_000, 92);
     let mut h = HierAhrw::new(

@@ -9,9 +9,11 @@
 //! which steers flows towards an idle leaf.
 //!
 //! # Choices
-//! * Node ids for the weight function: each tree node gets its own id (its
-//!   position in breadth-first order), so the weights of different levels are
-//!   independent ([H] leaves the per-level ids unspecified).
+//! * Node ids for the weight function ([H] leaves the per-level ids
+//!   unspecified): a leaf's id is its target position; an internal node's id
+//!   is a digest of its level and group labels. Ids therefore do not depend
+//!   on the rest of the tree: adding a leaf to an existing group leaves every
+//!   other node's weights unchanged.
 //! * Q_min is taken among the siblings being compared ([`MinQueue`] rule).
 //!
 //! # Complexity and guarantees
@@ -27,7 +29,7 @@
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
 use super::ahrw::{multiplier, MinQueue};
-use super::digest::{weight, FlowDigest};
+use super::digest::{weight, xxh64, FlowDigest};
 use super::error::PlaceError;
 
 /// How a parent's queue derives from its children's.
@@ -73,6 +75,10 @@ pub struct TreeDecision {
 
 #[derive(Clone, Debug)]
 struct Node {
+    /// The S of the weight function: the target position for a leaf, a
+    /// digest of the level and the group labels for an internal node, so
+    /// that ids do not depend on the rest of the tree.
+    id: u32,
     parent: u32,
     first_child: u32,
     children: u32,
@@ -173,7 +179,7 @@ impl HierTree {
         // Depth d (1..=depth) groups by path[..d]; depth+1 is the leaf itself.
         // starts[d][j]: does sorted position j open a new group at depth d?
         let n = order.len();
-        let mut kept: Vec<Vec<bool>> = Vec::new();
+        let mut kept: Vec<(usize, Vec<bool>)> = Vec::new();
         let mut prev_groups = 1usize;
         for d in 1..=depth + 1 {
             let starts: Vec<bool> = (0..n)
@@ -181,12 +187,13 @@ impl HierTree {
                 .collect();
             let groups = starts.iter().filter(|&&s| s).count();
             if d == depth + 1 || (groups > prev_groups && groups < n) {
-                kept.push(starts);
+                kept.push((d, starts));
                 prev_groups = groups;
             }
         }
         // Build breadth-first: level k's nodes are the group starts of kept[k].
         let mut nodes = vec![Node {
+            id: 0,
             parent: 0,
             first_child: 0,
             children: 0,
@@ -196,7 +203,7 @@ impl HierTree {
         // and at the level being built.
         let mut owner = vec![0u32; n];
         let mut next_owner = vec![0u32; n];
-        for (k, starts) in kept.iter().enumerate() {
+        for (k, (d, starts)) in kept.iter().enumerate() {
             let leaf_level = k + 1 == kept.len();
             let mut current = 0u32;
             for j in 0..n {
@@ -208,14 +215,16 @@ impl HierTree {
                         parent.first_child = current;
                     }
                     parent.children += 1;
+                    let target = order[j];
                     nodes.push(Node {
                         parent: owner[j],
                         first_child: 0,
                         children: 0,
-                        target: if leaf_level {
-                            order[j] as u32
+                        target: if leaf_level { target as u32 } else { NO_TARGET },
+                        id: if leaf_level {
+                            target as u32
                         } else {
-                            NO_TARGET
+                            group_id(*d, &paths[target][..*d])
                         },
                     });
                 }
@@ -311,10 +320,11 @@ impl HierTree {
             let mut best = first;
             let mut best_score = f64::NEG_INFINITY;
             for c in span {
-                let g = weight(digest, c as u32) as f64;
+                let id = self.nodes[c].id;
+                let g = weight(digest, id) as f64;
                 let score = queues.map_or(g, |q| multiplier(q_min, q[c]) * g);
-                // Ties to the lowest node id: children are in increasing order.
-                if score > best_score {
+                // Ties to the lowest id.
+                if score > best_score || (score == best_score && id < self.nodes[best].id) {
                     best = c;
                     best_score = score;
                 }
@@ -323,6 +333,17 @@ impl HierTree {
             node = best;
         }
     }
+}
+
+/// The weight-function id of an internal node: XXH64 of its depth and its
+/// group labels (little-endian), low 32 bits.
+fn group_id(depth: usize, labels: &[u32]) -> u32 {
+    let mut bytes = Vec::with_capacity(4 * (labels.len() + 1));
+    bytes.extend_from_slice(&(depth as u32).to_le_bytes());
+    for l in labels {
+        bytes.extend_from_slice(&l.to_le_bytes());
+    }
+    xxh64(&bytes, 0) as u32
 }
 
 /// H-AHRW: AHRW level by level down a [`HierTree`].
