@@ -1,12 +1,12 @@
 //! Adaptive HRW (AHRW): HRW whose weights are scaled down on loaded targets.
 //!
 //! # Source
-//! [H] Def. 5.1–5.2 and Eq. 6.1–6.2: h(c, p) = r_p·g(c, p) with
+//! \[H\] Def. 5.1–5.2 and Eq. 6.1–6.2: h(c, p) = r_p·g(c, p) with
 //! r_p = Q_min / Q_p, and r_p = 1 when Q_p = 0 (an idle target keeps its full
 //! weight); the flow goes to `argmax_p h(c, p)`, ties to the lowest id.
 //!
 //! # Choices
-//! * Q_min: [H] Ch. 5 takes the minimum over all targets, so one idle target
+//! * Q_min: \[H\] Ch. 5 takes the minimum over all targets, so one idle target
 //!   zeroes every busy target's weight; Ch. 6 takes the minimum over non-zero
 //!   queues. [`MinQueue::NonZero`] is the default, [`MinQueue::All`] the
 //!   other reading.
@@ -19,7 +19,7 @@
 //! * The flow's home (its HRW target) is kept when it is idle or has the
 //!   smallest non-zero queue; otherwise the flow moves to p only if
 //!   Q_home/Q_p > g_home/g_p. With two targets and queue ratio ρ, a fraction
-//!   1 − 1/ρ of the loaded target's flows is diverted ([H] §5.2's diversion
+//!   1 − 1/ρ of the loaded target's flows is diverted (\[H\] §5.2's diversion
 //!   law for i.i.d. uniform weights).
 //! * AHRW relaxes affinity packet by packet, so it can reorder a flow; put a
 //!   [`FlowletGuard`] in front to move flows only between flowlets.
@@ -28,7 +28,7 @@
 //! O(N) per decision (one pass for Q_min, one of N weight evaluations), no
 //! allocation.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 //! [`FlowletGuard`]: super::FlowletGuard
 
@@ -39,10 +39,10 @@ use super::hrw::{argmax_by_score, ids_upto};
 /// Which minimum the multiplier r_p = Q_min / Q_p uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MinQueue {
-    /// Minimum over non-zero queues ([H] Ch. 6; the default).
+    /// Minimum over non-zero queues (\[H\] Ch. 6; the default).
     #[default]
     NonZero,
-    /// Minimum over all queues ([H] Ch. 5): an idle target zeroes every busy
+    /// Minimum over all queues (\[H\] Ch. 5): an idle target zeroes every busy
     /// target's weight, so only idle targets can win while one exists.
     All,
 }

@@ -2,7 +2,7 @@
 //! lengths are weighted by the cost of running a flow away from its home.
 //!
 //! # Source
-//! [H] §6.2–6.4. The cost matrix holds c_{p,h} ≥ 1, the cost of running on
+//! \[H\] §6.2–6.4. The cost matrix holds c_{p,h} ≥ 1, the cost of running on
 //! target p a flow whose home is h (Eq. 6.3: (Comp_p + Mem_p + Comm_{p,h}) /
 //! (Comp_h + Mem_h), diagonal 1). The flow's home is its plain HRW target.
 //! Weighted queues Q'_p = c_{p,home}·Q_p (Eq. 6.4) replace Q_p in AHRW:
@@ -24,7 +24,7 @@
 //!   weighted internal queues are derived once per home per change of the
 //!   leaf queues (O(nodes), cached), not per decision. No allocation.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
 use super::ahrw::{multiplier, MinQueue};

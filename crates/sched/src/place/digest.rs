@@ -1,7 +1,7 @@
 //! Flow digests and the HRW weight function.
 //!
 //! # The digest
-//! [H] §5.1 feeds the weight function a 31-bit digest D(c) of the
+//! \[H\] §5.1 feeds the weight function a 31-bit digest D(c) of the
 //! connection's 4-tuple and leaves the digest unspecified; its balance
 //! depends on it being well mixed (with sequential keys fed raw, node shares
 //! drift by several percent). pspat digests flow keys with **XXH64, seed 0**
@@ -12,7 +12,7 @@
 //! 8 little-endian bytes, so a `u64` key and its bytes agree.
 //!
 //! # The weight function
-//! [H] §5.1 (from Thaler & Ravishankar, "Using name-based mappings to
+//! \[H\] §5.1 (from Thaler & Ravishankar, "Using name-based mappings to
 //! increase hit rates", IEEE/ACM ToN 6(1), 1998):
 //!
 //! ```text
@@ -23,12 +23,12 @@
 //! For a fixed S_i, `D ↦ g` is a bijection of `[0, 2^31)` (A is odd), so a
 //! uniform digest gives a uniform weight. [`weight`] costs two multiplies.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
-/// Multiplier A of [H] §5.1.
+/// Multiplier A of \[H\] §5.1.
 pub const WEIGHT_A: u64 = 1_103_515_245;
-/// Increment B of [H] §5.1.
+/// Increment B of \[H\] §5.1.
 pub const WEIGHT_B: u64 = 12_345;
 /// Weights lie in `[0, WEIGHT_RANGE)`, i.e. 31 bits.
 pub const WEIGHT_RANGE: u64 = 1 << 31;
@@ -57,13 +57,13 @@ impl FlowDigest {
         FlowDigest(xxh64(&key.to_le_bytes(), 0))
     }
 
-    /// The 31-bit D(c) of [H] §5.1: the digest's top 31 bits.
+    /// The 31-bit D(c) of \[H\] §5.1: the digest's top 31 bits.
     pub fn d31(self) -> u64 {
         self.0 >> 33
     }
 }
 
-/// The HRW weight g(c, S) of [H] §5.1, in `[0, 2^31)`.
+/// The HRW weight g(c, S) of \[H\] §5.1, in `[0, 2^31)`.
 ///
 /// # Examples
 /// ```

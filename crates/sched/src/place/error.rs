@@ -36,7 +36,7 @@ pub enum PlaceError {
         /// Columns of the first row of the wrong length (or of the first row).
         cols: usize,
     },
-    /// A cost-matrix entry below 1 (or not finite): [H] Eq. 6.3 makes every
+    /// A cost-matrix entry below 1 (or not finite): \[H\] Eq. 6.3 makes every
     /// ratio at least 1.
     #[error(
         "cost matrix entry [{row}][{col}] = {value} is invalid: entries must be finite and >= 1"

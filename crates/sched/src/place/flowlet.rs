@@ -3,7 +3,7 @@
 //! a flow's packets.
 //!
 //! # Why
-//! AHRW relaxes affinity packet by packet ([H] §5.2), and [H] adds no guard
+//! AHRW relaxes affinity packet by packet (\[H\] §5.2), and \[H\] adds no guard
 //! against reordering. pspat keeps, per flow, the current target and the
 //! count of its packets sent there and not yet completed; a proposal to move
 //! is honoured only when that count is 0. Packets of one flow on one target
@@ -31,7 +31,7 @@
 //! # Complexity
 //! O(1) expected per call, no allocation after construction.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
 use super::digest::FlowDigest;

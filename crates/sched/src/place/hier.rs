@@ -2,14 +2,14 @@
 //! targets (socket → shared cache → core, or core → pipeline → thread).
 //!
 //! # Source
-//! [H] §5.3, Def. 5.3: at each level, among the children of the node chosen
+//! \[H\] §5.3, Def. 5.3: at each level, among the children of the node chosen
 //! above, pick `argmax r·g(c, child)` with the children's queues; a parent's
-//! queue is the sum of its children's. [H] Eq. 6.7 (H-CAHRW) instead makes a
+//! queue is the sum of its children's. \[H\] Eq. 6.7 (H-CAHRW) instead makes a
 //! parent's queue 0 when any child is empty ([`Aggregate::ZeroIfAnyChildEmpty`]),
 //! which steers flows towards an idle leaf.
 //!
 //! # Choices
-//! * Node ids for the weight function ([H] leaves the per-level ids
+//! * Node ids for the weight function (\[H\] leaves the per-level ids
 //!   unspecified): a leaf's id is its target position; an internal node's id
 //!   is a digest of its level and group labels. Ids therefore do not depend
 //!   on the rest of the tree: adding a leaf to an existing group leaves every
@@ -25,7 +25,7 @@
 //! * With all leaf queues equal or zero, the decision is hierarchical HRW:
 //!   deterministic per flow, 1/N of the flows per leaf of a uniform tree.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
 use super::ahrw::{multiplier, MinQueue};
@@ -35,10 +35,10 @@ use super::error::PlaceError;
 /// How a parent's queue derives from its children's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Aggregate {
-    /// The sum of the children's queues ([H] §5.3, H-AHRW).
+    /// The sum of the children's queues (\[H\] §5.3, H-AHRW).
     #[default]
     Sum,
-    /// 0 if any child's queue is 0, else the sum ([H] Eq. 6.7 as its
+    /// 0 if any child's queue is 0, else the sum (\[H\] Eq. 6.7 as its
     /// justification reads; H-CAHRW).
     ZeroIfAnyChildEmpty,
 }

@@ -1,6 +1,6 @@
 //! Highest Random Weight over a flat set of targets, plain and weighted.
 //!
-//! # Plain HRW ([H] §5.1)
+//! # Plain HRW (\[H\] §5.1)
 //! A flow goes to `argmax_j g(c, S_j)` (see [`weight`]); ties (two equal
 //! 31-bit weights) go to the lowest target id. Guarantees, for a well-mixed
 //! digest: every target receives 1/N of the flows in expectation; adding a
@@ -18,7 +18,7 @@
 //!   Schomaker, "Weighted distributed hash tables", SPAA 2005). Changing one
 //!   weight moves only flows to or from that target. Cost: one `ln` per
 //!   target.
-//! * [`WeightForm::Carp`]: score_j = x_j·u_j with the multipliers of [H]
+//! * [`WeightForm::Carp`]: score_j = x_j·u_j with the multipliers of \[H\]
 //!   Theorem 7.1 ([`carp_multipliers`]); the dissertation's form, also exact
 //!   for i.i.d. uniform u_j, one multiply per target, but changing one weight
 //!   changes every multiplier and moves flows between unchanged targets.
@@ -27,7 +27,7 @@
 //! correctly rounded, scores can differ in the last bit, which changes a
 //! decision only at an exact near-tie.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 //! [`weight`]: super::weight
 //! [`carp_multipliers`]: super::carp_multipliers
@@ -141,7 +141,7 @@ pub enum WeightForm {
     /// score = −w / ln(u): exact shares, minimal disruption on weight changes.
     #[default]
     Logarithmic,
-    /// score = x·u with [H] Theorem 7.1's multipliers: exact shares, one
+    /// score = x·u with \[H\] Theorem 7.1's multipliers: exact shares, one
     /// multiply per target.
     Carp,
 }

@@ -2,7 +2,7 @@
 //! proportion to their demand, through HRW with CARP multipliers.
 //!
 //! # Source
-//! [H] Ch. 7 (§7.2, Table 7.1, Theorem 7.1). A tenant (a connection, a
+//! \[H\] Ch. 7 (§7.2, Table 7.1, Theorem 7.1). A tenant (a connection, a
 //! request) of demand φ_i (bytes) is due g_i = φ_i/Σφ · N targets. It gets
 //! ⌊g_i⌋ targets fully and spreads the residual r = g_i − ⌊g_i⌋: target
 //! probabilities are p_j = 1/N' on the allocated targets and r/N' on the
@@ -14,13 +14,13 @@
 //! # Choices
 //! * The allocated targets are the tenant's top ⌊g⌋ HRW ranks (its digest's
 //!   weights, ties to the lowest id): distinct targets, stable under small
-//!   demand changes ([H] Table 7.1 loops while g > 0, which acts as a ceiling
+//!   demand changes (\[H\] Table 7.1 loops while g > 0, which acts as a ceiling
 //!   and can return one target twice).
 //! * The scores use the plain HRW weight, not the queue-adjusted one: Theorem
 //!   7.1 assumes i.i.d. uniform weights, which AHRW scaling breaks.
 //! * A target with p_j = 0 (r = 0) gets multiplier 0 and never wins; the
 //!   theorem is applied to the targets with p_j > 0.
-//! * Recomputation ([H] §7.2, "Discussion"): a tenant's allocation is
+//! * Recomputation (\[H\] §7.2, "Discussion"): a tenant's allocation is
 //!   recomputed when its demand drifts by more than β (default 16%) from the
 //!   demand of its last computation; every tenant is recomputed when a tenant
 //!   arrives or leaves, or a target is added or removed. Nothing else
@@ -30,17 +30,17 @@
 //! A decision: O(N) weight evaluations and multiplies, no allocation. A
 //! tenant's recomputation: O(N log N), no allocation (scratch kept).
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
 use super::digest::{unit_weight, weight, FlowDigest};
 use super::error::{check_ids, PlaceError};
 use super::hrw::argmax_by_score;
 
-/// The default drift threshold β of [H] §7.3.1 (16%).
+/// The default drift threshold β of \[H\] §7.3.1 (16%).
 pub const DEFAULT_BETA: f64 = 0.16;
 
-/// The multipliers of [H] Theorem 7.1 for target probabilities `p`
+/// The multipliers of \[H\] Theorem 7.1 for target probabilities `p`
 /// (normalised to Σ = 1; zeros allowed, they get multiplier 0).
 ///
 /// Sorting p ascending over the M positive entries: x_1 = (M·p_1)^{1/M} and

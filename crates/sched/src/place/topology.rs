@@ -13,11 +13,11 @@
 //! # Model
 //! Each CPU gets a package and, when the caches say so, an L2 group and a
 //! last-level-cache (L3 or above) group, each named by the lowest CPU that
-//! shares it. From these, [`Topology::cost_matrix`] fills [H] §6.2's ratios
+//! shares it. From these, [`Topology::cost_matrix`] fills \[H\] §6.2's ratios
 //! c_{i,j} ≥ 1 by the closest level two CPUs share, and [`Topology::tree`]
 //! builds the package → LLC → L2 → CPU tree for H-CAHRW.
 //!
-//! [H]: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
 
 use serde::Deserialize;
@@ -42,7 +42,7 @@ pub struct CpuPlace {
     pub llc: Option<u32>,
 }
 
-/// Cost ratios by the closest level two CPUs share ([H] §6.2–6.3: 2, 4, 12 at
+/// Cost ratios by the closest level two CPUs share (\[H\] §6.2–6.3: 2, 4, 12 at
 /// "core, L2 and socket level" on a Xeon E5335, read as: another core under
 /// the same L2, another L2 of the socket, another socket).
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
@@ -268,7 +268,7 @@ impl Topology {
         }
     }
 
-    /// The cost matrix of [H] §6.2 over the CPUs, in [`Topology::cpus`] order.
+    /// The cost matrix of \[H\] §6.2 over the CPUs, in [`Topology::cpus`] order.
     ///
     /// # Errors
     /// [`PlaceError::CostBelowOne`] when a ratio is below 1 or not finite.
