@@ -89,4 +89,8 @@ expect_usage_error place-bench --weights nan
 expect_usage_error place-bench --topology "$cfgdir/topo2.json" --cost-matrix "$cfgdir/cost3.json"
 expect_usage_error place-bench --topology "$cfgdir/topo2.json" --cost-matrix "$cfgdir/cost-below-one.json"
 expect_usage_error place-bench --topology "$cfgdir/topo-bad.json"
+printf '[[cpus]]\ncpu = 0\npackage = 0\n\n[[cpus]]\ncpu = 1\npackage = 1\n' > "$cfgdir/topo2.toml"
+printf '[[cpus]]\ncpu = 0\npackage = zero\n' > "$cfgdir/topo-bad.toml"
+"$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.toml" > /dev/null
+expect_usage_error place-bench --topology "$cfgdir/topo-bad.toml"
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

@@ -57,7 +57,8 @@ runtime (arbiter to dispatchers), which this command does not run.
 
 --topology FILE is JSON: {\"cpus\": [{\"cpu\": 0, \"package\": 0, \"l2\": 0, \"llc\": 0}, ...],
 \"ratios\": {\"shared_l2\": 2, \"shared_llc\": 4, \"same_package\": 4, \"other_package\": 12}}
-(l2, llc, ratios optional); --topology sysfs reads this machine. --cost-matrix FILE is a JSON
+(l2, llc, ratios optional), or the same fields in TOML when the name ends in .toml
+([[cpus]] tables, a [ratios] table); --topology sysfs reads this machine. --cost-matrix FILE is a JSON
 array of rows [target][source], square over the topology's CPUs, entries >= 1.
 
 Exit codes: 0 success; 2 usage or configuration error.";
@@ -91,7 +92,7 @@ pub struct Args {
     /// Seed of the flow population and queue snapshots.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// CPU topology for ca-ahrw and h-cahrw: a JSON file, or `sysfs`.
+    /// CPU topology for ca-ahrw and h-cahrw: a JSON or TOML file, or `sysfs`.
     #[arg(long)]
     pub topology: Option<String>,
     /// Cost matrix replacing the topology's (needs --topology).

@@ -18,6 +18,21 @@
 //! omitted; `ratios` and each of its fields may be omitted (defaults shown,
 //! from the dissertation's Xeon E5335 figures). Unknown fields are errors.
 //!
+//! # Topology file (TOML)
+//! A file whose name ends in `.toml` holds the same fields:
+//! ```toml
+//! [[cpus]]
+//! cpu = 0
+//! package = 0
+//! l2 = 0
+//!
+//! [ratios]
+//! other_package = 20
+//! ```
+//! pspat reads the subset of TOML this needs (tables, arrays of tables,
+//! `key = number | true | false | "string"`, `#` comments) without a TOML
+//! library; anything else is reported with its line number.
+//!
 //! # Cost-matrix file (JSON)
 //! An array of rows, `rows[target][source]`, square over the topology's CPUs
 //! (in CPU-number order), every entry finite and ≥ 1.
@@ -111,14 +126,126 @@ fn read(path: &PathBuf) -> anyhow::Result<String> {
 pub fn parse_topology(text: &str) -> Result<(Topology, CostRatios), String> {
     let file: TopologyFile = parse_json(text)?;
     let topology = Topology::new(file.cpus).map_err(|e| format!("cpus: {e}"))?;
-    // Validate the ratios now, with the field named.
-    topology
-        .cost_matrix(&file.ratios)
-        .map_err(|e| format!("ratios: {e}"))?;
+    file.ratios.check().map_err(|e| format!("ratios.{e}"))?;
     Ok((topology, file.ratios))
 }
 
-/// Reads a topology: `sysfs` for this machine, else a JSON file.
+/// Parses a topology file in the TOML subset of the module docs.
+///
+/// # Errors
+/// A message naming the line, or the field at fault.
+pub fn parse_topology_toml(text: &str) -> Result<(Topology, CostRatios), String> {
+    let value = toml_subset_to_json(text)?;
+    let json = serde_json::to_string(&value).map_err(|e| e.to_string())?;
+    parse_topology(&json)
+}
+
+/// Converts the TOML subset to a JSON value (a root object).
+fn toml_subset_to_json(text: &str) -> Result<serde_json::Value, String> {
+    use serde_json::{Map, Value};
+    let mut root = Map::new();
+    // Where `key = value` lines go: the root, a table, or the last element
+    // of an array of tables.
+    enum Target {
+        Root,
+        Table(String),
+        ArrayLast(String),
+    }
+    let mut target = Target::Root;
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let bad = |what: &str| format!("line {line_no}: {what}");
+        let line = match raw.find('#') {
+            Some(k) if !raw[..k].contains('"') => &raw[..k],
+            _ => raw,
+        }
+        .trim();
+        if line.is_empty() {
+            continue;
+        }
+        let is_key = |k: &str| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if let Some(name) = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
+            let name = name.trim();
+            if !is_key(name) {
+                return Err(bad(&format!("bad table name {name:?}")));
+            }
+            let entry = root
+                .entry(name.to_string())
+                .or_insert_with(|| Value::Array(Vec::new()));
+            match entry {
+                Value::Array(a) => a.push(Value::Object(Map::new())),
+                _ => return Err(bad(&format!("{name} is not an array of tables"))),
+            }
+            target = Target::ArrayLast(name.to_string());
+        } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let name = name.trim();
+            if !is_key(name) {
+                return Err(bad(&format!("bad table name {name:?}")));
+            }
+            if root.contains_key(name) {
+                return Err(bad(&format!("table {name} defined twice")));
+            }
+            root.insert(name.to_string(), Value::Object(Map::new()));
+            target = Target::Table(name.to_string());
+        } else if let Some((key, value)) = line.split_once('=') {
+            let key = key.trim();
+            if !is_key(key) {
+                return Err(bad(&format!("bad key {key:?}")));
+            }
+            let value = value.trim();
+            let parsed = if value == "true" || value == "false" {
+                Value::Bool(value == "true")
+            } else if let Some(s) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                if s.contains(['"', '\\']) {
+                    return Err(bad("escapes in strings are not supported"));
+                }
+                Value::String(s.to_string())
+            } else if let Ok(n) = value.replace('_', "").parse::<i64>() {
+                Value::from(n)
+            } else if let Some(x) = value
+                .replace('_', "")
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+            {
+                Value::Number(x)
+            } else {
+                return Err(bad(&format!(
+                    "{value:?} is not a number, true, false or a \"string\""
+                )));
+            };
+            let table = match &target {
+                Target::Root => &mut root,
+                Target::Table(t) => match root.get_mut(t) {
+                    Some(Value::Object(o)) => o,
+                    _ => return Err(bad("internal: table vanished")),
+                },
+                Target::ArrayLast(t) => match root.get_mut(t) {
+                    Some(Value::Array(a)) => match a.last_mut() {
+                        Some(Value::Object(o)) => o,
+                        _ => return Err(bad("internal: array of tables vanished")),
+                    },
+                    _ => return Err(bad("internal: array of tables vanished")),
+                },
+            };
+            if table.insert(key.to_string(), parsed).is_some() {
+                return Err(bad(&format!("key {key} given twice")));
+            }
+        } else {
+            return Err(bad(&format!(
+                "{line:?} is not a [table], [[array]] or key = value (pspat reads a TOML subset)"
+            )));
+        }
+    }
+    Ok(Value::Object(root))
+}
+
+/// Reads a topology: `sysfs` for this machine, else a JSON file (a TOML
+/// file when the name ends in `.toml`).
 ///
 /// # Errors
 /// A usage error (exit 2) naming `--topology`, the file and the field.
@@ -127,7 +254,12 @@ pub fn load_topology(arg: &str) -> anyhow::Result<(Topology, CostRatios)> {
         return Ok((read_sysfs(Path::new(SYSFS_CPU))?, CostRatios::default()));
     }
     let text = std::fs::read_to_string(arg).map_err(|e| usage(format!("--topology {arg}: {e}")))?;
-    parse_topology(&text).map_err(|e| usage(format!("--topology {arg}: {e}")))
+    let parsed = if arg.ends_with(".toml") {
+        parse_topology_toml(&text)
+    } else {
+        parse_topology(&text)
+    };
+    parsed.map_err(|e| usage(format!("--topology {arg}: {e}")))
 }
 
 /// Parses a cost-matrix file's text for `targets` targets.
@@ -187,7 +319,28 @@ mod tests {
                 "ratios": {"other_package": 0.5}}"#,
         )
         .unwrap_err();
-        assert!(e.starts_with("ratios: "), "{e}");
+        assert!(e.starts_with("ratios.other_package = 0.5 "), "{e}");
+    }
+
+    #[test]
+    fn toml_topology_files_read_the_same_fields() {
+        let (t, r) = parse_topology_toml(
+            "# two cores under one L2\n[[cpus]]\ncpu = 0\npackage = 0\nl2 = 0 # shared\n\n\
+             [[cpus]]\ncpu = 1\npackage = 0\nl2 = 0\n\n[ratios]\nshared_l2 = 1.5\n",
+        )
+        .unwrap();
+        assert_eq!(t.cpus().len(), 2);
+        assert_eq!(t.cpus()[1].l2, Some(0));
+        assert_eq!(r.shared_l2, 1.5);
+        let e = parse_topology_toml("[[cpus]]\ncpu = zero\n").unwrap_err();
+        assert!(e.starts_with("line 2: "), "{e}");
+        let e = parse_topology_toml("[[cpus]]\ncpu = 0\n").unwrap_err();
+        assert!(e.contains("package"), "{e}");
+        let e = parse_topology_toml("cpus = [1, 2]\n").unwrap_err();
+        assert!(e.starts_with("line 1: "), "{e}");
+        let e = parse_topology_toml("[ratios]\nshared_l2 = 0.5\n[[cpus]]\ncpu = 0\npackage = 0\n")
+            .unwrap_err();
+        assert!(e.starts_with("ratios.shared_l2 = 0.5 "), "{e}");
     }
 
     #[test]

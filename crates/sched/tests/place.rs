@@ -857,7 +857,10 @@ fn bad_input_is_a_typed_error() {
     .unwrap();
     assert!(matches!(
         t.cost_matrix(&ratios),
-        Err(PlaceError::CostBelowOne { .. })
+        Err(PlaceError::OutOfRange {
+            what: "shared_l2",
+            ..
+        })
     ));
     // Topologies that do not parse.
     for list in ["", "a", "3-1", "1,,2", "0-99999999"] {

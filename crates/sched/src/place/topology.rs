@@ -69,6 +69,30 @@ impl Default for CostRatios {
     }
 }
 
+impl CostRatios {
+    /// `Ok` when every ratio is finite and at least 1.
+    ///
+    /// # Errors
+    /// [`PlaceError::OutOfRange`] naming the first ratio at fault.
+    pub fn check(&self) -> Result<(), PlaceError> {
+        for (what, value) in [
+            ("shared_l2", self.shared_l2),
+            ("shared_llc", self.shared_llc),
+            ("same_package", self.same_package),
+            ("other_package", self.other_package),
+        ] {
+            if !(value.is_finite() && value >= 1.0) {
+                return Err(PlaceError::OutOfRange {
+                    what,
+                    value: value.to_string(),
+                    allowed: "finite and >= 1",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The sysfs text of one cache index of one CPU.
 #[derive(Clone, Copy, Debug)]
 pub struct SysfsCache<'a> {
@@ -271,8 +295,9 @@ impl Topology {
     /// The cost matrix of \[H\] §6.2 over the CPUs, in [`Topology::cpus`] order.
     ///
     /// # Errors
-    /// [`PlaceError::CostBelowOne`] when a ratio is below 1 or not finite.
+    /// [`PlaceError::OutOfRange`] when a ratio is below 1 or not finite.
     pub fn cost_matrix(&self, ratios: &CostRatios) -> Result<CostMatrix, PlaceError> {
+        ratios.check()?;
         let rows = self
             .cpus
             .iter()
