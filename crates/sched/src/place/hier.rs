@@ -177,7 +177,7 @@ impl HierTree {
         let mut order: Vec<usize> = (0..paths.len()).collect();
         order.sort_by(|&a, &b| paths[a].cmp(&paths[b]));
         // Depth d (1..=depth) groups by path[..d]; depth+1 is the leaf itself.
-        // starts[d][j]: does sorted position j open a new group at depth d?
+        // starts[j]: does sorted position j open a new group at depth d?
         let n = order.len();
         let mut kept: Vec<(usize, Vec<bool>)> = Vec::new();
         let mut prev_groups = 1usize;
