@@ -72,4 +72,25 @@ expect_usage_error demo --sched-config "$cfgdir/zero-rate.json"
 expect_usage_error demo --sched-config "$cfgdir/zero-capacity.json"
 expect_usage_error demo --sched-config "$cfgdir/missing.json"
 expect_usage_error demo --sched-config "$cfgdir/wf2q.json" --alg drr
+# place-bench: one tiny run (sweep and a given topology) and bad input.
+"$bin" place-bench --targets 2,3 --flows 500 --packets 2000 --decisions 1000 --repeat 1 --json > target/smoke-place.json
+grep -q '"schema_version":1' target/smoke-place.json
+grep -q '"runtime":\[\]' target/smoke-place.json
+echo '{"cpus": [{"cpu": 0, "package": 0, "l2": 0}, {"cpu": 1, "package": 0, "l2": 0}]}' > "$cfgdir/topo2.json"
+echo '[[1, 2], [2, 1]]' > "$cfgdir/cost2.json"
+echo '[[1, 2, 2], [2, 1, 2], [2, 2, 1]]' > "$cfgdir/cost3.json"
+echo '[[1, 0.5], [2, 1]]' > "$cfgdir/cost-below-one.json"
+echo '{"cpus": [{"cpu": 0, "package": "zero"}]}' > "$cfgdir/topo-bad.json"
+"$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.json" --cost-matrix "$cfgdir/cost2.json" > /dev/null
+expect_usage_error place-bench --targets 0
+expect_usage_error place-bench --weights 1,0
+expect_usage_error place-bench --weights 1,-3
+expect_usage_error place-bench --weights nan
+expect_usage_error place-bench --topology "$cfgdir/topo2.json" --cost-matrix "$cfgdir/cost3.json"
+expect_usage_error place-bench --topology "$cfgdir/topo2.json" --cost-matrix "$cfgdir/cost-below-one.json"
+expect_usage_error place-bench --topology "$cfgdir/topo-bad.json"
+printf '[[cpus]]\ncpu = 0\npackage = 0\n\n[[cpus]]\ncpu = 1\npackage = 1\n' > "$cfgdir/topo2.toml"
+printf '[[cpus]]\ncpu = 0\npackage = zero\n' > "$cfgdir/topo-bad.toml"
+"$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.toml" > /dev/null
+expect_usage_error place-bench --topology "$cfgdir/topo-bad.toml"
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

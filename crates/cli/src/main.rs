@@ -10,9 +10,11 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod config_cmd;
 mod demo;
+mod place_bench;
 mod pq_bench;
 mod sched_bench;
 mod sched_config;
+mod topology;
 mod units;
 mod wfi;
 
@@ -46,6 +48,8 @@ enum Command {
     PqBench(pq_bench::Args),
     /// Validate a configuration (TOML or ipfw lines), print it normalised, convert between the syntaxes.
     Config(config_cmd::Args),
+    /// Flow placement (HRW family): decision cost, balance, disruption.
+    PlaceBench(place_bench::Args),
 }
 
 /// An error that is the user's: printed as one line, exit code 2.
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
         Command::Wfi(a) => wfi::run(a),
         Command::PqBench(a) => pq_bench::run(a),
         Command::Config(a) => config_cmd::run(a),
+        Command::PlaceBench(a) => place_bench::run(a),
     };
     match result {
         Ok(code) => code,

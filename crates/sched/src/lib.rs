@@ -42,6 +42,7 @@ mod flow;
 pub mod hier;
 pub mod link;
 mod packet;
+pub mod place;
 mod prefetch;
 pub mod prio;
 pub mod qfq;
@@ -61,6 +62,7 @@ pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIO
 pub use hier::{Hierarchy, HierarchyConfig, NodeConfig};
 pub use link::LinkEmulator;
 pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
+pub use place::PlaceError;
 pub use prio::Prio;
 pub use qfq::Qfq;
 pub use qfq_plus::QfqPlus;

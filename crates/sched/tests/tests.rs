@@ -11,3 +11,5 @@ mod hier;
 mod eiffel;
 // No allocation per packet, for every algorithm (counting allocator).
 mod alloc;
+// Placement: the HRW family (HRW, AHRW, trees, cache-aware, PS-HRW, flowlet guard).
+mod place;

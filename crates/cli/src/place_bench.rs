@@ -1,0 +1,687 @@
+//! `pspat place-bench`: the HRW family of `pspat_sched::place` measured alone
+//! (no threads, no runtime): decision cost against the number of targets,
+//! balance and disruption on generated flow populations.
+//!
+//! # Method
+//! * **Decision cost.** For each variant and each `--targets` N: build the
+//!   placement, set a fixed random queue snapshot (so the adaptive variants
+//!   take their full path), then time `--decisions` decisions over a table of
+//!   `--flows` random digests with `std::time::Instant`; ns per decision is
+//!   the median of `--repeat` runs.
+//! * **Balance.** `--packets` packets drawn from the flow population, uniform
+//!   (every flow equally likely) or Zipf(`--zipf`) over the flows. Each packet
+//!   adds 1500 bytes to its target's queue; every target drains
+//!   1500/(0.9·N) bytes per packet (90% load), so the adaptive variants see
+//!   queues. `max_share_deviation` = max over targets of |packet share −
+//!   expected share| (1/N, or w/Σw for the weighted variants).
+//! * **Disruption.** With empty queues, the fraction of the `--flows` flows
+//!   whose target changes when one target is added (N → N+1), next to the
+//!   optimum (the new target's share: 1/(N+1), or its weight's share); modulo
+//!   hashing moves about N/(N+1). The tree variants rebuild their tree for
+//!   N+1 (a new group when the last one is full, a new package split for the
+//!   synthetic topology), so they move more than the optimum whenever the
+//!   tree's upper levels change.
+//!
+//! # Variants
+//! `modulo` (digest mod N, a baseline), `hrw`, `whrw-log` and `whrw-carp`
+//! (weighted, `--weights` repeated over the targets), `ahrw`, `h-ahrw` (a tree
+//! of fan-out at most 4 per level), `ca-ahrw` and `h-cahrw` (a synthetic
+//! topology per N: two packages when N ≥ 4, L2 shared by pairs; or the
+//! `--topology` given, at its CPU count), `ps-hrw` (decision cost only: four
+//! tenants of demand 1:2:3:4).
+//!
+//! Sources: D. Guo, *Multicore Scheduling for Network Applications Based on
+//! Highest Random Weight*, PhD thesis, UC Riverside, 2010, §5.1–7.2.
+
+use std::hint::black_box;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use pspat_sched::place::{
+    Aggregate, Ahrw, CaAhrw, CostMatrix, CostRatios, CpuPlace, FlowDigest, HierAhrw, HierCaAhrw,
+    HierTree, Hrw, MinQueue, PlaceError, PsHrw, TenantId, Topology, WeightForm, WeightedHrw,
+    DEFAULT_BETA,
+};
+use serde::Serialize;
+
+use crate::topology::{load_cost_matrix, load_topology};
+use crate::usage;
+
+const AFTER_HELP: &str = "\
+JSON (--json): one object {schema_version: 1, config, decision: [{variant, targets,
+ns_per_decision}], balance: [{variant, targets, population, max_share_deviation}],
+disruption: [{variant, targets, moved_fraction_adding_one, optimal_moved_fraction}], runtime: []}.
+`runtime` is always empty here: it is reserved for placement measured inside the threaded
+runtime (arbiter to dispatchers), which this command does not run.
+
+--topology FILE is JSON: {\"cpus\": [{\"cpu\": 0, \"package\": 0, \"l2\": 0, \"llc\": 0}, ...],
+\"ratios\": {\"shared_l2\": 2, \"shared_llc\": 4, \"same_package\": 4, \"other_package\": 12}}
+(l2, llc, ratios optional), or the same fields in TOML when the name ends in .toml
+([[cpus]] tables, a [ratios] table); --topology sysfs reads this machine. --cost-matrix FILE is a JSON
+array of rows [target][source], square over the topology's CPUs, entries >= 1.
+
+Exit codes: 0 success; 2 usage or configuration error.";
+
+/// Flags of `pspat place-bench`.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Numbers of targets to measure, comma separated, each 1..=1024.
+    #[arg(long, default_value = "2,4,8,16,32,64")]
+    pub targets: String,
+    /// Weights of the weighted variants (e.g. link rates), comma separated,
+    /// repeated over the targets; each finite and > 0.
+    #[arg(long, default_value = "1,2,3,4")]
+    pub weights: String,
+    /// Flows in the generated population, 1..=10000000.
+    #[arg(long, default_value_t = 10_000)]
+    pub flows: usize,
+    /// Packets drawn for the balance runs, 1..=100000000.
+    #[arg(long, default_value_t = 200_000)]
+    pub packets: usize,
+    /// Zipf exponent of the skewed population, finite and >= 0.
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+    pub zipf: f64,
+    /// Decisions per timed run, 1..=1000000000.
+    #[arg(long, default_value_t = 200_000)]
+    pub decisions: u64,
+    /// Timed runs; the median is reported, 1..=1000.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Seed of the flow population and queue snapshots.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// CPU topology for ca-ahrw and h-cahrw: a JSON or TOML file, or `sysfs`.
+    #[arg(long)]
+    pub topology: Option<String>,
+    /// Cost matrix replacing the topology's (needs --topology).
+    #[arg(long)]
+    pub cost_matrix: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            targets: "2,4,8,16,32,64".into(),
+            weights: "1,2,3,4".into(),
+            flows: 10_000,
+            packets: 200_000,
+            zipf: 1.0,
+            decisions: 200_000,
+            repeat: 5,
+            seed: 1,
+            topology: None,
+            cost_matrix: None,
+            json: false,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Decision {
+    variant: &'static str,
+    targets: usize,
+    ns_per_decision: f64,
+}
+
+#[derive(Serialize)]
+struct Balance {
+    variant: &'static str,
+    targets: usize,
+    population: &'static str,
+    max_share_deviation: f64,
+}
+
+#[derive(Serialize)]
+struct Disruption {
+    variant: &'static str,
+    targets: usize,
+    moved_fraction_adding_one: f64,
+    /// The least any placement can move: the new target's share.
+    optimal_moved_fraction: f64,
+}
+
+#[derive(Serialize)]
+struct Config {
+    targets: Vec<usize>,
+    weights: Vec<f64>,
+    flows: usize,
+    packets: usize,
+    zipf: f64,
+    decisions: u64,
+    repeat: u32,
+    seed: u64,
+    topology: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    schema_version: u32,
+    config: Config,
+    decision: Vec<Decision>,
+    balance: Vec<Balance>,
+    disruption: Vec<Disruption>,
+    /// Reserved for the runtime part (see `--help`); always empty here.
+    runtime: Vec<serde_json::Value>,
+}
+
+const VARIANTS: [&str; 9] = [
+    "modulo",
+    "hrw",
+    "whrw-log",
+    "whrw-carp",
+    "ahrw",
+    "h-ahrw",
+    "ca-ahrw",
+    "h-cahrw",
+    "ps-hrw",
+];
+
+/// One placement under test.
+enum Placer {
+    Modulo(u64),
+    Hrw(Hrw),
+    Weighted(WeightedHrw),
+    Ahrw(Ahrw),
+    HierAhrw(HierAhrw),
+    CaAhrw(CaAhrw),
+    HierCaAhrw(HierCaAhrw),
+    PsHrw(PsHrw, [TenantId; 4]),
+}
+
+impl Placer {
+    fn decide(&mut self, d: FlowDigest, i: usize) -> usize {
+        match self {
+            Placer::Modulo(n) => (d.0 % *n) as usize,
+            Placer::Hrw(h) => h.decide(d),
+            Placer::Weighted(w) => w.decide(d),
+            Placer::Ahrw(a) => a.decide(d),
+            Placer::HierAhrw(h) => h.decide(d).target,
+            Placer::CaAhrw(c) => c.decide(d),
+            Placer::HierCaAhrw(h) => h.decide(d).target,
+            // Tenants are known here; a missing one would be a bug of this file.
+            Placer::PsHrw(p, t) => p.route(t[i % 4], d).unwrap_or(0),
+        }
+    }
+
+    fn queues_mut(&mut self) -> Option<&mut [u64]> {
+        match self {
+            Placer::Ahrw(a) => Some(a.queues_mut()),
+            Placer::HierAhrw(h) => Some(h.queues_mut()),
+            Placer::CaAhrw(c) => Some(c.queues_mut()),
+            Placer::HierCaAhrw(h) => Some(h.queues_mut()),
+            _ => None,
+        }
+    }
+}
+
+/// Paths grouping targets by 4 per level (fan-out at most 4).
+fn tree_for(n: usize) -> Result<HierTree, PlaceError> {
+    let mut levels = 0;
+    let mut span = 1usize;
+    while span * 4 < n {
+        span *= 4;
+        levels += 1;
+    }
+    let paths: Vec<Vec<u32>> = (0..n)
+        .map(|i| {
+            let mut s = span;
+            (0..levels)
+                .map(|_| {
+                    let label = (i / s) as u32;
+                    s /= 4;
+                    label
+                })
+                .collect()
+        })
+        .collect();
+    HierTree::from_paths(&paths)
+}
+
+/// The synthetic topology: two packages when n >= 4, L2 shared by pairs.
+fn synthetic_topology(n: usize) -> Result<Topology, PlaceError> {
+    let per_package = if n >= 4 { n.div_ceil(2) } else { n };
+    Topology::new(
+        (0..n as u32)
+            .map(|cpu| CpuPlace {
+                cpu,
+                package: cpu / per_package as u32,
+                l2: Some(cpu / 2 * 2),
+                llc: None,
+            })
+            .collect(),
+    )
+}
+
+struct Machine {
+    topology: Topology,
+    costs: CostMatrix,
+}
+
+fn build(
+    variant: &str,
+    n: usize,
+    weights: &[f64],
+    machine: Option<&Machine>,
+) -> Result<Placer, PlaceError> {
+    let ids: Vec<u32> = (0..n as u32).collect();
+    let w: Vec<f64> = (0..n).map(|i| weights[i % weights.len()]).collect();
+    Ok(match variant {
+        "modulo" => Placer::Modulo(n as u64),
+        "hrw" => Placer::Hrw(Hrw::new(ids)?),
+        "whrw-log" => Placer::Weighted(WeightedHrw::new(ids, &w, WeightForm::Logarithmic)?),
+        "whrw-carp" => Placer::Weighted(WeightedHrw::new(ids, &w, WeightForm::Carp)?),
+        "ahrw" => Placer::Ahrw(Ahrw::new(ids, MinQueue::NonZero)?),
+        "h-ahrw" => Placer::HierAhrw(HierAhrw::new(
+            tree_for(n)?,
+            MinQueue::NonZero,
+            Aggregate::Sum,
+        )),
+        "ca-ahrw" | "h-cahrw" => {
+            let (tree, costs) = match machine {
+                Some(m) => (m.topology.tree()?, m.costs.clone()),
+                None => {
+                    let t = synthetic_topology(n)?;
+                    (t.tree()?, t.cost_matrix(&CostRatios::default())?)
+                }
+            };
+            if variant == "ca-ahrw" {
+                Placer::CaAhrw(CaAhrw::new(ids, costs, MinQueue::NonZero)?)
+            } else {
+                Placer::HierCaAhrw(HierCaAhrw::new(tree, costs, MinQueue::NonZero)?)
+            }
+        }
+        _ => {
+            let mut ps = PsHrw::new(ids, 4, DEFAULT_BETA)?;
+            let mut t = [TenantId(0); 4];
+            for (k, slot) in t.iter_mut().enumerate() {
+                *slot = ps.add_tenant(FlowDigest::of_u64(k as u64), 1_000.0 * (k + 1) as f64)?;
+            }
+            Placer::PsHrw(ps, t)
+        }
+    })
+}
+
+/// Expected share of each target under a variant.
+fn expected_shares(variant: &str, n: usize, weights: &[f64]) -> Vec<f64> {
+    if variant.starts_with("whrw") {
+        let w: Vec<f64> = (0..n).map(|i| weights[i % weights.len()]).collect();
+        let sum: f64 = w.iter().sum();
+        w.iter().map(|x| x / sum).collect()
+    } else {
+        vec![1.0 / n as f64; n]
+    }
+}
+
+fn parse_list<T: std::str::FromStr>(flag: &str, text: &str) -> anyhow::Result<Vec<T>> {
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.iter().any(|s| s.is_empty()) {
+        return Err(usage(format!("{flag}: empty item in {text:?}")));
+    }
+    items
+        .iter()
+        .map(|s| {
+            s.parse::<T>()
+                .map_err(|_| usage(format!("{flag}: {s:?} is not a number")))
+        })
+        .collect()
+}
+
+fn check<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> anyhow::Result<()> {
+    if range.contains(&value) {
+        Ok(())
+    } else {
+        Err(usage(format!(
+            "{flag} must be {}..={}, got {value}",
+            range.start(),
+            range.end()
+        )))
+    }
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let targets: Vec<usize> = parse_list("--targets", &args.targets)?;
+    for &n in &targets {
+        check("--targets", n, 1..=1024)?;
+    }
+    let weights: Vec<f64> = parse_list("--weights", &args.weights)?;
+    // The core's check names the weight and says what is allowed.
+    WeightedHrw::with_weights(&weights, WeightForm::Logarithmic)
+        .map_err(|e| usage(format!("--weights: {e}")))?;
+    check("--flows", args.flows, 1..=10_000_000)?;
+    check("--packets", args.packets, 1..=100_000_000)?;
+    if !(args.zipf.is_finite() && args.zipf >= 0.0) {
+        return Err(usage(format!(
+            "--zipf must be finite and >= 0, got {}",
+            args.zipf
+        )));
+    }
+    check("--decisions", args.decisions, 1..=1_000_000_000)?;
+    check("--repeat", args.repeat, 1..=1000)?;
+    let machine = match &args.topology {
+        Some(arg) => {
+            let (topology, ratios) = load_topology(arg)?;
+            let n = topology.cpus().len();
+            let costs = match &args.cost_matrix {
+                Some(path) => load_cost_matrix(path, n)?,
+                None => topology
+                    .cost_matrix(&ratios)
+                    .map_err(|e| usage(format!("--topology {arg}: {e}")))?,
+            };
+            Some(Machine { topology, costs })
+        }
+        None if args.cost_matrix.is_some() => {
+            return Err(usage(
+                "--cost-matrix needs --topology (the matrix is square over its CPUs)",
+            ))
+        }
+        None => None,
+    };
+
+    let mut rng = SplitMix::new(args.seed);
+    let flows: Vec<FlowDigest> = (0..args.flows).map(|_| FlowDigest(rng.next())).collect();
+    let zipf_cdf = zipf_cdf(args.flows, args.zipf);
+
+    let mut report = Report {
+        schema_version: 1,
+        config: Config {
+            targets: targets.clone(),
+            weights: weights.clone(),
+            flows: args.flows,
+            packets: args.packets,
+            zipf: args.zipf,
+            decisions: args.decisions,
+            repeat: args.repeat,
+            seed: args.seed,
+            topology: args.topology.clone(),
+        },
+        decision: Vec::new(),
+        balance: Vec::new(),
+        disruption: Vec::new(),
+        runtime: Vec::new(),
+    };
+    // (variant, N, machine): the sweep, then the given topology's CPU count.
+    let mut cells: Vec<(&'static str, usize, Option<&Machine>)> = Vec::new();
+    for &n in &targets {
+        for v in VARIANTS {
+            cells.push((v, n, None));
+        }
+    }
+    if let Some(m) = &machine {
+        for v in ["ca-ahrw", "h-cahrw"] {
+            cells.push((v, m.topology.cpus().len(), Some(m)));
+        }
+    }
+    for &(variant, n, m) in &cells {
+        let build = |n| {
+            build(variant, n, &weights, m)
+                .map_err(|e| usage(format!("{variant} at {n} targets: {e}")))
+        };
+        // Decision cost.
+        let mut times = Vec::with_capacity(args.repeat as usize);
+        for r in 0..args.repeat {
+            let mut p = build(n)?;
+            let mut qrng = SplitMix::new(args.seed ^ (r as u64 + 1));
+            if let Some(q) = p.queues_mut() {
+                for b in q.iter_mut() {
+                    *b = qrng.next() % 1_000_000;
+                }
+            }
+            let t = Instant::now();
+            let mut sum = 0usize;
+            for i in 0..args.decisions as usize {
+                sum = sum.wrapping_add(p.decide(flows[i % flows.len()], i));
+            }
+            let ns = t.elapsed().as_nanos() as f64 / args.decisions as f64;
+            black_box(sum);
+            times.push(ns);
+        }
+        times.sort_by(f64::total_cmp);
+        report.decision.push(Decision {
+            variant,
+            targets: n,
+            ns_per_decision: times[times.len() / 2],
+        });
+        if variant == "ps-hrw" {
+            continue;
+        }
+        // Balance.
+        let expected = expected_shares(variant, n, &weights);
+        for (population, cdf) in [("uniform", None), ("zipf", Some(&zipf_cdf))] {
+            let mut p = build(n)?;
+            let mut prng = SplitMix::new(args.seed.wrapping_add(7));
+            let mut count = vec![0u64; n];
+            let drain = (1500.0 / (0.9 * n as f64)) as u64;
+            for i in 0..args.packets {
+                let k = match cdf {
+                    Some(c) => zipf_pick(c, &mut prng),
+                    None => (prng.next() % flows.len() as u64) as usize,
+                };
+                let t = p.decide(flows[k], i);
+                count[t] += 1;
+                if let Some(q) = p.queues_mut() {
+                    q[t] += 1500;
+                    for b in q.iter_mut() {
+                        *b = b.saturating_sub(drain);
+                    }
+                }
+            }
+            let dev = count
+                .iter()
+                .zip(&expected)
+                .map(|(&c, e)| (c as f64 / args.packets as f64 - e).abs())
+                .fold(0.0, f64::max);
+            report.balance.push(Balance {
+                variant,
+                targets: n,
+                population,
+                max_share_deviation: dev,
+            });
+        }
+        // Disruption (the sweep only: a given topology has no N+1).
+        if m.is_none() {
+            let mut before = build(n)?;
+            let mut after = build(n + 1)?;
+            let moved = flows
+                .iter()
+                .enumerate()
+                .filter(|&(i, &f)| before.decide(f, i) != after.decide(f, i))
+                .count();
+            let new_share = expected_shares(variant, n + 1, &weights)[n];
+            report.disruption.push(Disruption {
+                variant,
+                targets: n,
+                moved_fraction_adding_one: moved as f64 / flows.len() as f64,
+                optimal_moved_fraction: new_share,
+            });
+        }
+    }
+    print(&args, &report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn zipf_cdf(n: usize, s: f64) -> Vec<f64> {
+    let mut acc = 0.0;
+    let mut cdf: Vec<f64> = (1..=n)
+        .map(|k| {
+            acc += (k as f64).powf(-s);
+            acc
+        })
+        .collect();
+    for c in &mut cdf {
+        *c /= acc;
+    }
+    cdf
+}
+
+fn zipf_pick(cdf: &[f64], rng: &mut SplitMix) -> usize {
+    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    cdf.partition_point(|&c| c < u).min(cdf.len() - 1)
+}
+
+/// A small seeded generator (SplitMix64), so the CLI needs no RNG crate.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer(&mut out, r)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "decision cost (ns per decision, median of {} runs)",
+        args.repeat
+    )?;
+    writeln!(out, "{:<10} {:>8} {:>10}", "variant", "targets", "ns")?;
+    for d in &r.decision {
+        writeln!(
+            out,
+            "{:<10} {:>8} {:>10.1}",
+            d.variant, d.targets, d.ns_per_decision
+        )?;
+    }
+    writeln!(
+        out,
+        "\nbalance (max |share - expected| over targets; {} packets, zipf {})",
+        args.packets, args.zipf
+    )?;
+    writeln!(
+        out,
+        "{:<10} {:>8} {:>10} {:>10}",
+        "variant", "targets", "uniform", "zipf"
+    )?;
+    for pair in r.balance.chunks(2) {
+        if let [u, z] = pair {
+            writeln!(
+                out,
+                "{:<10} {:>8} {:>10.4} {:>10.4}",
+                u.variant, u.targets, u.max_share_deviation, z.max_share_deviation
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "\ndisruption (fraction of {} flows moved when adding one target; optimum = the new target's share)",
+        args.flows
+    )?;
+    writeln!(
+        out,
+        "{:<10} {:>8} {:>10} {:>10}",
+        "variant", "targets", "moved", "1/(N+1)"
+    )?;
+    for d in &r.disruption {
+        writeln!(
+            out,
+            "{:<10} {:>8} {:>10.4} {:>10.4}",
+            d.variant, d.targets, d.moved_fraction_adding_one, d.optimal_moved_fraction
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> Args {
+        Args {
+            targets: "2,5".into(),
+            flows: 2_000,
+            packets: 5_000,
+            decisions: 1_000,
+            repeat: 1,
+            ..Args::default()
+        }
+    }
+
+    #[test]
+    fn every_variant_runs_on_small_and_odd_sizes() {
+        for n in [1usize, 2, 3, 5, 17, 64] {
+            for v in VARIANTS {
+                let mut p = build(v, n, &[1.0, 2.0], None).unwrap();
+                for i in 0..100 {
+                    assert!(p.decide(FlowDigest(i as u64 * 7919), i) < n, "{v} at {n}");
+                }
+            }
+            let t = tree_for(n).unwrap();
+            assert_eq!(t.targets(), n);
+            assert!(t.fanouts_to(n - 1).unwrap().iter().all(|&f| f <= 4));
+        }
+        assert!(run(tiny()).is_ok());
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        for args in [
+            Args {
+                targets: "0".into(),
+                ..tiny()
+            },
+            Args {
+                targets: "2,x".into(),
+                ..tiny()
+            },
+            Args {
+                weights: "1,0".into(),
+                ..tiny()
+            },
+            Args {
+                weights: "1,-2".into(),
+                ..tiny()
+            },
+            Args {
+                weights: "nan".into(),
+                ..tiny()
+            },
+            Args {
+                weights: "inf".into(),
+                ..tiny()
+            },
+            Args { flows: 0, ..tiny() },
+            Args {
+                zipf: -1.0,
+                ..tiny()
+            },
+            Args {
+                repeat: 0,
+                ..tiny()
+            },
+            Args {
+                cost_matrix: Some("m.json".into()),
+                ..tiny()
+            },
+            Args {
+                topology: Some("/nonexistent/topology.json".into()),
+                ..tiny()
+            },
+        ] {
+            let e = run(args).unwrap_err();
+            assert!(e.downcast_ref::<crate::UsageError>().is_some(), "{e}");
+        }
+    }
+}

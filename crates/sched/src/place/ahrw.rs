@@ -1,0 +1,164 @@
+//! Adaptive HRW (AHRW): HRW whose weights are scaled down on loaded targets.
+//!
+//! # Source
+//! \[H\] Def. 5.1–5.2 and Eq. 6.1–6.2: h(c, p) = r_p·g(c, p) with
+//! r_p = Q_min / Q_p, and r_p = 1 when Q_p = 0 (an idle target keeps its full
+//! weight); the flow goes to `argmax_p h(c, p)`, ties to the lowest id.
+//!
+//! # Choices
+//! * Q_min: \[H\] Ch. 5 takes the minimum over all targets, so one idle target
+//!   zeroes every busy target's weight; Ch. 6 takes the minimum over non-zero
+//!   queues. [`MinQueue::NonZero`] is the default, [`MinQueue::All`] the
+//!   other reading.
+//! * Queue unit: bytes (the caller's snapshot, e.g. a dispatcher's backlog
+//!   taken once per round).
+//!
+//! # Guarantees
+//! * With all queues equal, or all zero, AHRW decides exactly as HRW
+//!   (r_p = 1 everywhere).
+//! * The flow's home (its HRW target) is kept when it is idle or has the
+//!   smallest non-zero queue; otherwise the flow moves to p only if
+//!   Q_home/Q_p > g_home/g_p. With two targets and queue ratio ρ, a fraction
+//!   1 − 1/ρ of the loaded target's flows is diverted (\[H\] §5.2's diversion
+//!   law for i.i.d. uniform weights).
+//! * AHRW relaxes affinity packet by packet, so it can reorder a flow; put a
+//!   [`FlowletGuard`] in front to move flows only between flowlets.
+//!
+//! # Complexity
+//! O(N) per decision (one pass for Q_min, one of N weight evaluations), no
+//! allocation.
+//!
+//! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
+//! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
+//! [`FlowletGuard`]: super::FlowletGuard
+
+use super::digest::{weight, FlowDigest};
+use super::error::{check_ids, PlaceError};
+use super::hrw::{argmax_by_score, ids_upto};
+
+/// Which minimum the multiplier r_p = Q_min / Q_p uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MinQueue {
+    /// Minimum over non-zero queues (\[H\] Ch. 6; the default).
+    #[default]
+    NonZero,
+    /// Minimum over all queues (\[H\] Ch. 5): an idle target zeroes every busy
+    /// target's weight, so only idle targets can win while one exists.
+    All,
+}
+
+impl MinQueue {
+    /// Q_min of `queues` under this rule (0 when every queue is 0, or, for
+    /// [`MinQueue::All`], when any is).
+    #[inline]
+    pub fn of(self, queues: impl Iterator<Item = f64>) -> f64 {
+        let mut min = f64::INFINITY;
+        for q in queues {
+            if (q > 0.0 || self == MinQueue::All) && q < min {
+                min = q;
+            }
+        }
+        if min.is_finite() {
+            min
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The AHRW multiplier r_p: 1 for an idle target, else Q_min / Q_p.
+#[inline]
+pub fn multiplier(q_min: f64, q: f64) -> f64 {
+    if q <= 0.0 {
+        1.0
+    } else {
+        q_min / q
+    }
+}
+
+/// AHRW over targets with queue lengths the caller keeps up to date.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::place::{Ahrw, FlowDigest, MinQueue};
+/// let mut a = Ahrw::with_targets(2, MinQueue::NonZero).unwrap();
+/// let d = FlowDigest::of_u64(5);
+/// let home = a.decide(d);
+/// a.queues_mut()[home] = 1_000_000; // the home is loaded ...
+/// a.queues_mut()[1 - home] = 1_000; // ... the other target is not
+/// // Most flows whose home is loaded move; this one may or may not.
+/// assert!(a.decide(d) < 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Ahrw {
+    ids: Vec<u32>,
+    queues: Vec<u64>,
+    min_queue: MinQueue,
+}
+
+impl Ahrw {
+    /// AHRW over targets `ids`, all queues empty.
+    ///
+    /// # Errors
+    /// [`PlaceError::NoTargets`], [`PlaceError::DuplicateTarget`].
+    pub fn new(ids: Vec<u32>, min_queue: MinQueue) -> Result<Self, PlaceError> {
+        check_ids(&ids)?;
+        let queues = vec![0; ids.len()];
+        Ok(Ahrw {
+            ids,
+            queues,
+            min_queue,
+        })
+    }
+
+    /// AHRW over `n` targets with ids `0..n`.
+    ///
+    /// # Errors
+    /// As [`Ahrw::new`].
+    pub fn with_targets(n: usize, min_queue: MinQueue) -> Result<Self, PlaceError> {
+        Self::new(ids_upto(n)?, min_queue)
+    }
+
+    /// The target ids, in decision order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The queue lengths (bytes), by target position.
+    pub fn queues(&self) -> &[u64] {
+        &self.queues
+    }
+
+    /// The queue lengths to update in place (bytes), by target position.
+    pub fn queues_mut(&mut self) -> &mut [u64] {
+        &mut self.queues
+    }
+
+    /// Sets one target's queue length (bytes).
+    ///
+    /// # Errors
+    /// [`PlaceError::IndexOutOfRange`] for a position beyond the targets.
+    pub fn set_queue(&mut self, target: usize, bytes: u64) -> Result<(), PlaceError> {
+        let len = self.queues.len();
+        let q = self
+            .queues
+            .get_mut(target)
+            .ok_or(PlaceError::IndexOutOfRange {
+                what: "target",
+                index: target,
+                len,
+            })?;
+        *q = bytes;
+        Ok(())
+    }
+
+    /// The position of the target that wins `digest` under the current
+    /// queues. O(N), no allocation.
+    pub fn decide(&self, digest: FlowDigest) -> usize {
+        let q = &self.queues;
+        let q_min = self.min_queue.of(q.iter().map(|&b| b as f64));
+        argmax_by_score(&self.ids, |i, id| {
+            multiplier(q_min, q[i] as f64) * weight(digest, id) as f64
+        })
+    }
+}
