@@ -72,4 +72,5 @@ expect_usage_error demo --sched-config "$cfgdir/zero-rate.json"
 expect_usage_error demo --sched-config "$cfgdir/zero-capacity.json"
 expect_usage_error demo --sched-config "$cfgdir/missing.json"
 expect_usage_error demo --sched-config "$cfgdir/wf2q.json" --alg drr
+"$bin" machine --quick --json > /dev/null
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod machine;
 mod pq_bench;
 mod sched_bench;
 mod sched_config;
@@ -43,6 +44,8 @@ enum Command {
     Wfi(wfi::Args),
     /// Integer priority queues (cFFS, hFFS) against a binary heap.
     PqBench(pq_bench::Args),
+    /// Facts every benchmark figure must carry: CPU, caches, memory, kernel and a load-latency curve.
+    Machine(machine::Args),
 }
 
 /// An error that is the user's: printed as one line, exit code 2.
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::SchedBench(a) => sched_bench::run(a),
         Command::Wfi(a) => wfi::run(a),
         Command::PqBench(a) => pq_bench::run(a),
+        Command::Machine(a) => machine::run(a),
     };
     match result {
         Ok(code) => code,
