@@ -16,7 +16,12 @@
 //! depends on the one before and no hardware prefetcher can guess the next
 //! address. After one untimed walk of the whole cycle (warm-up), a run times
 //! `max(2 × lines, floor)` loads with `std::time::Instant`; the result is ns
-//! per load, the median of 5 runs. `std::hint::black_box` hides the buffer
+//! per load, the median of 5 runs. On a shared machine the thread may wait
+//! for its CPU in the middle of a run: the time it spent runnable but not
+//! running (`/proc/thread-self/schedstat`) is subtracted, the wall figure
+//! and the waiting share are reported beside it, and the table warns. The
+//! other work still evicts the caches, so a loaded machine's curve is an
+//! upper bound. `std::hint::black_box` hides the buffer
 //! from the optimiser before the walk and consumes the final index after it,
 //! so the chain is neither folded nor dropped. The loop's own work (a bounds
 //! check and a counter) overlaps the load and adds well under a nanosecond.
@@ -140,7 +145,8 @@ struct Cores {
     /// `/sys/devices/system/cpu/online`, as the kernel writes it.
     online: Option<String>,
     online_count: Option<usize>,
-    /// `std::thread::available_parallelism` (the process's affinity mask).
+    /// `std::thread::available_parallelism` before pinning (the process's
+    /// affinity mask as started).
     available_to_process: Option<usize>,
 }
 
@@ -179,6 +185,10 @@ struct Pinning {
 #[derive(Serialize)]
 struct Latency {
     method: &'static str,
+    /// What `ns_per_load_*` divide: `on-cpu` (wall time minus the time the
+    /// thread waited for a CPU, from `/proc/thread-self/schedstat`) or
+    /// `wall` when that file is missing.
+    clock: &'static str,
     line_bytes: usize,
     runs_per_size: usize,
     min_loads_per_run: usize,
@@ -192,6 +202,11 @@ struct LatencyPoint {
     ns_per_load_median: f64,
     ns_per_load_min: f64,
     ns_per_load_max: f64,
+    /// Wall time per load, median of the same runs.
+    wall_ns_per_load_median: f64,
+    /// Share of the runs' wall time spent waiting for a CPU (0 on a quiet
+    /// machine; `None` without schedstat).
+    cpu_wait_share: Option<f64>,
 }
 
 /// Runs `pspat machine`.
@@ -212,6 +227,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => cores.last().map_or(0, |id| id.id),
     };
+    // Read before pinning: afterwards the process's mask holds one CPU.
+    let available_to_process = std::thread::available_parallelism().ok().map(|n| n.get());
     let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: core });
     if !args.json {
         if pinned {
@@ -251,7 +268,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cores: Cores {
             online_count: online_cpus.as_ref().map(Vec::len),
             online,
-            available_to_process: std::thread::available_parallelism().ok().map(|n| n.get()),
+            available_to_process,
         },
         caches: read_caches(
             Path::new("/sys/devices/system/cpu"),
@@ -273,6 +290,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         latency: Latency {
             method: "random single-cycle pointer chase over 64-byte lines; \
                      ns per dependent load, median of 5 runs",
+            clock: if run_queue_wait_ns().is_some() {
+                "on-cpu"
+            } else {
+                "wall"
+            },
             line_bytes: LINE_BYTES,
             runs_per_size: RUNS,
             min_loads_per_run: min_loads,
@@ -310,23 +332,52 @@ fn measure(size: usize, min_loads: usize) -> LatencyPoint {
     // Warm-up: one walk of the whole cycle brings the buffer into whatever
     // cache holds it and faults in its pages.
     black_box(chase(black_box(&buf), 0, lines));
-    let mut ns: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let t = Instant::now();
-            let end = chase(black_box(&buf), 0, loads);
-            let elapsed = t.elapsed();
-            black_box(end);
-            elapsed.as_secs_f64() * 1e9 / loads as f64
-        })
-        .collect();
-    ns.sort_by(f64::total_cmp);
+    let mut on_cpu = Vec::with_capacity(RUNS);
+    let mut wall = Vec::with_capacity(RUNS);
+    let (mut wall_total, mut wait_total, mut have_wait) = (0.0, 0.0, true);
+    for _ in 0..RUNS {
+        // The two reads sit inside the timed span, so a wait that starts in
+        // either of them is in both the wait and the wall time (their own
+        // few microseconds are negligible against a run's milliseconds).
+        let t = Instant::now();
+        let before = run_queue_wait_ns();
+        let end = chase(black_box(&buf), 0, loads);
+        let after = run_queue_wait_ns();
+        let elapsed = t.elapsed().as_secs_f64() * 1e9;
+        black_box(end);
+        let waited = match (before, after) {
+            (Some(b), Some(a)) => (a.saturating_sub(b) as f64).min(elapsed),
+            _ => {
+                have_wait = false;
+                0.0
+            }
+        };
+        wall_total += elapsed;
+        wait_total += waited;
+        wall.push(elapsed / loads as f64);
+        on_cpu.push((elapsed - waited) / loads as f64);
+    }
+    on_cpu.sort_by(f64::total_cmp);
+    wall.sort_by(f64::total_cmp);
     LatencyPoint {
         size_bytes: size,
         loads_per_run: loads,
-        ns_per_load_median: ns[RUNS / 2],
-        ns_per_load_min: ns[0],
-        ns_per_load_max: ns[RUNS - 1],
+        ns_per_load_median: on_cpu[RUNS / 2],
+        ns_per_load_min: on_cpu[0],
+        ns_per_load_max: on_cpu[RUNS - 1],
+        wall_ns_per_load_median: wall[RUNS / 2],
+        cpu_wait_share: have_wait.then(|| wait_total / wall_total),
     }
+}
+
+/// The calling thread's total time spent runnable but waiting for a CPU
+/// (second field of `/proc/thread-self/schedstat`, Linux 3.17 and later;
+/// the kernel's `Documentation/scheduler/sched-stats.rst`). The kernel adds
+/// a wait when the thread is switched in, so a value read by the running
+/// thread is complete up to that instant.
+fn run_queue_wait_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Follows `loads` links from `start`; each load's address is the value of
@@ -598,25 +649,43 @@ fn write_table(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "\ndependent-load latency ({}; at least {} loads per run; core {}{}):",
+        "\ndependent-load latency ({}; at least {} loads per run; core {}{}; \
+         clock {}):",
         r.latency.method,
         r.latency.min_loads_per_run,
         r.pinning.core,
         if r.pinning.pinned { "" } else { ", NOT pinned" },
+        r.latency.clock,
     )?;
     writeln!(
         out,
-        "{:>10} {:>10} {:>10} {:>10}",
-        "buffer", "ns/load", "min", "max"
+        "{:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "buffer", "ns/load", "min", "max", "wall", "cpu wait"
     )?;
     for p in &r.latency.points {
         writeln!(
             out,
-            "{:>10} {:>10.2} {:>10.2} {:>10.2}",
+            "{:>10} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10}",
             human_bytes(p.size_bytes as u64),
             p.ns_per_load_median,
             p.ns_per_load_min,
-            p.ns_per_load_max
+            p.ns_per_load_max,
+            p.wall_ns_per_load_median,
+            p.cpu_wait_share
+                .map_or("?".into(), |w| format!("{:.0}%", w * 100.0)),
+        )?;
+    }
+    if r.latency
+        .points
+        .iter()
+        .any(|p| p.cpu_wait_share.is_some_and(|w| w > 0.01))
+    {
+        writeln!(
+            out,
+            "note: the thread waited for its CPU during the runs (other work on core {}); \
+             ns/load leaves the waits out, but the other work also evicts the caches: \
+             measure on a quiet machine",
+            r.pinning.core
         )?;
     }
     Ok(())
