@@ -9,7 +9,9 @@
 # Usage: scripts/callgrind.sh [COMMIT...]      (default: HEAD~1 HEAD)
 # Each commit is built (`cargo build --release -p pspat-cli`) in a temporary
 # git worktree, sharing the target directory target/callgrind so that
-# dependencies compile once. Then, for each algorithm, `pspat sched-bench`
+# dependencies compile once; the binary is kept as
+# target/callgrind/bins/pspat-<commit>, so a second comparison involving the
+# same commit does not build it again. Then, for each algorithm, `pspat sched-bench`
 # runs twice under callgrind with the same flowsets: once with 1 timed
 # iteration and once with ITERATIONS. The difference of the two instruction
 # totals, divided by the difference of their dequeues (decisions), is the
@@ -68,15 +70,20 @@ cleanup() {
 trap cleanup EXIT
 
 export CARGO_TARGET_DIR="$repo/target/callgrind"
+bins="$CARGO_TARGET_DIR/bins"
+mkdir -p "$bins"
 for sha in "${commits[@]}"; do
   short=${sha:0:7}
-  [ -x "$tmp/pspat-$short" ] && continue
-  wt="$tmp/src-$short"
-  git worktree add --detach --quiet "$wt" "$sha"
-  worktrees+=("$wt")
-  echo "== building $short" >&2
-  (cd "$wt" && cargo build --release --quiet -p pspat-cli)
-  cp "$CARGO_TARGET_DIR/release/pspat" "$tmp/pspat-$short"
+  if [ ! -x "$bins/pspat-$sha" ]; then
+    wt="$tmp/src-$short"
+    git worktree add --detach --quiet "$wt" "$sha"
+    worktrees+=("$wt")
+    echo "== building $short" >&2
+    (cd "$wt" && cargo build --release --quiet -p pspat-cli)
+    cp "$CARGO_TARGET_DIR/release/pspat" "$bins/pspat-$sha.partial"
+    mv "$bins/pspat-$sha.partial" "$bins/pspat-$sha"
+  fi
+  ln -sf "$bins/pspat-$sha" "$tmp/pspat-$short"
 done
 
 # Total instructions (Ir) of one run, its dequeues and the harness's
