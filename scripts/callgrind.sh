@@ -109,7 +109,11 @@ count() {
   echo "$ir $deq $qmin $qmax"
 }
 
-echo "workload: sched-bench --flowsets $flowsets under callgrind, ${iterations:-two fill/drain cycles of} timed iterations minus 1"
+if [ -n "$iterations" ]; then
+  echo "workload: sched-bench --flowsets $flowsets under callgrind, $iterations timed iterations less a 1-iteration run"
+else
+  echo "workload: sched-bench --flowsets $flowsets under callgrind, two fill/drain cycles (4 x (qmax - qmin) timed iterations) less a 1-iteration run"
+fi
 printf '%-9s %-6s %14s %12s %16s %10s\n' commit alg instructions decisions instr/decision ratio
 declare -A first
 for alg in $algs; do
