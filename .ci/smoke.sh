@@ -93,4 +93,5 @@ printf '[[cpus]]\ncpu = 0\npackage = 0\n\n[[cpus]]\ncpu = 1\npackage = 1\n' > "$
 printf '[[cpus]]\ncpu = 0\npackage = zero\n' > "$cfgdir/topo-bad.toml"
 "$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.toml" > /dev/null
 expect_usage_error place-bench --topology "$cfgdir/topo-bad.toml"
+"$bin" machine --quick --json > /dev/null
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

@@ -11,6 +11,7 @@ mod bench;
 mod config_cmd;
 mod demo;
 mod place_bench;
+mod machine;
 mod pq_bench;
 mod sched_bench;
 mod sched_config;
@@ -50,6 +51,8 @@ enum Command {
     Config(config_cmd::Args),
     /// Flow placement (HRW family): decision cost, balance, disruption.
     PlaceBench(place_bench::Args),
+    /// Facts every benchmark figure must carry: CPU, caches, memory, kernel and a load-latency curve.
+    Machine(machine::Args),
 }
 
 /// An error that is the user's: printed as one line, exit code 2.
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::PqBench(a) => pq_bench::run(a),
         Command::Config(a) => config_cmd::run(a),
         Command::PlaceBench(a) => place_bench::run(a),
+        Command::Machine(a) => machine::run(a),
     };
     match result {
         Ok(code) => code,
