@@ -1,5 +1,5 @@
 //! `pspat sched-bench`: the cost of one scheduling algorithm alone, measured
-//! the way dummynet's userspace harness does it (`REFERENCE.md` §6.5): no
+//! the way dummynet's userspace harness does it (`docs/REFERENCE.md` §6.5): no
 //! threads, no link, a fill/drain controller that keeps between `qmin` and
 //! `qmax` packets queued and always feeds the flow with the smallest
 //! backlog. The controller is `pspat_eval::harness`; this file times it.
@@ -90,7 +90,7 @@ const SWEEP_ROWS: [(&str, &str); 7] = [
     ("32k", "1::32k"),
     ("mix", "1::32k,2::4k,4::2k,8::1k,128::16,1k::1"),
 ];
-/// The talk's table (Rizzo's talk, REFERENCE.md §4): ns per pair on a 2.3 GHz Athlon.
+/// The talk's table (Rizzo's talk, docs/REFERENCE.md §4): ns per pair on a 2.3 GHz Athlon.
 const TALK_COLUMNS: [&str; 6] = ["NONE", "FIFO", "DRR", "QFQ", "KPS", "WF2Q+"];
 const TALK_TABLE: [[u32; 6]; 7] = [
     [62, 83, 105, 221, 450, 210],

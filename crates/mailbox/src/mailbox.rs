@@ -1,6 +1,6 @@
 //! The improved FastForward queue (IFFQ) of Rizzo, Valente, Lettieri,
 //! Maffione, "PSPAT: software packet scheduling at hardware speed" §4, in the
-//! NULL-clear variant (whole lines are zeroed) of `REFERENCE.md` §2.3–§2.6.
+//! NULL-clear variant (whole lines are zeroed) of `docs/REFERENCE.md` §2.3–§2.6.
 //!
 //! # Algorithm
 //! The ring has `E` slots (a power of two) grouped in lines of `Λ` slots;
@@ -38,7 +38,7 @@
 //! O(lines read since the last call), at most `E` stores. None of them
 //! allocates, blocks or spins: all are wait-free.
 //!
-//! # Memory ordering (`REFERENCE.md` §2.6)
+//! # Memory ordering (`docs/REFERENCE.md` §2.6)
 //! | Operation | Side | Ordering | Pairs with |
 //! |---|---|---|---|
 //! | slot store (`push`, `push_batch`) | producer | Release | the slot load in `pop` |
@@ -484,7 +484,7 @@ impl<T: SlotValue> Producer<T> {
 
     /// Appends the longest prefix of `values` that fits and returns its
     /// length. Space is verified once per line for the whole burst (BIFFQ,
-    /// `REFERENCE.md` §2.5), then the values are published in order; a
+    /// `docs/REFERENCE.md` §2.5), then the values are published in order; a
     /// consumer may see the first ones before the call returns.
     ///
     /// Returns less than `values.len()` only when the mailbox became full,

@@ -1,4 +1,4 @@
-//! loom models (`REFERENCE.md` §2.6): two threads on a mailbox of E = 8
+//! loom models (`docs/REFERENCE.md` §2.6): two threads on a mailbox of E = 8
 //! slots in lines of Λ = 2 (capacity 6), small enough for loom to reach
 //! wrap-around. Every model asserts that nothing is lost, duplicated or
 //! reordered. Run with `.ci/loom.sh` (`LOOM_MAX_PREEMPTIONS=2`, release).

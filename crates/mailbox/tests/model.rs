@@ -8,7 +8,7 @@
 //! `pushed - released >= E - Λ`, and a burst appends exactly
 //! `min(len, E - Λ - (pushed - released))`. So the look-ahead never refuses
 //! below capacity, and right after a `release` a refusal implies more than
-//! `E - 2Λ` values unread (`REFERENCE.md` §2.7).
+//! `E - 2Λ` values unread (`docs/REFERENCE.md` §2.7).
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;

@@ -3,7 +3,7 @@
 //! Under `RUSTFLAGS="--cfg loom"` only the `loom` module is built; see
 //! `.ci/loom.sh`.
 
-/// The eleven test vectors of `REFERENCE.md` §2.7 (E = 512, Λ = 16).
+/// The eleven test vectors of `docs/REFERENCE.md` §2.7 (E = 512, Λ = 16).
 #[cfg(not(loom))]
 mod vectors;
 

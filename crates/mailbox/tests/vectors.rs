@@ -1,4 +1,4 @@
-//! `REFERENCE.md` §2.7: the reference `net/pspat/mailbox_test.c` vectors with
+//! `docs/REFERENCE.md` §2.7: the reference `net/pspat/mailbox_test.c` vectors with
 //! E = 512 slots, Λ = 16 slots per line, hence maxn = 496. `clear` there is
 //! `Consumer::release` here.
 

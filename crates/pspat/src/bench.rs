@@ -1,5 +1,5 @@
 //! `pspat bench`: the runtime's throughput and latency against the two
-//! baselines, in one binary (\[J\] §6.3, `REFERENCE.md` §8.2-§8.4).
+//! baselines, in one binary (\[J\] §6.3, `docs/REFERENCE.md` §8.2-§8.4).
 //!
 //! * [`Mode::Pspat`]: clients submit to the runtime; the arbiter is pinned
 //!   to the first core, clients and dispatchers to the second.
@@ -23,7 +23,7 @@
 //!
 //! `decisions_per_sec` is packets transmitted during the measured interval
 //! divided by its length (with aggregation off a decision is a packet,
-//! `REFERENCE.md` §1.8).
+//! `docs/REFERENCE.md` §1.8).
 
 use std::collections::BTreeMap;
 use std::fmt;

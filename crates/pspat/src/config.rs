@@ -45,7 +45,7 @@ impl std::str::FromStr for TxMode {
     }
 }
 
-/// What a client learns of the arbiter's drops (`REFERENCE.md` §1.5).
+/// What a client learns of the arbiter's drops (`docs/REFERENCE.md` §1.5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BackpressurePolicy {
     /// The next submit succeeds and reports the drop in
@@ -59,7 +59,7 @@ pub enum BackpressurePolicy {
 }
 
 /// Runtime parameters; [`RuntimeConfig::default`] holds the reference
-/// defaults (`REFERENCE.md` §1.10).
+/// defaults (`docs/REFERENCE.md` §1.10).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RuntimeConfig {
@@ -170,7 +170,11 @@ impl RuntimeConfig {
         }
         RuntimeError::check_range("dispatchers", self.dispatchers, 0..=64)?;
         if let Some(r) = self.rate_bps {
-            RuntimeError::check_range("rate_bps", r, pspat_sched::link::MIN_RATE_BPS..=u64::MAX)?;
+            RuntimeError::check_range(
+                "rate_bps",
+                r,
+                pspat_sched::rate::MIN_RATE_BPS..=pspat_sched::rate::MAX_RATE_BPS,
+            )?;
         }
         RuntimeError::check_range("spin_ns", self.spin_ns, 0..=1_000_000_000)?;
         RuntimeError::check_range("retire_after_reads", self.retire_after_reads, 1..=u32::MAX)?;

@@ -3,7 +3,7 @@
 //! emulator; dispatcher threads (or the clients themselves) transmit.
 //! Rizzo, Valente, Lettieri, Maffione, "PSPAT: software packet scheduling
 //! at hardware speed" (\[J\]), and its earlier version (\[E\]); see
-//! `REFERENCE.md` §1.
+//! `docs/REFERENCE.md` §1.
 //!
 //! # Guarantees
 //! * **Conservation**: for every client and in total, `submitted =

@@ -1,5 +1,5 @@
 //! The system virtual time V of the fair-queueing algorithms (WF²Q+ and
-//! QFQ, REFERENCE.md §4): its fixed point, its wrap-safe comparison and the
+//! QFQ, docs/REFERENCE.md §4): its fixed point, its wrap-safe comparison and the
 //! accumulator that advances it by the bytes served.
 //!
 //! # Arithmetic

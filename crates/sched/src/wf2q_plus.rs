@@ -1,6 +1,6 @@
 //! WF²Q+. Bennett and Zhang, "Hierarchical Packet Fair Queueing Algorithms",
 //! SIGCOMM 1996 / IEEE/ACM ToN 1997; heaps structured as dummynet's
-//! `dn_sched_wf2q.c` (REFERENCE.md §4.4).
+//! `dn_sched_wf2q.c` (docs/REFERENCE.md §4.4).
 //!
 //! Every backlogged flow carries a virtual start tag S and finish tag
 //! F = S + len/w_k for its head packet. The system virtual time advances by
@@ -41,7 +41,7 @@
 //!   arrives in the middle of a transmission gets the fluid system's V(a).
 //!   L_k/(φ_k·B) is the flow's own head start (when its packet starts,
 //!   S ≤ V, so its F — the next S — is at most V + L_k/w_k); L/B is
-//!   non-preemption (the lower bound of REFERENCE.md §3.1).
+//!   non-preemption (the lower bound of docs/REFERENCE.md §3.1).
 //! * without the hint, d ≤ a + Q_k(a)/(φ_k·B) + L_k/(φ_k·B) + 2·L/B. The
 //!   scheduler does not know B, so V moves in whole-packet steps: a
 //!   packet's service is charged to V when the next dequeue comes (or a new

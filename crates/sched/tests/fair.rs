@@ -5,7 +5,7 @@
 //! * The **lag bound** tests drive each scheduler with an ideal link of
 //!   1 byte/ns (B = 8 Gbit/s; exact integer transmission times), one packet
 //!   at a time, and for every packet compute the Bennett–Zhang excess
-//!   (REFERENCE.md §3.1, §3.5)
+//!   (docs/REFERENCE.md §3.1, §3.5)
 //!
 //!   e = d − a − Q_k(a)/(φ_k·B),  φ_k = w_k / Σ w (all configured flows),
 //!
@@ -117,7 +117,7 @@ impl Fair for Qfq {
     fn vt(&self) -> u64 {
         self.vtime()
     }
-    /// T-WFI_QFQ(k) = 6·L_k/(φ_k B) + (L − L_k)/B (REFERENCE.md §3.3).
+    /// T-WFI_QFQ(k) = 6·L_k/(φ_k B) + (L − L_k)/B (docs/REFERENCE.md §3.3).
     fn bound_scaled(k: &FlowParams, wsum: u64, lmax_all: u64, _turn: u64) -> u128 {
         let w = u128::from(k.weight);
         6 * u128::from(k.lmax) * u128::from(wsum) + u128::from(lmax_all - u64::from(k.lmax)) * w
@@ -460,7 +460,7 @@ fn qfq_plus_lag_within_its_twfi() {
     lag_property::<QfqPlus>("qfq+", Lengths::Jumbo, NEAR_WRAP);
 }
 
-/// The lower-bound case (REFERENCE.md §3.1): a heavy flow's packet arrives
+/// The lower-bound case (docs/REFERENCE.md §3.1): a heavy flow's packet arrives
 /// just after a light flow's maximum packet started; its excess is about
 /// one maximum packet, and the bound still holds.
 fn lower_bound_case<S: Fair>(alg: &str) {

@@ -1,5 +1,5 @@
 //! Circular hierarchical FFS queue (cFFS). Saeed et al., "Eiffel", NSDI 2019;
-//! `REFERENCE.md` §5.3.
+//! `docs/REFERENCE.md` §5.3.
 //!
 //! Two hFFS windows of `H = 64^L × g` rank units each, **main** covering
 //! `[base, base + H)` and **buffer** covering `[base + H, base + 2H)`. The

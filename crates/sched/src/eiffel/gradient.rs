@@ -1,5 +1,5 @@
 //! Approximate ("gradient") priority queue, as an experiment. Saeed et al.,
-//! "Eiffel", NSDI 2019 (the gradient queue); `REFERENCE.md` §5.4.
+//! "Eiffel", NSDI 2019 (the gradient queue); `docs/REFERENCE.md` §5.4.
 //!
 //! Each node of a 64-ary tree keeps, over its non-empty children `k`, the sums
 //! `a = Σ w_k` and `b = Σ k·w_k` with weights `w_k = 2^(63−k)` (the
@@ -10,7 +10,7 @@
 //! Σ d·2^−d / (1 + Σ 2^−d)` over the offsets `d ≥ 1` of the other occupied
 //! children, which stays below 1 for any finite set: `⌊b/a⌋ = k_min` exactly,
 //! as long as the division is exact (128-bit integers here). The
-//! reference's "one bucket short" (`REFERENCE.md` §5.4) comes from rounding
+//! reference's "one bucket short" (`docs/REFERENCE.md` §5.4) comes from rounding
 //! the other way; this implementation keeps a defensive step back to the
 //! previous child and counts any pop that missed the minimum in
 //! [`GradientQueue::inexact`] (the `eiffel` tests find none).

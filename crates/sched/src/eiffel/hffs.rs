@@ -1,5 +1,5 @@
 //! Hierarchical find-first-set queue (hFFS). Saeed et al., "Eiffel: Efficient
-//! and Flexible Software Packet Scheduling", NSDI 2019; `REFERENCE.md` §5.2.
+//! and Flexible Software Packet Scheduling", NSDI 2019; `docs/REFERENCE.md` §5.2.
 //!
 //! A 64-ary tree of occupancy words sits over `64^levels` FIFO buckets: bit
 //! `i` of a word is set iff child `i` holds something. The minimum non-empty

@@ -1,7 +1,7 @@
 //! Eiffel: integer priority queues, programmable rank policies and decoupled
 //! shaping. Saeed, Zhao, Dukkipati, Ammar, Zegura, Harras, Vahdat, "Eiffel:
 //! Efficient and Flexible Software Packet Scheduling", NSDI 2019; Saeed et
-//! al., "Carousel", SIGCOMM 2017; `REFERENCE.md` §5.
+//! al., "Carousel", SIGCOMM 2017; `docs/REFERENCE.md` §5.
 //!
 //! Packet ranks are small integers from known ranges (priorities, times,
 //! sizes), so a *bucketed* queue whose occupancy is a tree of 64-bit words

@@ -1,5 +1,5 @@
 //! Programmable policies: the [`RankPolicy`] trait and the built-in ranks
-//! (`REFERENCE.md` §5.5–5.6).
+//! (`docs/REFERENCE.md` §5.5–5.6).
 //!
 //! Eiffel extends PIFO in two ways used here: a policy ranks **flows** (each a
 //! FIFO of packets), and it ranks them **on enqueue and on dequeue**. A policy

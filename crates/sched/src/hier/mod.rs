@@ -6,7 +6,7 @@
 //! Sources: Linux HTB (`sch_htb.c`, Devera 2002: rate/ceil buckets, the
 //! three modes, borrowing from the lowest ancestor with spare); hClock
 //! (Billaud and Gulati, EuroSys 2013: reservation/limit/shares); the
-//! hierarchical policies of PIFO and Eiffel (`REFERENCE.md` §5.5, §5.9).
+//! hierarchical policies of PIFO and Eiffel (`docs/REFERENCE.md` §5.5, §5.9).
 //!
 //! # Semantics
 //! Every node has two token buckets refilled from `now` (integer ns; tokens

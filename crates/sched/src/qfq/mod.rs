@@ -1,6 +1,6 @@
 //! Quick Fair Queueing. Checconi, Rizzo, Valente, "QFQ: Efficient Packet
 //! Scheduling With Tight Guarantees", IEEE/ACM ToN 21(3), 2013; structured
-//! as dummynet's `dn_sched_qfq.c` (REFERENCE.md §4.5).
+//! as dummynet's `dn_sched_qfq.c` (docs/REFERENCE.md §4.5).
 //!
 //! An O(1) approximation of WF²Q+: each flow's tags are exact (its finish
 //! tag is folded into the next start tag when its packet is served), but
@@ -18,7 +18,7 @@
 //! With φ_k = w_k / Σw over all configured flows (V advances by `len / Σw`,
 //! Σ over all configured flows, as Linux `sch_qfq.c` does),
 //! T-WFI_QFQ(k) = 6·L_k/(φ_k·B) + (L − L_k)/B (Rizzo and Valente, Comput.
-//! Commun. 67, 2015; REFERENCE.md §3.3), where L_k is the flow's lmax and L
+//! Commun. 67, 2015; docs/REFERENCE.md §3.3), where L_k is the flow's lmax and L
 //! the largest lmax. `tests/fair.rs` checks it packet by packet on an exact
 //! link (worst measured excess 0.80 of the bound over 400 random workloads,
 //! weights 1..=65536, packets up to 65535 bytes).
