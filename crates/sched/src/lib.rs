@@ -57,7 +57,7 @@ pub mod wfi;
 
 pub use any::{AlgKind, AnyScheduler, SchedulerConfig, VisitScheduler};
 pub use drr::Drr;
-pub use error::ConfigError;
+pub use error::{ConfigError, FlowError};
 pub use fifo::Fifo;
 pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIORITIES};
 pub use hier::{Hierarchy, HierarchyConfig, NodeConfig};
