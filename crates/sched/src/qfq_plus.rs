@@ -52,7 +52,7 @@
 //!   so such a packet cannot stall the aggregate.
 //!
 //! # Flow lifecycle
-//! Up to one aggregate per flow slot is preallocated at construction (with
+//! One aggregate per flow slot, plus one, is preallocated at construction (with
 //! the QFQ entities behind them), so flows can join and leave aggregates
 //! without allocating, except that the map from (weight, lmax) to the
 //! aggregate still open for that key is a `HashMap` reserved for `capacity`
@@ -183,13 +183,16 @@ impl QfqPlus {
             slots
         ]
         .into_boxed_slice();
-        let aggs = vec![EMPTY_AGG; slots].into_boxed_slice();
+        // One aggregate per flow slot, plus one: an aggregate whose last
+        // member left during its turn stays out of `free` until the turn
+        // ends, and there is at most one such.
+        let aggs = vec![EMPTY_AGG; slots + 1].into_boxed_slice();
         let engine = Engine::new(aggs.iter().map(Agg::entity), flows.total_weight());
         let mut s = QfqPlus {
             queues,
             st,
             aggs,
-            free: (0..slots as u32).rev().collect(),
+            free: (0..=slots as u32).rev().collect(),
             open: HashMap::with_capacity(slots),
             engine,
             in_service: NIL,
@@ -245,8 +248,9 @@ impl QfqPlus {
         if let Some(&a) = self.open.get(&(weight, lmax)) {
             return a;
         }
-        // There are as many aggregates as flow slots and a flow being
-        // placed is in none, so a free one exists.
+        // There is one aggregate more than flow slots: with the flow being
+        // placed in none, at most `slots − 1` have members and one more
+        // may be ending its turn empty, so a free one exists.
         let a = self.free.pop().unwrap_or(0);
         self.aggs[a as usize] = Agg {
             weight,

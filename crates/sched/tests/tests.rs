@@ -13,3 +13,5 @@ mod hier;
 mod eiffel;
 // No allocation per packet, for every algorithm (counting allocator).
 mod alloc;
+// Flow lifecycle: add, change, remove, purge, reuse, random interleavings.
+mod lifecycle;
