@@ -143,7 +143,10 @@ impl FlowParams {
 pub struct FlowTable {
     /// One entry per slot; an absent slot holds the default parameters.
     flows: Vec<FlowParams>,
-    present: Vec<bool>,
+    /// Bit `i` set: slot `i` is present (a bitset, so that the admission
+    /// test of every packet reads a few cache-resident words: 4 KiB for
+    /// 32 768 slots).
+    present: Vec<u64>,
     len: usize,
     total_weight: u64,
     max_lmax: u32,
@@ -197,8 +200,10 @@ impl FlowTable {
         let len = initial.len();
         let mut flows = initial;
         flows.resize(capacity, FlowParams::default());
-        let mut present = vec![true; len];
-        present.resize(capacity, false);
+        let mut present = vec![0u64; capacity.div_ceil(64)];
+        for i in 0..len {
+            present[i / 64] |= 1 << (i % 64);
+        }
         let mut t = FlowTable {
             flows,
             present,
@@ -261,7 +266,8 @@ impl FlowTable {
     /// True when `flow` is present.
     #[inline]
     pub fn contains(&self, flow: FlowId) -> bool {
-        self.present.get(flow.index()).copied().unwrap_or(false)
+        let i = flow.index();
+        i < self.flows.len() && self.present[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// The parameters of `flow`, if it is present.
@@ -285,10 +291,9 @@ impl FlowTable {
     pub fn iter(&self) -> impl Iterator<Item = (FlowId, &FlowParams)> + '_ {
         self.flows
             .iter()
-            .zip(&self.present)
             .enumerate()
-            .filter(|(_, (_, &p))| p)
-            .map(|(i, (f, _))| (FlowId(i as u32), f))
+            .filter(|&(i, _)| self.present[i / 64] & (1 << (i % 64)) != 0)
+            .map(|(i, f)| (FlowId(i as u32), f))
     }
 
     /// Sum of the weights of the present flows.
@@ -366,7 +371,7 @@ impl FlowTable {
         self.check_insert(flow, &params)?;
         let first = self.len == 0;
         self.flows[flow.index()] = params;
-        self.present[flow.index()] = true;
+        self.present[flow.index() / 64] |= 1 << (flow.index() % 64);
         self.len += 1;
         self.total_weight += u64::from(params.weight);
         if first {
@@ -409,7 +414,7 @@ impl FlowTable {
     pub fn remove(&mut self, flow: FlowId) -> Result<FlowParams, FlowError> {
         self.check_present(flow)?;
         let old = std::mem::take(&mut self.flows[flow.index()]);
-        self.present[flow.index()] = false;
+        self.present[flow.index() / 64] &= !(1 << (flow.index() % 64));
         self.len -= 1;
         self.total_weight -= u64::from(old.weight);
         if old.lmax == self.max_lmax || old.weight == self.min_weight {

@@ -7,6 +7,11 @@
 //!   and per-flow state at construction; `enqueue`/`dequeue` never allocate.
 //! * **Nothing lost silently**: a refused packet comes back in [`Rejected`]
 //!   with a [`DropReason`].
+//! * **Flow lifecycle**: flows are slots of a [`FlowTable`], present or
+//!   absent, added, changed and removed at run time through [`Scheduler`]
+//!   (a removed flow's packets come back with [`DropReason::FlowRemoved`]);
+//!   per-flow state is sized by the table's capacity, so this allocates
+//!   nothing either (see [`scheduler`](crate::scheduler)).
 //!
 //! # Layers
 //! ```text

@@ -106,6 +106,8 @@ struct Agg {
     lmax: u32,
     /// Members.
     n: u32,
+    /// `lmax × n`, the budget of a turn.
+    budget_max: u32,
     /// Bytes sent in the current turn.
     used: u32,
     head: u32,
@@ -114,10 +116,6 @@ struct Agg {
 }
 
 impl Agg {
-    fn budget_max(&self) -> u32 {
-        self.lmax * self.n
-    }
-
     /// The engine's (inv_w, span) of an aggregate of `n` members.
     fn entity(&self) -> (u64, u64) {
         let n = u64::from(self.n.max(1));
@@ -130,6 +128,7 @@ const EMPTY_AGG: Agg = Agg {
     weight: 1,
     lmax: 1,
     n: 0,
+    budget_max: 0,
     used: 0,
     head: NIL,
     tail: NIL,
@@ -239,7 +238,7 @@ impl QfqPlus {
             return None;
         }
         let a = self.st[flow.index()].agg;
-        Some((a, self.aggs[a as usize].budget_max()))
+        Some((a, self.aggs[a as usize].budget_max))
     }
 
     /// An aggregate of key (weight, lmax) with room: the open one, else a
@@ -283,6 +282,7 @@ impl QfqPlus {
         };
         let agg = &mut self.aggs[a as usize];
         agg.n += 1;
+        agg.budget_max = agg.lmax * agg.n;
         let key = (agg.weight, agg.lmax);
         if agg.n >= AGG_MAX_FLOWS {
             if self.open.get(&key) == Some(&a) {
@@ -313,6 +313,7 @@ impl QfqPlus {
         };
         let agg = &mut self.aggs[a as usize];
         agg.n -= 1;
+        agg.budget_max = agg.lmax * agg.n;
         let key = (agg.weight, agg.lmax);
         if agg.n == 0 {
             if self.open.get(&key) == Some(&a) {
@@ -444,7 +445,7 @@ impl Scheduler for QfqPlus {
             let a = self.in_service;
             if a != NIL {
                 let agg = &self.aggs[a as usize];
-                let (used, budget) = (agg.used, agg.budget_max());
+                let (used, budget) = (agg.used, agg.budget_max);
                 match self.drr_peek(a) {
                     Some((f, len)) if used == 0 || used + len <= budget => {
                         let pkt = self.queues.pop(f as usize)?;

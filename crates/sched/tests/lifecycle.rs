@@ -590,3 +590,68 @@ fn run_model(alg: AlgKind, ops: &[Op]) -> Result<(), TestCaseError> {
     );
     Ok(())
 }
+
+/// A described tree: flows come and go inside their leaves (a DRR leaf of
+/// three slots and a FIFO leaf of two); removal purges from the right leaf
+/// and keeps the hierarchy's totals, and the tree keeps serving both
+/// leaves.
+#[test]
+fn hierarchy_leaves_take_flows_added_changed_and_removed() {
+    use pspat_sched::{Hierarchy, HierarchyConfig, NodeConfig};
+    let un = i64::MAX;
+    let mut fifo_leaf = NodeConfig::leaf("b", "root", un, un, 1, 2);
+    fifo_leaf.leaf_alg = Some("fifo".to_string());
+    let cfg = HierarchyConfig::new(vec![
+        NodeConfig::root("root", un),
+        NodeConfig::leaf("a", "root", un, un, 1, 3),
+        fifo_leaf,
+    ]);
+    // Slots 0..3 in leaf a (DRR), 3..5 in leaf b (FIFO); 0 and 3 present.
+    let mut table = FlowTable::with_capacity(5, vec![FlowParams::weighted(1)]).unwrap();
+    table.insert(FlowId(3), FlowParams::weighted(1)).unwrap();
+    let mut h = Hierarchy::new(&cfg, table, 64, 1500).unwrap();
+    let now = Instant::ZERO;
+    assert_eq!(
+        h.enqueue(now, Packet::new(FlowId(1), 100, 0))
+            .unwrap_err()
+            .reason,
+        DropReason::UnknownFlow
+    );
+    h.add_flow(FlowId(1), FlowParams::weighted(4)).unwrap();
+    h.add_flow(FlowId(4), FlowParams::weighted(1)).unwrap();
+    for i in 0..20u64 {
+        let flow = FlowId([0, 1, 3, 4][i as usize % 4]);
+        h.enqueue(now, Packet::new(flow, 100, i)).unwrap();
+    }
+    assert_eq!(h.flow_queued(FlowId(1)), Some(5));
+    assert_eq!(h.flow_queued(FlowId(4)), Some(5));
+    assert_eq!(h.flow_queued(FlowId(2)), None);
+    h.change_flow(FlowId(1), FlowParams::weighted(1)).unwrap();
+    let mut purged = Vec::new();
+    h.remove_flow(FlowId(4), &mut |r| purged.push(r)).unwrap();
+    h.remove_flow(FlowId(1), &mut |r| purged.push(r)).unwrap();
+    assert_eq!(purged.len(), 10);
+    assert!(purged.iter().all(|r| r.reason == DropReason::FlowRemoved));
+    assert_eq!(
+        purged.iter().map(|r| r.packet.flow.0).collect::<Vec<_>>(),
+        [4, 4, 4, 4, 4, 1, 1, 1, 1, 1],
+        "purged packets keep their global flow ids"
+    );
+    assert_eq!(h.queued(), 10);
+    let mut left = Vec::new();
+    while let Some(p) = h.dequeue(now) {
+        left.push(p);
+    }
+    assert_eq!(left.len(), 10);
+    assert!(left
+        .iter()
+        .all(|p| p.flow == FlowId(0) || p.flow == FlowId(3)));
+    assert!(h.is_empty() && h.dequeue(now).is_none());
+    // Both leaves still take packets.
+    h.add_flow(FlowId(2), FlowParams::weighted(2)).unwrap();
+    h.enqueue(now, Packet::new(FlowId(2), 100, 50)).unwrap();
+    h.enqueue(now, Packet::new(FlowId(3), 100, 51)).unwrap();
+    let mut got: Vec<u64> = std::iter::from_fn(|| h.dequeue(now).map(|p| p.token)).collect();
+    got.sort_unstable();
+    assert_eq!(got, [50, 51]);
+}

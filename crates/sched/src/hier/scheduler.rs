@@ -219,7 +219,7 @@ impl Hierarchy {
     ///
     /// # Errors
     /// Anything [`HierarchyConfig::validate`] rejects; a flow count that
-    /// differs from `flows.len()`; a zero capacity or quantum unit; a leaf
+    /// differs from `flows.capacity()` (the flow slots); a zero capacity or quantum unit; a leaf
     /// policy that fails to build (named by node).
     pub fn new(
         cfg: &HierarchyConfig,
