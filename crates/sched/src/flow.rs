@@ -118,7 +118,13 @@ impl FlowParams {
 }
 
 /// A validated table of flow slots; `FlowId(i)` is slot `i`, present or
-/// absent (see the [module docs](self) for the lifecycle).
+/// absent. Schedulers size their per-flow state by the capacity when they
+/// are built and follow the table through
+/// [`crate::Scheduler::add_flow`], [`crate::Scheduler::change_flow`] and
+/// [`crate::Scheduler::remove_flow`], so adding a flow later allocates
+/// nothing. `insert` is O(1); `update` and `remove` are O(1), or
+/// O(capacity) when they take away the largest lmax or the smallest weight
+/// (found again by a scan).
 ///
 /// [`FlowTable::new`] and [`FlowTable::uniform`] make every slot present
 /// (capacity = number of flows); [`FlowTable::with_capacity`] leaves room

@@ -11,7 +11,7 @@
 //!   absent, added, changed and removed at run time through [`Scheduler`]
 //!   (a removed flow's packets come back with [`DropReason::FlowRemoved`]);
 //!   per-flow state is sized by the table's capacity, so this allocates
-//!   nothing either (see [`scheduler`](crate::scheduler)).
+//!   nothing either (see [`scheduler`]).
 //!
 //! # Layers
 //! ```text

@@ -70,6 +70,11 @@
 //!   backlogged flows leaves its QFQ bucket, as [`crate::Qfq`] does), and
 //!   its packets go to `purge` with [`DropReason::FlowRemoved`].
 //!
+//! Timestamps: an aggregate keeps its start tag while flows join or leave
+//! it (its next finish is charged at its new weight); one left without
+//! backlogged flows keeps S as its remembered F, so it restarts from V
+//! once V has passed it; an emptied aggregate given to a new key forgets
+//! its tags. A flow's DRR deficit is forgotten when it changes aggregate.
 //! An aggregate in a bucket or in its turn keeps its QFQ group when flows
 //! join or leave (only its weight changes, as Linux's `qfq_update_agg`);
 //! an idle one is regrouped. Σw, V's rate, is that of the present flows.
