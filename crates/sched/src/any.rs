@@ -162,7 +162,8 @@ pub struct SchedulerConfig {
     pub capacity: usize,
     /// Hierarchy: bytes of DRR quantum per unit of weight among siblings
     /// (inner quanta are `quantum_unit × weight / smallest sibling
-    /// weight`). Deprecated for DRR: accepted and ignored there, as DRR's
+    /// weight`). Deprecated for DRR: still range-checked (1..=65535) but
+    /// otherwise ignored there, as DRR's
     /// quanta now follow the flows (the smallest is the largest lmax, the
     /// others in proportion to the weights; see [`crate::drr`]), which keeps
     /// DRR within its T-WFI bound for any weights.
@@ -217,6 +218,14 @@ impl SchedulerConfig {
     /// assert_eq!(s.name(), "drr");
     /// ```
     pub fn build(&self, flows: FlowTable) -> Result<AnyScheduler, ConfigError> {
+        if matches!(self.alg, AlgKind::Drr | AlgKind::ShapedDrr) {
+            // Deprecated for DRR but still checked, as it always was.
+            ConfigError::check_range(
+                "DRR quantum unit (bytes)",
+                self.quantum_unit,
+                1..=crate::drr::MAX_QUANTUM_UNIT,
+            )?;
+        }
         Ok(match self.alg {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),

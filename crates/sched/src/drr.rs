@@ -449,6 +449,18 @@ mod tests {
     }
 
     #[test]
+    fn a_quantum_unit_out_of_range_is_still_refused_by_name() {
+        for alg in [crate::AlgKind::Drr, crate::AlgKind::ShapedDrr] {
+            for bad in [0, MAX_QUANTUM_UNIT + 1] {
+                let mut cfg = crate::SchedulerConfig::new(alg);
+                cfg.quantum_unit = bad;
+                let err = cfg.build(FlowTable::uniform(2).unwrap()).err().unwrap();
+                assert!(err.to_string().contains("quantum unit"), "{err}");
+            }
+        }
+    }
+
+    #[test]
     fn largest_quantum_and_packets_do_not_overflow_the_credit() {
         // lmax 65535 × weight 65536 / 1: the largest quantum; credits reach
         // quantum + 65534 (tests run with overflow checks).
