@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::eiffel::{Edf, EiffelConfig, Lstf, Ranked, Shaped, Srpt, Stfq, StrictPriority};
 use crate::{
-    ConfigError, Drr, Fifo, FlowTable, Hierarchy, HierarchyConfig, Instant, Packet, Prio, Qfq,
-    QfqPlus, Rejected, Scheduler, Wf2qPlus,
+    ConfigError, Drr, Fifo, FlowError, FlowId, FlowParams, FlowTable, Hierarchy, HierarchyConfig,
+    Instant, Packet, Prio, Qfq, QfqPlus, Rejected, Scheduler, Wf2qPlus,
 };
 
 /// The built-in algorithms, by name.
@@ -140,8 +140,8 @@ impl std::fmt::Display for AlgKind {
 /// Everything needed to build a scheduler; plain serialisable data.
 ///
 /// Defaults: DRR, 65 536 packets of arena (enough for 128 clients with full
-/// 512-slot mailboxes), no per-flow limit, a DRR quantum of one MTU per unit
-/// of weight, no link-rate hint. In a config file every field may be left
+/// 512-slot mailboxes), no per-flow limit, a hierarchy quantum of one MTU
+/// per unit of weight, no link-rate hint. In a config file every field may be left
 /// out (it takes its default) and an unknown field is refused by name.
 ///
 /// # Examples
@@ -160,10 +160,17 @@ pub struct SchedulerConfig {
     pub alg: AlgKind,
     /// Packets the scheduler can hold in all.
     pub capacity: usize,
-    /// DRR: bytes of quantum per unit of weight.
+    /// Hierarchy: bytes of DRR quantum per unit of weight among siblings
+    /// (inner quanta are `quantum_unit × weight / smallest sibling
+    /// weight`). Deprecated for DRR: still range-checked (1..=65535) but
+    /// otherwise ignored there, as DRR's
+    /// quanta now follow the flows (the smallest is the largest lmax, the
+    /// others in proportion to the weights; see [`crate::drr`]), which keeps
+    /// DRR within its T-WFI bound for any weights.
     pub quantum_unit: u32,
     /// Hierarchy: the tree; `None` builds [`HierarchyConfig::for_flows`]
-    /// (unshaped, work-conserving).
+    /// (unshaped, work-conserving), whose node weights then follow the
+    /// flows ([`Hierarchy::with_weights_following_flows`]).
     pub hierarchy: Option<HierarchyConfig>,
     /// Eiffel policies and shaping (flow sizes, deadlines, rates); see
     /// [`EiffelConfig`] for the defaults.
@@ -212,10 +219,18 @@ impl SchedulerConfig {
     /// assert_eq!(s.name(), "drr");
     /// ```
     pub fn build(&self, flows: FlowTable) -> Result<AnyScheduler, ConfigError> {
+        if matches!(self.alg, AlgKind::Drr | AlgKind::ShapedDrr) {
+            // Deprecated for DRR but still checked, as it always was.
+            ConfigError::check_range(
+                "DRR quantum unit (bytes)",
+                self.quantum_unit,
+                1..=crate::drr::MAX_QUANTUM_UNIT,
+            )?;
+        }
         Ok(match self.alg {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
-            AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity, self.quantum_unit)?),
+            AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity)?),
             AlgKind::Wf2qPlus => {
                 let s = Wf2qPlus::new(flows, self.capacity)?;
                 AnyScheduler::Wf2qPlus(match self.link_rate_bps {
@@ -234,12 +249,15 @@ impl SchedulerConfig {
                         &default
                     }
                 };
-                AnyScheduler::Hierarchy(Box::new(Hierarchy::new(
-                    tree,
-                    flows,
-                    self.capacity,
-                    self.quantum_unit,
-                )?))
+                let h = Hierarchy::new(tree, flows, self.capacity, self.quantum_unit)?;
+                // The default tree's weights are sums of flow weights: keep
+                // them so as flows come, change and go.
+                let h = if self.hierarchy.is_none() {
+                    h.with_weights_following_flows()
+                } else {
+                    h
+                };
+                AnyScheduler::Hierarchy(Box::new(h))
             }
             AlgKind::Srpt => AnyScheduler::Srpt(self.eiffel.srpt(flows, self.capacity)?),
             AlgKind::Edf => AnyScheduler::Edf(self.eiffel.edf(flows, self.capacity)?),
@@ -248,11 +266,9 @@ impl SchedulerConfig {
             AlgKind::EiffelPrio => {
                 AnyScheduler::EiffelPrio(self.eiffel.strict_priority(flows, self.capacity)?)
             }
-            AlgKind::ShapedDrr => AnyScheduler::ShapedDrr(self.eiffel.shaped_drr(
-                flows,
-                self.capacity,
-                self.quantum_unit,
-            )?),
+            AlgKind::ShapedDrr => {
+                AnyScheduler::ShapedDrr(self.eiffel.shaped_drr(flows, self.capacity)?)
+            }
         })
     }
 }
@@ -334,6 +350,22 @@ macro_rules! any_scheduler {
             }
             fn name(&self) -> &'static str {
                 match self { $(AnyScheduler::$variant(s) => s.name(),)+ }
+            }
+            fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+                match self { $(AnyScheduler::$variant(s) => s.add_flow(flow, params),)+ }
+            }
+            fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+                match self { $(AnyScheduler::$variant(s) => s.change_flow(flow, params),)+ }
+            }
+            fn remove_flow(
+                &mut self,
+                flow: FlowId,
+                purge: &mut dyn FnMut(Rejected),
+            ) -> Result<(), FlowError> {
+                match self { $(AnyScheduler::$variant(s) => s.remove_flow(flow, purge),)+ }
+            }
+            fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+                match self { $(AnyScheduler::$variant(s) => s.flow_queued(flow),)+ }
             }
         }
     };

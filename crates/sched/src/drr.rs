@@ -3,10 +3,34 @@
 //! and Linux `sch_drr.c`.
 //!
 //! Backlogged flows sit on a ring. The flow at the head sends while its
-//! credit covers its head packet; otherwise it earns one quantum
-//! (`weight × quantum_unit` bytes) and moves to the tail. A flow that empties
-//! leaves the ring and starts again from one quantum, so idle flows bank no
-//! credit.
+//! credit covers its head packet; otherwise it earns one quantum and moves
+//! to the tail. A flow that empties leaves the ring and starts again from
+//! one quantum, so idle flows bank no credit.
+//!
+//! # Quanta
+//! The smallest quantum is the largest packet L (the largest lmax of the
+//! present flows) and the others are in proportion to the weights, rounded
+//! up: Q_k = ⌈L·w_k / w_min⌉ bytes. This is what the T-WFI bound below
+//! assumes (a quantum of `weight × unit` with a fixed unit makes the
+//! smallest quantum far larger than L when every weight is large, and the
+//! bound fails). Q_k ≤ 65535 · 65536 < 2³², so quanta fit a `u32`.
+//! `SchedulerConfig::quantum_unit` no longer sets DRR's quanta (it still
+//! sets the hierarchy's).
+//!
+//! # Flow lifecycle
+//! Per-flow state is sized by the table's capacity at construction; adding,
+//! changing and removing a flow allocate nothing.
+//! * **Quanta follow the table**: an add, change or remove that moves L or
+//!   w_min recomputes every quantum (O(capacity)); otherwise only the
+//!   flow's own (O(1)), plus the table's O(capacity) rescan when the flow
+//!   held the smallest weight or the largest lmax.
+//! * **Change**: the flow keeps its place on the ring and its credit; the
+//!   new quantum is used the next time it earns one, so a weight change
+//!   shows from the next round. Queued packets stay queued.
+//! * **Remove**: the flow leaves the ring (O(ring length) to find its
+//!   predecessor on the singly linked ring), its packets go to `purge` with
+//!   [`crate::DropReason::FlowRemoved`], its credit is forgotten and the
+//!   read-ahead restarts from the head.
 //!
 //! # Read-ahead
 //! DRR knows which flows it serves next: those after the head of the ring.
@@ -21,34 +45,34 @@
 //! service order against a textbook model).
 //!
 //! # Complexity
-//! O(1) per enqueue. Dequeue is O(1) when every quantum is at least the
-//! largest packet; with smaller quanta a dequeue may rotate the ring up to
-//! `lmax / quantum` times per flow, but always makes progress (each rotation
-//! adds a quantum, so the head packet fits after finitely many). The
-//! read-ahead adds O(1) per dequeue and per change of head.
-//! Memory: the [`PacketQueues`] arena, 12 bytes per flow (credit, quantum,
-//! ring link) and 128 bytes of scouts. Credits and quanta are `u32`: a quantum
-//! is at most 65536 × 65535 bytes (weight × [`MAX_QUANTUM_UNIT`]), a flow
-//! earns one only while its credit is below its head packet (at most 65535
+//! O(1) per enqueue and dequeue: every quantum is at least every flow's
+//! lmax. A packet longer than its flow's lmax (accepted: DRR does not
+//! check lmax) may need several rotations, each adding a quantum, so the
+//! loop always ends. The read-ahead adds O(1) per dequeue and per change of
+//! head. Memory: the [`PacketQueues`] arena, 12 bytes per flow slot
+//! (credit, quantum, ring link) and 128 bytes of scouts. A flow earns a
+//! quantum only while its credit is below its head packet (at most 65535
 //! bytes), so a credit never exceeds 2³² − 2.
 //! # Guarantees
 //! Over a round each backlogged flow receives its quantum, within one maximum
 //! packet. T-WFI_DRR(k) = (1/φ_min + 1/φ_k + N − 1)·L/B (Rizzo and Valente,
-//! Comput. Commun. 67, 2015; PSPAT journal paper §5.2): O(N).
+//! Comput. Commun. 67, 2015; PSPAT journal paper §5.2): O(N), for any
+//! weights (`tests/wfi.rs` measures it with weights 65536).
 //! # Deviations
-//! None known. The quantum unit is limited to 65535 bytes (one maximum
-//! packet) so that credits fit in 32 bits.
+//! None known.
 
+use crate::scheduler::purged;
 use crate::{
-    ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler, Scout,
-    MAX_PACKET_LEN,
+    ConfigError, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, PacketQueues, Rejected,
+    Scheduler, Scout, MAX_PACKET_LEN,
 };
 
-/// Default quantum per unit of weight, in bytes (one Ethernet MTU).
+/// Default of `SchedulerConfig::quantum_unit`, in bytes (one Ethernet MTU).
+/// DRR's own quanta no longer use it (module docs); the hierarchy's inner
+/// rings do.
 pub const DEFAULT_QUANTUM_UNIT: u32 = 1_500;
 
-/// Largest quantum unit accepted, in bytes: with weights up to 65536 every
-/// quantum and every credit fits in a `u32` (module docs).
+/// Largest quantum unit the hierarchy accepts, in bytes.
 pub const MAX_QUANTUM_UNIT: u32 = 65_535;
 
 /// End of the ring.
@@ -76,8 +100,11 @@ struct FlowState {
 /// # Examples
 /// ```
 /// use pspat_sched::{Drr, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler};
-/// let flows = FlowTable::new(vec![FlowParams::weighted(1), FlowParams::weighted(2)]).unwrap();
-/// let mut s = Drr::new(flows, 64, 100).unwrap();
+/// // lmax 100: quanta 100 and 200 bytes.
+/// let flow = |weight| FlowParams { weight, lmax: 100, priority: 0 };
+/// let flows = FlowTable::new(vec![flow(1), flow(2)]).unwrap();
+/// let mut s = Drr::new(flows, 64).unwrap();
+/// assert_eq!((s.quantum(FlowId(0)), s.quantum(FlowId(1))), (Some(100), Some(200)));
 /// for i in 0..6 {
 ///     s.enqueue(Instant::ZERO, Packet::new(FlowId(i % 2), 100, i as u64)).unwrap();
 /// }
@@ -100,36 +127,35 @@ pub struct Drr {
     scout_last: u32,
     /// The scout stepped by the next dequeue (round robin).
     scout_turn: usize,
+    /// The (L, w_min) the quanta were computed from.
+    quanta_basis: (u32, u32),
+}
+
+/// ⌈L·w / w_min⌉: at most 65535 · 65536 < 2³² (module docs).
+fn quantum_for(basis: (u32, u32), weight: u32) -> u32 {
+    let (l, wmin) = basis;
+    let q = (u64::from(l) * u64::from(weight)).div_ceil(u64::from(wmin.max(1)));
+    u32::try_from(q).unwrap_or(u32::MAX)
 }
 
 impl Drr {
-    /// DRR over `flows`, holding at most `capacity` packets, with quantum
-    /// `weight × quantum_unit` bytes per flow.
-    ///
-    /// A quantum below a flow's largest packet is allowed and still makes
-    /// progress (see the module docs for the cost).
+    /// DRR over the flow slots of `flows`, holding at most `capacity`
+    /// packets, with quanta ⌈L·w_k / w_min⌉ (module docs).
     ///
     /// # Errors
-    /// A `quantum_unit` outside 1..=[`MAX_QUANTUM_UNIT`] or a capacity out of
-    /// range.
-    pub fn new(flows: FlowTable, capacity: usize, quantum_unit: u32) -> Result<Self, ConfigError> {
-        ConfigError::check_range(
-            "DRR quantum unit (bytes)",
-            quantum_unit,
-            1..=MAX_QUANTUM_UNIT,
-        )?;
-        let queues = PacketQueues::new(flows.len(), capacity, None)?;
-        let state = flows
-            .as_slice()
-            .iter()
-            .map(|f| FlowState {
+    /// A capacity out of range.
+    pub fn new(flows: FlowTable, capacity: usize) -> Result<Self, ConfigError> {
+        let queues = PacketQueues::new(flows.capacity(), capacity, None)?;
+        let state = vec![
+            FlowState {
                 credit: 0,
-                // weight <= 65536, so at most 65536 × 65535 < 2^32.
-                quantum: f.weight * quantum_unit,
+                quantum: 0,
                 next: OFF,
-            })
-            .collect();
-        Ok(Drr {
+            };
+            flows.capacity()
+        ]
+        .into_boxed_slice();
+        let mut s = Drr {
             flows,
             queues,
             state,
@@ -140,12 +166,67 @@ impl Drr {
             scout_ahead: 0,
             scout_last: NIL,
             scout_turn: 0,
-        })
+            quanta_basis: (0, 0),
+        };
+        s.recompute_quanta();
+        Ok(s)
     }
 
-    /// The quantum of `flow` in bytes.
-    pub fn quantum(&self, flow: crate::FlowId) -> Option<u64> {
-        self.state.get(flow.index()).map(|s| u64::from(s.quantum))
+    /// The quantum of `flow` in bytes, if it is present.
+    pub fn quantum(&self, flow: FlowId) -> Option<u64> {
+        self.flows
+            .contains(flow)
+            .then(|| u64::from(self.state[flow.index()].quantum))
+    }
+
+    /// Recomputes every quantum when L or w_min moved, else only `flow`'s.
+    fn refresh_quanta(&mut self, flow: FlowId) {
+        let basis = (self.flows.max_lmax(), self.flows.min_weight());
+        if basis != self.quanta_basis {
+            self.recompute_quanta();
+        } else if let Some(p) = self.flows.get(flow) {
+            self.state[flow.index()].quantum = quantum_for(basis, p.weight);
+        }
+    }
+
+    /// Every present flow's quantum from the table. O(capacity).
+    fn recompute_quanta(&mut self) {
+        let basis = (self.flows.max_lmax(), self.flows.min_weight());
+        self.quanta_basis = basis;
+        for (f, p) in self.flows.iter() {
+            self.state[f.index()].quantum = quantum_for(basis, p.weight);
+        }
+    }
+
+    /// Takes `f` off the ring wherever it is. O(ring length).
+    fn unlink(&mut self, f: u32) {
+        if self.state[f as usize].next == OFF {
+            return;
+        }
+        let next = self.state[f as usize].next;
+        if self.head == f {
+            self.head = next;
+        } else {
+            let mut prev = self.head;
+            while prev != NIL && self.state[prev as usize].next != f {
+                prev = self.state[prev as usize].next;
+            }
+            if prev == NIL {
+                debug_assert!(false, "flow {f} marked on the ring but not found");
+            } else {
+                self.state[prev as usize].next = next;
+                if self.tail == f {
+                    self.tail = prev;
+                }
+            }
+        }
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+        self.state[f as usize].next = OFF;
+        // The read-ahead window may have held `f`: restart it after the head.
+        self.scout_ahead = 0;
+        self.scout_last = self.head;
     }
 
     #[inline]
@@ -269,6 +350,46 @@ impl Scheduler for Drr {
     fn name(&self) -> &'static str {
         "drr"
     }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)?;
+        self.state[flow.index()] = FlowState {
+            credit: 0,
+            quantum: 0,
+            next: OFF,
+        };
+        self.refresh_quanta(flow);
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.update(flow, params)?;
+        self.refresh_quanta(flow);
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.remove(flow)?;
+        let f = flow.index();
+        self.unlink(flow.0);
+        while let Some(p) = self.queues.pop(f) {
+            purge(purged(p));
+        }
+        self.state[f].credit = 0;
+        self.state[f].quantum = 0;
+        self.refresh_quanta(flow);
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.flows
+            .contains(flow)
+            .then(|| self.queues.len(flow.index()))
+    }
 }
 
 #[cfg(test)]
@@ -278,8 +399,14 @@ mod tests {
 
     #[test]
     fn quantum_below_packet_still_makes_progress() {
-        let flows = FlowTable::new(vec![FlowParams::weighted(1); 3]).unwrap();
-        let mut s = Drr::new(flows, 64, 7).unwrap();
+        // lmax 7, so quanta of 7 bytes; DRR accepts longer packets.
+        let tiny = FlowParams {
+            lmax: 7,
+            ..FlowParams::default()
+        };
+        let flows = FlowTable::new(vec![tiny; 3]).unwrap();
+        let mut s = Drr::new(flows, 64).unwrap();
+        assert_eq!(s.quantum(FlowId(2)), Some(7));
         for i in 0..9u64 {
             s.enqueue(Instant::ZERO, Packet::new(FlowId((i % 3) as u32), 1500, i))
                 .unwrap();
@@ -292,14 +419,50 @@ mod tests {
     }
 
     #[test]
-    fn quantum_unit_out_of_range_is_an_error() {
-        assert!(Drr::new(FlowTable::uniform(1).unwrap(), 4, 0).is_err());
-        assert!(Drr::new(FlowTable::uniform(1).unwrap(), 4, MAX_QUANTUM_UNIT + 1).is_err());
+    fn quanta_scale_the_largest_packet_by_weight_and_follow_the_table() {
+        let p = |weight, lmax| FlowParams {
+            weight,
+            lmax,
+            priority: 0,
+        };
+        // Heavy weights alone: the smallest quantum is still one packet.
+        let flows = FlowTable::new(vec![p(65_536, 64), p(65_536, 64)]).unwrap();
+        let s = Drr::new(flows, 4).unwrap();
+        assert_eq!(s.quantum(FlowId(0)), Some(64));
+        // ⌈100 · 7 / 3⌉ = 234.
+        let flows = FlowTable::with_capacity(4, vec![p(3, 100), p(7, 100)]).unwrap();
+        let mut s = Drr::new(flows, 4).unwrap();
+        assert_eq!(
+            (s.quantum(FlowId(0)), s.quantum(FlowId(1))),
+            (Some(100), Some(234))
+        );
+        assert_eq!(s.quantum(FlowId(2)), None);
+        // A lighter flow with a longer packet moves both L and w_min.
+        s.add_flow(FlowId(2), p(1, 200)).unwrap();
+        let q: Vec<_> = (0..3).map(|f| s.quantum(FlowId(f)).unwrap()).collect();
+        assert_eq!(q, [600, 1400, 200]);
+        s.change_flow(FlowId(1), p(2, 200)).unwrap();
+        assert_eq!(s.quantum(FlowId(1)), Some(400));
+        s.remove_flow(FlowId(2), &mut |_| {}).unwrap();
+        let q: Vec<_> = (0..2).map(|f| s.quantum(FlowId(f)).unwrap()).collect();
+        assert_eq!(q, [300, 200]); // L = 200 (flow 1), w_min = 2
+    }
+
+    #[test]
+    fn a_quantum_unit_out_of_range_is_still_refused_by_name() {
+        for alg in [crate::AlgKind::Drr, crate::AlgKind::ShapedDrr] {
+            for bad in [0, MAX_QUANTUM_UNIT + 1] {
+                let mut cfg = crate::SchedulerConfig::new(alg);
+                cfg.quantum_unit = bad;
+                let err = cfg.build(FlowTable::uniform(2).unwrap()).err().unwrap();
+                assert!(err.to_string().contains("quantum unit"), "{err}");
+            }
+        }
     }
 
     #[test]
     fn largest_quantum_and_packets_do_not_overflow_the_credit() {
-        // weight 65536 × unit 65535: the largest quantum; credits reach
+        // lmax 65535 × weight 65536 / 1: the largest quantum; credits reach
         // quantum + 65534 (tests run with overflow checks).
         let flows = FlowTable::new(vec![
             FlowParams {
@@ -310,7 +473,7 @@ mod tests {
             FlowParams::weighted(1),
         ])
         .unwrap();
-        let mut s = Drr::new(flows, 64, MAX_QUANTUM_UNIT).unwrap();
+        let mut s = Drr::new(flows, 64).unwrap();
         assert_eq!(s.quantum(FlowId(0)), Some(65_536 * 65_535));
         for i in 0..40u64 {
             let len = if i % 3 == 0 { MAX_PACKET_LEN } else { 1 };
@@ -369,13 +532,26 @@ mod tests {
             let mut rng = fastrand::Rng::with_seed(seed);
             let n = [3usize, 9, 40][seed as usize % 3];
             let weights: Vec<u32> = (0..n).map(|_| rng.u32(1..=8)).collect();
-            let unit = [100u32, 1500, 7][seed as usize % 3];
-            let flows =
-                FlowTable::new(weights.iter().map(|&w| FlowParams::weighted(w)).collect()).unwrap();
+            let lmax = [100u32, 1500, 7][seed as usize % 3];
+            let wmin = u64::from(*weights.iter().min().unwrap());
+            let flows = FlowTable::new(
+                weights
+                    .iter()
+                    .map(|&weight| FlowParams {
+                        weight,
+                        lmax,
+                        priority: 0,
+                    })
+                    .collect(),
+            )
+            .unwrap();
             let capacity = 300;
-            let mut s = Drr::new(flows, capacity, unit).unwrap();
+            let mut s = Drr::new(flows, capacity).unwrap();
             let mut m = Model {
-                quantum: weights.iter().map(|&w| u64::from(w * unit)).collect(),
+                quantum: weights
+                    .iter()
+                    .map(|&w| (u64::from(w) * u64::from(lmax)).div_ceil(wmin))
+                    .collect(),
                 credit: vec![0; n],
                 queues: vec![Default::default(); n],
                 ring: Default::default(),

@@ -4,8 +4,19 @@
 //! O(1) per enqueue and dequeue.
 //! # Guarantees
 //! None beyond order: a greedy flow takes the link (T-WFI is unbounded).
+//!
+//! # Flow lifecycle
+//! Flows only gate admission: adding or changing one is O(1) and changes
+//! no order. Removing one takes its packets out of the shared queue
+//! (O(packets queued), the others keep their order); `flow_queued` counts
+//! by a walk of the queue, O(packets queued). No per-flow state, so
+//! nothing is paid per packet for the lifecycle.
 
-use crate::{ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler};
+use crate::scheduler::purged;
+use crate::{
+    ConfigError, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, PacketQueues, Rejected,
+    Scheduler,
+};
 
 /// First in, first out over all flows.
 ///
@@ -53,5 +64,34 @@ impl Scheduler for Fifo {
 
     fn name(&self) -> &'static str {
         "fifo"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.update(flow, params).map(|_| ())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.remove(flow)?;
+        self.queue
+            .retain(0, |p| p.flow != flow, |p| purge(purged(p)));
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.flows.contains(flow).then(|| {
+            if self.flows.len() == 1 {
+                self.queue.total()
+            } else {
+                self.queue.iter(0).filter(|p| p.flow == flow).count()
+            }
+        })
     }
 }

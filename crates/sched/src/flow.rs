@@ -1,9 +1,22 @@
 //! Per-flow parameters shared by every algorithm: weight, maximum packet
-//! length and priority, validated once into a [`FlowTable`].
+//! length and priority, validated into a [`FlowTable`] of flow slots.
+//!
+//! # Lifecycle
+//! A table has `capacity` slots, flow ids `0..capacity`, each present or
+//! absent. Schedulers size their per-flow state by the capacity when they
+//! are built, so adding a flow later allocates nothing; a flow is added,
+//! changed and removed through [`crate::Scheduler::add_flow`],
+//! [`crate::Scheduler::change_flow`] and [`crate::Scheduler::remove_flow`],
+//! which keep the scheduler's own table in step.
+//!
+//! # Complexity
+//! `insert` O(1); `update` and `remove` O(1), or O(capacity) when they take
+//! away the largest lmax or the smallest weight (both are kept for the
+//! present flows, and are then found again by a scan).
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConfigError, FlowId, MAX_PACKET_LEN};
+use crate::{ConfigError, FlowError, FlowId, MAX_PACKET_LEN};
 
 /// Smallest accepted weight.
 pub const MIN_WEIGHT: u32 = 1;
@@ -52,30 +65,105 @@ impl FlowParams {
             priority: 0,
         }
     }
+
+    /// The first field out of its range, as (field, value, allowed range).
+    fn invalid_field(&self) -> Option<(&'static str, String, String)> {
+        if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&self.weight) {
+            return Some((
+                "weight",
+                self.weight.to_string(),
+                format!("{MIN_WEIGHT}..={MAX_WEIGHT}"),
+            ));
+        }
+        if !(1..=MAX_PACKET_LEN).contains(&self.lmax) {
+            return Some((
+                "lmax",
+                self.lmax.to_string(),
+                format!("1..={MAX_PACKET_LEN}"),
+            ));
+        }
+        if self.priority >= PRIORITIES {
+            return Some((
+                "priority",
+                self.priority.to_string(),
+                format!("0..={}", PRIORITIES - 1),
+            ));
+        }
+        None
+    }
+
+    /// Checks every field for flow `flow`.
+    ///
+    /// # Errors
+    /// [`FlowError::InvalidParams`] naming the first field out of range.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::{FlowId, FlowParams};
+    /// assert!(FlowParams::weighted(3).validate(FlowId(0)).is_ok());
+    /// let bad = FlowParams { lmax: 0, ..FlowParams::default() };
+    /// assert!(bad.validate(FlowId(0)).unwrap_err().to_string().contains("lmax"));
+    /// ```
+    pub fn validate(&self, flow: FlowId) -> Result<(), FlowError> {
+        match self.invalid_field() {
+            None => Ok(()),
+            Some((field, value, allowed)) => Err(FlowError::InvalidParams {
+                flow: flow.0,
+                field,
+                value,
+                allowed,
+            }),
+        }
+    }
 }
 
-/// A validated, non-empty list of flows; `FlowId(i)` is entry `i`.
+/// A validated table of flow slots; `FlowId(i)` is slot `i`, present or
+/// absent. Schedulers size their per-flow state by the capacity when they
+/// are built and follow the table through
+/// [`crate::Scheduler::add_flow`], [`crate::Scheduler::change_flow`] and
+/// [`crate::Scheduler::remove_flow`], so adding a flow later allocates
+/// nothing. `insert` is O(1); `update` and `remove` are O(1), or
+/// O(capacity) when they take away the largest lmax or the smallest weight
+/// (found again by a scan).
+///
+/// [`FlowTable::new`] and [`FlowTable::uniform`] make every slot present
+/// (capacity = number of flows); [`FlowTable::with_capacity`] leaves room
+/// for flows added later.
 ///
 /// # Examples
 /// ```
-/// use pspat_sched::{FlowParams, FlowTable};
+/// use pspat_sched::{FlowId, FlowParams, FlowTable};
 /// let t = FlowTable::new(vec![FlowParams::weighted(1), FlowParams::weighted(3)]).unwrap();
 /// assert_eq!(t.len(), 2);
 /// assert_eq!(t.total_weight(), 4);
 /// assert!(FlowTable::new(vec![FlowParams::weighted(0)]).is_err());
+///
+/// let mut m = FlowTable::with_capacity(4, vec![FlowParams::weighted(2)]).unwrap();
+/// assert_eq!((m.len(), m.capacity()), (1, 4));
+/// m.insert(FlowId(3), FlowParams::weighted(5)).unwrap();
+/// assert_eq!(m.total_weight(), 7);
+/// m.remove(FlowId(0)).unwrap();
+/// assert!(!m.contains(FlowId(0)) && m.contains(FlowId(3)));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowTable {
+    /// One entry per slot; an absent slot holds the default parameters.
     flows: Vec<FlowParams>,
+    /// Bit `i` set: slot `i` is present (a bitset, so that the admission
+    /// test of every packet reads a few cache-resident words: 4 KiB for
+    /// 32 768 slots).
+    present: Vec<u64>,
+    len: usize,
     total_weight: u64,
     max_lmax: u32,
+    min_weight: u32,
 }
 
 impl FlowTable {
     /// Largest number of flows a table may hold (flow ids are `u32`, arrays are dense).
     pub const MAX_FLOWS: usize = 1 << 24;
 
-    /// Validates every flow.
+    /// Validates every flow; all are present and the capacity is their number.
     ///
     /// # Errors
     /// [`ConfigError`] naming the first flow whose weight, lmax or priority is
@@ -87,35 +175,52 @@ impl FlowTable {
                 "no flows: configure at least one",
             ));
         }
-        if flows.len() > Self::MAX_FLOWS {
+        Self::with_capacity(flows.len(), flows)
+    }
+
+    /// `capacity` flow slots, the first `initial.len()` present with the
+    /// given parameters, the rest absent (to be added later). `initial` may
+    /// be empty.
+    ///
+    /// # Errors
+    /// A capacity outside 1..=[`FlowTable::MAX_FLOWS`], more initial flows
+    /// than slots, or an initial flow out of range (named).
+    pub fn with_capacity(capacity: usize, initial: Vec<FlowParams>) -> Result<Self, ConfigError> {
+        ConfigError::check_range("number of flows", capacity, 1..=Self::MAX_FLOWS)?;
+        if initial.len() > capacity {
             return Err(ConfigError::out_of_range(
-                "number of flows",
-                flows.len(),
-                format!("1..={}", Self::MAX_FLOWS),
+                "number of initial flows",
+                initial.len(),
+                format!("0..={capacity} (the flow capacity)"),
             ));
         }
-        for (i, f) in flows.iter().enumerate() {
-            ConfigError::check_range(
-                format!("flow {i} weight"),
-                f.weight,
-                MIN_WEIGHT..=MAX_WEIGHT,
-            )?;
-            ConfigError::check_range(format!("flow {i} lmax"), f.lmax, 1..=MAX_PACKET_LEN)?;
-            if f.priority >= PRIORITIES {
+        for (i, f) in initial.iter().enumerate() {
+            if let Some((field, value, allowed)) = f.invalid_field() {
                 return Err(ConfigError::out_of_range(
-                    format!("flow {i} priority"),
-                    f.priority,
-                    format!("0..={}", PRIORITIES - 1),
+                    format!("flow {i} {field}"),
+                    value,
+                    allowed,
                 ));
             }
         }
-        let total_weight = flows.iter().map(|f| u64::from(f.weight)).sum();
-        let max_lmax = flows.iter().map(|f| f.lmax).max().unwrap_or(DEFAULT_LMAX);
-        Ok(FlowTable {
+        let len = initial.len();
+        let mut flows = initial;
+        flows.resize(capacity, FlowParams::default());
+        let mut present = vec![0u64; capacity.div_ceil(64)];
+        for i in 0..len {
+            present[i / 64] |= 1 << (i % 64);
+        }
+        let mut t = FlowTable {
             flows,
-            total_weight,
-            max_lmax,
-        })
+            present,
+            len,
+            total_weight: 0,
+            max_lmax: DEFAULT_LMAX,
+            min_weight: MIN_WEIGHT,
+        };
+        t.total_weight = t.iter().map(|(_, f)| u64::from(f.weight)).sum();
+        t.rescan();
+        Ok(t)
     }
 
     /// `n` flows of weight 1.
@@ -126,44 +231,213 @@ impl FlowTable {
         Self::new(vec![FlowParams::default(); n])
     }
 
-    /// Number of flows.
+    /// Finds the largest lmax and the smallest weight again.
+    fn rescan(&mut self) {
+        let mut max_lmax = 0;
+        let mut min_weight = u32::MAX;
+        for (_, f) in self.iter() {
+            max_lmax = max_lmax.max(f.lmax);
+            min_weight = min_weight.min(f.weight);
+        }
+        self.max_lmax = if self.len == 0 {
+            DEFAULT_LMAX
+        } else {
+            max_lmax
+        };
+        self.min_weight = if self.len == 0 {
+            MIN_WEIGHT
+        } else {
+            min_weight
+        };
+    }
+
+    /// Number of **present** flows (equal to [`FlowTable::capacity`] for a
+    /// table made by [`FlowTable::new`] or [`FlowTable::uniform`]). Arrays
+    /// indexed by flow id are sized by the capacity, not by this.
     pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no flow is present (only possible for a table made by
+    /// [`FlowTable::with_capacity`], or after removals).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of flow slots: flow ids are `0..capacity`.
+    pub fn capacity(&self) -> usize {
         self.flows.len()
     }
 
-    /// Always false: a table has at least one flow.
-    pub fn is_empty(&self) -> bool {
-        self.flows.is_empty()
+    /// True when `flow` is present.
+    #[inline]
+    pub fn contains(&self, flow: FlowId) -> bool {
+        let i = flow.index();
+        i < self.flows.len() && self.present[i / 64] & (1 << (i % 64)) != 0
     }
 
-    /// The parameters of `flow`, if it exists.
+    /// The parameters of `flow`, if it is present.
+    #[inline]
     pub fn get(&self, flow: FlowId) -> Option<&FlowParams> {
-        self.flows.get(flow.index())
+        if self.contains(flow) {
+            self.flows.get(flow.index())
+        } else {
+            None
+        }
     }
 
-    /// All flows, indexed by flow id.
+    /// Every slot, indexed by flow id (`capacity` entries). An absent slot
+    /// holds [`FlowParams::default`], which means nothing: check
+    /// [`FlowTable::contains`] or use [`FlowTable::iter`].
     pub fn as_slice(&self) -> &[FlowParams] {
         &self.flows
     }
 
-    /// Sum of all weights.
+    /// The present flows in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &FlowParams)> + '_ {
+        self.flows
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| self.present[i / 64] & (1 << (i % 64)) != 0)
+            .map(|(i, f)| (FlowId(i as u32), f))
+    }
+
+    /// Sum of the weights of the present flows.
     pub fn total_weight(&self) -> u64 {
         self.total_weight
     }
 
-    /// The largest lmax of any flow.
+    /// The largest lmax of a present flow ([`DEFAULT_LMAX`] when none is).
     pub fn max_lmax(&self) -> u32 {
         self.max_lmax
+    }
+
+    /// The smallest weight of a present flow ([`MIN_WEIGHT`] when none is).
+    pub fn min_weight(&self) -> u32 {
+        self.min_weight
+    }
+
+    /// Checks that `flow` is a slot of this table.
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`].
+    pub fn check_slot(&self, flow: FlowId) -> Result<(), FlowError> {
+        if flow.index() < self.capacity() {
+            Ok(())
+        } else {
+            Err(FlowError::OutOfCapacity {
+                flow: flow.0,
+                capacity: self.capacity(),
+            })
+        }
+    }
+
+    /// Checks that [`FlowTable::insert`] of `flow` would succeed, changing
+    /// nothing.
+    ///
+    /// # Errors
+    /// As [`FlowTable::insert`].
+    pub fn check_insert(&self, flow: FlowId, params: &FlowParams) -> Result<(), FlowError> {
+        self.check_slot(flow)?;
+        if self.contains(flow) {
+            return Err(FlowError::Present { flow: flow.0 });
+        }
+        params.validate(flow)
+    }
+
+    /// Checks that [`FlowTable::update`] of `flow` would succeed, changing
+    /// nothing.
+    ///
+    /// # Errors
+    /// As [`FlowTable::update`].
+    pub fn check_update(&self, flow: FlowId, params: &FlowParams) -> Result<(), FlowError> {
+        self.check_present(flow)?;
+        params.validate(flow)
+    }
+
+    /// Checks that `flow` is present.
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`] or [`FlowError::Absent`].
+    pub fn check_present(&self, flow: FlowId) -> Result<(), FlowError> {
+        self.check_slot(flow)?;
+        if self.contains(flow) {
+            Ok(())
+        } else {
+            Err(FlowError::Absent { flow: flow.0 })
+        }
+    }
+
+    /// Makes the absent slot `flow` present with `params`. O(1).
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`], [`FlowError::Present`], or
+    /// [`FlowError::InvalidParams`]; the table is then unchanged.
+    pub fn insert(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.check_insert(flow, &params)?;
+        let first = self.len == 0;
+        self.flows[flow.index()] = params;
+        self.present[flow.index() / 64] |= 1 << (flow.index() % 64);
+        self.len += 1;
+        self.total_weight += u64::from(params.weight);
+        if first {
+            self.max_lmax = params.lmax;
+            self.min_weight = params.weight;
+        } else {
+            self.max_lmax = self.max_lmax.max(params.lmax);
+            self.min_weight = self.min_weight.min(params.weight);
+        }
+        Ok(())
+    }
+
+    /// Replaces the parameters of the present flow `flow`; returns the old
+    /// ones. O(1), or O(capacity) when the old values were the largest lmax
+    /// or the smallest weight.
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`], [`FlowError::Absent`] or
+    /// [`FlowError::InvalidParams`]; the table is then unchanged.
+    pub fn update(&mut self, flow: FlowId, params: FlowParams) -> Result<FlowParams, FlowError> {
+        self.check_update(flow, &params)?;
+        let old = std::mem::replace(&mut self.flows[flow.index()], params);
+        self.total_weight = self.total_weight - u64::from(old.weight) + u64::from(params.weight);
+        if (old.lmax == self.max_lmax && params.lmax < old.lmax)
+            || (old.weight == self.min_weight && params.weight > old.weight)
+        {
+            self.rescan();
+        } else {
+            self.max_lmax = self.max_lmax.max(params.lmax);
+            self.min_weight = self.min_weight.min(params.weight);
+        }
+        Ok(old)
+    }
+
+    /// Makes the present flow `flow` absent; returns its parameters. O(1),
+    /// or O(capacity) when it had the largest lmax or the smallest weight.
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`] or [`FlowError::Absent`].
+    pub fn remove(&mut self, flow: FlowId) -> Result<FlowParams, FlowError> {
+        self.check_present(flow)?;
+        let old = std::mem::take(&mut self.flows[flow.index()]);
+        self.present[flow.index() / 64] &= !(1 << (flow.index() % 64));
+        self.len -= 1;
+        self.total_weight -= u64::from(old.weight);
+        if old.lmax == self.max_lmax || old.weight == self.min_weight {
+            self.rescan();
+        }
+        Ok(old)
     }
 }
 
 impl FlowTable {
-    /// Checks that `pkt` names a configured flow and has a length in
+    /// Checks that `pkt` names a present flow and has a length in
     /// 1..=[`MAX_PACKET_LEN`]; the common admission test of every algorithm.
     ///
     /// # Errors
     /// The packet back in a [`crate::Rejected`] with
-    /// [`crate::DropReason::UnknownFlow`] or [`crate::DropReason::BadLength`].
+    /// [`crate::DropReason::UnknownFlow`] (absent or out of capacity) or
+    /// [`crate::DropReason::BadLength`].
     #[inline]
     pub fn admit(&self, pkt: &crate::Packet) -> Result<(), crate::Rejected> {
         let reject = |reason| {
@@ -172,12 +446,60 @@ impl FlowTable {
                 reason,
             })
         };
-        if pkt.flow.index() >= self.flows.len() {
+        if !self.contains(pkt.flow) {
             return reject(crate::DropReason::UnknownFlow);
         }
         if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
             return reject(crate::DropReason::BadLength);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_and_extremes_follow_insert_update_remove() {
+        let mut t = FlowTable::with_capacity(4, vec![]).unwrap();
+        assert!(t.is_empty());
+        assert_eq!(
+            (t.total_weight(), t.max_lmax(), t.min_weight()),
+            (0, DEFAULT_LMAX, 1)
+        );
+        let p = |weight, lmax| FlowParams {
+            weight,
+            lmax,
+            priority: 0,
+        };
+        t.insert(FlowId(2), p(5, 100)).unwrap();
+        assert_eq!(
+            (t.total_weight(), t.max_lmax(), t.min_weight()),
+            (5, 100, 5)
+        );
+        t.insert(FlowId(0), p(3, 900)).unwrap();
+        assert_eq!(
+            (t.total_weight(), t.max_lmax(), t.min_weight()),
+            (8, 900, 3)
+        );
+        assert_eq!(t.update(FlowId(0), p(7, 50)).unwrap(), p(3, 900));
+        assert_eq!(
+            (t.total_weight(), t.max_lmax(), t.min_weight()),
+            (12, 100, 5)
+        );
+        t.remove(FlowId(2)).unwrap();
+        assert_eq!((t.total_weight(), t.max_lmax(), t.min_weight()), (7, 50, 7));
+        assert_eq!(t.iter().map(|(f, _)| f.0).collect::<Vec<_>>(), [0]);
+        assert_eq!(t.remove(FlowId(2)), Err(FlowError::Absent { flow: 2 }));
+        assert_eq!(
+            t.insert(FlowId(4), p(1, 1)),
+            Err(FlowError::OutOfCapacity {
+                flow: 4,
+                capacity: 4
+            })
+        );
+        assert!(FlowTable::with_capacity(0, vec![]).is_err());
+        assert!(FlowTable::with_capacity(1, vec![FlowParams::default(); 2]).is_err());
     }
 }

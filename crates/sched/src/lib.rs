@@ -7,6 +7,11 @@
 //!   and per-flow state at construction; `enqueue`/`dequeue` never allocate.
 //! * **Nothing lost silently**: a refused packet comes back in [`Rejected`]
 //!   with a [`DropReason`].
+//! * **Flow lifecycle**: flows are slots of a [`FlowTable`], present or
+//!   absent, added, changed and removed at run time through [`Scheduler`]
+//!   (a removed flow's packets come back with [`DropReason::FlowRemoved`]);
+//!   per-flow state is sized by the table's capacity, so this allocates
+//!   nothing either (see [`scheduler`]).
 //!
 //! # Layers
 //! ```text
@@ -56,7 +61,7 @@ pub mod wf2q_plus;
 
 pub use any::{AlgKind, AnyScheduler, SchedulerConfig, VisitScheduler};
 pub use drr::Drr;
-pub use error::ConfigError;
+pub use error::{ConfigError, FlowError};
 pub use fifo::Fifo;
 pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIORITIES};
 pub use hier::{Hierarchy, HierarchyConfig, NodeConfig};

@@ -14,9 +14,18 @@
 //! The shift is done on a `u64`, so priorities 31..=63 work (dummynet's
 //! `1 << ix` on an `int` is undefined there). Round-robin among equal
 //! priorities is not offered yet.
+//!
+//! # Flow lifecycle
+//! Adding a flow is O(1). Changing a flow's priority moves its queued
+//! packets, in order, from its old level to the tail of its new one (O(packets
+//! of the old level)); a flow's packets stay in one level, so its order is
+//! kept. Weight and lmax are not used. Removing a flow takes its packets
+//! out of its level (O(packets of the level)); `flow_queued` walks the level.
 
+use crate::scheduler::purged;
 use crate::{
-    ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler, PRIORITIES,
+    ConfigError, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, PacketQueues, Rejected,
+    Scheduler, PRIORITIES,
 };
 
 /// Strict priority over [`PRIORITIES`] levels.
@@ -80,5 +89,52 @@ impl Scheduler for Prio {
 
     fn name(&self) -> &'static str {
         "prio"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        let old = self.flows.update(flow, params)?;
+        let (from, to) = (usize::from(old.priority), usize::from(params.priority));
+        if from != to {
+            for _ in 0..self.levels.len(from) {
+                let Some(p) = self.levels.pop(from) else {
+                    break;
+                };
+                let level = if p.flow == flow { to } else { from };
+                // Cannot fail: the pop made room, and levels have no limit.
+                let _ = self.levels.push(level, p);
+            }
+            for level in [from, to] {
+                if self.levels.is_empty(level) {
+                    self.occupied &= !(1u64 << level);
+                } else {
+                    self.occupied |= 1u64 << level;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        let old = self.flows.remove(flow)?;
+        let level = usize::from(old.priority);
+        self.levels
+            .retain(level, |p| p.flow != flow, |p| purge(purged(p)));
+        if self.levels.is_empty(level) {
+            self.occupied &= !(1u64 << level);
+        }
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        let level = usize::from(self.flows.get(flow)?.priority);
+        Some(self.levels.iter(level).filter(|p| p.flow == flow).count())
     }
 }

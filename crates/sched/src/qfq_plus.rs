@@ -76,14 +76,50 @@
 //! * A packet longer than its flow's lmax is refused with
 //!   [`DropReason::BadLength`]; Linux moves the class to an aggregate with
 //!   lmax = len, which would need allocation or spare aggregates.
-//! * Aggregates are fixed at construction (flows are configured up front).
 //! * A turn ends lazily: an aggregate that empties keeps its turn until the
 //!   next dequeue, so a packet arriving in between may still use its budget.
+//! * A turn always sends its first packet, even one longer than the budget
+//!   (only possible for a packet queued before its flow's lmax was lowered),
+//!   so such a packet cannot stall the aggregate.
+//!
+//! # Flow lifecycle
+//! One aggregate per flow slot, plus one, is preallocated at construction (with
+//! the QFQ entities behind them), so flows can join and leave aggregates
+//! without allocating, except that the map from (weight, lmax) to the
+//! aggregate still open for that key is a `HashMap` reserved for `capacity`
+//! keys at construction (it never holds more, so it never grows). As Linux's
+//! `qfq_change_class`:
+//! * **Add**: the flow joins the open aggregate of its (weight, lmax), or a
+//!   fresh one; the aggregate's weight n·w and budget n·lmax grow. O(1)
+//!   expected.
+//! * **Change** of weight or lmax: the flow leaves its aggregate and joins
+//!   one of the new key, its queued packets staying in its queue (the flow
+//!   rejoins the new aggregate's DRR ring with a fresh quantum). A change
+//!   of priority alone changes nothing. O(1) expected, plus the removal
+//!   from the aggregate's ring (at most [`AGG_MAX_FLOWS`] steps).
+//! * **Remove**: the flow leaves its aggregate (an aggregate left without
+//!   backlogged flows leaves its QFQ bucket, as [`crate::Qfq`] does), and
+//!   its packets go to `purge` with [`DropReason::FlowRemoved`].
+//!
+//! Timestamps: an aggregate keeps its start tag while flows join or leave
+//! it (its next finish is charged at its new weight); one left without
+//! backlogged flows keeps S as its remembered F, so it restarts from V
+//! once V has passed it; an emptied aggregate given to a new key forgets
+//! its tags. A flow's DRR deficit is forgotten when it changes aggregate.
+//! An aggregate in a bucket or in its turn keeps its QFQ group when flows
+//! join or leave (only its weight changes, as Linux's `qfq_update_agg`);
+//! an idle one is regrouped. Σw, V's rate, is that of the present flows.
+//! Aggregates that lost members are not merged: two partly filled
+//! aggregates of one key may coexist.
+
+use std::collections::HashMap;
 
 use crate::qfq::engine::Engine;
 use crate::qfq::FRAC_BITS;
+use crate::scheduler::purged;
 use crate::{
-    ConfigError, DropReason, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler,
+    ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet,
+    PacketQueues, Rejected, Scheduler,
 };
 
 /// Largest number of flows in one aggregate (Linux's cap).
@@ -101,13 +137,39 @@ struct FlowState {
 
 #[derive(Clone, Copy)]
 struct Agg {
+    /// The (weight, lmax) of every member.
+    weight: u32,
+    lmax: u32,
+    /// Members.
+    n: u32,
+    /// `lmax × n`, the budget of a turn.
     budget_max: u32,
-    budget: u32,
-    quantum: u32,
+    /// Bytes sent in the current turn.
+    used: u32,
     head: u32,
     tail: u32,
     nactive: u32,
 }
+
+impl Agg {
+    /// The engine's (inv_w, span) of an aggregate of `n` members.
+    fn entity(&self) -> (u64, u64) {
+        let n = u64::from(self.n.max(1));
+        let inv_w = (1u64 << FRAC_BITS) / (u64::from(self.weight.max(1)) * n);
+        (inv_w, u64::from(self.lmax) * n * inv_w)
+    }
+}
+
+const EMPTY_AGG: Agg = Agg {
+    weight: 1,
+    lmax: 1,
+    n: 0,
+    budget_max: 0,
+    used: 0,
+    head: NIL,
+    tail: NIL,
+    nactive: 0,
+};
 
 /// QFQ over aggregates of equal-weight, equal-lmax flows, DRR inside.
 ///
@@ -128,68 +190,62 @@ pub struct QfqPlus {
     queues: PacketQueues,
     st: Box<[FlowState]>,
     aggs: Box<[Agg]>,
+    /// Empty aggregates not in their turn, ready for a new key.
+    free: Vec<u32>,
+    /// (weight, lmax) → an aggregate of that key with room.
+    open: HashMap<(u32, u32), u32>,
     engine: Engine,
     in_service: u32,
 }
 
 impl QfqPlus {
-    /// QFQ+ over `flows`, holding at most `capacity` packets.
+    /// QFQ+ over the flow slots of `flows`, holding at most `capacity`
+    /// packets.
     ///
     /// # Errors
     /// A capacity out of range. Weights (1..=65536) and lmax (1..=65535) are
     /// validated by the [`FlowTable`].
     pub fn new(flows: FlowTable, capacity: usize) -> Result<Self, ConfigError> {
-        let queues = PacketQueues::new(flows.len(), capacity, None)?;
-        // Aggregate by (weight, lmax), in flow order, up to AGG_MAX_FLOWS each.
-        let mut order: Vec<u32> = (0..flows.len() as u32).collect();
-        let params = flows.as_slice();
-        order.sort_by_key(|&i| (params[i as usize].weight, params[i as usize].lmax, i));
-        let mut st = vec![
+        let slots = flows.capacity();
+        let queues = PacketQueues::new(slots, capacity, None)?;
+        let st = vec![
             FlowState {
-                agg: 0,
+                agg: NIL,
                 deficit: 0,
                 next: NIL,
                 active: false,
             };
-            flows.len()
-        ];
-        let mut members: Vec<(u32, u32, u32)> = Vec::new(); // (weight, lmax, n)
-        for &i in &order {
-            let p = params[i as usize];
-            let join = matches!(members.last(), Some(&(w, l, n)) if w == p.weight && l == p.lmax && n < AGG_MAX_FLOWS);
-            if !join {
-                members.push((p.weight, p.lmax, 0));
-            }
-            let last = members.len() - 1;
-            members[last].2 += 1;
-            st[i as usize].agg = last as u32;
-        }
-        let aggs: Box<[Agg]> = members
-            .iter()
-            .map(|&(_, lmax, n)| Agg {
-                budget_max: lmax * n,
-                budget: 0,
-                quantum: lmax,
-                head: NIL,
-                tail: NIL,
-                nactive: 0,
-            })
-            .collect();
-        let engine = Engine::new(
-            members.iter().map(|&(w, lmax, n)| {
-                let inv_w = (1u64 << FRAC_BITS) / (u64::from(w) * u64::from(n));
-                (inv_w, u64::from(lmax * n) * inv_w)
-            }),
-            flows.total_weight(),
-        );
-        Ok(QfqPlus {
-            flows,
+            slots
+        ]
+        .into_boxed_slice();
+        // One aggregate per flow slot, plus one: an aggregate whose last
+        // member left during its turn stays out of `free` until the turn
+        // ends, and there is at most one such.
+        let aggs = vec![EMPTY_AGG; slots + 1].into_boxed_slice();
+        let engine = Engine::new(aggs.iter().map(Agg::entity), flows.total_weight());
+        let mut s = QfqPlus {
             queues,
-            st: st.into_boxed_slice(),
+            st,
             aggs,
+            free: (0..=slots as u32).rev().collect(),
+            open: HashMap::with_capacity(slots),
             engine,
             in_service: NIL,
-        })
+            flows,
+        };
+        // Aggregate by (weight, lmax), in flow order, up to AGG_MAX_FLOWS
+        // each: in this order every key has one open aggregate at a time.
+        let mut order: Vec<(u32, u32, u32)> = s
+            .flows
+            .iter()
+            .map(|(f, p)| (p.weight, p.lmax, f.0))
+            .collect();
+        order.sort_unstable();
+        for (weight, lmax, f) in order {
+            let a = s.find_agg(weight, lmax);
+            s.join(f, a);
+        }
+        Ok(s)
     }
 
     /// Test hook: starts the virtual clock at `v` (e.g. just below the
@@ -207,15 +263,154 @@ impl QfqPlus {
         self.engine.v()
     }
 
-    /// Number of aggregates.
+    /// Number of aggregates with members. O(capacity).
     pub fn aggregates(&self) -> usize {
-        self.aggs.len()
+        self.aggs.iter().filter(|a| a.n > 0).count()
     }
 
-    /// The aggregate of `flow` and its budget in bytes.
-    pub fn aggregate_of(&self, flow: crate::FlowId) -> Option<(u32, u32)> {
-        let a = self.st.get(flow.index())?.agg;
+    /// The aggregate of `flow` and its budget in bytes, if `flow` is present.
+    pub fn aggregate_of(&self, flow: FlowId) -> Option<(u32, u32)> {
+        if !self.flows.contains(flow) {
+            return None;
+        }
+        let a = self.st[flow.index()].agg;
         Some((a, self.aggs[a as usize].budget_max))
+    }
+
+    /// An aggregate of key (weight, lmax) with room: the open one, else a
+    /// free one set to that key.
+    fn find_agg(&mut self, weight: u32, lmax: u32) -> u32 {
+        if let Some(&a) = self.open.get(&(weight, lmax)) {
+            return a;
+        }
+        // There is one aggregate more than flow slots: with the flow being
+        // placed in none, at most `slots − 1` have members and one more
+        // may be ending its turn empty, so a free one exists.
+        let a = self.free.pop().unwrap_or(0);
+        self.aggs[a as usize] = Agg {
+            weight,
+            lmax,
+            ..EMPTY_AGG
+        };
+        self.engine.forget(a);
+        a
+    }
+
+    /// True when aggregate `a` is in a QFQ bucket or in its turn.
+    fn scheduled(&self, a: u32) -> bool {
+        self.aggs[a as usize].nactive > 0 || self.in_service == a
+    }
+
+    /// Tells the engine the weight of `a` after its membership changed.
+    fn update_entity(&mut self, a: u32) {
+        let (inv_w, span) = self.aggs[a as usize].entity();
+        let keep = self.scheduled(a);
+        self.engine.set_entity(a, inv_w, span, keep);
+    }
+
+    /// Flow `f` (idle in no aggregate) joins aggregate `a`.
+    fn join(&mut self, f: u32, a: u32) {
+        self.st[f as usize] = FlowState {
+            agg: a,
+            deficit: 0,
+            next: NIL,
+            active: false,
+        };
+        let agg = &mut self.aggs[a as usize];
+        agg.n += 1;
+        agg.budget_max = agg.lmax * agg.n;
+        let key = (agg.weight, agg.lmax);
+        if agg.n >= AGG_MAX_FLOWS {
+            if self.open.get(&key) == Some(&a) {
+                self.open.remove(&key);
+            }
+        } else {
+            self.open.entry(key).or_insert(a);
+        }
+        self.update_entity(a);
+    }
+
+    /// Flow `f` leaves its aggregate (off its DRR ring if it was on it).
+    fn leave(&mut self, f: u32) {
+        let a = self.st[f as usize].agg;
+        if self.st[f as usize].active {
+            self.ring_remove(a, f);
+            let agg = &mut self.aggs[a as usize];
+            agg.nactive -= 1;
+            if agg.nactive == 0 && self.in_service != a {
+                self.engine.deactivate(a);
+            }
+        }
+        self.st[f as usize] = FlowState {
+            agg: NIL,
+            deficit: 0,
+            next: NIL,
+            active: false,
+        };
+        let agg = &mut self.aggs[a as usize];
+        agg.n -= 1;
+        agg.budget_max = agg.lmax * agg.n;
+        let key = (agg.weight, agg.lmax);
+        if agg.n == 0 {
+            if self.open.get(&key) == Some(&a) {
+                self.open.remove(&key);
+            }
+            if self.in_service != a {
+                // Otherwise `end_turn` frees it.
+                self.free.push(a);
+            }
+        } else {
+            self.open.entry(key).or_insert(a);
+            self.update_entity(a);
+        }
+    }
+
+    /// Takes the active flow `f` off the DRR ring of `a`. At most
+    /// [`AGG_MAX_FLOWS`] steps.
+    fn ring_remove(&mut self, a: u32, f: u32) {
+        let next = self.st[f as usize].next;
+        let agg = &mut self.aggs[a as usize];
+        if agg.head == f {
+            agg.head = next;
+            if next == NIL {
+                agg.tail = NIL;
+            }
+        } else {
+            let mut prev = agg.head;
+            while prev != NIL && self.st[prev as usize].next != f {
+                prev = self.st[prev as usize].next;
+            }
+            if prev != NIL {
+                self.st[prev as usize].next = next;
+                if agg.tail == f {
+                    agg.tail = prev;
+                }
+            }
+        }
+        let fs = &mut self.st[f as usize];
+        fs.next = NIL;
+        fs.active = false;
+    }
+
+    /// The backlogged flow `k` joins its aggregate's DRR ring.
+    #[inline]
+    fn activate_flow(&mut self, k: usize) {
+        let a = self.st[k].agg;
+        let agg = &mut self.aggs[a as usize];
+        let fs = &mut self.st[k];
+        fs.active = true;
+        fs.deficit = agg.lmax;
+        fs.next = NIL;
+        if agg.tail == NIL {
+            agg.head = k as u32;
+        } else {
+            self.st[agg.tail as usize].next = k as u32;
+        }
+        agg.tail = k as u32;
+        agg.nactive += 1;
+        if agg.nactive == 1 && self.in_service != a {
+            self.engine.activate(a);
+        }
     }
 
     /// The next flow of aggregate `a` by DRR and its head length, rotating
@@ -233,7 +428,7 @@ impl QfqPlus {
             if fs.deficit >= len {
                 return Some((f, len));
             }
-            fs.deficit += agg.quantum;
+            fs.deficit += agg.lmax;
             if agg.head != agg.tail {
                 agg.head = fs.next;
                 fs.next = NIL;
@@ -246,14 +441,18 @@ impl QfqPlus {
     /// Ends the turn of the aggregate in service, if any.
     #[inline]
     fn end_turn(&mut self, a: u32, more: bool) {
-        let agg = &mut self.aggs[a as usize];
-        let used = agg.budget_max - agg.budget;
+        let agg = &self.aggs[a as usize];
+        let used = agg.used;
+        let empty = agg.n == 0;
         if more {
             self.engine.reinsert(a, used);
         } else {
             self.engine.finish(a, used);
         }
         self.in_service = NIL;
+        if empty {
+            self.free.push(a);
+        }
     }
 }
 
@@ -269,24 +468,8 @@ impl Scheduler for QfqPlus {
             });
         }
         self.queues.push(k, pkt)?;
-        if self.st[k].active {
-            return Ok(());
-        }
-        let a = self.st[k].agg;
-        let agg = &mut self.aggs[a as usize];
-        let fs = &mut self.st[k];
-        fs.active = true;
-        fs.deficit = agg.quantum;
-        fs.next = NIL;
-        if agg.tail == NIL {
-            agg.head = k as u32;
-        } else {
-            self.st[agg.tail as usize].next = k as u32;
-        }
-        agg.tail = k as u32;
-        agg.nactive += 1;
-        if agg.nactive == 1 && self.in_service != a {
-            self.engine.activate(a);
+        if !self.st[k].active {
+            self.activate_flow(k);
         }
         Ok(())
     }
@@ -297,11 +480,13 @@ impl Scheduler for QfqPlus {
         loop {
             let a = self.in_service;
             if a != NIL {
+                let agg = &self.aggs[a as usize];
+                let (used, budget) = (agg.used, agg.budget_max);
                 match self.drr_peek(a) {
-                    Some((f, len)) if len <= self.aggs[a as usize].budget => {
+                    Some((f, len)) if used == 0 || used + len <= budget => {
                         let pkt = self.queues.pop(f as usize)?;
                         let agg = &mut self.aggs[a as usize];
-                        agg.budget -= len;
+                        agg.used += len;
                         let fs = &mut self.st[f as usize];
                         fs.deficit -= len;
                         if self.queues.is_empty(f as usize) {
@@ -321,8 +506,7 @@ impl Scheduler for QfqPlus {
                 }
             }
             let a = self.engine.pick()?;
-            let agg = &mut self.aggs[a as usize];
-            agg.budget = agg.budget_max;
+            self.aggs[a as usize].used = 0;
             self.in_service = a;
         }
     }
@@ -334,5 +518,48 @@ impl Scheduler for QfqPlus {
 
     fn name(&self) -> &'static str {
         "qfq+"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)?;
+        self.engine.set_weight_sum(self.flows.total_weight());
+        let a = self.find_agg(params.weight, params.lmax);
+        self.join(flow.0, a);
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        let old = self.flows.update(flow, params)?;
+        self.engine.set_weight_sum(self.flows.total_weight());
+        if (old.weight, old.lmax) == (params.weight, params.lmax) {
+            return Ok(());
+        }
+        self.leave(flow.0);
+        let a = self.find_agg(params.weight, params.lmax);
+        self.join(flow.0, a);
+        if !self.queues.is_empty(flow.index()) {
+            self.activate_flow(flow.index());
+        }
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.remove(flow)?;
+        self.engine.set_weight_sum(self.flows.total_weight());
+        self.leave(flow.0);
+        while let Some(p) = self.queues.pop(flow.index()) {
+            purge(purged(p));
+        }
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.flows
+            .contains(flow)
+            .then(|| self.queues.len(flow.index()))
     }
 }

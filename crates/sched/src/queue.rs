@@ -386,6 +386,55 @@ impl PacketQueues {
         }
     }
 
+    /// The packets of queue `q`, oldest first (nothing for a queue that
+    /// does not exist). O(1) per packet.
+    pub fn iter(&self, q: usize) -> impl Iterator<Item = &Packet> + '_ {
+        let (fifo, in_chunks) = match self.fifos.get(q) {
+            Some(f) => (Some(f), f.in_chunks() as usize),
+            None => (None, 0),
+        };
+        let mut chunk = fifo.map_or(NIL, |f| f.head);
+        let mut off = fifo.map_or(0, |f| usize::from(f.head_off));
+        let chunked = (0..in_chunks).map(move |_| {
+            let p = &self.chunks[chunk as usize].pkts[off];
+            off += 1;
+            if off == CHUNK_PACKETS {
+                off = 0;
+                chunk = self.links[chunk as usize];
+            }
+            p
+        });
+        let staged = fifo.into_iter().flat_map(|f| {
+            let start = usize::from(f.stage_start);
+            (0..usize::from(f.stage_len)).map(move |i| &f.stage[wrap(start + i)])
+        });
+        chunked.chain(staged)
+    }
+
+    /// Removes from queue `q` every packet for which `keep` is false,
+    /// handing each to `removed` in queue order; the others keep their
+    /// order. O(len(q)); allocates nothing (the queue is rotated in place:
+    /// every pop frees the room its push needs).
+    pub fn retain(
+        &mut self,
+        q: usize,
+        mut keep: impl FnMut(&Packet) -> bool,
+        mut removed: impl FnMut(Packet),
+    ) {
+        for _ in 0..self.len(q) {
+            let Some(p) = self.pop(q) else { break };
+            if keep(&p) {
+                // Cannot fail: the pop just made room in the arena and in
+                // the queue's limit.
+                if let Err(rej) = self.push(q, p) {
+                    removed(rej.packet);
+                }
+            } else {
+                removed(p);
+            }
+        }
+    }
+
     /// Packets in queue `q` (0 for a queue that does not exist).
     #[inline(always)]
     pub fn len(&self, q: usize) -> usize {
@@ -568,6 +617,41 @@ mod tests {
                 last = Some(p.token);
             }
         }
+    }
+
+    #[test]
+    fn iter_and_retain_follow_a_vecdeque_model() {
+        use std::collections::VecDeque;
+        let mut rng = fastrand::Rng::with_seed(3);
+        let mut q = PacketQueues::new(3, 40, None).unwrap();
+        let mut model = vec![VecDeque::new(); 3];
+        for token in 0..5_000u64 {
+            let i = rng.usize(..3);
+            match rng.u8(..10) {
+                0..=5 => {
+                    let p = Packet::new(FlowId(rng.u32(..4)), 1, token);
+                    if q.push(i, p).is_ok() {
+                        model[i].push_back(p);
+                    }
+                }
+                6..=8 => assert_eq!(q.pop(i), model[i].pop_front()),
+                _ => {
+                    let drop = FlowId(rng.u32(..4));
+                    let mut out = Vec::new();
+                    q.retain(i, |p| p.flow != drop, |p| out.push(p));
+                    let expect: Vec<Packet> = model[i]
+                        .iter()
+                        .copied()
+                        .filter(|p| p.flow == drop)
+                        .collect();
+                    model[i].retain(|p| p.flow != drop);
+                    assert_eq!(out, expect);
+                }
+            }
+            let got: Vec<Packet> = q.iter(i).copied().collect();
+            assert_eq!(got, model[i].iter().copied().collect::<Vec<_>>());
+        }
+        assert_eq!(q.iter(9).count(), 0);
     }
 
     #[test]

@@ -11,6 +11,28 @@
 //!   eligible through [`Scheduler::next_eligible`].
 //! * No method reads a clock, spawns a thread or allocates after construction.
 //!
+//! # Flow lifecycle
+//! A scheduler is built over a [`FlowTable`] of `capacity` flow slots, each
+//! present or absent; packets of absent flows are refused with
+//! [`DropReason::UnknownFlow`]. At run time (dummynet's masks create a queue
+//! on a key's first packet and free it on expiry; Linux adds, changes and
+//! deletes classes):
+//! * [`Scheduler::add_flow`] makes an absent slot present;
+//! * [`Scheduler::change_flow`] gives a present flow new parameters; its
+//!   queued packets stay queued, in order;
+//! * [`Scheduler::remove_flow`] hands every packet still queued in the flow
+//!   to `purge` with [`DropReason::FlowRemoved`] (like Linux's class delete)
+//!   and frees the slot, which may be added again at once;
+//! * [`Scheduler::flow_queued`] says how many packets a flow holds, so a
+//!   caller may drain it first.
+//!
+//! Every built-in algorithm implements all four without allocating (its
+//! per-flow state is sized by the capacity when it is built); each module
+//! says what a change or a removal does to queued packets and timestamps.
+//! On an error nothing changes. The default bodies answer
+//! [`FlowError::Unsupported`] (and `flow_queued` answers `None`), for
+//! schedulers written without a lifecycle.
+//!
 //! # Example: a toy scheduler
 //! ```
 //! use pspat_sched::{Instant, Packet, Rejected, DropReason, Scheduler};
@@ -44,7 +66,9 @@
 //! assert!(s.dequeue(Instant::ZERO).is_some());
 //! ```
 
-use crate::{Instant, Packet};
+#[cfg(doc)]
+use crate::FlowTable;
+use crate::{FlowError, FlowId, FlowParams, Instant, Packet};
 
 /// Why a scheduler refused a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,17 +86,21 @@ pub enum DropReason {
     OutOfWindow,
     /// A policy (AQM, rate limit, admission) dropped it.
     Policy,
+    /// Its flow was removed while it was queued
+    /// ([`Scheduler::remove_flow`]).
+    FlowRemoved,
 }
 
 impl DropReason {
     /// Every reason, for counters indexed by reason.
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::QueueFull,
         DropReason::FlowLimit,
         DropReason::UnknownFlow,
         DropReason::BadLength,
         DropReason::OutOfWindow,
         DropReason::Policy,
+        DropReason::FlowRemoved,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -89,6 +117,7 @@ impl DropReason {
             DropReason::BadLength => "bad_length",
             DropReason::OutOfWindow => "out_of_window",
             DropReason::Policy => "policy",
+            DropReason::FlowRemoved => "flow_removed",
         }
     }
 }
@@ -133,6 +162,72 @@ pub trait Scheduler {
 
     /// A short name for reports (`"drr"`, `"qfq"`, ...).
     fn name(&self) -> &'static str;
+
+    /// Makes the absent flow slot `flow` present with `params`; its packets
+    /// are accepted from now on.
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`], [`FlowError::Present`],
+    /// [`FlowError::InvalidParams`], or [`FlowError::Unsupported`]; nothing
+    /// changes then.
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        let _ = (flow, params);
+        Err(FlowError::unsupported(
+            self.name(),
+            "this scheduler has no flow lifecycle",
+        ))
+    }
+
+    /// Gives the present flow `flow` new parameters. Its queued packets stay
+    /// queued in order; a new weight shows in the shares within the next
+    /// rounds (each algorithm's module docs say exactly when).
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`], [`FlowError::Absent`],
+    /// [`FlowError::InvalidParams`], or [`FlowError::Unsupported`]; nothing
+    /// changes then.
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        let _ = (flow, params);
+        Err(FlowError::unsupported(
+            self.name(),
+            "this scheduler has no flow lifecycle",
+        ))
+    }
+
+    /// Removes the present flow `flow`: every packet it still holds goes to
+    /// `purge` with [`DropReason::FlowRemoved`], in its queue order, and
+    /// the slot is absent (free for [`Scheduler::add_flow`]) on return.
+    ///
+    /// # Errors
+    /// [`FlowError::OutOfCapacity`], [`FlowError::Absent`], or
+    /// [`FlowError::Unsupported`]; nothing changes then.
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        let _ = (flow, purge);
+        Err(FlowError::unsupported(
+            self.name(),
+            "this scheduler has no flow lifecycle",
+        ))
+    }
+
+    /// Packets held for `flow`, `None` when the flow is absent (or the
+    /// scheduler has no lifecycle).
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        let _ = flow;
+        None
+    }
+}
+
+/// A [`Rejected`] for a packet purged by [`Scheduler::remove_flow`].
+#[inline]
+pub(crate) fn purged(packet: Packet) -> Rejected {
+    Rejected {
+        packet,
+        reason: DropReason::FlowRemoved,
+    }
 }
 
 impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
@@ -150,5 +245,21 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn name(&self) -> &'static str {
         (**self).name()
+    }
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        (**self).add_flow(flow, params)
+    }
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        (**self).change_flow(flow, params)
+    }
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        (**self).remove_flow(flow, purge)
+    }
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        (**self).flow_queued(flow)
     }
 }

@@ -61,6 +61,13 @@ impl VirtualClock {
         }
     }
 
+    /// The sum of weights changed (a flow was added, changed or removed):
+    /// later service advances V by `len / wsum`. Service charged and not
+    /// yet applied is applied at the new rate.
+    pub(crate) fn set_weight_sum(&mut self, wsum: u64) {
+        self.per_byte = v_per_byte(wsum);
+    }
+
     /// The current V.
     #[inline]
     pub(crate) fn now(&self) -> u64 {

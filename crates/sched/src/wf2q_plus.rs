@@ -82,9 +82,30 @@
 //!   wrap-safety makes it unnecessary.
 //! * All idle flows whose F ≤ V are retired at each step, not one per call.
 //! * Invalid timestamps are a location enum, not dummynet's S = F + 1.
+//!
+//! # Flow lifecycle
+//! Per-flow state and the three heaps are sized by the table's capacity at
+//! construction; nothing is allocated later. Σw is that of the *present*
+//! flows and is updated at every add, change and remove (the service
+//! already charged to V and not yet applied, or on the wire with the link
+//! rate hint, is applied at the new Σw).
+//! * **Add**: the flow starts off (no tags); its first packet starts at V.
+//! * **Change**: a backlogged flow keeps its start tag S; its head's finish
+//!   tag is recomputed with the new weight, F = S + len/w_new, and the flow
+//!   re-sorted (O(log N)), so the new share applies from the packet at its
+//!   head. An idle-heap flow keeps its remembered F.
+//! * **Remove**: the flow leaves whichever heap holds it (O(log N)), its
+//!   packets go to `purge` with [`crate::DropReason::FlowRemoved`], and its
+//!   tags are forgotten, so a flow added again in the slot starts afresh.
+//!   The remaining flows keep their tags; V keeps its invariant
+//!   (V ≥ min S of the backlogged flows) through the usual catch-up.
 
+use crate::scheduler::purged;
 use crate::vclock::{vt_gt, VirtualClock};
-use crate::{ConfigError, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler};
+use crate::{
+    ConfigError, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, PacketQueues, Rejected,
+    Scheduler,
+};
 
 pub use crate::vclock::FRAC_BITS;
 
@@ -270,7 +291,7 @@ impl Wf2qPlus {
     /// A capacity out of range (the flow table is already validated:
     /// weights 1..=65536, lmax 1..=65535).
     pub fn new(flows: FlowTable, capacity: usize) -> Result<Self, ConfigError> {
-        let n = flows.len();
+        let n = flows.capacity();
         let wsum = flows.total_weight();
         let queues = PacketQueues::new(n, capacity, None)?;
         let st = flows
@@ -442,6 +463,23 @@ impl Wf2qPlus {
         }
     }
 
+    /// 2⁴⁰ / w: the tag span of one byte at weight `w`.
+    fn inv_weight(params: &FlowParams) -> u64 {
+        (1u64 << FRAC_BITS) / u64::from(params.weight.max(1))
+    }
+
+    /// Takes `k` out of the heap that holds it, if any.
+    fn unplace(&mut self, k: u32) {
+        let at = self.pos[k as usize] as usize;
+        match self.st[k as usize].loc {
+            Loc::Off => {}
+            Loc::Eligible => self.eligible.remove_at(&mut self.pos, at),
+            Loc::Pending => self.pending.remove_at(&mut self.pos, at),
+            Loc::Idle => self.idle.remove_at(&mut self.pos, at),
+        }
+        self.st[k as usize].loc = Loc::Off;
+    }
+
     #[inline]
     fn place(&mut self, k: u32) {
         let v = self.v();
@@ -533,6 +571,58 @@ impl Scheduler for Wf2qPlus {
 
     fn name(&self) -> &'static str {
         "wf2q+"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)?;
+        self.st[flow.index()] = FlowState {
+            s: 0,
+            f: 0,
+            inv_w: Self::inv_weight(&params),
+            loc: Loc::Off,
+        };
+        self.clock.set_weight_sum(self.flows.total_weight());
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.update(flow, params)?;
+        self.clock.set_weight_sum(self.flows.total_weight());
+        let k = flow.index();
+        self.st[k].inv_w = Self::inv_weight(&params);
+        let loc = self.st[k].loc;
+        if matches!(loc, Loc::Eligible | Loc::Pending) {
+            if let Some(head) = self.queues.front(k).map(|p| p.len) {
+                self.unplace(flow.0);
+                let st = &mut self.st[k];
+                st.f = st.s.wrapping_add(u64::from(head) * st.inv_w);
+                self.place(flow.0);
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.remove(flow)?;
+        self.clock.set_weight_sum(self.flows.total_weight());
+        let k = flow.index();
+        self.unplace(flow.0);
+        while let Some(p) = self.queues.pop(k) {
+            purge(purged(p));
+        }
+        self.st[k].s = 0;
+        self.st[k].f = 0;
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.flows
+            .contains(flow)
+            .then(|| self.queues.len(flow.index()))
     }
 }
 

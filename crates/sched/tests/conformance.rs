@@ -1,9 +1,10 @@
 //! The conformance suite, stamped out for every algorithm.
 //!
 //! Every algorithm must keep (ARCHITECTURE.md §4): conservation (each
-//! accepted packet leaves exactly once, each refused one comes back),
-//! FIFO order within a flow, and, unless it shapes, work conservation
-//! (`dequeue` answers whenever packets are held). Fair algorithms must also
+//! accepted packet leaves exactly once, or is purged once when its flow is
+//! removed; each refused one comes back), FIFO order within a flow, and,
+//! unless it shapes, work conservation (`dequeue` answers whenever packets
+//! are held), also while flows are added, changed and removed. Fair algorithms must also
 //! give permanently backlogged flows shares proportional to their weights.
 //!
 //! Adding an algorithm is one line in `each_alg!` (and in `each_fair_alg!`).
@@ -11,7 +12,7 @@
 use std::collections::HashSet;
 
 use pspat_sched::{
-    AlgKind, AnyScheduler, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
+    AlgKind, AnyScheduler, DropReason, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
     SchedulerConfig, VisitScheduler,
 };
 
@@ -135,6 +136,143 @@ fn run_random(alg: AlgKind, seed: u64, work_conserving: bool) {
     }
 }
 
+/// As [`run_random`] with flows added, changed and removed on the way
+/// while other flows hold packets: each accepted packet leaves once or is
+/// purged once (with `FlowRemoved`, only when its flow is removed), and
+/// per-flow order holds within each life of a flow id.
+fn run_lifecycle(alg: AlgKind, seed: u64, work_conserving: bool) {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x11FE);
+    let slots = rng.usize(2..40);
+    let n_initial = rng.usize(1..=slots);
+    let initial = random_flows(&mut rng, n_initial);
+    let mut cfg = SchedulerConfig::new(alg);
+    cfg.capacity = 256;
+    let table = FlowTable::with_capacity(slots, initial.clone()).expect("valid table");
+    let mut s = cfg.build(table).expect("valid config");
+    let mut lmax: Vec<Option<u32>> = (0..slots).map(|i| initial.get(i).map(|f| f.lmax)).collect();
+    // Per flow slot: the tokens held, oldest first.
+    let mut held: Vec<std::collections::VecDeque<u64>> = vec![Default::default(); slots];
+    let (mut accepted, mut departed, mut purged) = (0u64, 0u64, 0u64);
+    let mut now = 0u64;
+    let mut token = 0u64;
+    let idle_check = |s: &AnyScheduler, held: usize| {
+        assert!(
+            !work_conserving || held == 0,
+            "seed {seed}: {alg} idled with {held} packets held ({} queued)",
+            s.queued()
+        );
+    };
+    for _ in 0..20_000 {
+        now += rng.u64(0..100);
+        let f = rng.usize(0..slots);
+        let flow = FlowId(f as u32);
+        match rng.u8(0..100) {
+            0..=54 => {
+                for _ in 0..rng.usize(1..8) {
+                    let len = rng.u32(64..=lmax[f].unwrap_or(1500));
+                    let pkt = Packet::new(flow, len, token);
+                    token += 1;
+                    match s.enqueue(Instant::from_nanos(now), pkt) {
+                        Ok(()) => {
+                            assert!(lmax[f].is_some(), "seed {seed}: absent flow accepted");
+                            held[f].push_back(pkt.token);
+                            accepted += 1;
+                        }
+                        Err(rej) => {
+                            assert_eq!(rej.packet, pkt, "seed {seed}: rejection must hand it back");
+                            if lmax[f].is_none() {
+                                assert_eq!(rej.reason, DropReason::UnknownFlow);
+                            }
+                        }
+                    }
+                }
+            }
+            55..=93 => {
+                let before = s.queued();
+                match s.dequeue(Instant::from_nanos(now)) {
+                    Some(p) => {
+                        let head = held[p.flow.index()].pop_front();
+                        assert_eq!(
+                            head,
+                            Some(p.token),
+                            "seed {seed}: {alg} flow {} reordered",
+                            p.flow.0
+                        );
+                        departed += 1;
+                    }
+                    None => idle_check(&s, before),
+                }
+            }
+            94..=95 => {
+                let params = random_flows(&mut rng, 1)[0];
+                let r = s.add_flow(flow, params);
+                assert_eq!(r.is_ok(), lmax[f].is_none(), "seed {seed}: {alg} add {r:?}");
+                if r.is_ok() {
+                    lmax[f] = Some(params.lmax);
+                }
+            }
+            96..=97 => {
+                let params = FlowParams {
+                    lmax: rng.u32(64..=1500),
+                    ..random_flows(&mut rng, 1)[0]
+                };
+                let r = s.change_flow(flow, params);
+                assert_eq!(
+                    r.is_ok(),
+                    lmax[f].is_some(),
+                    "seed {seed}: {alg} change {r:?}"
+                );
+                if r.is_ok() {
+                    lmax[f] = Some(params.lmax);
+                }
+            }
+            _ => {
+                let mut out = Vec::new();
+                let r = s.remove_flow(flow, &mut |rej| out.push(rej));
+                assert_eq!(
+                    r.is_ok(),
+                    lmax[f].is_some(),
+                    "seed {seed}: {alg} remove {r:?}"
+                );
+                let want: Vec<u64> = held[f].drain(..).collect();
+                let got: Vec<u64> = out.iter().map(|r| r.packet.token).collect();
+                assert_eq!(got, want, "seed {seed}: {alg} purged the wrong packets");
+                assert!(out.iter().all(|r| r.reason == DropReason::FlowRemoved));
+                purged += out.len() as u64;
+                lmax[f] = None;
+            }
+        }
+        assert_eq!(
+            s.queued() as u64,
+            accepted - departed - purged,
+            "seed {seed}: {alg} queued() out of step"
+        );
+    }
+    let mut guard = 0;
+    while s.queued() > 0 {
+        now = s
+            .next_eligible(Instant::from_nanos(now))
+            .map_or(now, |t| t.as_nanos().max(now));
+        while let Some(p) = s.dequeue(Instant::from_nanos(now)) {
+            assert_eq!(
+                held[p.flow.index()].pop_front(),
+                Some(p.token),
+                "seed {seed}: drain order"
+            );
+            departed += 1;
+        }
+        now += 1_000;
+        guard += 1;
+        assert!(guard < 10_000_000, "seed {seed}: {alg} never drained");
+    }
+    assert_eq!(
+        accepted,
+        departed + purged,
+        "seed {seed}: {alg} lost packets"
+    );
+    assert!(held.iter().all(|q| q.is_empty()));
+}
+
 /// Bad packets come back with a reason instead of panicking.
 fn rejects_bad_packets(alg: AlgKind) {
     let mut s = build(alg, &[FlowParams::default(); 2], 4);
@@ -217,6 +355,12 @@ macro_rules! each_alg {
             #[test]
             fn bad_packets_are_refused_with_a_reason() {
                 rejects_bad_packets($kind);
+            }
+            #[test]
+            fn conservation_and_order_across_flow_lifecycle() {
+                for seed in SEEDS {
+                    run_lifecycle($kind, seed, $wc);
+                }
             }
         }
     )+};

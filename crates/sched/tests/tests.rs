@@ -13,3 +13,5 @@ mod eiffel;
 mod alloc;
 // Placement: the HRW family (HRW, AHRW, trees, cache-aware, PS-HRW, flowlet guard).
 mod place;
+// Flow lifecycle: add, change, remove, purge, reuse, random interleavings.
+mod lifecycle;

@@ -103,8 +103,8 @@ pub use shaper::{Shaped, DEFAULT_SHAPER_GRANULARITY_NS, MIN_SHAPING_RATE_BPS};
 /// | `deadline_ns` | 10 000 000 | `edf`, `lstf`: relative deadline of flow `i` is `deadline_ns / weight_i` |
 /// | `deadlines_ns` | `[]` | `edf`, `lstf`: one relative deadline per flow, overrides the above |
 /// | `lstf_link_bps` | 10 000 000 000 | `lstf`: link rate turning lengths into transmission time |
-/// | `rate_bps` | 100 000 000 | `shaped-drr`: rate of flow `i` is `rate_bps × weight_i` |
-/// | `rates_bps` | `[]` | `shaped-drr`: one rate per flow, overrides the above |
+/// | `rate_bps` | 100 000 000 | `shaped-drr`: rate of flow `i` is `rate_bps × weight_i` (also for flows added or changed at run time) |
+/// | `rates_bps` | `[]` | `shaped-drr`: one rate per flow (or per flow slot), overrides the above for those slots |
 /// | `shaper_granularity_ns` | 1024 | `shaped-drr`: time-queue bucket width |
 /// | `queue` | `None` | every ranked policy: override the rank queue's levels, granularity and out-of-window policy |
 ///
@@ -241,15 +241,15 @@ impl EiffelConfig {
     /// flow), or a rate list of the wrong length.
     pub fn rates(&self, flows: &FlowTable) -> Result<Vec<u64>, ConfigError> {
         let checked = |what: String, r: i64| Rate::checked(what, r).map(Rate::bps);
+        let unit = || Rate::checked("eiffel.rate_bps", self.rate_bps);
+        // Capped at the largest rate rather than refused (documented).
+        let derived =
+            |unit: Rate, f: &crate::FlowParams| unit.saturating_mul(u64::from(f.weight)).bps();
         if self.rates_bps.is_empty() {
-            let unit = Rate::checked("eiffel.rate_bps", self.rate_bps)?;
-            return Ok(flows
-                .as_slice()
-                .iter()
-                .map(|f| unit.saturating_mul(u64::from(f.weight)).bps())
-                .collect());
+            let unit = unit()?;
+            return Ok(flows.as_slice().iter().map(|f| derived(unit, f)).collect());
         }
-        if self.rates_bps.len() != flows.len() {
+        if self.rates_bps.len() != flows.len() && self.rates_bps.len() != flows.capacity() {
             return Err(ConfigError::invalid(
                 "eiffel.rates_bps",
                 format!(
@@ -259,31 +259,37 @@ impl EiffelConfig {
                 ),
             ));
         }
-        self.rates_bps
-            .iter()
-            .enumerate()
-            .map(|(i, &r)| {
-                checked(
+        // One rate per slot: the list's, then (slots beyond it, added at
+        // run time) `rate_bps × weight`.
+        let mut rates = Vec::with_capacity(flows.capacity());
+        for (i, f) in flows.as_slice().iter().enumerate() {
+            rates.push(match self.rates_bps.get(i) {
+                Some(&r) => checked(
                     format!("eiffel.rates_bps: flow {i} shaping rate (bit/s)"),
                     r,
-                )
-            })
-            .collect()
+                )?,
+                // Validated only when some slot needs it.
+                None => derived(unit()?, f),
+            });
+        }
+        Ok(rates)
     }
 
     /// `shaped-drr`: [`Shaped`] per-flow rate limits in front of [`Drr`].
     ///
     /// # Errors
-    /// A rate outside 1000..=10¹² bit/s (named), a zero granularity, a bad DRR quantum
-    /// or capacity.
+    /// A rate outside 1000..=10¹² bit/s (named), a zero granularity, a bad
+    /// capacity.
     pub fn shaped_drr(
         &self,
         flows: FlowTable,
         capacity: usize,
-        quantum_unit: u32,
     ) -> Result<Shaped<Drr>, ConfigError> {
         let rates = self.rates(&flows)?;
-        let inner = Drr::new(flows.clone(), capacity, quantum_unit)?;
+        let inner = Drr::new(flows.clone(), capacity)?;
+        let unit = u64::try_from(self.rate_bps)
+            .unwrap_or(0)
+            .max(MIN_SHAPING_RATE_BPS);
         Shaped::new(
             inner,
             flows,
@@ -291,6 +297,7 @@ impl EiffelConfig {
             &rates,
             self.shaper_granularity_ns,
             "shaped-drr",
-        )
+        )?
+        .with_rate_per_weight(unit, self.rates_bps.len())
     }
 }

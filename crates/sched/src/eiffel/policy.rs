@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::rate::Rate;
-use crate::{ConfigError, FlowTable, Instant, Packet};
+use crate::{ConfigError, FlowId, FlowParams, FlowTable, Instant, Packet};
 
 use super::QueueConfig;
 
@@ -67,8 +67,12 @@ impl RankQueue {
 ///
 /// Implement [`RankPolicy::rank`] and [`RankPolicy::name`]; the other hooks
 /// have defaults. Per-flow state is the policy's own, indexed by
-/// `pkt.flow.index()`; the hooks must not panic for any flow of the table the
-/// policy was built for and should not allocate.
+/// `pkt.flow.index()` and sized by the table's capacity (flow slots); the
+/// hooks must not panic for any flow slot of the table the policy was built
+/// for and should not allocate. The lifecycle hooks
+/// ([`RankPolicy::on_flow_added`], [`RankPolicy::on_flow_changed`],
+/// [`RankPolicy::on_flow_removed`]) let it follow flows added, changed and
+/// removed at run time.
 ///
 /// # Examples
 /// A complete policy: serve the flow whose head packet is the shortest
@@ -143,6 +147,23 @@ pub trait RankPolicy {
 
     /// A short name for reports.
     fn name(&self) -> &'static str;
+
+    /// Flow slot `flow` became present with `params`. Default: nothing.
+    fn on_flow_added(&mut self, flow: FlowId, params: &FlowParams) {
+        let _ = (flow, params);
+    }
+
+    /// The present flow `flow` now has `params`; the scheduler re-ranks it
+    /// right after (if it is queued). Default: nothing.
+    fn on_flow_changed(&mut self, flow: FlowId, params: &FlowParams) {
+        let _ = (flow, params);
+    }
+
+    /// Flow `flow` was removed; its packets were purged without
+    /// [`RankPolicy::on_departure`]. Default: nothing.
+    fn on_flow_removed(&mut self, flow: FlowId) {
+        let _ = flow;
+    }
 }
 
 fn per_flow(
@@ -151,17 +172,18 @@ fn per_flow(
     default: impl Fn(usize) -> u64,
     flows: &FlowTable,
 ) -> Result<Box<[u64]>, ConfigError> {
-    if !list.is_empty() && list.len() != flows.len() {
+    if !list.is_empty() && list.len() != flows.len() && list.len() != flows.capacity() {
         return Err(ConfigError::invalid(
             what,
             format!(
-                "{} entries for {} flows: give one per flow or none",
+                "{} entries for {} flows ({} slots): give one per flow, one per slot, or none",
                 list.len(),
-                flows.len()
+                flows.len(),
+                flows.capacity()
             ),
         ));
     }
-    Ok((0..flows.len())
+    Ok((0..flows.capacity())
         .map(|i| list.get(i).copied().unwrap_or_else(|| default(i)))
         .collect())
 }
@@ -172,7 +194,9 @@ fn per_flow(
 /// `Packet` carries no remaining-size tag, so each flow has a configured size;
 /// remaining = size − bytes sent since the flow (re)started. A flow that has
 /// sent its size restarts as a new flow of the same size. The head packet of
-/// the top flow leaves first, so a flow's packets never reorder.
+/// the top flow leaves first, so a flow's packets never reorder. A flow
+/// added at run time starts a new run (sizes are per slot, from the
+/// configuration); weight changes do not matter.
 ///
 /// # Examples
 /// ```
@@ -225,6 +249,18 @@ impl Srpt {
 impl RankPolicy for Srpt {
     const STAMPS: bool = false;
 
+    fn on_flow_added(&mut self, flow: FlowId, _params: &FlowParams) {
+        if let Some(sent) = self.sent.get_mut(flow.index()) {
+            *sent = 0;
+        }
+    }
+
+    fn on_flow_removed(&mut self, flow: FlowId) {
+        if let Some(sent) = self.sent.get_mut(flow.index()) {
+            *sent = 0;
+        }
+    }
+
     #[inline]
     fn rank(&mut self, _now: Instant, head: &Packet, _stamp: u64) -> u64 {
         self.remaining(head.flow).unwrap_or(u64::MAX)
@@ -257,7 +293,7 @@ impl RankPolicy for Srpt {
     }
 }
 
-/// Relative deadlines per flow: explicit, or `deadline_ns / weight`.
+/// Relative deadlines per flow slot: explicit, or `deadline_ns / weight`.
 fn deadlines(flows: &FlowTable, deadline_ns: u64, list: &[u64]) -> Result<Box<[u64]>, ConfigError> {
     per_flow(
         "eiffel.deadlines_ns",
@@ -265,6 +301,22 @@ fn deadlines(flows: &FlowTable, deadline_ns: u64, list: &[u64]) -> Result<Box<[u
         |i| deadline_ns / u64::from(flows.as_slice()[i].weight),
         flows,
     )
+}
+
+/// How the relative deadline of a slot follows its flow's weight: slots
+/// below `explicit` keep the configured deadline, the others take
+/// `deadline_ns / weight` whenever the flow is added or changed.
+#[derive(Clone, Copy, Debug)]
+struct DeadlineRule {
+    deadline_ns: u64,
+    explicit: usize,
+}
+
+impl DeadlineRule {
+    /// The new relative deadline of `flow`, or `None` if it is explicit.
+    fn derive(&self, flow: FlowId, params: &FlowParams) -> Option<u64> {
+        (flow.index() >= self.explicit).then(|| self.deadline_ns / u64::from(params.weight.max(1)))
+    }
 }
 
 /// Default granularity of the time-ranked queues, in ns (H ≈ 268 ms at 3 levels).
@@ -295,6 +347,7 @@ fn time_queue() -> RankQueue {
 pub struct Edf {
     deadline: Box<[u64]>,
     min_deadline: u64,
+    rule: DeadlineRule,
 }
 
 impl Edf {
@@ -308,6 +361,10 @@ impl Edf {
         Ok(Edf {
             min_deadline: deadline.iter().copied().min().unwrap_or(0),
             deadline,
+            rule: DeadlineRule {
+                deadline_ns,
+                explicit: list.len(),
+            },
         })
     }
 }
@@ -330,6 +387,20 @@ impl RankPolicy for Edf {
     }
     fn name(&self) -> &'static str {
         "edf"
+    }
+    /// A derived deadline follows the new weight (queued packets keep
+    /// theirs); the floor only ever goes down, so it stays a lower bound.
+    fn on_flow_added(&mut self, flow: FlowId, params: &FlowParams) {
+        self.on_flow_changed(flow, params);
+    }
+    fn on_flow_changed(&mut self, flow: FlowId, params: &FlowParams) {
+        if let (Some(d), Some(slot)) = (
+            self.rule.derive(flow, params),
+            self.deadline.get_mut(flow.index()),
+        ) {
+            *slot = d;
+            self.min_deadline = self.min_deadline.min(d);
+        }
     }
 }
 
@@ -354,6 +425,9 @@ pub struct Lstf {
     link: Rate,
     /// Smallest deadline minus the transmission time of the largest packet.
     min_slack: i128,
+    /// Transmission time of the largest packet, ns.
+    max_tx: i128,
+    rule: DeadlineRule,
 }
 
 impl Lstf {
@@ -375,6 +449,11 @@ impl Lstf {
             deadline,
             link,
             min_slack: i128::from(min_d) - i128::from(max_tx),
+            max_tx: i128::from(max_tx),
+            rule: DeadlineRule {
+                deadline_ns,
+                explicit: list.len(),
+            },
         })
     }
 }
@@ -398,6 +477,19 @@ impl RankPolicy for Lstf {
     }
     fn name(&self) -> &'static str {
         "lstf"
+    }
+    /// As [`Edf`]: a derived deadline follows the new weight.
+    fn on_flow_added(&mut self, flow: FlowId, params: &FlowParams) {
+        self.on_flow_changed(flow, params);
+    }
+    fn on_flow_changed(&mut self, flow: FlowId, params: &FlowParams) {
+        if let (Some(d), Some(slot)) = (
+            self.rule.derive(flow, params),
+            self.deadline.get_mut(flow.index()),
+        ) {
+            *slot = d;
+            self.min_slack = self.min_slack.min(i128::from(d) - self.max_tx);
+        }
     }
 }
 
@@ -498,6 +590,23 @@ impl RankPolicy for Stfq {
     fn name(&self) -> &'static str {
         "stfq"
     }
+    /// A new flow starts at V (no finish tag remembered).
+    fn on_flow_added(&mut self, flow: FlowId, params: &FlowParams) {
+        self.on_flow_removed(flow);
+        self.on_flow_changed(flow, params);
+    }
+    /// Later arrivals are tagged with the new weight; queued packets keep
+    /// their start tags.
+    fn on_flow_changed(&mut self, flow: FlowId, params: &FlowParams) {
+        if let Some(c) = self.cost.get_mut(flow.index()) {
+            *c = STFQ_SCALE / u64::from(params.weight.max(1));
+        }
+    }
+    fn on_flow_removed(&mut self, flow: FlowId) {
+        if let Some(f) = self.finish.get_mut(flow.index()) {
+            *f = 0;
+        }
+    }
 }
 
 /// Strict priority as a rank: rank = the flow's priority (0 first). Flows of
@@ -546,5 +655,13 @@ impl RankPolicy for StrictPriority {
     }
     fn name(&self) -> &'static str {
         "eiffel-prio"
+    }
+    fn on_flow_added(&mut self, flow: FlowId, params: &FlowParams) {
+        self.on_flow_changed(flow, params);
+    }
+    fn on_flow_changed(&mut self, flow: FlowId, params: &FlowParams) {
+        if let Some(p) = self.prio.get_mut(flow.index()) {
+            *p = params.priority;
+        }
     }
 }

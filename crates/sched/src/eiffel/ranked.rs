@@ -25,9 +25,28 @@
 //! the packet FIFOs (the `token` field carries the stamp), costing 24 bytes
 //! per arena slot; `Packet` itself is unchanged. Policies with
 //! [`RankPolicy::STAMPS`] `= false` (SRPT, strict priority) skip it.
+//!
+//! # Flow lifecycle
+//! The packet and stamp queues and the rank queue are sized by the table's
+//! capacity at construction; the policy follows through its lifecycle
+//! hooks ([`RankPolicy::on_flow_added`] and the others), so nothing is
+//! allocated later.
+//! * **Add**: the policy sets up the slot (a derived deadline from the
+//!   weight, a fresh SRPT run, an STFQ flow starting at V, ...). O(1).
+//! * **Change**: the policy takes the new parameters; queued packets keep
+//!   the stamps (deadlines, start tags) they were given on arrival, and a
+//!   queued flow is re-ranked at once from its head (one rank-queue removal
+//!   and push, clamped into the window), so a new priority applies to the
+//!   next dequeue. The rank is computed at the time of the last `enqueue`
+//!   or `dequeue`.
+//! * **Remove**: the flow leaves the rank queue, its packets go to `purge`
+//!   with [`DropReason::FlowRemoved`] (without
+//!   [`RankPolicy::on_departure`]), and the policy forgets its state.
 
+use crate::scheduler::purged;
 use crate::{
-    ConfigError, DropReason, FlowId, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler,
+    ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet,
+    PacketQueues, Rejected, Scheduler,
 };
 
 use super::{Cffs, Hffs, PushError, RankPolicy, RankQueue};
@@ -92,6 +111,9 @@ pub struct Ranked<P> {
     stamps: PacketQueues,
     pq: FlowQueue,
     policy: P,
+    /// The time of the last `enqueue` or `dequeue`, for re-ranking a flow
+    /// whose parameters change.
+    now: Instant,
 }
 
 impl<P: RankPolicy> Ranked<P> {
@@ -115,7 +137,7 @@ impl<P: RankPolicy> Ranked<P> {
         policy: P,
         queue: RankQueue,
     ) -> Result<Self, ConfigError> {
-        let n = flows.len();
+        let n = flows.capacity();
         let pq = match queue {
             RankQueue::Fixed(c) => FlowQueue::Fixed(Hffs::new(c, n)?),
             RankQueue::Sliding(c) => FlowQueue::Sliding(Cffs::new(c, n)?),
@@ -127,6 +149,7 @@ impl<P: RankPolicy> Ranked<P> {
             flows,
             pq,
             policy,
+            now: Instant::ZERO,
         })
     }
 
@@ -145,6 +168,7 @@ impl<P: RankPolicy> Scheduler for Ranked<P> {
     #[inline]
     fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt)?;
+        self.now = now;
         let f = pkt.flow.index();
         self.queues.push(f, pkt)?;
         let stamp = self.policy.on_arrival(now, &pkt);
@@ -178,6 +202,7 @@ impl<P: RankPolicy> Scheduler for Ranked<P> {
 
     #[inline]
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        self.now = now;
         if let Some(floor) = self.policy.rank_floor(now) {
             self.pq.set_floor(floor);
         }
@@ -210,5 +235,53 @@ impl<P: RankPolicy> Scheduler for Ranked<P> {
 
     fn name(&self) -> &'static str {
         self.policy.name()
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)?;
+        self.policy.on_flow_added(flow, &params);
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.update(flow, params)?;
+        self.policy.on_flow_changed(flow, &params);
+        let f = flow.index();
+        if self.pq.rank_of(flow.0).is_some() {
+            if let Some(head) = self.queues.front(f).copied() {
+                let stamp = if P::STAMPS {
+                    self.stamps.front(f).map_or(0, |s| s.token)
+                } else {
+                    0
+                };
+                let rank = self.policy.rank(self.now, &head, stamp);
+                self.pq.remove(flow.0);
+                // Clamping never refuses and `flow` was just removed.
+                let _ = self.pq.push(flow.0, rank, true);
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.remove(flow)?;
+        self.pq.remove(flow.0);
+        let f = flow.index();
+        while let Some(p) = self.queues.pop(f) {
+            purge(purged(p));
+        }
+        while self.stamps.pop(f).is_some() {}
+        self.policy.on_flow_removed(flow);
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.flows
+            .contains(flow)
+            .then(|| self.queues.len(flow.index()))
     }
 }

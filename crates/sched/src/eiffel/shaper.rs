@@ -31,10 +31,21 @@
 //! ns per byte with the remainder carried, as in the
 //! [`LinkEmulator`](crate::LinkEmulator)), so long runs lose no rate to
 //! rounding; see [`crate::rate`] for the exactness and the range of rates.
+//! # Flow lifecycle
+//! State is sized by the table's capacity. Adding, changing and removing a
+//! flow are passed to the inner scheduler too. A flow's rate follows its
+//! weight (`rate per weight × weight`) on add and change when the shaper
+//! was given a rate per weight ([`Shaped::with_rate_per_weight`]) for its
+//! slot; otherwise the slot keeps its configured rate. A change keeps the
+//! EDT already computed for the head; removing a flow purges the inner
+//! scheduler's packets, then the held ones (oldest first), and forgets its
+//! EDT.
 
 use crate::rate::{Pacer, Rate};
+use crate::scheduler::purged;
 use crate::{
-    ConfigError, DropReason, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler,
+    ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet,
+    PacketQueues, Rejected, Scheduler,
 };
 
 use super::{Cffs, QueueConfig};
@@ -78,10 +89,13 @@ pub struct Shaped<S> {
     capacity: usize,
     lost: u64,
     name: &'static str,
+    /// Rate per unit of weight for slots from `derived_from` on (0: none).
+    rate_per_weight: u64,
+    derived_from: usize,
 }
 
 impl<S: Scheduler> Shaped<S> {
-    /// Shapes each flow `i` of `flows` to `rates_bps[i]` bit/s in front of
+    /// Shapes each flow slot `i` of `flows` to `rates_bps[i]` bit/s in front of
     /// `inner`, holding at most `capacity` packets in all; the time queue has
     /// 3 levels of `granularity_ns` (a window of 262 144 buckets).
     ///
@@ -90,7 +104,7 @@ impl<S: Scheduler> Shaped<S> {
     ///
     /// # Errors
     /// A rate outside the range of a [`Rate`] (named by flow), a rate list
-    /// whose length is not the number of flows, a zero granularity, a
+    /// whose length is not the number of flow slots, a zero granularity, a
     /// capacity out of range.
     pub fn new(
         inner: S,
@@ -100,13 +114,13 @@ impl<S: Scheduler> Shaped<S> {
         granularity_ns: u64,
         name: &'static str,
     ) -> Result<Self, ConfigError> {
-        if rates_bps.len() != flows.len() {
+        if rates_bps.len() != flows.capacity() {
             return Err(ConfigError::invalid(
                 "eiffel.rates_bps",
                 format!(
                     "{} rates for {} flows: give one per flow",
                     rates_bps.len(),
-                    flows.len()
+                    flows.capacity()
                 ),
             ));
         }
@@ -117,7 +131,7 @@ impl<S: Scheduler> Shaped<S> {
                 "1..",
             ));
         }
-        let mut rates = Vec::with_capacity(flows.len());
+        let mut rates = Vec::with_capacity(flows.capacity());
         for (i, &r) in rates_bps.iter().enumerate() {
             let rate = Rate::checked(format!("flow {i} shaping rate (bit/s)"), r)?;
             rates.push(FlowRate {
@@ -131,14 +145,41 @@ impl<S: Scheduler> Shaped<S> {
             ..QueueConfig::default()
         };
         Ok(Shaped {
-            held: PacketQueues::new(flows.len(), capacity, None)?,
-            timers: Cffs::new(cfg, flows.len())?,
+            held: PacketQueues::new(flows.capacity(), capacity, None)?,
+            timers: Cffs::new(cfg, flows.capacity())?,
             rates: rates.into_boxed_slice(),
             flows,
             inner,
             capacity,
             lost: 0,
             name,
+            rate_per_weight: 0,
+            derived_from: usize::MAX,
+        })
+    }
+
+    /// Flows of slots `from_slot..` added or changed later are shaped to
+    /// `bps × weight` (see the module docs); the other slots keep their
+    /// configured rate.
+    ///
+    /// # Errors
+    /// A rate below [`MIN_SHAPING_RATE_BPS`].
+    pub fn with_rate_per_weight(mut self, bps: u64, from_slot: usize) -> Result<Self, ConfigError> {
+        ConfigError::check_range(
+            "shaping rate per unit of weight (bit/s)",
+            bps,
+            MIN_SHAPING_RATE_BPS..=u64::MAX,
+        )?;
+        self.rate_per_weight = bps;
+        self.derived_from = from_slot;
+        Ok(self)
+    }
+
+    /// The rate of a flow slot with `params`, if it follows the weight.
+    fn derived_rate(&self, flow: FlowId, params: &FlowParams) -> Option<u64> {
+        (self.rate_per_weight != 0 && flow.index() >= self.derived_from).then(|| {
+            self.rate_per_weight
+                .saturating_mul(u64::from(params.weight))
         })
     }
 
@@ -222,5 +263,54 @@ impl<S: Scheduler> Scheduler for Shaped<S> {
 
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.check_insert(flow, &params)?;
+        self.inner.add_flow(flow, params)?;
+        self.flows.insert(flow, params)?;
+        let f = flow.index();
+        if let Some(r) = self.derived_rate(flow, &params) {
+            self.rates[f].pacer = Pacer::new(Rate::saturating(r));
+        }
+        self.rates[f].next = 0;
+        self.rates[f].pacer.reset();
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.check_update(flow, &params)?;
+        self.inner.change_flow(flow, params)?;
+        self.flows.update(flow, params)?;
+        if let Some(r) = self.derived_rate(flow, &params) {
+            self.rates[flow.index()].pacer = Pacer::new(Rate::saturating(r));
+        }
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.check_present(flow)?;
+        self.inner.remove_flow(flow, purge)?;
+        self.flows.remove(flow)?;
+        self.timers.remove(flow.0);
+        let f = flow.index();
+        while let Some(p) = self.held.pop(f) {
+            purge(purged(p));
+        }
+        self.rates[f].next = 0;
+        self.rates[f].pacer.reset();
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        if !self.flows.contains(flow) {
+            return None;
+        }
+        let inner = self.inner.flow_queued(flow).unwrap_or(0);
+        Some(self.held.len(flow.index()) + inner)
     }
 }

@@ -308,9 +308,11 @@ impl HierarchyConfig {
 
     /// The default tree for `flows` when the algorithm is chosen by name
     /// without a description: three levels under an unlimited root
-    /// (tenant, VM, leaf), one flow per leaf with FIFO inside, about
-    /// ∛n children per node, weights the sum of the flow weights below
-    /// (saturating). Every rate is [`UNLIMITED_BPS`]: work-conserving,
+    /// (tenant, VM, leaf), one flow slot per leaf with FIFO inside, about
+    /// ∛n children per node (n = the table's capacity), weights the sum of
+    /// the flow weights below (saturating; an absent slot counts as weight
+    /// 1 here, and [`crate::Hierarchy::with_weights_following_flows`] makes
+    /// the weights track the present flows). Every rate is [`UNLIMITED_BPS`]: work-conserving,
     /// hierarchical weighted DRR.
     ///
     /// # Examples
@@ -321,7 +323,7 @@ impl HierarchyConfig {
     /// assert!(cfg.validate().is_ok());
     /// ```
     pub fn for_flows(flows: &FlowTable) -> Self {
-        let n = flows.len();
+        let n = flows.capacity();
         let mut f = 1usize;
         while f.saturating_mul(f).saturating_mul(f) < n {
             f += 1;

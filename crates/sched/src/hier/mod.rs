@@ -108,6 +108,33 @@
 //!   is [`HierarchyConfig::for_flows`]: unlimited rates everywhere, so it is
 //!   work-conserving hierarchical weighted DRR whatever `now` does.
 
+//!
+//! # Flow lifecycle
+//! The tree (its nodes, rates, ceilings and the number of flow slots of
+//! each leaf) is fixed at construction: a leaf holds the flow slots
+//! `flows` of its description, and the flow table's capacity must equal
+//! their sum. Inside that, flows are added, changed and removed freely:
+//! * **Add**: the slot becomes present in its leaf (and in the leaf's own
+//!   policy, which allocates nothing either). O(1) plus the leaf policy's
+//!   cost.
+//! * **Change**: passed to the leaf's policy (e.g. a DRR leaf's quanta);
+//!   queued packets stay queued.
+//! * **Remove**: the flow's packets leave its leaf (O(packets of the leaf)
+//!   for a FIFO leaf, the policy's cost otherwise) and go to `purge` with
+//!   [`crate::DropReason::FlowRemoved`]; the backlog of every node on the
+//!   path and the hierarchy's total drop by their number, and each node
+//!   from the leaf up is recolored and re-linked in its parent's rings
+//!   (O(depth)).
+//! * **Node weights** are those of the description, unless they follow the
+//!   flows ([`Hierarchy::with_weights_following_flows`], on for the
+//!   default tree): then a node's weight is the sum of the weights of the
+//!   present flows beneath it, so a flow's weight change shows in its
+//!   share from the next DRR round at every level.
+//!
+//! Not supported: adding or removing nodes, moving a flow to another leaf,
+//! and changing a node's rate, ceiling or weight at run time (the
+//! `Scheduler` lifecycle is per flow); rebuild the hierarchy for those.
+
 mod config;
 mod scheduler;
 

@@ -7,9 +7,10 @@ use std::collections::BinaryHeap;
 use super::config::{
     leaf_kind, HierarchyConfig, DEFAULT_BURST_NS, MAX_LEVELS, MIN_BURST_PACKETS, UNLIMITED_BPS,
 };
+use crate::scheduler::purged;
 use crate::{
-    AlgKind, AnyScheduler, ConfigError, DropReason, FlowId, FlowTable, Instant, Packet,
-    PacketQueues, Rejected, Scheduler, SchedulerConfig,
+    AlgKind, AnyScheduler, ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable,
+    Instant, Packet, PacketQueues, Rejected, Scheduler, SchedulerConfig,
 };
 
 const NIL: u32 = u32::MAX;
@@ -193,6 +194,16 @@ pub struct Hierarchy {
     total: usize,
     timers: BinaryHeap<Reverse<(u64, u32)>>,
     timer_cap: usize,
+    /// Bytes of inner DRR quantum per unit of relative weight.
+    quantum_unit: u32,
+    /// Each node's weight among its siblings.
+    weights: Box<[u64]>,
+    /// Each node's children.
+    children: Box<[Box<[u32]>]>,
+    /// Node weights track the present flows beneath
+    /// ([`Hierarchy::with_weights_following_flows`]): the sum of their
+    /// weights, per node (the weight is this sum, at least 1).
+    flow_sums: Option<Box<[u64]>>,
 }
 
 impl Hierarchy {
@@ -209,7 +220,7 @@ impl Hierarchy {
     ///
     /// # Errors
     /// Anything [`HierarchyConfig::validate`] rejects; a flow count that
-    /// differs from `flows.len()`; a zero capacity or quantum unit; a leaf
+    /// differs from `flows.capacity()` (the flow slots); a zero capacity or quantum unit; a leaf
     /// policy that fails to build (named by node).
     pub fn new(
         cfg: &HierarchyConfig,
@@ -218,13 +229,13 @@ impl Hierarchy {
         quantum_unit: u32,
     ) -> Result<Self, ConfigError> {
         let tree = cfg.analyse()?;
-        if tree.total_flows != flows.len() as u64 {
+        if tree.total_flows != flows.capacity() as u64 {
             return Err(ConfigError::invalid(
                 "hierarchy flows",
                 format!(
                     "the leaves hold {} flows in all but the flow table has {}; make them equal",
                     tree.total_flows,
-                    flows.len()
+                    flows.capacity()
                 ),
             ));
         }
@@ -281,10 +292,10 @@ impl Hierarchy {
             });
         }
         let mut subs = Vec::new();
-        let mut flow_leaf = Vec::with_capacity(flows.len());
+        let mut flow_leaf = Vec::with_capacity(flows.capacity());
         let mut any_inline = false;
         let mut leaf_count = 0;
-        let total_flows = flows.len();
+        let total_flows = flows.capacity();
         for (i, nc) in cfg.nodes.iter().enumerate() {
             if !tree.children[i].is_empty() {
                 continue;
@@ -301,7 +312,14 @@ impl Hierarchy {
                 continue;
             }
             let base = tree.flow_base[i] as usize;
-            let sub_flows = FlowTable::new(flows.as_slice()[base..base + k].to_vec())?;
+            // The leaf's slots, renumbered from 0, present as in `flows`.
+            let mut sub_flows = FlowTable::with_capacity(k, Vec::new())?;
+            for local in 0..k {
+                if let Some(p) = flows.get(FlowId((base + local) as u32)) {
+                    // Cannot fail: the slot exists and `p` is validated.
+                    let _ = sub_flows.insert(FlowId(local as u32), *p);
+                }
+            }
             let leaf_cap = cfg.leaf_capacity.unwrap_or_else(|| {
                 let share = (capacity as u128 * k as u128).div_ceil(total_flows as u128) as usize;
                 share.saturating_mul(2).max(MIN_LEAF_CAPACITY).min(capacity)
@@ -334,7 +352,98 @@ impl Hierarchy {
             total: 0,
             timers: BinaryHeap::with_capacity(timer_cap),
             timer_cap,
+            quantum_unit,
+            weights: cfg.nodes.iter().map(|nc| u64::from(nc.weight)).collect(),
+            children: tree
+                .children
+                .iter()
+                .map(|c| c.iter().map(|&i| i as u32).collect())
+                .collect(),
+            flow_sums: None,
         })
+    }
+
+    /// Makes every node's weight the sum of the weights of the present
+    /// flows beneath it (at least 1), now and after every
+    /// [`Scheduler::add_flow`], [`Scheduler::change_flow`] and
+    /// [`Scheduler::remove_flow`], recomputing the DRR quanta of the
+    /// siblings on the flow's path (O(depth × fan-out) per flow change).
+    /// This is what [`HierarchyConfig::for_flows`] describes at build time
+    /// (one flow per leaf), so that tree stays weighted-fair among the flows
+    /// as they come and go; [`SchedulerConfig::build`] turns it on for the
+    /// default tree. Without it, node weights are those of the description
+    /// and a flow's weight matters only to its leaf's policy.
+    #[must_use]
+    pub fn with_weights_following_flows(mut self) -> Self {
+        let mut sums = vec![0u64; self.nodes.len()];
+        for (f, p) in self.flows.iter() {
+            let mut n = self.flow_leaf[f.index()];
+            while n != NIL {
+                sums[n as usize] += u64::from(p.weight);
+                n = self.nodes[n as usize].parent;
+            }
+        }
+        for (w, &s) in self.weights.iter_mut().zip(&sums) {
+            *w = s.max(1);
+        }
+        self.flow_sums = Some(sums.into_boxed_slice());
+        for p in 0..self.nodes.len() as u32 {
+            self.requantum(p);
+        }
+        self
+    }
+
+    /// Recomputes the quanta of `p`'s children from their weights:
+    /// `quantum_unit × weight / smallest sibling weight`.
+    fn requantum(&mut self, p: u32) {
+        let kids = &self.children[p as usize];
+        let minw = kids
+            .iter()
+            .map(|&c| self.weights[c as usize])
+            .min()
+            .unwrap_or(1)
+            .max(1);
+        for &c in kids.iter() {
+            let q = u128::from(self.quantum_unit) * u128::from(self.weights[c as usize])
+                / u128::from(minw);
+            self.nodes[c as usize].quantum = q.clamp(1, (i64::MAX / 4) as u128) as i64;
+        }
+    }
+
+    /// With weights following flows: `flow`'s weight went from `old` to
+    /// `new` (0 for absent); updates the sums and quanta along its path.
+    fn reweigh(&mut self, flow: FlowId, old: u32, new: u32) {
+        let Some(sums) = self.flow_sums.as_mut() else {
+            return;
+        };
+        let mut n = self.flow_leaf[flow.index()];
+        while n != NIL {
+            let s = &mut sums[n as usize];
+            *s = *s - u64::from(old) + u64::from(new);
+            self.weights[n as usize] = (*s).max(1);
+            n = self.nodes[n as usize].parent;
+        }
+        let mut n = self.flow_leaf[flow.index()];
+        while n != NIL {
+            let p = self.nodes[n as usize].parent;
+            if p != NIL {
+                self.requantum(p);
+            }
+            n = p;
+        }
+    }
+
+    /// The leaf of `flow` and, for a leaf with a policy of its own, the
+    /// index of that policy and the flow's id inside it.
+    fn locate(&self, flow: FlowId) -> (u32, Option<(usize, FlowId)>) {
+        let leaf = self.flow_leaf[flow.index()];
+        let sub = self.nodes[leaf as usize].leaf;
+        if sub == INLINE {
+            (leaf, None)
+        } else {
+            let base = self.subs[sub as usize].base;
+            (leaf, Some((sub as usize, FlowId(flow.0 - base))))
+        }
     }
 
     /// Number of nodes; indices are those of [`HierarchyConfig::nodes`].
@@ -747,6 +856,89 @@ impl Scheduler for Hierarchy {
 
     fn name(&self) -> &'static str {
         "htb"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.check_insert(flow, &params)?;
+        if let (_, Some((sub, local))) = self.locate(flow) {
+            self.subs[sub].sched.add_flow(local, params)?;
+        }
+        self.flows.insert(flow, params)?;
+        self.reweigh(flow, 0, params.weight);
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.check_update(flow, &params)?;
+        if let (_, Some((sub, local))) = self.locate(flow) {
+            self.subs[sub].sched.change_flow(local, params)?;
+        }
+        let old = self.flows.update(flow, params)?;
+        self.reweigh(flow, old.weight, params.weight);
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.check_present(flow)?;
+        let (leaf, sub) = self.locate(flow);
+        let mut count = 0u32;
+        match sub {
+            Some((sub, local)) => {
+                let base = self.subs[sub].base;
+                self.subs[sub].sched.remove_flow(local, &mut |mut r| {
+                    r.packet.flow = FlowId(r.packet.flow.0 + base);
+                    count += 1;
+                    purge(r);
+                })?;
+            }
+            None => self.inline.retain(
+                leaf as usize,
+                |p| p.flow != flow,
+                |p| {
+                    count += 1;
+                    purge(purged(p));
+                },
+            ),
+        }
+        let old = self.flows.remove(flow)?;
+        self.reweigh(flow, old.weight, 0);
+        if count > 0 {
+            // The hierarchy's totals: backlogs along the path, then colors
+            // and ring memberships from the leaf up.
+            self.total -= count as usize;
+            let mut n = leaf;
+            while n != NIL {
+                let nd = &mut self.nodes[n as usize];
+                nd.backlog -= count;
+                n = nd.parent;
+            }
+            let mut n = leaf;
+            while n != NIL {
+                self.recolor(n);
+                self.fix_membership(n);
+                n = self.nodes[n as usize].parent;
+            }
+        }
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        if !self.flows.contains(flow) {
+            return None;
+        }
+        match self.locate(flow) {
+            (_, Some((sub, local))) => self.subs[sub].sched.flow_queued(local),
+            (leaf, None) => Some(
+                self.inline
+                    .iter(leaf as usize)
+                    .filter(|p| p.flow == flow)
+                    .count(),
+            ),
+        }
     }
 }
 

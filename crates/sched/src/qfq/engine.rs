@@ -19,6 +19,12 @@
 //! [`Engine::reinsert`] (still backlogged) or [`Engine::finish`] (empty) with
 //! the bytes actually served, [`Engine::charge`] once per packet and
 //! [`Engine::settle`] at the start of every dequeue.
+//!
+//! For the flow lifecycle, [`Engine::deactivate`] takes a backlogged entity
+//! (not in its turn) out of its bucket and repairs the group's start and
+//! the four bitmaps as a turn that empties the group does; [`Engine::set_entity`]
+//! and [`Engine::set_weight_sum`] change an idle entity's weight and group
+//! and V's rate.
 
 use crate::vclock::{vt_gt, VirtualClock};
 
@@ -139,6 +145,108 @@ impl Engine {
         for e in self.ents.iter_mut() {
             e.s = v;
         }
+    }
+
+    /// The sum of weights changed: V advances by `len / wsum` from now on.
+    pub(crate) fn set_weight_sum(&mut self, wsum: u64) {
+        self.clock.set_weight_sum(wsum);
+    }
+
+    /// Gives entity `e` a new inverse weight and a group for its largest
+    /// span `span`. The group may change only while `e` is in no bucket and
+    /// not in its turn; a backlogged entity keeps its group (`keep_group`).
+    pub(crate) fn set_entity(&mut self, e: u32, inv_w: u64, span: u64, keep_group: bool) {
+        let ent = &mut self.ents[e as usize];
+        ent.inv_w = inv_w;
+        if !keep_group {
+            ent.group = group_index(span).min(MAX_INDEX) as u8;
+        }
+    }
+
+    /// Forgets entity `e`'s tags (it must be in no bucket): its next
+    /// activation starts from V.
+    pub(crate) fn forget(&mut self, e: u32) {
+        self.ents[e as usize].s = self.v();
+    }
+
+    /// Takes the backlogged entity `e`, which is in a bucket (not in its
+    /// turn), out of its group, keeping its start tag. O(entities in its
+    /// bucket). The group start, F_g and the bitmaps are repaired as in
+    /// [`Engine::pick`]: an emptied group leaves every bitmap and may
+    /// unblock the groups below it; a group whose first bucket emptied
+    /// moves its start on.
+    pub(crate) fn deactivate(&mut self, e: u32) {
+        let gi = usize::from(self.ents[e as usize].group);
+        let shift = self.groups[gi].shift;
+        let grp = &self.groups[gi];
+        let slot = (round_down(self.ents[e as usize].s, shift).wrapping_sub(grp.s) >> shift)
+            .min(u64::from(MAX_SLOTS - 1)) as u32;
+        let mut found = None;
+        // The bucket `slot_insert` chose; every other one as a fallback
+        // should the tag arithmetic ever disagree.
+        for k in std::iter::once(slot).chain((0..MAX_SLOTS).filter(|&k| k != slot)) {
+            if grp.full_slots & (1u32 << k) == 0 {
+                continue;
+            }
+            let b = ((grp.front + k) % MAX_SLOTS) as usize;
+            let mut prev = NIL;
+            let mut cur = grp.slots[b];
+            while cur != NIL && cur != e {
+                prev = cur;
+                cur = self.ents[cur as usize].next;
+            }
+            if cur == e {
+                found = Some((k, b, prev));
+                break;
+            }
+        }
+        let Some((k, b, prev)) = found else {
+            debug_assert!(false, "entity {e} is in no bucket of group {gi}");
+            return;
+        };
+        let next = self.ents[e as usize].next;
+        self.ents[e as usize].next = NIL;
+        let grp = &mut self.groups[gi];
+        if prev == NIL {
+            grp.slots[b] = next;
+        } else {
+            self.ents[prev as usize].next = next;
+        }
+        if grp.slots[b] != NIL {
+            return;
+        }
+        grp.full_slots &= !(1u32 << k);
+        let bit = 1u64 << gi;
+        let was_er = self.bitmaps[ER] & bit != 0;
+        let old_f = grp.f;
+        if grp.full_slots == 0 {
+            for m in &mut self.bitmaps {
+                *m &= !bit;
+            }
+        } else if k == 0 {
+            if let Some(skipped) = self.slot_scan(gi) {
+                let grp = &mut self.groups[gi];
+                let rs = grp.s.wrapping_add(u64::from(skipped) << grp.shift);
+                grp.s = rs;
+                grp.f = rs.wrapping_add(2u64 << grp.shift);
+                for m in &mut self.bitmaps {
+                    *m &= !bit;
+                }
+                let st = self.calc_state(gi);
+                self.bitmaps[st] |= bit;
+            }
+        } else {
+            return;
+        }
+        if was_er {
+            self.unblock_groups(gi, old_f);
+        }
+    }
+
+    /// Puts back an entity taken out by [`Engine::deactivate`] with its
+    /// start tag unchanged (possibly into a new group).
+    pub(crate) fn restore(&mut self, e: u32) {
+        self.insert(e);
     }
 
     /// Group index of entity `e` (for tests and docs).

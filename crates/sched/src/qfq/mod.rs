@@ -60,13 +60,31 @@
 //! * Bucket indices beyond `MAX_SLOTS − 2` are capped by moving the flow's
 //!   tags back, as Linux does; a rotation that would overflow the bucket
 //!   window starts the flow later instead of losing it.
+//!
+//! # Flow lifecycle
+//! Flows are entities sized by the table's capacity at construction;
+//! nothing is allocated later. Σw (V's rate) is that of the present flows,
+//! updated at every add, change and remove.
+//! * **Add**: the entity gets its weight and group; its first packet starts
+//!   at V.
+//! * **Change**: a backlogged flow leaves its bucket (O(flows in the
+//!   bucket), repairing its group as a departure does), takes its new
+//!   weight and group, and goes back with its start tag S unchanged; its
+//!   next finish is S + len/w_new, so the new share applies from its head
+//!   packet. An idle flow keeps its remembered F. Packets already queued
+//!   that exceed a lowered lmax are still served (the bound then holds from
+//!   the first packet within the new lmax); new ones are refused.
+//! * **Remove**: the flow leaves its bucket as above, its packets go to
+//!   `purge` with [`DropReason::FlowRemoved`], and its tags are forgotten.
 
 pub(crate) mod engine;
 
 pub use engine::{FRAC_BITS, MAX_INDEX, MAX_SLOTS, MIN_SLOT_SHIFT};
 
+use crate::scheduler::purged;
 use crate::{
-    ConfigError, DropReason, FlowTable, Instant, Packet, PacketQueues, Rejected, Scheduler,
+    ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet,
+    PacketQueues, Rejected, Scheduler,
 };
 use engine::Engine;
 
@@ -96,9 +114,9 @@ impl Qfq {
     /// A capacity out of range. Weights (1..=65536) and lmax (1..=65535) are
     /// validated by the [`FlowTable`]; every such flow fits a group.
     pub fn new(flows: FlowTable, capacity: usize) -> Result<Self, ConfigError> {
-        let queues = PacketQueues::new(flows.len(), capacity, None)?;
+        let queues = PacketQueues::new(flows.capacity(), capacity, None)?;
         for (i, f) in flows.as_slice().iter().enumerate() {
-            let span = u64::from(f.lmax) * ((1u64 << FRAC_BITS) / u64::from(f.weight.max(1)));
+            let (_, span) = inv_w_and_span(f);
             if engine::group_index(span) > MAX_INDEX {
                 return Err(ConfigError::out_of_range(
                     format!("flow {i} lmax/weight (QFQ group)"),
@@ -108,10 +126,7 @@ impl Qfq {
             }
         }
         let engine = Engine::new(
-            flows.as_slice().iter().map(|f| {
-                let inv_w = (1u64 << FRAC_BITS) / u64::from(f.weight.max(1));
-                (inv_w, u64::from(f.lmax) * inv_w)
-            }),
+            flows.as_slice().iter().map(inv_w_and_span),
             flows.total_weight(),
         );
         Ok(Qfq {
@@ -136,10 +151,19 @@ impl Qfq {
         self.engine.v()
     }
 
-    /// The QFQ group of `flow` (0..=[`MAX_INDEX`]).
+    /// The QFQ group of `flow` (0..=[`MAX_INDEX`]), if it is present.
     pub fn group(&self, flow: crate::FlowId) -> Option<u32> {
-        (flow.index() < self.flows.len()).then(|| self.engine.group_of(flow.0))
+        self.flows
+            .contains(flow)
+            .then(|| self.engine.group_of(flow.0))
     }
+}
+
+/// (2⁴⁰ / w, lmax · 2⁴⁰ / w): a flow's tag span per byte and per maximum
+/// packet.
+fn inv_w_and_span(f: &FlowParams) -> (u64, u64) {
+    let inv_w = (1u64 << FRAC_BITS) / u64::from(f.weight.max(1));
+    (inv_w, u64::from(f.lmax) * inv_w)
 }
 
 impl Scheduler for Qfq {
@@ -181,5 +205,54 @@ impl Scheduler for Qfq {
 
     fn name(&self) -> &'static str {
         "qfq"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.insert(flow, params)?;
+        let (inv_w, span) = inv_w_and_span(&params);
+        self.engine.set_entity(flow.0, inv_w, span, false);
+        self.engine.forget(flow.0);
+        self.engine.set_weight_sum(self.flows.total_weight());
+        Ok(())
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.flows.update(flow, params)?;
+        self.engine.set_weight_sum(self.flows.total_weight());
+        let (inv_w, span) = inv_w_and_span(&params);
+        // A backlogged flow is in a bucket (turns end inside `dequeue`).
+        let backlogged = !self.queues.is_empty(flow.index());
+        if backlogged {
+            self.engine.deactivate(flow.0);
+        }
+        self.engine.set_entity(flow.0, inv_w, span, false);
+        if backlogged {
+            self.engine.restore(flow.0);
+        }
+        Ok(())
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.flows.remove(flow)?;
+        self.engine.set_weight_sum(self.flows.total_weight());
+        let k = flow.index();
+        if !self.queues.is_empty(k) {
+            self.engine.deactivate(flow.0);
+        }
+        while let Some(p) = self.queues.pop(k) {
+            purge(purged(p));
+        }
+        self.engine.forget(flow.0);
+        Ok(())
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.flows
+            .contains(flow)
+            .then(|| self.queues.len(flow.index()))
     }
 }
