@@ -47,21 +47,36 @@
 //! After both sides finish, then, every pushed packet is drained, or the
 //! mailbox is still in service, or its bit is announced.
 //!
-//! What the proof needs, and what goes wrong without it:
-//! * `X` must be a write even when `last` names another client (a
-//!   compare-exchange from our id would fail there and only read): `L` may
-//!   then read a stale own id of ours, older than the other client's. That
-//!   client's hint is reset too and it announces once more: cheap.
-//! * The hint is stored *before* the bit. The other order (bit, then hint)
-//!   lets the arbiter take the bit and retire before the hint lands, which
-//!   then says "announced" for a mailbox out of service: the client never
-//!   announces again and its next packets sit there. A stress test of the
-//!   runtime stranded a packet through exactly that window in an earlier
-//!   version.
+//! What the proof needs, and what goes wrong without it (the `retire_*`
+//! loom models in `tests/loom_handshakes.rs`; each weakening below was
+//! tried on a local copy, none is kept):
 //! * Both fences. Without either, `L` and `E` may both read old values
-//!   (the store-buffering pattern): loom's `retire_*` models in
-//!   `tests/loom_handshakes.rs` find a stranded packet when the client's
-//!   [`crate::publish_fence`] or the fence in [`try_retire`] is removed.
+//!   (the store-buffering pattern): with the client's
+//!   [`crate::publish_fence`] or the fence in [`try_retire`] removed, loom
+//!   finds a stranded packet in all three `retire_*` models.
+//! * `X` must reset a hint that names us. A plain load in its place strands
+//!   a packet at once (all `retire_*` models fail): `last` keeps our id and
+//!   we never announce again. `X` is a swap, always a write, so the
+//!   fence rule for modifications applies directly; it also resets another
+//!   client's hint, which then announces once more (cheap). A
+//!   compare-exchange from our id would write nothing when `last` names
+//!   another client; that read is still ordered by C++20's coherence rule
+//!   for SeqCst fences (\[atomics.order\] p4.4: if `L` read an older value
+//!   of ours, `Fc` would precede `Fa`), and loom finds no failure with it
+//!   (`retire_with_another_clients_hint`), but the swap keeps the proof
+//!   short and costs the same (one locked instruction on x86-64).
+//! * The hint is stored *before* the bit. The other order (bit, then hint)
+//!   lets the arbiter take the bit, retire, and only then see the hint
+//!   land, saying "announced" for a mailbox out of service: the client does
+//!   not announce again and its next packets stay there. loom finds this
+//!   (`retire_races_announce_then_push`); an earlier version of the runtime
+//!   lost a packet in a stress test through exactly that window.
+//! * The bit's `fetch_or` is Release, so that a take that sees the bit also
+//!   orders the hint store before the retire's swap. With Relaxed, a
+//!   machine that reorders the two stores (aarch64, POWER) could land the
+//!   hint after the swap as above. loom does not catch that weakening: it
+//!   places every store in modification order as it executes, so the hint
+//!   store, executed first, always precedes the swap.
 //!
 //! # The sleeping arbiter
 //! The arbiter's pre-sleep rescan ([`crate::Parker`]) reads the in-service

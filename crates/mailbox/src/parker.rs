@@ -46,14 +46,19 @@
 //! found work leaves a stale unpark token, which makes the next `sleep`
 //! return at once: one spare round, never a lost one.
 //!
-//! The argument needs both fences. Without `Fw` (or with it weakened to
-//! AcqRel), the waker's load and the sleeper's rescan may both read old
-//! values (the store-buffering pattern) and the sleeper parks with work
-//! pending; the loom model `sleep_wake_*` in `tests/loom_handshakes.rs`
-//! fails (deadlocks) with either fence removed. It also needs every kind of
-//! work a waker publishes to be covered by the rescan and stored *before*
-//! `Fw`: see [`crate::client_list`] for the announcement bit, which a client
-//! sets after its first fence and therefore fences again.
+//! The argument needs both fences. Without either, the waker's load and
+//! the sleeper's rescan may both read old values (the store-buffering
+//! pattern) and the sleeper parks with work pending. loom finds it (tried
+//! on a local copy, not kept): with the fence of `prepare_sleep` or the
+//! waker's [`publish_fence`] removed, `sleep_wake_in_service` and
+//! `sleep_wake_after_retire` in `tests/loom_handshakes.rs` deadlock (a
+//! lost wake-up; under loom the park has no timeout). It also needs every
+//! kind of work a waker publishes to be stored *before* its last fence and
+//! covered by the rescan: see [`crate::client_list`] for the announcement
+//! bit, which a client sets after its first fence and therefore fences
+//! again (without that second fence `sleep_wake_announced` deadlocks).
+//! [`Parker::kick_force`] needs no fence but must unpark unconditionally
+//! (without the unpark, `sleep_wake_client_exit` deadlocks).
 //!
 //! # Memory ordering
 //! | Operation | Ordering | Pairs with |

@@ -31,11 +31,13 @@
 //! before the mailbox push that publishes the descriptor (Release), and a
 //! transmitter reads them after the pop that received it (Acquire).
 //!
-//! loom checks the second half (the owner sees a transmitter's completion
-//! write: the model `recycle_*` in `tests/loom_handshakes.rs` fails with
-//! the `fetch_or` or the swap weakened to Relaxed). The first half (a read
-//! that must not see a later write) is load buffering, which loom does not
-//! explore; it rests on the same Release/Acquire edge.
+//! loom checks the second half: with the `fetch_or` or the swap weakened to
+//! Relaxed (tried on a local copy, not kept), the owner of
+//! `recycle_no_reuse_before_return` in `tests/loom_handshakes.rs` reuses
+//! the descriptor without seeing the transmitter's record of what it read.
+//! The first half (a read that must not see a later write) is load
+//! buffering, which loom does not explore; it rests on the same
+//! Release/Acquire edge.
 //!
 //! # Memory ordering
 //! | Operation | Side | Ordering | Pairs with |

@@ -5,21 +5,29 @@
 //! Λ = 2, under `LOOM_MAX_PREEMPTIONS=2` (`.ci/loom.sh`).
 //!
 //! What each model catches when the ordering it relies on is weakened
-//! (checked by editing the crate locally; the weakened code is not kept):
+//! (tried on a local copy of the crate; the weakened code is not kept):
 //! * `retire_*`: removing the client's `publish_fence` or the fence in
-//!   `try_retire` strands a packet (a store-buffering outcome loom
-//!   explores); so does turning `try_retire`'s swap into a compare-exchange
-//!   from the retiring client's id (`retire_with_another_clients_hint`) or
-//!   into a plain load.
+//!   `try_retire`, or turning `try_retire`'s swap into a plain load,
+//!   strands a packet in all three. Storing the bit before the hint in
+//!   `ClientList::announce` strands one in
+//!   `retire_races_announce_then_push`. Not caught: a Relaxed bit
+//!   `fetch_or` (loom orders stores as they execute), and a
+//!   compare-exchange from the retiring client's id in place of the swap
+//!   (safe by C++20's fence coherence rule too; `client_list` docs).
 //! * `sleep_wake_*`: removing the fence in `Parker::prepare_sleep` or the
-//!   waker's `publish_fence` is a lost wake-up (loom reports the deadlock;
-//!   under loom the park has no timeout). `sleep_wake_announced` also needs
-//!   the fence at the end of `ClientList::announce`.
-//! * `recycle_*`: weakening the `fetch_or` of `Recycler::flush` or the swap
-//!   in `FreeDescriptors::alloc` to Relaxed lets the owner reuse a
-//!   descriptor without seeing what its transmitter wrote. (A transmitter
-//!   reading the owner's *next* contents would be load buffering, which
-//!   loom does not explore: that half rests on the same edge.)
+//!   waker's `publish_fence` is a lost wake-up in `sleep_wake_in_service`
+//!   and `sleep_wake_after_retire` (loom reports the deadlock: under loom
+//!   the park has no timeout); removing the fence at the end of
+//!   `ClientList::announce` is one in `sleep_wake_announced` and
+//!   `sleep_wake_after_retire`; removing the fence in `try_retire` is one
+//!   in `sleep_wake_after_retire`; a `kick_force` that does not unpark is
+//!   one in `sleep_wake_client_exit`.
+//! * `recycle_no_reuse_before_return`: weakening the `fetch_or` of
+//!   `Recycler::flush` or the swap in `FreeDescriptors::alloc` to Relaxed
+//!   lets the owner reuse the descriptor without seeing what its
+//!   transmitter recorded. (A transmitter reading the owner's *next*
+//!   contents would be load buffering, which loom does not explore: that
+//!   half rests on the same edge.)
 
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -174,10 +182,9 @@ fn retire_races_announce_then_push() {
 }
 
 /// The hint names another client when the arbiter retires: a third thread
-/// announces client 1 on the same list while client 0 pushes. The retire
-/// must still reset the hint (a swap, always a write): a compare-exchange
-/// from client 0's id fails on client 1's and writes nothing, and client
-/// 0 may then read its own stale id.
+/// announces client 1 on the same list while client 0 pushes, so the
+/// retire's swap may overwrite client 1's hint, and client 0 may read its
+/// own older id, client 1's, or the reset.
 #[test]
 fn retire_with_another_clients_hint() {
     model(|| {
@@ -202,13 +209,23 @@ fn retire_with_another_clients_hint() {
 }
 
 /// The arbiter's idle loop: a round, then flag, fence, rescan, and park
-/// unless the rescan found work; until `expected` packets are drained.
-/// A lost wake-up parks forever: loom reports the deadlock.
-fn sleeper(parker: &Parker, lists: &[ClientList], arb: &mut Arbiter, expected: u64) {
+/// unless the rescan found work; until `done` says so. A lost wake-up
+/// parks forever: loom reports the deadlock.
+///
+/// The sleeper runs on a spawned thread and the waker on the model's main
+/// thread, which joins it: a kick's unpark may arrive late (a stale token),
+/// and a loom thread blocked in `join` must not receive one (loom's join
+/// asserts it was woken by the joined thread).
+fn sleeper(
+    parker: &Parker,
+    lists: &[ClientList],
+    arb: &mut Arbiter,
+    done: impl Fn(&Arbiter) -> bool,
+) {
     parker.bind_current_thread();
     loop {
         arb.round(lists);
-        if arb.drained == expected {
+        if done(arb) {
             return;
         }
         parker.prepare_sleep();
@@ -218,6 +235,17 @@ fn sleeper(parker: &Parker, lists: &[ClientList], arb: &mut Arbiter, expected: u
         }
         parker.sleep(NAP);
     }
+}
+
+/// Spawns the sleeper over `arb` until it drained `expected` packets.
+fn spawn_sleeper(
+    parker: &Arc<Parker>,
+    lists: &Arc<[ClientList; 1]>,
+    mut arb: Arbiter,
+    expected: u64,
+) -> thread::JoinHandle<()> {
+    let (parker, lists) = (Arc::clone(parker), Arc::clone(lists));
+    thread::spawn(move || sleeper(&parker, &lists[..], &mut arb, |a| a.drained == expected))
 }
 
 /// The waker's submit: push, fence, announce if needed, kick.
@@ -241,12 +269,9 @@ fn sleep_wake_in_service() {
         let mut arb = Arbiter::new(rx, true);
         arb.retires = false;
         tx.push(nz(1)).unwrap();
-        let client = {
-            let (lists, parker) = (Arc::clone(&lists), Arc::clone(&parker));
-            thread::spawn(move || submit_and_kick(&mut tx, &lists[0], &parker, 2))
-        };
-        sleeper(&parker, &lists[..], &mut arb, 2);
-        client.join().unwrap();
+        let sleeper = spawn_sleeper(&parker, &lists, arb, 2);
+        submit_and_kick(&mut tx, &lists[0], &parker, 2);
+        sleeper.join().unwrap();
     });
 }
 
@@ -259,13 +284,9 @@ fn sleep_wake_announced() {
         let (mut tx, rx) = mailbox_with_line::<NonZeroU64>(E, LINE).unwrap();
         let lists = Arc::new([ClientList::new(64)]);
         let parker = Arc::new(Parker::new());
-        let mut arb = Arbiter::new(rx, false);
-        let client = {
-            let (lists, parker) = (Arc::clone(&lists), Arc::clone(&parker));
-            thread::spawn(move || submit_and_kick(&mut tx, &lists[0], &parker, 1))
-        };
-        sleeper(&parker, &lists[..], &mut arb, 1);
-        client.join().unwrap();
+        let sleeper = spawn_sleeper(&parker, &lists, Arbiter::new(rx, false), 1);
+        submit_and_kick(&mut tx, &lists[0], &parker, 1);
+        sleeper.join().unwrap();
     });
 }
 
@@ -280,13 +301,9 @@ fn sleep_wake_after_retire() {
         lists[0].announce(ME);
         lists[0].take(|_| {});
         let parker = Arc::new(Parker::new());
-        let mut arb = Arbiter::new(rx, true);
-        let client = {
-            let (lists, parker) = (Arc::clone(&lists), Arc::clone(&parker));
-            thread::spawn(move || submit_and_kick(&mut tx, &lists[0], &parker, 1))
-        };
-        sleeper(&parker, &lists[..], &mut arb, 1);
-        client.join().unwrap();
+        let sleeper = spawn_sleeper(&parker, &lists, Arbiter::new(rx, true), 1);
+        submit_and_kick(&mut tx, &lists[0], &parker, 1);
+        sleeper.join().unwrap();
     });
 }
 
@@ -301,31 +318,23 @@ fn sleep_wake_client_exit() {
         lists[0].announce(ME);
         lists[0].take(|_| {});
         let parker = Arc::new(Parker::new());
-        let mut arb = Arbiter::new(rx, true);
-        let client = {
-            let (lists, parker) = (Arc::clone(&lists), Arc::clone(&parker));
+        let sleeper = {
+            let (parker, lists) = (Arc::clone(&parker), Arc::clone(&lists));
+            let mut arb = Arbiter::new(rx, true);
             thread::spawn(move || {
-                tx.push(nz(1)).unwrap();
-                drop(tx);
-                lists[0].announce(ME);
-                parker.kick_force();
+                // Done once abandoned and empty: the Acquire of
+                // `is_abandoned` makes every push visible to `is_empty`.
+                sleeper(&parker, &lists[..], &mut arb, |a| {
+                    a.rx.is_abandoned() && a.rx.is_empty()
+                });
+                assert_eq!(arb.drained, 1, "abandoned after its push: drained");
             })
         };
-        parker.bind_current_thread();
-        loop {
-            arb.round(&lists[..]);
-            if arb.rx.is_abandoned() && arb.rx.is_empty() {
-                break;
-            }
-            parker.prepare_sleep();
-            if arb.pending_work(&lists[..]) {
-                parker.cancel_sleep();
-                continue;
-            }
-            parker.sleep(NAP);
-        }
-        assert_eq!(arb.drained, 1, "abandoned after its push: drained");
-        client.join().unwrap();
+        tx.push(nz(1)).unwrap();
+        drop(tx);
+        lists[0].announce(ME);
+        parker.kick_force();
+        sleeper.join().unwrap();
     });
 }
 
