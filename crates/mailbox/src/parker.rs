@@ -49,10 +49,12 @@
 //! The argument needs both fences. Without either, the waker's load and
 //! the sleeper's rescan may both read old values (the store-buffering
 //! pattern) and the sleeper parks with work pending. loom finds it (tried
-//! on a local copy, not kept): with the fence of `prepare_sleep` or the
-//! waker's [`publish_fence`] removed, `sleep_wake_in_service` and
+//! on a local copy, not kept): with the fence of `prepare_sleep` removed,
+//! `sleep_wake_in_service`, `sleep_wake_announced` and
 //! `sleep_wake_after_retire` in `tests/loom_handshakes.rs` deadlock (a
-//! lost wake-up; under loom the park has no timeout). It also needs every
+//! lost wake-up; under loom the park has no timeout); with the waker's
+//! [`publish_fence`] removed, the first and the last do (in the second the
+//! fence that ends the announcement stands in for it). It also needs every
 //! kind of work a waker publishes to be stored *before* its last fence and
 //! covered by the rescan: see [`crate::client_list`] for the announcement
 //! bit, which a client sets after its first fence and therefore fences

@@ -2,7 +2,7 @@
 //! client lists (no stranded packet), the parker (no lost wake-up) and
 //! descriptor recycling (no reuse before return). Each model runs the real
 //! types of this crate, and a real mailbox of E = 8 slots in lines of
-//! Λ = 2, under `LOOM_MAX_PREEMPTIONS=2` (`.ci/loom.sh`).
+//! Λ = 2; `.ci/loom.sh` bounds them to 4 preemptions.
 //!
 //! What each model catches when the ordering it relies on is weakened
 //! (tried on a local copy of the crate; the weakened code is not kept):
@@ -14,14 +14,16 @@
 //!   `fetch_or` (loom orders stores as they execute), and a
 //!   compare-exchange from the retiring client's id in place of the swap
 //!   (safe by C++20's fence coherence rule too; `client_list` docs).
-//! * `sleep_wake_*`: removing the fence in `Parker::prepare_sleep` or the
-//!   waker's `publish_fence` is a lost wake-up in `sleep_wake_in_service`
-//!   and `sleep_wake_after_retire` (loom reports the deadlock: under loom
-//!   the park has no timeout); removing the fence at the end of
-//!   `ClientList::announce` is one in `sleep_wake_announced` and
-//!   `sleep_wake_after_retire`; removing the fence in `try_retire` is one
-//!   in `sleep_wake_after_retire`; a `kick_force` that does not unpark is
-//!   one in `sleep_wake_client_exit`.
+//! * `sleep_wake_*`: removing the
+//!   fence in `Parker::prepare_sleep` is a lost wake-up in
+//!   `sleep_wake_in_service`, `sleep_wake_announced` and
+//!   `sleep_wake_after_retire` (loom reports the deadlock: under loom the
+//!   park has no timeout); removing the waker's `publish_fence` is one in
+//!   `sleep_wake_in_service` and `sleep_wake_after_retire`; removing the
+//!   fence at the end of `ClientList::announce` is one in
+//!   `sleep_wake_announced` and `sleep_wake_after_retire`; removing the
+//!   fence in `try_retire` is one in `sleep_wake_after_retire`; a
+//!   `kick_force` that does not unpark is one in `sleep_wake_client_exit`.
 //! * `recycle_no_reuse_before_return`: weakening the `fetch_or` of
 //!   `Recycler::flush` or the swap in `FreeDescriptors::alloc` to Relaxed
 //!   lets the owner reuse the descriptor without seeing what its
