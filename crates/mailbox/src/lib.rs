@@ -3,7 +3,7 @@
 //! handshakes of the runtime, each in its own module, each model-checked
 //! with loom:
 //!
-//! * [`mailbox`]: the IFFQ mailbox itself.
+//! * [`mailbox`](mod@mailbox): the IFFQ mailbox itself.
 //! * [`client_list`]: per-CPU client lists (announce, take) and the retire
 //!   handshake that takes a mailbox out of service without stranding a
 //!   packet ([`try_retire`]).
