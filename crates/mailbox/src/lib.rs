@@ -1,5 +1,16 @@
-//! The lock-free mailboxes of pspat: one single-producer single-consumer
-//! queue per client, drained by the arbiter.
+//! The lock-free mailboxes of pspat (one single-producer single-consumer
+//! queue per client, drained by the arbiter) and the other cross-thread
+//! handshakes of the runtime, each in its own module, each model-checked
+//! with loom:
+//!
+//! * [`mailbox`](mod@mailbox): the IFFQ mailbox itself.
+//! * [`client_list`]: per-CPU client lists (announce, take) and the retire
+//!   handshake that takes a mailbox out of service without stranding a
+//!   packet ([`try_retire`]).
+//! * [`parker`]: sleep and wake-up of the arbiter or a dispatcher with no
+//!   lost wake-up ([`Parker`], [`publish_fence`]).
+//! * [`recycle`]: descriptors returned by transmitters to their owner, never
+//!   reused before they are returned ([`FreeDescriptors`], [`Recycler`]).
 //!
 //! # Guarantees
 //! * Fixed allocation at construction; `push`, `pop` and `release` never
@@ -15,6 +26,8 @@
 //! * The split handles make a second producer or consumer a compile error:
 //!   [`Producer`] and [`Consumer`] are `Send`, neither `Sync` nor `Clone`.
 //! * No `unsafe`: the slots are atomics.
+//! * The handshakes' guarantees, proofs and memory orderings are in their
+//!   modules' docs; every ordering names the operation it pairs with.
 //!
 //! # Algorithm
 //! The improved FastForward queue (IFFQ) of Rizzo, Valente, Lettieri,
@@ -31,6 +44,9 @@
 //! client thread                      arbiter thread
 //! Producer::push / push_batch ─▶ [ E slots, 128-byte blocks ] ─▶ Consumer::pop ... release once per round
 //!          ◀──────────── backpressure flag (hint) ────────────  Consumer::set_backpressure
+//! publish_fence; ClientList::announce_if_needed ─▶ [ bitmap + last ] ─▶ ClientList::take, try_retire
+//! Parker::kick ───────────────────▶ [ sleep flag ] ◀──────────────── Parker::prepare_sleep, sleep
+//! FreeDescriptors::alloc ◀──────── [ ReturnedSet ] ◀──────────────── Recycler::mark, flush
 //! ```
 //!
 //! # Example
@@ -69,9 +85,10 @@ pub mod recycle;
 mod sync;
 
 pub use client_list::{try_retire, ClientList, NO_CLIENT};
+pub use parker::{publish_fence, Parker, Wake};
+pub use recycle::{FreeDescriptors, Recycler, ReturnedSet, MAX_DESCRIPTORS};
+
 pub use mailbox::{
     mailbox, mailbox_with_line, CapacityError, Consumer, Full, Producer, SlotValue,
     DEFAULT_ENTRIES, DEFAULT_LINE_ENTRIES,
 };
-pub use parker::{publish_fence, Parker, Wake};
-pub use recycle::{FreeDescriptors, Recycler, ReturnedSet};

@@ -1,114 +1,493 @@
-//! Provisional descriptor recycling; replaced by the loom-checked version.
+//! Descriptor recycling: a transmitter hands each descriptor it is done
+//! with back to the client that owns it, and the owner reuses it only after
+//! that, with one atomic read-modify-write per 64 descriptors rather than
+//! per packet.
+//!
+//! Source: \[J\] Rizzo, Valente, Lettieri, Maffione, "PSPAT: software
+//! packet scheduling at hardware speed", §3.3 (transmitters release the
+//! packets' resources after transmission, in batches); the bitmaps are this
+//! crate's own.
+//!
+//! # Roles
+//! * The **owner** (a client) holds [`FreeDescriptors`]: a private bitmap
+//!   of free descriptors and a cursor. It allocates from it without any
+//!   atomic operation; only when it is empty does it refill from its
+//!   [`ReturnedSet`], swapping each non-zero word to zero (Acquire).
+//! * A **transmitter** (the arbiter, a dispatcher) records each descriptor
+//!   it is done with in its [`Recycler`] ([`Recycler::mark`], no atomics),
+//!   and once per round or batch [`Recycler::flush`]es: one `fetch_or`
+//!   (Release) per dirty 64-descriptor word into the owner's
+//!   [`ReturnedSet`].
+//!
+//! # Guarantee: no reuse before return
+//! Everything a transmitter did with a descriptor before the `flush` that
+//! returned it (reading its contents, writing a completion) happens-before
+//! everything the owner does with it after the [`FreeDescriptors::alloc`]
+//! that hands it out again: the `fetch_or` is Release and the owner's swap
+//! that picks the bit up is Acquire. So the owner's next write of the
+//! descriptor cannot be seen by the transmitter's earlier read, and the
+//! owner sees the transmitter's completion writes. The descriptor contents
+//! themselves may then be plain Relaxed atomics: the owner writes them
+//! before the mailbox push that publishes the descriptor (Release), and a
+//! transmitter reads them after the pop that received it (Acquire).
+//!
+//! loom checks the second half: with the `fetch_or` or the swap weakened to
+//! Relaxed (tried on a local copy, not kept), the owner of
+//! `recycle_no_reuse_before_return` in `tests/loom_handshakes.rs` reuses
+//! the descriptor without seeing the transmitter's record of what it read.
+//! The first half (a read that must not see a later write) is load
+//! buffering, which loom does not explore; it rests on the same
+//! Release/Acquire edge.
+//!
+//! # Memory ordering
+//! | Operation | Side | Ordering | Pairs with |
+//! |---|---|---|---|
+//! | `fetch_or` in `Recycler::flush` | transmitter | Release | the Acquire swap in `FreeDescriptors::alloc` |
+//! | word peek in `alloc` | owner | Relaxed | none: a non-zero word is then swapped with Acquire; a zero one is retried at the next refill |
+//! | word swap in `alloc` | owner | Acquire | the Release `fetch_or` in `flush` |
+//!
+//! # Complexity
+//! `alloc`: O(1) amortised (a cursor over the local words; a refill reads
+//! `descriptors / 64` words once per up to `descriptors` allocations);
+//! `free`, `mark`: O(1), no atomics; `flush`: one `fetch_or` per dirty word.
+//! Nothing allocates after construction.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fmt;
 
-/// Descriptors returned by transmitters to their owner.
-#[derive(Debug)]
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// The most descriptors one owner may have: their indices are `u32`.
+pub const MAX_DESCRIPTORS: usize = 1 << 32;
+
+/// Bitmap words for `descriptors`, capped at [`MAX_DESCRIPTORS`].
+fn words_for(descriptors: usize) -> usize {
+    descriptors.min(MAX_DESCRIPTORS).div_ceil(64)
+}
+
+/// The descriptors transmitters have returned to one owner and the owner
+/// has not taken back yet (its `done` bitmap). Shared by the owner and every
+/// transmitter; `Send + Sync`. On its own 128-byte block.
+///
+/// # Examples
+/// ```
+/// use pspat_mailbox::{FreeDescriptors, Recycler, ReturnedSet};
+/// let returned = ReturnedSet::new(64);
+/// let mut free = FreeDescriptors::new(64);
+/// let taken: Vec<u32> = (0..64).map(|_| free.alloc(&returned).unwrap()).collect();
+/// assert_eq!(free.alloc(&returned), None, "all 64 in flight");
+/// let mut recycler = Recycler::new(1, 64);
+/// recycler.mark(0, taken[10]);
+/// recycler.flush(|_owner| &returned);
+/// assert_eq!(free.alloc(&returned), Some(taken[10]));
+/// ```
 pub struct ReturnedSet {
-    words: Box<[AtomicU64]>,
+    words: CachePadded<Box<[AtomicU64]>>,
 }
 
 impl ReturnedSet {
-    /// Room for `descriptors` (a multiple of 64).
+    /// An empty set for descriptors `0..descriptors` (at most
+    /// [`MAX_DESCRIPTORS`]).
     pub fn new(descriptors: usize) -> Self {
         ReturnedSet {
-            words: (0..descriptors / 64).map(|_| AtomicU64::new(0)).collect(),
+            words: CachePadded::new(
+                (0..words_for(descriptors))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+            ),
         }
     }
-    /// Number of 64-bit words.
+
+    /// Its 64-bit words: `descriptors / 64`, rounded up.
     pub fn words(&self) -> usize {
         self.words.len()
     }
+
+    /// True if nothing is waiting to be taken back. A snapshot (a
+    /// transmitter may return one at any moment); for tests and
+    /// diagnostics.
+    pub fn is_empty(&self) -> bool {
+        // Relaxed: a snapshot; nothing is read on the strength of it.
+        self.words.iter().all(|w| w.load(Ordering::Relaxed) == 0)
+    }
+
+    /// Adds the bits `bits` to word `word` (a transmitter's flush). Words
+    /// past the end are ignored (debug builds assert).
+    #[inline]
+    fn give_back(&self, word: usize, bits: u64) {
+        let Some(w) = self.words.get(word) else {
+            debug_assert!(false, "word {word} of {}", self.words.len());
+            return;
+        };
+        // Release: pairs with the Acquire swap in `FreeDescriptors::alloc`;
+        // everything we did with these descriptors happens-before the owner
+        // reuses them.
+        w.fetch_or(bits, Ordering::Release);
+    }
 }
 
-/// The owner's free descriptors.
-#[derive(Debug)]
+impl fmt::Debug for ReturnedSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReturnedSet")
+            .field("words", &self.words())
+            .field("is_empty", &self.is_empty())
+            .finish()
+    }
+}
+
+/// The owner's private free list: a bitmap of free descriptors and a
+/// cursor. `Send`, used by one thread (`&mut self`).
+///
+/// # Examples
+/// ```
+/// use pspat_mailbox::{FreeDescriptors, ReturnedSet};
+/// let returned = ReturnedSet::new(128);
+/// let mut free = FreeDescriptors::new(128);
+/// let d = free.alloc(&returned).unwrap();
+/// free.free(d); // e.g. the push of its packet failed
+/// assert_eq!(free.available(), 128);
+/// ```
+#[derive(Clone)]
 pub struct FreeDescriptors {
+    /// Bit set: free.
     free: Box<[u64]>,
+    /// The word `alloc` looks at first.
     cursor: usize,
+    /// Descriptors `0..descriptors` exist.
+    descriptors: usize,
 }
 
 impl FreeDescriptors {
-    /// All free.
+    /// All of `0..descriptors` free (at most [`MAX_DESCRIPTORS`]). A
+    /// multiple of 64 fills whole words; any other count works too (the
+    /// last word is partly used).
     pub fn new(descriptors: usize) -> Self {
+        let descriptors = descriptors.min(MAX_DESCRIPTORS);
+        let mut free = vec![u64::MAX; words_for(descriptors)].into_boxed_slice();
+        let tail = descriptors % 64;
+        if tail != 0 {
+            if let Some(last) = free.last_mut() {
+                *last = (1 << tail) - 1;
+            }
+        }
         FreeDescriptors {
-            free: vec![u64::MAX; descriptors / 64].into_boxed_slice(),
+            free,
             cursor: 0,
+            descriptors,
         }
     }
-    /// Takes a free descriptor.
+
+    /// Descriptors `0..descriptors()` exist.
+    pub fn descriptors(&self) -> usize {
+        self.descriptors
+    }
+
+    /// Free in the local bitmap now (not counting returned ones not yet
+    /// taken back). O(words).
+    pub fn available(&self) -> usize {
+        self.free.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Takes a free descriptor: from the local bitmap if it has one, else
+    /// after taking back everything in `returned` (each non-zero word
+    /// swapped to zero, Acquire). `None` when all are in flight.
+    ///
+    /// A descriptor returned here happens-after everything its last
+    /// transmitter did with it before returning it (module docs).
     #[inline]
     pub fn alloc(&mut self, returned: &ReturnedSet) -> Option<u32> {
+        if let Some(d) = self.take_local() {
+            return Some(d);
+        }
+        if !self.refill(returned) {
+            return None;
+        }
+        self.take_local()
+    }
+
+    /// Frees `desc` locally (the owner still holds it: a push that failed,
+    /// a packet granted back in client-transmit mode). Freeing a free
+    /// descriptor changes nothing; one out of range is ignored (debug builds
+    /// assert).
+    #[inline]
+    pub fn free(&mut self, desc: u32) {
+        let d = desc as usize;
+        match self.free.get_mut(d / 64) {
+            Some(w) if d < self.descriptors => *w |= 1 << (d % 64),
+            _ => debug_assert!(false, "descriptor {desc} of {}", self.descriptors),
+        }
+    }
+
+    /// The next free bit of the local bitmap, scanning from the cursor.
+    #[inline]
+    fn take_local(&mut self) -> Option<u32> {
         let words = self.free.len();
-        for pass in 0..2 {
-            for _ in 0..words {
-                let w = self.free[self.cursor];
-                if w != 0 {
-                    self.free[self.cursor] = w & (w - 1);
-                    return Some((self.cursor * 64) as u32 + w.trailing_zeros());
-                }
-                self.cursor += 1;
-                if self.cursor == words {
-                    self.cursor = 0;
-                }
+        for _ in 0..words {
+            let w = self.free[self.cursor];
+            if w != 0 {
+                self.free[self.cursor] = w & (w - 1);
+                return Some((self.cursor * 64) as u32 + w.trailing_zeros());
             }
-            if pass == 0 {
-                let mut any = false;
-                for (f, d) in self.free.iter_mut().zip(returned.words.iter()) {
-                    if d.load(Ordering::Relaxed) != 0 {
-                        *f |= d.swap(0, Ordering::Acquire);
-                        any = true;
-                    }
-                }
-                if !any {
-                    return None;
-                }
+            self.cursor += 1;
+            if self.cursor == words {
+                self.cursor = 0;
             }
         }
         None
     }
-    /// Frees locally.
-    #[inline]
-    pub fn free(&mut self, desc: u32) {
-        self.free[desc as usize / 64] |= 1 << (desc % 64);
+
+    /// Takes back every returned descriptor; true if there was any.
+    #[cold]
+    fn refill(&mut self, returned: &ReturnedSet) -> bool {
+        let mut any = false;
+        for (f, r) in self.free.iter_mut().zip(returned.words.iter()) {
+            // Relaxed peek: a swap is a locked RMW; a zero word is simply
+            // retried at the next refill.
+            if r.load(Ordering::Relaxed) != 0 {
+                // Acquire: pairs with the Release `fetch_or` in
+                // `Recycler::flush` (through `ReturnedSet::give_back`).
+                *f |= r.swap(0, Ordering::Acquire);
+                any = true;
+            }
+        }
+        any
     }
 }
 
-/// Transmitter-side aggregation.
-#[derive(Debug)]
+impl fmt::Debug for FreeDescriptors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FreeDescriptors")
+            .field("descriptors", &self.descriptors)
+            .field("available", &self.available())
+            .field("cursor", &self.cursor)
+            .finish()
+    }
+}
+
+/// A transmitter's pending returns, aggregated per owner and 64-descriptor
+/// word, published by [`Recycler::flush`]. One per transmitter thread.
+///
+/// # Examples
+/// ```
+/// use pspat_mailbox::{Recycler, ReturnedSet};
+/// let sets = [ReturnedSet::new(128), ReturnedSet::new(128)];
+/// let mut r = Recycler::new(2, 128);
+/// for d in [0, 5, 63, 64] {
+///     r.mark(1, d);
+/// }
+/// assert_eq!(r.dirty_words(), 2, "two fetch_or, not four");
+/// r.flush(|owner| &sets[owner as usize]);
+/// assert!(sets[0].is_empty() && !sets[1].is_empty());
+/// assert_eq!(r.dirty_words(), 0);
+/// ```
 pub struct Recycler {
+    /// Words per owner.
     words: usize,
+    /// Descriptors per owner.
+    descriptors: usize,
+    /// `[owner * words + word]`: descriptors marked since the last flush.
     pending: Vec<u64>,
-    dirty: Vec<u32>,
+    /// Indices into `pending` that are non-zero, each once.
+    dirty: Vec<usize>,
 }
 
 impl Recycler {
-    /// For `owners` owners of `descriptors_per_owner` each.
+    /// For owners `0..owners`, each with descriptors
+    /// `0..descriptors_per_owner`. Allocates all it will ever need (unless
+    /// [`Recycler::resize_owners`] grows it).
     pub fn new(owners: usize, descriptors_per_owner: usize) -> Self {
-        let words = descriptors_per_owner / 64;
+        let descriptors = descriptors_per_owner.min(MAX_DESCRIPTORS);
+        let words = words_for(descriptors);
+        let total = owners.saturating_mul(words);
         Recycler {
             words,
-            pending: vec![0; owners * words],
-            dirty: Vec::with_capacity(owners * words),
+            descriptors,
+            pending: vec![0; total],
+            // At most one entry per word: never grows.
+            dirty: Vec::with_capacity(total),
         }
     }
-    /// Marks one descriptor returned.
+
+    /// Records that descriptor `desc` of `owner` is done with. No atomics.
+    /// An owner or descriptor out of range is ignored (debug builds assert).
     #[inline]
     pub fn mark(&mut self, owner: u32, desc: u32) {
-        let idx = owner as usize * self.words + desc as usize / 64;
+        let idx = (owner as usize)
+            .saturating_mul(self.words)
+            .saturating_add(desc as usize / 64);
+        if desc as usize >= self.descriptors || idx >= self.pending.len() {
+            debug_assert!(false, "owner {owner} descriptor {desc} out of range");
+            return;
+        }
         if self.pending[idx] == 0 {
-            self.dirty.push(idx as u32);
+            // Within the capacity reserved for every word: no allocation.
+            self.dirty.push(idx);
         }
         self.pending[idx] |= 1 << (desc % 64);
     }
-    /// Publishes every pending word.
+
+    /// Publishes every pending return: one `fetch_or` (Release) per dirty
+    /// word into `returned_set_of(owner)`. After it, the owners may reuse
+    /// the descriptors; everything this thread did with them before the
+    /// call happens-before that reuse.
     pub fn flush<'a>(&mut self, returned_set_of: impl Fn(u32) -> &'a ReturnedSet) {
         for &idx in &self.dirty {
-            let idx = idx as usize;
-            let set = returned_set_of((idx / self.words) as u32);
-            set.words[idx % self.words].fetch_or(self.pending[idx], Ordering::Release);
+            let owner = (idx / self.words) as u32;
+            // Release inside `give_back`: pairs with the owner's Acquire
+            // swap in `FreeDescriptors::alloc`.
+            returned_set_of(owner).give_back(idx % self.words, self.pending[idx]);
             self.pending[idx] = 0;
         }
         self.dirty.clear();
+    }
+
+    /// 64-descriptor words marked since the last flush: the `fetch_or`s the
+    /// next [`Recycler::flush`] will issue.
+    pub fn dirty_words(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// Owners this recycler accepts: `0..owners()`.
+    pub fn owners(&self) -> usize {
+        self.pending.len().checked_div(self.words).unwrap_or(0)
+    }
+
+    /// Accepts owners `0..owners` from now on (the runtime grew its client
+    /// table). Growing keeps every pending mark. Shrinking drops the pending
+    /// marks of the owners removed (their descriptors would never come back
+    /// to them): flush first, or shrink only past owners that are gone.
+    pub fn resize_owners(&mut self, owners: usize) {
+        let total = owners.saturating_mul(self.words);
+        if total < self.pending.len() {
+            self.dirty.retain(|&i| i < total);
+        }
+        self.pending.resize(total, 0);
+        // Room for one entry per word, so `mark` never allocates.
+        self.dirty.reserve(total.saturating_sub(self.dirty.len()));
+    }
+}
+
+impl fmt::Debug for Recycler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recycler")
+            .field("owners", &self.owners())
+            .field("descriptors_per_owner", &self.descriptors)
+            .field("dirty_words", &self.dirty.len())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn alloc_hands_out_each_descriptor_once_then_none() {
+        let returned = ReturnedSet::new(192);
+        let mut f = FreeDescriptors::new(192);
+        let got: HashSet<u32> = (0..192).map(|_| f.alloc(&returned).unwrap()).collect();
+        assert_eq!(got.len(), 192);
+        assert!(got.iter().all(|&d| d < 192));
+        assert_eq!(f.alloc(&returned), None);
+        assert_eq!(f.available(), 0);
+    }
+
+    #[test]
+    fn odd_sizes_use_a_partial_last_word() {
+        let returned = ReturnedSet::new(70);
+        assert_eq!(returned.words(), 2);
+        let mut f = FreeDescriptors::new(70);
+        assert_eq!(f.available(), 70);
+        let got: HashSet<u32> = (0..70).map(|_| f.alloc(&returned).unwrap()).collect();
+        assert_eq!(got, (0..70).collect());
+        assert_eq!(f.alloc(&returned), None);
+        let mut none = FreeDescriptors::new(0);
+        assert_eq!(none.alloc(&ReturnedSet::new(0)), None);
+    }
+
+    #[test]
+    fn local_free_is_reused_before_returned_ones() {
+        let returned = ReturnedSet::new(64);
+        let mut f = FreeDescriptors::new(64);
+        let all: Vec<u32> = (0..64).map(|_| f.alloc(&returned).unwrap()).collect();
+        let mut r = Recycler::new(1, 64);
+        r.mark(0, all[3]);
+        r.flush(|_| &returned);
+        f.free(all[9]);
+        assert_eq!(f.alloc(&returned), Some(all[9]), "local first");
+        assert!(!returned.is_empty(), "not refilled while local had one");
+        assert_eq!(f.alloc(&returned), Some(all[3]), "then the returned one");
+        assert!(returned.is_empty());
+        assert_eq!(f.alloc(&returned), None);
+    }
+
+    #[test]
+    fn free_is_idempotent() {
+        let returned = ReturnedSet::new(64);
+        let mut f = FreeDescriptors::new(64);
+        let d = f.alloc(&returned).unwrap();
+        f.free(d);
+        f.free(d);
+        assert_eq!(f.available(), 64);
+    }
+
+    #[test]
+    fn recycler_aggregates_per_word_and_routes_per_owner() {
+        let sets: Vec<ReturnedSet> = (0..3).map(|_| ReturnedSet::new(128)).collect();
+        let mut r = Recycler::new(3, 128);
+        for d in [0, 5, 63, 64, 127] {
+            r.mark(2, d);
+        }
+        r.mark(0, 100);
+        r.mark(2, 5); // again: same word, same bit
+        assert_eq!(r.dirty_words(), 3);
+        r.flush(|o| &sets[o as usize]);
+        assert_eq!(r.dirty_words(), 0);
+        assert!(sets[1].is_empty());
+        let mut f0 = FreeDescriptors::new(128);
+        let mut f2 = FreeDescriptors::new(128);
+        for _ in 0..128 {
+            f0.alloc(&ReturnedSet::new(128)).unwrap();
+            f2.alloc(&ReturnedSet::new(128)).unwrap();
+        }
+        let mut back0 = Vec::new();
+        while let Some(d) = f0.alloc(&sets[0]) {
+            back0.push(d);
+        }
+        assert_eq!(back0, [100]);
+        let mut back2 = Vec::new();
+        while let Some(d) = f2.alloc(&sets[2]) {
+            back2.push(d);
+        }
+        back2.sort_unstable();
+        assert_eq!(back2, [0, 5, 63, 64, 127]);
+    }
+
+    #[test]
+    fn resize_grows_keeping_marks_and_shrinks_dropping_gone_owners() {
+        let sets: Vec<ReturnedSet> = (0..4).map(|_| ReturnedSet::new(64)).collect();
+        let mut r = Recycler::new(1, 64);
+        r.mark(0, 1);
+        r.resize_owners(4);
+        assert_eq!(r.owners(), 4);
+        r.mark(3, 2);
+        assert_eq!(r.dirty_words(), 2);
+        r.resize_owners(2);
+        assert_eq!(r.owners(), 2);
+        assert_eq!(r.dirty_words(), 1, "owner 3's mark is dropped");
+        r.flush(|o| &sets[o as usize]);
+        assert!(!sets[0].is_empty());
+        assert!(sets[3].is_empty());
+    }
+
+    #[test]
+    fn types_are_send_and_the_set_is_sync() {
+        fn send<T: Send>() {}
+        fn both<T: Send + Sync>() {}
+        both::<ReturnedSet>();
+        send::<FreeDescriptors>();
+        send::<Recycler>();
     }
 }

@@ -1,7 +1,7 @@
 //! The integration suite of `pspat-mailbox`, one binary (`autotests = false`).
 //!
-//! Under `RUSTFLAGS="--cfg loom"` only the `loom` module is built; see
-//! `.ci/loom.sh`.
+//! Under `RUSTFLAGS="--cfg loom"` only the `loom` and `loom_handshakes`
+//! modules are built; see `.ci/loom.sh`.
 
 /// The eleven test vectors of `docs/REFERENCE.md` §2.7 (E = 512, Λ = 16).
 #[cfg(not(loom))]
@@ -16,6 +16,11 @@ mod model;
 #[cfg(not(loom))]
 mod stress;
 
+/// The handshakes (client lists, retire, parker, recycling) on real
+/// threads.
+#[cfg(not(loom))]
+mod handshakes_stress;
+
 /// The handles move to other threads (compile-time and at run time).
 #[cfg(not(loom))]
 mod send;
@@ -23,3 +28,7 @@ mod send;
 /// Exhaustive interleavings on a tiny mailbox (E = 8, Λ = 2).
 #[cfg(loom)]
 mod loom;
+
+/// The handshakes (client lists and retire, parker, recycling) under loom.
+#[cfg(loom)]
+mod loom_handshakes;
