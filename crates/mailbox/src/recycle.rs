@@ -237,6 +237,15 @@ impl FreeDescriptors {
         None
     }
 
+    /// Takes back every returned descriptor now (not only when the local
+    /// bitmap is empty, as [`FreeDescriptors::alloc`] does) and returns how
+    /// many are free locally afterwards: an owner waiting for a batch of
+    /// descriptors counts them with this.
+    pub fn take_back(&mut self, returned: &ReturnedSet) -> usize {
+        self.refill(returned);
+        self.available()
+    }
+
     /// Takes back every returned descriptor; true if there was any.
     #[cold]
     fn refill(&mut self, returned: &ReturnedSet) -> bool {

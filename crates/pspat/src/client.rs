@@ -89,8 +89,6 @@ pub struct Client<B: TxBackend> {
     batch: Vec<TxPacket>,
     outstanding: u64,
     slots: Vec<NonZeroU64>,
-    /// [`Client::wait_for_room`]'s current sleep step (zero: yield first).
-    wait_step: std::time::Duration,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -121,7 +119,6 @@ impl<B: TxBackend> Client<B> {
             batch: Vec::with_capacity(batch_cap),
             outstanding: 0,
             slots: Vec::with_capacity(64),
-            wait_step: std::time::Duration::ZERO,
         }
     }
 
@@ -306,71 +303,42 @@ impl<B: TxBackend> Client<B> {
         self.outstanding
     }
 
-    /// Waits until a submit could succeed: a descriptor is free and the
-    /// mailbox has room, or the runtime is closing, or `timeout` passed.
-    /// Returns whether there is room now.
+    /// Waits until submits can go on: the mailbox has room and a batch of
+    /// descriptors is free (a sixteenth of the pool, at most 64), or the
+    /// runtime is closing, or `timeout` passed. Returns whether there is
+    /// room now.
     ///
-    /// Call it after [`SubmitError::Full`] instead of spinning. A short stall
-    /// (the arbiter is about to drain the mailbox) is waited out by yielding
-    /// the core; a long one (every descriptor is queued behind a slow or
-    /// shaped link) by sleeping, in steps that adapt across calls: a step
-    /// doubles (up to 1 ms) while sleeps find no room and halves when room is
-    /// found without one, so a client behind a 1 Mbit/s link wakes about once
-    /// per released packet or per millisecond, not continuously. In
-    /// client-transmit mode it also transmits granted packets while waiting.
+    /// Call it after [`SubmitError::Full`] instead of spinning. Like a
+    /// socket's send low-water mark, waiting for a batch rather than one
+    /// descriptor lets a client behind a slow or shaped link wake once per
+    /// batch of released packets instead of once per packet. It yields the
+    /// core for the first 100 µs (a fast link returns descriptors a round at
+    /// a time, within microseconds), then sleeps in steps doubling from
+    /// 50 µs to 5 ms. In client-transmit mode it also transmits granted
+    /// packets while it waits.
     pub fn wait_for_room(&mut self, timeout: std::time::Duration) -> bool {
-        const MAX_STEP: std::time::Duration = std::time::Duration::from_millis(1);
-        const FIRST_STEP: std::time::Duration = std::time::Duration::from_micros(20);
-        const YIELDS_BEFORE_SLEEP: u32 = 64;
+        use std::time::Duration;
+        const YIELD_FOR: Duration = Duration::from_micros(100);
+        const MAX_STEP: Duration = Duration::from_millis(5);
+        let want = (self.free.descriptors() / 16).clamp(1, 64);
         let start = std::time::Instant::now();
-        let mut yields = 0;
-        let mut slept = false;
+        let mut step = Duration::from_micros(50);
         loop {
             if self.grants.is_some() {
                 self.drain();
             }
-            if self.has_room() {
-                if !slept {
-                    self.wait_step /= 2;
-                    if self.wait_step < FIRST_STEP {
-                        self.wait_step = std::time::Duration::ZERO;
-                    }
-                }
-                return true;
-            }
+            let room = self.producer.as_ref().is_some_and(|p| !p.is_full())
+                && self.free.take_back(&self.shared.returned) >= want;
             let waited = start.elapsed();
-            if waited >= timeout || self.rt.is_closing() {
-                return false;
+            if room || waited >= timeout || self.rt.is_closing() {
+                return room;
             }
-            if self.wait_step.is_zero() {
-                yields += 1;
-                if yields < YIELDS_BEFORE_SLEEP {
-                    std::thread::yield_now();
-                    continue;
-                }
-                self.wait_step = FIRST_STEP;
-            } else if slept {
-                // The last sleep found no room: sleep longer.
-                self.wait_step = (self.wait_step * 2).min(MAX_STEP);
+            if waited < YIELD_FOR {
+                std::thread::yield_now();
+                continue;
             }
-            std::thread::park_timeout(self.wait_step.min(timeout - waited));
-            slept = true;
-        }
-    }
-
-    fn has_room(&mut self) -> bool {
-        let Some(p) = self.producer.as_ref() else {
-            return false;
-        };
-        if p.is_full() {
-            return false;
-        }
-        match self.free.alloc(&self.shared.returned) {
-            Some(d) => {
-                self.free.free(d);
-                true
-            }
-            None => false,
+            std::thread::park_timeout(step.min(timeout - waited));
+            step = (step * 2).min(MAX_STEP);
         }
     }
 
