@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use pspat::bench::{self, BenchConfig, BenchReport, Mode, TxMode};
+use pspat_bench::{self as bench, BenchConfig, BenchReport, Mode, TxMode};
 use serde::Serialize;
 
 use crate::units::{human_rate, parse_rate, parse_weights};

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use pspat::bench::{self, BenchConfig, Mode, VictimConfig};
+use pspat_bench::{self as bench, BenchConfig, Mode, VictimConfig};
 
 use crate::units::{human_rate, parse_rate, parse_weights};
 use crate::usage;

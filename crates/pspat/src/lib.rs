@@ -56,7 +56,6 @@
 //! ```
 
 mod arbiter;
-pub mod bench;
 mod client;
 mod clock;
 mod error;
@@ -67,10 +66,6 @@ mod sync;
 mod sys;
 mod tx;
 
-pub use bench::{
-    ArbiterReport, BenchConfig, BenchReport, ClientReport, Mode, Progress, VictimConfig,
-    VictimReport,
-};
 pub use client::{Accepted, Burst, Client, Submission, MAX_FLOW_ID};
 pub use clock::Clock;
 pub use error::{RuntimeError, SubmitError};
