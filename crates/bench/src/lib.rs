@@ -157,7 +157,6 @@ pub fn run(
         }
     });
     Ok(BenchReport {
-        schema_version: 1,
         mode: cfg.mode.name().into(),
         alg: if cfg.mode == Mode::None {
             "none".into()

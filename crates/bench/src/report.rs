@@ -15,8 +15,6 @@ pub struct Progress {
 /// The result of one run (`--json` prints it).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct BenchReport {
-    /// Version of this layout.
-    pub schema_version: u32,
     /// `pspat`, `lock` or `none`.
     pub mode: String,
     /// Algorithm name.

@@ -32,7 +32,6 @@ fn bench_modes_conserve_counts() {
         assert!(r.victim.as_ref().is_some_and(|v| v.samples > 0), "{mode}");
         let json = serde_json::to_value(&r).unwrap();
         for key in [
-            "schema_version",
             "mode",
             "alg",
             "clients",

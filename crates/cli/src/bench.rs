@@ -6,6 +6,7 @@
 //! machine hit every mode alike; the summary quotes medians and the ratio of
 //! medians measured in the same run.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -164,22 +165,30 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
         .collect()
 }
 
-/// Median, min and max of one mode's runs.
+/// Median, min and max of one mode's runs (decisions/s).
 #[derive(Serialize)]
 struct ModeSummary {
-    mode: String,
     runs: usize,
     median_decisions_per_sec: f64,
     min_decisions_per_sec: f64,
     max_decisions_per_sec: f64,
 }
 
+/// `pspat bench --json`: one shape whatever the modes and repeats
+/// (docs/JSON.md).
 #[derive(Serialize)]
-struct MultiReport<'a> {
+struct BenchJson<'a> {
     schema_version: u32,
-    summary: Vec<ModeSummary>,
-    /// Ratio of median decisions/s, first mode over each other mode.
-    ratios: Vec<(String, f64)>,
+    command: &'static str,
+    /// Modes in run order.
+    modes: Vec<String>,
+    repeat: usize,
+    /// By mode name.
+    summary: BTreeMap<String, ModeSummary>,
+    /// `"<first>_over_<other>"`: median decisions/s of the first mode over
+    /// each other mode's; empty with one mode.
+    ratios: BTreeMap<String, f64>,
+    /// Every run, in run order.
     runs: &'a [BenchReport],
 }
 
@@ -190,6 +199,22 @@ fn median(values: &mut [f64]) -> f64 {
         values[n / 2]
     } else {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn summarize(reports: &[BenchReport], mode: &str) -> ModeSummary {
+    let mut d: Vec<f64> = reports
+        .iter()
+        .filter(|r| r.mode == mode)
+        .map(|r| r.decisions_per_sec)
+        .collect();
+    let min = d.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = d.iter().copied().fold(0.0, f64::max);
+    ModeSummary {
+        runs: d.len(),
+        median_decisions_per_sec: median(&mut d),
+        min_decisions_per_sec: min,
+        max_decisions_per_sec: max,
     }
 }
 
@@ -217,79 +242,62 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             reports.push(report);
         }
     }
+    let modes: Vec<String> = cfgs.iter().map(|c| c.mode.to_string()).collect();
+    let summary: BTreeMap<String, ModeSummary> = modes
+        .iter()
+        .map(|m| (m.clone(), summarize(&reports, m)))
+        .collect();
+    let first = &modes[0];
+    let ratios: BTreeMap<String, f64> = modes
+        .iter()
+        .skip(1)
+        .map(|m| {
+            (
+                format!("{first}_over_{m}"),
+                summary[first].median_decisions_per_sec
+                    / summary[m].median_decisions_per_sec.max(1e-9),
+            )
+        })
+        .collect();
     let mut out = std::io::stdout().lock();
-    if reports.len() == 1 {
-        let r = &reports[0];
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, r)?;
-            writeln!(out)?;
-        } else {
-            print_report(&mut out, r)?;
-        }
-    } else {
-        let summary: Vec<ModeSummary> = cfgs
-            .iter()
-            .map(|cfg| {
-                let name = cfg.mode.to_string();
-                let mut d: Vec<f64> = reports
-                    .iter()
-                    .filter(|r| r.mode == name)
-                    .map(|r| r.decisions_per_sec)
-                    .collect();
-                let min = d.iter().copied().fold(f64::INFINITY, f64::min);
-                let max = d.iter().copied().fold(0.0, f64::max);
-                ModeSummary {
-                    runs: d.len(),
-                    median_decisions_per_sec: median(&mut d),
-                    min_decisions_per_sec: min,
-                    max_decisions_per_sec: max,
-                    mode: name,
-                }
-            })
-            .collect();
-        let ratios = summary
-            .iter()
-            .skip(1)
-            .map(|s| {
-                (
-                    format!("{}/{}", summary[0].mode, s.mode),
-                    summary[0].median_decisions_per_sec / s.median_decisions_per_sec.max(1e-9),
-                )
-            })
-            .collect();
-        let multi = MultiReport {
-            schema_version: 1,
+    if args.json {
+        let doc = BenchJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "bench",
+            modes: modes.clone(),
+            repeat: args.repeat,
             summary,
             ratios,
             runs: &reports,
         };
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, &multi)?;
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else if let [r] = reports.as_slice() {
+        print_report(&mut out, r)?;
+    } else {
+        for r in &reports {
+            print_report(&mut out, r)?;
             writeln!(out)?;
-        } else {
-            for r in &reports {
-                print_report(&mut out, r)?;
-                writeln!(out)?;
-            }
-            writeln!(out, "summary ({} runs per mode, interleaved):", args.repeat)?;
+        }
+        writeln!(out, "summary ({} runs per mode, interleaved):", args.repeat)?;
+        writeln!(
+            out,
+            "  {:<6} {:>14} {:>14} {:>14}",
+            "mode", "median dec/s", "min", "max"
+        )?;
+        for m in &modes {
+            let s = &summary[m];
             writeln!(
                 out,
                 "  {:<6} {:>14} {:>14} {:>14}",
-                "mode", "median dec/s", "min", "max"
+                m,
+                mega(s.median_decisions_per_sec),
+                mega(s.min_decisions_per_sec),
+                mega(s.max_decisions_per_sec)
             )?;
-            for s in &multi.summary {
-                writeln!(
-                    out,
-                    "  {:<6} {:>14} {:>14} {:>14}",
-                    s.mode,
-                    mega(s.median_decisions_per_sec),
-                    mega(s.min_decisions_per_sec),
-                    mega(s.max_decisions_per_sec)
-                )?;
-            }
-            for (name, ratio) in &multi.ratios {
-                writeln!(out, "  ratio {name} (medians, same run): {ratio:.2}x")?;
-            }
+        }
+        for (name, ratio) in &ratios {
+            writeln!(out, "  ratio {name} (medians, same run): {ratio:.2}x")?;
         }
     }
     let lost = reports

@@ -116,6 +116,14 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     Ok(cfg)
 }
 
+/// `pspat demo --json` (docs/JSON.md).
+#[derive(serde::Serialize)]
+struct DemoJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    run: &'a bench::BenchReport,
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
@@ -140,7 +148,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = bench::run(&cfg, &mut progress).context("demo run")?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        let doc = DemoJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "demo",
+            run: &report,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         writeln!(out, "pinning: {}", report.pinning)?;

@@ -45,6 +45,10 @@ enum Command {
     PqBench(pq_bench::Args),
 }
 
+/// The version of every command's `--json` layout (docs/JSON.md); raised
+/// when a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// An error that is the user's: printed as one line, exit code 2.
 #[derive(Debug)]
 pub struct UsageError(pub String);

@@ -119,8 +119,9 @@ struct Report {
     ops: u64,
     repeat: u32,
     ns_per_op: f64,
-    /// Median ns/op of the heap divided by this queue's (when measured).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Median ns/op of the heap divided by this queue's (when measured);
+    /// in the JSON it is `ratios["heap_over_<queue>"]`.
+    #[serde(skip)]
     speedup_vs_heap: Option<f64>,
     /// Rank units per bucket (0 for the heap).
     granularity: u64,
@@ -200,15 +201,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `pspat pq-bench --json`: one shape for one queue or all (docs/JSON.md).
+#[derive(Serialize)]
+struct PqBenchJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ranks: u64,
+    ops: u64,
+    repeat: u32,
+    seed: u64,
+    queues: &'a [Report],
+    ratios: std::collections::BTreeMap<String, f64>,
+}
+
 fn print(args: &Args, reports: &[Report]) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if args.json {
-        if let [one] = reports {
-            serde_json::to_writer(&mut out, one)?;
-        } else {
-            serde_json::to_writer(&mut out, reports)?;
-        }
+        let ratios: std::collections::BTreeMap<String, f64> = reports
+            .iter()
+            .filter_map(|r| Some((format!("heap_over_{}", r.queue), r.speedup_vs_heap?)))
+            .collect();
+        let doc = PqBenchJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "pq-bench",
+            ranks: args.ranks,
+            ops: args.ops,
+            repeat: args.repeat,
+            seed: args.seed,
+            queues: reports,
+            ratios,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         writeln!(

@@ -64,7 +64,6 @@ pub struct Args {
 /// One measured configuration.
 #[derive(Serialize)]
 struct Cell {
-    schema_version: u32,
     alg: String,
     flowsets: String,
     flows: usize,
@@ -176,7 +175,6 @@ fn measure(plan: &Plan) -> anyhow::Result<Cell> {
     samples.sort_by(f64::total_cmp);
     let median = samples[samples.len() / 2];
     Ok(Cell {
-        schema_version: 1,
         alg: plan.alg.name().to_string(),
         flowsets: plan.spec.clone(),
         flows: plan.flowsets.flows(),
@@ -191,6 +189,28 @@ fn measure(plan: &Plan) -> anyhow::Result<Cell> {
         ns_per_pair_min: samples[0],
         ns_per_pair_max: samples[samples.len() - 1],
     })
+}
+
+/// `pspat sched-bench --json`: one shape with or without `--sweep`
+/// (docs/JSON.md).
+#[derive(Serialize)]
+struct SchedBenchJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    sweep: bool,
+    cells: &'a [Cell],
+}
+
+fn write_json(out: &mut impl Write, sweep: bool, cells: &[Cell]) -> anyhow::Result<()> {
+    let doc = SchedBenchJson {
+        schema_version: crate::SCHEMA_VERSION,
+        command: "sched-bench",
+        sweep,
+        cells,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)?;
+    Ok(())
 }
 
 fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow::Result<Plan> {
@@ -271,8 +291,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cells.push(measure(plan)?);
         }
         if args.json {
-            serde_json::to_writer_pretty(&mut out, &cells)?;
-            writeln!(out)?;
+            write_json(&mut out, true, &cells)?;
         } else {
             writeln!(
                 out,
@@ -319,8 +338,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plan = make_plan(&args, alg, spec, Duration::from_secs(1))?;
     let cell = measure(&plan)?;
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &cell)?;
-        writeln!(out)?;
+        write_json(&mut out, false, std::slice::from_ref(&cell))?;
     } else {
         writeln!(
             out,

@@ -194,6 +194,16 @@ fn opt(v: Option<f64>, scale: f64, prec: usize) -> String {
     v.map_or("-".to_string(), |x| format!("{:.*}", prec, x / scale))
 }
 
+/// `pspat wfi --json` (docs/JSON.md).
+#[derive(serde::Serialize)]
+struct WfiJson {
+    schema_version: u32,
+    command: &'static str,
+    seed: u64,
+    #[serde(flatten)]
+    report: serde_json::Map<String, serde_json::Value>,
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let alg = AlgKind::parse(&args.alg)?;
@@ -214,7 +224,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, report)?;
+        // The report's own fields after `schema_version` and `command`
+        // (its inner `schema_version` is the same number, given once).
+        let mut fields = match serde_json::to_value(report)? {
+            serde_json::Value::Object(map) => map,
+            _ => anyhow::bail!("the WFI report did not serialize to an object"),
+        };
+        fields.remove("schema_version");
+        let doc = WfiJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "wfi",
+            seed: args.seed,
+            report: fields,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         writeln!(
