@@ -11,7 +11,8 @@ use pspat::{Clock, NullTx, RuntimeError, TxBackend, TxPacket};
 use pspat_sched::{FlowId, LinkEmulator, Packet, Scheduler, VisitScheduler};
 
 use crate::victim::{victim_capacity, wait_until};
-use crate::{measure, pin_to, BenchConfig, Mode, Progress, Tally};
+use crate::window::{measure, LockedSampler, Sample};
+use crate::{pin_to, BenchConfig, Mode, Progress, Tally};
 
 /// Runs the lock or none mode on the concrete algorithm.
 pub(crate) struct Baseline<'a, 'p> {
@@ -80,7 +81,9 @@ fn run_baseline<S: Scheduler + Send + 'static>(
     } else {
         None
     };
+    // Per client: submitted, and in none mode transmitted packets and bytes.
     let counters: Arc<Vec<[AtomicU64; 3]>> = Arc::new((0..n).map(|_| Default::default()).collect());
+    let sampler = Arc::new(LockedSampler::default());
     let stop = Arc::new(AtomicBool::new(false));
     let go = Arc::new(Barrier::new(n + 1));
     let mut handles = Vec::new();
@@ -90,6 +93,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
         let pin_ok = Arc::clone(pin_ok);
         let locked = locked.clone();
         let counters = Arc::clone(&counters);
+        let sampler = Arc::clone(&sampler);
         let is_victim = i == cfg.clients;
         let len = if is_victim {
             cfg.victim.map_or(cfg.pkt_len, |v| v.pkt_len)
@@ -170,13 +174,6 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                             });
                             let now = clock.now();
                             st.tx.transmit(now, &st.batch);
-                            // The measuring thread reads these, never the
-                            // contended lock: with 1000 clients a std mutex
-                            // let it wait out the whole run (0 decisions/s
-                            // measured). Relaxed: a statistic, read once
-                            // per second; the exact per-client tally is the
-                            // one kept under the lock.
-                            counters[i][1].fetch_add(st.batch.len() as u64, Ordering::Relaxed);
                             for p in &st.batch {
                                 let c = p.client as usize;
                                 st.transmitted[c] += 1;
@@ -188,6 +185,11 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                                 }
                             }
                             st.batch.clear();
+                            // The measuring thread never takes this
+                            // contended lock (with 1000 clients a std mutex
+                            // let it wait out the whole run): the holder
+                            // copies the tallies when asked.
+                            sampler.serve(&st.transmitted, &st.bytes);
                         }
                     }
                     seq += 1;
@@ -209,12 +211,20 @@ fn run_baseline<S: Scheduler + Send + 'static>(
         handles.push(h);
     }
     go.wait();
-    // Packets transmitted so far, in both modes (in lock mode each client
-    // adds what its turn under the lock released). Relaxed: a running
-    // statistic, paired with the clients' Relaxed adds; the exact totals are
-    // read after the joins.
-    let transmitted = || -> u64 { counters.iter().map(|c| c[1].load(Ordering::Relaxed)).sum() };
-    let (tx_at_stop, elapsed) = measure(cfg.duration, progress, &transmitted);
+    let window = match &locked {
+        Some(_) => measure(cfg.duration, progress, &mut || sampler.sample()),
+        // Relaxed: a running statistic, paired with the clients' Relaxed
+        // adds; the exact totals are read after the joins.
+        None => measure(cfg.duration, progress, &mut || {
+            let read = |k: usize| {
+                counters
+                    .iter()
+                    .map(|c| c[k].load(Ordering::Relaxed))
+                    .collect()
+            };
+            Sample::now(read(1), read(2))
+        }),
+    };
     stop.store(true, Ordering::Relaxed);
     let mut latencies = Vec::new();
     for (i, h) in handles.into_iter().enumerate() {
@@ -268,8 +278,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                 transmitted: st.transmitted.clone(),
                 bytes: st.bytes.clone(),
                 dropped_by_reason: st.dropped.clone(),
-                tx_at_stop,
-                elapsed,
+                window,
                 latencies,
                 arbiter: None,
             })
@@ -286,8 +295,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                 .map(|c| c[2].load(Ordering::Relaxed))
                 .collect(),
             dropped_by_reason: BTreeMap::new(),
-            tx_at_stop,
-            elapsed,
+            window,
             latencies,
             arbiter: None,
         }),

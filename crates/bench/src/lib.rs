@@ -33,7 +33,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use pspat::RuntimeError;
 
@@ -42,6 +41,7 @@ mod config;
 mod pspat_mode;
 mod report;
 mod victim;
+mod window;
 
 pub use config::{BenchConfig, Mode, VictimConfig};
 pub use pspat::TxMode;
@@ -58,8 +58,7 @@ pub(crate) struct Tally {
     pub(crate) transmitted: Vec<u64>,
     pub(crate) bytes: Vec<u64>,
     pub(crate) dropped_by_reason: BTreeMap<String, u64>,
-    pub(crate) tx_at_stop: u64,
-    pub(crate) elapsed: f64,
+    pub(crate) window: window::Window,
     pub(crate) latencies: Vec<u64>,
     pub(crate) arbiter: Option<ArbiterReport>,
 }
@@ -104,11 +103,16 @@ pub fn run(
     };
     let n = cfg.total_clients();
     let total_bytes: u64 = tally.bytes.iter().sum();
+    // Shares and rates count only the measured window (`window`).
+    let w = &tally.window;
+    let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+    let window_bytes: u64 = w.bytes.iter().sum();
+    let window_transmitted: u64 = w.transmitted.iter().sum();
     let weights: Vec<u32> = (0..n).map(|i| cfg.weight(i)).collect();
     let victim_share = match cfg.victim {
-        Some(_) if total_bytes > 0 => Some((
+        Some(_) if window_bytes > 0 => Some((
             cfg.clients,
-            tally.bytes[cfg.clients] as f64 / total_bytes as f64,
+            at(&w.bytes, cfg.clients) as f64 / window_bytes as f64,
         )),
         _ => None,
     };
@@ -120,13 +124,15 @@ pub fn run(
             submitted: tally.submitted[i],
             transmitted: tally.transmitted[i],
             bytes: tally.bytes[i],
-            share: if total_bytes == 0 {
+            window_transmitted: at(&w.transmitted, i),
+            window_bytes: at(&w.bytes, i),
+            share: if window_bytes == 0 {
                 0.0
             } else {
-                tally.bytes[i] as f64 / total_bytes as f64
+                at(&w.bytes, i) as f64 / window_bytes as f64
             },
             expected_share: expected[i],
-            rate_bps: tally.bytes[i] as f64 * 8.0 / tally.elapsed,
+            rate_bps: at(&w.bytes, i) as f64 * 8.0 / w.elapsed,
         })
         .collect();
     let submitted: u64 = tally.submitted.iter().sum();
@@ -166,7 +172,7 @@ pub fn run(
         tx_mode: cfg.tx_mode.name().into(),
         clients: cfg.clients,
         dispatchers: cfg.dispatchers,
-        duration_s: tally.elapsed,
+        duration_s: w.elapsed,
         pkt_len: cfg.pkt_len,
         rate_bps: cfg.rate_bps,
         pinning,
@@ -175,8 +181,11 @@ pub fn run(
         dropped,
         dropped_by_reason: tally.dropped_by_reason,
         in_flight: submitted.saturating_sub(transmitted + dropped),
-        decisions_per_sec: tally.tx_at_stop as f64 / tally.elapsed,
+        decisions_per_sec: window_transmitted as f64 / w.elapsed,
         transmitted_bytes: total_bytes,
+        window_transmitted,
+        window_bytes,
+        throughput_bps: window_bytes as f64 * 8.0 / w.elapsed,
         per_client,
         arbiter: tally.arbiter,
         victim,
@@ -188,35 +197,4 @@ pub(crate) fn pin_to(core: usize, ok: &AtomicBool) {
         // Relaxed: read only after this thread is joined (see `run`).
         ok.store(false, Ordering::Relaxed);
     }
-}
-
-/// Waits `duration`, calling `progress` each second with `transmitted()`.
-pub(crate) fn measure(
-    duration: Duration,
-    progress: &mut dyn FnMut(Progress),
-    transmitted: &dyn Fn() -> u64,
-) -> (u64, f64) {
-    let t0 = std::time::Instant::now();
-    let base = transmitted();
-    let mut next = Duration::from_secs(1);
-    loop {
-        let el = t0.elapsed();
-        if el >= duration {
-            break;
-        }
-        std::thread::sleep(
-            (duration - el)
-                .min(next.saturating_sub(el))
-                .max(Duration::from_millis(1)),
-        );
-        if t0.elapsed() >= next && t0.elapsed() < duration {
-            progress(Progress {
-                elapsed_s: t0.elapsed().as_secs_f64(),
-                transmitted: transmitted() - base,
-            });
-            next += Duration::from_secs(1);
-        }
-    }
-    let tx = transmitted() - base;
-    (tx, t0.elapsed().as_secs_f64())
 }

@@ -10,7 +10,8 @@ use pspat_sched::{FlowId, Scheduler, VisitScheduler};
 use crate::config::{BURST, CLIENT_CORE};
 use crate::report::ArbiterReport;
 use crate::victim::{victim_capacity, wait_until};
-use crate::{measure, pin_to, BenchConfig, Progress, Tally};
+use crate::window::{measure, Sample};
+use crate::{pin_to, BenchConfig, Progress, Tally};
 
 pub(crate) fn run_pspat(
     cfg: &BenchConfig,
@@ -110,7 +111,13 @@ pub(crate) fn run_pspat(
         handles.push(h);
     }
     go.wait();
-    let (tx_at_stop, elapsed) = measure(cfg.duration, progress, &|| rt.stats().transmitted);
+    let window = measure(cfg.duration, progress, &mut || {
+        let st = rt.stats();
+        Sample::now(
+            st.clients.iter().map(|c| c.transmitted).collect(),
+            st.clients.iter().map(|c| c.transmitted_bytes).collect(),
+        )
+    });
     // Relaxed: pairs with nothing; the joins below order everything the
     // clients did before this thread reads their results.
     stop.store(true, Ordering::Relaxed);
@@ -139,8 +146,7 @@ pub(crate) fn run_pspat(
         transmitted: st.clients.iter().map(|c| c.transmitted).collect(),
         bytes: st.clients.iter().map(|c| c.transmitted_bytes).collect(),
         dropped_by_reason: st.dropped_by_reason(),
-        tx_at_stop,
-        elapsed,
+        window,
         latencies,
         arbiter: Some(ArbiterReport {
             rounds: a.rounds,

@@ -25,7 +25,7 @@ pub struct BenchReport {
     pub clients: usize,
     /// T.
     pub dispatchers: usize,
-    /// Measured interval.
+    /// Length of the measured window, s.
     pub duration_s: f64,
     /// Packet length of the greedy clients.
     pub pkt_len: u32,
@@ -43,10 +43,16 @@ pub struct BenchReport {
     pub dropped_by_reason: BTreeMap<String, u64>,
     /// `submitted - transmitted - dropped` at the end (0 after a clean shutdown).
     pub in_flight: u64,
-    /// Transmitted packets per second over the measured interval.
+    /// Packets transmitted inside the measured window per second.
     pub decisions_per_sec: f64,
-    /// Bytes transmitted.
+    /// Bytes transmitted (whole run, including the final drain).
     pub transmitted_bytes: u64,
+    /// Packets transmitted inside the measured window.
+    pub window_transmitted: u64,
+    /// Bytes transmitted inside the measured window.
+    pub window_bytes: u64,
+    /// `window_bytes` × 8 / `duration_s`, bit/s.
+    pub throughput_bps: f64,
     /// Per client (the victim last).
     pub per_client: Vec<ClientReport>,
     /// Pspat mode only.
@@ -64,18 +70,21 @@ pub struct ClientReport {
     pub weight: u32,
     /// Packets accepted.
     pub submitted: u64,
-    /// Packets transmitted.
+    /// Packets transmitted (whole run).
     pub transmitted: u64,
-    /// Bytes transmitted.
+    /// Bytes transmitted (whole run).
     pub bytes: u64,
-    /// Fraction of all transmitted bytes.
+    /// Packets transmitted inside the measured window.
+    pub window_transmitted: u64,
+    /// Bytes transmitted inside the measured window.
+    pub window_bytes: u64,
+    /// Fraction of the bytes transmitted inside the window.
     pub share: f64,
     /// The share weighted max-min fairness gives: weight / sum of weights,
     /// except with a victim that sends less than its weight's share, which
     /// is due what it sends, the rest being split by weight among the others.
     pub expected_share: f64,
-    /// Bytes × 8 / duration; bytes include the packets still queued when the
-    /// window closed and drained at shutdown (at most the descriptor pool).
+    /// `window_bytes` × 8 / the window's length, bit/s.
     pub rate_bps: f64,
 }
 

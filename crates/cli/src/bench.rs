@@ -325,7 +325,12 @@ pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()
         r.mode, r.alg, r.clients, r.tx_mode, r.dispatchers, r.pkt_len, link, r.duration_s
     )?;
     writeln!(out, "pinning: {}", r.pinning)?;
-    writeln!(out, "decisions/s: {}", mega(r.decisions_per_sec))?;
+    writeln!(
+        out,
+        "decisions/s: {}   throughput {} (measured window only)",
+        mega(r.decisions_per_sec),
+        human_rate(r.throughput_bps)
+    )?;
     writeln!(
         out,
         "packets: submitted {}, transmitted {}, dropped {}, in flight {}",

@@ -161,9 +161,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out,
             "decisions/s: {:.3} M   transmitted {:.2} Gbit/s of {} offered link",
             report.decisions_per_sec / 1e6,
-            // Every packet has the same length; packets still queued at the
-            // end of the window are drained at shutdown and not counted here.
-            report.decisions_per_sec * f64::from(args.pkt_len) * 8.0 / 1e9,
+            // Inside the measured window only (packets drained at shutdown
+            // are not counted).
+            report.throughput_bps / 1e9,
             args.rate
         )?;
         // Expected shares (`ClientReport::expected_share`): the victim takes
