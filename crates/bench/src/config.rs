@@ -115,11 +115,23 @@ impl BenchConfig {
         }
     }
 
-    /// Checks every field before any thread starts.
+    /// Checks every field before any thread starts:
+    /// [`BenchConfig::validate_run`], then [`BenchConfig::validate_scheduler`].
     ///
     /// # Errors
     /// [`RuntimeError::OutOfRange`]/[`RuntimeError::Invalid`] naming the field.
     pub fn validate(&self) -> Result<(), RuntimeError> {
+        self.validate_run()?;
+        self.validate_scheduler()
+    }
+
+    /// Checks everything but the scheduler's own parameters (`sched`):
+    /// clients, lengths, duration, weights (the flow table), victim, runtime
+    /// and link.
+    ///
+    /// # Errors
+    /// As [`BenchConfig::validate`].
+    pub fn validate_run(&self) -> Result<(), RuntimeError> {
         RuntimeError::check_range("clients", self.clients, 1..=1000)?;
         RuntimeError::check_range("pkt_len", self.pkt_len, 1..=65_535)?;
         if self.duration.is_zero() || self.duration > Duration::from_secs(3600) {
@@ -139,14 +151,6 @@ impl BenchConfig {
                 ),
             ));
         }
-        // The run raises the capacity to hold every descriptor in flight
-        // (`sched_config`), but a capacity the scheduler itself would refuse
-        // is still the caller's mistake, reported as such.
-        RuntimeError::check_range(
-            "scheduler capacity (packets)",
-            self.sched.capacity,
-            1..=pspat_sched::PacketQueues::MAX_CAPACITY,
-        )?;
         if let Some(v) = &self.victim {
             RuntimeError::check_range("victim pps", v.pps, 1..=10_000_000)?;
             RuntimeError::check_range("victim pkt_len", v.pkt_len, 1..=65_535)?;
@@ -156,9 +160,27 @@ impl BenchConfig {
         } else if let Some(r) = self.rate_bps {
             LinkEmulator::new(r, 512)?;
         }
-        // Build the scheduler once, so a bad algorithm parameter (a negative
-        // shaping rate, a malformed hierarchy) is a configuration error
-        // before anything starts.
+        self.flow_table()?;
+        Ok(())
+    }
+
+    /// Checks the scheduler's parameters (`sched`) by building it once with
+    /// the run's flow table, so a bad algorithm parameter (a negative shaping
+    /// rate, a malformed hierarchy) is a configuration error before anything
+    /// starts. Call after [`BenchConfig::validate_run`]: a bad weight fails
+    /// here too.
+    ///
+    /// # Errors
+    /// As [`BenchConfig::validate`].
+    pub fn validate_scheduler(&self) -> Result<(), RuntimeError> {
+        // The run raises the capacity to hold every descriptor in flight
+        // (`sched_config`), but a capacity the scheduler itself would refuse
+        // is still the caller's mistake, reported as such.
+        RuntimeError::check_range(
+            "scheduler capacity (packets)",
+            self.sched.capacity,
+            1..=pspat_sched::PacketQueues::MAX_CAPACITY,
+        )?;
         self.sched_config().build(self.flow_table()?)?;
         Ok(())
     }

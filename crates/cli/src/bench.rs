@@ -159,7 +159,9 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
             cfg.delta_a_ns = args.delta_a;
-            cfg.validate().map_err(|e| usage(e.to_string()))?;
+            cfg.validate_run().map_err(|e| usage(e.to_string()))?;
+            cfg.validate_scheduler()
+                .map_err(|e| args.scheduler.refused(e))?;
             Ok(cfg)
         })
         .collect()

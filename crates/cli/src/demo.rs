@@ -112,7 +112,9 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
         pps: args.victim_pps,
         pkt_len: args.pkt_len,
     });
-    cfg.validate().map_err(|e| usage(e.to_string()))?;
+    cfg.validate_run().map_err(|e| usage(e.to_string()))?;
+    cfg.validate_scheduler()
+        .map_err(|e| args.scheduler.refused(e))?;
     Ok(cfg)
 }
 

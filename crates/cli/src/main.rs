@@ -6,13 +6,12 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use pspat_cli::{sched_config, units, usage, UsageError, SCHEMA_VERSION};
 
 mod bench;
 mod demo;
 mod pq_bench;
 mod sched_bench;
-mod sched_config;
-mod units;
 mod wfi;
 
 /// Large blocks (the scheduler's packet arena, per-flow tables, mailboxes)
@@ -43,27 +42,6 @@ enum Command {
     Wfi(wfi::Args),
     /// Integer priority queues (cFFS, hFFS) against a binary heap.
     PqBench(pq_bench::Args),
-}
-
-/// The version of every command's `--json` layout (docs/JSON.md); raised
-/// when a field changes meaning or disappears.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// An error that is the user's: printed as one line, exit code 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// Shorthand: `Err(usage("--clients must be 1..=1000, got 0"))`.
-pub fn usage(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UsageError(msg.into()))
 }
 
 fn main() -> ExitCode {

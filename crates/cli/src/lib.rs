@@ -1,0 +1,28 @@
+//! The parsing half of the `pspat` command, as a library so the fuzz
+//! targets (`fuzz/`) and the tests call exactly the functions the command
+//! calls: units (`10G`, `20ms`), weight lists, mode lists and the
+//! `--sched-config` file. The subcommands themselves live in the binary.
+
+pub mod sched_config;
+pub mod units;
+
+/// The version of every command's `--json` layout (docs/JSON.md); raised
+/// when a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// An error that is the user's: printed as one line, exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Shorthand: `Err(usage("--clients must be 1..=1000, got 0"))`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
