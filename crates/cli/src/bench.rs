@@ -12,20 +12,21 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use pspat_bench::{self as bench, BenchConfig, BenchReport, Mode, TxMode};
+use pspat_bench::{self as bench, BenchConfig, BenchReport, TxMode};
 use serde::Serialize;
 
-use crate::units::{human_rate, parse_rate, parse_weights};
+use crate::units::{self, human_rate, parse_weights};
 use crate::usage;
 
 /// Flags of `pspat bench`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nExit codes: 0 success; 1 the run failed; 2 usage or configuration error (nothing started)."))]
 pub struct Args {
     /// Architecture(s) to run, comma separated: pspat, lock (one mutex around the scheduler, as kernel qdiscs), none (no scheduler).
-    #[arg(long, default_value = "pspat")]
+    #[arg(long, default_value = "pspat", allow_hyphen_values = true)]
     mode: String,
     /// Number of greedy clients, 1..=1000.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     clients: usize,
     #[command(flatten)]
     scheduler: crate::sched_config::SchedulerFlags,
@@ -33,26 +34,26 @@ pub struct Args {
     #[arg(long = "tx-mode", default_value = "dispatcher")]
     tx_mode: String,
     /// Dispatcher threads in dispatcher mode, 0..=64 (0: the arbiter transmits).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     dispatchers: usize,
-    /// Length of each run in seconds, (0, 3600].
-    #[arg(long, default_value_t = 5.0)]
-    duration: f64,
+    /// Length of each run: a number with ns, us, ms or s (bare = seconds), above 0 and at most 3600s.
+    #[arg(long, default_value = "5s", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    duration: Duration,
     /// Packet length in bytes, 1..=65535.
-    #[arg(long = "pkt-len", default_value_t = 60)]
+    #[arg(long = "pkt-len", default_value_t = 60, allow_negative_numbers = true)]
     pkt_len: u32,
     /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
-    /// Emulated link rate in bit/s (e.g. 10G); default: unlimited, so the link never limits.
-    #[arg(long)]
-    rate: Option<String>,
+    /// Emulated link rate in bit/s: a number with K, M, G or T (e.g. 1M, 1Mbit/s, 10G; bare = bit/s); default: unlimited.
+    #[arg(long, value_parser = units::rate_arg, allow_hyphen_values = true)]
+    rate: Option<u64>,
     /// Runs per mode, 1..=100; the summary quotes medians.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     repeat: usize,
-    /// Arbiter read interval Delta_A in nanoseconds, 0..=1000000.
-    #[arg(long = "delta-a", default_value_t = 1000)]
-    delta_a: u64,
+    /// Arbiter read interval Delta_A: a duration (e.g. 1us, 500ns; bare = seconds), at most 1ms.
+    #[arg(long = "delta-a", default_value = "1us", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    delta_a: Duration,
     /// Do not pin threads (by default the arbiter runs on core 0, clients on core 1).
     #[arg(long = "no-pin")]
     no_pin: bool,
@@ -63,18 +64,7 @@ pub struct Args {
 
 /// A validated configuration for each mode, in run order.
 fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
-    let modes = args
-        .mode
-        .split(',')
-        .map(|m| match m.trim() {
-            "pspat" => Ok(Mode::Pspat),
-            "lock" => Ok(Mode::Lock),
-            "none" => Ok(Mode::None),
-            other => Err(usage(format!(
-                "--mode: unknown mode {other:?} (allowed: pspat, lock, none, or a comma list)"
-            ))),
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let modes = units::parse_modes(&args.mode).map_err(usage)?;
     if !(1..=1000).contains(&args.clients) {
         return Err(usage(format!(
             "--clients must be in 1..=1000, got {}",
@@ -97,10 +87,10 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.dispatchers
         )));
     }
-    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
         return Err(usage(format!(
-            "--duration must be in (0, 3600] seconds, got {}",
-            args.duration
+            "--duration must be above 0 and at most 3600s, got {}",
+            units::format_duration(args.duration)
         )));
     }
     if !(1..=65_535).contains(&args.pkt_len) {
@@ -120,10 +110,9 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.clients
         )));
     }
-    let rate_bps = match &args.rate {
+    let rate_bps = match args.rate {
         None => None,
-        Some(text) => {
-            let r = parse_rate(text).map_err(|e| usage(format!("--rate: {e}")))?;
+        Some(r) => {
             if r < pspat_sched::link::MIN_RATE_BPS {
                 return Err(usage(format!(
                     "--rate must be at least {} bit/s, got {r}",
@@ -139,10 +128,10 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.repeat
         )));
     }
-    if args.delta_a > 1_000_000 {
+    if args.delta_a > Duration::from_millis(1) {
         return Err(usage(format!(
-            "--delta-a must be in 0..=1000000 ns, got {}",
-            args.delta_a
+            "--delta-a must be at most 1ms, got {}",
+            units::format_duration(args.delta_a)
         )));
     }
 
@@ -153,12 +142,12 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.sched = sched.clone();
             cfg.tx_mode = tx_mode;
             cfg.dispatchers = args.dispatchers;
-            cfg.duration = Duration::from_secs_f64(args.duration);
+            cfg.duration = args.duration;
             cfg.pkt_len = args.pkt_len;
             cfg.weights = weights.clone();
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
-            cfg.delta_a_ns = args.delta_a;
+            cfg.delta_a_ns = args.delta_a.as_nanos() as u64;
             cfg.validate_run().map_err(|e| usage(e.to_string()))?;
             cfg.validate_scheduler()
                 .map_err(|e| args.scheduler.refused(e))?;

@@ -3,6 +3,17 @@
 //! calls: units (`10G`, `20ms`), weight lists, mode lists and the
 //! `--sched-config` file. The subcommands themselves live in the binary.
 
+/// The units paragraph of every command's `--help` (see [`units`]), as a
+/// literal for `concat!`.
+#[macro_export]
+macro_rules! units_help {
+    () => {
+        "Units (every command): durations are a number with ns, us, ms or s (10s, 20ms, 500us, 1.5ms);
+a bare number is seconds. Rates are bit/s: a number with an optional K, M, G or T (powers of 1000)
+and an optional bit, bps or bit/s (1M, 1Mbit/s, 10G); a bare number is bit/s."
+    };
+}
+
 pub mod sched_config;
 pub mod units;
 

@@ -59,7 +59,10 @@ fn main() -> ExitCode {
                 // One line: clap's first line names the flag and the problem.
                 let text = e.render().to_string();
                 let first = text.lines().next().unwrap_or("invalid arguments");
-                eprintln!("pspat: {}", first.trim_start_matches("error: "));
+                eprintln!(
+                    "pspat: {}",
+                    units::elide_long_words(first.trim_start_matches("error: "))
+                );
             }
             return ExitCode::from(code);
         }
@@ -87,7 +90,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("pspat: {e:#}");
+            eprintln!("pspat: {}", units::elide_long_words(&format!("{e:#}")));
             ExitCode::from(code)
         }
     }

@@ -67,25 +67,26 @@ impl QueueKind {
 
 /// Flags of `pspat pq-bench`.
 #[derive(clap::Args)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nExit codes: 0 success; 1 the run failed; 2 usage or configuration error (nothing started)."))]
 pub struct Args {
     /// Queue to measure (`all`: the three side by side).
     #[arg(long, value_enum, default_value_t = QueueKind::All)]
     pub queue: QueueKind,
     /// Live elements held (about as many distinct ranks), 1..=16000000.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, allow_negative_numbers = true)]
     pub ranks: u64,
     /// Timed push+pop pairs per repeat, 1..=10000000000.
-    #[arg(long, default_value_t = 5_000_000)]
+    #[arg(long, default_value_t = 5_000_000, allow_negative_numbers = true)]
     pub ops: u64,
     /// Runs per queue; the median is reported, 1..=1000.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub repeat: u32,
     /// Rank units per bucket for cffs and hffs (default: derived from --ranks
     /// and --ops, see the module docs), at least 1.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub granularity: Option<u64>,
     /// Seed of the increment table.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -54,7 +54,7 @@ const BENCH_KEYS: &[&str] = &[
 #[test]
 fn bench_has_one_shape_for_one_mode_or_several() {
     let one = check(
-        &["bench", "--duration", "0.05", "--no-pin"],
+        &["bench", "--duration", "50ms", "--no-pin"],
         "bench",
         BENCH_KEYS,
     );
@@ -68,7 +68,7 @@ fn bench_has_one_shape_for_one_mode_or_several() {
             "--clients",
             "2",
             "--duration",
-            "0.05",
+            "50ms",
             "--no-pin",
         ],
         "bench",
@@ -82,7 +82,7 @@ fn bench_has_one_shape_for_one_mode_or_several() {
 #[test]
 fn demo_has_one_shape() {
     let doc = check(
-        &["demo", "--duration", "0.05"],
+        &["demo", "--duration", "50ms"],
         "demo",
         &["schema_version", "command", "run"],
     );
