@@ -185,6 +185,21 @@ impl BenchConfig {
         Ok(())
     }
 
+    /// The bytes this run needs before it starts: the scheduler with its
+    /// arena full (`SchedulerConfig::memory_estimate`), the runtime's
+    /// mailboxes and descriptors in mode pspat (`pspat::memory_estimate`),
+    /// and the victim's latency samples.
+    pub fn memory_estimate(&self) -> u64 {
+        let sched = self.sched_config().memory_estimate(self.total_clients());
+        let runtime = match self.mode {
+            Mode::Pspat => pspat::memory_estimate(&self.runtime_config(false)),
+            Mode::Lock | Mode::None => 0,
+        };
+        // Latencies (and in lock mode submit times), 8 bytes each.
+        let victim = 2 * 8 * crate::victim::victim_capacity(self) as u64;
+        sched + runtime + victim
+    }
+
     pub(crate) fn total_clients(&self) -> usize {
         self.clients + usize::from(self.victim.is_some())
     }

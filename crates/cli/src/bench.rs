@@ -149,6 +149,14 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.pin = !args.no_pin;
             cfg.delta_a_ns = args.delta_a.as_nanos() as u64;
             cfg.validate_run().map_err(|e| usage(e.to_string()))?;
+            // Before the scheduler is built once to check it: an arena of a
+            // billion packets must be refused, not allocated.
+            pspat_cli::memory::check(
+                &format!("the run with {}", args.scheduler.source()),
+                cfg.memory_estimate(),
+                pspat_cli::memory::available(),
+            )
+            .map_err(usage)?;
             cfg.validate_scheduler()
                 .map_err(|e| args.scheduler.refused(e))?;
             Ok(cfg)

@@ -14,6 +14,7 @@ and an optional bit, bps or bit/s (1M, 1Mbit/s, 10G); a bare number is bit/s."
     };
 }
 
+pub mod memory;
 pub mod sched_config;
 pub mod units;
 

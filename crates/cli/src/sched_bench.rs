@@ -248,6 +248,15 @@ fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow:
             "--repeat {repeat} is out of range (allowed: 1..=1000)"
         )));
     }
+    // The harness sizes the arena to --qmax: refuse what cannot fit.
+    let mut sized = SchedulerConfig::new(alg);
+    sized.capacity = usize::try_from(qmax).unwrap_or(usize::MAX);
+    pspat_cli::memory::check(
+        &format!("--qmax {qmax} with {} flows", flowsets.flows()),
+        sized.memory_estimate(flowsets.flows()),
+        pspat_cli::memory::available(),
+    )
+    .map_err(usage)?;
     Ok(Plan {
         alg,
         flowsets,

@@ -53,6 +53,15 @@ impl SchedulerFlags {
         }
     }
 
+    /// Where the scheduler configuration comes from, for messages: the
+    /// file's path or `--alg NAME`.
+    pub fn source(&self) -> String {
+        match &self.sched_config {
+            Some(path) => path.display().to_string(),
+            None => format!("--alg {}", self.alg),
+        }
+    }
+
     /// A usage error for a value the scheduler refused when built: prefixed
     /// with the file it came from (`FILE: eiffel.rate_bps = -5 is out of
     /// range ...`), or with `--alg NAME`.

@@ -43,6 +43,7 @@ pub mod fluid;
 pub mod harness;
 pub mod hier;
 pub mod link;
+mod memory;
 mod packet;
 mod prefetch;
 pub mod prio;
