@@ -27,27 +27,43 @@ pub fn quote(text: &str) -> String {
     }
 }
 
+/// Longest message [`elide_long_words`] lets through, in characters.
+pub const MESSAGE_MAX: usize = 400;
+
 /// Shortens every run of more than [`QUOTE_MAX`] non-blank characters in
-/// a message to its first [`QUOTE_MAX`] characters and `…`: the last guard
-/// before a message reaches the terminal (clap quotes values whole).
+/// a message to its first [`QUOTE_MAX`] characters and `…`, and the whole
+/// message to [`MESSAGE_MAX`] characters and `…`, and escapes control
+/// characters (`\n`): the last guard before a message reaches the terminal
+/// (clap and serde quote values whole), so it stays one short line.
 pub fn elide_long_words(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(4096));
+    // Characters written so far, and the length of the current word.
+    let mut written = 0usize;
     let mut run = 0usize;
-    let mut cut = false;
-    for c in message.chars() {
-        if c.is_whitespace() {
-            run = 0;
-            cut = false;
-            out.push(c);
+    // Control characters (a newline inside a JSON key the user wrote) are
+    // written escaped, so the message stays on one line.
+    let chars = message.chars().flat_map(|c| {
+        let escape = c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+        let (plain, escaped) = if escape {
+            (None, Some(c.escape_default()))
+        } else {
+            (Some(c), None)
+        };
+        plain.into_iter().chain(escaped.into_iter().flatten())
+    });
+    for c in chars {
+        run = if c.is_whitespace() { 0 } else { run + 1 };
+        if run > QUOTE_MAX + 1 {
             continue;
         }
-        run += 1;
-        if run <= QUOTE_MAX {
-            out.push(c);
-        } else if !cut {
-            out.push('…');
-            cut = true;
+        if written == MESSAGE_MAX {
+            if !out.ends_with('…') {
+                out.push('…');
+            }
+            break;
         }
+        out.push(if run == QUOTE_MAX + 1 { '…' } else { c });
+        written += 1;
     }
     out
 }
@@ -274,6 +290,7 @@ mod tests {
             assert!(e.len() < 300 && e.contains('…'), "{} chars", e.len());
         }
         assert_eq!(quote("abc"), "\"abc\"");
+        assert_eq!(elide_long_words("a\nb\tc d"), "a\\nb\\tc d");
         let long = elide_long_words(&format!("bad value '{huge}' for --x"));
         assert!(long.len() < 100 && long.ends_with("for --x"), "{long}");
     }
