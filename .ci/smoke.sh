@@ -6,13 +6,14 @@ cd "$(dirname "$0")/.."
 cargo build --release -p pspat-cli
 bin=target/release/pspat
 
-"$bin" bench --mode pspat,lock,none --clients 4 --duration 0.3 --json > /dev/null
+"$bin" bench --mode pspat,lock,none --clients 4 --duration 300ms --json > /dev/null
+"$bin" bench --rate 1Mbit/s --duration 0.3 --delta-a 2us > /dev/null
 "$bin" bench --clients 8 --tx-mode client --duration 0.3 > /dev/null
 "$bin" demo --duration 1 > /dev/null
 "$bin" sched-bench --alg qfq --flowsets 1:60:64 --iterations 100000 --repeat 1 --json > /dev/null
 "$bin" sched-bench --sweep --iterations 20000 --repeat 1 > /dev/null
 "$bin" wfi --workload paper --flows 25 --alg qfq --json > /dev/null
-"$bin" wfi --workload victim --alg drr --trace target/smoke-trace.csv > /dev/null
+"$bin" wfi --workload victim --alg drr --duration 5ms --trace target/smoke-trace.csv > /dev/null
 head -1 target/smoke-trace.csv | grep -qx 'flow,weight,len,arrival_ns,departure_ns,fluid_finish_ns'
 "$bin" pq-bench --ranks 1000 --ops 10000 --repeat 1 --json > /dev/null
 cfgdir=target/smoke-configs
@@ -24,6 +25,11 @@ echo '{"alg": "srpt", "eiffel": {"deadline_ns": -1}}' > "$cfgdir/negative-deadli
 echo '{"alg": "drr", "quantum": 1500}' > "$cfgdir/unknown-field.json"
 echo '{"alg": "htb", "hierarchy": {"nodes": [{"name": "root", "rate_bps": 0}]}}' > "$cfgdir/zero-rate.json"
 echo '{"alg": "drr", "capacity": 0}' > "$cfgdir/zero-capacity.json"
+echo '[]' > "$cfgdir/array.json"
+echo '["fifo", 1]' > "$cfgdir/positional.json"
+echo '{"alg":"fifo"} this is not JSON at all !!!' > "$cfgdir/trailing.json"
+printf '{"alg": "%s"}' "$(head -c 1000000 /dev/zero | tr '\0' a)" > "$cfgdir/huge-value.json"
+echo '{"alg": "drr", "capacity": 1073741823}' > "$cfgdir/max-capacity.json"
 "$bin" demo --sched-config "$cfgdir/wf2q.json" --duration 0.5 > /dev/null
 "$bin" bench --sched-config "$cfgdir/shaped.json" --clients 2 --duration 0.3 > /dev/null
 
@@ -94,4 +100,43 @@ printf '[[cpus]]\ncpu = 0\npackage = zero\n' > "$cfgdir/topo-bad.toml"
 "$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.toml" > /dev/null
 expect_usage_error place-bench --topology "$cfgdir/topo-bad.toml"
 "$bin" machine --quick --json > /dev/null
+expect_usage_error demo --sched-config "$cfgdir/array.json"
+expect_usage_error demo --sched-config "$cfgdir/positional.json"
+expect_usage_error bench --sched-config "$cfgdir/trailing.json"
+expect_usage_error bench --sched-config "$cfgdir/huge-value.json"
+expect_usage_error bench --clients -1
+expect_usage_error bench --duration -1
+expect_usage_error pq-bench --ranks -5
+expect_usage_error wfi --flows -3
+expect_usage_error bench --clients ''
+expect_usage_error bench --duration ''
+expect_usage_error demo --rate ''
+expect_usage_error wfi --duration 11s
+expect_usage_error bench --delta-a 5ms
+expect_usage_error bench --mode pspat,pspat
+expect_usage_error wfi --trace /nonexistent-pspat-dir/trace.csv
+huge="$(head -c 100000 /dev/zero | tr '\0' 9)x"
+expect_usage_error bench --rate "$huge"
+expect_usage_error bench --weights "1,$huge"
+expect_usage_error sched-bench --flowsets "$huge"
+# A huge value is quoted by a short prefix: the message stays one short line.
+for args in "bench --rate" "sched-bench --flowsets" "bench --clients"; do
+  # shellcheck disable=SC2086
+  len=$("$bin" $args "$huge" 2>&1 >/dev/null | wc -c || true)
+  if [ "$len" -gt 400 ]; then
+    echo "FAIL: pspat $args <100 kB value> -> a $len-byte message"
+    fails=$((fails + 1))
+  fi
+done
+len=$("$bin" bench --sched-config "$cfgdir/huge-value.json" 2>&1 >/dev/null | wc -c || true)
+[ "$len" -le 400 ] || { echo "FAIL: a 1 MB config value -> a $len-byte message"; fails=$((fails + 1)); }
+# The documented maximum capacity needs about 18 GiB: refused where that is more than half of the memory.
+avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
+if [ "${avail_kb:-0}" -gt 0 ] && [ "$avail_kb" -lt $((36 * 1024 * 1024)) ]; then
+  expect_usage_error demo --sched-config "$cfgdir/max-capacity.json"
+  expect_usage_error bench --sched-config "$cfgdir/max-capacity.json"
+  expect_usage_error sched-bench --qmax 1000M --flowsets 1::1
+else
+  echo "skip: over-memory checks (this machine has $((avail_kb / 1024 / 1024)) GiB available)"
+fi
 [ "$fails" -eq 0 ] || { echo "$fails bad-input checks failed"; exit 1; }

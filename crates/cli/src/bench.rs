@@ -6,25 +6,27 @@
 //! machine hit every mode alike; the summary quotes medians and the ratio of
 //! medians measured in the same run.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use pspat::bench::{self, BenchConfig, BenchReport, Mode, TxMode};
+use pspat_bench::{self as bench, BenchConfig, BenchReport, TxMode};
 use serde::Serialize;
 
-use crate::units::{human_rate, parse_rate, parse_weights};
+use crate::units::{self, human_rate, parse_weights};
 use crate::usage;
 
 /// Flags of `pspat bench`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nExit codes: 0 success; 1 the run failed; 2 usage or configuration error (nothing started)."))]
 pub struct Args {
     /// Architecture(s) to run, comma separated: pspat, lock (one mutex around the scheduler, as kernel qdiscs), none (no scheduler).
-    #[arg(long, default_value = "pspat")]
+    #[arg(long, default_value = "pspat", allow_hyphen_values = true)]
     mode: String,
     /// Number of greedy clients, 1..=1000.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     clients: usize,
     #[command(flatten)]
     scheduler: crate::sched_config::SchedulerFlags,
@@ -32,26 +34,26 @@ pub struct Args {
     #[arg(long = "tx-mode", default_value = "dispatcher")]
     tx_mode: String,
     /// Dispatcher threads in dispatcher mode, 0..=64 (0: the arbiter transmits).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     dispatchers: usize,
-    /// Length of each run in seconds, (0, 3600].
-    #[arg(long, default_value_t = 5.0)]
-    duration: f64,
+    /// Length of each run: a number with ns, us, ms or s (bare = seconds), above 0 and at most 3600s.
+    #[arg(long, default_value = "5s", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    duration: Duration,
     /// Packet length in bytes, 1..=65535.
-    #[arg(long = "pkt-len", default_value_t = 60)]
+    #[arg(long = "pkt-len", default_value_t = 60, allow_negative_numbers = true)]
     pkt_len: u32,
     /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
-    /// Emulated link rate in bit/s (e.g. 10G); default: unlimited, so the link never limits.
-    #[arg(long)]
-    rate: Option<String>,
+    /// Emulated link rate in bit/s: a number with K, M, G or T (e.g. 1M, 1Mbit/s, 10G; bare = bit/s); default: unlimited.
+    #[arg(long, value_parser = units::rate_arg, allow_hyphen_values = true)]
+    rate: Option<u64>,
     /// Runs per mode, 1..=100; the summary quotes medians.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     repeat: usize,
-    /// Arbiter read interval Delta_A in nanoseconds, 0..=1000000.
-    #[arg(long = "delta-a", default_value_t = 1000)]
-    delta_a: u64,
+    /// Arbiter read interval Delta_A: a duration (e.g. 1us, 500ns; bare = seconds), at most 1ms.
+    #[arg(long = "delta-a", default_value = "1us", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    delta_a: Duration,
     /// Do not pin threads (by default the arbiter runs on core 0, clients on core 1).
     #[arg(long = "no-pin")]
     no_pin: bool,
@@ -62,18 +64,7 @@ pub struct Args {
 
 /// A validated configuration for each mode, in run order.
 fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
-    let modes = args
-        .mode
-        .split(',')
-        .map(|m| match m.trim() {
-            "pspat" => Ok(Mode::Pspat),
-            "lock" => Ok(Mode::Lock),
-            "none" => Ok(Mode::None),
-            other => Err(usage(format!(
-                "--mode: unknown mode {other:?} (allowed: pspat, lock, none, or a comma list)"
-            ))),
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let modes = units::parse_modes(&args.mode).map_err(usage)?;
     if !(1..=1000).contains(&args.clients) {
         return Err(usage(format!(
             "--clients must be in 1..=1000, got {}",
@@ -96,10 +87,10 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.dispatchers
         )));
     }
-    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
         return Err(usage(format!(
-            "--duration must be in (0, 3600] seconds, got {}",
-            args.duration
+            "--duration must be above 0 and at most 3600s, got {}",
+            units::format_duration(args.duration)
         )));
     }
     if !(1..=65_535).contains(&args.pkt_len) {
@@ -119,10 +110,9 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.clients
         )));
     }
-    let rate_bps = match &args.rate {
+    let rate_bps = match args.rate {
         None => None,
-        Some(text) => {
-            let r = parse_rate(text).map_err(|e| usage(format!("--rate: {e}")))?;
+        Some(r) => {
             if r < pspat_sched::link::MIN_RATE_BPS {
                 return Err(usage(format!(
                     "--rate must be at least {} bit/s, got {r}",
@@ -138,10 +128,10 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.repeat
         )));
     }
-    if args.delta_a > 1_000_000 {
+    if args.delta_a > Duration::from_millis(1) {
         return Err(usage(format!(
-            "--delta-a must be in 0..=1000000 ns, got {}",
-            args.delta_a
+            "--delta-a must be at most 1ms, got {}",
+            units::format_duration(args.delta_a)
         )));
     }
 
@@ -152,34 +142,52 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.sched = sched.clone();
             cfg.tx_mode = tx_mode;
             cfg.dispatchers = args.dispatchers;
-            cfg.duration = Duration::from_secs_f64(args.duration);
+            cfg.duration = args.duration;
             cfg.pkt_len = args.pkt_len;
             cfg.weights = weights.clone();
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
-            cfg.delta_a_ns = args.delta_a;
-            cfg.validate().map_err(|e| usage(e.to_string()))?;
+            cfg.delta_a_ns = args.delta_a.as_nanos() as u64;
+            cfg.validate_run().map_err(|e| usage(e.to_string()))?;
+            // Before the scheduler is built once to check it: an arena of a
+            // billion packets must be refused, not allocated.
+            pspat_cli::memory::check(
+                &format!("the run with {}", args.scheduler.source()),
+                cfg.memory_estimate(),
+                pspat_cli::memory::available(),
+            )
+            .map_err(usage)?;
+            cfg.validate_scheduler()
+                .map_err(|e| args.scheduler.refused(e))?;
             Ok(cfg)
         })
         .collect()
 }
 
-/// Median, min and max of one mode's runs.
+/// Median, min and max of one mode's runs (decisions/s).
 #[derive(Serialize)]
 struct ModeSummary {
-    mode: String,
     runs: usize,
     median_decisions_per_sec: f64,
     min_decisions_per_sec: f64,
     max_decisions_per_sec: f64,
 }
 
+/// `pspat bench --json`: one shape whatever the modes and repeats
+/// (docs/JSON.md).
 #[derive(Serialize)]
-struct MultiReport<'a> {
+struct BenchJson<'a> {
     schema_version: u32,
-    summary: Vec<ModeSummary>,
-    /// Ratio of median decisions/s, first mode over each other mode.
-    ratios: Vec<(String, f64)>,
+    command: &'static str,
+    /// Modes in run order.
+    modes: Vec<String>,
+    repeat: usize,
+    /// By mode name.
+    summary: BTreeMap<String, ModeSummary>,
+    /// `"<first>_over_<other>"`: median decisions/s of the first mode over
+    /// each other mode's; empty with one mode.
+    ratios: BTreeMap<String, f64>,
+    /// Every run, in run order.
     runs: &'a [BenchReport],
 }
 
@@ -190,6 +198,22 @@ fn median(values: &mut [f64]) -> f64 {
         values[n / 2]
     } else {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn summarize(reports: &[BenchReport], mode: &str) -> ModeSummary {
+    let mut d: Vec<f64> = reports
+        .iter()
+        .filter(|r| r.mode == mode)
+        .map(|r| r.decisions_per_sec)
+        .collect();
+    let min = d.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = d.iter().copied().fold(0.0, f64::max);
+    ModeSummary {
+        runs: d.len(),
+        median_decisions_per_sec: median(&mut d),
+        min_decisions_per_sec: min,
+        max_decisions_per_sec: max,
     }
 }
 
@@ -217,79 +241,62 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             reports.push(report);
         }
     }
+    let modes: Vec<String> = cfgs.iter().map(|c| c.mode.to_string()).collect();
+    let summary: BTreeMap<String, ModeSummary> = modes
+        .iter()
+        .map(|m| (m.clone(), summarize(&reports, m)))
+        .collect();
+    let first = &modes[0];
+    let ratios: BTreeMap<String, f64> = modes
+        .iter()
+        .skip(1)
+        .map(|m| {
+            (
+                format!("{first}_over_{m}"),
+                summary[first].median_decisions_per_sec
+                    / summary[m].median_decisions_per_sec.max(1e-9),
+            )
+        })
+        .collect();
     let mut out = std::io::stdout().lock();
-    if reports.len() == 1 {
-        let r = &reports[0];
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, r)?;
-            writeln!(out)?;
-        } else {
-            print_report(&mut out, r)?;
-        }
-    } else {
-        let summary: Vec<ModeSummary> = cfgs
-            .iter()
-            .map(|cfg| {
-                let name = cfg.mode.to_string();
-                let mut d: Vec<f64> = reports
-                    .iter()
-                    .filter(|r| r.mode == name)
-                    .map(|r| r.decisions_per_sec)
-                    .collect();
-                let min = d.iter().copied().fold(f64::INFINITY, f64::min);
-                let max = d.iter().copied().fold(0.0, f64::max);
-                ModeSummary {
-                    runs: d.len(),
-                    median_decisions_per_sec: median(&mut d),
-                    min_decisions_per_sec: min,
-                    max_decisions_per_sec: max,
-                    mode: name,
-                }
-            })
-            .collect();
-        let ratios = summary
-            .iter()
-            .skip(1)
-            .map(|s| {
-                (
-                    format!("{}/{}", summary[0].mode, s.mode),
-                    summary[0].median_decisions_per_sec / s.median_decisions_per_sec.max(1e-9),
-                )
-            })
-            .collect();
-        let multi = MultiReport {
-            schema_version: 1,
+    if args.json {
+        let doc = BenchJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "bench",
+            modes: modes.clone(),
+            repeat: args.repeat,
             summary,
             ratios,
             runs: &reports,
         };
-        if args.json {
-            serde_json::to_writer_pretty(&mut out, &multi)?;
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else if let [r] = reports.as_slice() {
+        print_report(&mut out, r)?;
+    } else {
+        for r in &reports {
+            print_report(&mut out, r)?;
             writeln!(out)?;
-        } else {
-            for r in &reports {
-                print_report(&mut out, r)?;
-                writeln!(out)?;
-            }
-            writeln!(out, "summary ({} runs per mode, interleaved):", args.repeat)?;
+        }
+        writeln!(out, "summary ({} runs per mode, interleaved):", args.repeat)?;
+        writeln!(
+            out,
+            "  {:<6} {:>14} {:>14} {:>14}",
+            "mode", "median dec/s", "min", "max"
+        )?;
+        for m in &modes {
+            let s = &summary[m];
             writeln!(
                 out,
                 "  {:<6} {:>14} {:>14} {:>14}",
-                "mode", "median dec/s", "min", "max"
+                m,
+                mega(s.median_decisions_per_sec),
+                mega(s.min_decisions_per_sec),
+                mega(s.max_decisions_per_sec)
             )?;
-            for s in &multi.summary {
-                writeln!(
-                    out,
-                    "  {:<6} {:>14} {:>14} {:>14}",
-                    s.mode,
-                    mega(s.median_decisions_per_sec),
-                    mega(s.min_decisions_per_sec),
-                    mega(s.max_decisions_per_sec)
-                )?;
-            }
-            for (name, ratio) in &multi.ratios {
-                writeln!(out, "  ratio {name} (medians, same run): {ratio:.2}x")?;
-            }
+        }
+        for (name, ratio) in &ratios {
+            writeln!(out, "  ratio {name} (medians, same run): {ratio:.2}x")?;
         }
     }
     let lost = reports
@@ -317,7 +324,12 @@ pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()
         r.mode, r.alg, r.clients, r.tx_mode, r.dispatchers, r.pkt_len, link, r.duration_s
     )?;
     writeln!(out, "pinning: {}", r.pinning)?;
-    writeln!(out, "decisions/s: {}", mega(r.decisions_per_sec))?;
+    writeln!(
+        out,
+        "decisions/s: {}   throughput {} (measured window only)",
+        mega(r.decisions_per_sec),
+        human_rate(r.throughput_bps)
+    )?;
     writeln!(
         out,
         "packets: submitted {}, transmitted {}, dropped {}, in flight {}",

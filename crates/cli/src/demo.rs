@@ -12,33 +12,46 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use pspat::bench::{self, BenchConfig, Mode, VictimConfig};
+use pspat_bench::{self as bench, BenchConfig, Mode, VictimConfig};
 
-use crate::units::{human_rate, parse_rate, parse_weights};
+use crate::units::{self, human_rate, parse_weights};
 use crate::usage;
 
 /// Flags of `pspat demo`; every one has a default.
 #[derive(clap::Args, Debug)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nExit codes: 0 success; 1 the run failed; 2 usage or configuration error (nothing started)."))]
 pub struct Args {
-    /// Length of the run in seconds, (0, 3600].
-    #[arg(long, default_value_t = 10.0)]
-    duration: f64,
+    /// Length of the run: a number with ns, us, ms or s (bare = seconds), above 0 and at most 3600s.
+    #[arg(long, default_value = "10s", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    duration: Duration,
     #[command(flatten)]
     scheduler: crate::sched_config::SchedulerFlags,
-    /// Emulated link rate in bit/s.
-    #[arg(long, default_value = "10G")]
-    rate: String,
+    /// Emulated link rate in bit/s: a number with K, M, G or T (e.g. 1M, 1Mbit/s, 10G; bare = bit/s).
+    #[arg(long, default_value = "10G", value_parser = units::rate_arg, allow_hyphen_values = true)]
+    rate: u64,
     /// Weights of the greedy clients, comma separated, each 1..=65536 (one client per weight).
-    #[arg(long, default_value = "1,2,4,8")]
+    #[arg(long, default_value = "1,2,4,8", allow_hyphen_values = true)]
     weights: String,
     /// Packet length of every client in bytes, 64..=65535.
-    #[arg(long = "pkt-len", default_value_t = 1500)]
+    #[arg(
+        long = "pkt-len",
+        default_value_t = 1500,
+        allow_negative_numbers = true
+    )]
     pkt_len: u32,
     /// Weight of the latency-sensitive victim, 1..=65536.
-    #[arg(long = "victim-weight", default_value_t = 50)]
+    #[arg(
+        long = "victim-weight",
+        default_value_t = 50,
+        allow_negative_numbers = true
+    )]
     victim_weight: u32,
     /// Packets per second the victim sends, 1..=1000000.
-    #[arg(long = "victim-pps", default_value_t = 4000)]
+    #[arg(
+        long = "victim-pps",
+        default_value_t = 4000,
+        allow_negative_numbers = true
+    )]
     victim_pps: u64,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
@@ -48,9 +61,9 @@ pub struct Args {
 impl Default for Args {
     fn default() -> Self {
         Args {
-            duration: 10.0,
+            duration: Duration::from_secs(10),
             scheduler: Default::default(),
-            rate: "10G".into(),
+            rate: 10_000_000_000,
             weights: "1,2,4,8".into(),
             pkt_len: 1500,
             victim_weight: 50,
@@ -62,7 +75,7 @@ impl Default for Args {
 
 fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     let sched = args.scheduler.config()?;
-    let rate = parse_rate(&args.rate).map_err(|e| usage(format!("--rate: {e}")))?;
+    let rate = args.rate;
     if rate < pspat_sched::link::MIN_RATE_BPS {
         return Err(usage(format!(
             "--rate must be at least {} bit/s, got {rate}",
@@ -76,10 +89,10 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
             weights.len()
         )));
     }
-    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
         return Err(usage(format!(
-            "--duration must be in (0, 3600] seconds, got {}",
-            args.duration
+            "--duration must be above 0 and at most 3600s, got {}",
+            units::format_duration(args.duration)
         )));
     }
     if !(64..=65_535).contains(&args.pkt_len) {
@@ -106,14 +119,32 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     cfg.weights = weights;
     cfg.rate_bps = Some(rate);
     cfg.pkt_len = args.pkt_len;
-    cfg.duration = Duration::from_secs_f64(args.duration);
+    cfg.duration = args.duration;
     cfg.victim = Some(VictimConfig {
         weight: args.victim_weight,
         pps: args.victim_pps,
         pkt_len: args.pkt_len,
     });
-    cfg.validate().map_err(|e| usage(e.to_string()))?;
+    cfg.validate_run().map_err(|e| usage(e.to_string()))?;
+    // Before the scheduler is built once to check it: an arena of a
+    // billion packets must be refused, not allocated.
+    pspat_cli::memory::check(
+        &format!("the run with {}", args.scheduler.source()),
+        cfg.memory_estimate(),
+        pspat_cli::memory::available(),
+    )
+    .map_err(usage)?;
+    cfg.validate_scheduler()
+        .map_err(|e| args.scheduler.refused(e))?;
     Ok(cfg)
+}
+
+/// `pspat demo --json` (docs/JSON.md).
+#[derive(serde::Serialize)]
+struct DemoJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    run: &'a bench::BenchReport,
 }
 
 /// Runs the command.
@@ -121,14 +152,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
     if !args.json {
         eprintln!(
-            "pspat demo: {} greedy clients (weights {}) + 1 victim ({} pps, weight {}) on an emulated {} link, {}, {:.0} s",
+            "pspat demo: {} greedy clients (weights {}) + 1 victim ({} pps, weight {}) on an emulated {} link, {}, {:.1} s",
             cfg.weights.len(),
             args.weights,
             args.victim_pps,
             args.victim_weight,
-            args.rate,
+            human_rate(args.rate as f64),
             cfg.sched.alg,
-            args.duration
+            args.duration.as_secs_f64()
         );
     }
     let mut progress = |p: bench::Progress| {
@@ -140,18 +171,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = bench::run(&cfg, &mut progress).context("demo run")?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        let doc = DemoJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "demo",
+            run: &report,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         writeln!(out, "pinning: {}", report.pinning)?;
         writeln!(
             out,
-            "decisions/s: {:.3} M   transmitted {:.2} Gbit/s of {} offered link",
+            "decisions/s: {:.3} M   transmitted {} of a {} link",
             report.decisions_per_sec / 1e6,
-            // Every packet has the same length; packets still queued at the
-            // end of the window are drained at shutdown and not counted here.
-            report.decisions_per_sec * f64::from(args.pkt_len) * 8.0 / 1e9,
-            args.rate
+            // Inside the measured window only (packets drained at shutdown
+            // are not counted).
+            human_rate(report.throughput_bps),
+            human_rate(args.rate as f64)
         )?;
         // Expected shares (`ClientReport::expected_share`): the victim takes
         // what it sends; the greedy clients split the rest by weight.

@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use pspat_cli::{sched_config, units, usage, UsageError, SCHEMA_VERSION};
 
 mod bench;
 mod config_cmd;
@@ -14,9 +15,7 @@ mod machine;
 mod place_bench;
 mod pq_bench;
 mod sched_bench;
-mod sched_config;
 mod topology;
-mod units;
 mod wfi;
 
 /// Large blocks (the scheduler's packet arena, per-flow tables, mailboxes)
@@ -55,23 +54,6 @@ enum Command {
     Machine(machine::Args),
 }
 
-/// An error that is the user's: printed as one line, exit code 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// Shorthand: `Err(usage("--clients must be 1..=1000, got 0"))`.
-pub fn usage(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UsageError(msg.into()))
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -87,7 +69,10 @@ fn main() -> ExitCode {
                 // One line: clap's first line names the flag and the problem.
                 let text = e.render().to_string();
                 let first = text.lines().next().unwrap_or("invalid arguments");
-                eprintln!("pspat: {}", first.trim_start_matches("error: "));
+                eprintln!(
+                    "pspat: {}",
+                    units::elide_long_words(first.trim_start_matches("error: "))
+                );
             }
             return ExitCode::from(code);
         }
@@ -118,7 +103,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("pspat: {e:#}");
+            eprintln!("pspat: {}", units::elide_long_words(&format!("{e:#}")));
             ExitCode::from(code)
         }
     }

@@ -67,25 +67,26 @@ impl QueueKind {
 
 /// Flags of `pspat pq-bench`.
 #[derive(clap::Args)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nExit codes: 0 success; 1 the run failed; 2 usage or configuration error (nothing started)."))]
 pub struct Args {
     /// Queue to measure (`all`: the three side by side).
     #[arg(long, value_enum, default_value_t = QueueKind::All)]
     pub queue: QueueKind,
     /// Live elements held (about as many distinct ranks), 1..=16000000.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, allow_negative_numbers = true)]
     pub ranks: u64,
     /// Timed push+pop pairs per repeat, 1..=10000000000.
-    #[arg(long, default_value_t = 5_000_000)]
+    #[arg(long, default_value_t = 5_000_000, allow_negative_numbers = true)]
     pub ops: u64,
     /// Runs per queue; the median is reported, 1..=1000.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub repeat: u32,
     /// Rank units per bucket for cffs and hffs (default: derived from --ranks
     /// and --ops, see the module docs), at least 1.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub granularity: Option<u64>,
     /// Seed of the increment table.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -119,8 +120,9 @@ struct Report {
     ops: u64,
     repeat: u32,
     ns_per_op: f64,
-    /// Median ns/op of the heap divided by this queue's (when measured).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Median ns/op of the heap divided by this queue's (when measured);
+    /// in the JSON it is `ratios["heap_over_<queue>"]`.
+    #[serde(skip)]
     speedup_vs_heap: Option<f64>,
     /// Rank units per bucket (0 for the heap).
     granularity: u64,
@@ -200,15 +202,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `pspat pq-bench --json`: one shape for one queue or all (docs/JSON.md).
+#[derive(Serialize)]
+struct PqBenchJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    ranks: u64,
+    ops: u64,
+    repeat: u32,
+    seed: u64,
+    queues: &'a [Report],
+    ratios: std::collections::BTreeMap<String, f64>,
+}
+
 fn print(args: &Args, reports: &[Report]) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if args.json {
-        if let [one] = reports {
-            serde_json::to_writer(&mut out, one)?;
-        } else {
-            serde_json::to_writer(&mut out, reports)?;
-        }
+        let ratios: std::collections::BTreeMap<String, f64> = reports
+            .iter()
+            .filter_map(|r| Some((format!("heap_over_{}", r.queue), r.speedup_vs_heap?)))
+            .collect();
+        let doc = PqBenchJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "pq-bench",
+            ranks: args.ranks,
+            ops: args.ops,
+            repeat: args.repeat,
+            seed: args.seed,
+            queues: reports,
+            ratios,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         writeln!(

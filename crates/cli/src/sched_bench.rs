@@ -17,7 +17,9 @@ use serde::Serialize;
 
 use crate::usage;
 
-const AFTER_HELP: &str = "\
+const AFTER_HELP: &str = concat!(
+    pspat_cli::units_help!(),
+    "\n\n\
 Flowsets: comma-separated items weight:len:flows (the talk's syntax, e.g. 1::512,8::64),
 or with ranges w:wmax:wsteps:len:lmax:lsteps:flows, or lo-hi-steps inside a field.
 Empty weight = 1, empty len = 1000 bytes, empty flows = 1. Weights 1..=65536, lengths 1..=65535.
@@ -28,7 +30,8 @@ mix (1::32k,2::4k,4::2k,8::1k,128::16,1k::1); one column per algorithm (all regi
 algorithms except prio, which with equal priorities is a FIFO; --alg restricts to one),
 then the talk's own figures (2.3 GHz Athlon, 2010) for comparison.
 
-Exit codes: 0 success; 2 usage or configuration error.";
+Exit codes: 0 success; 2 usage or configuration error.",
+);
 
 /// Flags of `pspat sched-bench`.
 #[derive(clap::Args, Default)]
@@ -38,20 +41,20 @@ pub struct Args {
     #[arg(long)]
     pub alg: Option<String>,
     /// Flowsets, e.g. "1::512,8::64" (the talk's reference run, the default) or "1:60:32768".
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub flowsets: Option<String>,
     /// Drain down to this many queued packets (n suffix = per flow). Default 1n.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub qmin: Option<String>,
     /// Fill up to this many queued packets (n suffix = per flow). Default 20n.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub qmax: Option<String>,
     /// Controller iterations per timed run (each is one enqueue or one dequeue);
     /// default: calibrated so one run takes about 1 s (0.2 s per cell with --sweep).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub iterations: Option<String>,
     /// Timed runs; the median ns_per_pair is reported with min and max. Default 5.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub repeat: Option<u32>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -64,7 +67,6 @@ pub struct Args {
 /// One measured configuration.
 #[derive(Serialize)]
 struct Cell {
-    schema_version: u32,
     alg: String,
     flowsets: String,
     flows: usize,
@@ -176,7 +178,6 @@ fn measure(plan: &Plan) -> anyhow::Result<Cell> {
     samples.sort_by(f64::total_cmp);
     let median = samples[samples.len() / 2];
     Ok(Cell {
-        schema_version: 1,
         alg: plan.alg.name().to_string(),
         flowsets: plan.spec.clone(),
         flows: plan.flowsets.flows(),
@@ -191,6 +192,28 @@ fn measure(plan: &Plan) -> anyhow::Result<Cell> {
         ns_per_pair_min: samples[0],
         ns_per_pair_max: samples[samples.len() - 1],
     })
+}
+
+/// `pspat sched-bench --json`: one shape with or without `--sweep`
+/// (docs/JSON.md).
+#[derive(Serialize)]
+struct SchedBenchJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    sweep: bool,
+    cells: &'a [Cell],
+}
+
+fn write_json(out: &mut impl Write, sweep: bool, cells: &[Cell]) -> anyhow::Result<()> {
+    let doc = SchedBenchJson {
+        schema_version: crate::SCHEMA_VERSION,
+        command: "sched-bench",
+        sweep,
+        cells,
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)?;
+    Ok(())
 }
 
 fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow::Result<Plan> {
@@ -225,6 +248,15 @@ fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow:
             "--repeat {repeat} is out of range (allowed: 1..=1000)"
         )));
     }
+    // The harness sizes the arena to --qmax: refuse what cannot fit.
+    let mut sized = SchedulerConfig::new(alg);
+    sized.capacity = usize::try_from(qmax).unwrap_or(usize::MAX);
+    pspat_cli::memory::check(
+        &format!("--qmax {qmax} with {} flows", flowsets.flows()),
+        sized.memory_estimate(flowsets.flows()),
+        pspat_cli::memory::available(),
+    )
+    .map_err(usage)?;
     Ok(Plan {
         alg,
         flowsets,
@@ -248,7 +280,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ));
         }
         let algs: Vec<AlgKind> = match &args.alg {
-            Some(a) => vec![AlgKind::parse(a)?],
+            Some(a) => vec![AlgKind::parse(a).map_err(|e| usage(format!("--alg: {e}")))?],
             None => AlgKind::ALL
                 .iter()
                 .copied()
@@ -271,8 +303,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cells.push(measure(plan)?);
         }
         if args.json {
-            serde_json::to_writer_pretty(&mut out, &cells)?;
-            writeln!(out)?;
+            write_json(&mut out, true, &cells)?;
         } else {
             writeln!(
                 out,
@@ -314,13 +345,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let alg = AlgKind::parse(args.alg.as_deref().unwrap_or("drr"))?;
+    let alg = AlgKind::parse(args.alg.as_deref().unwrap_or("drr"))
+        .map_err(|e| usage(format!("--alg: {e}")))?;
     let spec = args.flowsets.as_deref().unwrap_or(DEFAULT_FLOWSETS);
     let plan = make_plan(&args, alg, spec, Duration::from_secs(1))?;
     let cell = measure(&plan)?;
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &cell)?;
-        writeln!(out)?;
+        write_json(&mut out, false, std::slice::from_ref(&cell))?;
     } else {
         writeln!(
             out,

@@ -52,6 +52,25 @@ impl SchedulerFlags {
             }
         }
     }
+
+    /// Where the scheduler configuration comes from, for messages: the
+    /// file's path or `--alg NAME`.
+    pub fn source(&self) -> String {
+        match &self.sched_config {
+            Some(path) => path.display().to_string(),
+            None => format!("--alg {}", self.alg),
+        }
+    }
+
+    /// A usage error for a value the scheduler refused when built: prefixed
+    /// with the file it came from (`FILE: eiffel.rate_bps = -5 is out of
+    /// range ...`), or with `--alg NAME`.
+    pub fn refused(&self, e: impl std::fmt::Display) -> anyhow::Error {
+        match &self.sched_config {
+            Some(path) => usage(format!("{}: {e}", path.display())),
+            None => usage(format!("--alg {}: {e}", self.alg)),
+        }
+    }
 }
 
 /// Reads and parses `path`.
@@ -62,13 +81,32 @@ impl SchedulerFlags {
 pub fn load(path: &Path) -> anyhow::Result<SchedulerConfig> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("--sched-config {}: {e}", path.display())))?;
-    parse(&text).map_err(|e| usage(format!("--sched-config {}: {e}", path.display())))
+    parse(&text).map_err(|e| usage(format!("{}: {e}", path.display())))
 }
 
-/// Parses a configuration, naming the field at fault in the error.
+/// Parses a configuration: exactly one JSON object, nothing after it but
+/// whitespace. The error names the field at fault, or the position.
+///
+/// # Errors
+/// One line: `field.path: what is wrong`, or the syntax error and its
+/// position.
 pub fn parse(text: &str) -> Result<SchedulerConfig, String> {
-    let de = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    // serde would take an array as the fields in order (`["fifo", 1]`):
+    // refuse anything but an object before it gets the chance.
+    match text.trim_start().chars().next() {
+        Some('{') => {}
+        None => {
+            return Err("empty file: expected one JSON object such as {\"alg\": \"drr\"}".into())
+        }
+        Some(c) => {
+            return Err(format!(
+                "expected one JSON object such as {{\"alg\": \"drr\"}}, found {}",
+                describe_start(c)
+            ))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let config: SchedulerConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         // "." is the whole document, "?" a position before any field (a
@@ -78,7 +116,32 @@ pub fn parse(text: &str) -> Result<SchedulerConfig, String> {
         } else {
             format!("{path}: {inner}")
         }
-    })
+    })?;
+    de.end().map_err(|e| {
+        format!("text after the JSON object ({e}): a file holds exactly one object")
+    })?;
+    Ok(config)
+}
+
+/// Names what a document starts with instead of `{`.
+fn describe_start(c: char) -> String {
+    match c {
+        '[' => "an array".into(),
+        '"' => "a string".into(),
+        '-' | '0'..='9' => "a number".into(),
+        't' | 'f' => "a boolean".into(),
+        'n' => "null".into(),
+        c if c.is_control() => format!("the control character U+{:04X}", u32::from(c)),
+        c => format!("{c:?}"),
+    }
+}
+
+/// Prints a configuration back as the JSON `parse` reads.
+///
+/// # Errors
+/// Never in practice (every field serializes); the serializer's message.
+pub fn to_json(config: &SchedulerConfig) -> Result<String, String> {
+    serde_json::to_string(config).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -108,6 +171,32 @@ mod tests {
         assert!(e.contains("EOF"), "{e}");
         let e = parse("{nope").unwrap_err();
         assert!(e.starts_with("key must be a string"), "{e}");
+    }
+
+    #[test]
+    fn exactly_one_object_and_nothing_after_it() {
+        for bad in ["[]", r#"["fifo", 1]"#, "\"drr\"", "3", "null", "", "  "] {
+            let e = parse(bad).unwrap_err();
+            assert!(
+                e.contains("expected one JSON object") || e.contains("empty"),
+                "{bad}: {e}"
+            );
+        }
+        let e = parse(r#"{"alg":"fifo"} this is not JSON at all !!!"#).unwrap_err();
+        assert!(e.contains("text after the JSON object"), "{e}");
+        let e = parse(r#"{"alg":"fifo"}{}"#).unwrap_err();
+        assert!(e.contains("text after the JSON object"), "{e}");
+        assert_eq!(
+            parse(" \n{\"alg\": \"fifo\"}\n\t ").unwrap().alg,
+            AlgKind::Fifo
+        );
+    }
+
+    #[test]
+    fn a_parsed_config_prints_back_the_same() {
+        let c = parse(r#"{"alg": "shaped-drr", "capacity": 100, "eiffel": {"rate_bps": 5000}}"#)
+            .unwrap();
+        assert_eq!(parse(&to_json(&c).unwrap()).unwrap(), c);
     }
 
     #[test]

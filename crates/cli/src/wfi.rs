@@ -12,7 +12,9 @@ use pspat_sched::AlgKind;
 
 use crate::usage;
 
-const AFTER_HELP: &str = "\
+const AFTER_HELP: &str = concat!(
+    pspat_cli::units_help!(),
+    "\n\n\
 Workloads:
   greedy  every flow permanently backlogged (burst at t=0, then exactly its share)
   onoff   bursts of 1..=32 packets at line rate, random silences, 95% of each share
@@ -27,7 +29,8 @@ Bounds: qfq/qfq+ 6*L_k/(phi_k*B)+(L-L_k)/B; drr (1/phi_min+1/phi_k+N-1)*L/B;
 wf2q+ L_k/(phi_k*B)+L/B; fifo/prio none.
 
 Exit codes: 0 every flow within its bound; 1 some flow exceeded its bound (or the run failed);
-2 usage or configuration error.";
+2 usage or configuration error.",
+);
 
 /// Flags of `pspat wfi`.
 #[derive(clap::Args, Default)]
@@ -40,26 +43,26 @@ pub struct Args {
     #[arg(long, default_value = "greedy")]
     pub workload: String,
     /// Number of flows (default 25 for paper, else the number of --weights, else 8).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub flows: Option<u32>,
     /// Comma-separated weights, one per flow, each 1..=65536.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub weights: Option<String>,
-    /// Link rate in bit/s; suffixes K, M, G, T (powers of 1000), e.g. 10G. Default 10G.
-    #[arg(long)]
-    pub rate: Option<String>,
+    /// Link rate in bit/s: a number with K, M, G or T (e.g. 1M, 1Mbit/s, 10G; bare = bit/s). Default 10G.
+    #[arg(long, value_parser = crate::units::rate_arg, allow_hyphen_values = true)]
+    pub rate: Option<u64>,
     /// Packet length in bytes, 1..=65535. Default 1500.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub pkt_len: Option<u32>,
     /// Keep only the first N arrivals (1..=10000000); without --duration, the
     /// workload is generated for about the link's time for N packets.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub packets: Option<u64>,
-    /// Length of the workload: a number with ns, us, ms or s (bare = ns). Default 20ms.
-    #[arg(long)]
-    pub duration: Option<String>,
+    /// Length of the workload: a number with ns, us, ms or s (bare = seconds), at most 10s. Default 20ms.
+    #[arg(long, value_parser = crate::units::duration_arg, allow_hyphen_values = true)]
+    pub duration: Option<std::time::Duration>,
     /// Seed of the workload's random generators.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub seed: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -70,46 +73,28 @@ pub struct Args {
     pub trace: Option<std::path::PathBuf>,
 }
 
-/// Parses `10G`, `2.5Gbit/s`, `100M`, `1000000` into bit/s (the common
-/// syntax of `crate::units`), within the simulator's range.
-fn parse_rate(text: &str) -> anyhow::Result<u64> {
-    let bps = crate::units::parse_rate(text).map_err(|e| usage(format!("--rate: {e}")))?;
+/// Checks a rate against the simulator's range.
+fn check_rate(bps: u64) -> anyhow::Result<u64> {
     let min = pspat_sched::link::MIN_RATE_BPS;
     if !(min..=wfi::MAX_RATE_BPS).contains(&bps) {
         return Err(usage(format!(
-            "--rate {text:?} is out of range (allowed: {min}..={} bit/s)",
+            "--rate {bps} bit/s is out of range (allowed: {min}..={} bit/s)",
             wfi::MAX_RATE_BPS
         )));
     }
     Ok(bps)
 }
 
-/// Parses `20ms`, `500us`, `1s`, `1000ns` or a bare number of ns.
-fn parse_duration(text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| {
-        usage(format!(
-            "--duration {text:?}: not a duration (e.g. 20ms, 500us, 1s)"
-        ))
-    })?;
-    let ns = v * mult;
-    if !(ns.is_finite() && (1.0..=wfi::MAX_DURATION_NS as f64).contains(&ns)) {
+/// Checks a duration against the simulator's range, in ns.
+fn check_duration(d: std::time::Duration) -> anyhow::Result<u64> {
+    let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    if !(1..=wfi::MAX_DURATION_NS).contains(&ns) {
         return Err(usage(format!(
-            "--duration {text:?} is out of range (allowed: 1ns..=10s)"
+            "--duration {} is out of range (allowed: 1ns..=10s)",
+            crate::units::format_duration(d)
         )));
     }
-    Ok(ns.round() as u64)
+    Ok(ns)
 }
 
 fn parse_weights(text: &str) -> anyhow::Result<Vec<u32>> {
@@ -139,14 +124,14 @@ fn build_scenario(args: &Args) -> anyhow::Result<Scenario> {
         let workload = Workload::from_name("paper", args.flows.unwrap_or(25), Vec::new())?;
         return Ok(Scenario::generate(&workload, &params)?);
     }
-    if let Some(r) = &args.rate {
-        params.rate_bps = parse_rate(r)?;
+    if let Some(r) = args.rate {
+        params.rate_bps = check_rate(r)?;
     }
     if let Some(l) = args.pkt_len {
         params.pkt_len = l;
     }
-    if let Some(d) = &args.duration {
-        params.duration_ns = parse_duration(d)?;
+    if let Some(d) = args.duration {
+        params.duration_ns = check_duration(d)?;
     }
     params.max_packets = args.packets;
     if let (Some(n), None) = (args.packets, &args.duration) {
@@ -186,7 +171,8 @@ fn build_scenario(args: &Args) -> anyhow::Result<Scenario> {
             w
         }
     };
-    let workload = Workload::from_name(&name, weights.len() as u32, weights)?;
+    let workload = Workload::from_name(&name, weights.len() as u32, weights)
+        .map_err(|e| usage(format!("--workload: {e}")))?;
     Ok(Scenario::generate(&workload, &params)?)
 }
 
@@ -194,15 +180,33 @@ fn opt(v: Option<f64>, scale: f64, prec: usize) -> String {
     v.map_or("-".to_string(), |x| format!("{:.*}", prec, x / scale))
 }
 
+/// `pspat wfi --json` (docs/JSON.md).
+#[derive(serde::Serialize)]
+struct WfiJson {
+    schema_version: u32,
+    command: &'static str,
+    seed: u64,
+    #[serde(flatten)]
+    report: serde_json::Map<String, serde_json::Value>,
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let alg = AlgKind::parse(&args.alg)?;
+    let alg = AlgKind::parse(&args.alg).map_err(|e| usage(format!("--alg: {e}")))?;
     let scenario = build_scenario(&args)?;
+    // The trace file is created before the run: a path that cannot be
+    // written is a usage error, found before any work.
+    let trace = match &args.trace {
+        Some(path) => Some((
+            path,
+            std::fs::File::create(path)
+                .map_err(|e| usage(format!("--trace {}: {e}", path.display())))?,
+        )),
+        None => None,
+    };
     let result = wfi::run(alg, &scenario)?;
     let report = &result.report;
-    if let Some(path) = &args.trace {
-        let file = std::fs::File::create(path)
-            .with_context(|| format!("creating trace file {}", path.display()))?;
+    if let Some((path, file)) = trace {
         let mut out = std::io::BufWriter::new(file);
         writeln!(out, "{}", TraceRow::CSV_HEADER)?;
         for row in &result.trace {
@@ -214,7 +218,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, report)?;
+        // The report's own fields after `schema_version` and `command`
+        // (its inner `schema_version` is the same number, given once).
+        let mut fields = match serde_json::to_value(report)? {
+            serde_json::Value::Object(map) => map,
+            _ => anyhow::bail!("the WFI report did not serialize to an object"),
+        };
+        fields.remove("schema_version");
+        let doc = WfiJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "wfi",
+            seed: args.seed,
+            report: fields,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         writeln!(
@@ -286,15 +303,17 @@ mod tests {
 
     #[test]
     fn units_parse() {
-        assert_eq!(parse_rate("10G").unwrap(), 10_000_000_000);
-        assert_eq!(parse_rate("2.5Gbit/s").unwrap(), 2_500_000_000);
-        assert_eq!(parse_rate("1000").unwrap(), 1_000);
-        assert!(parse_rate("10X").is_err());
-        assert!(parse_rate("1").is_err());
-        assert_eq!(parse_duration("20ms").unwrap(), 20_000_000);
-        assert_eq!(parse_duration("1.5us").unwrap(), 1_500);
-        assert_eq!(parse_duration("7").unwrap(), 7);
-        assert!(parse_duration("0s").is_err());
+        use std::time::Duration;
+        assert_eq!(check_rate(10_000_000_000).unwrap(), 10_000_000_000);
+        assert!(check_rate(1).is_err());
+        assert!(check_rate(wfi::MAX_RATE_BPS + 1).is_err());
+        assert_eq!(
+            check_duration(Duration::from_millis(20)).unwrap(),
+            20_000_000
+        );
+        assert_eq!(check_duration(Duration::from_nanos(7)).unwrap(), 7);
+        assert!(check_duration(Duration::ZERO).is_err());
+        assert!(check_duration(Duration::from_secs(11)).is_err());
         assert!(parse_weights("1,,2").is_err());
         assert!(parse_weights("").is_err());
         assert_eq!(parse_weights("1, 2,3").unwrap(), [1, 2, 3]);

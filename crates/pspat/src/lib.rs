@@ -56,13 +56,13 @@
 //! ```
 
 mod arbiter;
-pub mod bench;
 mod client;
 mod clock;
 mod config;
 mod dispatcher;
 mod error;
 pub mod manual;
+mod memory;
 pub mod runtime;
 mod shared;
 pub mod stats;
@@ -72,15 +72,12 @@ mod token;
 mod tx;
 
 pub use arbiter::{Outcome, WaitingFor};
-pub use bench::{
-    ArbiterReport, BenchConfig, BenchReport, ClientReport, Mode, Progress, VictimConfig,
-    VictimReport,
-};
 pub use client::{Accepted, Burst, Client, Submission};
 pub use clock::Clock;
 pub use config::{BackpressurePolicy, RuntimeConfig, TxMode};
 pub use error::{RuntimeError, SubmitError};
 pub use manual::ManualRuntime;
+pub use memory::memory_estimate;
 pub use runtime::{Finished, Runtime, TxOwner};
 pub use stats::{ArbiterStats, ClientStats, Stats};
 pub use token::MAX_FLOW_ID;

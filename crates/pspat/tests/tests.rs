@@ -5,10 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pspat::bench::{self, BenchConfig, Mode};
 use pspat::{
-    BackpressurePolicy, Runtime, RuntimeConfig, RuntimeError, Submission, SubmitError, TxBackend,
-    TxMode, TxPacket,
+    BackpressurePolicy, Runtime, RuntimeConfig, Submission, SubmitError, TxBackend, TxMode,
+    TxPacket,
 };
 use pspat_sched::{AlgKind, FlowId, FlowTable, Instant, SchedulerConfig};
 
@@ -348,93 +347,6 @@ fn link_rate_bounds_released_bytes() {
         assert!(u128::from(bytes) <= allowed, "{bytes} B by {} ns", t - t0);
     }
     assert_eq!(r.order_errors, 0);
-}
-
-fn quick(mode: Mode, clients: usize) -> BenchConfig {
-    let mut c = BenchConfig::new(mode, clients);
-    c.duration = Duration::from_millis(200);
-    c.pin = false;
-    c
-}
-
-#[test]
-fn bench_modes_conserve_counts() {
-    for mode in [Mode::Pspat, Mode::Lock, Mode::None] {
-        let mut cfg = quick(mode, 4);
-        cfg.victim = Some(bench::VictimConfig {
-            weight: 1,
-            pps: 2000,
-            pkt_len: 60,
-        });
-        let r = bench::run(&cfg, &mut |_| {}).unwrap();
-        assert_eq!(r.in_flight, 0, "{mode}");
-        assert_eq!(r.submitted, r.transmitted + r.dropped, "{mode}");
-        assert_eq!(r.per_client.len(), 5);
-        assert!(r.transmitted > 0, "{mode}");
-        assert_eq!(r.arbiter.is_some(), mode == Mode::Pspat);
-        assert!(r.victim.as_ref().is_some_and(|v| v.samples > 0), "{mode}");
-        let json = serde_json::to_value(&r).unwrap();
-        for key in [
-            "schema_version",
-            "mode",
-            "alg",
-            "clients",
-            "duration_s",
-            "submitted",
-            "transmitted",
-            "dropped",
-            "in_flight",
-            "decisions_per_sec",
-            "per_client",
-            "arbiter",
-            "pinning",
-        ] {
-            assert!(json.get(key).is_some(), "{mode}: missing {key}");
-        }
-        assert_eq!(json["mode"], mode.name());
-        assert!(json["per_client"][0].get("share").is_some());
-    }
-}
-
-#[test]
-fn bench_invalid_configs_are_typed_errors() {
-    let e = bench::run(&quick(Mode::Pspat, 0), &mut |_| {}).unwrap_err();
-    assert!(matches!(e, RuntimeError::OutOfRange { .. }));
-    assert_eq!(
-        e.to_string(),
-        "clients = 0 is out of range (allowed: 1..=1000)"
-    );
-    assert!(bench::run(&quick(Mode::Lock, 1001), &mut |_| {}).is_err());
-    let mut c = quick(Mode::Pspat, 2);
-    c.pkt_len = 0;
-    assert!(c.validate().unwrap_err().to_string().contains("pkt_len"));
-    let mut c = quick(Mode::Pspat, 2);
-    c.weights = vec![1, 2, 3];
-    assert!(matches!(c.validate(), Err(RuntimeError::Invalid { .. })));
-    let mut c = quick(Mode::Pspat, 2);
-    c.weights = vec![0];
-    assert!(matches!(c.validate(), Err(RuntimeError::Sched(_))));
-    let mut c = quick(Mode::Lock, 2);
-    c.rate_bps = Some(0);
-    assert!(c.validate().is_err());
-    let mut c = quick(Mode::Pspat, 2);
-    c.sched.capacity = 0;
-    assert_eq!(
-        c.validate().unwrap_err().to_string(),
-        format!(
-            "scheduler capacity (packets) = 0 is out of range (allowed: 1..={})",
-            pspat_sched::PacketQueues::MAX_CAPACITY
-        )
-    );
-    let mut c = quick(Mode::Pspat, 2);
-    c.mailbox_entries = 100;
-    assert!(c
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("mailbox_entries"));
-    assert!("bogus".parse::<Mode>().is_err());
-    assert_eq!("client".parse::<TxMode>().unwrap(), TxMode::Client);
 }
 
 /// Mailboxes leave service after a single empty read (Δ_A = 0), so the

@@ -99,12 +99,9 @@ fn the_read_gate_delays_collection_until_delta_a() {
 #[test]
 fn a_shaper_names_its_next_eligible_time_and_holds_the_rate_exactly() {
     // shaped-drr: 1 Mbit/s per unit of weight; 125 bytes take 1 ms.
-    let sched: pspat_sched::AnyScheduler = serde_json::from_str::<SchedulerConfig>(
-        r#"{"alg": "shaped-drr", "eiffel": {"rate_bps": 1000000}}"#,
-    )
-    .unwrap()
-    .build(FlowTable::uniform(1).unwrap())
-    .unwrap();
+    let mut sc = SchedulerConfig::new(AlgKind::ShapedDrr);
+    sc.eiffel.rate_bps = 1_000_000;
+    let sched = sc.build(FlowTable::uniform(1).unwrap()).unwrap();
     let mut rt = ManualRuntime::new(cfg(), sched, |_| Log::default()).unwrap();
     let mut cl = rt.client().unwrap();
     for i in 0..40 {

@@ -46,6 +46,7 @@ pub mod fifo;
 mod flow;
 pub mod hier;
 pub mod link;
+mod memory;
 mod packet;
 pub mod place;
 mod prefetch;

@@ -1,4 +1,4 @@
-//! Smoke run of `pspat::bench::run`: `cargo run --release -p pspat --example bench_smoke -- pspat 64 2`
+//! Smoke run of `pspat_bench::run`: `cargo run --release -p pspat-bench --example bench_smoke -- pspat 64 2`
 //! (mode, clients, seconds [tx-mode [dispatchers [nopin]]]). Prints the JSON-able report as Debug.
 
 fn main() {
@@ -6,21 +6,21 @@ fn main() {
     let mode = args.next().unwrap_or_else(|| "pspat".into());
     let clients = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
     let secs = args.next().and_then(|a| a.parse().ok()).unwrap_or(2);
-    let mode = match mode.parse::<pspat::Mode>() {
+    let mode = match mode.parse::<pspat_bench::Mode>() {
         Ok(m) => m,
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(2);
         }
     };
-    let mut cfg = pspat::BenchConfig::new(mode, clients);
+    let mut cfg = pspat_bench::BenchConfig::new(mode, clients);
     cfg.duration = std::time::Duration::from_secs(secs);
     if let Some(t) = args.next() {
         cfg.tx_mode = t.parse().unwrap_or_default();
     }
     cfg.dispatchers = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
     cfg.pin = args.next().is_none_or(|a| a != "nopin");
-    match pspat::bench::run(&cfg, &mut |p| {
+    match pspat_bench::run(&cfg, &mut |p| {
         eprintln!("{:.1}s {}", p.elapsed_s, p.transmitted)
     }) {
         Ok(r) => println!(

@@ -1,0 +1,300 @@
+//! What one benchmark run measures: the architecture ([`Mode`]), the
+//! clients, the scheduler and the link ([`BenchConfig`]), and the optional
+//! latency-sensitive client ([`VictimConfig`]). Every field is checked by
+//! [`BenchConfig::validate`] before any thread starts.
+
+use std::fmt;
+use std::time::Duration;
+
+use pspat::{RuntimeConfig, RuntimeError, TxMode};
+use pspat_sched::{FlowParams, FlowTable, LinkEmulator, SchedulerConfig};
+
+/// Which architecture to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// The PSPAT runtime.
+    Pspat,
+    /// One lock around the scheduler, link emulation and transmit.
+    Lock,
+    /// No scheduler.
+    None,
+}
+
+impl Mode {
+    /// `"pspat"`, `"lock"` or `"none"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::Pspat => "pspat",
+            Mode::Lock => "lock",
+            Mode::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = RuntimeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "pspat" => Ok(Mode::Pspat),
+            "lock" => Ok(Mode::Lock),
+            "none" => Ok(Mode::None),
+            _ => Err(RuntimeError::invalid(
+                "mode",
+                format!("unknown {s:?} (allowed: pspat, lock, none)"),
+            )),
+        }
+    }
+}
+
+/// An extra latency-sensitive client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VictimConfig {
+    /// Its weight.
+    pub weight: u32,
+    /// Packets per second it submits, 1..=10_000_000.
+    pub pps: u64,
+    /// Its packet length, 1..=65535.
+    pub pkt_len: u32,
+}
+
+/// Everything one benchmark run needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchConfig {
+    /// Architecture.
+    pub mode: Mode,
+    /// Greedy clients, 1..=1000.
+    pub clients: usize,
+    /// Algorithm and its parameters.
+    pub sched: SchedulerConfig,
+    /// Pspat mode: how packets are transmitted.
+    pub tx_mode: TxMode,
+    /// T for dispatcher mode (0 = the arbiter transmits).
+    pub dispatchers: usize,
+    /// Measured duration.
+    pub duration: Duration,
+    /// Packet length of the greedy clients, 1..=65535.
+    pub pkt_len: u32,
+    /// Empty = all 1; one value = all; else one per client.
+    pub weights: Vec<u32>,
+    /// Link rate; `None` = unlimited.
+    pub rate_bps: Option<u64>,
+    /// Pin threads (arbiter core 0, clients core 1).
+    pub pin: bool,
+    /// Optional latency-sensitive client.
+    pub victim: Option<VictimConfig>,
+    /// Δ_A in ns.
+    pub delta_a_ns: u64,
+    /// Client mailbox slots; 0 (the default) sizes them to the descriptor
+    /// pool: twice the client's descriptors, 64..=512 slots.
+    pub mailbox_entries: usize,
+}
+
+impl BenchConfig {
+    /// DRR, 60-byte packets, 5 s, unlimited rate, pinned, T = 0.
+    pub fn new(mode: Mode, clients: usize) -> Self {
+        BenchConfig {
+            mode,
+            clients,
+            sched: SchedulerConfig::new(pspat_sched::AlgKind::Drr),
+            tx_mode: TxMode::Dispatcher,
+            dispatchers: 0,
+            duration: Duration::from_secs(5),
+            pkt_len: 60,
+            weights: Vec::new(),
+            rate_bps: None,
+            pin: true,
+            victim: None,
+            delta_a_ns: 1000,
+            mailbox_entries: 0,
+        }
+    }
+
+    /// Checks every field before any thread starts:
+    /// [`BenchConfig::validate_run`], then [`BenchConfig::validate_scheduler`].
+    ///
+    /// # Errors
+    /// [`RuntimeError::OutOfRange`]/[`RuntimeError::Invalid`] naming the field.
+    pub fn validate(&self) -> Result<(), RuntimeError> {
+        self.validate_run()?;
+        self.validate_scheduler()
+    }
+
+    /// Checks everything but the scheduler's own parameters (`sched`):
+    /// clients, lengths, duration, weights (the flow table), victim, runtime
+    /// and link.
+    ///
+    /// # Errors
+    /// As [`BenchConfig::validate`].
+    pub fn validate_run(&self) -> Result<(), RuntimeError> {
+        RuntimeError::check_range("clients", self.clients, 1..=1000)?;
+        RuntimeError::check_range("pkt_len", self.pkt_len, 1..=65_535)?;
+        if self.duration.is_zero() || self.duration > Duration::from_secs(3600) {
+            return Err(RuntimeError::out_of_range(
+                "duration",
+                format!("{:?}", self.duration),
+                "0 < duration <= 3600 s",
+            ));
+        }
+        if self.weights.len() > 1 && self.weights.len() != self.clients {
+            return Err(RuntimeError::invalid(
+                "weights",
+                format!(
+                    "{} values for {} clients (give none, one, or one per client)",
+                    self.weights.len(),
+                    self.clients
+                ),
+            ));
+        }
+        if let Some(v) = &self.victim {
+            RuntimeError::check_range("victim pps", v.pps, 1..=10_000_000)?;
+            RuntimeError::check_range("victim pkt_len", v.pkt_len, 1..=65_535)?;
+        }
+        if self.mode == Mode::Pspat {
+            self.runtime_config(false).validate()?;
+        } else if let Some(r) = self.rate_bps {
+            LinkEmulator::new(r, 512)?;
+        }
+        self.flow_table()?;
+        Ok(())
+    }
+
+    /// Checks the scheduler's parameters (`sched`) by building it once with
+    /// the run's flow table, so a bad algorithm parameter (a negative shaping
+    /// rate, a malformed hierarchy) is a configuration error before anything
+    /// starts. Call after [`BenchConfig::validate_run`]: a bad weight fails
+    /// here too.
+    ///
+    /// # Errors
+    /// As [`BenchConfig::validate`].
+    pub fn validate_scheduler(&self) -> Result<(), RuntimeError> {
+        // The run raises the capacity to hold every descriptor in flight
+        // (`sched_config`), but a capacity the scheduler itself would refuse
+        // is still the caller's mistake, reported as such.
+        RuntimeError::check_range(
+            "scheduler capacity (packets)",
+            self.sched.capacity,
+            1..=pspat_sched::PacketQueues::MAX_CAPACITY,
+        )?;
+        self.sched_config().build(self.flow_table()?)?;
+        Ok(())
+    }
+
+    /// The bytes this run needs before it starts: the scheduler with its
+    /// arena full (`SchedulerConfig::memory_estimate`), the runtime's
+    /// mailboxes and descriptors in mode pspat (`pspat::memory_estimate`),
+    /// and the victim's latency samples.
+    pub fn memory_estimate(&self) -> u64 {
+        let sched = self.sched_config().memory_estimate(self.total_clients());
+        let runtime = match self.mode {
+            Mode::Pspat => pspat::memory_estimate(&self.runtime_config(false)),
+            Mode::Lock | Mode::None => 0,
+        };
+        // Latencies (and in lock mode submit times), 8 bytes each.
+        let victim = 2 * 8 * crate::victim::victim_capacity(self) as u64;
+        sched + runtime + victim
+    }
+
+    pub(crate) fn total_clients(&self) -> usize {
+        self.clients + usize::from(self.victim.is_some())
+    }
+
+    pub(crate) fn weight(&self, i: usize) -> u32 {
+        if i == self.clients {
+            return self.victim.map_or(1, |v| v.weight);
+        }
+        match self.weights.len() {
+            0 => 1,
+            1 => self.weights[0],
+            _ => self.weights[i],
+        }
+    }
+
+    pub(crate) fn flow_table(&self) -> Result<FlowTable, RuntimeError> {
+        let flows = (0..self.total_clients())
+            .map(|i| FlowParams {
+                weight: self.weight(i),
+                lmax: if i == self.clients {
+                    self.victim.map_or(self.pkt_len, |v| v.pkt_len)
+                } else {
+                    self.pkt_len
+                },
+                priority: u8::from(i != self.clients || self.victim.is_none()),
+            })
+            .collect();
+        Ok(FlowTable::new(flows)?)
+    }
+
+    pub(crate) fn runtime_config(&self, pinned: bool) -> RuntimeConfig {
+        // `RuntimeConfig` is non-exhaustive: start from its defaults.
+        let mut rc = RuntimeConfig::default();
+        rc.max_clients = self.total_clients().max(1);
+        rc.mailbox_entries = self.mailbox_entries();
+        rc.delta_a_ns = self.delta_a_ns;
+        rc.tx_mode = self.tx_mode;
+        rc.dispatchers = self.dispatchers;
+        rc.rate_bps = self.rate_bps;
+        rc.arbiter_core = pinned.then_some(ARBITER_CORE);
+        rc.dispatcher_core = pinned.then_some(CLIENT_CORE);
+        rc.descriptors_per_client = self.descriptors_per_client();
+        rc
+    }
+}
+
+impl BenchConfig {
+    /// Packets in flight per client: 8 Ki in total, 128..=1024 each (so
+    /// clients x 128 above 64 clients: 128 000 at 1000), and the scheduler is
+    /// sized to hold them all, so it never drops. Greedy clients keep every
+    /// descriptor in flight, so this budget is the scheduler's working set:
+    /// with 64 Ki in flight 64 clients fell to ~3 M decisions/s (the queues
+    /// left the caches). The floor is the other side of the trade: a client
+    /// that runs out of descriptors yields its core, and with 1000 clients on
+    /// one core each yield (~1.5 us) is paid per pool. Measured at 1000
+    /// clients with 512-slot mailboxes (decisions/s): 16 per client 6.5 M,
+    /// 32 12 M, 64 ~24 M, 128 19 M, 256 15.5 M, 512 12.5 M; with mailboxes
+    /// sized to the pool (`mailbox_entries`): 64 per client 31.6 M, 128
+    /// 34.4 M, 256 28.6 M.
+    pub(crate) fn descriptors_per_client(&self) -> usize {
+        ((8_192 / self.total_clients()) & !63).clamp(128, 1024)
+    }
+
+    /// A client never has more packets in flight than descriptors, so a
+    /// mailbox twice that size never refuses for long, and smaller mailboxes
+    /// keep 1000 clients' rings (4 MB at 512 slots) closer to the caches:
+    /// at 1000 clients 128 slots measured about 7% more decisions/s than 512.
+    pub(crate) fn mailbox_entries(&self) -> usize {
+        match self.mailbox_entries {
+            0 => (2 * self.descriptors_per_client())
+                .next_power_of_two()
+                .clamp(64, 512),
+            n => n,
+        }
+    }
+
+    /// The scheduler's configuration: room for every descriptor, and the
+    /// link rate as WF2Q+'s hint unless the caller gave one (links faster
+    /// than the hint's range, above 1 Tbit/s, run without it).
+    pub(crate) fn sched_config(&self) -> SchedulerConfig {
+        let mut s = self.sched.clone();
+        s.capacity = s
+            .capacity
+            .max(self.total_clients() * self.descriptors_per_client());
+        if s.link_rate_bps.is_none() {
+            s.link_rate_bps = self.rate_bps.filter(|&r| r <= WF2Q_HINT_MAX_BPS);
+        }
+        s
+    }
+}
+
+/// The largest link-rate hint WF2Q+ takes (1 Tbit/s, its fixed-point
+/// range); faster links run without the hint.
+const WF2Q_HINT_MAX_BPS: u64 = 1_000_000_000_000;
+
+pub(crate) const ARBITER_CORE: usize = 0;
+pub(crate) const CLIENT_CORE: usize = 1;
+pub(crate) const BURST: usize = 32;

@@ -1,0 +1,182 @@
+//! [`crate::Mode::Pspat`]: clients submit to the PSPAT runtime; the arbiter
+//! runs the scheduler and the link emulator on its own core.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+
+use pspat::{NullTx, Runtime, RuntimeConfig, RuntimeError, Submission};
+use pspat_sched::{FlowId, Scheduler, VisitScheduler};
+
+use crate::config::{BURST, CLIENT_CORE};
+use crate::report::ArbiterReport;
+use crate::victim::{victim_capacity, wait_until};
+use crate::window::{measure, Sample};
+use crate::{pin_to, BenchConfig, Progress, Tally};
+
+pub(crate) fn run_pspat(
+    cfg: &BenchConfig,
+    pin: bool,
+    pin_ok: &Arc<AtomicBool>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Tally, RuntimeError> {
+    let sched = cfg.sched_config().build(cfg.flow_table()?)?;
+    let victim_id = cfg.victim.map(|_| cfg.clients as u32);
+    let cap = victim_capacity(cfg);
+    // The arbiter runs on the concrete algorithm (see `AnyScheduler::visit`).
+    let rt = sched.visit(StartRuntime {
+        cfg: cfg.runtime_config(pin),
+        victim_id,
+        cap,
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let go = Arc::new(Barrier::new(cfg.total_clients() + 1));
+    let mut handles = Vec::new();
+    for i in 0..cfg.total_clients() {
+        let mut c = rt.client()?;
+        let stop = Arc::clone(&stop);
+        let go = Arc::clone(&go);
+        let pin_ok = Arc::clone(pin_ok);
+        let is_victim = i == cfg.clients;
+        let len = if is_victim {
+            cfg.victim.map_or(cfg.pkt_len, |v| v.pkt_len)
+        } else {
+            cfg.pkt_len
+        };
+        let pps = cfg.victim.map_or(1, |v| v.pps);
+        let clock = rt.clock();
+        let h = std::thread::Builder::new()
+            .name(format!("pspat-bench-client-{i}"))
+            .spawn(move || {
+                if pin {
+                    pin_to(CLIENT_CORE, &pin_ok);
+                }
+                go.wait();
+                let flow = FlowId(i as u32);
+                if is_victim {
+                    let period = 1_000_000_000 / pps.max(1);
+                    let mut next = clock.now().as_nanos();
+                    // Relaxed, as in `wait_until`: a stop signal only.
+                    while !stop.load(Ordering::Relaxed) {
+                        // Client-transmit mode: keep draining grants while
+                        // waiting, so latency is not the submit period.
+                        while c.drain() > 0 || c.outstanding() > 0 {
+                            if clock.now().as_nanos() >= next || stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            std::thread::yield_now();
+                        }
+                        wait_until(&clock, next, &stop);
+                        next += period;
+                        let mut s = Submission {
+                            flow,
+                            len,
+                            cookie: clock.now().as_nanos(),
+                        };
+                        while let Err(e) = c.submit(s) {
+                            // Relaxed: a stop signal only.
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            s = e.into_inner();
+                            std::thread::yield_now();
+                        }
+                    }
+                } else {
+                    let mut burst = [Submission {
+                        flow,
+                        len,
+                        cookie: 0,
+                    }; BURST];
+                    let mut seq = 0u64;
+                    // Relaxed: a stop signal only.
+                    while !stop.load(Ordering::Relaxed) {
+                        for (k, s) in burst.iter_mut().enumerate() {
+                            s.cookie = seq + k as u64;
+                        }
+                        let b = c.submit_burst(&burst);
+                        seq += b.accepted as u64;
+                        // A refused tail is simply offered again in the
+                        // next burst (cookies continue from `seq`). Behind
+                        // a slow or shaped link this sleeps, not spins.
+                        if b.accepted == 0 {
+                            c.wait_for_room(std::time::Duration::from_millis(10));
+                        }
+                    }
+                }
+                c.into_backend()
+            })
+            .map_err(|e| RuntimeError::Thread {
+                what: format!("client {i}"),
+                reason: e.to_string(),
+            })?;
+        handles.push(h);
+    }
+    go.wait();
+    let window = measure(cfg.duration, progress, &mut || {
+        let st = rt.stats();
+        Sample::now(
+            st.clients.iter().map(|c| c.transmitted).collect(),
+            st.clients.iter().map(|c| c.transmitted_bytes).collect(),
+        )
+    });
+    // Relaxed: pairs with nothing; the joins below order everything the
+    // clients did before this thread reads their results.
+    stop.store(true, Ordering::Relaxed);
+    let mut backends = Vec::new();
+    for (i, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(b) => backends.extend(b),
+            Err(_) => {
+                return Err(RuntimeError::Thread {
+                    what: format!("client {i}"),
+                    reason: "panicked".into(),
+                })
+            }
+        }
+    }
+    let done = rt.shutdown()?;
+    backends.extend(done.backends);
+    let latencies = backends
+        .iter()
+        .flat_map(|b| b.latencies_ns().iter().copied())
+        .collect();
+    let st = &done.stats;
+    let a = done.arbiter;
+    Ok(Tally {
+        submitted: st.clients.iter().map(|c| c.submitted).collect(),
+        transmitted: st.clients.iter().map(|c| c.transmitted).collect(),
+        bytes: st.clients.iter().map(|c| c.transmitted_bytes).collect(),
+        dropped_by_reason: st.dropped_by_reason(),
+        window,
+        latencies,
+        arbiter: Some(ArbiterReport {
+            rounds: a.rounds,
+            mean_round_ns: if a.busy_rounds == 0 {
+                0.0
+            } else {
+                a.busy_round_ns as f64 / a.busy_rounds as f64
+            },
+            sleeps: a.sleeps,
+        }),
+    })
+}
+
+/// Starts the runtime on the concrete algorithm inside an `AnyScheduler`,
+/// with a null transmitter that samples the victim's latency if there is one.
+pub(crate) struct StartRuntime {
+    cfg: RuntimeConfig,
+    victim_id: Option<u32>,
+    cap: usize,
+}
+
+impl VisitScheduler for StartRuntime {
+    type Output = Result<Runtime<NullTx>, RuntimeError>;
+
+    fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
+        let (victim_id, cap) = (self.victim_id, self.cap);
+        Runtime::start(self.cfg, sched, move |_| match victim_id {
+            Some(v) => NullTx::with_latency_sampling(v, cap),
+            None => NullTx::new(),
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! Every command's `--json` has one shape whatever the flags: it starts
+//! with `schema_version` and `command`, and its top-level keys are the ones
+//! docs/JSON.md lists. Runs the built binary with tiny durations.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs `pspat ARGS --json`, checks the exit code is 0 and returns the
+/// document and its top-level keys in order.
+fn json_of(args: &[&str]) -> (Value, Vec<String>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("the pspat binary runs");
+    assert!(
+        out.status.success(),
+        "pspat {args:?} exited {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8 output");
+    // Key order as printed (serde_json's maps are sorted, so read it from
+    // the text): every top-level key is at two spaces of indentation.
+    let keys = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split('"').next())
+        .map(str::to_string)
+        .collect();
+    let doc: Value = serde_json::from_str(&text).expect("one JSON document");
+    (doc, keys)
+}
+
+fn check(args: &[&str], command: &str, keys: &[&str]) -> Value {
+    let (doc, got) = json_of(args);
+    assert_eq!(got, keys, "pspat {args:?}: top-level keys");
+    assert_eq!(doc["schema_version"], 1, "pspat {args:?}");
+    assert_eq!(doc["command"], command, "pspat {args:?}");
+    doc
+}
+
+const BENCH_KEYS: &[&str] = &[
+    "schema_version",
+    "command",
+    "modes",
+    "repeat",
+    "summary",
+    "ratios",
+    "runs",
+];
+
+#[test]
+fn bench_has_one_shape_for_one_mode_or_several() {
+    let one = check(
+        &["bench", "--duration", "50ms", "--no-pin"],
+        "bench",
+        BENCH_KEYS,
+    );
+    assert_eq!(one["runs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(one["ratios"], serde_json::json!({}));
+    let two = check(
+        &[
+            "bench",
+            "--mode",
+            "pspat,lock",
+            "--clients",
+            "2",
+            "--duration",
+            "50ms",
+            "--no-pin",
+        ],
+        "bench",
+        BENCH_KEYS,
+    );
+    assert_eq!(two["runs"].as_array().map(Vec::len), Some(2));
+    assert!(two["ratios"]["pspat_over_lock"].is_number(), "{two}");
+    assert!(two["summary"]["lock"]["median_decisions_per_sec"].is_number());
+}
+
+#[test]
+fn demo_has_one_shape() {
+    let doc = check(
+        &["demo", "--duration", "50ms"],
+        "demo",
+        &["schema_version", "command", "run"],
+    );
+    assert!(doc["run"]["victim"]["p99_ns"].is_number(), "{doc}");
+}
+
+#[test]
+fn sched_bench_has_one_shape_with_or_without_sweep() {
+    let keys = &["schema_version", "command", "sweep", "cells"];
+    let one = check(
+        &[
+            "sched-bench",
+            "--flowsets",
+            "1::8",
+            "--iterations",
+            "1000",
+            "--repeat",
+            "1",
+        ],
+        "sched-bench",
+        keys,
+    );
+    assert_eq!(one["cells"].as_array().map(Vec::len), Some(1));
+    let sweep = check(
+        &[
+            "sched-bench",
+            "--sweep",
+            "--alg",
+            "fifo",
+            "--iterations",
+            "1000",
+            "--repeat",
+            "1",
+        ],
+        "sched-bench",
+        keys,
+    );
+    assert_eq!(sweep["sweep"], true);
+    assert_eq!(sweep["cells"].as_array().map(Vec::len), Some(7));
+}
+
+#[test]
+fn pq_bench_has_one_shape_for_one_queue_or_all() {
+    let keys = &[
+        "schema_version",
+        "command",
+        "ranks",
+        "ops",
+        "repeat",
+        "seed",
+        "queues",
+        "ratios",
+    ];
+    let all = check(
+        &[
+            "pq-bench", "--ranks", "100", "--ops", "1000", "--repeat", "1",
+        ],
+        "pq-bench",
+        keys,
+    );
+    assert!(all["ratios"]["heap_over_cffs"].is_number(), "{all}");
+    let one = check(
+        &[
+            "pq-bench", "--queue", "heap", "--ranks", "100", "--ops", "1000", "--repeat", "1",
+        ],
+        "pq-bench",
+        keys,
+    );
+    assert_eq!(one["queues"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn wfi_has_one_shape() {
+    let doc = check(
+        &["wfi", "--flows", "4", "--duration", "1ms"],
+        "wfi",
+        &[
+            "schema_version",
+            "command",
+            "seed",
+            "alg",
+            "all_within_bound",
+            "flows",
+            "packets",
+            "per_flow",
+            "rate_bps",
+            "workload",
+        ],
+    );
+    assert_eq!(doc["per_flow"].as_array().map(Vec::len), Some(4));
+}
