@@ -176,6 +176,67 @@ fn client_backend_panic_is_contained_without_a_second_call() {
     assert!(fault_drops(&done) > 0);
 }
 
+/// A FIFO whose `dequeue` panics after `limit` packets: a fault of the
+/// arbiter thread itself, outside any backend call.
+struct PanickingScheduler {
+    q: std::collections::VecDeque<pspat_sched::Packet>,
+    dequeued: u64,
+    limit: u64,
+}
+
+impl pspat_sched::Scheduler for PanickingScheduler {
+    fn enqueue(
+        &mut self,
+        _now: Instant,
+        pkt: pspat_sched::Packet,
+    ) -> Result<(), pspat_sched::Rejected> {
+        self.q.push_back(pkt);
+        Ok(())
+    }
+    fn dequeue(&mut self, _now: Instant) -> Option<pspat_sched::Packet> {
+        if self.dequeued == self.limit && !self.q.is_empty() {
+            panic!("test scheduler fails after {} packets", self.limit);
+        }
+        let p = self.q.pop_front()?;
+        self.dequeued += 1;
+        Some(p)
+    }
+    fn queued(&self) -> usize {
+        self.q.len()
+    }
+    fn name(&self) -> &'static str {
+        "panicking"
+    }
+}
+
+#[test]
+fn arbiter_thread_panic_is_caught_at_its_edge_and_settled() {
+    for dispatchers in [0, 1] {
+        let mut c = cfg();
+        c.dispatchers = dispatchers;
+        let sched = PanickingScheduler {
+            q: std::collections::VecDeque::new(),
+            dequeued: 0,
+            limit: 50,
+        };
+        let rt = Runtime::start(c, sched, |_| NullTx::new()).unwrap();
+        let mut client = rt.client().unwrap();
+        let (accepted, closed) = submit_until_closed(&mut client, 1_000_000, 60);
+        assert!(closed, "submits never saw the fault");
+        drop(client);
+        let done = shutdown_within(rt);
+        assert_final(&done, accepted);
+        match &done.error {
+            Some(pspat::RuntimeError::Thread { what, .. }) => assert_eq!(what, "arbiter"),
+            other => panic!("expected the arbiter's fault, got {other:?}"),
+        }
+        // Packets the arbiter had dequeued when it died may not have
+        // reached a backend: they are settled as faults with the rest.
+        assert!(done.stats.transmitted <= 50);
+        assert_eq!(fault_drops(&done), accepted - done.stats.transmitted);
+    }
+}
+
 #[test]
 fn a_healthy_run_reports_no_error() {
     let rt = Runtime::start(cfg(), sched(), |_| NullTx::new()).unwrap();
