@@ -4,7 +4,10 @@
 //!
 //! Each counter has a single writer (the client for `submitted` and, in
 //! client-transmit mode, its own `transmitted`; each transmitting thread for
-//! its own `transmitted` row; the arbiter for `dropped`), which updates it
+//! its own `transmitted` row and its `faulted` count, the packets it
+//! discarded after its backend panicked, reported as drops with reason
+//! `"fault"`; the arbiter for `dropped`, and `Runtime::shutdown` after every
+//! runtime thread was joined, settling what a dead thread held), which updates it
 //! with a plain load and a `Release` store, never a read-modify-write.
 //! A snapshot loads, per client, every `transmitted` and `dropped` counter
 //! first (`Acquire`) and `submitted` last. Every packet's path from the

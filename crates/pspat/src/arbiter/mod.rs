@@ -7,8 +7,9 @@
 //!
 //! * [`Outcome::Worked`]: the next round at once.
 //! * [`Outcome::Busy`] waiting for the link: sleep until `link_idle` (spin
-//!   when that is under 50 µs). New input cannot leave earlier, so no kick
-//!   is needed and clients do not pay for one.
+//!   when that is under 50 µs), in naps of at most 50 ms so a shutdown or a
+//!   fault is seen soon behind a slow link. New input cannot leave earlier,
+//!   so no kick is needed and clients do not pay for one.
 //! * [`Outcome::Busy`] waiting for a shaper: sleep until the scheduler's
 //!   `next_eligible` **or a client's kick**, whichever comes first (new input
 //!   may be eligible sooner), through the parker's flag-fence-rescan
