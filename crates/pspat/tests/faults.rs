@@ -310,3 +310,50 @@ fn virtual_time_drain_sends_until_the_deadline_then_drops() {
         Some(100 - sent)
     );
 }
+
+#[test]
+fn virtual_time_discard_drops_everything_at_once() {
+    let mut c = cfg();
+    c.rate_bps = Some(1_000_000);
+    c.shutdown = ShutdownPolicy::Discard;
+    let rt = ManualRuntime::new(c, sched(), |_| NullTx::new()).unwrap();
+    let mut client = rt.client().unwrap();
+    for i in 0..100 {
+        client.submit(sub(i, 1250)).unwrap();
+    }
+    drop(client);
+    let done = rt.finish(Instant::ZERO).unwrap();
+    assert_final(&done, 100);
+    assert_eq!(done.stats.transmitted, 0);
+    assert_eq!(
+        done.stats.dropped_by_reason().get("shutdown").copied(),
+        Some(100)
+    );
+}
+
+#[test]
+fn virtual_time_arbiter_backend_fault_is_exact() {
+    // Two packets per round: the first batch is sent, the second makes the
+    // backend panic (2 + 2 > 3); it and everything held after are faults.
+    let mut c = cfg();
+    c.arb_batch = 2;
+    let mut rt = ManualRuntime::new(c, sched(), |_| PanicAfter::new(3)).unwrap();
+    let mut client = rt.client().unwrap();
+    for i in 0..10 {
+        client.submit(sub(i, 60)).unwrap();
+    }
+    rt.round(Instant::ZERO);
+    assert!(client.submit(sub(10, 60)).is_ok(), "no fault yet");
+    rt.round(Instant::ZERO);
+    assert!(matches!(
+        client.submit(sub(11, 60)),
+        Err(SubmitError::Closed(_))
+    ));
+    drop(client);
+    let done = rt.finish(Instant::ZERO).unwrap();
+    assert_final(&done, 11);
+    assert_eq!(done.stats.transmitted, 2);
+    assert_eq!(fault_drops(&done), 9);
+    assert!(done.error.is_some());
+    assert_eq!(done.backends[0].calls_after_panic, 0);
+}
