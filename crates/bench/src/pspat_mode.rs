@@ -135,6 +135,11 @@ pub(crate) fn run_pspat(
         }
     }
     let done = rt.shutdown()?;
+    // A contained fault (a panicked backend or runtime thread) still hands
+    // back conserved counters, but the run's figures are not a measurement.
+    if let Some(e) = done.error {
+        return Err(e);
+    }
     backends.extend(done.backends);
     let latencies = backends
         .iter()

@@ -33,6 +33,7 @@ use pspat_mailbox::{publish_fence, Consumer, FreeDescriptors, Producer};
 use pspat_sched::FlowId;
 
 use crate::shared::{ClientShared, Shared};
+use crate::stats::panic_text;
 use crate::sync::Ordering;
 use crate::token::{ClientSlot, Grant, MAX_FLOW_ID};
 use crate::{BackpressurePolicy, SubmitError, TxBackend, TxPacket};
@@ -89,6 +90,8 @@ pub struct Client<B: TxBackend> {
     batch: Vec<TxPacket>,
     outstanding: u64,
     slots: Vec<NonZeroU64>,
+    /// The backend panicked once: it is never called again.
+    failed: bool,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -119,6 +122,7 @@ impl<B: TxBackend> Client<B> {
             batch: Vec::with_capacity(batch_cap),
             outstanding: 0,
             slots: Vec::with_capacity(64),
+            failed: false,
         }
     }
 
@@ -285,15 +289,33 @@ impl<B: TxBackend> Client<B> {
         }
         grants.release();
         let n = self.batch.len();
-        if n > 0 {
-            if let Some(b) = self.backend.as_mut() {
-                b.transmit(self.rt.clock.now(), &self.batch);
-            }
-            let bytes: u64 = self.batch.iter().map(|p| u64::from(p.len)).sum();
-            self.shared.self_tx.packets.add(n as u64);
-            self.shared.self_tx.bytes.add(bytes);
-            self.batch.clear();
+        if n == 0 {
+            return 0;
         }
+        if let (Some(b), false) = (self.backend.as_mut(), self.failed) {
+            let (now, batch) = (self.rt.clock.now(), &self.batch);
+            let sent =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.transmit(now, batch)));
+            if let Err(p) = sent {
+                // Contained: the runtime fails and closes, this client's
+                // next submit gets `Closed`, and the backend is not called
+                // again (not even by `drop`).
+                self.failed = true;
+                self.rt.fail(
+                    format!("client {}'s backend", self.shared.id),
+                    panic_text(&*p),
+                );
+            }
+        }
+        if self.failed {
+            self.shared.self_tx.faulted.add(n as u64);
+            self.batch.clear();
+            return 0;
+        }
+        let bytes: u64 = self.batch.iter().map(|p| u64::from(p.len)).sum();
+        self.shared.self_tx.packets.add(n as u64);
+        self.shared.self_tx.bytes.add(bytes);
+        self.batch.clear();
         n
     }
 
@@ -358,7 +380,12 @@ impl<B: TxBackend> Client<B> {
         if self.producer.is_none() {
             return;
         }
-        while self.grants.is_some() && self.outstanding > 0 {
+        // Acquire on `arbiter_done`: pairs with the Release store of an
+        // arbiter that ended (or died): no grant comes any more.
+        while self.grants.is_some()
+            && self.outstanding > 0
+            && !self.rt.arbiter_done.load(Ordering::Acquire)
+        {
             if self.drain() == 0 {
                 std::thread::yield_now();
             }

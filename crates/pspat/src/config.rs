@@ -58,6 +58,30 @@ pub enum BackpressurePolicy {
     RejectNext,
 }
 
+/// What [`crate::Runtime::shutdown`] does with packets still held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShutdownPolicy {
+    /// Keep sending at the link rate for at most `deadline` after shutdown
+    /// began (as the arbiter's clock sees it); whatever is still held then
+    /// is dropped with [`pspat_sched::DropReason::Shutdown`].
+    Drain {
+        /// How long the drain may last.
+        deadline: std::time::Duration,
+    },
+    /// Drop everything still held at once
+    /// ([`pspat_sched::DropReason::Shutdown`]).
+    Discard,
+}
+
+impl Default for ShutdownPolicy {
+    /// Drain for at most 5 s.
+    fn default() -> Self {
+        ShutdownPolicy::Drain {
+            deadline: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
 /// Runtime parameters; [`RuntimeConfig::default`] holds the reference
 /// defaults (`docs/REFERENCE.md` §1.10).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +132,9 @@ pub struct RuntimeConfig {
     pub arbiter_core: Option<usize>,
     /// Core to pin dispatchers to.
     pub dispatcher_core: Option<usize>,
+    /// What shutdown does with packets still held (default: drain for at
+    /// most 5 s).
+    pub shutdown: ShutdownPolicy,
 }
 
 impl Default for RuntimeConfig {
@@ -129,6 +156,7 @@ impl Default for RuntimeConfig {
             lists: 0,
             arbiter_core: None,
             dispatcher_core: None,
+            shutdown: ShutdownPolicy::default(),
         }
     }
 }

@@ -16,6 +16,7 @@ use pspat_sched::{FlowId, Instant};
 
 use crate::arbiter::sink::{count_transmitted, unreachable_client};
 use crate::shared::{ClientShared, Shared};
+use crate::stats::{count_faulted, panic_text};
 use crate::sync::Ordering;
 use crate::token::DescRef;
 use crate::{TxBackend, TxPacket};
@@ -32,6 +33,9 @@ pub(crate) struct Dispatcher<B> {
     recycler: Recycler,
     /// Clients seen so far, by id (refreshed from the registry on a miss).
     known: Vec<Option<Arc<ClientShared>>>,
+    /// The backend panicked once: it is never called again, and what this
+    /// dispatcher receives is counted as [`pspat_sched::DropReason::Fault`].
+    failed: bool,
 }
 
 impl<B: TxBackend> Dispatcher<B> {
@@ -41,6 +45,7 @@ impl<B: TxBackend> Dispatcher<B> {
             batch: Vec::with_capacity(cfg.dispatch_batch),
             recycler: Recycler::new(cfg.max_clients, cfg.descriptors_per_client),
             known: vec![None; cfg.max_clients],
+            failed: false,
             rt,
             index,
             rx,
@@ -80,8 +85,25 @@ impl<B: TxBackend> Dispatcher<B> {
         if n == 0 {
             return 0;
         }
-        self.backend.transmit(now, &self.batch);
-        count_transmitted(&self.rt.tx_counts[self.index], &self.batch);
+        if !self.failed {
+            let (backend, batch) = (&mut self.backend, &self.batch);
+            let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                backend.transmit(now, batch)
+            }));
+            if let Err(p) = sent {
+                self.failed = true;
+                self.rt.fail(
+                    format!("dispatcher {}'s backend", self.index),
+                    panic_text(&*p),
+                );
+            }
+        }
+        let row = &self.rt.tx_counts[self.index];
+        if self.failed {
+            count_faulted(row, &self.batch);
+        } else {
+            count_transmitted(row, &self.batch);
+        }
         self.batch.clear();
         self.rx.release();
         let known = &self.known;

@@ -8,7 +8,11 @@
 //! # Guarantees
 //! * **Conservation**: for every client and in total, `submitted =
 //!   transmitted + dropped (by reason) + in_flight` in every [`Stats`]
-//!   snapshot, and `in_flight == 0` after [`Runtime::shutdown`].
+//!   snapshot, and `in_flight == 0` after [`Runtime::shutdown`], also after
+//!   a backend or thread panicked (see [`runtime`], *Faults*).
+//! * **Bounded shutdown**: once the clients are gone, shutdown drains at the
+//!   link rate for at most [`RuntimeConfig::shutdown`]'s deadline, then
+//!   drops the rest with reason `"shutdown"`.
 //! * **Order**: packets of one client and flow are transmitted in
 //!   submission order.
 //! * **Backpressure**: a full mailbox fails [`Client::submit`] at once,
@@ -74,7 +78,7 @@ mod tx;
 pub use arbiter::{Outcome, WaitingFor};
 pub use client::{Accepted, Burst, Client, Submission};
 pub use clock::Clock;
-pub use config::{BackpressurePolicy, RuntimeConfig, TxMode};
+pub use config::{BackpressurePolicy, RuntimeConfig, ShutdownPolicy, TxMode};
 pub use error::{RuntimeError, SubmitError};
 pub use manual::ManualRuntime;
 pub use memory::memory_estimate;

@@ -154,6 +154,7 @@ impl<S: Scheduler, B: TxBackend> ManualRuntime<S, B> {
                 // Release, as the arbiter thread does after its last push.
                 self.shared.arbiter_done.store(true, Ordering::Release);
                 while self.dispatch(now) > 0 {}
+                self.shared.settle_after_fault();
                 let stats = self.shared.stats();
                 let arbiter = self.arbiter.stats;
                 let mut backends: Vec<B> = self.arbiter.sink.into_backend().into_iter().collect();
@@ -162,6 +163,7 @@ impl<S: Scheduler, B: TxBackend> ManualRuntime<S, B> {
                     stats,
                     arbiter,
                     backends,
+                    error: self.shared.fault_error(),
                 });
             }
             if self.shared.live_clients.load(Ordering::SeqCst) != 0 {

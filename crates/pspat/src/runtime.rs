@@ -14,12 +14,44 @@
 //!
 //! [`Runtime::shutdown`] marks the runtime closing (no new clients; every
 //! submit fails with [`crate::SubmitError::Closed`]) and waits until every
-//! client handle is dropped, every mailbox retired and the scheduler empty;
-//! the link rate is respected to the end (nothing is released early). Then
-//! dispatchers drain their TX mailboxes and every thread is joined:
-//! afterwards `in_flight == 0` for every client.
+//! client handle is dropped, every mailbox retired and the scheduler empty.
+//! What is still held is bounded by [`crate::RuntimeConfig::shutdown`]
+//! ([`crate::ShutdownPolicy`]):
+//! * `Drain { deadline }` (default 5 s): the link rate is respected (nothing
+//!   is released early) until `deadline` after the arbiter first saw the
+//!   shutdown; then the arbiter drops everything still held — scheduler,
+//!   mailboxes, the dispatchers' backlog — with
+//!   [`pspat_sched::DropReason::Shutdown`], bypassing the link.
+//! * `Discard`: the same at once.
+//!
+//! So once every client is dropped, shutdown takes at most the deadline
+//! plus one round, one TX mailbox per dispatcher (transmitted without link
+//! pacing) and a 50 ms link nap. Then dispatchers drain their TX mailboxes
+//! and every thread is joined: afterwards `in_flight == 0` for every client.
+//!
+//! # Faults
+//! A backend that panics is contained where it is called (the arbiter's
+//! sink, a dispatcher's batch, a client's drain) with
+//! `std::panic::catch_unwind`; a panic elsewhere in the arbiter or a
+//! dispatcher is caught at the thread's edge. Either way the runtime is
+//! marked failed and closing:
+//! * a panicked backend is never called again, not even by `Client::drop`;
+//!   the batch it was given and whatever its transmitter receives later are
+//!   counted as dropped with [`pspat_sched::DropReason::Fault`] (the packets
+//!   may or may not have reached the wire);
+//! * every client's next submit fails with [`crate::SubmitError::Closed`];
+//! * the arbiter drops everything it holds (scheduler, mailboxes, backlog)
+//!   with `Fault` each round, bypassing the link;
+//! * packets a dead thread held are counted as `Fault` by `shutdown` after
+//!   every thread was joined.
+//!
+//! [`Runtime::shutdown`] then returns promptly with the final, conserved
+//! statistics (`in_flight == 0`) and the first fault in
+//! [`Finished::error`]. It returns `Err` only if a panic escaped
+//! containment (a panic while unwinding).
 
 use std::num::NonZeroU64;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -29,7 +61,8 @@ use pspat_sched::{LinkEmulator, Scheduler};
 use crate::arbiter::{Arbiter, Sink};
 use crate::dispatcher::Dispatcher;
 use crate::shared::{ClientShared, Registration, Shared};
-use crate::sync::{fence, Ordering};
+use crate::stats::panic_text;
+use crate::sync::Ordering;
 use crate::{ArbiterStats, Client, Clock, RuntimeConfig, RuntimeError, Stats, TxBackend, TxMode};
 
 /// Who a backend built by the factory belongs to.
@@ -51,9 +84,19 @@ pub struct Finished<B> {
     /// Arbiter counters.
     pub arbiter: ArbiterStats,
     /// The arbiter's and dispatchers' backends (client backends come back
-    /// from [`crate::Client::into_backend`]).
+    /// from [`crate::Client::into_backend`]). A backend that panicked is
+    /// handed back as the panic left it; one lost with its thread is absent.
     pub backends: Vec<B>,
+    /// The first fault the runtime contained (a backend or a runtime thread
+    /// that panicked), if any: then the packets it held were counted as
+    /// dropped with [`pspat_sched::DropReason::Fault`], and `stats` is
+    /// still final and conserved.
+    pub error: Option<RuntimeError>,
 }
+
+/// What the arbiter thread hands back: its backend (T = 0) and counters;
+/// `None` from the thread when the arbiter died.
+type ArbiterEnd<B> = (Option<B>, ArbiterStats);
 
 pub(crate) type Factory<B> = Mutex<Box<dyn FnMut(TxOwner) -> B + Send>>;
 
@@ -219,8 +262,8 @@ pub(crate) fn new_client<B: TxBackend>(
 /// ```
 pub struct Runtime<B: TxBackend> {
     shared: Arc<Shared>,
-    arbiter: Option<JoinHandle<(Option<B>, ArbiterStats)>>,
-    dispatchers: Vec<JoinHandle<B>>,
+    arbiter: Option<JoinHandle<Option<ArbiterEnd<B>>>>,
+    dispatchers: Vec<JoinHandle<Option<B>>>,
     factory: Factory<B>,
 }
 
@@ -242,11 +285,21 @@ impl<B: TxBackend> Runtime<B> {
         let mut dispatcher_handles = Vec::new();
         for (d, disp) in parts.dispatchers.into_iter().enumerate() {
             let core = cfg.dispatcher_core;
+            let sh = Arc::clone(&shared);
             let h = std::thread::Builder::new()
                 .name(format!("pspat-dispatcher-{d}"))
                 .spawn(move || {
                     pin(core);
-                    disp.run()
+                    // The thread's edge: a panic outside the backend call
+                    // (which the dispatcher contains itself) fails the
+                    // runtime instead of leaving it waiting for this thread.
+                    match catch_unwind(AssertUnwindSafe(|| disp.run())) {
+                        Ok(b) => Some(b),
+                        Err(p) => {
+                            sh.fail(format!("dispatcher {d}"), panic_text(&*p));
+                            None
+                        }
+                    }
                 })
                 .map_err(|e| RuntimeError::Thread {
                     what: format!("dispatcher {d}"),
@@ -256,11 +309,26 @@ impl<B: TxBackend> Runtime<B> {
         }
         let arb = parts.arbiter;
         let core = cfg.arbiter_core;
+        let sh = Arc::clone(&shared);
         let arbiter = std::thread::Builder::new()
             .name("pspat-arbiter".into())
             .spawn(move || {
                 pin(core);
-                arb.run()
+                match catch_unwind(AssertUnwindSafe(|| arb.run())) {
+                    Ok(r) => Some(r),
+                    Err(p) => {
+                        // The arbiter is gone: nothing more is released.
+                        // Release: pairs with the Acquire loads of
+                        // dispatchers and retiring clients, which stop
+                        // waiting for it.
+                        sh.fail("arbiter".into(), panic_text(&*p));
+                        sh.arbiter_done.store(true, Ordering::Release);
+                        for d in sh.dispatchers.iter() {
+                            d.kick_force();
+                        }
+                        None
+                    }
+                }
             })
             .map_err(|e| RuntimeError::Thread {
                 what: "arbiter".into(),
@@ -305,16 +373,22 @@ impl<B: TxBackend> Runtime<B> {
     /// or from other threads: a client still held by the calling thread would
     /// make this wait forever. Dropping a `Runtime` does the same as this.
     ///
+    /// How long it takes is bounded by [`crate::RuntimeConfig::shutdown`]
+    /// once the clients are gone (see the module docs). After a contained
+    /// fault it returns at once with [`Finished::error`] set.
+    ///
     /// # Errors
-    /// [`RuntimeError::Thread`] if a runtime thread panicked.
+    /// [`RuntimeError::Thread`] if a runtime thread's panic escaped
+    /// containment (its counters are then lost).
     pub fn shutdown(mut self) -> Result<Finished<B>, RuntimeError> {
         self.close();
         let mut backends = Vec::new();
         let arbiter = match self.arbiter.take().map(JoinHandle::join) {
-            Some(Ok((b, st))) => {
+            Some(Ok(Some((b, st)))) => {
                 backends.extend(b);
                 st
             }
+            Some(Ok(None)) => self.shared.arb_stats.read(),
             Some(Err(_)) => {
                 return Err(RuntimeError::Thread {
                     what: "arbiter".into(),
@@ -328,7 +402,7 @@ impl<B: TxBackend> Runtime<B> {
             .enumerate()
         {
             match h.join() {
-                Ok(b) => backends.push(b),
+                Ok(b) => backends.extend(b),
                 Err(_) => {
                     return Err(RuntimeError::Thread {
                         what: format!("dispatcher {i}"),
@@ -337,10 +411,14 @@ impl<B: TxBackend> Runtime<B> {
                 }
             }
         }
+        // Every runtime thread was joined: this thread is now the only
+        // writer of the drop counters.
+        self.shared.settle_after_fault();
         Ok(Finished {
             stats: self.shared.stats(),
             arbiter,
             backends,
+            error: self.shared.fault_error(),
         })
     }
 
@@ -351,11 +429,7 @@ impl<B: TxBackend> Runtime<B> {
 
 /// Marks `shared` closing and wakes the arbiter.
 pub(crate) fn close(shared: &Shared) {
-    // SeqCst store then fence: the arbiter checks `closing` in its
-    // pre-sleep rescan, after its own fence.
-    shared.closing.store(true, Ordering::SeqCst);
-    fence(Ordering::SeqCst);
-    shared.arbiter.kick_force();
+    shared.close();
 }
 
 fn pin(core: Option<usize>) {

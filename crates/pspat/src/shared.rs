@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
 use pspat_mailbox::{ClientList, Consumer, Parker, Producer, ReturnedSet};
+use pspat_sched::DropReason;
 
 use crate::stats::{ClientStats, Counter, TxCount, NREASONS};
+use crate::sync::fence;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::{ArbiterStats, Clock, RuntimeConfig, Stats};
+use crate::{ArbiterStats, Clock, RuntimeConfig, RuntimeError, Stats};
 
 /// One descriptor: written by its client before the push that publishes it,
 /// read by the transmitter, recycled through the owner's [`ReturnedSet`].
@@ -109,6 +111,10 @@ pub(crate) struct Shared {
     /// One per dispatcher thread.
     pub(crate) dispatchers: Box<[Parker]>,
     pub(crate) closing: AtomicBool,
+    /// A thread or backend failed: the runtime discards what it holds.
+    pub(crate) failed: AtomicBool,
+    /// The first failure: (which thread or backend, what happened).
+    pub(crate) fault: Mutex<Option<(String, String)>>,
     pub(crate) arbiter_done: AtomicBool,
     pub(crate) live_clients: AtomicUsize,
     pub(crate) registry_dirty: AtomicBool,
@@ -142,6 +148,8 @@ impl Shared {
             dispatchers: (0..dispatchers).map(|_| Parker::new()).collect(),
             clock: Clock::new(),
             closing: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            fault: Mutex::new(None),
             arbiter_done: AtomicBool::new(false),
             live_clients: AtomicUsize::new(0),
             registry_dirty: AtomicBool::new(false),
@@ -184,6 +192,11 @@ impl Shared {
             for (r, slot) in by.iter_mut().enumerate() {
                 *slot = self.drops[id * NREASONS + r].read();
             }
+            let fault = DropReason::Fault.index();
+            by[fault] += c.self_tx.faulted.read();
+            for row in self.tx_counts.iter() {
+                by[fault] += row[id].faulted.read();
+            }
             let dropped = by.iter().sum();
             // Last: see the module docs of `stats`.
             let submitted = c.submitted.read();
@@ -198,6 +211,71 @@ impl Shared {
             });
         }
         s
+    }
+
+    /// Marks the runtime closing and wakes the arbiter.
+    pub(crate) fn close(&self) {
+        // SeqCst store then fence: the arbiter checks `closing` in its
+        // pre-sleep rescan, after its own fence.
+        self.closing.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.arbiter.kick_force();
+    }
+
+    /// Records a failure of `what` (the first one is kept), marks the
+    /// runtime failed and closing: from now on the arbiter discards every
+    /// packet it holds as [`DropReason::Fault`] and every submit fails with
+    /// [`crate::SubmitError::Closed`].
+    pub(crate) fn fail(&self, what: String, reason: String) {
+        {
+            let mut f = match self.fault.lock() {
+                Ok(f) => f,
+                Err(p) => p.into_inner(),
+            };
+            f.get_or_insert((what, reason));
+        }
+        // Release: pairs with the Acquire in `is_failed`; the message above
+        // is behind the mutex anyway.
+        self.failed.store(true, Ordering::Release);
+        self.close();
+        for d in self.dispatchers.iter() {
+            d.kick_force();
+        }
+    }
+
+    /// Whether a thread or backend failed (Acquire: pairs with `fail`).
+    #[inline]
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The first failure as an error, if any.
+    pub(crate) fn fault_error(&self) -> Option<RuntimeError> {
+        let f = match self.fault.lock() {
+            Ok(f) => f,
+            Err(p) => p.into_inner(),
+        };
+        f.as_ref().map(|(what, reason)| RuntimeError::Thread {
+            what: what.clone(),
+            reason: reason.clone(),
+        })
+    }
+
+    /// After every runtime thread ended following a failure: counts what
+    /// is still in flight for each client as [`DropReason::Fault`] (packets
+    /// a dead thread held). The caller must be the only writer of `drops`
+    /// now (the arbiter thread was joined).
+    pub(crate) fn settle_after_fault(&self) {
+        if !self.is_failed() {
+            return;
+        }
+        let fault = DropReason::Fault.index();
+        let s = self.stats();
+        for c in &s.clients {
+            if c.in_flight > 0 {
+                self.drops[c.id as usize * NREASONS + fault].add(c.in_flight);
+            }
+        }
     }
 
     /// Whether shutdown began (Acquire: pairs with the SeqCst store in

@@ -4,7 +4,10 @@
 //!
 //! Each counter has a single writer (the client for `submitted` and, in
 //! client-transmit mode, its own `transmitted`; each transmitting thread for
-//! its own `transmitted` row; the arbiter for `dropped`), which updates it
+//! its own `transmitted` row and its `faulted` count, the packets it
+//! discarded after its backend panicked, reported as drops with reason
+//! `"fault"`; the arbiter for `dropped`, and `Runtime::shutdown` after every
+//! runtime thread was joined, settling what a dead thread held), which updates it
 //! with a plain load and a `Release` store, never a read-modify-write.
 //! A snapshot loads, per client, every `transmitted` and `dropped` counter
 //! first (`Acquire`) and `submitted` last. Every packet's path from the
@@ -59,6 +62,28 @@ impl Counter {
 pub(crate) struct TxCount {
     pub(crate) packets: Counter,
     pub(crate) bytes: Counter,
+    /// Packets this transmitter discarded because its backend had failed
+    /// (counted as [`DropReason::Fault`]).
+    pub(crate) faulted: Counter,
+}
+
+/// Adds a batch a transmitter discarded after its backend failed to its
+/// counter row (as [`DropReason::Fault`] drops).
+pub(crate) fn count_faulted(row: &[TxCount], batch: &[crate::TxPacket]) {
+    for p in batch {
+        row[p.client as usize].faulted.add(1);
+    }
+}
+
+/// The text of a panic payload (`&str` or `String`, else a placeholder).
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panicked (non-text payload)".to_string()
+    }
 }
 
 /// One client's counters at one moment.

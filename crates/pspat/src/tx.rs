@@ -30,6 +30,11 @@ pub struct TxPacket {
 /// Sends released packets somewhere. Implementations must not block for
 /// long: the calling thread is the arbiter when T = 0.
 ///
+/// A panic in `transmit` is contained: the runtime fails and closes, the
+/// backend is never called again, and the packets of that call and all
+/// later ones are counted as dropped with reason `"fault"` (see
+/// [`crate::runtime`], *Faults*).
+///
 /// # Examples
 /// ```
 /// use pspat::{TxBackend, TxPacket};

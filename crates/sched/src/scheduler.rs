@@ -89,11 +89,17 @@ pub enum DropReason {
     /// Its flow was removed while it was queued
     /// ([`Scheduler::remove_flow`]).
     FlowRemoved,
+    /// A runtime thread or its transmit backend failed (panicked) while the
+    /// packet was held; it was discarded so the runtime could stop.
+    Fault,
+    /// The runtime shut down before the packet could leave (its drain
+    /// deadline passed, or the shutdown discards).
+    Shutdown,
 }
 
 impl DropReason {
     /// Every reason, for counters indexed by reason.
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::QueueFull,
         DropReason::FlowLimit,
         DropReason::UnknownFlow,
@@ -101,6 +107,8 @@ impl DropReason {
         DropReason::OutOfWindow,
         DropReason::Policy,
         DropReason::FlowRemoved,
+        DropReason::Fault,
+        DropReason::Shutdown,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -118,6 +126,8 @@ impl DropReason {
             DropReason::OutOfWindow => "out_of_window",
             DropReason::Policy => "policy",
             DropReason::FlowRemoved => "flow_removed",
+            DropReason::Fault => "fault",
+            DropReason::Shutdown => "shutdown",
         }
     }
 }

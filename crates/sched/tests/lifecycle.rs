@@ -443,10 +443,15 @@ fn eiffel_prio_priority_change_shows_at_once() {
 }
 
 #[test]
-fn flow_removed_is_the_last_drop_reason() {
-    assert_eq!(DropReason::ALL.last(), Some(&DropReason::FlowRemoved));
+fn runtime_drop_reasons_follow_flow_removed() {
+    // Appended in this order: counters indexed by reason keep their layout.
+    let n = DropReason::ALL.len();
+    assert_eq!(DropReason::ALL[n - 3], DropReason::FlowRemoved);
     assert_eq!(DropReason::FlowRemoved.as_str(), "flow_removed");
-    assert_eq!(DropReason::FlowRemoved.index(), DropReason::ALL.len() - 1);
+    assert_eq!(DropReason::FlowRemoved.index(), n - 3);
+    assert_eq!(DropReason::Fault.as_str(), "fault");
+    assert_eq!(DropReason::Shutdown.as_str(), "shutdown");
+    assert_eq!(DropReason::Shutdown.index(), n - 1);
 }
 
 /// One step of a random interleaving.

@@ -7,8 +7,9 @@
 //!
 //! * [`Outcome::Worked`]: the next round at once.
 //! * [`Outcome::Busy`] waiting for the link: sleep until `link_idle` (spin
-//!   when that is under 50 µs). New input cannot leave earlier, so no kick
-//!   is needed and clients do not pay for one.
+//!   when that is under 50 µs), in naps of at most 50 ms so a shutdown or a
+//!   fault is seen soon behind a slow link. New input cannot leave earlier,
+//!   so no kick is needed and clients do not pay for one.
 //! * [`Outcome::Busy`] waiting for a shaper: sleep until the scheduler's
 //!   `next_eligible` **or a client's kick**, whichever comes first (new input
 //!   may be eligible sooner), through the parker's flag-fence-rescan
@@ -52,6 +53,8 @@ const SPIN_BELOW_NS: u64 = 50_000;
 /// was asked, so a late wake-up delays a packet but never lowers the rate:
 /// sleeping through most of the wait costs no accuracy over a run.
 const SHAPER_SPIN_BELOW_NS: u64 = 2_000;
+/// Longest single sleep waiting for the link.
+const LINK_SLEEP_MAX: Duration = Duration::from_millis(50);
 /// Safety-net park timeout.
 const PARK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -68,6 +71,8 @@ pub(crate) struct Arbiter<S, B> {
     pub(crate) retired: usize,
     pub(crate) registered: usize,
     pub(crate) stats: ArbiterStats,
+    /// When a round first saw shutdown begin (start of the drain deadline).
+    pub(crate) closed_at: Option<Instant>,
 }
 
 impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
@@ -89,6 +94,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             retired: 0,
             registered: 0,
             stats: ArbiterStats::default(),
+            closed_at: None,
             rt,
         }
     }
@@ -132,7 +138,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                     if wait < spin_below || waiting_for == WaitingFor::Transmitter {
                         std::hint::spin_loop();
                     } else if waiting_for == WaitingFor::Link {
-                        std::thread::sleep(Duration::from_nanos(wait - SPIN_BELOW_NS / 2));
+                        // Capped so that a shutdown or a fault is noticed
+                        // soon even behind a very slow link.
+                        let nap = Duration::from_nanos(wait - SPIN_BELOW_NS / 2);
+                        std::thread::sleep(nap.min(LINK_SLEEP_MAX));
                     } else {
                         self.sleep(Duration::from_nanos(wait), false);
                     }

@@ -4,10 +4,13 @@
 //! ([`super::Arbiter::run`]) and the deterministic driver
 //! ([`crate::ManualRuntime`]) step the same code.
 
-use pspat_sched::{Instant, Scheduler};
+use pspat_sched::{DropReason, Instant, Scheduler};
 
+use super::sink::unreachable_client;
 use super::Arbiter;
-use crate::TxBackend;
+use crate::stats::NREASONS;
+use crate::token::DescRef;
+use crate::{ShutdownPolicy, TxBackend};
 
 /// What a round found, and so what its caller should do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,10 +48,34 @@ pub enum WaitingFor {
 /// work-conserving scheduler never does this), look again after this long.
 const UNKNOWN_ELIGIBILITY_NS: u64 = 100_000;
 
+/// Consecutive empty dequeues after which [`Arbiter::discard_all`] gives up
+/// on a scheduler that names no eligible packet (a buggy shaper); its
+/// packets then stay in flight (or, after a fault, are settled by
+/// shutdown).
+const DISCARD_MAX_MISSES: u32 = 1 << 20;
+
+/// When a drain that began at `since` ends.
+fn drain_deadline(since: Instant, deadline: std::time::Duration) -> Instant {
+    since.saturating_add_nanos(u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX))
+}
+
 impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
     /// Runs one round at time `now`.
     pub(crate) fn round(&mut self, now: Instant) -> Outcome {
         self.take_registrations();
+        if let Some(reason) = self.discard_reason(now) {
+            // Failed, or shutdown past its drain deadline: take whatever the
+            // mailboxes hold and drop everything, bypassing the link.
+            let mut work = self.collect_all(now);
+            work += self.discard_all(now, reason);
+            self.sink.flush(now, &self.rt, &self.clients);
+            self.stats.rounds += 1;
+            if work > 0 {
+                self.stats.busy_rounds += 1;
+                return Outcome::Worked;
+            }
+            return self.why_nothing_left(now);
+        }
         if self.sched.is_empty() {
             // The link was idle since the last round (possibly a long
             // sleep): restart it at `now` so no credit accumulates. With an
@@ -85,6 +112,59 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         n
     }
 
+    /// Whether this round drops instead of releasing, and with which
+    /// reason: [`DropReason::Fault`] once the runtime failed,
+    /// [`DropReason::Shutdown`] once shutdown began under
+    /// [`ShutdownPolicy::Discard`] or its drain deadline passed. Notes when
+    /// the arbiter first saw shutdown.
+    fn discard_reason(&mut self, now: Instant) -> Option<DropReason> {
+        if self.rt.is_failed() {
+            return Some(DropReason::Fault);
+        }
+        if !self.rt.is_closing() {
+            return None;
+        }
+        let since = *self.closed_at.get_or_insert(now);
+        match self.rt.cfg.shutdown {
+            ShutdownPolicy::Discard => Some(DropReason::Shutdown),
+            ShutdownPolicy::Drain { deadline } => {
+                (now >= drain_deadline(since, deadline)).then_some(DropReason::Shutdown)
+            }
+        }
+    }
+
+    /// Drops every packet the scheduler holds and the sink's backlog,
+    /// counting each against its client with `reason` and recycling its
+    /// descriptor; returns how many. A shaper that holds packets not yet
+    /// eligible is asked at its next eligibility times (its state is of no
+    /// further use), at most a bounded number of times.
+    fn discard_all(&mut self, now: Instant, reason: DropReason) -> usize {
+        let mut n = self
+            .sink
+            .discard_backlog(reason, &self.rt, &mut self.clients);
+        let mut t = now;
+        let mut misses = 0u32;
+        while !self.sched.is_empty() && misses < DISCARD_MAX_MISSES {
+            let Some(p) = self.sched.dequeue(t) else {
+                misses += 1;
+                t = self
+                    .sched
+                    .next_eligible(t)
+                    .filter(|&e| e > t)
+                    .unwrap_or(t.saturating_add_nanos(UNKNOWN_ELIGIBILITY_NS));
+                continue;
+            };
+            let r = DescRef::from_token(p.token);
+            self.rt.drops[r.client as usize * NREASONS + reason.index()].add(1);
+            match self.clients[r.client as usize].as_mut() {
+                Some(c) => self.sink.dropped(r, c),
+                None => unreachable_client(),
+            }
+            n += 1;
+        }
+        n
+    }
+
     /// A round that did nothing: idle, or busy until when?
     fn why_nothing_left(&self, now: Instant) -> Outcome {
         if self.sink.has_backlog() {
@@ -96,10 +176,15 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         if self.sched.is_empty() {
             return Outcome::Idle;
         }
+        // During a drain, wake at the deadline at the latest.
+        let cap = match (self.closed_at, self.rt.cfg.shutdown) {
+            (Some(since), ShutdownPolicy::Drain { deadline }) => drain_deadline(since, deadline),
+            _ => Instant::MAX,
+        };
         let link_idle = self.link.link_idle();
         if link_idle > now {
             return Outcome::Busy {
-                until: link_idle,
+                until: link_idle.min(cap),
                 waiting_for: WaitingFor::Link,
             };
         }
@@ -107,7 +192,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             .sched
             .next_eligible(now)
             .filter(|&t| t > now)
-            .unwrap_or(now.saturating_add_nanos(UNKNOWN_ELIGIBILITY_NS));
+            .unwrap_or(now.saturating_add_nanos(UNKNOWN_ELIGIBILITY_NS))
+            .min(cap);
         Outcome::Busy {
             until,
             waiting_for: WaitingFor::Shaper,

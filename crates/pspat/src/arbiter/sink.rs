@@ -19,11 +19,11 @@ use std::collections::VecDeque;
 use std::num::NonZeroU64;
 
 use pspat_mailbox::{publish_fence, Producer, Recycler};
-use pspat_sched::{Instant, Packet};
+use pspat_sched::{DropReason, Instant, Packet};
 
 use super::collect::ArbClient;
 use crate::shared::Shared;
-use crate::stats::TxCount;
+use crate::stats::{panic_text, TxCount, NREASONS};
 use crate::sync::Ordering;
 use crate::token::{DescRef, Grant};
 use crate::{TxBackend, TxPacket};
@@ -34,6 +34,8 @@ pub(crate) enum Sink<B> {
         backend: B,
         batch: Vec<TxPacket>,
         recycler: Recycler,
+        /// The backend panicked once: it is never called again.
+        failed: bool,
     },
     /// T >= 1: TX mailboxes, placed by flow (`flow % T`).
     Dispatch {
@@ -53,6 +55,7 @@ impl<B: TxBackend> Sink<B> {
             backend,
             batch: Vec::with_capacity(batch),
             recycler: Recycler::new(clients, descs),
+            failed: false,
         }
     }
 
@@ -215,10 +218,27 @@ impl<B: TxBackend> Sink<B> {
                 backend,
                 batch,
                 recycler,
+                failed,
             } => {
                 if !batch.is_empty() {
-                    backend.transmit(now, batch);
-                    count_transmitted(&rt.tx_counts[0], batch);
+                    if !*failed {
+                        let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            backend.transmit(now, batch)
+                        }));
+                        if let Err(p) = sent {
+                            *failed = true;
+                            rt.fail("the arbiter's backend".into(), panic_text(&*p));
+                        }
+                    }
+                    if *failed {
+                        // The arbiter is the only writer of `drops`.
+                        let fault = DropReason::Fault.index();
+                        for p in batch.iter() {
+                            rt.drops[p.client as usize * NREASONS + fault].add(1);
+                        }
+                    } else {
+                        count_transmitted(&rt.tx_counts[0], batch);
+                    }
                     batch.clear();
                 }
                 recycler.flush(owner);
@@ -240,6 +260,35 @@ impl<B: TxBackend> Sink<B> {
             }
             Sink::Grant => {}
         }
+    }
+
+    /// Drops every packet released but not yet handed to a dispatcher,
+    /// counting each against its client with `reason`; returns how many.
+    pub(crate) fn discard_backlog(
+        &mut self,
+        reason: DropReason,
+        rt: &Shared,
+        clients: &mut [Option<ArbClient>],
+    ) -> usize {
+        let Sink::Dispatch {
+            backlog, recycler, ..
+        } = self
+        else {
+            return 0;
+        };
+        let mut n = 0;
+        for q in backlog.iter_mut() {
+            for v in q.drain(..) {
+                let r = DescRef::from_tx_slot(v);
+                if clients[r.client as usize].is_none() {
+                    unreachable_client();
+                }
+                rt.drops[r.client as usize * NREASONS + reason.index()].add(1);
+                recycler.mark(r.client, r.desc);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The arbiter's backend (T = 0), handed back at shutdown.
