@@ -110,7 +110,9 @@ pub(crate) struct Shared {
     pub(crate) arbiter: Parker,
     /// One per dispatcher thread.
     pub(crate) dispatchers: Box<[Parker]>,
-    pub(crate) closing: AtomicBool,
+    /// Read by every submit burst and written once: on a line of its own, away
+    /// from the counters the arbiter writes.
+    pub(crate) closing: CachePadded<AtomicBool>,
     /// A thread or backend failed: the runtime discards what it holds.
     pub(crate) failed: AtomicBool,
     /// The first failure: (which thread or backend, what happened).
@@ -124,7 +126,9 @@ pub(crate) struct Shared {
     pub(crate) tx_counts: Box<[Box<[TxCount]>]>,
     /// `[client * NREASONS + reason]`, written by the arbiter.
     pub(crate) drops: Box<[Counter]>,
-    pub(crate) arb_stats: ArbStatCounters,
+    /// Written by the arbiter every 64 busy rounds: padded off the fields
+    /// clients read.
+    pub(crate) arb_stats: CachePadded<ArbStatCounters>,
     /// False only when the arbiter transmits (T = 0) to a backend that does
     /// not want cookies: then nobody reads a descriptor (the slot carries
     /// flow and length) and clients skip writing them.
@@ -147,7 +151,7 @@ impl Shared {
             arbiter: Parker::new(),
             dispatchers: (0..dispatchers).map(|_| Parker::new()).collect(),
             clock: Clock::new(),
-            closing: AtomicBool::new(false),
+            closing: CachePadded::new(AtomicBool::new(false)),
             failed: AtomicBool::new(false),
             fault: Mutex::new(None),
             arbiter_done: AtomicBool::new(false),
@@ -161,7 +165,7 @@ impl Shared {
                 .map(|_| (0..max).map(|_| TxCount::default()).collect())
                 .collect(),
             drops: (0..max * NREASONS).map(|_| Counter::default()).collect(),
-            arb_stats: ArbStatCounters::default(),
+            arb_stats: CachePadded::new(ArbStatCounters::default()),
             write_descs,
             cfg,
         }
