@@ -51,6 +51,24 @@ struct Locked<S> {
     latencies: Vec<u64>,
 }
 
+impl<S: Scheduler> Locked<S> {
+    /// Lets the link release what is due at `now` into `batch` (the
+    /// client in the token's high half, the token itself as the cookie).
+    fn release(&mut self, now: pspat_sched::Instant) {
+        let Locked {
+            sched, link, batch, ..
+        } = self;
+        link.release(now, sched, |p: Packet| {
+            batch.push(TxPacket {
+                client: (p.token >> 32) as u32,
+                flow: p.flow,
+                len: p.len,
+                cookie: p.token,
+            })
+        });
+    }
+}
+
 fn run_baseline<S: Scheduler + Send + 'static>(
     cfg: &BenchConfig,
     sched: S,
@@ -161,17 +179,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                             {
                                 *st.dropped.entry(r.reason.as_str().to_string()).or_insert(0) += 1;
                             }
-                            let Locked {
-                                sched, link, batch, ..
-                            } = st;
-                            link.release(now, sched, |p: Packet| {
-                                batch.push(TxPacket {
-                                    client: (p.token >> 32) as u32,
-                                    flow: p.flow,
-                                    len: p.len,
-                                    cookie: p.token,
-                                })
-                            });
+                            st.release(now);
                             let now = clock.now();
                             st.tx.transmit(now, &st.batch);
                             for p in &st.batch {
@@ -226,18 +234,10 @@ fn run_baseline<S: Scheduler + Send + 'static>(
         }),
     };
     stop.store(true, Ordering::Relaxed);
-    let mut latencies = Vec::new();
-    for (i, h) in handles.into_iter().enumerate() {
-        match h.join() {
-            Ok(l) => latencies.extend(l),
-            Err(_) => {
-                return Err(RuntimeError::Thread {
-                    what: format!("client {i}"),
-                    reason: "panicked".into(),
-                })
-            }
-        }
-    }
+    let mut latencies: Vec<u64> = crate::join_clients(handles)?
+        .into_iter()
+        .flatten()
+        .collect();
     // Relaxed: every client is joined, so its last increment is visible.
     let submitted: Vec<u64> = counters
         .iter()
@@ -253,17 +253,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
             let st = &mut *g;
             while !st.sched.is_empty() {
                 let now = clock.now();
-                let Locked {
-                    sched, link, batch, ..
-                } = st;
-                link.release(now, sched, |p: Packet| {
-                    batch.push(TxPacket {
-                        client: (p.token >> 32) as u32,
-                        flow: p.flow,
-                        len: p.len,
-                        cookie: p.token,
-                    })
-                });
+                st.release(now);
                 st.tx.transmit(now, &st.batch);
                 for p in &st.batch {
                     st.transmitted[p.client as usize] += 1;

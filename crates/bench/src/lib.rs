@@ -52,6 +52,25 @@ use config::{ARBITER_CORE, CLIENT_CORE};
 use pspat_mode::run_pspat;
 use report::expected_shares;
 
+/// Joins every client thread, in order, collecting what each returned.
+///
+/// # Errors
+/// [`RuntimeError::Thread`] naming the first client that panicked.
+pub(crate) fn join_clients<T>(
+    handles: Vec<std::thread::JoinHandle<T>>,
+) -> Result<Vec<T>, RuntimeError> {
+    handles
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            h.join().map_err(|_| RuntimeError::Thread {
+                what: format!("client {i}"),
+                reason: "panicked".into(),
+            })
+        })
+        .collect()
+}
+
 /// Per-client totals gathered by any mode.
 pub(crate) struct Tally {
     pub(crate) submitted: Vec<u64>,

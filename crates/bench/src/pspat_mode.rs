@@ -122,18 +122,10 @@ pub(crate) fn run_pspat(
     // Relaxed: pairs with nothing; the joins below order everything the
     // clients did before this thread reads their results.
     stop.store(true, Ordering::Relaxed);
-    let mut backends = Vec::new();
-    for (i, h) in handles.into_iter().enumerate() {
-        match h.join() {
-            Ok(b) => backends.extend(b),
-            Err(_) => {
-                return Err(RuntimeError::Thread {
-                    what: format!("client {i}"),
-                    reason: "panicked".into(),
-                })
-            }
-        }
-    }
+    let mut backends: Vec<NullTx> = crate::join_clients(handles)?
+        .into_iter()
+        .flatten()
+        .collect();
     let done = rt.shutdown()?;
     // A contained fault (a panicked backend or runtime thread) still hands
     // back conserved counters, but the run's figures are not a measurement.
