@@ -768,48 +768,19 @@ impl PacketTx {
         if count == 0 {
             return Ok(0);
         }
-        let mut iovecs = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_BATCH];
-        // SAFETY: an all-zero mmsghdr is valid: null pointers, zero lengths.
-        let mut messages: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        for (i, (iovec, message)) in iovecs
-            .iter_mut()
-            .zip(messages.iter_mut())
-            .take(count)
-            .enumerate()
-        {
-            let frame = batch.frame(i);
-            iovec.iov_base = frame.as_ptr().cast_mut().cast();
-            iovec.iov_len = frame.len();
-            message.msg_hdr.msg_iov = iovec;
-            message.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: `messages[..count]` each point to one iovec of `iovecs`,
-        // which points into a frame borrowed (through `batch`) for this
-        // call; the kernel only reads the frames and writes `msg_len`
-        // fields; no address is given (the socket is bound).
-        let rc = unsafe {
-            libc::sendmmsg(
-                self.fd.as_raw_fd(),
-                messages.as_mut_ptr(),
-                count as libc::c_uint,
-                0,
-            )
-        };
-        if rc < 0 {
-            let error = std::io::Error::last_os_error();
-            if matches!(error.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) {
+        let sent = match sys::sendmmsg(self.fd.as_raw_fd(), (0..count).map(|i| batch.frame(i))) {
+            Ok(sent) => sent,
+            Err(error) if matches!(error.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) => {
                 self.stats.full += 1;
                 return Ok(0);
             }
-            self.stats.failed += count as u64;
-            return Err(classify("sendmmsg", &self.interface, error));
-        }
-        let sent = rc as usize;
+            Err(error) => {
+                self.stats.failed += count as u64;
+                return Err(classify("sendmmsg", &self.interface, error));
+            }
+        };
         self.stats.sent += sent as u64;
-        self.stats.bytes += iovecs[..sent].iter().map(|v| v.iov_len as u64).sum::<u64>();
+        self.stats.bytes += (0..sent).map(|i| batch.frame(i).len() as u64).sum::<u64>();
         Ok(sent)
     }
 }

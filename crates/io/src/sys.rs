@@ -248,3 +248,41 @@ pub(crate) fn poll(fd: RawFd, events: i16, timeout: Duration) -> Result<Readines
         error: pollfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
     })
 }
+
+/// Buffers one [`sendmmsg`] call sends at most.
+pub(crate) const SENDMMSG_BATCH: usize = 64;
+
+/// Sends up to [`SENDMMSG_BATCH`] buffers of `buffers`, one message each, in
+/// one `sendmmsg(2)` on `fd` (a bound or connected socket: no address is
+/// given); returns how many the kernel took.
+pub(crate) fn sendmmsg<'a>(
+    fd: RawFd,
+    buffers: impl Iterator<Item = &'a [u8]>,
+) -> io::Result<usize> {
+    let mut iovecs = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; SENDMMSG_BATCH];
+    // SAFETY: an all-zero mmsghdr is valid: null pointers, zero lengths.
+    let mut messages: [libc::mmsghdr; SENDMMSG_BATCH] = unsafe { std::mem::zeroed() };
+    let mut count = 0;
+    for ((buffer, iovec), message) in buffers.zip(iovecs.iter_mut()).zip(messages.iter_mut()) {
+        iovec.iov_base = buffer.as_ptr().cast_mut().cast();
+        iovec.iov_len = buffer.len();
+        message.msg_hdr.msg_iov = iovec;
+        message.msg_hdr.msg_iovlen = 1;
+        count += 1;
+    }
+    if count == 0 {
+        return Ok(0);
+    }
+    // SAFETY: `messages[..count]` each point to one iovec of `iovecs`, which
+    // points into a buffer borrowed for `'a`, longer than this call; the
+    // kernel only reads the buffers and writes the `msg_len` fields; no
+    // address is given (the caller's socket is bound or connected).
+    let rc = unsafe { libc::sendmmsg(fd, messages.as_mut_ptr(), count as libc::c_uint, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as usize)
+}

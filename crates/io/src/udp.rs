@@ -159,43 +159,12 @@ impl UdpBatchSocket {
     /// took. Blocks while the send buffer is full.
     pub fn send_batch(&self, datagrams: &[&[u8]]) -> Result<usize, IoError> {
         let count = datagrams.len().min(MAX_BATCH);
-        if count == 0 {
-            return Ok(0);
-        }
-        let mut iovecs = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_BATCH];
-        // SAFETY: an all-zero mmsghdr is valid: null pointers, zero lengths.
-        let mut messages: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        for ((datagram, iovec), message) in datagrams[..count]
-            .iter()
-            .zip(iovecs.iter_mut())
-            .zip(messages.iter_mut())
-        {
-            iovec.iov_base = datagram.as_ptr().cast_mut().cast();
-            iovec.iov_len = datagram.len();
-            message.msg_hdr.msg_iov = iovec;
-            message.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: each of the `count` messages points to one iovec that
-        // points into a datagram borrowed for this call; the kernel reads
-        // them and writes only `msg_len`.
-        let rc = unsafe {
-            libc::sendmmsg(
-                self.socket.as_raw_fd(),
-                messages.as_mut_ptr(),
-                count as libc::c_uint,
-                0,
-            )
-        };
-        if rc < 0 {
-            return Err(IoError::Os {
+        sys::sendmmsg(self.socket.as_raw_fd(), datagrams[..count].iter().copied()).map_err(
+            |source| IoError::Os {
                 operation: "sendmmsg",
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(rc as usize)
+                source,
+            },
+        )
     }
 
     /// Receives up to `min(buffers.len(), meta.len(), MAX_BATCH)`
