@@ -148,17 +148,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
             cfg.delta_a_ns = args.delta_a.as_nanos() as u64;
-            cfg.validate_run().map_err(|e| usage(e.to_string()))?;
-            // Before the scheduler is built once to check it: an arena of a
-            // billion packets must be refused, not allocated.
-            pspat_cli::memory::check(
-                &format!("the run with {}", args.scheduler.source()),
-                cfg.memory_estimate(),
-                pspat_cli::memory::available(),
-            )
-            .map_err(usage)?;
-            cfg.validate_scheduler()
-                .map_err(|e| args.scheduler.refused(e))?;
+            check_config(&cfg, &args.scheduler)?;
             Ok(cfg)
         })
         .collect()
@@ -189,6 +179,25 @@ struct BenchJson<'a> {
     ratios: BTreeMap<String, f64>,
     /// Every run, in run order.
     runs: &'a [BenchReport],
+}
+
+/// Checks a run's configuration before anything starts (`bench` and `demo`):
+/// the run's own fields, then its memory need, and only then the scheduler,
+/// which is built once to check it (an arena of a billion packets must be
+/// refused by the memory check, not allocated).
+pub(crate) fn check_config(
+    cfg: &BenchConfig,
+    scheduler: &crate::sched_config::SchedulerFlags,
+) -> anyhow::Result<()> {
+    cfg.validate_run().map_err(|e| usage(e.to_string()))?;
+    pspat_cli::memory::check(
+        &format!("the run with {}", scheduler.source()),
+        cfg.memory_estimate(),
+        pspat_cli::memory::available(),
+    )
+    .map_err(usage)?;
+    cfg.validate_scheduler().map_err(|e| scheduler.refused(e))?;
+    Ok(())
 }
 
 fn median(values: &mut [f64]) -> f64 {

@@ -125,17 +125,7 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
         pps: args.victim_pps,
         pkt_len: args.pkt_len,
     });
-    cfg.validate_run().map_err(|e| usage(e.to_string()))?;
-    // Before the scheduler is built once to check it: an arena of a
-    // billion packets must be refused, not allocated.
-    pspat_cli::memory::check(
-        &format!("the run with {}", args.scheduler.source()),
-        cfg.memory_estimate(),
-        pspat_cli::memory::available(),
-    )
-    .map_err(usage)?;
-    cfg.validate_scheduler()
-        .map_err(|e| args.scheduler.refused(e))?;
+    crate::bench::check_config(&cfg, &args.scheduler)?;
     Ok(cfg)
 }
 
