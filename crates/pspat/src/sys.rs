@@ -3,8 +3,14 @@
 //!
 //! A wrong or stale answer is harmless: the client lists accept
 //! announcements from any CPU (they are `fetch_or` bitmaps, see
-//! [`crate::runtime`]), so the CPU only decides which list, and so which
-//! read gate, serves a client.
+//! `pspat_mailbox::client_list`), so the CPU only decides which list, and so
+//! which read gate, serves a client.
+//!
+//! Why here and not in `pspat-io`: the runtime needs the CPU on every 64th
+//! submit to pick a per-CPU list (\[J\] §3.1), and `pspat-io` sits above the
+//! runtime (its RX loop is a client), so the runtime cannot depend on it. The
+//! standard library has no safe `getcpu`; this one call is the runtime's only
+//! `unsafe`.
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
