@@ -6,7 +6,7 @@
 //! tested exactly, the way quinn drives a connection pair to its next
 //! timeout.
 //!
-//! It runs the very code the threads run ([`crate::arbiter`]'s round, the
+//! It runs the very code the threads run (the arbiter's round, the
 //! sink, the dispatcher's step); only the loops around them (spinning,
 //! parking, sleeping) are replaced by the caller's calls.
 //!

@@ -1,7 +1,7 @@
 //! Building, running and shutting down one PSPAT instance (\[J\] §3,
 //! Fig. 4): the arbiter thread, optional dispatcher threads, and the factory
 //! for client handles. The state these threads share is in
-//! [`crate::shared`]; the handshakes between them (client lists, sleep and
+//! the `shared` module; the handshakes between them (client lists, sleep and
 //! wake, recycling) are `pspat-mailbox`'s, model-checked with loom there.
 //!
 //! # Dead clients and shutdown
