@@ -11,11 +11,13 @@ use pspat_cli::{sched_config, units, usage, UsageError, SCHEMA_VERSION};
 mod bench;
 mod config_cmd;
 mod demo;
+mod lab;
 mod machine;
 mod place_bench;
 mod pq_bench;
 mod sched_bench;
 mod topology;
+mod traffic;
 mod wfi;
 
 /// Large blocks (the scheduler's packet arena, per-flow tables, mailboxes)
@@ -52,6 +54,10 @@ enum Command {
     PlaceBench(place_bench::Args),
     /// Facts every benchmark figure must carry: CPU, caches, memory, kernel and a load-latency curve.
     Machine(machine::Args),
+    /// The three-namespace test bed: up, down, and compare pspat with the kernel's bridge and HTB.
+    Lab(lab::Args),
+    /// UDP/TCP test traffic: send flows with weights, receive with loss and latency counts.
+    Traffic(traffic::Args),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +92,8 @@ fn main() -> ExitCode {
         Command::Config(a) => config_cmd::run(a),
         Command::PlaceBench(a) => place_bench::run(a),
         Command::Machine(a) => machine::run(a),
+        Command::Lab(a) => lab::run(a),
+        Command::Traffic(a) => traffic::run(a),
     };
     match result {
         Ok(code) => code,

@@ -15,6 +15,8 @@
 //! says why not. Every name carries the `pspat-` prefix and every address
 //! is in 10.199.100.0/24.
 pub mod clock;
+pub mod compare;
+mod plot;
 
 pub mod procstat;
 pub mod stop;

@@ -422,6 +422,16 @@ impl Lab {
                     ns_ip(NS_SHP, &["link", "set", dev, "master", BRIDGE])?;
                 }
                 ns_ip(NS_SHP, &["link", "set", BRIDGE, "up"])?;
+                // The bridge reports carrier a moment after its ports join;
+                // wait for it (at most 2 s) so that a run's first packets
+                // are not lost to the start-up.
+                for _ in 0..200 {
+                    let state = output("ip", &["-n", NS_SHP, "-br", "link", "show", "dev", BRIDGE]);
+                    if state.split_whitespace().nth(1) == Some("UP") {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
                 if mode == Mode::Htb {
                     let plan =
                         plan.ok_or_else(|| LabError::Config("mode htb needs rates".into()))?;

@@ -10,7 +10,8 @@
 //! leaves an 18-byte payload, exactly the header every packet carries
 //! (little endian): sequence number `u64` (per stream, from 0), send time
 //! `u64` (`CLOCK_MONOTONIC` ns, one clock read per batch just before the
-//! `sendmmsg`), flow id `u16`. Larger frames are padded with zeros; the
+//! `sendmmsg`), flow id `u16` (the flow's destination port, so that several
+//! senders with different base ports feed one receiver). Larger frames are padded with zeros; the
 //! largest is 1514 (MTU 1500).
 //!
 //! # Flows, threads and rates
@@ -40,6 +41,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -353,12 +355,13 @@ pub fn send(config: &SendConfig) -> Result<SendReport, TrafficError> {
                                 count.min(MAX_BATCH as u64) as usize
                             };
                             any = true;
+                            let port = config.base_port + stream.flow as u16;
                             let stamp = monotonic_ns();
                             for (k, buffer) in buffers[..count].iter_mut().enumerate() {
                                 buffer[0..8]
                                     .copy_from_slice(&(stream.sent + k as u64).to_le_bytes());
                                 buffer[8..16].copy_from_slice(&stamp.to_le_bytes());
-                                buffer[16..18].copy_from_slice(&(stream.flow as u16).to_le_bytes());
+                                buffer[16..18].copy_from_slice(&port.to_le_bytes());
                             }
                             let slices: Vec<&[u8]> =
                                 buffers[..count].iter().map(Vec::as_slice).collect();
@@ -512,6 +515,11 @@ pub struct RecvConfig {
     pub cpus: Vec<usize>,
     /// UDP or TCP.
     pub proto: Proto,
+    /// A steady-state window `(skip, span)`: packets arriving from `skip`
+    /// after the first packet (any flow) for `span` are also counted apart
+    /// (`steady_*`), so that shares and rates leave out the start and the
+    /// drain after the senders stop.
+    pub steady: Option<(Duration, Duration)>,
 }
 
 impl RecvConfig {
@@ -536,7 +544,7 @@ impl RecvConfig {
 }
 
 /// Latency percentiles, microseconds.
-#[derive(Debug, Clone, Copy, Serialize, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, Default, PartialEq)]
 pub struct Latency {
     /// Samples.
     pub samples: u64,
@@ -596,10 +604,17 @@ pub struct FlowReceived {
     pub lost: u64,
     /// Packets that came after a higher sequence number of their stream.
     pub reordered: u64,
-    /// Datagrams too short to carry the header, or of another flow id.
+    /// Datagrams too short to carry the header, or whose flow id is not
+    /// this port.
     pub malformed: u64,
     /// One-way latency.
     pub latency: Latency,
+    /// Packets inside the steady window (0 without one).
+    pub steady_packets: u64,
+    /// Frame bytes inside the steady window.
+    pub steady_bytes: u64,
+    /// Share of all frame bytes inside the steady window.
+    pub steady_byte_share: f64,
 }
 
 /// A receiver's report.
@@ -623,6 +638,10 @@ pub struct RecvReport {
     pub reordered: u64,
     /// Latency of all flows together.
     pub latency: Latency,
+    /// Length of the steady window, s (null without one).
+    pub steady_s: Option<f64>,
+    /// Packets per second inside the steady window.
+    pub steady_pps: Option<f64>,
     /// Per flow (UDP).
     pub flows: Vec<FlowReceived>,
     /// This process's CPU seconds, from /proc.
@@ -677,6 +696,10 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
     let deadline = config
         .duration
         .map_or(u64::MAX, |d| start + d.as_nanos() as u64);
+    let first_arrival = AtomicU64::new(0);
+    let steady = config
+        .steady
+        .map(|(skip, span)| (skip.as_nanos() as u64, span.as_nanos() as u64));
     let states: Vec<Result<FlowState, TrafficError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = sockets
             .into_iter()
@@ -684,7 +707,13 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
             .map(|(flow, socket)| {
                 let cpus = &config.cpus;
                 let port = config.base_port + flow as u16;
-                scope.spawn(move || recv_flow(flow, port, &socket, cpus, deadline))
+                let shared = Shared {
+                    cpus,
+                    deadline,
+                    first_arrival: &first_arrival,
+                    steady,
+                };
+                scope.spawn(move || recv_flow(flow, port, &socket, &shared))
             })
             .collect();
         handles
@@ -714,7 +743,14 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
     let packets: u64 = flows.iter().map(|f| f.packets).sum();
     let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
     let per_s = |v: f64| if window_s > 0.0 { v / window_s } else { 0.0 };
+    let steady_bytes: u64 = flows.iter().map(|f| f.steady_bytes).sum();
+    let steady_packets: u64 = flows.iter().map(|f| f.steady_packets).sum();
     for f in &mut flows {
+        f.steady_byte_share = if steady_bytes > 0 {
+            f.steady_bytes as f64 / steady_bytes as f64
+        } else {
+            0.0
+        };
         f.pps = per_s(f.packets as f64);
         f.bps = per_s(8.0 * f.bytes as f64);
         f.byte_share = if bytes > 0 {
@@ -733,20 +769,32 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
         lost: flows.iter().map(|f| f.lost).sum(),
         reordered: flows.iter().map(|f| f.reordered).sum(),
         latency: latency(&all),
+        steady_s: steady.map(|(_, span)| span as f64 / 1e9),
+        steady_pps: steady.map(|(_, span)| steady_packets as f64 / (span as f64 / 1e9)),
         flows,
         cpu_s: crate::procstat::self_cpu_s(),
         pinning: pinning(&config.cpus),
     })
 }
 
+/// What the receiving threads share.
+struct Shared<'a> {
+    cpus: &'a [usize],
+    deadline: u64,
+    /// The first arrival of any flow (0: none yet).
+    first_arrival: &'a AtomicU64,
+    /// `(skip, span)` in ns.
+    steady: Option<(u64, u64)>,
+}
+
 fn recv_flow(
     flow: usize,
     port: u16,
     socket: &UdpBatchSocket,
-    cpus: &[usize],
-    deadline: u64,
+    shared: &Shared<'_>,
 ) -> Result<FlowState, TrafficError> {
-    pin(cpus, flow);
+    let deadline = shared.deadline;
+    pin(shared.cpus, flow);
     let mut state = FlowState {
         received: FlowReceived {
             flow,
@@ -776,6 +824,15 @@ fn recv_flow(
             state.first_ns = now;
         }
         state.last_ns = now;
+        // Relaxed: only the value matters; the first thread to see a packet
+        // sets it and the others read it.
+        let _ = shared
+            .first_arrival
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        let origin = shared.first_arrival.load(Ordering::Relaxed);
+        let in_steady = shared
+            .steady
+            .is_some_and(|(skip, span)| now >= origin + skip && now < origin + skip + span);
         for (buffer, m) in buffers[..count].iter().zip(&meta[..count]) {
             let r = &mut state.received;
             if m.len < PAYLOAD_HEADER || m.truncated {
@@ -788,12 +845,16 @@ fn recv_flow(
                 u64::from_le_bytes(bytes)
             };
             let (seq, sent_ns, id) = (field(0, 8), field(8, 16), field(16, 18));
-            if id as usize != flow {
+            if id != u64::from(port) {
                 r.malformed += 1;
                 continue;
             }
             r.packets += 1;
             r.bytes += (m.len + HEADER_BYTES) as u64;
+            if in_steady {
+                r.steady_packets += 1;
+                r.steady_bytes += (m.len + HEADER_BYTES) as u64;
+            }
             let key = m
                 .source
                 .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
@@ -886,6 +947,8 @@ fn recv_tcp(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
         lost: 0,
         reordered: 0,
         latency: Latency::default(),
+        steady_s: None,
+        steady_pps: None,
         flows: Vec::new(),
         cpu_s: crate::procstat::self_cpu_s(),
         pinning: pinning(&config.cpus),
@@ -952,6 +1015,7 @@ mod tests {
             duration: Some(Duration::from_millis(800)),
             cpus: Vec::new(),
             proto: Proto::Udp,
+            steady: None,
         };
         let mut sender = config(vec![3, 1], 1);
         sender.base_port = port;
