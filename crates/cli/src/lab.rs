@@ -73,7 +73,7 @@ struct CompareArgs {
     #[arg(long, value_delimiter = ',')]
     senders: Vec<usize>,
     /// R of the 10:1 split experiment.
-    #[arg(long, value_parser = units::rate_arg, default_value = "50M")]
+    #[arg(long, value_parser = units::rate_arg, default_value = "10M")]
     split_rate: u64,
     /// R of the victim experiment.
     #[arg(long, value_parser = units::rate_arg, default_value = "200M")]

@@ -14,9 +14,15 @@
 //!   with weight 50 among greedy 1500-byte senders of weight 1 that
 //!   overload the rate R; the figure is the victim's one-way latency,
 //!   against the victim alone through the bare bridge (`unloaded`).
-//! * **CPU per million packets**: busy CPU seconds of the whole machine
-//!   (`/proc/stat`, kernel forwarding included) during a run, over the
-//!   packets received, in millions; and the shaper process's own CPU time.
+//! * **CPU per million packets**: CPU seconds (user + system, from
+//!   `/proc/<pid>/stat`) of the run's own processes, senders, receiver and
+//!   shaper, over the packets received, in millions; beside it the busy CPU
+//!   seconds of the whole machine (`/proc/stat`: kernel softirq forwarding
+//!   included, but also whatever else the machine ran).
+//!
+//! Rates and shares count the middle 60% of each run (the receiver's
+//! steady window from 20% after the first packet), leaving out the start
+//! and the drain of queues after the senders stop.
 //!
 //! Modes alternate within each experiment point (none, htb, pspat, and
 //! again for each repeat), so drift of a shared machine spreads over all.
@@ -96,7 +102,7 @@ impl CompareConfig {
             } else {
                 vec![0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5]
             },
-            split_rate_bps: 50_000_000,
+            split_rate_bps: 10_000_000,
             victim_rate_bps: 200_000_000,
             victim_greedy: 4,
             duration: if quick {
@@ -132,8 +138,12 @@ pub struct RunRecord {
     pub not_received: u64,
     /// Received packets per second in the middle 60% of the run.
     pub pps: f64,
-    /// Busy CPU seconds of the machine over the run, per million received.
+    /// CPU seconds (user + system) of the run's own processes (senders,
+    /// receiver, shaper) per million packets received.
     pub cpu_s_per_mpkt: Option<f64>,
+    /// Busy CPU seconds of the whole machine over the run (kernel softirq
+    /// work and anything else running included) per million received.
+    pub machine_cpu_s_per_mpkt: Option<f64>,
     /// The shaper process's CPU seconds (mode pspat).
     pub shaper_cpu_s: Option<f64>,
     /// Per-flow received bytes in the middle 60% of the run.
@@ -159,12 +169,18 @@ pub struct ThroughputRow {
     pub htb_mpps: Option<f64>,
     /// Mpps through pspat shape.
     pub pspat_mpps: Option<f64>,
-    /// Machine CPU s per million packets, bare bridge.
+    /// CPU s of the run's processes per million packets, bare bridge.
     pub none_cpu_s_per_mpkt: Option<f64>,
     /// The same, HTB.
     pub htb_cpu_s_per_mpkt: Option<f64>,
     /// The same, pspat.
     pub pspat_cpu_s_per_mpkt: Option<f64>,
+    /// Busy CPU s of the whole machine per million packets, bare bridge.
+    pub none_machine_cpu_s_per_mpkt: Option<f64>,
+    /// The same, HTB.
+    pub htb_machine_cpu_s_per_mpkt: Option<f64>,
+    /// The same, pspat.
+    pub pspat_machine_cpu_s_per_mpkt: Option<f64>,
 }
 
 /// A row of the split experiment.
@@ -337,7 +353,14 @@ impl Proc {
     /// its standard output as one JSON value.
     fn finish(mut self, timeout: Duration) -> Result<Value, String> {
         let deadline = Instant::now() + timeout;
+        let mut passed_on = false;
         loop {
+            if stop::requested() && !passed_on {
+                // Ctrl-C reached this process only (e.g. `timeout -s INT`):
+                // pass it on so the child reports and ends.
+                self.signal(rustix::process::Signal::INT);
+                passed_on = true;
+            }
             match self.child.try_wait() {
                 Ok(Some(_)) => break,
                 Ok(None) if Instant::now() >= deadline => {
@@ -391,6 +414,18 @@ struct SenderSpec {
     size: usize,
     /// `None`: greedy; `Some(pps)`.
     pps: Option<u64>,
+}
+
+/// Where a run is: experiment, mode and point.
+#[derive(Clone, Copy)]
+struct Point {
+    experiment: &'static str,
+    /// `none`, `htb`, `pspat` or `unloaded`.
+    label: &'static str,
+    mode: Mode,
+    point: f64,
+    /// Flows the receiver listens for.
+    flows: usize,
 }
 
 /// A shaper setup for one run.
@@ -468,14 +503,17 @@ impl Runner<'_> {
     fn run(
         &mut self,
         lab: &mut Lab,
-        experiment: &'static str,
-        label: &str,
-        mode: Mode,
-        point: f64,
-        flows: usize,
+        at: &Point,
         senders: &[SenderSpec],
         shape: &ShapeSpec,
     ) -> Result<RunRecord, LabError> {
+        let Point {
+            experiment,
+            label,
+            mode,
+            point,
+            flows,
+        } = *at;
         let mut record = RunRecord {
             experiment,
             mode: label.to_owned(),
@@ -486,6 +524,7 @@ impl Runner<'_> {
             not_received: 0,
             pps: 0.0,
             cpu_s_per_mpkt: None,
+            machine_cpu_s_per_mpkt: None,
             shaper_cpu_s: None,
             flow_bytes: Vec::new(),
             flow0_received: 0,
@@ -617,9 +656,11 @@ impl Runner<'_> {
             }
         };
         let parse = |v: Value| serde_json::from_value::<SendSummary>(v);
+        let mut process_cpu = record.shaper_cpu_s.unwrap_or(0.0);
         for v in sent {
             match parse(v) {
                 Ok(s) => {
+                    process_cpu += s.cpu_s.unwrap_or(0.0);
                     record.sent += s.packets;
                     record.sent_by_sender.push(s.packets);
                 }
@@ -628,6 +669,7 @@ impl Runner<'_> {
         }
         match serde_json::from_value::<RecvSummary>(received) {
             Ok(r) => {
+                process_cpu += r.cpu_s.unwrap_or(0.0);
                 record.received = r.packets;
                 record.pps = r.steady_pps.unwrap_or(r.pps);
                 record.flow_bytes = r.flows.iter().map(|f| f.steady_bytes).collect();
@@ -637,9 +679,11 @@ impl Runner<'_> {
             Err(e) => record.error = Some(format!("receiver JSON: {e}")),
         }
         record.not_received = record.sent.saturating_sub(record.received);
-        if let (Some(a), Some(b)) = (busy_before, busy_after) {
-            if record.received > 0 {
-                record.cpu_s_per_mpkt = Some((b - a) / (record.received as f64 / 1e6));
+        if record.received > 0 {
+            let mpkt = record.received as f64 / 1e6;
+            record.cpu_s_per_mpkt = Some(process_cpu / mpkt);
+            if let (Some(a), Some(b)) = (busy_before, busy_after) {
+                record.machine_cpu_s_per_mpkt = Some((b - a) / mpkt);
             }
         }
         Ok(record)
@@ -650,11 +694,13 @@ impl Runner<'_> {
 #[derive(serde::Deserialize)]
 struct SendSummary {
     packets: u64,
+    cpu_s: Option<f64>,
 }
 
 #[derive(serde::Deserialize)]
 struct RecvSummary {
     packets: u64,
+    cpu_s: Option<f64>,
     pps: f64,
     steady_pps: Option<f64>,
     flows: Vec<RecvFlow>,
@@ -681,7 +727,8 @@ pub fn ideal_heavy_share(f: f64) -> f64 {
     if f <= 1.0 {
         0.5
     } else {
-        (f / 2.0).min(10.0 / 11.0) / f.min(1.0).max(1e-12)
+        // Past R the two flows share exactly R.
+        (f / 2.0).min(10.0 / 11.0)
     }
 }
 
@@ -730,7 +777,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
     let mut throughput = Vec::new();
     for &s in &config.senders {
         let weights = vec![1u32; s];
-        let mut per_mode: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        let mut per_mode: BTreeMap<&str, [Vec<f64>; 3]> = BTreeMap::new();
         for _ in 0..config.repeat {
             for &mode in &config.modes {
                 let spec = [SenderSpec {
@@ -745,22 +792,19 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                     weights: weights.clone(),
                 };
                 let label = mode_label(mode);
-                let r = runner.run(
-                    &mut lab,
-                    "throughput",
+                let at = Point {
+                    experiment: "throughput",
                     label,
                     mode,
-                    s as f64,
-                    s,
-                    &spec,
-                    &shape,
-                )?;
+                    point: s as f64,
+                    flows: s,
+                };
+                let r = runner.run(&mut lab, &at, &spec, &shape)?;
                 if r.error.is_none() {
                     let entry = per_mode.entry(label).or_default();
-                    entry.0.push(r.pps / 1e6);
-                    if let Some(c) = r.cpu_s_per_mpkt {
-                        entry.1.push(c);
-                    }
+                    entry[0].push(r.pps / 1e6);
+                    entry[1].extend(r.cpu_s_per_mpkt);
+                    entry[2].extend(r.machine_cpu_s_per_mpkt);
                 } else {
                     eprintln!(
                         "lab compare: {label} run failed: {}",
@@ -770,19 +814,18 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                 runner.runs.push(r);
             }
         }
-        let get = |m: &str, cpu: bool| {
-            per_mode
-                .get(m)
-                .and_then(|(p, c)| mean(if cpu { c } else { p }))
-        };
+        let get = |m: &str, i: usize| per_mode.get(m).and_then(|v| mean(&v[i]));
         throughput.push(ThroughputRow {
             senders: s,
-            none_mpps: get("none", false),
-            htb_mpps: get("htb", false),
-            pspat_mpps: get("pspat", false),
-            none_cpu_s_per_mpkt: get("none", true),
-            htb_cpu_s_per_mpkt: get("htb", true),
-            pspat_cpu_s_per_mpkt: get("pspat", true),
+            none_mpps: get("none", 0),
+            htb_mpps: get("htb", 0),
+            pspat_mpps: get("pspat", 0),
+            none_cpu_s_per_mpkt: get("none", 1),
+            htb_cpu_s_per_mpkt: get("htb", 1),
+            pspat_cpu_s_per_mpkt: get("pspat", 1),
+            none_machine_cpu_s_per_mpkt: get("none", 2),
+            htb_machine_cpu_s_per_mpkt: get("htb", 2),
+            pspat_machine_cpu_s_per_mpkt: get("pspat", 2),
         });
     }
 
@@ -807,7 +850,18 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                     weights: vec![10, 1],
                 };
                 let label = mode_label(mode);
-                let r = runner.run(&mut lab, "split_10_1", label, mode, f, 2, &spec, &shape)?;
+                let r = runner.run(
+                    &mut lab,
+                    &Point {
+                        experiment: "split_10_1",
+                        label,
+                        mode,
+                        point: f,
+                        flows: 2,
+                    },
+                    &spec,
+                    &shape,
+                )?;
                 let total: u64 = r.flow_bytes.iter().sum();
                 if r.error.is_none() && total > 0 {
                     let entry = shares.entry(label).or_default();
@@ -861,11 +915,13 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
     for _ in 0..config.repeat {
         let r = runner.run(
             &mut lab,
-            "victim",
-            "unloaded",
-            Mode::Bridge,
-            0.0,
-            k + 1,
+            &Point {
+                experiment: "victim",
+                label: "unloaded",
+                mode: Mode::Bridge,
+                point: 0.0,
+                flows: k + 1,
+            },
             &[victim_sender()],
             &shape,
         )?;
@@ -884,11 +940,13 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
             let label = mode_label(mode);
             let r = runner.run(
                 &mut lab,
-                "victim",
-                label,
-                mode,
-                k as f64,
-                k + 1,
+                &Point {
+                    experiment: "victim",
+                    label,
+                    mode,
+                    point: k as f64,
+                    flows: k + 1,
+                },
                 &[victim_sender(), greedy()],
                 &shape,
             )?;
@@ -973,17 +1031,20 @@ fn write_files(config: &CompareConfig, report: &mut CompareReport) -> Result<(),
     let mut files = Vec::new();
     let json = serde_json::to_string_pretty(&*report).unwrap_or_default();
     write(&out.join("compare.json"), &json, &mut files)?;
-    let mut csv = String::from("senders,none_mpps,htb_mpps,pspat_mpps,none_cpu_s_per_mpkt,htb_cpu_s_per_mpkt,pspat_cpu_s_per_mpkt\n");
+    let mut csv = String::from("senders,none_mpps,htb_mpps,pspat_mpps,none_cpu_s_per_mpkt,htb_cpu_s_per_mpkt,pspat_cpu_s_per_mpkt,none_machine_cpu_s_per_mpkt,htb_machine_cpu_s_per_mpkt,pspat_machine_cpu_s_per_mpkt\n");
     for r in &report.throughput {
         csv += &format!(
-            "{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{}\n",
             r.senders,
             opt(r.none_mpps),
             opt(r.htb_mpps),
             opt(r.pspat_mpps),
             opt(r.none_cpu_s_per_mpkt),
             opt(r.htb_cpu_s_per_mpkt),
-            opt(r.pspat_cpu_s_per_mpkt)
+            opt(r.pspat_cpu_s_per_mpkt),
+            opt(r.none_machine_cpu_s_per_mpkt),
+            opt(r.htb_machine_cpu_s_per_mpkt),
+            opt(r.pspat_machine_cpu_s_per_mpkt)
         );
     }
     write(&out.join("throughput.csv"), &csv, &mut files)?;
@@ -1011,11 +1072,11 @@ fn write_files(config: &CompareConfig, report: &mut CompareReport) -> Result<(),
     }
     write(&out.join("victim.csv"), &csv, &mut files)?;
     let mut csv = String::from(
-        "experiment,mode,point,sent,received,not_received,pps,cpu_s_per_mpkt,shaper_cpu_s,error\n",
+        "experiment,mode,point,sent,received,not_received,pps,cpu_s_per_mpkt,machine_cpu_s_per_mpkt,shaper_cpu_s,error\n",
     );
     for r in &report.runs {
         csv += &format!(
-            "{},{},{},{},{},{},{},{},{},\"{}\"\n",
+            "{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
             r.experiment,
             r.mode,
             r.point,
@@ -1024,6 +1085,7 @@ fn write_files(config: &CompareConfig, report: &mut CompareReport) -> Result<(),
             r.not_received,
             r.pps,
             opt(r.cpu_s_per_mpkt),
+            opt(r.machine_cpu_s_per_mpkt),
             opt(r.shaper_cpu_s),
             r.error.as_deref().unwrap_or("").replace('"', "'")
         );

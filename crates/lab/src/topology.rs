@@ -265,7 +265,9 @@ pub fn down() -> Result<Vec<String>, LabError> {
         run("ip", &["netns", "del", &ns])?;
         removed.push(ns);
     }
-    for link in stray_links() {
+    // Deleting one end of a veth pair deletes its peer too: look again
+    // after each deletion.
+    while let Some(link) = stray_links().into_iter().next() {
         run("ip", &["link", "del", &link])?;
         removed.push(link);
     }
