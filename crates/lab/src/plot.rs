@@ -83,9 +83,15 @@ where
         .y_desc(y_label)
         .draw()
         .map_err(|e| e.to_string())?;
-    let colors = [BLUE, RED, GREEN, MAGENTA, BLACK];
-    for (i, (name, points)) in series.iter().enumerate() {
-        let color = colors[i % colors.len()];
+    for (name, points) in series {
+        // One colour per mode in every plot.
+        let color = match name.split_whitespace().next() {
+            Some("none") => RED,
+            Some("htb") => BLUE,
+            Some("pspat") => GREEN,
+            Some("unloaded") => MAGENTA,
+            _ => BLACK,
+        };
         chart
             .draw_series(LineSeries::new(
                 points.iter().copied(),
@@ -200,7 +206,8 @@ pub(crate) fn draw_all(out: &Path, report: &CompareReport) -> Result<Vec<String>
         &series,
         &mut files,
     )?;
-    let quantiles = [50.0, 90.0, 99.0, 99.9];
+    // Percentiles as "nines", -log10(1 - q): p50 0.3, p90 1, p99 2, p99.9 3.
+    let quantiles = [0.5f64, 0.9, 0.99, 0.999].map(|q| -(1.0 - q).log10());
     let series: Vec<Series> = report
         .victim
         .latency
@@ -217,7 +224,7 @@ pub(crate) fn draw_all(out: &Path, report: &CompareReport) -> Result<Vec<String>
         out,
         "victim",
         "Victim's one-way latency",
-        "percentile",
+        "percentile as nines: 1 = p90, 2 = p99, 3 = p99.9",
         "µs",
         &series,
         &mut files,
