@@ -233,6 +233,16 @@ fn proto_name(p: Proto) -> &'static str {
 }
 
 fn print_send(r: &SendReport) {
+    if r.proto == Proto::Tcp {
+        println!(
+            "tcp: wrote {} bytes in {:.3} s: {} ({})",
+            r.bytes,
+            r.duration_s,
+            units::human_rate(r.bps),
+            r.pinning
+        );
+        return;
+    }
     println!(
         "sent {} packets, {} bytes in {:.3} s: {:.0} packets/s, {} ({}, {}; {})",
         r.packets,
@@ -260,6 +270,16 @@ fn print_send(r: &SendReport) {
 }
 
 fn print_recv(r: &RecvReport) {
+    if r.proto == Proto::Tcp {
+        println!(
+            "tcp: received {} bytes in a {:.3} s window: goodput {} ({})",
+            r.bytes,
+            r.window_s,
+            units::human_rate(r.bps),
+            r.pinning
+        );
+        return;
+    }
     println!(
         "received {} packets, {} bytes in a {:.3} s window: {:.0} packets/s, {}; lost {}, reordered {} ({})",
         r.packets,
