@@ -1,16 +1,16 @@
-//! `pspat lab compare`: the experiments of PSPAT [J] §6 through the lab's
+//! `pspat lab compare`: the experiments of PSPAT \[J\] §6 through the lab's
 //! three shaper modes (kernel bridge = `none`, bridge + HTB = `htb`,
 //! `pspat shape` = `pspat`), with the same traffic for each.
 //!
-//! * **Throughput against senders** ([J] Fig. 7-9): S greedy sender
+//! * **Throughput against senders** (\[J\] Fig. 7-9): S greedy sender
 //!   threads, one flow each with equal weights, 60-byte frames; the figure
 //!   is packets/s at the receiver. The shapers get a rate far above what
 //!   the machine forwards (10 Gbit/s), so they schedule without limiting.
-//! * **10:1 split** ([J] §6.5): two flows weighted 10:1 at the shaper,
+//! * **10:1 split** (\[J\] §6.5): two flows weighted 10:1 at the shaper,
 //!   each offering half of `f · R` (60-byte frames); the figure is the heavy
 //!   flow's share of received bytes against the ideal weighted max-min
 //!   share (0.5 while `f ≤ 1`, then `min(f/2, 10/11) / min(f, 1)`).
-//! * **Victim** ([J] §6.6): one flow at 4000 packets/s of 1500-byte frames
+//! * **Victim** (\[J\] §6.6): one flow at 4000 packets/s of 1500-byte frames
 //!   with weight 50 among greedy 1500-byte senders of weight 1 that
 //!   overload the rate R; the figure is the victim's one-way latency,
 //!   against the victim alone through the bare bridge (`unloaded`).
