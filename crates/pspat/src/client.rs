@@ -92,6 +92,9 @@ pub struct Client<B: TxBackend> {
     slots: Vec<NonZeroU64>,
     /// The backend panicked once: it is never called again.
     failed: bool,
+    /// The slot [`Client::next_slot`] named: the next accepted packet takes
+    /// it (in client-transmit mode a drain may free lower slots first).
+    peeked: Option<u32>,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -123,12 +126,50 @@ impl<B: TxBackend> Client<B> {
             outstanding: 0,
             slots: Vec::with_capacity(64),
             failed: false,
+            peeked: None,
         }
     }
 
     /// This client's id (index in [`crate::Stats::clients`]).
     pub fn id(&self) -> u32 {
         self.shared.id
+    }
+
+    /// The descriptor slot (`0..descriptors_per_client`) the next accepted
+    /// packet of this client will travel in, or `None` while every slot is
+    /// in flight.
+    ///
+    /// This lets a client keep each packet's bytes in a buffer tied to its
+    /// slot ("frames are descriptors", as in the packet I/O crate): write
+    /// the packet into buffer `slot`, then submit it (usually with the slot
+    /// in its cookie). The next accepted packet of [`Client::submit`] or the
+    /// first of [`Client::submit_burst`] takes exactly this slot; a refused
+    /// submit leaves it free (ask `next_slot` again before the next try:
+    /// in client-transmit mode a drain may have freed others). Nobody else
+    /// touches that slot until the packet was transmitted (the backend's
+    /// `transmit` returned) or dropped, and the client's next use of the
+    /// slot happens-after whatever the transmitter did.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat::{NullTx, Runtime, RuntimeConfig, Submission};
+    /// use pspat_sched::{AlgKind, FlowId, FlowTable, SchedulerConfig};
+    /// let sched = SchedulerConfig::new(AlgKind::Fifo).build(FlowTable::uniform(1).unwrap()).unwrap();
+    /// let rt = Runtime::start(RuntimeConfig::default(), sched, |_| NullTx::new()).unwrap();
+    /// let mut c = rt.client().unwrap();
+    /// let slot = c.next_slot().unwrap();
+    /// // ... write the packet into this client's buffer `slot` ...
+    /// c.submit(Submission { flow: FlowId(0), len: 60, cookie: u64::from(slot) }).unwrap();
+    /// drop(c);
+    /// assert_eq!(rt.shutdown().unwrap().stats.transmitted, 1);
+    /// ```
+    #[inline]
+    pub fn next_slot(&mut self) -> Option<u32> {
+        if let Some(d) = self.peeked {
+            return Some(d);
+        }
+        self.peeked = self.free.peek(&self.shared.returned);
+        self.peeked
     }
 
     /// Submits one packet.
@@ -187,7 +228,8 @@ impl<B: TxBackend> Client<B> {
                     out.error = Some(SubmitError::Invalid(*s));
                     break;
                 }
-                let Some(desc) = self.free.alloc(&self.shared.returned) else {
+                let peeked = self.peeked.take().filter(|&d| self.free.take(d));
+                let Some(desc) = peeked.or_else(|| self.free.alloc(&self.shared.returned)) else {
                     out.error = Some(SubmitError::Full(*s));
                     break;
                 };

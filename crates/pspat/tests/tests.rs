@@ -420,3 +420,95 @@ fn stress_many_clients_all_modes() {
         conservation_and_order(128, TxMode::Client, 0, 20_000);
     }
 }
+
+/// Frees a slot only after "sending" it, as a frame-owning backend does.
+#[derive(Clone, Default)]
+struct SlotOwner {
+    busy: Arc<Mutex<std::collections::HashSet<u64>>>,
+}
+
+impl TxBackend for SlotOwner {
+    fn transmit(&mut self, _now: Instant, pkts: &[TxPacket]) {
+        let mut busy = self.busy.lock().unwrap();
+        for p in pkts {
+            assert!(
+                busy.remove(&p.cookie),
+                "slot {} sent but not busy",
+                p.cookie
+            );
+        }
+    }
+}
+
+/// `next_slot` never names a slot whose packet is still in flight, and the
+/// packet submitted next travels in that slot: the client marks the slot
+/// busy before submitting, the backend clears it after sending; a slot named
+/// while busy, or sent twice, fails.
+fn next_slot_is_never_in_flight(tx_mode: TxMode, dispatchers: usize) {
+    let mut cfg = RuntimeConfig::default();
+    cfg.tx_mode = tx_mode;
+    cfg.dispatchers = dispatchers;
+    cfg.descriptors_per_client = 64;
+    let owner = SlotOwner::default();
+    let busy = owner.busy.clone();
+    let rt = Runtime::start(cfg, drr(2, 1024), move |_| owner.clone()).unwrap();
+    let mut threads = Vec::new();
+    for f in 0..2u32 {
+        let mut c = rt.client().unwrap();
+        let busy = busy.clone();
+        threads.push(std::thread::spawn(move || {
+            let id = u64::from(c.id()) << 32;
+            let mut sent = 0u64;
+            while sent < 20_000 {
+                let Some(slot) = c.next_slot() else {
+                    c.drain();
+                    std::thread::yield_now();
+                    continue;
+                };
+                let cookie = id | u64::from(slot);
+                assert!(
+                    busy.lock().unwrap().insert(cookie),
+                    "slot {slot} named while in flight"
+                );
+                let s = Submission {
+                    flow: FlowId(f),
+                    len: 60,
+                    cookie,
+                };
+                match c.submit(s) {
+                    Ok(_) => sent += 1,
+                    Err(e) => {
+                        assert!(matches!(e, SubmitError::Full(_)), "{e}");
+                        busy.lock().unwrap().remove(&cookie);
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            while c.outstanding() > 0 {
+                c.drain();
+                std::thread::yield_now();
+            }
+            sent
+        }));
+    }
+    let sent: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, sent);
+    assert_eq!(done.stats.dropped, 0);
+    assert!(busy.lock().unwrap().is_empty(), "every slot came back");
+}
+
+#[test]
+fn next_slot_dispatchers() {
+    next_slot_is_never_in_flight(TxMode::Dispatcher, 1);
+}
+
+#[test]
+fn next_slot_arbiter_transmits() {
+    next_slot_is_never_in_flight(TxMode::Dispatcher, 0);
+}
+
+#[test]
+fn next_slot_client_transmit() {
+    next_slot_is_never_in_flight(TxMode::Client, 0);
+}
