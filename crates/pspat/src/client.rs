@@ -95,6 +95,9 @@ pub struct Client<B: TxBackend> {
     /// The slot [`Client::next_slot`] named: the next accepted packet takes
     /// it (in client-transmit mode a drain may free lower slots first).
     peeked: Option<u32>,
+    /// How long the last [`Client::wait_for_room`] waited: a slow link's
+    /// next wait starts with a long sleep instead of yielding.
+    last_wait: std::time::Duration,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -127,6 +130,7 @@ impl<B: TxBackend> Client<B> {
             slots: Vec::with_capacity(64),
             failed: false,
             peeked: None,
+            last_wait: std::time::Duration::ZERO,
         }
     }
 
@@ -375,34 +379,60 @@ impl<B: TxBackend> Client<B> {
     /// Call it after [`SubmitError::Full`] instead of spinning. Like a
     /// socket's send low-water mark, waiting for a batch rather than one
     /// descriptor lets a client behind a slow or shaped link wake once per
-    /// batch of released packets instead of once per packet. It yields the
-    /// core for the first 100 µs (a fast link returns descriptors a round at
-    /// a time, within microseconds), then sleeps in steps doubling from
-    /// 50 µs to 5 ms. In client-transmit mode it also transmits granted
-    /// packets while it waits.
+    /// batch of released packets instead of once per packet. A wait first
+    /// yields the core for up to 100 µs (a fast link returns descriptors a
+    /// round at a time, within microseconds), then sleeps: the first sleep
+    /// 50 µs, each next one as long as the descriptors' return rate seen so
+    /// far says the batch needs (doubling while nothing came back), between
+    /// 50 µs and 20 ms. A client whose previous wait lasted over a
+    /// millisecond (a slow link) skips the yielding and starts from half
+    /// that wait. So a client behind a 1 Mbit/s link wakes a few times per
+    /// batch, not once per packet. In client-transmit mode it also
+    /// transmits granted packets while it waits.
     pub fn wait_for_room(&mut self, timeout: std::time::Duration) -> bool {
         use std::time::Duration;
         const YIELD_FOR: Duration = Duration::from_micros(100);
-        const MAX_STEP: Duration = Duration::from_millis(5);
+        const MIN_STEP: Duration = Duration::from_micros(50);
+        const MAX_STEP: Duration = Duration::from_millis(20);
+        const SLOW: Duration = Duration::from_millis(1);
         let want = (self.free.descriptors() / 16).clamp(1, 64);
         let start = std::time::Instant::now();
-        let mut step = Duration::from_micros(50);
+        let slow = self.last_wait > SLOW;
+        let yield_for = if slow { Duration::ZERO } else { YIELD_FOR };
+        let mut step = if slow {
+            (self.last_wait / 2).clamp(MIN_STEP, MAX_STEP)
+        } else {
+            MIN_STEP
+        };
+        let mut slept: Option<(std::time::Instant, usize)> = None;
         loop {
             if self.grants.is_some() {
                 self.drain();
             }
-            let room = self.producer.as_ref().is_some_and(|p| !p.is_full())
-                && self.free.take_back(&self.shared.returned) >= want;
+            let free = self.free.take_back(&self.shared.returned);
+            let room = self.producer.as_ref().is_some_and(|p| !p.is_full()) && free >= want;
             let waited = start.elapsed();
             if room || waited >= timeout || self.rt.is_closing() {
+                self.last_wait = waited;
                 return room;
             }
-            if waited < YIELD_FOR {
+            if waited < yield_for {
                 std::thread::yield_now();
                 continue;
             }
+            if let Some((since, before)) = slept {
+                // Sleep as long as the return rate seen over the last sleep
+                // says the rest of the batch needs; double while none came.
+                step = match free.checked_sub(before).filter(|&got| got > 0) {
+                    Some(got) => since
+                        .elapsed()
+                        .mul_f64((want - free.min(want)) as f64 / got as f64),
+                    None => step * 2,
+                }
+                .clamp(MIN_STEP, MAX_STEP);
+            }
+            slept = Some((std::time::Instant::now(), free));
             std::thread::park_timeout(step.min(timeout - waited));
-            step = (step * 2).min(MAX_STEP);
         }
     }
 
