@@ -1,7 +1,7 @@
 //! Runtime parameters: the transmit mode, the backpressure policy and
 //! [`RuntimeConfig`] with its reference defaults and validation.
 
-use crate::RuntimeError;
+use crate::{DispatchPlacement, RuntimeError};
 
 /// How released packets reach the wire (\[J\] §3.3, \[E\] §3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -146,6 +146,10 @@ pub struct RuntimeConfig {
     /// the wake-up latency, and about `wake_batch` packets leave together.
     /// 1 wakes for every packet.
     pub wake_batch: u32,
+    /// How released packets are spread over the dispatchers (T ≥ 1):
+    /// `flow % T` by default, or HRW, or AHRW with the flowlet guard (see
+    /// [`DispatchPlacement`]).
+    pub dispatch_placement: DispatchPlacement,
     /// The most a packet is held back by wake-up coalescing, ns
     /// (default 1 ms; 0..=100 ms).
     pub max_wake_delay_ns: u64,
@@ -172,6 +176,7 @@ impl Default for RuntimeConfig {
             dispatcher_core: None,
             shutdown: ShutdownPolicy::default(),
             wake_batch: 4,
+            dispatch_placement: DispatchPlacement::Modulo,
             max_wake_delay_ns: 1_000_000,
         }
     }

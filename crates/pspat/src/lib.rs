@@ -75,6 +75,7 @@ mod sys;
 mod token;
 mod tx;
 
+pub use arbiter::placement::DispatchPlacement;
 pub use arbiter::{Outcome, WaitingFor};
 pub use client::{Accepted, Burst, Client, Submission};
 pub use clock::Clock;

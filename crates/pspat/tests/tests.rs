@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pspat::{
-    BackpressurePolicy, Runtime, RuntimeConfig, Submission, SubmitError, TxBackend, TxMode,
-    TxPacket,
+    BackpressurePolicy, DispatchPlacement, Runtime, RuntimeConfig, Submission, SubmitError,
+    TxBackend, TxMode, TxPacket,
 };
 use pspat_sched::{AlgKind, FlowId, FlowTable, Instant, SchedulerConfig};
 
@@ -63,7 +63,26 @@ fn conservation_and_order_with(
     per_client: u64,
     tx_entries: usize,
 ) {
+    conservation_and_order_placed(
+        clients,
+        tx_mode,
+        dispatchers,
+        per_client,
+        tx_entries,
+        DispatchPlacement::Modulo,
+    );
+}
+
+fn conservation_and_order_placed(
+    clients: usize,
+    tx_mode: TxMode,
+    dispatchers: usize,
+    per_client: u64,
+    tx_entries: usize,
+    placement: DispatchPlacement,
+) {
     let mut cfg = RuntimeConfig::default();
+    cfg.dispatch_placement = placement;
     cfg.max_clients = clients;
     cfg.tx_mode = tx_mode;
     cfg.dispatchers = dispatchers;
@@ -148,6 +167,16 @@ fn dispatcher_mode_t2() {
 
 /// TX mailboxes of 64 slots fill up: the arbiter keeps released packets in
 /// its backlog instead of dropping them.
+/// HRW and AHRW placement over three dispatchers with small TX mailboxes
+/// (so backlogs build and AHRW moves flows at flowlet boundaries): every
+/// packet arrives, each client's (= flow's) packets in order.
+#[test]
+fn hrw_and_ahrw_placement_keep_every_flow_in_order() {
+    for placement in [DispatchPlacement::Hrw, DispatchPlacement::Ahrw] {
+        conservation_and_order_placed(24, TxMode::Dispatcher, 3, 20_000, 64, placement);
+    }
+}
+
 #[test]
 fn dispatcher_mode_small_tx_mailboxes_lose_nothing() {
     conservation_and_order_with(8, TxMode::Dispatcher, 2, 5_000, 64);

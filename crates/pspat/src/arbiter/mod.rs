@@ -35,6 +35,7 @@
 //! `dyn` call per packet.
 
 mod collect;
+pub(crate) mod placement;
 mod round;
 pub(crate) mod sink;
 
