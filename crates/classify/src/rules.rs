@@ -78,8 +78,8 @@ impl LpmTable {
                 }
             }
         }
-        t.v4.sort_by(|a, b| b.0.cmp(&a.0));
-        t.v6.sort_by(|a, b| b.0.cmp(&a.0));
+        t.v4.sort_by_key(|e| std::cmp::Reverse(e.0));
+        t.v6.sort_by_key(|e| std::cmp::Reverse(e.0));
         // Two written prefixes with the same network (10.0.0.1/24 and
         // 10.0.0.2/24) collapse; the first in the plan's order wins.
         for (_, list) in &mut t.v4 {
