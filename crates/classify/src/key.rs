@@ -166,8 +166,20 @@ impl CompiledMask {
 /// A masked 5-tuple plus the scheduler instance it belongs to: source (4
 /// words), destination (4), ports, flow label|protocol|families, instance.
 /// 44 bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+#[derive(Clone, Copy, Debug, Eq, Default)]
 pub(crate) struct MaskedKey(pub(crate) [u32; 11]);
+
+impl PartialEq for MaskedKey {
+    /// Word by word without branches (the derived comparison calls `memcmp`).
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u32, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
 
 /// 64-bit × 64-bit → 128-bit multiply, folded.
 #[inline]

@@ -21,8 +21,10 @@
 //!   an instance, on the first packet, as dummynet's flowset `mask`; the
 //!   queue's flow id is the flowset's first id plus its slot.
 //! * **Expiry**: an instance or dynamic queue unused for
-//!   [`ClassifierLimits::idle_expiry_ns`] is reclaimed (dummynet's `expire`
-//!   sysctl reclaims idle queues the same way, by its own sweep).
+//!   [`ClassifierLimits::idle_expiry_ns`] is never found again for its key
+//!   (its next packet starts a new queue), and its slot is reclaimed for
+//!   other keys after between 1 and 9/8 of the idle time without use
+//!   (dummynet's `expire` sysctl reclaims idle queues by its own sweep).
 //! * **Caps**: at most [`ClassifierLimits::queues_per_flowset`] dynamic
 //!   queues per flowset and [`ClassifierLimits::instances_per_sched`]
 //!   instances per masked link are live at once. Beyond the cap,
