@@ -10,8 +10,8 @@
 //!   Removal shifts later entries back (no tombstones), so probe lengths do
 //!   not degrade under churn.
 //! * a free list of slots threaded through the LRU links, and a doubly linked
-//!   list of live slots ordered by *period* of last use (a period is
-//!   `idle / 8`): a hit moves its slot to the tail only when the period
+//!   list of live slots ordered by *period* of last use (a period is the
+//!   largest power of two nanoseconds not above `idle / 8`): a hit moves its slot to the tail only when the period
 //!   changed since the slot's previous use, so a busy queue costs no list
 //!   work on most packets (the list touches two neighbouring slots, i.e. two
 //!   cache misses, when it moves one).
@@ -106,8 +106,9 @@ pub(crate) struct DynTable {
     tail: u32,
     seed: u64,
     idle_ns: u64,
-    /// The LRU list's granularity: `idle_ns / 8`, at least 1.
-    period_ns: u64,
+    /// The LRU list's granularity as a shift: a period is the largest power
+    /// of two nanoseconds not above `idle_ns / 8` (at least 1 ns).
+    period_shift: u32,
     latest: u64,
     stats: DynamicStats,
 }
@@ -132,7 +133,7 @@ impl DynTable {
             tail: NIL,
             seed,
             idle_ns: idle_ns.max(1),
-            period_ns: (idle_ns / PERIODS_PER_IDLE).max(1),
+            period_shift: (idle_ns / PERIODS_PER_IDLE).max(1).ilog2(),
             latest: 0,
             stats: DynamicStats {
                 capacity: cap as u32,
@@ -236,12 +237,40 @@ impl DynTable {
         self.reclaim(now, usize::MAX)
     }
 
+    /// The hash [`DynTable::lookup_hashed`] expects for `key`.
+    #[inline]
+    pub(crate) fn hash(&self, key: &MaskedKey) -> u64 {
+        key.hash(self.seed)
+    }
+
+    /// Reads the index entry at `hash`'s home so that a later lookup finds
+    /// it in cache; the caller passes the result to `std::hint::black_box`
+    /// (so the load happens).
+    #[inline]
+    pub(crate) fn touch_index(&self, hash: u64) -> u64 {
+        self.index[(hash as u32) as usize & self.index_mask]
+    }
+
+    /// Reads the slot the index entry at `hash`'s home names, if any (after
+    /// [`DynTable::touch_index`], so that both loads overlap across packets).
+    #[inline]
+    pub(crate) fn touch_slot(&self, hash: u64) -> u64 {
+        let e = self.index[(hash as u32) as usize & self.index_mask];
+        self.slots.get(e as u32 as usize).map_or(e, |s| s.last_seen)
+    }
+
     /// The slot of `key`, created if absent and a slot is free or stale.
     #[inline]
     pub(crate) fn lookup(&mut self, key: &MaskedKey, now: Instant) -> Lookup {
+        let h = self.hash(key);
+        self.lookup_hashed(key, h, now)
+    }
+
+    /// [`DynTable::lookup`] with the key's hash already computed.
+    #[inline]
+    pub(crate) fn lookup_hashed(&mut self, key: &MaskedKey, h: u64, now: Instant) -> Lookup {
         let now = self.clock(now);
         self.reclaim(now, EXPIRE_PER_LOOKUP);
-        let h = key.hash(self.seed);
         let tag = (h as u32) as u64;
         let mask = self.index_mask;
         let mut i = tag as usize & mask;
@@ -265,7 +294,7 @@ impl DynTable {
                     self.slots[s as usize].last_seen = now;
                     // The list is ordered by period of last use: an entry
                     // moves only when its period changes.
-                    if before / self.period_ns != now / self.period_ns && self.tail != s {
+                    if before >> self.period_shift != now >> self.period_shift && self.tail != s {
                         self.unlink(s);
                         self.push_tail(s);
                     }

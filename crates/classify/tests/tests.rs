@@ -134,6 +134,47 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A batch gives exactly the verdicts, counters and state of classifying
+    /// its packets one by one.
+    #[test]
+    fn a_batch_equals_packets_one_by_one(
+        packets in proptest::collection::vec((0u32..64, 0u32..4, 0u16..3, 1u32..1500), 0..100),
+        steps in proptest::collection::vec(0u64..400, 1..6),
+    ) {
+        let text = "sched 4 config type qfq mask dst-ip 0x3\n\
+                    queue 1 config sched 4 mask src-ip 0xffffffff\n\
+                    queue 2 config sched 4\n\
+                    add 100 deny udp from any to any dst-port 2\n\
+                    add 200 queue 2 udp from any to any dst-port 1\n\
+                    add 300 queue 1 ip from 10.199.0.0/16 to any\n\
+                    default deny\n";
+        let lim = limits(6, 300, OverflowPolicy::Drop);
+        let mut one = classifier(text, &lim);
+        let mut many = one.clone();
+        let keys: Vec<PacketKey> = packets
+            .iter()
+            .map(|(s, d, port, _)| udp(v4(0x0ac7_0000 | s), v4(0x0ac7_1000 | d), 9, *port))
+            .collect();
+        let lens: Vec<u32> = packets.iter().map(|p| p.3).collect();
+        let mut now = 0;
+        for step in steps {
+            now += step;
+            let expected: Vec<Verdict> = keys.iter().zip(&lens).map(|(k, l)| one.classify(t(now), k, *l)).collect();
+            let mut got = vec![Verdict::Pass; keys.len()];
+            prop_assert_eq!(many.classify_batch(t(now), &keys, &lens, &mut got), keys.len());
+            prop_assert_eq!(&got, &expected);
+        }
+        prop_assert_eq!(one.stats(), many.stats());
+        prop_assert_eq!(one.flowset_stats(1), many.flowset_stats(1));
+        prop_assert_eq!(one.instance_stats(4), many.instance_stats(4));
+        prop_assert_eq!(one.rule_counters().collect::<Vec<_>>(), many.rule_counters().collect::<Vec<_>>());
+        prop_assert_eq!(one.default_counters(), many.default_counters());
+    }
+}
+
 #[test]
 fn idle_queues_expire_and_their_slots_are_reused() {
     let mut c = classifier(MASKED, &limits(2, 1_000, OverflowPolicy::Drop));
