@@ -1,5 +1,5 @@
-//! Cost of [`Classifier::classify`] per packet with 64 Ki live dynamic
-//! queues (flowset mask `src-ip`, keys drawn at random from 65 536 sources,
+//! Cost of [`Classifier::classify`] per packet with 1 Ki and 64 Ki live
+//! dynamic queues (flowset mask `src-ip`, keys drawn at random from 65 536 sources,
 //! all created before timing), next to the bare scheduling algorithm it feeds
 //! (QFQ, enqueue + dequeue of one packet with 1024 packets backlogged over
 //! the same 64 Ki flows) and to both together; the batch variant classifies
@@ -18,7 +18,7 @@ use pspat_sched::{FlowId, Instant, Packet, Qfq, Scheduler};
 const QUEUES: u32 = 65_536;
 const BACKLOG: usize = 1024;
 
-fn setup() -> (Classifier, Vec<PacketKey>) {
+fn setup(queues: u32) -> (Classifier, Vec<PacketKey>) {
     let text = "sched 4 config type qfq bw 10Gbit/s\n\
                 queue 1 config weight 1 sched 4 mask src-ip 0xffffffff\n\
                 add 100 deny tcp from any to any dst-port 22\n\
@@ -27,7 +27,7 @@ fn setup() -> (Classifier, Vec<PacketKey>) {
         .and_then(|c| c.validate(&pspat_config::NoProfiles))
         .expect("the bench's configuration is valid");
     let limits = ClassifierLimits {
-        queues_per_flowset: QUEUES,
+        queues_per_flowset: queues,
         overflow: OverflowPolicy::Drop,
         idle_expiry_ns: u64::MAX,
         ..ClassifierLimits::default()
@@ -35,13 +35,13 @@ fn setup() -> (Classifier, Vec<PacketKey>) {
     let mut c = Classifier::from_plan(&plan, &limits).expect("limits are in range");
     let dst = "10.199.0.1".parse().expect("an address");
     let mut rng = fastrand::Rng::with_seed(42);
-    let mut sources: Vec<u32> = (0..QUEUES).map(|i| 0x0a00_0000 | (i << 4) | 1).collect();
+    let mut sources: Vec<u32> = (0..queues).map(|i| 0x0a00_0000 | (i << 4) | 1).collect();
     rng.shuffle(&mut sources);
     for &s in &sources {
         let k = PacketKey::new(std::net::Ipv4Addr::from(s).into(), dst, 17, 1000, 80);
         c.classify(Instant::ZERO, &k, 100);
     }
-    assert_eq!(c.flowset_stats(1).map(|s| s.live), Some(QUEUES));
+    assert_eq!(c.flowset_stats(1).map(|s| s.live), Some(queues));
     // A random sequence over the live keys (1 Mi packets, cycled).
     let keys = (0..1 << 20)
         .map(|_| {
@@ -67,12 +67,23 @@ fn qfq(c: &Classifier) -> Qfq {
 }
 
 fn bench(cr: &mut Criterion) {
-    let (mut c, keys) = setup();
-    let mut sched = qfq(&c);
     let mut g = cr.benchmark_group("classify");
     g.throughput(Throughput::Elements(1));
     let mut i = 0usize;
     let mut now = 0u64;
+    // The same with 1 Ki queues (every table cache-resident): the cost
+    // without memory misses.
+    let (mut small, small_keys) = setup(1024);
+    g.bench_function("classify_1k_dynamic_queues", |b| {
+        b.iter(|| {
+            i = (i + 1) & (small_keys.len() - 1);
+            now += 10;
+            black_box(small.classify(Instant::from_nanos(now), &small_keys[i], 100))
+        })
+    });
+    drop(small);
+    let (mut c, keys) = setup(QUEUES);
+    let mut sched = qfq(&c);
     g.bench_function("classify_64k_dynamic_queues", |b| {
         b.iter(|| {
             i = (i + 1) & (keys.len() - 1);
