@@ -11,8 +11,8 @@
 //!
 //! # Model (`ipfw(8)`, dummynet's `ip_dn_io.c` and `dn_sched` as summarised
 //! in the project's reference notes §6)
-//! * **Rules** are tried in rule-number order, first match wins ([`rules`
-//!   semantics](crate#rules)); `pipe N`, `queue N` and `tablearg` pick the
+//! * **Rules** are tried in rule-number order, first match wins (see
+//!   *Rules* below); `pipe N`, `queue N` and `tablearg` pick the
 //!   target; `allow` passes unshaped, `deny` drops; the plan's default
 //!   action applies when nothing matches. Each rule counts packets and bytes.
 //! * **Sched masks** (and pipe masks) create one scheduler *instance* per
@@ -56,16 +56,31 @@
 //! those packets leave. Isolation between the two keys therefore needs
 //! `idle_expiry_ns` larger than the worst queueing delay of the link (queue
 //! limit ÷ rate, plus the delay line if the caller counts it). The default
-//! (10 s) exceeds every queue dummynet allows at rates above 1 Mbit/s.
+//! (10 s) exceeds the worst delay of a 1 MB queue (dummynet's
+//! `pipe_byte_limit`) at 1 Mbit/s (8 s); larger queues or slower links need
+//! a longer expiry.
+//!
+//! # Threads
+//! A classifier is plain data used through `&mut self`: one thread owns it.
+//! Dynamic flow ids are handed out by its tables, so receive threads that
+//! classify in parallel must either share one classifier or each see every
+//! packet of a masked key (steering by the same fields) *and* use disjoint
+//! flowsets; splitting one flowset's range between threads is not provided.
 //!
 //! # Guarantees
 //! * Sans-IO: no clock reads (time is a parameter), no threads, no system
 //!   calls. No allocation per packet: every table is sized at construction
 //!   and never grows.
 //! * Bounded state: dynamic memory is fixed by the limits
-//!   ([`Classifier::memory_estimate`]); measured 64 B per slot record plus
-//!   16-32 B of index per slot (load factor ≤ 1/2, rounded to a power of
-//!   two), i.e. 80-96 B per dynamic queue, below the 128 B goal.
+//!   ([`Classifier::memory_estimate`]): a slot record is 64 B (one cache
+//!   line: masked key 44 B, hash, LRU links, last use) and the index holds
+//!   8 B entries for `2·cap` rounded up to a power of two (load factor ≤ 1/2),
+//!   i.e. 16 to 32 B per slot: 80 B per dynamic queue at a power-of-two cap
+//!   (4096, 65 536), at most 96 B otherwise (90.2 B at 5000), below the 128 B
+//!   goal; `memory_per_dynamic_queue_is_at_most_128_bytes` computes it.
+//! * Batches: [`Classifier::classify_batch`] gives the verdicts of
+//!   one-by-one calls while overlapping the cache misses of [`BATCH`]
+//!   packets.
 //! * Every packet is accounted for: each call counts one packet in
 //!   [`ClassifierStats`] as enqueued, passed or dropped by reason; rule
 //!   counters add up to the packets classified.

@@ -520,6 +520,10 @@ fn memory_per_dynamic_queue_is_at_most_128_bytes() {
             "two flowsets and the instances"
         );
         let per = m.bytes_per_slot();
+        println!(
+            "cap {cap}: {per:.1} B per dynamic queue ({} B slot record)",
+            m.slot_bytes
+        );
         assert!(per <= 128.0, "cap {cap}: {per} bytes per dynamic queue");
         assert!(m.slot_bytes <= 64, "slot record {} bytes", m.slot_bytes);
     }
