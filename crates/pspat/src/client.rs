@@ -365,6 +365,15 @@ impl<B: TxBackend> Client<B> {
         n
     }
 
+    /// Descriptors of this client in flight now: packets submitted and not
+    /// yet transmitted or dropped (it takes back the returned descriptors
+    /// first). 0 means every packet this client submitted has left, so a
+    /// flow may move to another link without being reordered
+    /// ([`crate::node`]).
+    pub fn in_flight(&mut self) -> usize {
+        self.free.descriptors() - self.free.take_back(&self.shared.returned)
+    }
+
     /// Packets of this client not yet transmitted or dropped, as far as the
     /// client knows (client-transmit mode; 0 in dispatcher mode).
     pub fn outstanding(&self) -> u64 {

@@ -67,6 +67,7 @@ mod dispatcher;
 mod error;
 pub mod manual;
 mod memory;
+pub mod node;
 pub mod runtime;
 mod shared;
 pub mod stats;
