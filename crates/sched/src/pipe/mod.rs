@@ -170,7 +170,9 @@ pub enum Fate {
     /// Transmit it again: a copy of the packet just handed out with
     /// [`Fate::Transmit`] (same token; the caller sends the buffer twice).
     Duplicate,
-    /// It was dropped after the scheduler (a profile loss); free it.
+    /// It was dropped after the scheduler (a profile loss); free it. Its
+    /// [`Exit::at`] is the end of its time on the link, or, when order is
+    /// kept, the exit of the packet ahead of it if that is later.
     Dropped(DropReason),
 }
 
