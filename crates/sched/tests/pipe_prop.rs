@@ -116,7 +116,7 @@ proptest! {
     #[test]
     fn conservation_order_and_never_early(
         cfg in pipe_config(),
-        alg in prop_oneof![Just(AlgKind::Fifo), Just(AlgKind::Drr), Just(AlgKind::Qfq), Just(AlgKind::Wf2qPlus)],
+        alg in prop_oneof![Just(AlgKind::Fifo), Just(AlgKind::Drr), Just(AlgKind::Qfq), Just(AlgKind::Wf2qPlus), Just(AlgKind::ShapedDrr)],
         arr in arrivals(),
     ) {
         let mut t = 0;
@@ -132,6 +132,7 @@ proptest! {
             arr.iter().map(|(a, p)| (p.token, (*a, p.flow))).collect();
         let mut sched = SchedulerConfig::new(alg);
         sched.capacity = 256;
+        sched.eiffel.rate_bps = 4_000_000; // shaped-drr: 4 Mbit/s per unit of weight
         let s = sched.build(FlowTable::uniform(4).unwrap()).unwrap();
         let reorder = cfg.reorder;
         let mut pipe = Pipe::new(cfg, s, 4).unwrap();

@@ -387,6 +387,9 @@ fn phi(x: f64) -> f64 {
     }
 }
 
+/// A cumulative distribution function.
+type Cdf = Box<dyn Fn(f64) -> f64>;
+
 /// Kolmogorov-Smirnov distance between the samples and `cdf`.
 fn ks(mut xs: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -405,7 +408,7 @@ fn jitter_samples_follow_their_distribution() {
     let j = MS as f64;
     let n = 20_000u64;
     let gap = 200_000;
-    let cases: [(JitterDistribution, Box<dyn Fn(f64) -> f64>); 3] = [
+    let cases: [(JitterDistribution, Cdf); 3] = [
         (
             JitterDistribution::Uniform,
             Box::new(move |x: f64| ((x + j) / (2.0 * j)).clamp(0.0, 1.0)),

@@ -529,3 +529,33 @@ fn steady_state_allocates_nothing() {
     assert_conserved(&pipe);
     let _ = pipe.scheduler().name();
 }
+
+#[test]
+fn a_shaping_scheduler_sets_the_pace_and_poll_at_follows_it() {
+    // shaped-drr at 8 Mbit/s (1 µs per byte) behind a 1 Gbit/s link.
+    let mut sched = SchedulerConfig::new(AlgKind::ShapedDrr);
+    sched.capacity = 64;
+    sched.eiffel.rate_bps = 8_000_000;
+    let s = sched.build(FlowTable::uniform(1).unwrap()).unwrap();
+    let cfg = PipeConfig {
+        bw: Some(rate(1_000_000_000)),
+        delay_ns: 100_000,
+        ..PipeConfig::default()
+    };
+    let mut pipe = Pipe::new(cfg, s, 1).unwrap();
+    let arr: Vec<_> = (0..20)
+        .map(|i| (at(0), Packet::new(FlowId(0), 1_000, i)))
+        .collect();
+    let run = drive(&mut pipe, &arr);
+    let t = exit_times(&run);
+    assert_eq!(t.len(), 20);
+    // The shaper releases one 1000 B packet per ms (at most one granularity,
+    // 1024 ns, early); the link adds 8 µs and the delay 100 µs.
+    for (i, w) in t.windows(2).enumerate() {
+        let gap = w[1] - w[0];
+        assert!((MS - 1_024..=MS + 1_024).contains(&gap), "gap {i}: {gap}");
+    }
+    assert!(t[19] - t[0] >= 19 * MS - 1_024);
+    // The driver woke only at poll_at times: every exit handed out on time.
+    assert!(run.exits.iter().all(|(now, e)| *now == e.at));
+}

@@ -3,14 +3,18 @@
 //! pspat's jitter.
 //!
 //! # Guarantees
-//! * **Never early.** [`DelayLine::pop_due`] hands out an entry only when
+//! * **Never early.** The line hands out an entry only when
 //!   its exit time is at or before `now`, and an exit time is never before
 //!   the packet's departure from the link.
 //! * **Order.** In order-keeping mode (the default) exit times are made
-//!   non-decreasing (`exit = max(departure + delay + jitter, previous exit)`,
-//!   as tc-netem does for jitter without reordering since Linux 3.x), so
-//!   packets leave in the order they left the link. With `reorder` a packet
-//!   may overtake others; equal exit times keep link order.
+//!   non-decreasing (`exit = max(departure + delay + jitter, previous exit)`),
+//!   so packets leave in the order they left the link. tc-netem instead
+//!   reorders whenever the jitter exceeds the spacing of packets, which
+//!   users of it often do not expect; here that takes `reorder`. The price
+//!   of order: a packet drawn a short delay waits behind one drawn a long
+//!   one, so closely spaced packets see the running maximum of the samples,
+//!   not the samples. With `reorder` a packet may overtake others; equal
+//!   exit times keep link order.
 //! * **Bounded memory.** The capacity is fixed at construction; a full line
 //!   refuses (the pipe then holds the packet in its scheduler: nothing is
 //!   dropped for lack of room).

@@ -97,6 +97,9 @@ use random::{bernoulli, Streams};
 pub const DEFAULT_DELAY_LINE: usize = 1024;
 /// Largest delay-line capacity, in packets.
 pub const MAX_DELAY_LINE: usize = 1 << 24;
+/// Longest retry step when a shaping scheduler holds packets but names no
+/// later eligibility time (1 ms).
+pub const MAX_PROBE_NS: u64 = 1_000_000;
 
 /// Everything a [`Pipe`] needs besides its scheduler.
 ///
@@ -246,6 +249,8 @@ pub struct Pipe<S> {
     shaper_wait: bool,
     /// The link stopped on a full delay line.
     stalled: bool,
+    /// Next retry step when a shaper gives no usable eligibility time.
+    probe_ns: u64,
     counters: PipeCounters,
 }
 
@@ -273,6 +278,7 @@ impl<S: Scheduler> Pipe<S> {
             any_duplicate: config.queue.duplicate > 0.0,
             shaper_wait: false,
             stalled: false,
+            probe_ns: 1,
             counters: PipeCounters::default(),
         })
     }
@@ -424,17 +430,23 @@ impl<S: Scheduler> Pipe<S> {
                 return;
             }
             let Some(pkt) = self.sched.dequeue(start) else {
-                // A shaper holds packets none of which is eligible yet.
+                // A shaper holds packets none of which is eligible yet. Its
+                // eligibility time is a soft deadline: when it names no
+                // later instant, probe 1, 2, 4 ... ns later (at most
+                // MAX_PROBE_NS), so the loop always moves on.
                 self.shaper_wait = true;
                 self.link.busy_until = match self.sched.next_eligible(start) {
                     Some(t) if t > start => t,
-                    _ => now
-                        .saturating_add_nanos(1)
-                        .max(start.saturating_add_nanos(1)),
+                    _ => {
+                        let t = start.saturating_add_nanos(self.probe_ns);
+                        self.probe_ns = (self.probe_ns * 2).min(MAX_PROBE_NS);
+                        t
+                    }
                 };
                 continue;
             };
             self.shaper_wait = false;
+            self.probe_ns = 1;
             self.move_to_line(start, pkt);
         }
     }
