@@ -24,6 +24,12 @@
 //!   calls `release` late gets the packet late, with the exit time it
 //!   should have had in [`Exit::at`]; it never gets one early
 //!   (`now ≥ Exit::at` for every exit).
+//! * **Times depend on the arrivals only.** `enqueue` first runs the link
+//!   up to its `now`, and the scheduler is asked at each packet's virtual
+//!   start time, so exit times, order and fates are a function of the
+//!   arrivals (times and order) and the seed, not of when or how often
+//!   `release` is called, as long as the delay line does not fill (a full
+//!   line restarts the link when a release frees room).
 //! * **Order.** Packets leave in the order they left the link unless
 //!   `reorder` is set (jitter is then free to reorder); a flow's order
 //!   through the scheduler is the scheduler's contract.
