@@ -95,11 +95,20 @@ pub enum DropReason {
     /// The runtime shut down before the packet could leave (its drain
     /// deadline passed, or the shutdown discards).
     Shutdown,
+    /// A pipe's random loss (`plr`) took it.
+    RandomLoss,
+    /// A pipe's Gilbert-Elliott loss model took it.
+    BurstLoss,
+    /// A pipe queue's RED or gentle RED dropped it early.
+    Red,
+    /// A pipe's delay profile lost it (its sample fell above the profile's
+    /// `loss-level`) after it occupied the link.
+    ProfileLoss,
 }
 
 impl DropReason {
     /// Every reason, for counters indexed by reason.
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::QueueFull,
         DropReason::FlowLimit,
         DropReason::UnknownFlow,
@@ -109,6 +118,10 @@ impl DropReason {
         DropReason::FlowRemoved,
         DropReason::Fault,
         DropReason::Shutdown,
+        DropReason::RandomLoss,
+        DropReason::BurstLoss,
+        DropReason::Red,
+        DropReason::ProfileLoss,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -128,6 +141,10 @@ impl DropReason {
             DropReason::FlowRemoved => "flow_removed",
             DropReason::Fault => "fault",
             DropReason::Shutdown => "shutdown",
+            DropReason::RandomLoss => "random_loss",
+            DropReason::BurstLoss => "burst_loss",
+            DropReason::Red => "red",
+            DropReason::ProfileLoss => "profile_loss",
         }
     }
 }
