@@ -246,6 +246,16 @@ pub trait Scheduler {
         let _ = flow;
         None
     }
+
+    /// Hands every packet dropped after it was accepted, other than by
+    /// [`Scheduler::remove_flow`] (a pipe's profile loss, say), to `out`
+    /// with its reason. Such packets count in [`Scheduler::queued`] until
+    /// taken. A caller that dequeues calls this after each batch of
+    /// dequeues. Most schedulers never drop late: the default hands out
+    /// nothing.
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        let _ = out;
+    }
 }
 
 /// A [`Rejected`] for a packet purged by [`Scheduler::remove_flow`].
@@ -288,5 +298,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn flow_queued(&self, flow: FlowId) -> Option<usize> {
         (**self).flow_queued(flow)
+    }
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        (**self).take_late_drops(out)
     }
 }

@@ -85,9 +85,11 @@ pub mod delay;
 pub mod filter;
 mod link;
 pub mod random;
+mod scheduler;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
+pub use scheduler::PipeScheduler;
 
 use crate::rate::Rate;
 use crate::{
