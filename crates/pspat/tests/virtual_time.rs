@@ -271,9 +271,11 @@ fn submits_fail_with_closed_once_shutdown_began() {
 fn a_pipe_in_the_runtime_delivers_at_departure_plus_delay() {
     use pspat_sched::pipe::{PipeConfig, PipeScheduler};
     use pspat_sched::rate::Rate;
-    let mut config = PipeConfig::default();
-    config.bw = Some(Rate::checked("bw", 8_000_000).unwrap());
-    config.delay_ns = 20_000_000;
+    let config = PipeConfig {
+        bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+        delay_ns: 20_000_000,
+        ..PipeConfig::default()
+    };
     let fifo = SchedulerConfig::new(AlgKind::Fifo)
         .build(FlowTable::uniform(1).unwrap())
         .unwrap();
@@ -309,8 +311,10 @@ fn a_pipe_in_the_runtime_delivers_at_departure_plus_delay() {
 #[test]
 fn a_pipe_s_late_drops_are_counted_with_their_reason() {
     use pspat_sched::pipe::{DelayProfile, PipeConfig, PipeScheduler};
-    let mut config = PipeConfig::default();
-    config.profile = Some(DelayProfile::new(vec![1_000, 2_000], 0.0).unwrap());
+    let config = PipeConfig {
+        profile: Some(DelayProfile::new(vec![1_000, 2_000], 0.0).unwrap()),
+        ..PipeConfig::default()
+    };
     let fifo = SchedulerConfig::new(AlgKind::Fifo)
         .build(FlowTable::uniform(1).unwrap())
         .unwrap();
