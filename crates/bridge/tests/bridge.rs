@@ -11,16 +11,28 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{numbered, send_all, settle, Bed};
-use pspat_bridge::{BridgeConfig, Unparsed};
+use pspat_bridge::{BridgeConfig, TxKind, Unparsed};
 use pspat_io::parse::{FlowKeyKind, ParseReason};
 use pspat_sched::{AlgKind, SchedulerConfig};
 
 #[test]
 fn every_frame_is_forwarded_or_counted_and_flows_keep_their_order() {
+    forward_and_count(1, 1, TxKind::Sendmmsg);
+}
+
+#[test]
+fn two_rx_threads_two_dispatchers_and_the_tx_ring_keep_count_and_order() {
+    forward_and_count(2, 2, TxKind::Ring);
+}
+
+fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind) {
     let Some(bed) = Bed::new() else {
         return;
     };
     let mut cfg = bed.config();
+    cfg.rx_threads = rx_threads;
+    cfg.dispatchers = dispatchers;
+    cfg.tx = tx_kind;
     cfg.flows = 4;
     cfg.flow_key = FlowKeyKind::DstPort;
     cfg.rate_bps = Some(200_000_000);
@@ -85,19 +97,29 @@ fn weighted_greedy_senders_get_their_shares_under_overload() {
     cfg.drain = Duration::from_millis(200);
     let bridge = bed.start(cfg);
     let mut tx = bed.sender_socket();
-    // Each flow offers ~12 Mbit/s of 1000-byte frames (48 in all on a
-    // 20 Mbit/s link): every flow wants more than its share.
+    // Each flow offers 20 Mbit/s of 1000-byte frames (80 in all on a
+    // 20 Mbit/s link): every flow wants more than its share. The pace
+    // follows the clock, so a sender slowed by a busy machine catches up.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sender = {
         let stop = std::sync::Arc::clone(&stop);
         std::thread::spawn(move || {
+            let per_flow_fps = 2500.0;
+            let start = std::time::Instant::now();
             let mut seq = 0u32;
             while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                let frames: Vec<Vec<u8>> = (0..6)
+                let due = (start.elapsed().as_secs_f64() * per_flow_fps) as u32;
+                seq = seq.max(due.saturating_sub(256));
+                let n = due.saturating_sub(seq).min(32);
+                if n == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                let frames: Vec<Vec<u8>> = (0..n)
                     .flat_map(|i| (0..4u16).map(move |f| numbered(6000 + f, seq + i, 1000)))
                     .collect();
-                seq += 6;
-                send_all(&mut tx, &frames, 24, Duration::from_millis(4));
+                seq += n;
+                send_all(&mut tx, &frames, 32, Duration::ZERO);
             }
         })
     };
