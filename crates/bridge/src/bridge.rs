@@ -102,8 +102,11 @@ impl Bridge {
             senders.push_back(open_sender(&cfg)?);
         }
         let out_max = senders.front().map_or(1514, Sender::max_frame);
+        // Blocks handed over after 1 ms at most: the latency a lone frame
+        // gets from the ring.
         let rx_cfg = RxConfig {
             fanout: (cfg.rx_threads > 1).then_some(cfg.fanout_group),
+            block_timeout: std::time::Duration::from_millis(1),
             ..RxConfig::default()
         };
         let mut rxs = Vec::with_capacity(cfg.rx_threads);
@@ -114,7 +117,11 @@ impl Bridge {
             );
         }
         let reverse_sockets = if cfg.reverse {
-            let rx = PacketRx::open(&cfg.output, &RxConfig::default())
+            let reverse_rx = RxConfig {
+                block_timeout: std::time::Duration::from_millis(1),
+                ..RxConfig::default()
+            };
+            let rx = PacketRx::open(&cfg.output, &reverse_rx)
                 .map_err(interface_error("output", &cfg.output))?;
             let tx_cfg = TxConfig {
                 qdisc_bypass: cfg.qdisc_bypass,
