@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{numbered, send_all, settle, Bed};
-use pspat_bridge::{BridgeConfig, TxKind, Unparsed};
-use pspat_io::parse::{FlowKeyKind, ParseReason};
-use pspat_sched::{AlgKind, SchedulerConfig};
+use pspat_bridge::{BridgeConfig, TxKind, Unparsed, Verdict};
+use pspat_io::parse::{FlowKey, FlowKeyKind, ParseError, ParseReason};
+use pspat_sched::{AlgKind, FlowId, SchedulerConfig};
 
 #[test]
 fn every_frame_is_forwarded_or_counted_and_flows_keep_their_order() {
@@ -263,6 +263,41 @@ fn a_removed_output_interface_ends_the_run_cleanly() {
             "namespace {name} removed"
         );
     }
+}
+
+#[test]
+fn a_plugged_in_classifier_filters_and_its_bad_flows_are_counted() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let mut cfg = bed.config();
+    cfg.flows = 2;
+    let bridge = bed.start_with(cfg, |_| {
+        |_frame: &[u8], key: Result<&FlowKey, &ParseError>| match key.map(|k| k.dst_port) {
+            Ok(9001) => Verdict::Filtered,
+            Ok(9002) => Verdict::Flow(FlowId(99)),
+            Ok(port) => Verdict::Flow(FlowId(u32::from(port % 2))),
+            Err(e) => Verdict::Unparsed(e.reason),
+        }
+    });
+    let receiver = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let frames: Vec<Vec<u8>> = (0..30u32)
+        .map(|s| numbered(9000 + (s % 3) as u16, s, 64))
+        .collect();
+    let sent = send_all(&mut tx, &frames, 8, Duration::from_millis(1));
+    settle(&bridge, sent, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(100));
+    let report = bridge.stop().expect("stop");
+    let (got, _) = receiver.finish();
+    assert!(report.conserved, "{report:?}");
+    let expected: BTreeMap<String, u64> =
+        [("bad_flow".to_string(), 10), ("filtered".to_string(), 10)].into();
+    assert_eq!(report.dropped, expected);
+    assert_eq!(report.transmitted, 10);
+    assert_eq!(report.flows[0].received, 10, "port 9000 in flow 0");
+    assert!(got.iter().all(|(port, _)| *port == 9000));
+    assert_eq!(got.len(), 10);
 }
 
 #[test]

@@ -57,6 +57,17 @@ impl Bed {
             .expect("start the bridge")
     }
 
+    pub fn start_with<C: pspat_bridge::Classifier>(
+        &self,
+        cfg: BridgeConfig,
+        make: impl FnMut(usize) -> C + Send,
+    ) -> Bridge {
+        self.bridge
+            .run(|| Bridge::start_with(cfg, make))
+            .expect("enter the bridge namespace")
+            .expect("start the bridge")
+    }
+
     pub fn sender_socket(&self) -> PacketTx {
         self.sender
             .run(|| PacketTx::open(&self.into.a, &TxConfig::default()))
