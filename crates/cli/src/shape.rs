@@ -36,7 +36,7 @@ pub struct Args {
     #[command(flatten)]
     scheduler: crate::sched_config::SchedulerFlags,
     /// Flows to classify into, 1..=65536 (default: the number of --weights, else 1).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = ranged::<1, 65536>)]
     flows: Option<i64>,
     /// Header fields naming a flow: 5-tuple, src-ip, dst-ip (hashed into --flows) or dst-port (port % flows).
     #[arg(long = "flow-key", default_value = "5-tuple", value_parser = flow_key_arg)]
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
     /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
     dispatchers: i64,
     /// Stop after this long (a number with ns, us, ms or s; bare = seconds), above 0 and at most 10^6 s;
     /// runs until SIGINT or SIGTERM if not given.
@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(
         long = "rx-threads",
         default_value_t = 1,
-        allow_negative_numbers = true
+        allow_negative_numbers = true, value_parser = ranged::<1, 64>
     )]
     rx_threads: i64,
     /// How dispatchers send: sendmmsg (from the frame pool, default) or ring (a TPACKET_V2 TX ring).
@@ -71,11 +71,11 @@ pub struct Args {
     #[arg(
         long = "queue-limit",
         default_value_t = 64,
-        allow_negative_numbers = true
+        allow_negative_numbers = true, value_parser = ranged::<1, 65536>
     )]
     queue_limit: i64,
     /// Frames per RX thread, a multiple of 64 in 64..=65536.
-    #[arg(long, default_value_t = 4096, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true, value_parser = ranged::<64, 65536>)]
     descriptors: i64,
     /// How long stopping may drain queued frames at the link rate (then they are dropped as shutdown),
     /// at most 3600s.
@@ -88,14 +88,25 @@ pub struct Args {
     #[arg(long = "no-qdisc-bypass")]
     no_qdisc_bypass: bool,
     /// CPU to pin the arbiter to.
-    #[arg(long = "arbiter-cpu", allow_negative_numbers = true)]
+    #[arg(long = "arbiter-cpu", allow_negative_numbers = true, value_parser = ranged::<0, 4095>)]
     arbiter_cpu: Option<i64>,
     /// CPU to pin the dispatchers to.
-    #[arg(long = "dispatcher-cpu", allow_negative_numbers = true)]
+    #[arg(long = "dispatcher-cpu", allow_negative_numbers = true, value_parser = ranged::<0, 4095>)]
     dispatcher_cpu: Option<i64>,
     /// CPUs to pin the RX threads to, comma separated (thread k on the (k mod n)-th).
     #[arg(long = "rx-cpus", allow_hyphen_values = true)]
     rx_cpus: Option<String>,
+}
+
+/// A whole number in `LO..=HI`, for clap: the error names the range.
+fn ranged<const LO: i64, const HI: i64>(text: &str) -> Result<i64, String> {
+    match text.trim().parse::<i64>() {
+        Ok(v) if (LO..=HI).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{} is not a whole number in {LO}..={HI}",
+            units::quote(text)
+        )),
+    }
 }
 
 fn flow_key_arg(text: &str) -> Result<FlowKeyKind, String> {
