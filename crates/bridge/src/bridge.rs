@@ -107,6 +107,7 @@ impl Bridge {
         let rx_cfg = RxConfig {
             fanout: (cfg.rx_threads > 1).then_some(cfg.fanout_group),
             block_timeout: std::time::Duration::from_millis(1),
+            promiscuous: true,
             ..RxConfig::default()
         };
         let mut rxs = Vec::with_capacity(cfg.rx_threads);
@@ -119,6 +120,7 @@ impl Bridge {
         let reverse_sockets = if cfg.reverse {
             let reverse_rx = RxConfig {
                 block_timeout: std::time::Duration::from_millis(1),
+                promiscuous: true,
                 ..RxConfig::default()
             };
             let rx = PacketRx::open(&cfg.output, &reverse_rx)

@@ -280,6 +280,10 @@ fn a_plugged_in_classifier_filters_and_its_bad_flows_are_counted() {
             Err(e) => Verdict::Unparsed(e.reason),
         }
     });
+    assert!(
+        promiscuous(&bed),
+        "the RX socket put the input in promiscuous mode"
+    );
     let receiver = bed.receiver();
     let mut tx = bed.sender_socket();
     let frames: Vec<Vec<u8>> = (0..30u32)
@@ -298,6 +302,25 @@ fn a_plugged_in_classifier_filters_and_its_bad_flows_are_counted() {
     assert_eq!(report.flows[0].received, 10, "port 9000 in flow 0");
     assert!(got.iter().all(|(port, _)| *port == 9000));
     assert_eq!(got.len(), 10);
+    assert!(!promiscuous(&bed), "closing the sockets undid it");
+}
+
+/// Whether the bridge's input interface is in promiscuous mode now.
+fn promiscuous(bed: &Bed) -> bool {
+    let out = std::process::Command::new("ip")
+        .args(["-n", bed.bridge.name(), "-d", "-o", "link", "show", "dev"])
+        .arg(&bed.into.b)
+        .output()
+        .expect("ip runs");
+    // `promiscuity N`: the kernel's count of promiscuous-mode requests
+    // (the PROMISC flag shows only the administrator's own request).
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let count = text
+        .split_whitespace()
+        .skip_while(|w| *w != "promiscuity")
+        .nth(1)
+        .and_then(|n| n.parse::<u32>().ok());
+    count.expect("ip -d shows the promiscuity count") > 0
 }
 
 #[test]
