@@ -15,6 +15,7 @@ mod machine;
 mod place_bench;
 mod pq_bench;
 mod sched_bench;
+mod shape;
 mod topology;
 mod wfi;
 
@@ -52,6 +53,8 @@ enum Command {
     PlaceBench(place_bench::Args),
     /// Facts every benchmark figure must carry: CPU, caches, memory, kernel and a load-latency curve.
     Machine(machine::Args),
+    /// Shape real traffic: a bump in the wire between two interfaces (AF_PACKET; needs root).
+    Shape(shape::Args),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
         Command::Config(a) => config_cmd::run(a),
         Command::PlaceBench(a) => place_bench::run(a),
         Command::Machine(a) => machine::run(a),
+        Command::Shape(a) => shape::run(a),
     };
     match result {
         Ok(code) => code,
