@@ -79,9 +79,16 @@ expect_usage_error demo --sched-config "$cfgdir/zero-capacity.json"
 expect_usage_error demo --sched-config "$cfgdir/missing.json"
 expect_usage_error demo --sched-config "$cfgdir/wf2q.json" --alg drr
 # place-bench: one tiny run (sweep and a given topology) and bad input.
-"$bin" place-bench --targets 2,3 --flows 500 --packets 2000 --decisions 1000 --repeat 1 --json > target/smoke-place.json
+"$bin" place-bench --targets 2,3 --flows 500 --packets 2000 --decisions 1000 --repeat 1 --runtime-dispatchers 2 --runtime-packets 20000 --json > target/smoke-place.json
 grep -q '"schema_version":1' target/smoke-place.json
-grep -q '"runtime":\[\]' target/smoke-place.json
+# The runtime part ran every placement; only round robin may reorder.
+python3 - target/smoke-place.json <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["runtime"]
+assert [r["variant"] for r in rows] == ["modulo", "hrw", "ahrw", "round-robin"], rows
+assert all(r["packets"] == 20000 for r in rows), rows
+assert all(r["reorders"] == 0 for r in rows if r["variant"] != "round-robin"), rows
+PY
 echo '{"cpus": [{"cpu": 0, "package": 0, "l2": 0}, {"cpu": 1, "package": 0, "l2": 0}]}' > "$cfgdir/topo2.json"
 echo '[[1, 2], [2, 1]]' > "$cfgdir/cost2.json"
 echo '[[1, 2, 2], [2, 1, 2], [2, 2, 1]]' > "$cfgdir/cost3.json"
@@ -89,6 +96,8 @@ echo '[[1, 0.5], [2, 1]]' > "$cfgdir/cost-below-one.json"
 echo '{"cpus": [{"cpu": 0, "package": "zero"}]}' > "$cfgdir/topo-bad.json"
 "$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.json" --cost-matrix "$cfgdir/cost2.json" > /dev/null
 expect_usage_error place-bench --targets 0
+expect_usage_error place-bench --runtime-dispatchers 65
+expect_usage_error place-bench --runtime-tx-ns 100001
 expect_usage_error place-bench --weights 1,0
 expect_usage_error place-bench --weights 1,-3
 expect_usage_error place-bench --weights nan

@@ -16,6 +16,7 @@ mod machine;
 mod place_bench;
 mod pq_bench;
 mod sched_bench;
+mod shape;
 mod topology;
 mod traffic;
 mod wfi;
@@ -58,6 +59,8 @@ enum Command {
     Lab(lab::Args),
     /// UDP/TCP test traffic: send flows with weights, receive with loss and latency counts.
     Traffic(traffic::Args),
+    /// Shape real traffic: a bump in the wire between two interfaces (AF_PACKET; needs root).
+    Shape(shape::Args),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Machine(a) => machine::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Traffic(a) => traffic::run(a),
+        Command::Shape(a) => shape::run(a),
     };
     match result {
         Ok(code) => code,

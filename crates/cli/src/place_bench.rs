@@ -1,6 +1,8 @@
 //! `pspat place-bench`: the HRW family of `pspat_sched::place` measured alone
-//! (no threads, no runtime): decision cost against the number of targets,
-//! balance and disruption on generated flow populations.
+//! (no threads): decision cost against the number of targets, balance and
+//! disruption on generated flow populations; then the dispatcher placements
+//! of the runtime (`pspat::DispatchPlacement`) through the threaded runtime:
+//! load per dispatcher and reorders under a Zipf-skewed population.
 //!
 //! # Method
 //! * **Decision cost.** For each variant and each `--targets` N: build the
@@ -51,9 +53,15 @@ use crate::usage;
 const AFTER_HELP: &str = "\
 JSON (--json): one object {schema_version: 1, config, decision: [{variant, targets,
 ns_per_decision}], balance: [{variant, targets, population, max_share_deviation}],
-disruption: [{variant, targets, moved_fraction_adding_one, optimal_moved_fraction}], runtime: []}.
-`runtime` is always empty here: it is reserved for placement measured inside the threaded
-runtime (arbiter to dispatchers), which this command does not run.
+disruption: [{variant, targets, moved_fraction_adding_one, optimal_moved_fraction}],
+runtime: [{variant, dispatchers, packets, max_over_mean_load, reorders}]}.
+
+The runtime part (--runtime-dispatchers N, 0 skips it) sends --runtime-packets packets of the
+Zipf(--zipf) population over --flows flows through the threaded runtime (one client, FIFO,
+N dispatchers whose backend works --runtime-tx-ns per packet, so backlogs form) once per
+dispatcher placement: modulo, hrw, ahrw (flowlet guard) and round-robin. max_over_mean_load is
+the busiest dispatcher's packets over the mean; reorders counts packets that left behind a later
+packet of their flow (round robin reorders; the others must not).
 
 --topology FILE is JSON: {\"cpus\": [{\"cpu\": 0, \"package\": 0, \"l2\": 0, \"llc\": 0}, ...],
 \"ratios\": {\"shared_l2\": 2, \"shared_llc\": 4, \"same_package\": 4, \"other_package\": 12}}
@@ -98,6 +106,15 @@ pub struct Args {
     /// Cost matrix replacing the topology's (needs --topology).
     #[arg(long)]
     pub cost_matrix: Option<String>,
+    /// Dispatchers of the runtime part, 0..=64 (0 skips it).
+    #[arg(long, default_value_t = 4)]
+    pub runtime_dispatchers: usize,
+    /// Packets per placement in the runtime part, 1..=100000000.
+    #[arg(long, default_value_t = 300_000)]
+    pub runtime_packets: u64,
+    /// Work of the runtime part's backend per packet, ns, 0..=100000.
+    #[arg(long, default_value_t = 300)]
+    pub runtime_tx_ns: u64,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -116,6 +133,9 @@ impl Default for Args {
             seed: 1,
             topology: None,
             cost_matrix: None,
+            runtime_dispatchers: 4,
+            runtime_packets: 300_000,
+            runtime_tx_ns: 300,
             json: false,
         }
     }
@@ -165,8 +185,17 @@ struct Report {
     decision: Vec<Decision>,
     balance: Vec<Balance>,
     disruption: Vec<Disruption>,
-    /// Reserved for the runtime part (see `--help`); always empty here.
-    runtime: Vec<serde_json::Value>,
+    /// Placement inside the threaded runtime (see `--help`).
+    runtime: Vec<RuntimeRow>,
+}
+
+#[derive(Serialize)]
+struct RuntimeRow {
+    variant: &'static str,
+    dispatchers: usize,
+    packets: u64,
+    max_over_mean_load: f64,
+    reorders: u64,
 }
 
 const VARIANTS: [&str; 9] = [
@@ -367,6 +396,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     check("--decisions", args.decisions, 1..=1_000_000_000)?;
     check("--repeat", args.repeat, 1..=1000)?;
+    check("--runtime-dispatchers", args.runtime_dispatchers, 0..=64)?;
+    check("--runtime-packets", args.runtime_packets, 1..=100_000_000)?;
+    check("--runtime-tx-ns", args.runtime_tx_ns, 0..=100_000)?;
     let machine = match &args.topology {
         Some(arg) => {
             let (topology, ratios) = load_topology(arg)?;
@@ -505,8 +537,117 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             });
         }
     }
+    if args.runtime_dispatchers > 0 {
+        for placement in pspat::DispatchPlacement::ALL {
+            eprintln!(
+                "place-bench: runtime, {placement} over {} dispatchers ...",
+                args.runtime_dispatchers
+            );
+            report
+                .runtime
+                .push(runtime_run(&args, placement, &zipf_cdf)?);
+        }
+    }
     print(&args, &report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Counts per dispatcher and checks per-flow order across dispatchers.
+#[derive(Clone)]
+struct OrderCheck {
+    /// Next sequence number expected per flow (highest seen + 1).
+    next: std::sync::Arc<[std::sync::atomic::AtomicU64]>,
+    reorders: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    packets: u64,
+    work_ns: u64,
+}
+
+impl pspat::TxBackend for OrderCheck {
+    fn transmit(&mut self, _now: pspat_sched::Instant, pkts: &[pspat::TxPacket]) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for p in pkts {
+            let seen = self.next[p.flow.index()].fetch_max(p.cookie + 1, Relaxed);
+            if seen > p.cookie {
+                self.reorders.fetch_add(1, Relaxed);
+            }
+            let until = Instant::now() + std::time::Duration::from_nanos(self.work_ns);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        self.packets += pkts.len() as u64;
+    }
+}
+
+/// One placement through the threaded runtime (see `--help`).
+fn runtime_run(
+    args: &Args,
+    placement: pspat::DispatchPlacement,
+    zipf_cdf: &[f64],
+) -> anyhow::Result<RuntimeRow> {
+    use pspat_sched::{AlgKind, FlowId, FlowTable, SchedulerConfig};
+    let flows = args.flows;
+    let next: std::sync::Arc<[std::sync::atomic::AtomicU64]> = (0..flows)
+        .map(|_| std::sync::atomic::AtomicU64::new(0))
+        .collect();
+    let backend = OrderCheck {
+        next,
+        reorders: Default::default(),
+        packets: 0,
+        work_ns: args.runtime_tx_ns,
+    };
+    let reorders = backend.reorders.clone();
+    let mut cfg = pspat::RuntimeConfig::default();
+    cfg.dispatchers = args.runtime_dispatchers;
+    cfg.dispatch_placement = placement;
+    cfg.max_clients = 1;
+    let table = FlowTable::uniform(flows).map_err(|e| usage(format!("--flows: {e}")))?;
+    let mut sc = SchedulerConfig::new(AlgKind::Fifo);
+    sc.capacity = 4096;
+    let sched = sc
+        .build(table)
+        .map_err(|e| usage(format!("scheduler: {e}")))?;
+    let rt = pspat::Runtime::start(cfg, sched, move |_| backend.clone())?;
+    let mut client = rt.client()?;
+    let mut seq = vec![0u64; flows];
+    let mut rng = SplitMix::new(args.seed.wrapping_add(11));
+    let mut sent = 0u64;
+    while sent < args.runtime_packets {
+        let f = zipf_pick(zipf_cdf, &mut rng);
+        let mut s = pspat::Submission {
+            flow: FlowId(f as u32),
+            len: 60,
+            cookie: seq[f],
+        };
+        loop {
+            match client.submit(s) {
+                Ok(_) => break,
+                Err(pspat::SubmitError::Full(back)) => {
+                    s = back;
+                    client.wait_for_room(std::time::Duration::from_millis(100));
+                }
+                Err(e) => anyhow::bail!("place-bench runtime: {e}"),
+            }
+        }
+        seq[f] += 1;
+        sent += 1;
+    }
+    drop(client);
+    let finished = rt.shutdown()?;
+    if let Some(e) = finished.error {
+        anyhow::bail!("place-bench runtime: {e}");
+    }
+    let loads: Vec<u64> = finished.backends.iter().map(|b| b.packets).collect();
+    let total: u64 = loads.iter().sum();
+    let mean = total as f64 / args.runtime_dispatchers as f64;
+    let max = loads.iter().copied().max().unwrap_or(0) as f64;
+    Ok(RuntimeRow {
+        variant: placement.name(),
+        dispatchers: args.runtime_dispatchers,
+        packets: total,
+        max_over_mean_load: if mean > 0.0 { max / mean } else { 0.0 },
+        reorders: reorders.load(std::sync::atomic::Ordering::Relaxed),
+    })
 }
 
 fn zipf_cdf(n: usize, s: f64) -> Vec<f64> {
@@ -600,6 +741,24 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
             "{:<10} {:>8} {:>10.4} {:>10.4}",
             d.variant, d.targets, d.moved_fraction_adding_one, d.optimal_moved_fraction
         )?;
+    }
+    if !r.runtime.is_empty() {
+        writeln!(
+            out,
+            "\nthrough the runtime (dispatcher load: busiest over mean; reorders must be 0 except round-robin)"
+        )?;
+        writeln!(
+            out,
+            "{:<12} {:>11} {:>10} {:>13} {:>9}",
+            "placement", "dispatchers", "packets", "max/mean", "reorders"
+        )?;
+        for x in &r.runtime {
+            writeln!(
+                out,
+                "{:<12} {:>11} {:>10} {:>13.3} {:>9}",
+                x.variant, x.dispatchers, x.packets, x.max_over_mean_load, x.reorders
+            )?;
+        }
     }
     Ok(())
 }

@@ -49,6 +49,7 @@ mod ipfw;
 pub mod mask;
 pub mod model;
 pub mod net;
+mod pipe_config;
 mod plan;
 mod print;
 mod profile;
@@ -65,6 +66,9 @@ pub use model::{
     TableEntry, Target,
 };
 pub use net::{AddrMatch, PortRange, Prefix};
+pub use pipe_config::{
+    delay_line_capacity, pipe_config, pipe_seed, plan_pipe_configs, queue_config, sched_config,
+};
 pub use plan::{
     FsProfiles, LinkPlan, LoadedProfile, NoProfiles, PipePlan, Plan, ProfileLoader, QueuePlan,
     QueueSetPlan, RulePlan, SchedPlan, SCHEMA_VERSION,

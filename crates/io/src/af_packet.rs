@@ -204,6 +204,12 @@ pub struct RxConfig {
     /// are per network namespace: every socket of one group must read the
     /// same interface, and another program's sockets must use another id.
     pub fanout: Option<u16>,
+    /// Put the interface in promiscuous mode for as long as the socket is
+    /// open (`PACKET_ADD_MEMBERSHIP` with `PACKET_MR_PROMISC`; the kernel
+    /// counts such requests and drops this one when the socket closes), so
+    /// that a NIC hands over frames addressed to other hosts, as a bridge
+    /// needs. Default false.
+    pub promiscuous: bool,
 }
 
 impl Default for RxConfig {
@@ -213,6 +219,7 @@ impl Default for RxConfig {
             blocks: 16,
             block_timeout: Duration::from_millis(2),
             fanout: None,
+            promiscuous: false,
         }
     }
 }
@@ -390,6 +397,21 @@ impl PacketRx {
             "set PACKET_IGNORE_OUTGOING",
         );
         bind(&fd, interface, index, eth_p_all())?;
+        if config.promiscuous {
+            let request = libc::packet_mreq {
+                mr_ifindex: index,
+                mr_type: libc::PACKET_MR_PROMISC as u16,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            sys::setsockopt(
+                &fd,
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                &request,
+                "put the interface in promiscuous mode (PACKET_ADD_MEMBERSHIP)",
+            )?;
+        }
         if let Some(group) = config.fanout {
             let argument = u32::from(group) | (libc::PACKET_FANOUT_HASH << 16);
             sys::setsockopt(

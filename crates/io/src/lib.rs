@@ -24,6 +24,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod af_packet;
+pub mod cpu;
 pub mod error;
 pub mod frames;
 pub mod huge_pages;

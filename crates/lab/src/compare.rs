@@ -28,8 +28,8 @@
 //! again for each repeat), so drift of a shared machine spreads over all.
 //! Every run is a fresh receiver, sender(s) and (mode pspat) shaper, each
 //! a child process `ip netns exec <namespace> <this binary> ...`; the
-//! shaper is pinned with `taskset` to the shaper CPU, the traffic with
-//! `--cpu` to the traffic CPU. When `pspat shape` does not exist in the
+//! shaper's arbiter is pinned to the shaper CPU (`--arbiter-cpu`), its RX
+//! threads and dispatcher and all the traffic (`--cpu`) to the traffic CPU. When `pspat shape` does not exist in the
 //! binary, or fails, its figures are null and the reason is kept; no
 //! figure is ever filled in.
 use std::collections::BTreeMap;
@@ -77,7 +77,7 @@ pub struct CompareConfig {
     pub repeat: usize,
     /// pspat shape's `--alg`.
     pub alg: String,
-    /// CPU of the shaper (taskset).
+    /// CPU of the shaper's arbiter.
     pub shaper_cpu: usize,
     /// CPU of senders and receivers.
     pub traffic_cpu: usize,
@@ -456,7 +456,6 @@ fn join<T: ToString>(v: &[T]) -> String {
 struct Runner<'a> {
     config: &'a CompareConfig,
     exe: String,
-    taskset: bool,
     pspat_missing: Option<String>,
     runs: Vec<RunRecord>,
 }
@@ -471,13 +470,6 @@ impl Runner<'_> {
 
     fn shaper(&self, spec: &ShapeSpec) -> Result<Proc, LabError> {
         let mut all: Vec<String> = vec!["netns".into(), "exec".into(), NS_SHP.into()];
-        if self.taskset {
-            all.extend([
-                "taskset".into(),
-                "-c".into(),
-                self.config.shaper_cpu.to_string(),
-            ]);
-        }
         all.push(self.exe.clone());
         all.extend(
             [
@@ -495,6 +487,14 @@ impl Runner<'_> {
         all.extend(["--flows".into(), spec.weights.len().to_string()]);
         all.extend(["--flow-key".into(), "dst-port".into()]);
         all.extend(["--weights".into(), join(&pspat_weights(&spec.weights))]);
+        // The arbiter alone on the shaper CPU, its RX threads and
+        // dispatcher beside the traffic.
+        all.extend(["--arbiter-cpu".into(), self.config.shaper_cpu.to_string()]);
+        all.extend([
+            "--dispatcher-cpu".into(),
+            self.config.traffic_cpu.to_string(),
+        ]);
+        all.extend(["--rx-cpus".into(), self.config.traffic_cpu.to_string()]);
         all.push("--json".into());
         Proc::spawn("pspat shape", "ip", &all)
     }
@@ -749,25 +749,15 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         what: format!("cannot create {}", config.out.display()),
         source,
     })?;
-    let taskset = Command::new("taskset")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
     let pinning = format!(
-        "pspat shape on cpu {} ({}), senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
-        config.shaper_cpu,
-        if taskset { "taskset" } else { "unpinned: no taskset" },
-        config.traffic_cpu,
-        config.traffic_cpu
+        "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads and dispatcher on cpu {}; senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
+        config.shaper_cpu, config.traffic_cpu, config.traffic_cpu, config.traffic_cpu
     );
     eprintln!("lab compare: {pinning}");
     let mut lab = Lab::up(Mode::Bridge, None)?;
     let mut runner = Runner {
         config,
         exe: config.exe.display().to_string(),
-        taskset,
         pspat_missing: None,
         runs: Vec::new(),
     };

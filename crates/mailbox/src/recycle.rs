@@ -206,6 +206,57 @@ impl FreeDescriptors {
         self.take_local()
     }
 
+    /// The descriptor the next [`FreeDescriptors::alloc`] will return,
+    /// without taking it: from the local bitmap, or after taking back the
+    /// returned ones when the local bitmap is empty. `None` when all are in
+    /// flight. Until the owner's next `alloc` or `free`, the answer stays
+    /// the same, so an owner can fill a buffer tied to the descriptor before
+    /// it submits. Carries the same happens-after guarantee as `alloc`.
+    #[inline]
+    pub fn peek(&mut self, returned: &ReturnedSet) -> Option<u32> {
+        if let Some(d) = self.peek_local() {
+            return Some(d);
+        }
+        if !self.refill(returned) {
+            return None;
+        }
+        self.peek_local()
+    }
+
+    /// The next free bit of the local bitmap, as `take_local` would take
+    /// it (it may move the cursor past empty words, which `take_local`
+    /// would skip too).
+    #[inline]
+    fn peek_local(&mut self) -> Option<u32> {
+        let words = self.free.len();
+        for _ in 0..words {
+            let w = self.free[self.cursor];
+            if w != 0 {
+                return Some((self.cursor * 64) as u32 + w.trailing_zeros());
+            }
+            self.cursor += 1;
+            if self.cursor == words {
+                self.cursor = 0;
+            }
+        }
+        None
+    }
+
+    /// Takes `desc` if it is free in the local bitmap (a descriptor named by
+    /// [`FreeDescriptors::peek`] is, until the next `alloc`); false
+    /// otherwise, and nothing changes.
+    #[inline]
+    pub fn take(&mut self, desc: u32) -> bool {
+        let d = desc as usize;
+        match self.free.get_mut(d / 64) {
+            Some(w) if d < self.descriptors && *w & (1 << (d % 64)) != 0 => {
+                *w &= !(1 << (d % 64));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Frees `desc` locally (the owner still holds it: a push that failed,
     /// a packet granted back in client-transmit mode). Freeing a free
     /// descriptor changes nothing; one out of range is ignored (debug builds
@@ -430,6 +481,32 @@ mod tests {
         assert_eq!(f.alloc(&returned), Some(all[3]), "then the returned one");
         assert!(returned.is_empty());
         assert_eq!(f.alloc(&returned), None);
+    }
+
+    #[test]
+    fn peek_names_what_the_next_alloc_takes_also_across_a_refill() {
+        let returned = ReturnedSet::new(130);
+        let mut f = FreeDescriptors::new(130);
+        for _ in 0..130 {
+            let p = f.peek(&returned).unwrap();
+            assert_eq!(f.peek(&returned), Some(p), "peek does not take");
+            assert_eq!(f.alloc(&returned), Some(p));
+        }
+        assert_eq!(f.peek(&returned), None);
+        let mut r = Recycler::new(1, 130);
+        r.mark(0, 129);
+        r.mark(0, 5);
+        r.flush(|_| &returned);
+        let p = f.peek(&returned).unwrap();
+        assert!(p == 5 || p == 129);
+        assert_eq!(f.alloc(&returned), Some(p));
+        let q = f.peek(&returned).unwrap();
+        assert_eq!(p + q, 134, "the other returned one");
+        assert_eq!(f.alloc(&returned), Some(q));
+        assert_eq!(f.peek(&returned), None);
+        assert!(!f.take(q), "in flight");
+        f.free(q);
+        assert!(f.take(q) && !f.take(q) && !f.take(500));
     }
 
     #[test]

@@ -92,6 +92,12 @@ pub struct Client<B: TxBackend> {
     slots: Vec<NonZeroU64>,
     /// The backend panicked once: it is never called again.
     failed: bool,
+    /// The slot [`Client::next_slot`] named: the next accepted packet takes
+    /// it (in client-transmit mode a drain may free lower slots first).
+    peeked: Option<u32>,
+    /// How long the last [`Client::wait_for_room`] waited: a slow link's
+    /// next wait starts with a long sleep instead of yielding.
+    last_wait: std::time::Duration,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -123,12 +129,51 @@ impl<B: TxBackend> Client<B> {
             outstanding: 0,
             slots: Vec::with_capacity(64),
             failed: false,
+            peeked: None,
+            last_wait: std::time::Duration::ZERO,
         }
     }
 
     /// This client's id (index in [`crate::Stats::clients`]).
     pub fn id(&self) -> u32 {
         self.shared.id
+    }
+
+    /// The descriptor slot (`0..descriptors_per_client`) the next accepted
+    /// packet of this client will travel in, or `None` while every slot is
+    /// in flight.
+    ///
+    /// This lets a client keep each packet's bytes in a buffer tied to its
+    /// slot ("frames are descriptors", as in the packet I/O crate): write
+    /// the packet into buffer `slot`, then submit it (usually with the slot
+    /// in its cookie). The next accepted packet of [`Client::submit`] or the
+    /// first of [`Client::submit_burst`] takes exactly this slot; a refused
+    /// submit leaves it free (ask `next_slot` again before the next try:
+    /// in client-transmit mode a drain may have freed others). Nobody else
+    /// touches that slot until the packet was transmitted (the backend's
+    /// `transmit` returned) or dropped, and the client's next use of the
+    /// slot happens-after whatever the transmitter did.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat::{NullTx, Runtime, RuntimeConfig, Submission};
+    /// use pspat_sched::{AlgKind, FlowId, FlowTable, SchedulerConfig};
+    /// let sched = SchedulerConfig::new(AlgKind::Fifo).build(FlowTable::uniform(1).unwrap()).unwrap();
+    /// let rt = Runtime::start(RuntimeConfig::default(), sched, |_| NullTx::new()).unwrap();
+    /// let mut c = rt.client().unwrap();
+    /// let slot = c.next_slot().unwrap();
+    /// // ... write the packet into this client's buffer `slot` ...
+    /// c.submit(Submission { flow: FlowId(0), len: 60, cookie: u64::from(slot) }).unwrap();
+    /// drop(c);
+    /// assert_eq!(rt.shutdown().unwrap().stats.transmitted, 1);
+    /// ```
+    #[inline]
+    pub fn next_slot(&mut self) -> Option<u32> {
+        if let Some(d) = self.peeked {
+            return Some(d);
+        }
+        self.peeked = self.free.peek(&self.shared.returned);
+        self.peeked
     }
 
     /// Submits one packet.
@@ -187,7 +232,8 @@ impl<B: TxBackend> Client<B> {
                     out.error = Some(SubmitError::Invalid(*s));
                     break;
                 }
-                let Some(desc) = self.free.alloc(&self.shared.returned) else {
+                let peeked = self.peeked.take().filter(|&d| self.free.take(d));
+                let Some(desc) = peeked.or_else(|| self.free.alloc(&self.shared.returned)) else {
                     out.error = Some(SubmitError::Full(*s));
                     break;
                 };
@@ -319,6 +365,15 @@ impl<B: TxBackend> Client<B> {
         n
     }
 
+    /// Descriptors of this client in flight now: packets submitted and not
+    /// yet transmitted or dropped (it takes back the returned descriptors
+    /// first). 0 means every packet this client submitted has left, so a
+    /// flow may move to another link without being reordered
+    /// ([`crate::node`]).
+    pub fn in_flight(&mut self) -> usize {
+        self.free.descriptors() - self.free.take_back(&self.shared.returned)
+    }
+
     /// Packets of this client not yet transmitted or dropped, as far as the
     /// client knows (client-transmit mode; 0 in dispatcher mode).
     pub fn outstanding(&self) -> u64 {
@@ -333,34 +388,60 @@ impl<B: TxBackend> Client<B> {
     /// Call it after [`SubmitError::Full`] instead of spinning. Like a
     /// socket's send low-water mark, waiting for a batch rather than one
     /// descriptor lets a client behind a slow or shaped link wake once per
-    /// batch of released packets instead of once per packet. It yields the
-    /// core for the first 100 µs (a fast link returns descriptors a round at
-    /// a time, within microseconds), then sleeps in steps doubling from
-    /// 50 µs to 5 ms. In client-transmit mode it also transmits granted
-    /// packets while it waits.
+    /// batch of released packets instead of once per packet. A wait first
+    /// yields the core for up to 100 µs (a fast link returns descriptors a
+    /// round at a time, within microseconds), then sleeps: the first sleep
+    /// 50 µs, each next one as long as the descriptors' return rate seen so
+    /// far says the batch needs (doubling while nothing came back), between
+    /// 50 µs and 20 ms. A client whose previous wait lasted over a
+    /// millisecond (a slow link) skips the yielding and starts from half
+    /// that wait. So a client behind a 1 Mbit/s link wakes a few times per
+    /// batch, not once per packet. In client-transmit mode it also
+    /// transmits granted packets while it waits.
     pub fn wait_for_room(&mut self, timeout: std::time::Duration) -> bool {
         use std::time::Duration;
         const YIELD_FOR: Duration = Duration::from_micros(100);
-        const MAX_STEP: Duration = Duration::from_millis(5);
+        const MIN_STEP: Duration = Duration::from_micros(50);
+        const MAX_STEP: Duration = Duration::from_millis(20);
+        const SLOW: Duration = Duration::from_millis(1);
         let want = (self.free.descriptors() / 16).clamp(1, 64);
         let start = std::time::Instant::now();
-        let mut step = Duration::from_micros(50);
+        let slow = self.last_wait > SLOW;
+        let yield_for = if slow { Duration::ZERO } else { YIELD_FOR };
+        let mut step = if slow {
+            (self.last_wait / 2).clamp(MIN_STEP, MAX_STEP)
+        } else {
+            MIN_STEP
+        };
+        let mut slept: Option<(std::time::Instant, usize)> = None;
         loop {
             if self.grants.is_some() {
                 self.drain();
             }
-            let room = self.producer.as_ref().is_some_and(|p| !p.is_full())
-                && self.free.take_back(&self.shared.returned) >= want;
+            let free = self.free.take_back(&self.shared.returned);
+            let room = self.producer.as_ref().is_some_and(|p| !p.is_full()) && free >= want;
             let waited = start.elapsed();
             if room || waited >= timeout || self.rt.is_closing() {
+                self.last_wait = waited;
                 return room;
             }
-            if waited < YIELD_FOR {
+            if waited < yield_for {
                 std::thread::yield_now();
                 continue;
             }
+            if let Some((since, before)) = slept {
+                // Sleep as long as the return rate seen over the last sleep
+                // says the rest of the batch needs; double while none came.
+                step = match free.checked_sub(before).filter(|&got| got > 0) {
+                    Some(got) => since
+                        .elapsed()
+                        .mul_f64((want - free.min(want)) as f64 / got as f64),
+                    None => step * 2,
+                }
+                .clamp(MIN_STEP, MAX_STEP);
+            }
+            slept = Some((std::time::Instant::now(), free));
             std::thread::park_timeout(step.min(timeout - waited));
-            step = (step * 2).min(MAX_STEP);
         }
     }
 

@@ -1,7 +1,7 @@
 //! Runtime parameters: the transmit mode, the backpressure policy and
 //! [`RuntimeConfig`] with its reference defaults and validation.
 
-use crate::RuntimeError;
+use crate::{DispatchPlacement, RuntimeError};
 
 /// How released packets reach the wire (\[J\] §3.3, \[E\] §3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -135,6 +135,24 @@ pub struct RuntimeConfig {
     /// What shutdown does with packets still held (default: drain for at
     /// most 5 s).
     pub shutdown: ShutdownPolicy,
+    /// Wake-up coalescing behind a slow link or a shaper, 1..=64 (default
+    /// 4): when the arbiter sleeps through a wait (not when it spins: under
+    /// 50 µs for the link, 2 µs for a shaper) it sleeps `wake_batch − 1`
+    /// mean gaps between released packets past the first due time, at most
+    /// `max_wake_delay_ns`, so about `wake_batch` packets leave per wake-up
+    /// instead of one. Release times stay exact in the emulated link and
+    /// the shaper (they are computed, not read off the clock), so rates do
+    /// not change; a packet leaves late by at most `max_wake_delay_ns` plus
+    /// the wake-up latency, and about `wake_batch` packets leave together.
+    /// 1 wakes for every packet.
+    pub wake_batch: u32,
+    /// How released packets are spread over the dispatchers (T ≥ 1):
+    /// `flow % T` by default, or HRW, or AHRW with the flowlet guard (see
+    /// [`DispatchPlacement`]).
+    pub dispatch_placement: DispatchPlacement,
+    /// The most a packet is held back by wake-up coalescing, ns
+    /// (default 1 ms; 0..=100 ms).
+    pub max_wake_delay_ns: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -157,6 +175,9 @@ impl Default for RuntimeConfig {
             arbiter_core: None,
             dispatcher_core: None,
             shutdown: ShutdownPolicy::default(),
+            wake_batch: 4,
+            dispatch_placement: DispatchPlacement::Modulo,
+            max_wake_delay_ns: 1_000_000,
         }
     }
 }
@@ -207,6 +228,8 @@ impl RuntimeConfig {
         RuntimeError::check_range("spin_ns", self.spin_ns, 0..=1_000_000_000)?;
         RuntimeError::check_range("retire_after_reads", self.retire_after_reads, 1..=u32::MAX)?;
         RuntimeError::check_range("lists", self.lists, 0..=1024)?;
+        RuntimeError::check_range("wake_batch", self.wake_batch, 1..=64)?;
+        RuntimeError::check_range("max_wake_delay_ns", self.max_wake_delay_ns, 0..=100_000_000)?;
         Ok(())
     }
 }

@@ -9,6 +9,8 @@
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
 use std::time::Duration;
 
 use pspat_mailbox::{Consumer, Recycler};
@@ -17,7 +19,7 @@ use pspat_sched::{FlowId, Instant};
 use crate::arbiter::sink::{count_transmitted, unreachable_client};
 use crate::shared::{ClientShared, Shared};
 use crate::stats::{count_faulted, panic_text};
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 use crate::token::DescRef;
 use crate::{TxBackend, TxPacket};
 
@@ -36,16 +38,27 @@ pub(crate) struct Dispatcher<B> {
     /// The backend panicked once: it is never called again, and what this
     /// dispatcher receives is counted as [`pspat_sched::DropReason::Fault`].
     failed: bool,
+    /// Packets transmitted (or counted as faulted) by each dispatcher: the
+    /// arbiter's flowlet guard (`arbiter::placement`).
+    done: Arc<[CachePadded<AtomicU64>]>,
+    sent: u64,
 }
 
 impl<B: TxBackend> Dispatcher<B> {
-    pub(crate) fn new(rt: Arc<Shared>, index: usize, rx: Consumer<NonZeroU64>, backend: B) -> Self {
+    pub(crate) fn new(
+        rt: Arc<Shared>,
+        (index, done): (usize, Arc<[CachePadded<AtomicU64>]>),
+        rx: Consumer<NonZeroU64>,
+        backend: B,
+    ) -> Self {
         let cfg = &rt.cfg;
         Dispatcher {
             batch: Vec::with_capacity(cfg.dispatch_batch),
             recycler: Recycler::new(cfg.max_clients, cfg.descriptors_per_client),
             known: vec![None; cfg.max_clients],
             failed: false,
+            done,
+            sent: 0,
             rt,
             index,
             rx,
@@ -105,6 +118,10 @@ impl<B: TxBackend> Dispatcher<B> {
             count_transmitted(row, &self.batch);
         }
         self.batch.clear();
+        self.sent += n as u64;
+        // Release: pairs with the arbiter's Acquire load in
+        // `Placer::begin_round`; the backend's `transmit` returned before.
+        self.done[self.index].store(self.sent, Ordering::Release);
         self.rx.release();
         let known = &self.known;
         self.recycler.flush(|c| match known[c as usize].as_deref() {

@@ -67,6 +67,7 @@ mod dispatcher;
 mod error;
 pub mod manual;
 mod memory;
+pub mod node;
 pub mod runtime;
 mod shared;
 pub mod stats;
@@ -75,6 +76,7 @@ mod sys;
 mod token;
 mod tx;
 
+pub use arbiter::placement::DispatchPlacement;
 pub use arbiter::{Outcome, WaitingFor};
 pub use client::{Accepted, Burst, Client, Submission};
 pub use clock::Clock;

@@ -55,6 +55,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crossbeam_utils::CachePadded;
+
 use pspat_mailbox::Producer;
 use pspat_sched::{LinkEmulator, Scheduler};
 
@@ -62,7 +64,7 @@ use crate::arbiter::{Arbiter, Sink};
 use crate::dispatcher::Dispatcher;
 use crate::shared::{ClientShared, Registration, Shared};
 use crate::stats::panic_text;
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 use crate::{ArbiterStats, Client, Clock, RuntimeConfig, RuntimeError, Stats, TxBackend, TxMode};
 
 /// Who a backend built by the factory belongs to.
@@ -147,6 +149,9 @@ impl<S: Scheduler, B: TxBackend> Parts<S, B> {
             ndisp,
             write_descs,
         ));
+        let done: Arc<[CachePadded<AtomicU64>]> = (0..ndisp)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect();
         let mut tx: Vec<Producer<NonZeroU64>> = Vec::with_capacity(ndisp);
         let mut dispatchers = Vec::with_capacity(ndisp);
         for d in 0..ndisp {
@@ -154,7 +159,12 @@ impl<S: Scheduler, B: TxBackend> Parts<S, B> {
                 .map_err(|e| RuntimeError::invalid("tx_mailbox_entries", e.to_string()))?;
             tx.push(p);
             let backend = factory(TxOwner::Dispatcher(d));
-            dispatchers.push(Dispatcher::new(Arc::clone(&shared), d, c, backend));
+            dispatchers.push(Dispatcher::new(
+                Arc::clone(&shared),
+                (d, Arc::clone(&done)),
+                c,
+                backend,
+            ));
         }
         let (batch, clients, descs) = (
             cfg.arb_batch as usize,
@@ -164,7 +174,9 @@ impl<S: Scheduler, B: TxBackend> Parts<S, B> {
         let sink = match (cfg.tx_mode, direct) {
             (TxMode::Client, _) => Sink::Grant,
             (TxMode::Dispatcher, Some(backend)) => Sink::direct(backend, batch, clients, descs),
-            (TxMode::Dispatcher, None) => Sink::dispatch(tx, batch, clients, descs),
+            (TxMode::Dispatcher, None) => {
+                Sink::dispatch(tx, (cfg.dispatch_placement, done), batch, clients, descs)
+            }
         };
         let arbiter = Arbiter::new(Arc::clone(&shared), sched, link, sink);
         Ok(Parts {

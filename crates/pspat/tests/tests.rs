@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pspat::{
-    BackpressurePolicy, Runtime, RuntimeConfig, Submission, SubmitError, TxBackend, TxMode,
-    TxPacket,
+    BackpressurePolicy, DispatchPlacement, Runtime, RuntimeConfig, Submission, SubmitError,
+    TxBackend, TxMode, TxPacket,
 };
 use pspat_sched::{AlgKind, FlowId, FlowTable, Instant, SchedulerConfig};
 
@@ -63,7 +63,26 @@ fn conservation_and_order_with(
     per_client: u64,
     tx_entries: usize,
 ) {
+    conservation_and_order_placed(
+        clients,
+        tx_mode,
+        dispatchers,
+        per_client,
+        tx_entries,
+        DispatchPlacement::Modulo,
+    );
+}
+
+fn conservation_and_order_placed(
+    clients: usize,
+    tx_mode: TxMode,
+    dispatchers: usize,
+    per_client: u64,
+    tx_entries: usize,
+    placement: DispatchPlacement,
+) {
     let mut cfg = RuntimeConfig::default();
+    cfg.dispatch_placement = placement;
     cfg.max_clients = clients;
     cfg.tx_mode = tx_mode;
     cfg.dispatchers = dispatchers;
@@ -148,6 +167,16 @@ fn dispatcher_mode_t2() {
 
 /// TX mailboxes of 64 slots fill up: the arbiter keeps released packets in
 /// its backlog instead of dropping them.
+/// HRW and AHRW placement over three dispatchers with small TX mailboxes
+/// (so backlogs build and AHRW moves flows at flowlet boundaries): every
+/// packet arrives, each client's (= flow's) packets in order.
+#[test]
+fn hrw_and_ahrw_placement_keep_every_flow_in_order() {
+    for placement in [DispatchPlacement::Hrw, DispatchPlacement::Ahrw] {
+        conservation_and_order_placed(24, TxMode::Dispatcher, 3, 20_000, 64, placement);
+    }
+}
+
 #[test]
 fn dispatcher_mode_small_tx_mailboxes_lose_nothing() {
     conservation_and_order_with(8, TxMode::Dispatcher, 2, 5_000, 64);
@@ -419,4 +448,96 @@ fn stress_many_clients_all_modes() {
         conservation_and_order(256, TxMode::Dispatcher, 0, 20_000);
         conservation_and_order(128, TxMode::Client, 0, 20_000);
     }
+}
+
+/// Frees a slot only after "sending" it, as a frame-owning backend does.
+#[derive(Clone, Default)]
+struct SlotOwner {
+    busy: Arc<Mutex<std::collections::HashSet<u64>>>,
+}
+
+impl TxBackend for SlotOwner {
+    fn transmit(&mut self, _now: Instant, pkts: &[TxPacket]) {
+        let mut busy = self.busy.lock().unwrap();
+        for p in pkts {
+            assert!(
+                busy.remove(&p.cookie),
+                "slot {} sent but not busy",
+                p.cookie
+            );
+        }
+    }
+}
+
+/// `next_slot` never names a slot whose packet is still in flight, and the
+/// packet submitted next travels in that slot: the client marks the slot
+/// busy before submitting, the backend clears it after sending; a slot named
+/// while busy, or sent twice, fails.
+fn next_slot_is_never_in_flight(tx_mode: TxMode, dispatchers: usize) {
+    let mut cfg = RuntimeConfig::default();
+    cfg.tx_mode = tx_mode;
+    cfg.dispatchers = dispatchers;
+    cfg.descriptors_per_client = 64;
+    let owner = SlotOwner::default();
+    let busy = owner.busy.clone();
+    let rt = Runtime::start(cfg, drr(2, 1024), move |_| owner.clone()).unwrap();
+    let mut threads = Vec::new();
+    for f in 0..2u32 {
+        let mut c = rt.client().unwrap();
+        let busy = busy.clone();
+        threads.push(std::thread::spawn(move || {
+            let id = u64::from(c.id()) << 32;
+            let mut sent = 0u64;
+            while sent < 20_000 {
+                let Some(slot) = c.next_slot() else {
+                    c.drain();
+                    std::thread::yield_now();
+                    continue;
+                };
+                let cookie = id | u64::from(slot);
+                assert!(
+                    busy.lock().unwrap().insert(cookie),
+                    "slot {slot} named while in flight"
+                );
+                let s = Submission {
+                    flow: FlowId(f),
+                    len: 60,
+                    cookie,
+                };
+                match c.submit(s) {
+                    Ok(_) => sent += 1,
+                    Err(e) => {
+                        assert!(matches!(e, SubmitError::Full(_)), "{e}");
+                        busy.lock().unwrap().remove(&cookie);
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            while c.outstanding() > 0 {
+                c.drain();
+                std::thread::yield_now();
+            }
+            sent
+        }));
+    }
+    let sent: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, sent);
+    assert_eq!(done.stats.dropped, 0);
+    assert!(busy.lock().unwrap().is_empty(), "every slot came back");
+}
+
+#[test]
+fn next_slot_dispatchers() {
+    next_slot_is_never_in_flight(TxMode::Dispatcher, 1);
+}
+
+#[test]
+fn next_slot_arbiter_transmits() {
+    next_slot_is_never_in_flight(TxMode::Dispatcher, 0);
+}
+
+#[test]
+fn next_slot_client_transmit() {
+    next_slot_is_never_in_flight(TxMode::Client, 0);
 }

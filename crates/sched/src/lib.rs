@@ -48,6 +48,7 @@ pub mod hier;
 pub mod link;
 mod memory;
 mod packet;
+pub mod pipe;
 pub mod place;
 mod prefetch;
 pub mod prio;
@@ -68,6 +69,7 @@ pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIO
 pub use hier::{Hierarchy, HierarchyConfig, NodeConfig};
 pub use link::LinkEmulator;
 pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
+pub use pipe::{Exit, Fate, Pipe, PipeConfig, PipeScheduler};
 pub use place::PlaceError;
 pub use prio::Prio;
 pub use qfq::Qfq;

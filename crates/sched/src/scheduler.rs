@@ -95,11 +95,20 @@ pub enum DropReason {
     /// The runtime shut down before the packet could leave (its drain
     /// deadline passed, or the shutdown discards).
     Shutdown,
+    /// A pipe's random loss (`plr`) took it.
+    RandomLoss,
+    /// A pipe's Gilbert-Elliott loss model took it.
+    BurstLoss,
+    /// A pipe queue's RED or gentle RED dropped it early.
+    Red,
+    /// A pipe's delay profile lost it (its sample fell above the profile's
+    /// `loss-level`) after it occupied the link.
+    ProfileLoss,
 }
 
 impl DropReason {
     /// Every reason, for counters indexed by reason.
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::QueueFull,
         DropReason::FlowLimit,
         DropReason::UnknownFlow,
@@ -109,6 +118,10 @@ impl DropReason {
         DropReason::FlowRemoved,
         DropReason::Fault,
         DropReason::Shutdown,
+        DropReason::RandomLoss,
+        DropReason::BurstLoss,
+        DropReason::Red,
+        DropReason::ProfileLoss,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -128,6 +141,10 @@ impl DropReason {
             DropReason::FlowRemoved => "flow_removed",
             DropReason::Fault => "fault",
             DropReason::Shutdown => "shutdown",
+            DropReason::RandomLoss => "random_loss",
+            DropReason::BurstLoss => "burst_loss",
+            DropReason::Red => "red",
+            DropReason::ProfileLoss => "profile_loss",
         }
     }
 }
@@ -229,6 +246,16 @@ pub trait Scheduler {
         let _ = flow;
         None
     }
+
+    /// Hands every packet dropped after it was accepted, other than by
+    /// [`Scheduler::remove_flow`] (a pipe's profile loss, say), to `out`
+    /// with its reason. Such packets count in [`Scheduler::queued`] until
+    /// taken. A caller that dequeues calls this after each batch of
+    /// dequeues. Most schedulers never drop late: the default hands out
+    /// nothing.
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        let _ = out;
+    }
 }
 
 /// A [`Rejected`] for a packet purged by [`Scheduler::remove_flow`].
@@ -271,5 +298,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn flow_queued(&self, flow: FlowId) -> Option<usize> {
         (**self).flow_queued(flow)
+    }
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        (**self).take_late_drops(out)
     }
 }

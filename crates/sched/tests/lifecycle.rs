@@ -444,14 +444,19 @@ fn eiffel_prio_priority_change_shows_at_once() {
 
 #[test]
 fn runtime_drop_reasons_follow_flow_removed() {
-    // Appended in this order: counters indexed by reason keep their layout.
-    let n = DropReason::ALL.len();
-    assert_eq!(DropReason::ALL[n - 3], DropReason::FlowRemoved);
+    // Appended in this order: counters indexed by reason keep their layout
+    // (the pipe's reasons come after the runtime's).
+    assert_eq!(DropReason::ALL[6], DropReason::FlowRemoved);
     assert_eq!(DropReason::FlowRemoved.as_str(), "flow_removed");
-    assert_eq!(DropReason::FlowRemoved.index(), n - 3);
+    assert_eq!(DropReason::FlowRemoved.index(), 6);
     assert_eq!(DropReason::Fault.as_str(), "fault");
     assert_eq!(DropReason::Shutdown.as_str(), "shutdown");
-    assert_eq!(DropReason::Shutdown.index(), n - 1);
+    assert_eq!(DropReason::Shutdown.index(), 8);
+    assert_eq!(DropReason::RandomLoss.index(), 9);
+    assert_eq!(DropReason::ProfileLoss.index(), DropReason::ALL.len() - 1);
+    for (i, r) in DropReason::ALL.iter().enumerate() {
+        assert_eq!(r.index(), i, "{}", r.as_str());
+    }
 }
 
 /// One step of a random interleaving.

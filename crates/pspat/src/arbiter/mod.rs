@@ -20,7 +20,14 @@
 //!   timeout whose use with work found is counted in
 //!   [`crate::ArbiterStats::unrequested_wakeups_with_work`].
 //!
-//! So a shaped link costs a wake-up per release time, not a spinning core.
+//! Both sleeps are stretched by wake-up coalescing
+//! ([`crate::RuntimeConfig::wake_batch`], default 4, held back by at most
+//! 1 ms): the arbiter keeps the mean gap between released packets (an EWMA)
+//! and sleeps `wake_batch − 1` such gaps past the first due time, so about
+//! `wake_batch` packets leave per wake-up. Release times are computed (the
+//! link's `link_idle`, the shaper's departure times), so a later wake-up
+//! releases the due packets together without changing the rate. So a
+//! shaped link costs a wake-up per few release times, not a spinning core.
 //!
 //! # Complexity
 //! O(1) per packet plus the scheduler's cost; O(lists + in-service
@@ -28,6 +35,7 @@
 //! `dyn` call per packet.
 
 mod collect;
+pub(crate) mod placement;
 mod round;
 pub(crate) mod sink;
 
@@ -73,6 +81,9 @@ pub(crate) struct Arbiter<S, B> {
     pub(crate) stats: ArbiterStats,
     /// When a round first saw shutdown begin (start of the drain deadline).
     pub(crate) closed_at: Option<Instant>,
+    /// Mean gap between released packets, ns (0 until measured): the
+    /// release rate that wake-up coalescing scales with.
+    release_gap_ns: u64,
 }
 
 impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
@@ -95,6 +106,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             registered: 0,
             stats: ArbiterStats::default(),
             closed_at: None,
+            release_gap_ns: 0,
             rt,
         }
     }
@@ -109,6 +121,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         // Start of the previous round if it did work: its duration ends at
         // this round's clock read (one clock read per round, not two).
         let mut busy_since: Option<Instant> = None;
+        // Time and decision count of the last round that released packets.
+        let mut last_release: Option<(Instant, u64)> = None;
         loop {
             let now = self.rt.clock.now();
             if let Some(start) = busy_since.take() {
@@ -117,6 +131,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             let outcome = self.round(now);
             if outcome != Outcome::Idle {
                 idle_since = None;
+                self.observe_releases(now, &mut last_release);
+            } else {
+                last_release = None;
             }
             match outcome {
                 Outcome::Worked => {
@@ -140,10 +157,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                     } else if waiting_for == WaitingFor::Link {
                         // Capped so that a shutdown or a fault is noticed
                         // soon even behind a very slow link.
-                        let nap = Duration::from_nanos(wait - SPIN_BELOW_NS / 2);
+                        let nap = Duration::from_nanos(self.coalesced(wait) - SPIN_BELOW_NS / 2);
                         std::thread::sleep(nap.min(LINK_SLEEP_MAX));
                     } else {
-                        self.sleep(Duration::from_nanos(wait), false);
+                        self.sleep(Duration::from_nanos(self.coalesced(wait)), false);
                     }
                 }
                 Outcome::Idle => {
@@ -194,6 +211,37 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         self.publish_stats();
         self.stats.sleeps += 1;
         Some(self.rt.arbiter.sleep(timeout))
+    }
+
+    /// How long to sleep through a wait of `wait_ns` (≥ the spin
+    /// threshold): `wake_batch` waits, held back by at most
+    /// `max_wake_delay_ns` ([`crate::RuntimeConfig::wake_batch`]).
+    fn coalesced(&self, wait_ns: u64) -> u64 {
+        let cfg = &self.rt.cfg;
+        let slack = self
+            .release_gap_ns
+            .saturating_mul(u64::from(cfg.wake_batch - 1))
+            .min(cfg.max_wake_delay_ns);
+        wait_ns.saturating_add(slack)
+    }
+
+    /// Updates the mean gap between released packets (an EWMA with weight
+    /// 1/8 over rounds that released something; idle periods restart it).
+    fn observe_releases(&mut self, now: Instant, last: &mut Option<(Instant, u64)>) {
+        let decisions = self.stats.decisions;
+        if let Some((t, d)) = *last {
+            if decisions > d {
+                let sample = now.saturating_nanos_since(t) / (decisions - d);
+                self.release_gap_ns = if self.release_gap_ns == 0 {
+                    sample
+                } else {
+                    (7 * self.release_gap_ns + sample) / 8
+                };
+                *last = Some((now, decisions));
+            }
+        } else {
+            *last = Some((now, decisions));
+        }
     }
 
     pub(crate) fn publish_stats(&self) {

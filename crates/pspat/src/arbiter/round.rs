@@ -108,7 +108,26 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         self.sink
             .hand_off(&self.released, &mut self.clients, self.rt.write_descs);
         self.released.clear();
+        let late = self.take_late_drops();
         self.sink.flush(now, &self.rt, &self.clients);
+        n + late
+    }
+
+    /// Counts and recycles the packets the scheduler dropped after it had
+    /// accepted them (a pipe's profile loss: [`Scheduler::take_late_drops`]),
+    /// each with its own reason; returns how many.
+    fn take_late_drops(&mut self) -> usize {
+        let (rt, sink, clients) = (&self.rt, &mut self.sink, &mut self.clients);
+        let mut n = 0;
+        self.sched.take_late_drops(&mut |rej| {
+            let r = DescRef::from_token(rej.packet.token);
+            rt.drops[r.client as usize * NREASONS + rej.reason.index()].add(1);
+            match clients[r.client as usize].as_mut() {
+                Some(c) => sink.dropped(r, c),
+                None => unreachable_client(),
+            }
+            n += 1;
+        });
         n
     }
 
@@ -161,8 +180,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 None => unreachable_client(),
             }
             n += 1;
+            n += self.take_late_drops();
         }
-        n
+        n + self.take_late_drops()
     }
 
     /// A round that did nothing: idle, or busy until when?

@@ -17,14 +17,18 @@
 
 use std::collections::VecDeque;
 use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
 
 use pspat_mailbox::{publish_fence, Producer, Recycler};
 use pspat_sched::{DropReason, Instant, Packet};
 
 use super::collect::ArbClient;
+use super::placement::{DispatchPlacement, Placer};
 use crate::shared::Shared;
 use crate::stats::{panic_text, TxCount, NREASONS};
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 use crate::token::{DescRef, Grant};
 use crate::{TxBackend, TxPacket};
 
@@ -37,9 +41,12 @@ pub(crate) enum Sink<B> {
         /// The backend panicked once: it is never called again.
         failed: bool,
     },
-    /// T >= 1: TX mailboxes, placed by flow (`flow % T`).
+    /// T >= 1: TX mailboxes, placed by [`Placer`] (`flow % T` by default).
     Dispatch {
         tx: Vec<Producer<NonZeroU64>>,
+        placer: Box<Placer>,
+        /// Packets each dispatcher has transmitted (its flowlet guard).
+        done: Arc<[CachePadded<AtomicU64>]>,
         backlog: Vec<VecDeque<NonZeroU64>>,
         pushed: Vec<bool>,
         /// Descriptors of packets the scheduler dropped.
@@ -61,11 +68,14 @@ impl<B: TxBackend> Sink<B> {
 
     pub(crate) fn dispatch(
         tx: Vec<Producer<NonZeroU64>>,
+        (placement, done): (DispatchPlacement, Arc<[CachePadded<AtomicU64>]>),
         batch: usize,
         clients: usize,
         descs: usize,
     ) -> Self {
         Sink::Dispatch {
+            placer: Box::new(Placer::new(placement, tx.len())),
+            done,
             backlog: tx.iter().map(|_| VecDeque::with_capacity(batch)).collect(),
             pushed: vec![false; tx.len()],
             tx,
@@ -169,16 +179,21 @@ impl<B: TxBackend> Sink<B> {
                 tx,
                 backlog,
                 pushed,
+                placer,
+                done,
                 ..
             } => {
+                if released.is_empty() {
+                    return;
+                }
+                placer.begin_round(done);
                 // Every backlog was empty when this round began releasing
                 // (`make_room` returned true), and a round releases at most
                 // `arb_batch` packets: no backlog outgrows the `arb_batch` it
                 // was allocated with.
                 debug_assert!(backlog.iter().all(|b| b.is_empty()));
-                let t = tx.len();
                 for p in released {
-                    let d = p.flow.index() % t;
+                    let d = placer.place(p.flow);
                     let v = DescRef::from_token(p.token).tx_slot();
                     pushed[d] = true;
                     if !backlog[d].is_empty() || tx[d].push(v).is_err() {

@@ -1,0 +1,176 @@
+//! The transmit backend of the dispatchers: frames the runtime released go
+//! out on the output interface by AF_PACKET, straight from the frame pool.
+//!
+//! A released packet's cookie is its frame's index. The backend reclaims the
+//! frame ([`FrameArena::reclaim`]: the Acquire that makes the RX thread's
+//! bytes visible), sends the batch with [`PacketTx::send_frames`] (no copy)
+//! or [`PacketTxRing::send_frames`] (one copy into the ring), and puts every
+//! frame back in flight ([`FrameArena::release`]) so that its RX thread
+//! reclaims it when the runtime offers that slot again. Every packet it is
+//! given is counted once: sent, or dropped under a [`TxReason`].
+//!
+//! Cost per packet: one compare-exchange and one store on the frame's
+//! state word, three counter stores; one system call per batch of up to
+//! [`pspat_io::af_packet::MAX_BATCH`] frames.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pspat::{TxBackend, TxPacket};
+use pspat_io::af_packet::MAX_BATCH;
+use pspat_io::{Frame, FrameArena, IoError, PacketTx, PacketTxRing};
+
+use crate::counters::{note_cpu, TxReason, TxShared, NTX};
+
+/// A sending socket of either kind.
+#[derive(Debug)]
+pub enum Sender {
+    /// `sendmmsg(2)`.
+    Mmsg(PacketTx),
+    /// A TPACKET_V2 TX ring.
+    Ring(PacketTxRing),
+}
+
+impl Sender {
+    /// The longest untagged frame the socket sends.
+    pub fn max_frame(&self) -> usize {
+        match self {
+            Sender::Mmsg(s) => s.max_frame(),
+            Sender::Ring(s) => s.max_frame(),
+        }
+    }
+
+    fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
+        match self {
+            Sender::Mmsg(s) => s.send_frames(arena, frames),
+            Sender::Ring(s) => s.send_frames(arena, frames),
+        }
+    }
+}
+
+/// How long one batch may wait for room in the kernel before its remaining
+/// frames are dropped as `tx_full`.
+const FULL_BUDGET: Duration = Duration::from_millis(2);
+
+/// The dispatchers' (or the arbiter's) backend (module docs).
+pub struct AfPacketTx {
+    sender: Option<Sender>,
+    arena: Arc<FrameArena>,
+    counters: Arc<TxShared>,
+    frames: Vec<Frame>,
+    pkts: Vec<TxPacket>,
+    link_lost: bool,
+    calls: u32,
+}
+
+impl AfPacketTx {
+    pub(crate) fn new(
+        sender: Option<Sender>,
+        arena: Arc<FrameArena>,
+        counters: Arc<TxShared>,
+    ) -> Self {
+        AfPacketTx {
+            sender,
+            arena,
+            counters,
+            frames: Vec::with_capacity(MAX_BATCH),
+            pkts: Vec::with_capacity(MAX_BATCH),
+            link_lost: false,
+            calls: 0,
+        }
+    }
+
+    fn drop_pkt(&self, p: &TxPacket, reason: TxReason) {
+        let f = p.flow.0 as usize;
+        let c = &self.counters;
+        c.drops[f * NTX + reason as usize].add(1);
+        c.done[p.client as usize * c.flows + f].add(1);
+    }
+
+    fn sent_pkt(&self, p: &TxPacket) {
+        let f = p.flow.0 as usize;
+        let c = &self.counters;
+        c.sent[f].add(1);
+        c.sent_bytes[f].add(u64::from(p.len));
+        c.done[p.client as usize * c.flows + f].add(1);
+    }
+
+    /// Sends `self.frames` (with `self.pkts` alongside), counting each.
+    fn flush(&mut self) {
+        let mut at = 0;
+        let mut full_since: Option<Instant> = None;
+        while at < self.frames.len() {
+            let reason = match (&mut self.sender, self.link_lost) {
+                (Some(sender), false) => {
+                    match sender.send_frames(&self.arena, &self.frames[at..]) {
+                        Ok(0) => {
+                            let since = *full_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() < FULL_BUDGET {
+                                std::thread::yield_now();
+                                continue;
+                            }
+                            TxReason::TxFull
+                        }
+                        Ok(n) => {
+                            for i in at..at + n {
+                                self.sent_pkt(&self.pkts[i]);
+                            }
+                            at += n;
+                            full_since = None;
+                            continue;
+                        }
+                        Err(IoError::FrameTooLong { .. }) => {
+                            self.drop_pkt(&self.pkts[at], TxReason::TxTooLong);
+                            at += 1;
+                            continue;
+                        }
+                        Err(e) if e.is_link_lost() => {
+                            self.link_lost = true;
+                            self.counters.error.set(e.to_string());
+                            TxReason::LinkLost
+                        }
+                        Err(e) => {
+                            self.counters.error.set(e.to_string());
+                            TxReason::TxError
+                        }
+                    }
+                }
+                (_, true) => TxReason::LinkLost,
+                (None, false) => TxReason::TxError,
+            };
+            // The rest of the batch goes with this reason.
+            for i in at..self.frames.len() {
+                self.drop_pkt(&self.pkts[i], reason);
+            }
+            at = self.frames.len();
+        }
+        for frame in self.frames.drain(..) {
+            // The token is this arena's own (reclaimed from it): release
+            // cannot fail.
+            let _ = self.arena.release(frame);
+        }
+        self.pkts.clear();
+    }
+}
+
+impl TxBackend for AfPacketTx {
+    fn transmit(&mut self, _now: pspat_sched::Instant, pkts: &[TxPacket]) {
+        if self.calls.is_multiple_of(64) {
+            note_cpu(&self.counters.cpu);
+        }
+        self.calls = self.calls.wrapping_add(1);
+        for p in pkts {
+            match self.arena.reclaim(p.cookie as u32) {
+                Ok(frame) => {
+                    self.frames.push(frame);
+                    self.pkts.push(*p);
+                    if self.frames.len() == MAX_BATCH {
+                        self.flush();
+                    }
+                }
+                Err(_) => self.drop_pkt(p, TxReason::FrameState),
+            }
+        }
+        self.flush();
+    }
+}

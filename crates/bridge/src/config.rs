@@ -1,0 +1,334 @@
+//! What a bridge is asked to do: [`BridgeConfig`], its checks, and the
+//! errors of starting one ([`BridgeError`]).
+
+use std::time::Duration;
+
+use pspat_io::parse::FlowKeyKind;
+use pspat_io::IoError;
+use pspat_sched::SchedulerConfig;
+
+/// The most flows a bridge classifies into.
+pub const MAX_FLOWS: u32 = 65_536;
+
+/// The most RX threads (and so runtime clients) a bridge runs.
+pub const MAX_RX_THREADS: usize = 64;
+
+/// What the RX threads do with a frame that does not parse (not IP, a
+/// truncated or malformed header).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unparsed {
+    /// Forward it in the default flow (flow 0), so that ARP and other
+    /// non-IP traffic crosses the bridge.
+    #[default]
+    Forward,
+    /// Drop it, counted under its parse reason (`non_ip`, `bad_ihl`, ...).
+    Drop,
+}
+
+impl Unparsed {
+    /// `forward` or `drop`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unparsed::Forward => "forward",
+            Unparsed::Drop => "drop",
+        }
+    }
+}
+
+impl std::str::FromStr for Unparsed {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "forward" => Ok(Unparsed::Forward),
+            "drop" => Ok(Unparsed::Drop),
+            _ => Err(format!("expected forward or drop, got {s:?}")),
+        }
+    }
+}
+
+/// How the dispatchers hand frames to the kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TxKind {
+    /// `sendmmsg(2)` straight from the frame pool (no copy).
+    #[default]
+    Sendmmsg,
+    /// A mapped TPACKET_V2 TX ring (one copy into the ring) and one
+    /// `send(2)` per batch.
+    Ring,
+}
+
+impl TxKind {
+    /// `sendmmsg` or `ring`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TxKind::Sendmmsg => "sendmmsg",
+            TxKind::Ring => "ring",
+        }
+    }
+}
+
+impl std::str::FromStr for TxKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sendmmsg" => Ok(TxKind::Sendmmsg),
+            "ring" => Ok(TxKind::Ring),
+            _ => Err(format!("expected ring or sendmmsg, got {s:?}")),
+        }
+    }
+}
+
+/// Everything a [`crate::Bridge`] needs; [`BridgeConfig::new`] fills in the
+/// defaults.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct BridgeConfig {
+    /// The interface frames are read from and shaped.
+    pub input: String,
+    /// The interface shaped frames are sent on (and, in the reverse
+    /// direction, read from).
+    pub output: String,
+    /// RX threads on `input`, 1..=64; more than one share the traffic by
+    /// flow hash (`PACKET_FANOUT`). Each is one runtime client.
+    pub rx_threads: usize,
+    /// Dispatcher threads, 0..=64 (0: the arbiter transmits itself).
+    pub dispatchers: usize,
+    /// The scheduling algorithm and its parameters.
+    pub sched: SchedulerConfig,
+    /// The emulated link rate in bit/s; `None` forwards unshaped (the
+    /// scheduler still orders the flows).
+    pub rate_bps: Option<u64>,
+    /// Flows the built-in classifier maps frames into, 1..=65536.
+    pub flows: u32,
+    /// Which header fields name a flow for the built-in classifier.
+    pub flow_key: FlowKeyKind,
+    /// One weight per flow (each 1..=65536), or empty for all 1.
+    pub weights: Vec<u32>,
+    /// What the built-in classifier does with frames that do not parse.
+    pub unparsed: Unparsed,
+    /// How the dispatchers send.
+    pub tx: TxKind,
+    /// Skip the kernel's qdisc on the sending sockets
+    /// (`PACKET_QDISC_BYPASS`): the arbiter already scheduled the frames.
+    pub qdisc_bypass: bool,
+    /// Packets of one flow one RX thread may have in the runtime at once,
+    /// 1..=65536: the flow's queue (dummynet's `queue` slots). A frame
+    /// above it is dropped with reason `flow_limit`. Per-flow limits keep
+    /// every backlogged flow backlogged, which weighted shares need: one
+    /// shared buffer with tail drop would give each flow its arrival
+    /// share instead.
+    pub queue_limit: u32,
+    /// Frames (= runtime descriptors) per RX thread, a multiple of 64 in
+    /// 64..=65536.
+    pub descriptors: usize,
+    /// Forward the reverse direction (`output` to `input`, unshaped) too.
+    pub reverse: bool,
+    /// Core to pin the arbiter to.
+    pub arbiter_cpu: Option<usize>,
+    /// Core to pin the dispatchers to.
+    pub dispatcher_cpu: Option<usize>,
+    /// Cores to pin RX thread k to (`rx_cpus[k % len]`); empty: unpinned.
+    pub rx_cpus: Vec<usize>,
+    /// How long stopping may drain what is queued at the link rate before
+    /// dropping the rest with reason `shutdown`.
+    pub drain: Duration,
+    /// The `PACKET_FANOUT` group id of the RX sockets (when `rx_threads`
+    /// > 1); unique per network namespace.
+    pub fanout_group: u16,
+    /// Seed of the built-in classifier's flow hash.
+    pub hash_seed: u64,
+}
+
+impl BridgeConfig {
+    /// The defaults: one RX thread, one dispatcher, DRR, unshaped, 1 flow
+    /// keyed by 5-tuple, unparsed frames forwarded, sendmmsg with qdisc
+    /// bypass, 64 packets per flow queue, 4096 frames per RX thread, the
+    /// reverse direction forwarded, 1 s of drain.
+    pub fn new(input: impl Into<String>, output: impl Into<String>) -> Self {
+        BridgeConfig {
+            input: input.into(),
+            output: output.into(),
+            rx_threads: 1,
+            dispatchers: 1,
+            sched: SchedulerConfig::default(),
+            rate_bps: None,
+            flows: 1,
+            flow_key: FlowKeyKind::FiveTuple,
+            weights: Vec::new(),
+            unparsed: Unparsed::Forward,
+            tx: TxKind::default(),
+            qdisc_bypass: true,
+            queue_limit: 64,
+            descriptors: 4096,
+            reverse: true,
+            arbiter_cpu: None,
+            dispatcher_cpu: None,
+            rx_cpus: Vec::new(),
+            drain: Duration::from_secs(1),
+            fanout_group: (std::process::id() & 0xffff) as u16,
+            hash_seed: 0x7073_7061_7462_7267,
+        }
+    }
+
+    /// The weight of every flow (the configured ones, or all 1).
+    pub fn flow_weights(&self) -> Vec<u32> {
+        if self.weights.is_empty() {
+            vec![1; self.flows as usize]
+        } else {
+            self.weights.clone()
+        }
+    }
+
+    /// Checks every field (not the interfaces: [`crate::Bridge::start`]
+    /// does when it opens them).
+    ///
+    /// # Errors
+    /// [`BridgeError::Config`] naming the field and its range.
+    pub fn validate(&self) -> Result<(), BridgeError> {
+        let bad =
+            |field: &'static str, message: String| Err(BridgeError::Config { field, message });
+        if self.input == self.output {
+            return bad(
+                "output",
+                format!(
+                    "the input and output interfaces are both {:?}: they must differ",
+                    self.input
+                ),
+            );
+        }
+        if !(1..=MAX_RX_THREADS).contains(&self.rx_threads) {
+            return bad(
+                "rx_threads",
+                format!("must be 1..={MAX_RX_THREADS}, got {}", self.rx_threads),
+            );
+        }
+        if self.dispatchers > 64 {
+            return bad(
+                "dispatchers",
+                format!("must be 0..=64, got {}", self.dispatchers),
+            );
+        }
+        if !(1..=MAX_FLOWS).contains(&self.flows) {
+            return bad(
+                "flows",
+                format!("must be 1..={MAX_FLOWS}, got {}", self.flows),
+            );
+        }
+        if !self.weights.is_empty() && self.weights.len() != self.flows as usize {
+            return bad(
+                "weights",
+                format!(
+                    "{} weights given for {} flows: give one per flow",
+                    self.weights.len(),
+                    self.flows
+                ),
+            );
+        }
+        if let Some(w) = self
+            .weights
+            .iter()
+            .find(|w| !(pspat_sched::MIN_WEIGHT..=pspat_sched::MAX_WEIGHT).contains(*w))
+        {
+            return bad(
+                "weights",
+                format!(
+                    "each must be {}..={}, got {w}",
+                    pspat_sched::MIN_WEIGHT,
+                    pspat_sched::MAX_WEIGHT
+                ),
+            );
+        }
+        if let Some(r) = self.rate_bps {
+            let range = pspat_sched::rate::MIN_RATE_BPS..=pspat_sched::rate::MAX_RATE_BPS;
+            if !range.contains(&r) {
+                return bad(
+                    "rate",
+                    format!("must be {}..={} bit/s, got {r}", range.start(), range.end()),
+                );
+            }
+        }
+        if !(1..=65_536).contains(&self.queue_limit) {
+            return bad(
+                "queue_limit",
+                format!("must be 1..=65536, got {}", self.queue_limit),
+            );
+        }
+        if !self.descriptors.is_multiple_of(64) || !(64..=65_536).contains(&self.descriptors) {
+            return bad(
+                "descriptors",
+                format!(
+                    "must be a multiple of 64 in 64..=65536, got {}",
+                    self.descriptors
+                ),
+            );
+        }
+        if self.drain > Duration::from_secs(3600) {
+            return bad(
+                "drain",
+                format!("must be at most 3600 s, got {:?}", self.drain),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Why a bridge could not start or ended in error.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// A field out of its range.
+    #[error("{field}: {message}")]
+    Config {
+        /// The field ([`BridgeConfig`]'s name for it).
+        field: &'static str,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// An interface could not be opened (missing, down, bad name, no
+    /// permission).
+    #[error("{role} interface {interface:?}: {source}")]
+    Interface {
+        /// `input` or `output`.
+        role: &'static str,
+        /// Its name.
+        interface: String,
+        /// What the socket layer said.
+        source: IoError,
+    },
+    /// The scheduler refused its configuration.
+    #[error("scheduler: {0}")]
+    Scheduler(#[from] pspat_sched::ConfigError),
+    /// The runtime could not start or stop.
+    #[error("runtime: {0}")]
+    Runtime(#[from] pspat::RuntimeError),
+    /// The frame pool could not be allocated.
+    #[error("frame pool: {0}")]
+    Frames(#[from] pspat_io::FrameError),
+    /// A thread could not be spawned.
+    #[error("cannot spawn thread {name}: {source}")]
+    Spawn {
+        /// The thread's name.
+        name: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
+impl BridgeError {
+    /// Whether the error is the caller's (a bad field, an interface that is
+    /// missing, down, badly named, or not openable without privileges), as
+    /// opposed to a failure of the machine.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            BridgeError::Config { .. } | BridgeError::Scheduler(_) => true,
+            BridgeError::Interface { source, .. } => matches!(
+                source,
+                IoError::NoSuchInterface(_)
+                    | IoError::InterfaceDown(_)
+                    | IoError::InterfaceNameTooLong(_)
+                    | IoError::BadInterfaceName(_)
+                    | IoError::PermissionDenied { .. }
+            ),
+            _ => false,
+        }
+    }
+}

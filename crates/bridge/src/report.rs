@@ -1,0 +1,123 @@
+//! What a bridge counted: [`Report`], live ([`crate::Bridge::report`]) or
+//! final ([`crate::Bridge::stop`]).
+//!
+//! Conservation, in total and per flow: `received = transmitted +
+//! dropped (by reason) + in_flight`. `received` counts every frame the
+//! input ring gave; frames the kernel dropped because the ring was full
+//! never reached the bridge and are reported apart as `not_received`.
+//! Drop reasons come from three places: the RX threads ([`crate::RxReason`]
+//! and, with `--unparsed drop`, the parse reasons), the runtime's arbiter
+//! (`shutdown`, `queue_full`, `fault`, ...), and the transmitters
+//! ([`crate::TxReason`]). Frames dropped before they were classified
+//! (parse refusals, `too_long`, `filtered`, `bad_flow`) count in the totals
+//! but in no flow. A live report computes `in_flight` as the rest (the
+//! arbiter's drops are then part of it: per flow they are only known once
+//! the bridge stopped); a final report has `in_flight == 0` and gives each
+//! flow its arbiter drops.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// One flow's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FlowReport {
+    /// The flow id.
+    pub flow: u32,
+    /// Its weight.
+    pub weight: u32,
+    /// Frames classified into it.
+    pub received: u64,
+    /// Their bytes.
+    pub received_bytes: u64,
+    /// Frames sent on the output interface.
+    pub transmitted: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Drops by reason (zero counts omitted).
+    pub dropped: BTreeMap<String, u64>,
+    /// `received - transmitted - dropped`.
+    pub in_flight: u64,
+}
+
+/// The reverse direction's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReverseReport {
+    /// Whether it is forwarded at all.
+    pub enabled: bool,
+    /// Frames its ring gave.
+    pub received: u64,
+    /// Frames sent on the input interface.
+    pub transmitted: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Drops by reason (zero counts omitted).
+    pub dropped: BTreeMap<String, u64>,
+    /// Frames the kernel dropped because its ring was full.
+    pub not_received: u64,
+}
+
+/// Parse outcomes of every frame received (forwarded or not).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ParseReport {
+    /// Frames that gave a flow key.
+    pub parsed: u64,
+    /// Frames that did not, by reason (zero counts omitted).
+    pub refused: BTreeMap<String, u64>,
+}
+
+/// Where a thread ran (the CPU it was last seen on).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ThreadPlace {
+    /// `rx-0`, `arbiter`, `dispatcher-0`, `reverse`, ...
+    pub thread: String,
+    /// The CPU, when known.
+    pub cpu: Option<usize>,
+}
+
+/// Everything a bridge counted (module docs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Report {
+    /// Seconds since the bridge started.
+    pub elapsed_s: f64,
+    /// Frames the input ring gave.
+    pub received: u64,
+    /// Their bytes.
+    pub received_bytes: u64,
+    /// Frames sent on the output interface.
+    pub transmitted: u64,
+    /// Their bytes.
+    pub transmitted_bytes: u64,
+    /// Drops by reason (zero counts omitted).
+    pub dropped: BTreeMap<String, u64>,
+    /// Sum of `dropped`.
+    pub dropped_total: u64,
+    /// Frames in the bridge now (0 in a final report).
+    pub in_flight: u64,
+    /// Frames the kernel dropped because the input ring was full: never
+    /// received, so in no other counter.
+    pub not_received: u64,
+    /// Parse outcomes.
+    pub parse: ParseReport,
+    /// Per flow, by id.
+    pub flows: Vec<FlowReport>,
+    /// The reverse direction.
+    pub reverse: ReverseReport,
+    /// Where the threads ran.
+    pub threads: Vec<ThreadPlace>,
+    /// Whether `received = transmitted + dropped + in_flight` held, in total
+    /// and for every flow, and (final report) the runtime's own accounts
+    /// agree.
+    pub conserved: bool,
+    /// Whether this is the final report.
+    pub final_report: bool,
+    /// The first error that ended a thread (a lost interface), if any.
+    pub error: Option<String>,
+}
+
+pub(crate) fn add(map: &mut BTreeMap<String, u64>, key: &str, n: u64) {
+    if n > 0 {
+        *map.entry(key.to_string()).or_insert(0) += n;
+    }
+}

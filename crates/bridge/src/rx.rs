@@ -1,0 +1,209 @@
+//! An RX thread: one runtime client reading the input interface's ring.
+//!
+//! For each frame the ring gives: check its length against the output
+//! link, parse it, classify it, check its flow's queue limit, ask the
+//! client for the descriptor slot it will travel in
+//! ([`pspat::Client::next_slot`]), copy it into that slot's frame (the one
+//! copy between the wire and the output socket), and submit it with the
+//! frame's index as its cookie. A refused frame is counted under its reason
+//! ([`RxReason`]). Frames are descriptors: RX thread `k` owns frames
+//! `k·D .. (k+1)·D` of the pool, frame `k·D + s` travels in slot `s`, and
+//! the runtime's guarantee that nobody touches a slot until its packet was
+//! transmitted or dropped (and that the client's next use happens after)
+//! is what lets the thread reclaim the frame again when the slot comes
+//! back ([`pspat_io::FrameArena`]'s release and reclaim carry the bytes
+//! across threads, with no separate return path).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pspat::{Client, Submission, SubmitError};
+use pspat_io::af_packet::RxPacket;
+use pspat_io::parse::{parse_frame, ParseLimits};
+use pspat_io::{Frame, FrameArena, PacketRx};
+
+use crate::backend::AfPacketTx;
+use crate::classify::{Classifier, Verdict};
+use crate::counters::{note_cpu, RxReason, RxShared, TxShared, NRX};
+
+/// How long one wait for the ring lasts: the longest a stop request waits
+/// for an idle RX thread.
+pub(crate) const POLL: Duration = Duration::from_millis(100);
+
+pub(crate) struct RxThread<C> {
+    pub(crate) rx: PacketRx,
+    pub(crate) st: RxState<C>,
+}
+
+/// Everything of an RX thread but its socket.
+pub(crate) struct RxState<C> {
+    pub(crate) index: usize,
+    pub(crate) client: Client<AfPacketTx>,
+    pub(crate) classifier: C,
+    pub(crate) arena: Arc<FrameArena>,
+    /// This thread's frames by slot: `Some` while the thread holds the
+    /// token, `None` while the frame is in flight.
+    pub(crate) tokens: Vec<Option<Frame>>,
+    pub(crate) counters: Arc<RxShared>,
+    pub(crate) tx: Vec<Arc<TxShared>>,
+    pub(crate) flows: usize,
+    pub(crate) queue_limit: u64,
+    pub(crate) out_max: usize,
+    pub(crate) limits: ParseLimits,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) cpu: Option<usize>,
+    /// Frames of each flow this thread submitted (for the queue limit).
+    pub(crate) admitted: Vec<u64>,
+    pub(crate) scratch: Vec<u8>,
+}
+
+impl<C: Classifier> RxThread<C> {
+    /// Runs until stopped or the input link is lost; hands the frame
+    /// tokens it holds back.
+    pub(crate) fn run(self) -> Vec<Frame> {
+        let RxThread { mut rx, mut st } = self;
+        if let Some(cpu) = st.cpu {
+            core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+        }
+        let mut last_kernel = Instant::now();
+        // Acquire: pairs with the Release store of `Bridge::stop`.
+        while !st.stop.load(Ordering::Acquire) {
+            note_cpu(&st.counters.cpu);
+            let outcome = rx.recv_with(POLL, |p| st.handle(p));
+            if last_kernel.elapsed() >= POLL {
+                read_kernel_stats(&mut rx, &st.counters);
+                last_kernel = Instant::now();
+            }
+            if let Err(e) = outcome {
+                st.counters.error.set(e.to_string());
+                break;
+            }
+        }
+        read_kernel_stats(&mut rx, &st.counters);
+        // Dropping the client retires it; the runtime still transmits what
+        // it accepted.
+        drop(st.client);
+        st.tokens.into_iter().flatten().collect()
+    }
+}
+
+/// Adds the kernel's ring drops since the last read to the counters.
+pub(crate) fn read_kernel_stats(rx: &mut PacketRx, counters: &RxShared) {
+    if let Ok(k) = rx.kernel_stats() {
+        counters.kernel_drops.add(k.drops);
+    }
+}
+
+impl<C: Classifier> RxState<C> {
+    fn drop_unclassified(&self, reason: RxReason) {
+        self.counters.drops[reason as usize].add(1);
+    }
+
+    fn drop_flow(&self, flow: usize, reason: RxReason) {
+        self.counters.drops[reason as usize].add(1);
+        self.counters.flow_drops[flow * NRX + reason as usize].add(1);
+    }
+
+    fn handle(&mut self, p: RxPacket<'_>) {
+        let c = &self.counters;
+        let len = p.frame_len();
+        c.frames.add(1);
+        c.bytes.add(len as u64);
+        let tagged =
+            p.vlan_tag.is_some() || matches!(p.data.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]));
+        let max = self.out_max + if tagged { 4 } else { 0 };
+        if len > max || p.wire_len > p.data.len() || len > self.arena.frame_size() {
+            self.drop_unclassified(RxReason::TooLong);
+            return;
+        }
+        // The frame as it was on the wire: the ring's bytes, or with the
+        // VLAN tag the kernel removed put back.
+        let frame: &[u8] = if p.vlan_tag.is_some() {
+            match p.copy_into(&mut self.scratch) {
+                Some(n) => &self.scratch[..n],
+                None => {
+                    self.drop_unclassified(RxReason::TooLong);
+                    return;
+                }
+            }
+        } else {
+            p.data
+        };
+        let key = parse_frame(frame, &self.limits);
+        match &key {
+            Ok(_) => c.parsed.add(1),
+            Err(e) => c.refused[e.reason.index()].add(1),
+        }
+        let flow = match self.classifier.classify(frame, key.as_ref()) {
+            Verdict::Flow(f) if (f.0 as usize) < self.flows => f,
+            Verdict::Flow(_) => return self.drop_unclassified(RxReason::BadFlow),
+            Verdict::Filtered => return self.drop_unclassified(RxReason::Filtered),
+            Verdict::Unparsed(reason) => {
+                c.unparsed[reason.index()].add(1);
+                return;
+            }
+        };
+        let f = flow.0 as usize;
+        c.received[f].add(1);
+        c.received_bytes[f].add(len as u64);
+        // The flow's queue: what this thread submitted less what the
+        // transmitters finished (loaded Acquire: counted after the frames
+        // left, so never more than were submitted). Arbiter drops do not
+        // happen while the bridge runs (the scheduler's capacity covers
+        // every descriptor), so they cannot leave a flow stuck.
+        let done: u64 = self
+            .tx
+            .iter()
+            .map(|t| t.done[self.index * self.flows + f].read())
+            .sum();
+        if self.admitted[f].saturating_sub(done) >= self.queue_limit {
+            return self.drop_flow(f, RxReason::FlowLimit);
+        }
+        let Some(slot) = self.client.next_slot() else {
+            return self.drop_flow(f, RxReason::MailboxFull);
+        };
+        let d = self.tokens.len();
+        let index = (self.index * d) as u32 + slot;
+        let token = match self.tokens[slot as usize].take() {
+            Some(t) => Ok(t),
+            // Back from the transmitter (or dropped by the runtime): the slot
+            // is free, so the frame is in flight and nobody else reclaims it.
+            None => self.arena.reclaim(index),
+        };
+        let Ok(mut token) = token else {
+            // Never expected (the slot guarantee): the frame is lost to this
+            // thread, the packet counted.
+            return self.drop_flow(f, RxReason::MailboxFull);
+        };
+        let copied = self
+            .arena
+            .buffer_mut(&mut token)
+            .ok()
+            .and_then(|buf| p.copy_into(buf));
+        let Some(n) = copied.filter(|&n| self.arena.set_len(&mut token, n).is_ok()) else {
+            self.tokens[slot as usize] = Some(token);
+            return self.drop_flow(f, RxReason::TooLong);
+        };
+        let Ok(cookie) = self.arena.release(token) else {
+            return self.drop_flow(f, RxReason::MailboxFull);
+        };
+        let sub = Submission {
+            flow,
+            len: n as u32,
+            cookie: u64::from(cookie),
+        };
+        match self.client.submit(sub) {
+            Ok(_) => self.admitted[f] += 1,
+            Err(e) => {
+                // Refused: the frame is still ours; take the token back.
+                self.tokens[slot as usize] = self.arena.reclaim(cookie).ok();
+                let reason = match e {
+                    SubmitError::Closed(_) => RxReason::Closed,
+                    _ => RxReason::MailboxFull,
+                };
+                self.drop_flow(f, reason);
+            }
+        }
+    }
+}

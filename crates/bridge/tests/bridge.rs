@@ -1,0 +1,370 @@
+//! The bridge end to end, running in-process inside a namespace between a
+//! sender and a receiver namespace. Each test needs root: without it, it
+//! prints "skipped: <reason>" and returns.
+
+mod common;
+
+#[path = "../../io/tests/common/mod.rs"]
+mod frames;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{numbered, send_all, settle, Bed};
+use pspat_bridge::{BridgeConfig, TxKind, Unparsed, Verdict};
+use pspat_io::parse::{FlowKey, FlowKeyKind, ParseError, ParseReason};
+use pspat_sched::{AlgKind, FlowId, SchedulerConfig};
+
+#[test]
+fn every_frame_is_forwarded_or_counted_and_flows_keep_their_order() {
+    forward_and_count(1, 1, TxKind::Sendmmsg);
+}
+
+#[test]
+fn two_rx_threads_two_dispatchers_and_the_tx_ring_keep_count_and_order() {
+    forward_and_count(2, 2, TxKind::Ring);
+}
+
+fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind) {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let mut cfg = bed.config();
+    cfg.rx_threads = rx_threads;
+    cfg.dispatchers = dispatchers;
+    cfg.tx = tx_kind;
+    cfg.flows = 4;
+    cfg.flow_key = FlowKeyKind::DstPort;
+    cfg.rate_bps = Some(200_000_000);
+    let bridge = bed.start(cfg);
+    let receiver = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let per_flow = 3000u32;
+    let frames: Vec<Vec<u8>> = (0..per_flow)
+        .flat_map(|seq| (0..4u16).map(move |f| numbered(5000 + f, seq, 100)))
+        .collect();
+    let sent = send_all(&mut tx, &frames, 32, Duration::from_micros(300));
+    assert_eq!(
+        sent,
+        frames.len() as u64,
+        "the sender's kernel took every frame"
+    );
+    let live = settle(&bridge, sent, Duration::from_secs(10));
+    assert!(live.conserved, "{live:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    let report = bridge.stop().expect("stop");
+    let (got, far_kernel_drops) = receiver.finish();
+    assert!(report.conserved, "{report:?}");
+    assert_eq!(report.in_flight, 0);
+    assert!(report.error.is_none(), "{:?}", report.error);
+    // Conservation across the bridge: what the sender sent arrived at the
+    // far end or was counted dropped somewhere.
+    assert_eq!(
+        sent,
+        got.len() as u64 + report.dropped_total + report.not_received + far_kernel_drops,
+        "sent = far end + bridge drops + ring drops ({report:?})"
+    );
+    assert_eq!(report.received + report.not_received, sent);
+    assert_eq!(report.transmitted, got.len() as u64 + far_kernel_drops);
+    let per_flow_received: u64 = report.flows.iter().map(|f| f.received).sum();
+    assert_eq!(per_flow_received, report.received);
+    for f in &report.flows {
+        let dropped: u64 = f.dropped.values().sum();
+        assert_eq!(f.received, f.transmitted + dropped, "flow {}", f.flow);
+    }
+    // Order: each flow's sequence numbers arrive increasing.
+    let mut last: BTreeMap<u16, u32> = BTreeMap::new();
+    for (port, seq) in &got {
+        if let Some(prev) = last.insert(*port, *seq) {
+            assert!(*seq > prev, "flow {port}: {seq} after {prev}");
+        }
+    }
+    assert_eq!(last.len(), 4, "every flow arrived");
+}
+
+#[test]
+fn weighted_greedy_senders_get_their_shares_under_overload() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let weights = [1u32, 2, 3, 4];
+    let mut cfg = bed.config();
+    cfg.flows = 4;
+    cfg.flow_key = FlowKeyKind::DstPort;
+    cfg.weights = weights.to_vec();
+    cfg.sched = SchedulerConfig::new(AlgKind::Drr);
+    cfg.rate_bps = Some(20_000_000);
+    cfg.drain = Duration::from_millis(200);
+    let bridge = bed.start(cfg);
+    let mut tx = bed.sender_socket();
+    // Each flow offers 20 Mbit/s of 1000-byte frames (80 in all on a
+    // 20 Mbit/s link): every flow wants more than its share. The pace
+    // follows the clock, so a sender slowed by a busy machine catches up.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let per_flow_fps = 2500.0;
+            let start = std::time::Instant::now();
+            let mut seq = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let due = (start.elapsed().as_secs_f64() * per_flow_fps) as u32;
+                seq = seq.max(due.saturating_sub(256));
+                let n = due.saturating_sub(seq).min(32);
+                if n == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                let frames: Vec<Vec<u8>> = (0..n)
+                    .flat_map(|i| (0..4u16).map(move |f| numbered(6000 + f, seq + i, 1000)))
+                    .collect();
+                seq += n;
+                send_all(&mut tx, &frames, 32, Duration::ZERO);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let a = bridge.report();
+    std::thread::sleep(Duration::from_millis(3000));
+    let b = bridge.report();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    sender.join().expect("sender");
+    let report = bridge.stop().expect("stop");
+    assert!(report.conserved, "{report:?}");
+    let bytes: Vec<u64> = (0..4)
+        .map(|f| b.flows[f].bytes - a.flows[f].bytes)
+        .collect();
+    let total: u64 = bytes.iter().sum();
+    let wsum: u32 = weights.iter().sum();
+    for f in 0..4 {
+        let share = bytes[f] as f64 / total as f64;
+        let expected = f64::from(weights[f]) / f64::from(wsum);
+        println!("flow {f}: share {share:.4}, expected {expected:.4}");
+        assert!(
+            (share / expected - 1.0).abs() <= 0.02,
+            "flow {f}: share {share:.4}, expected {expected:.4} ({bytes:?})"
+        );
+        assert!(
+            report.flows[f]
+                .dropped
+                .get("flow_limit")
+                .copied()
+                .unwrap_or(0)
+                > 0,
+            "flow {f} was backlogged (its queue overflowed)"
+        );
+    }
+}
+
+#[test]
+fn malformed_frames_are_counted_under_their_reasons() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    // Jumbo frames can reach the bridge; the output stays at 1500.
+    bed.sender
+        .ip(&["link", "set", &bed.into.a, "mtu", "9000"])
+        .unwrap();
+    bed.bridge
+        .ip(&["link", "set", &bed.into.b, "mtu", "9000"])
+        .unwrap();
+    let mut cfg = bed.config();
+    cfg.unparsed = Unparsed::Drop;
+    cfg.flows = 2;
+    let bridge = bed.start(cfg);
+    let receiver = bed.receiver();
+    let mut tx = bed.sender_socket();
+    // As in pspat-io's own wire test: frames shorter than an Ethernet
+    // header and cut VLAN tags do not survive the sending kernel.
+    let cases: Vec<_> = frames::malformed()
+        .into_iter()
+        .filter(|(_, _, r)| {
+            !matches!(
+                r,
+                ParseReason::TruncatedEthernet | ParseReason::TruncatedVlan
+            )
+        })
+        .collect();
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    let mut all = Vec::new();
+    for _ in 0..3 {
+        for (_, frame, reason) in &cases {
+            all.push(frame.clone());
+            // Above the output's MTU: refused before parsing.
+            let name = match reason {
+                ParseReason::OversizeFrame => "too_long",
+                r => r.counter_name(),
+            };
+            *expected.entry(name.to_string()).or_default() += 1;
+        }
+    }
+    // Valid frames, one in three with a VLAN tag: forwarded.
+    let mut valid = 0u64;
+    for seq in 0..30u32 {
+        let mut frame = numbered(7000, seq, 80);
+        if seq % 3 == 0 {
+            frame.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
+        }
+        all.push(frame);
+        valid += 1;
+    }
+    let sent = send_all(&mut tx, &all, 16, Duration::from_millis(1));
+    assert_eq!(sent, all.len() as u64);
+    settle(&bridge, sent, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(100));
+    let report = bridge.stop().expect("stop");
+    let (got, _) = receiver.finish();
+    assert!(report.conserved, "{report:?}");
+    assert_eq!(report.received, sent);
+    assert_eq!(report.dropped, expected, "{report:?}");
+    assert_eq!(report.transmitted, valid);
+    assert_eq!(
+        got.len() as u64,
+        valid,
+        "the valid frames crossed, tags and all"
+    );
+}
+
+#[test]
+fn a_removed_output_interface_ends_the_run_cleanly() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let mut cfg = bed.config();
+    cfg.flows = 2;
+    cfg.rate_bps = Some(50_000_000);
+    let names = [
+        bed.sender.name().to_string(),
+        bed.bridge.name().to_string(),
+        bed.receiver.name().to_string(),
+    ];
+    let bridge = bed.start(cfg);
+    let mut tx = bed.sender_socket();
+    let frames: Vec<Vec<u8>> = (0..2000u32).map(|s| numbered(8000, s, 200)).collect();
+    let mut sent = send_all(&mut tx, &frames[..1000], 32, Duration::from_micros(500));
+    bed.out.remove().expect("remove the output pair");
+    sent += send_all(&mut tx, &frames[1000..], 32, Duration::from_micros(500));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while bridge.failure().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let failure = bridge.failure().expect("the bridge noticed");
+    assert!(failure.contains("went down or disappeared"), "{failure}");
+    let report = bridge.stop().expect("stop");
+    assert!(report.conserved, "{report:?}");
+    assert_eq!(report.in_flight, 0);
+    assert!(report.error.is_some());
+    assert_eq!(report.received + report.not_received, sent);
+    assert!(report.transmitted < report.received);
+    drop(bed);
+    for name in names {
+        assert!(
+            !std::path::Path::new(&format!("/var/run/netns/{name}")).exists(),
+            "namespace {name} removed"
+        );
+    }
+}
+
+#[test]
+fn a_plugged_in_classifier_filters_and_its_bad_flows_are_counted() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let mut cfg = bed.config();
+    cfg.flows = 2;
+    let bridge = bed.start_with(cfg, |_| {
+        |_frame: &[u8], key: Result<&FlowKey, &ParseError>| match key.map(|k| k.dst_port) {
+            Ok(9001) => Verdict::Filtered,
+            Ok(9002) => Verdict::Flow(FlowId(99)),
+            Ok(port) => Verdict::Flow(FlowId(u32::from(port % 2))),
+            Err(e) => Verdict::Unparsed(e.reason),
+        }
+    });
+    assert!(
+        promiscuous(&bed),
+        "the RX socket put the input in promiscuous mode"
+    );
+    let receiver = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let frames: Vec<Vec<u8>> = (0..30u32)
+        .map(|s| numbered(9000 + (s % 3) as u16, s, 64))
+        .collect();
+    let sent = send_all(&mut tx, &frames, 8, Duration::from_millis(1));
+    settle(&bridge, sent, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(100));
+    let report = bridge.stop().expect("stop");
+    let (got, _) = receiver.finish();
+    assert!(report.conserved, "{report:?}");
+    let expected: BTreeMap<String, u64> =
+        [("bad_flow".to_string(), 10), ("filtered".to_string(), 10)].into();
+    assert_eq!(report.dropped, expected);
+    assert_eq!(report.transmitted, 10);
+    assert_eq!(report.flows[0].received, 10, "port 9000 in flow 0");
+    assert!(got.iter().all(|(port, _)| *port == 9000));
+    assert_eq!(got.len(), 10);
+    assert!(!promiscuous(&bed), "closing the sockets undid it");
+}
+
+/// Whether the bridge's input interface is in promiscuous mode now.
+fn promiscuous(bed: &Bed) -> bool {
+    let out = std::process::Command::new("ip")
+        .args(["-n", bed.bridge.name(), "-d", "-o", "link", "show", "dev"])
+        .arg(&bed.into.b)
+        .output()
+        .expect("ip runs");
+    // `promiscuity N`: the kernel's count of promiscuous-mode requests
+    // (the PROMISC flag shows only the administrator's own request).
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let count = text
+        .split_whitespace()
+        .skip_while(|w| *w != "promiscuity")
+        .nth(1)
+        .and_then(|n| n.parse::<u32>().ok());
+    count.expect("ip -d shows the promiscuity count") > 0
+}
+
+#[test]
+fn bad_configurations_name_their_field() {
+    let mut cfg = BridgeConfig::new("pspat-x", "pspat-x");
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("output: "));
+    cfg.output = "pspat-y".into();
+    cfg.flows = 0;
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("flows: "));
+    cfg.flows = 3;
+    cfg.weights = vec![1, 2];
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("weights: "));
+    cfg.weights = vec![1, 2, 0];
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("weights: "));
+    cfg.weights.clear();
+    cfg.rate_bps = Some(0);
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("rate: "));
+    cfg.rate_bps = None;
+    cfg.descriptors = 100;
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("descriptors: "));
+    cfg.descriptors = 4096;
+    assert!(cfg.validate().is_ok());
+}

@@ -1,0 +1,175 @@
+//! A three-namespace test bed: a sender, the bridge, a receiver, joined by
+//! two veth pairs. Every name carries the `pspat-` prefix and every
+//! address is in 10.199.0.0/16 (`pspat_io::netns`).
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use etherparse::PacketBuilder;
+use pspat_bridge::{Bridge, BridgeConfig, Report};
+use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, TxConfig};
+use pspat_io::netns::{self, Namespace, VethPair};
+
+pub const MAGIC: &[u8; 8] = b"pspat-br";
+
+pub struct Bed {
+    // Dropped in this order: pairs, then namespaces.
+    pub into: VethPair,
+    pub out: VethPair,
+    pub sender: Namespace,
+    pub bridge: Namespace,
+    pub receiver: Namespace,
+}
+
+impl Bed {
+    /// The bed, or `None` (with the reason printed) without root.
+    pub fn new() -> Option<Bed> {
+        if let Some(reason) = netns::unavailable() {
+            println!("skipped: {reason}");
+            return None;
+        }
+        let sender = Namespace::create().expect("sender namespace");
+        let bridge = Namespace::create().expect("bridge namespace");
+        let receiver = Namespace::create().expect("receiver namespace");
+        let into = VethPair::create(&sender, &bridge).expect("input pair");
+        let out = VethPair::create(&bridge, &receiver).expect("output pair");
+        Some(Bed {
+            into,
+            out,
+            sender,
+            bridge,
+            receiver,
+        })
+    }
+
+    /// A bridge configuration from the input end to the output end.
+    pub fn config(&self) -> BridgeConfig {
+        BridgeConfig::new(self.into.b.clone(), self.out.a.clone())
+    }
+
+    pub fn start(&self, cfg: BridgeConfig) -> Bridge {
+        self.bridge
+            .run(|| Bridge::start(cfg))
+            .expect("enter the bridge namespace")
+            .expect("start the bridge")
+    }
+
+    pub fn start_with<C: pspat_bridge::Classifier>(
+        &self,
+        cfg: BridgeConfig,
+        make: impl FnMut(usize) -> C + Send,
+    ) -> Bridge {
+        self.bridge
+            .run(|| Bridge::start_with(cfg, make))
+            .expect("enter the bridge namespace")
+            .expect("start the bridge")
+    }
+
+    pub fn sender_socket(&self) -> PacketTx {
+        self.sender
+            .run(|| PacketTx::open(&self.into.a, &TxConfig::default()))
+            .unwrap()
+            .expect("open the sender")
+    }
+
+    /// A receiver on the far end, collecting `(dst port, sequence)` of
+    /// every numbered frame until stopped.
+    pub fn receiver(&self) -> Receiver {
+        let mut rx = self
+            .receiver
+            .run(|| PacketRx::open(&self.out.b, &RxConfig::default()))
+            .unwrap()
+            .expect("open the receiver");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut drops = 0;
+            while !stop2.load(Ordering::Acquire) {
+                rx.recv_with(Duration::from_millis(20), |p| {
+                    let mut buf = [0u8; 2048];
+                    if let Some(n) = p.copy_into(&mut buf) {
+                        if let Some(id) = numbered_id(&buf[..n]) {
+                            got.push(id);
+                        }
+                    }
+                })
+                .expect("receive");
+                drops += rx.kernel_stats().map_or(0, |k| k.drops);
+            }
+            (got, drops)
+        });
+        Receiver { stop, handle }
+    }
+}
+
+pub struct Receiver {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(Vec<(u16, u32)>, u64)>,
+}
+
+impl Receiver {
+    /// Stops; the numbered frames in arrival order and the kernel's ring
+    /// drops.
+    pub fn finish(self) -> (Vec<(u16, u32)>, u64) {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().expect("receiver thread")
+    }
+}
+
+/// A UDP frame to `dport` carrying the marker and `seq`, `len` bytes long
+/// (at least 60).
+pub fn numbered(dport: u16, seq: u32, len: usize) -> Vec<u8> {
+    let mut payload = MAGIC.to_vec();
+    payload.extend_from_slice(&seq.to_be_bytes());
+    payload.extend_from_slice(&dport.to_be_bytes());
+    payload.resize(len.max(60) - 42, 0xee);
+    let mut frame = Vec::new();
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([10, 199, 200, 1], [10, 199, 200, 2], 64)
+        .udp(4000, dport)
+        .write(&mut frame, &payload)
+        .expect("build");
+    frame
+}
+
+/// `(dst port, sequence)` of a frame [`numbered`] built (tagged or not).
+pub fn numbered_id(frame: &[u8]) -> Option<(u16, u32)> {
+    let at = frame.windows(MAGIC.len()).position(|w| w == MAGIC)?;
+    let seq = u32::from_be_bytes(frame.get(at + 8..at + 12)?.try_into().ok()?);
+    let port = u16::from_be_bytes(frame.get(at + 12..at + 14)?.try_into().ok()?);
+    Some((port, seq))
+}
+
+/// Sends every frame, `batch` at a time with `gap` between batches;
+/// returns how many the kernel took.
+pub fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>], batch: usize, gap: Duration) -> u64 {
+    let mut sent = 0u64;
+    for chunk in frames.chunks(batch) {
+        let views: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+        let mut at = 0;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while at < views.len() && Instant::now() < deadline {
+            at += tx.send_batch(&views[at..]).expect("send");
+        }
+        sent += at as u64;
+        std::thread::sleep(gap);
+    }
+    sent
+}
+
+/// Waits until the bridge received `want` frames (or the kernel dropped
+/// the rest) and holds none, or `limit` passed; returns the last report.
+pub fn settle(bridge: &Bridge, want: u64, limit: Duration) -> Report {
+    let deadline = Instant::now() + limit;
+    loop {
+        let r = bridge.report();
+        if (r.received + r.not_received >= want && r.in_flight == 0) || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,244 @@
+//! The packet key the classifier reads, and its masked form.
+//!
+//! [`PacketKey`] is what a receive thread knows about a packet once its
+//! headers are parsed: addresses, protocol, ports, the IPv6 flow label, the
+//! interface and the direction. It is plain data, so the crate stays free of
+//! I/O.
+//!
+//! # Mapping from `pspat_io::parse::FlowKey`
+//! A daemon fills a [`PacketKey`] from the parser's flow key field by field:
+//! `src` ← `src`, `dst` ← `dst`, `proto` ← `protocol`, `src_port` ←
+//! `src_port`, `dst_port` ← `dst_port`. The parser does not report the IPv6
+//! flow label, so `flow_label` is 0 until it does; `ifindex` and `direction`
+//! come from the socket the frame was read from (the receive loop knows
+//! both). VLAN tags take no part in dummynet's rules and are not carried.
+//!
+//! # Masked keys
+//! A [`FlowMask`] keeps the bits of each field that tell flows apart
+//! (`ipfw(8)`'s `mask`). IPv4 addresses are masked with `src-ip`/`dst-ip`
+//! and IPv6 addresses with `src-ip6`/`dst-ip6`; the address family of each
+//! address is part of the masked key, so an IPv4 and an IPv6 packet never
+//! share a dynamic queue unless the mask is empty (an empty mask is one queue
+//! and builds no table at all).
+
+use std::net::IpAddr;
+
+use pspat_config::FlowMask;
+
+/// Whether the packet was received or is being sent (`in` / `out` in rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum PacketDirection {
+    /// Received on the interface (`in`, `recv IFACE`).
+    #[default]
+    In,
+    /// Sent on the interface (`out`, `xmit IFACE`).
+    Out,
+}
+
+/// What the classifier needs to know about one packet.
+///
+/// Every combination of values is accepted: a key whose source and
+/// destination belong to different address families (which no parser
+/// produces) is classified without panicking; each address is then matched
+/// and masked by its own family.
+///
+/// # Examples
+/// ```
+/// use pspat_classify::{PacketDirection, PacketKey};
+/// let k = PacketKey::new("10.199.0.1".parse().unwrap(), "10.199.0.2".parse().unwrap(), 17, 5000, 53);
+/// assert_eq!((k.proto, k.dst_port, k.direction), (17, 53, PacketDirection::In));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PacketKey {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// IP protocol number of the transport (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6).
+    pub proto: u8,
+    /// Source port (0 for portless protocols, as the parser reports them).
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// IPv6 flow label (low 20 bits are used); 0 when unknown or IPv4.
+    pub flow_label: u32,
+    /// The interface index the packet was received on or is sent on; 0 when
+    /// unknown (matches no interface rule).
+    pub ifindex: u32,
+    /// Received or sent.
+    pub direction: PacketDirection,
+}
+
+impl PacketKey {
+    /// A received packet on no known interface, without a flow label.
+    pub fn new(src: IpAddr, dst: IpAddr, proto: u8, src_port: u16, dst_port: u16) -> Self {
+        PacketKey {
+            src,
+            dst,
+            proto,
+            src_port,
+            dst_port,
+            flow_label: 0,
+            ifindex: 0,
+            direction: PacketDirection::In,
+        }
+    }
+}
+
+/// The address as four 32-bit words and whether it is IPv6.
+#[inline]
+fn words(a: IpAddr) -> ([u32; 4], bool) {
+    match a {
+        IpAddr::V4(v4) => ([u32::from(v4), 0, 0, 0], false),
+        IpAddr::V6(v6) => {
+            let x = u128::from(v6);
+            (
+                [
+                    (x >> 96) as u32,
+                    (x >> 64) as u32,
+                    (x >> 32) as u32,
+                    x as u32,
+                ],
+                true,
+            )
+        }
+    }
+}
+
+/// A [`FlowMask`] in the form masking reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CompiledMask {
+    src4: u32,
+    dst4: u32,
+    src6: [u32; 4],
+    dst6: [u32; 4],
+    ports: u32,
+    proto: u8,
+    label: u32,
+}
+
+impl CompiledMask {
+    /// `None` for an empty mask (one queue or one instance: no table).
+    pub(crate) fn new(m: &FlowMask) -> Option<Self> {
+        if m.is_empty() {
+            return None;
+        }
+        Some(CompiledMask {
+            src4: u32::from(m.src_ip),
+            dst4: u32::from(m.dst_ip),
+            src6: words(IpAddr::V6(m.src_ip6)).0,
+            dst6: words(IpAddr::V6(m.dst_ip6)).0,
+            ports: (u32::from(m.src_port) << 16) | u32::from(m.dst_port),
+            proto: m.proto,
+            label: m.flow_id & 0xf_ffff,
+        })
+    }
+
+    /// The masked key of `key` inside scheduler instance `instance`.
+    #[inline]
+    pub(crate) fn apply(&self, key: &PacketKey, instance: u32) -> MaskedKey {
+        let (s, s6) = words(key.src);
+        let (d, d6) = words(key.dst);
+        let sm = if s6 { self.src6 } else { [self.src4, 0, 0, 0] };
+        let dm = if d6 { self.dst6 } else { [self.dst4, 0, 0, 0] };
+        let ports = ((u32::from(key.src_port) << 16) | u32::from(key.dst_port)) & self.ports;
+        // flow label (20 bits) | proto (8 bits) | two family bits.
+        let meta = (key.flow_label & self.label)
+            | (u32::from(key.proto & self.proto) << 20)
+            | (u32::from(s6) << 28)
+            | (u32::from(d6) << 29);
+        MaskedKey([
+            s[0] & sm[0],
+            s[1] & sm[1],
+            s[2] & sm[2],
+            s[3] & sm[3],
+            d[0] & dm[0],
+            d[1] & dm[1],
+            d[2] & dm[2],
+            d[3] & dm[3],
+            ports,
+            meta,
+            instance,
+        ])
+    }
+}
+
+/// A masked 5-tuple plus the scheduler instance it belongs to: source (4
+/// words), destination (4), ports, flow label|protocol|families, instance.
+/// 44 bytes.
+#[derive(Clone, Copy, Debug, Eq, Default)]
+pub(crate) struct MaskedKey(pub(crate) [u32; 11]);
+
+impl PartialEq for MaskedKey {
+    /// Word by word without branches (the derived comparison calls `memcmp`).
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u32, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+/// 64-bit × 64-bit → 128-bit multiply, folded.
+#[inline]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+const K0: u64 = 0xa076_1d64_78bd_642f;
+const K1: u64 = 0xe703_7ed1_a0b4_28db;
+
+impl MaskedKey {
+    /// A seeded hash: six folded multiplications over the eleven words.
+    /// Not a keyed pseudo-random function: it spreads keys, and the seed
+    /// (chosen per classifier) keeps precomputed collision sets from working
+    /// everywhere; the bounded table caps what any collision set can cost.
+    #[inline]
+    pub(crate) fn hash(&self, seed: u64) -> u64 {
+        let w = &self.0;
+        let pair = |i: usize| u64::from(w[i]) | (u64::from(w[i + 1]) << 32);
+        let mut h = seed ^ K0;
+        h = fold_mul(h ^ pair(0), K1 ^ pair(2));
+        h = fold_mul(h ^ pair(4), K1 ^ pair(6));
+        h = fold_mul(h ^ pair(8), K1 ^ u64::from(w[10]));
+        fold_mul(h, K0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn masks_each_family_with_its_own_fields() {
+        let mut m = FlowMask::default();
+        m.set(pspat_config::MaskField::SrcIp, "/24").unwrap();
+        let c = CompiledMask::new(&m).unwrap();
+        let k4 = PacketKey::new(
+            IpAddr::V4(Ipv4Addr::new(10, 199, 1, 77)),
+            IpAddr::V4(Ipv4Addr::new(10, 199, 2, 1)),
+            6,
+            1,
+            2,
+        );
+        let mk = c.apply(&k4, 3);
+        assert_eq!(mk.0[0], u32::from(Ipv4Addr::new(10, 199, 1, 0)));
+        assert_eq!(&mk.0[1..9], &[0; 8]);
+        assert_eq!(mk.0[10], 3);
+        let k6 = PacketKey::new(
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+            6,
+            1,
+            2,
+        );
+        let mk6 = c.apply(&k6, 3);
+        assert_eq!(&mk6.0[0..9], &[0; 9]);
+        assert_ne!(mk6, c.apply(&k4, 3), "families stay apart");
+        assert!(CompiledMask::new(&FlowMask::default()).is_none());
+    }
+}

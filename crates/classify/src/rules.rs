@@ -1,0 +1,324 @@
+//! Rules and lookup tables compiled for matching.
+//!
+//! # Semantics (`ipfw(8)`)
+//! * Rules are tried in rule-number order; the first whose every condition
+//!   holds decides. A rule matches when its protocol, source, destination,
+//!   port lists, direction and interface all match.
+//! * Protocols: `ip` any; `ip4`/`ip6` by the source address's family; `tcp`
+//!   6, `udp` 17; `icmp` 1 on IPv4 and 58 (ICMPv6) on IPv6.
+//! * Addresses: a prefix matches addresses of its family whose leading `len`
+//!   bits equal the prefix's (host bits written in the prefix are ignored);
+//!   `me` matches the addresses given to
+//!   [`crate::Classifier::set_local_addrs`] (none until then); `table(N)`
+//!   matches when the longest prefix of table N containing the address
+//!   exists, and that entry's value is the rule's `tablearg`.
+//! * `tablearg` takes the destination table's value when the destination is
+//!   a table, else the source table's (the later of the two lookups, as
+//!   ipfw's last matched table).
+//! * Ports: an empty list matches any port; otherwise any range containing
+//!   the packet's port.
+//! * Interfaces: `via` matches either direction, `recv` only received
+//!   packets, `xmit` only sent ones; the name (or a pattern ending in `*`,
+//!   matching by prefix) is bound to interface indexes with
+//!   [`crate::Classifier::bind_interface`]; an unbound name matches nothing.
+//!
+//! # Complexity
+//! Matching is linear in the number of rules (each rule's port lists are
+//! scanned too). A table lookup is O(L log n): one binary search per
+//! distinct prefix length `L` in the table, longest first.
+
+use std::net::IpAddr;
+
+use pspat_config::{AddrMatch, Direction, InterfaceRole, PortRange, Prefix, Proto};
+
+use crate::key::{PacketDirection, PacketKey};
+
+/// A longest-prefix-match table: one sorted list per prefix length, longest
+/// first, per family.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LpmTable {
+    v4: Vec<(u8, Vec<(u32, u32)>)>,
+    v6: Vec<(u8, Vec<(u128, u32)>)>,
+}
+
+fn mask4(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len.min(32)))
+    }
+}
+
+fn mask6(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len.min(128)))
+    }
+}
+
+impl LpmTable {
+    pub(crate) fn new<'a>(entries: impl IntoIterator<Item = (&'a Prefix, &'a u32)>) -> Self {
+        let mut t = LpmTable::default();
+        for (p, &v) in entries {
+            match p.addr {
+                IpAddr::V4(a) => {
+                    let net = u32::from(a) & mask4(p.len);
+                    match t.v4.iter_mut().find(|(l, _)| *l == p.len) {
+                        Some((_, list)) => list.push((net, v)),
+                        None => t.v4.push((p.len, vec![(net, v)])),
+                    }
+                }
+                IpAddr::V6(a) => {
+                    let net = u128::from(a) & mask6(p.len);
+                    match t.v6.iter_mut().find(|(l, _)| *l == p.len) {
+                        Some((_, list)) => list.push((net, v)),
+                        None => t.v6.push((p.len, vec![(net, v)])),
+                    }
+                }
+            }
+        }
+        t.v4.sort_by_key(|e| std::cmp::Reverse(e.0));
+        t.v6.sort_by_key(|e| std::cmp::Reverse(e.0));
+        // Two written prefixes with the same network (10.0.0.1/24 and
+        // 10.0.0.2/24) collapse; the first in the plan's order wins.
+        for (_, list) in &mut t.v4 {
+            list.sort_by_key(|e| e.0);
+            list.dedup_by_key(|e| e.0);
+        }
+        for (_, list) in &mut t.v6 {
+            list.sort_by_key(|e| e.0);
+            list.dedup_by_key(|e| e.0);
+        }
+        t
+    }
+
+    /// The value of the longest prefix containing `addr`.
+    pub(crate) fn lookup(&self, addr: IpAddr) -> Option<u32> {
+        match addr {
+            IpAddr::V4(a) => {
+                let a = u32::from(a);
+                self.v4.iter().find_map(|(len, list)| {
+                    let net = a & mask4(*len);
+                    list.binary_search_by_key(&net, |e| e.0)
+                        .ok()
+                        .map(|i| list[i].1)
+                })
+            }
+            IpAddr::V6(a) => {
+                let a = u128::from(a);
+                self.v6.iter().find_map(|(len, list)| {
+                    let net = a & mask6(*len);
+                    list.binary_search_by_key(&net, |e| e.0)
+                        .ok()
+                        .map(|i| list[i].1)
+                })
+            }
+        }
+    }
+}
+
+/// An address condition, compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum AddrCond {
+    Any,
+    Me,
+    V4 {
+        net: u32,
+        mask: u32,
+    },
+    V6 {
+        net: u128,
+        mask: u128,
+    },
+    /// Index into the classifier's tables.
+    Table(usize),
+}
+
+impl AddrCond {
+    /// `table_index` maps a table number to its index (`None`: no such table).
+    pub(crate) fn new(a: &AddrMatch, table_index: impl Fn(u32) -> Option<usize>) -> Option<Self> {
+        Some(match a {
+            AddrMatch::Any => AddrCond::Any,
+            AddrMatch::Me => AddrCond::Me,
+            AddrMatch::Prefix(p) => match p.addr {
+                IpAddr::V4(a) => {
+                    let mask = mask4(p.len);
+                    AddrCond::V4 {
+                        net: u32::from(a) & mask,
+                        mask,
+                    }
+                }
+                IpAddr::V6(a) => {
+                    let mask = mask6(p.len);
+                    AddrCond::V6 {
+                        net: u128::from(a) & mask,
+                        mask,
+                    }
+                }
+            },
+            AddrMatch::Table(n) => AddrCond::Table(table_index(*n)?),
+        })
+    }
+
+    /// Whether `addr` matches; for a table, `Some(value)` through `arg`.
+    #[inline]
+    fn matches(
+        &self,
+        addr: IpAddr,
+        local: &[IpAddr],
+        tables: &[LpmTable],
+        arg: &mut Option<u32>,
+    ) -> bool {
+        match (self, addr) {
+            (AddrCond::Any, _) => true,
+            (AddrCond::Me, a) => local.contains(&a),
+            (AddrCond::V4 { net, mask }, IpAddr::V4(a)) => u32::from(a) & mask == *net,
+            (AddrCond::V6 { net, mask }, IpAddr::V6(a)) => u128::from(a) & mask == *net,
+            (AddrCond::V4 { .. } | AddrCond::V6 { .. }, _) => false,
+            (AddrCond::Table(t), a) => match tables[*t].lookup(a) {
+                Some(v) => {
+                    *arg = Some(v);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
+/// What a rule does once matched, compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RuleAction {
+    /// A pipe, by its index in the classifier's pipes.
+    Pipe(usize),
+    /// A queue (flowset), by its index in the classifier's queues.
+    Queue(usize),
+    /// A pipe numbered by the tablearg.
+    PipeTablearg,
+    /// A queue numbered by the tablearg.
+    QueueTablearg,
+    Allow,
+    Deny,
+}
+
+/// An interface condition and the interface indexes bound to it.
+#[derive(Clone, Debug)]
+pub(crate) struct IfaceCond {
+    pub(crate) role: InterfaceRole,
+    pub(crate) pattern: String,
+    pub(crate) bound: Vec<u32>,
+}
+
+impl IfaceCond {
+    /// Whether an interface called `name` fits this condition's name or pattern.
+    pub(crate) fn names(&self, name: &str) -> bool {
+        match self.pattern.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == self.pattern,
+        }
+    }
+}
+
+/// Packets and bytes a rule (or the default action) matched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleCounters {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes (the lengths passed to [`crate::Classifier::classify`]).
+    pub bytes: u64,
+}
+
+/// One compiled rule.
+#[derive(Clone, Debug)]
+pub(crate) struct CompiledRule {
+    pub(crate) number: u32,
+    pub(crate) action: RuleAction,
+    pub(crate) proto: Proto,
+    pub(crate) src: AddrCond,
+    pub(crate) dst: AddrCond,
+    pub(crate) src_ports: Vec<PortRange>,
+    pub(crate) dst_ports: Vec<PortRange>,
+    pub(crate) direction: Direction,
+    pub(crate) iface: Option<IfaceCond>,
+    pub(crate) counters: RuleCounters,
+}
+
+fn ports_match(list: &[PortRange], p: u16) -> bool {
+    list.is_empty() || list.iter().any(|r| r.lo <= p && p <= r.hi)
+}
+
+impl CompiledRule {
+    /// `Some(tablearg)` when the rule matches (`Some(None)` without a table).
+    #[inline]
+    pub(crate) fn matches(
+        &self,
+        k: &PacketKey,
+        local: &[IpAddr],
+        tables: &[LpmTable],
+    ) -> Option<Option<u32>> {
+        let proto_ok = match self.proto {
+            Proto::Ip => true,
+            Proto::Ip4 => k.src.is_ipv4(),
+            Proto::Ip6 => k.src.is_ipv6(),
+            Proto::Tcp => k.proto == 6,
+            Proto::Udp => k.proto == 17,
+            Proto::Icmp => k.proto == if k.src.is_ipv4() { 1 } else { 58 },
+        };
+        let dir_ok = match self.direction {
+            Direction::Any => true,
+            Direction::In => k.direction == PacketDirection::In,
+            Direction::Out => k.direction == PacketDirection::Out,
+        };
+        if !proto_ok
+            || !dir_ok
+            || !ports_match(&self.src_ports, k.src_port)
+            || !ports_match(&self.dst_ports, k.dst_port)
+        {
+            return None;
+        }
+        if let Some(i) = &self.iface {
+            let role_ok = match i.role {
+                InterfaceRole::Via => true,
+                InterfaceRole::Recv => k.direction == PacketDirection::In,
+                InterfaceRole::Xmit => k.direction == PacketDirection::Out,
+            };
+            if !role_ok || !i.bound.contains(&k.ifindex) {
+                return None;
+            }
+        }
+        let mut arg = None;
+        if !self.src.matches(k.src, local, tables, &mut arg)
+            || !self.dst.matches(k.dst, local, tables, &mut arg)
+        {
+            return None;
+        }
+        Some(arg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn longest_prefix_wins_in_both_families() {
+        let mut m = BTreeMap::new();
+        m.insert("10.0.0.0/8".parse::<Prefix>().unwrap(), 1);
+        m.insert("10.1.0.0/16".parse().unwrap(), 2);
+        m.insert("10.1.2.3".parse().unwrap(), 3);
+        m.insert("0.0.0.0/0".parse().unwrap(), 9);
+        m.insert("2001:db8::/32".parse().unwrap(), 4);
+        m.insert("2001:db8:1::/48".parse().unwrap(), 5);
+        let t = LpmTable::new(&m);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(t.lookup(ip("10.1.2.3")), Some(3));
+        assert_eq!(t.lookup(ip("10.1.2.4")), Some(2));
+        assert_eq!(t.lookup(ip("10.2.0.0")), Some(1));
+        assert_eq!(t.lookup(ip("192.0.2.1")), Some(9));
+        assert_eq!(t.lookup(ip("2001:db8:1::7")), Some(5));
+        assert_eq!(t.lookup(ip("2001:db8:2::7")), Some(4));
+        assert_eq!(t.lookup(ip("2001:db9::")), None);
+    }
+}

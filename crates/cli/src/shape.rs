@@ -1,0 +1,488 @@
+//! `pspat shape --in IF --out IF`: pspat as a bump in the wire on real
+//! packets (docs/SHAPE.md). Frames read from `--in` by AF_PACKET are
+//! classified into flows, scheduled and rate-limited by the PSPAT runtime
+//! and sent on `--out`; the reverse direction is forwarded unshaped.
+//!
+//! Prints `shape: ready ...` on stderr once its rings are open, then one
+//! progress line a second (rate and drops per flow); stops on SIGINT or
+//! SIGTERM or after `--duration`, drains, and prints the final counters
+//! (a table, or one JSON object with `--json`: docs/JSON.md).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Report, TxKind, Unparsed};
+use pspat_io::parse::FlowKeyKind;
+
+use crate::units::{self, human_rate, parse_weights};
+use crate::usage;
+
+/// Flags of `pspat shape`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nNeeds root or CAP_NET_RAW. See docs/SHAPE.md.\n\nExit codes: 0 success; 1 the run failed (an interface went away, an accounting check failed); 2 usage or configuration error (nothing started)."))]
+pub struct Args {
+    /// Interface to read and shape frames from (at most 15 bytes).
+    #[arg(long = "in", value_name = "IF", allow_hyphen_values = true)]
+    input: String,
+    /// Interface to send shaped frames on (at most 15 bytes; not the same as --in).
+    #[arg(long = "out", value_name = "IF", allow_hyphen_values = true)]
+    output: String,
+    /// Emulated link rate in bit/s, 1000 bit/s to 10^12 (e.g. 100M, 1Gbit/s); unlimited if not given.
+    #[arg(long, value_parser = units::rate_arg, allow_hyphen_values = true)]
+    rate: Option<u64>,
+    #[command(flatten)]
+    scheduler: crate::sched_config::SchedulerFlags,
+    /// Flows to classify into, 1..=65536 (default: the number of --weights, else 1).
+    #[arg(long, allow_negative_numbers = true, value_parser = ranged::<1, 65536>)]
+    flows: Option<i64>,
+    /// Header fields naming a flow: 5-tuple, src-ip, dst-ip (hashed into --flows) or dst-port (port % flows).
+    #[arg(long = "flow-key", default_value = "5-tuple", value_parser = flow_key_arg)]
+    flow_key: FlowKeyKind,
+    /// Weights of the flows, comma separated, each 1..=65536, one per flow (default: all 1).
+    #[arg(long, allow_hyphen_values = true)]
+    weights: Option<String>,
+    /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
+    dispatchers: i64,
+    /// Stop after this long (a number with ns, us, ms or s; bare = seconds), above 0 and at most 10^6 s;
+    /// runs until SIGINT or SIGTERM if not given.
+    #[arg(long, value_parser = units::duration_arg, allow_hyphen_values = true)]
+    duration: Option<Duration>,
+    /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// RX threads on --in, 1..=64 (more than one share the traffic by PACKET_FANOUT).
+    #[arg(
+        long = "rx-threads",
+        default_value_t = 1,
+        allow_negative_numbers = true, value_parser = ranged::<1, 64>
+    )]
+    rx_threads: i64,
+    /// How dispatchers send: sendmmsg (from the frame pool, default) or ring (a TPACKET_V2 TX ring).
+    #[arg(long, default_value = "sendmmsg", value_parser = tx_arg)]
+    tx: TxKind,
+    /// Frames that do not parse (not IP, malformed): forward (in flow 0) or drop (counted by reason).
+    #[arg(long, default_value = "forward", value_parser = unparsed_arg)]
+    unparsed: Unparsed,
+    /// Packets one flow may hold in the bridge (per RX thread), 1..=65536; above it, dropped as flow_limit.
+    #[arg(
+        long = "queue-limit",
+        default_value_t = 64,
+        allow_negative_numbers = true, value_parser = ranged::<1, 65536>
+    )]
+    queue_limit: i64,
+    /// Frames per RX thread, a multiple of 64 in 64..=65536.
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true, value_parser = ranged::<64, 65536>)]
+    descriptors: i64,
+    /// How long stopping may drain queued frames at the link rate (then they are dropped as shutdown),
+    /// at most 3600s.
+    #[arg(long, default_value = "1s", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    drain: Duration,
+    /// Do not forward the reverse direction (--out to --in).
+    #[arg(long = "no-reverse")]
+    no_reverse: bool,
+    /// Let sent frames pass the kernel's qdisc (default: bypass it).
+    #[arg(long = "no-qdisc-bypass")]
+    no_qdisc_bypass: bool,
+    /// CPU to pin the arbiter to.
+    #[arg(long = "arbiter-cpu", allow_negative_numbers = true, value_parser = ranged::<0, 4095>)]
+    arbiter_cpu: Option<i64>,
+    /// CPU to pin the dispatchers to.
+    #[arg(long = "dispatcher-cpu", allow_negative_numbers = true, value_parser = ranged::<0, 4095>)]
+    dispatcher_cpu: Option<i64>,
+    /// CPUs to pin the RX threads to, comma separated (thread k on the (k mod n)-th).
+    #[arg(long = "rx-cpus", allow_hyphen_values = true)]
+    rx_cpus: Option<String>,
+}
+
+/// A whole number in `LO..=HI`, for clap: the error names the range.
+fn ranged<const LO: i64, const HI: i64>(text: &str) -> Result<i64, String> {
+    match text.trim().parse::<i64>() {
+        Ok(v) if (LO..=HI).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{} is not a whole number in {LO}..={HI}",
+            units::quote(text)
+        )),
+    }
+}
+
+fn flow_key_arg(text: &str) -> Result<FlowKeyKind, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "{} is not a flow key (allowed: 5-tuple, src-ip, dst-ip, dst-port)",
+            units::quote(text)
+        )
+    })
+}
+
+fn tx_arg(text: &str) -> Result<TxKind, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "{} is not a sender (allowed: sendmmsg, ring)",
+            units::quote(text)
+        )
+    })
+}
+
+fn unparsed_arg(text: &str) -> Result<Unparsed, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "{} is not a policy (allowed: forward, drop)",
+            units::quote(text)
+        )
+    })
+}
+
+fn in_range(flag: &str, v: i64, lo: i64, hi: i64) -> anyhow::Result<i64> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(usage(format!("{flag} must be in {lo}..={hi}, got {v}")))
+    }
+}
+
+fn cpu(flag: &str, v: Option<i64>) -> anyhow::Result<Option<usize>> {
+    let max = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64 - 1;
+    v.map(|c| in_range(flag, c, 0, max).map(|c| c as usize))
+        .transpose()
+}
+
+fn check_interface(flag: &str, name: &str) -> anyhow::Result<()> {
+    let max = pspat_io::error::MAX_INTERFACE_NAME;
+    if name.is_empty() || name.len() > max {
+        return Err(usage(format!(
+            "{flag}: interface name {} must be 1..={max} bytes, got {}",
+            units::quote(name),
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
+    check_interface("--in", &args.input)?;
+    check_interface("--out", &args.output)?;
+    if args.input == args.output {
+        return Err(usage(format!(
+            "--out: {} is also --in: the bridge needs two different interfaces",
+            units::quote(&args.output)
+        )));
+    }
+    let mut cfg = BridgeConfig::new(args.input.clone(), args.output.clone());
+    cfg.sched = args.scheduler.config()?;
+    if let Some(rate) = args.rate {
+        let (lo, hi) = (
+            pspat_sched::rate::MIN_RATE_BPS,
+            pspat_sched::rate::MAX_RATE_BPS,
+        );
+        if !(lo..=hi).contains(&rate) {
+            return Err(usage(format!(
+                "--rate must be in {lo}..={hi} bit/s (e.g. 100M), got {rate}"
+            )));
+        }
+        cfg.rate_bps = Some(rate);
+    }
+    let weights = match &args.weights {
+        Some(w) => parse_weights("--weights", w).map_err(usage)?,
+        None => Vec::new(),
+    };
+    let max_flows = i64::from(pspat_bridge::MAX_FLOWS);
+    let flows = match args.flows {
+        Some(n) => in_range("--flows", n, 1, max_flows)? as u32,
+        None if !weights.is_empty() => weights.len() as u32,
+        None => 1,
+    };
+    if weights.len() > max_flows as usize {
+        return Err(usage(format!(
+            "--weights: at most {max_flows} weights, got {}",
+            weights.len()
+        )));
+    }
+    if !weights.is_empty() && weights.len() != flows as usize {
+        return Err(usage(format!(
+            "--weights: {} weights for --flows {flows}: give one weight per flow",
+            weights.len()
+        )));
+    }
+    cfg.flows = flows;
+    cfg.weights = weights;
+    cfg.flow_key = args.flow_key;
+    cfg.dispatchers = in_range("--dispatchers", args.dispatchers, 0, 64)? as usize;
+    cfg.rx_threads = in_range("--rx-threads", args.rx_threads, 1, 64)? as usize;
+    cfg.tx = args.tx;
+    cfg.unparsed = args.unparsed;
+    cfg.queue_limit = in_range("--queue-limit", args.queue_limit, 1, 65_536)? as u32;
+    let d = in_range("--descriptors", args.descriptors, 64, 65_536)?;
+    if d % 64 != 0 {
+        return Err(usage(format!(
+            "--descriptors must be a multiple of 64 in 64..=65536, got {d}"
+        )));
+    }
+    cfg.descriptors = d as usize;
+    if args.drain > Duration::from_secs(3600) {
+        return Err(usage(format!(
+            "--drain must be at most 3600s, got {}",
+            units::format_duration(args.drain)
+        )));
+    }
+    cfg.drain = args.drain;
+    if let Some(d) = args.duration {
+        if d.is_zero() || d > Duration::from_secs(1_000_000) {
+            return Err(usage(format!(
+                "--duration must be above 0 and at most 1000000s, got {}",
+                units::format_duration(d)
+            )));
+        }
+    }
+    cfg.reverse = !args.no_reverse;
+    cfg.qdisc_bypass = !args.no_qdisc_bypass;
+    cfg.arbiter_cpu = cpu("--arbiter-cpu", args.arbiter_cpu)?;
+    cfg.dispatcher_cpu = cpu("--dispatcher-cpu", args.dispatcher_cpu)?;
+    if let Some(list) = &args.rx_cpus {
+        let mut cpus = Vec::new();
+        for item in list.split(',') {
+            let v: i64 = item.trim().parse().map_err(|_| {
+                usage(format!(
+                    "--rx-cpus: {} is not a CPU number",
+                    units::quote(item.trim())
+                ))
+            })?;
+            cpus.push(cpu("--rx-cpus", Some(v))?.unwrap_or(0));
+        }
+        cfg.rx_cpus = cpus;
+    }
+    cfg.validate().map_err(|e| usage(format!("{e}")))?;
+    Ok(cfg)
+}
+
+/// `pspat shape --json` (docs/JSON.md).
+#[derive(serde::Serialize)]
+struct ShapeJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    input: &'a str,
+    output: &'a str,
+    alg: String,
+    rate_bps: Option<u64>,
+    flow_key: &'static str,
+    tx: &'static str,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+fn progress(prev: &Report, now: &Report) -> String {
+    let dt = (now.elapsed_s - prev.elapsed_s).max(1e-9);
+    let rate = |b: u64, a: u64| human_rate((b.saturating_sub(a)) as f64 * 8.0 / dt);
+    let mut line = format!(
+        "shape: {:6.1} s  in {:>10.0} pps  out {:>12}  dropped {}",
+        now.elapsed_s,
+        now.received.saturating_sub(prev.received) as f64 / dt,
+        rate(now.transmitted_bytes, prev.transmitted_bytes),
+        now.dropped_total.saturating_sub(prev.dropped_total),
+    );
+    let active: Vec<_> = now
+        .flows
+        .iter()
+        .zip(&prev.flows)
+        .filter(|(n, p)| n.received > p.received)
+        .collect();
+    for (n, p) in active.iter().take(8) {
+        let drops: u64 = n.dropped.values().sum::<u64>() - p.dropped.values().sum::<u64>();
+        line.push_str(&format!(
+            " | f{} {} d{}",
+            n.flow,
+            rate(n.bytes, p.bytes),
+            drops
+        ));
+    }
+    if active.len() > 8 {
+        line.push_str(&format!(" | +{} flows", active.len() - 8));
+    }
+    line
+}
+
+fn reasons(map: &std::collections::BTreeMap<String, u64>) -> String {
+    if map.is_empty() {
+        return "-".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn table(out: &mut impl Write, cfg: &BridgeConfig, r: &Report) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "shape {} -> {}: {}, rate {}, {} flows by {}, {:.1} s",
+        cfg.input,
+        cfg.output,
+        cfg.sched.alg,
+        cfg.rate_bps
+            .map_or("unlimited".into(), |r| human_rate(r as f64)),
+        cfg.flows,
+        cfg.flow_key,
+        r.elapsed_s
+    )?;
+    writeln!(
+        out,
+        " {:>6} {:>6} {:>12} {:>12} {:>14}  dropped",
+        "flow", "weight", "received", "transmitted", "bytes"
+    )?;
+    for f in r
+        .flows
+        .iter()
+        .filter(|f| f.received > 0 || r.flows.len() <= 64)
+    {
+        writeln!(
+            out,
+            " {:>6} {:>6} {:>12} {:>12} {:>14}  {}",
+            f.flow,
+            f.weight,
+            f.received,
+            f.transmitted,
+            f.bytes,
+            reasons(&f.dropped)
+        )?;
+    }
+    writeln!(
+        out,
+        "total: received {} ({} bytes) transmitted {} ({} bytes) dropped {} ({}) in flight {}",
+        r.received,
+        r.received_bytes,
+        r.transmitted,
+        r.transmitted_bytes,
+        r.dropped_total,
+        reasons(&r.dropped),
+        r.in_flight
+    )?;
+    writeln!(out, "not received (kernel ring full): {}", r.not_received)?;
+    writeln!(
+        out,
+        "parse: parsed {} refused {}",
+        r.parse.parsed,
+        reasons(&r.parse.refused)
+    )?;
+    if r.reverse.enabled {
+        writeln!(
+            out,
+            "reverse {} -> {}: received {} transmitted {} ({} bytes) dropped {} not received {}",
+            cfg.output,
+            cfg.input,
+            r.reverse.received,
+            r.reverse.transmitted,
+            r.reverse.bytes,
+            reasons(&r.reverse.dropped),
+            r.reverse.not_received
+        )?;
+    } else {
+        writeln!(out, "reverse: not forwarded (--no-reverse)")?;
+    }
+    let threads: Vec<String> = r
+        .threads
+        .iter()
+        .map(|t| match t.cpu {
+            Some(c) => format!("{} cpu {c}", t.thread),
+            None => format!("{} cpu ?", t.thread),
+        })
+        .collect();
+    writeln!(out, "threads: {}", threads.join(", "))?;
+    writeln!(
+        out,
+        "accounting: received {} = transmitted {} + dropped {} + in flight {}: {}",
+        r.received,
+        r.transmitted,
+        r.dropped_total,
+        r.in_flight,
+        if r.conserved { "holds" } else { "FAILS" }
+    )
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = config(&args)?;
+    let term = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&term))
+            .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
+    }
+    let bridge = Bridge::start(cfg.clone()).map_err(|e| match e {
+        BridgeError::Interface { role, source, .. } if e.is_usage() => {
+            let flag = if role == "input" { "--in" } else { "--out" };
+            usage(format!("{flag}: {source}"))
+        }
+        e if e.is_usage() => usage(e.to_string()),
+        e => anyhow::anyhow!("shape: {e}"),
+    })?;
+    eprintln!(
+        "shape: ready: {} -> {} ({}, rate {}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, frames of {} bytes)",
+        cfg.input,
+        cfg.output,
+        cfg.sched.alg,
+        cfg.rate_bps.map_or("unlimited".into(), |r| human_rate(r as f64)),
+        cfg.flows,
+        cfg.flow_key,
+        cfg.rx_threads,
+        cfg.dispatchers,
+        cfg.tx.name(),
+        bridge.frame_size()
+    );
+    let start = Instant::now();
+    let mut prev = bridge.report();
+    let mut next = start + Duration::from_secs(1);
+    let failure = loop {
+        // Acquire: pairs with signal-hook's store from the handler.
+        if term.load(Ordering::Acquire) {
+            break None;
+        }
+        if args.duration.is_some_and(|d| start.elapsed() >= d) {
+            break None;
+        }
+        if let Some(f) = bridge.failure() {
+            break Some(f);
+        }
+        if Instant::now() >= next {
+            let now = bridge.report();
+            eprintln!("{}", progress(&prev, &now));
+            prev = now;
+            next += Duration::from_secs(1);
+        }
+        let until = args
+            .duration
+            .map_or(next, |d| next.min(start + d))
+            .saturating_duration_since(Instant::now());
+        std::thread::sleep(until.min(Duration::from_millis(50)));
+    };
+    let report = bridge.stop().map_err(|e| anyhow::anyhow!("shape: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = ShapeJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "shape",
+            input: &cfg.input,
+            output: &cfg.output,
+            alg: cfg.sched.alg.to_string(),
+            rate_bps: cfg.rate_bps,
+            flow_key: cfg.flow_key.name(),
+            tx: cfg.tx.name(),
+            report: &report,
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        table(&mut out, &cfg, &report)?;
+    }
+    out.flush()?;
+    if let Some(f) = failure.or(report.error.clone()) {
+        eprintln!("pspat: shape: {}", units::elide_long_words(&f));
+        return Ok(ExitCode::from(1));
+    }
+    if !report.conserved || report.in_flight != 0 {
+        eprintln!("pspat: shape: accounting check failed");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,34 @@
+//! Which CPU the calling thread runs on, for reports of where threads ran.
+//!
+//! One `sched_getcpu(3)` call (a vDSO read on Linux, a few nanoseconds); the
+//! answer may be stale as soon as it is returned, since the scheduler may
+//! move the thread at any moment, so it is for reports, not decisions.
+
+/// The CPU the calling thread runs on now, or `None` if the system cannot
+/// say.
+#[cfg(target_os = "linux")]
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments, touches no memory of ours and
+    // is thread-safe; it returns -1 on failure, handled below.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
+/// The CPU the calling thread runs on now (`None` on systems without
+/// `sched_getcpu`).
+#[cfg(not(target_os = "linux"))]
+pub fn current_cpu() -> Option<usize> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_current_cpu_is_one_of_the_machine() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(cpu) = super::current_cpu() {
+            // CPU numbers may be sparse, but never beyond the kernel's limit.
+            assert!(cpu < cpus.max(4096), "cpu {cpu}");
+        }
+    }
+}

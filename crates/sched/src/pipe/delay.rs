@@ -1,0 +1,283 @@
+//! The delay line: packets that left the link wait here until their exit
+//! time; plus the two random delays, dummynet's empirical profile and
+//! pspat's jitter.
+//!
+//! # Guarantees
+//! * **Never early.** The line hands out an entry only when
+//!   its exit time is at or before `now`, and an exit time is never before
+//!   the packet's departure from the link.
+//! * **Order.** In order-keeping mode (the default) exit times are made
+//!   non-decreasing (`exit = max(departure + delay + jitter, previous exit)`),
+//!   so packets leave in the order they left the link. tc-netem instead
+//!   reorders whenever the jitter exceeds the spacing of packets, which
+//!   users of it often do not expect; here that takes `reorder`. The price
+//!   of order: a packet drawn a short delay waits behind one drawn a long
+//!   one, so closely spaced packets see the running maximum of the samples,
+//!   not the samples. With `reorder` a packet may overtake others; equal
+//!   exit times keep link order.
+//! * **Bounded memory.** The capacity is fixed at construction; a full line
+//!   refuses (the pipe then holds the packet in its scheduler: nothing is
+//!   dropped for lack of room).
+//!
+//! # Profiles (dummynet's `profile FILE`, `dn_heap.c`'s `extra_bits`)
+//! A profile is a table of `samples` delays (the inverse cumulative
+//! distribution, built by `pspat_config`); each packet draws an index
+//! uniformly. dummynet converts the sample into extra bits on the link, so
+//! it *occupies the link* (it models MAC overhead such as 802.11 backoff);
+//! the pipe does the same in time units. An index at or above
+//! `⌊loss_level · samples⌋` loses the packet after it has occupied the link.
+//! Deviation: dummynet's extra bits are `sample × bw`, hence zero on an
+//! unlimited link; pspat adds the sample's time whatever the rate.
+//!
+//! # Jitter (tc-netem(8) `delay TIME JITTER distribution D`)
+//! `uniform`: uniform in `[−j, +j]`; `normal`: mean 0, standard deviation
+//! `j`; `pareto`: shape 3, mean 0, minimum `−j`, a heavy right tail
+//! ([`super::random::centered_pareto`]). A sample that would put the exit
+//! before the departure is cut at the departure.
+//!
+//! # Complexity
+//! Order-keeping: O(1) per insert and per exit (a ring). Reordering: O(log n)
+//! (a binary heap). Never allocates after construction.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+
+use fastrand::Rng;
+
+use super::random::{centered_pareto, standard_normal};
+use super::Fate;
+use crate::{ConfigError, Instant, Packet};
+
+/// The distribution of the jitter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum JitterDistribution {
+    /// Uniform in `[−jitter, +jitter]`.
+    #[default]
+    Uniform,
+    /// Normal with standard deviation `jitter`.
+    Normal,
+    /// Pareto (shape 3) with mean 0 and minimum `−jitter`.
+    Pareto,
+}
+
+/// Delay variation added to each packet's delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Jitter {
+    /// Scale in ns (see [`JitterDistribution`]).
+    pub ns: u64,
+    /// Its distribution.
+    pub distribution: JitterDistribution,
+}
+
+impl Jitter {
+    /// One sample in ns (may be negative).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::pipe::{Jitter, JitterDistribution};
+    /// let j = Jitter { ns: 1_000, distribution: JitterDistribution::Uniform };
+    /// let mut rng = fastrand::Rng::with_seed(2);
+    /// assert!((0..1000).all(|_| j.sample(&mut rng).abs() <= 1_000));
+    /// ```
+    pub fn sample(&self, rng: &mut Rng) -> i64 {
+        let j = self.ns as f64;
+        let x = match self.distribution {
+            JitterDistribution::Uniform => (2.0 * rng.f64() - 1.0) * j,
+            JitterDistribution::Normal => standard_normal(rng) * j,
+            JitterDistribution::Pareto => centered_pareto(rng) * j,
+        };
+        // `as` saturates at the i64 range (and maps NaN to 0).
+        x.round() as i64
+    }
+}
+
+/// dummynet's empirical delay profile, as a table of extra delays.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::DelayProfile;
+/// let p = DelayProfile::new(vec![0, 10, 20, 30], 0.5).unwrap();
+/// let mut rng = fastrand::Rng::with_seed(1);
+/// for _ in 0..100 {
+///     let (extra, lost) = p.sample(&mut rng);
+///     assert_eq!(lost, extra >= 20); // indices 2 and 3 are at or above 0.5 × 4
+/// }
+/// assert!(DelayProfile::new(vec![], 1.0).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DelayProfile {
+    table_ns: Vec<u64>,
+    /// Indices at or above this lose the packet.
+    loss_index: usize,
+}
+
+impl DelayProfile {
+    /// A profile of `table_ns` equally likely extra delays (ns), losing the
+    /// packet when the drawn index is at or above `⌊loss_level · len⌋`.
+    ///
+    /// # Errors
+    /// An empty table or a `loss_level` outside 0..=1.
+    pub fn new(table_ns: Vec<u64>, loss_level: f64) -> Result<Self, ConfigError> {
+        if table_ns.is_empty() {
+            return Err(ConfigError::invalid(
+                "delay profile",
+                "the sample table is empty",
+            ));
+        }
+        super::filter::check_probability("profile loss-level", loss_level)?;
+        let loss_index = (loss_level * table_ns.len() as f64).floor() as usize;
+        Ok(DelayProfile {
+            table_ns,
+            loss_index,
+        })
+    }
+
+    /// The table, ns.
+    pub fn table_ns(&self) -> &[u64] {
+        &self.table_ns
+    }
+
+    /// The first index that loses the packet.
+    pub fn loss_index(&self) -> usize {
+        self.loss_index
+    }
+
+    /// The largest extra delay, ns.
+    pub fn max_ns(&self) -> u64 {
+        self.table_ns.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Draws one entry: (extra delay in ns, whether the packet is lost).
+    pub fn sample(&self, rng: &mut Rng) -> (u64, bool) {
+        let i = rng.usize(..self.table_ns.len());
+        (self.table_ns[i], i >= self.loss_index)
+    }
+}
+
+/// A packet waiting in the delay line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub exit: Instant,
+    /// Link order, to break ties in the heap.
+    pub seq: u64,
+    pub packet: Packet,
+    pub fate: Fate,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.exit, self.seq).cmp(&(other.exit, other.seq))
+    }
+}
+
+/// The line itself: a ring when order is kept, a heap when reordering.
+#[derive(Clone, Debug)]
+pub(crate) enum Line {
+    Fifo(VecDeque<Entry>),
+    Heap(BinaryHeap<Reverse<Entry>>),
+}
+
+/// A fixed-capacity delay line.
+#[derive(Clone, Debug)]
+pub(crate) struct DelayLine {
+    line: Line,
+    capacity: usize,
+    /// Exit time of the last insert (order-keeping floor).
+    last_exit: Instant,
+    seq: u64,
+    /// Entries that are not duplicates (the pipe's held packets).
+    originals: usize,
+}
+
+impl DelayLine {
+    pub fn new(capacity: usize, reorder: bool) -> Self {
+        let line = if reorder {
+            Line::Heap(BinaryHeap::with_capacity(capacity))
+        } else {
+            Line::Fifo(VecDeque::with_capacity(capacity))
+        };
+        DelayLine {
+            line,
+            capacity,
+            last_exit: Instant::ZERO,
+            seq: 0,
+            originals: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.line {
+            Line::Fifo(q) => q.len(),
+            Line::Heap(h) => h.len(),
+        }
+    }
+
+    pub fn free(&self) -> usize {
+        self.capacity - self.len()
+    }
+
+    pub fn originals(&self) -> usize {
+        self.originals
+    }
+
+    /// The earliest exit time held.
+    pub fn next_exit(&self) -> Option<Instant> {
+        match &self.line {
+            Line::Fifo(q) => q.front().map(|e| e.exit),
+            Line::Heap(h) => h.peek().map(|e| e.0.exit),
+        }
+    }
+
+    /// Inserts a packet with a wished exit time `wish` (at or after its
+    /// departure from the link); returns the exit time given (later than
+    /// `wish` only to keep order). The caller checked [`DelayLine::free`].
+    pub fn insert(&mut self, wish: Instant, packet: Packet, fate: Fate) -> Instant {
+        debug_assert!(self.free() > 0);
+        let exit = match self.line {
+            Line::Fifo(_) => wish.max(self.last_exit),
+            Line::Heap(_) => wish,
+        };
+        self.last_exit = self.last_exit.max(exit);
+        let e = Entry {
+            exit,
+            seq: self.seq,
+            packet,
+            fate,
+        };
+        self.seq += 1;
+        if fate != Fate::Duplicate {
+            self.originals += 1;
+        }
+        match &mut self.line {
+            Line::Fifo(q) => q.push_back(e),
+            Line::Heap(h) => h.push(Reverse(e)),
+        }
+        exit
+    }
+
+    /// Removes and returns the earliest entry if its exit time is ≤ `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<Entry> {
+        if self.next_exit()? > now {
+            return None;
+        }
+        let e = match &mut self.line {
+            Line::Fifo(q) => q.pop_front(),
+            Line::Heap(h) => h.pop().map(|r| r.0),
+        }?;
+        if e.fate != Fate::Duplicate {
+            self.originals -= 1;
+        }
+        Some(e)
+    }
+}

@@ -1,0 +1,593 @@
+//! dummynet's pipe as a sans-IO composition: enqueue filters → scheduler →
+//! link → delay line, with exit times to the nanosecond.
+//!
+//! ```text
+//! enqueue(now, pkt) ─▶ filters per queue ─▶ Scheduler ─▶ link (bw, burst, ─▶ delay line (delay, ─▶ release(now) ─▶ Exit
+//!                      plr, Gilbert-Elliott,  (any)       profile airtime)    jitter, duplicate)
+//!                      RED/GRED, limit
+//! ```
+//!
+//! A [`Pipe`] owns a [`Scheduler`] (FIFO for dummynet's `pipe`, any
+//! algorithm for a `sched` with queues), one queue configuration and state
+//! per flow slot (a flow is dummynet's queue), the link and the delay line.
+//! [`Pipe::enqueue`] runs the queue's filters and hands the packet to the
+//! scheduler; [`Pipe::release`] moves packets through the link into the
+//! delay line and hands out those whose exit time has come;
+//! [`Pipe::poll_at`] says when the next thing can happen, so a caller sleeps
+//! exactly until then (smoltcp's `poll_at`).
+//!
+//! # Guarantees
+//! * **Exact times.** The link runs in virtual time: a packet starts when
+//!   the link is free (never before it arrived), ends `len·8/bw` later (less
+//!   what burst credit covers, plus profile airtime), and its exit time is
+//!   that end plus `delay` plus the jitter sample, in ns. A caller that
+//!   calls `release` late gets the packet late, with the exit time it
+//!   should have had in [`Exit::at`]; it never gets one early
+//!   (`now ≥ Exit::at` for every exit).
+//! * **Times depend on the arrivals only.** `enqueue` first runs the link
+//!   up to its `now`, and the scheduler is asked at each packet's virtual
+//!   start time, so exit times, order and fates are a function of the
+//!   arrivals (times and order) and the seed, not of when or how often
+//!   `release` is called, as long as the delay line does not fill (a full
+//!   line restarts the link when a release frees room).
+//! * **Order.** Packets leave in the order they left the link unless
+//!   `reorder` is set (jitter is then free to reorder); a flow's order
+//!   through the scheduler is the scheduler's contract.
+//! * **Conservation.** `in = out + dropped + held` at every instant
+//!   ([`PipeCounters`], [`Pipe::held`]); every dropped packet is handed back
+//!   to the caller with its [`DropReason`] (by [`Pipe::enqueue`] or as an
+//!   [`Exit`] with [`Fate::Dropped`]); duplicates are counted apart.
+//! * **Determinism.** No clock, no thread, no allocation after
+//!   construction; one seed drives every random choice
+//!   ([`random::Streams`]), so the same seed and calls give the same exits.
+//! * **Nothing lost for lack of room.** A full delay line stops the link
+//!   (packets wait in the scheduler; [`PipeCounters::link_stalls`] counts
+//!   it): size it for `bw × (delay + jitter + airtime)` / smallest packet.
+//!
+//! # Complexity
+//! `enqueue`: O(1) plus the scheduler's enqueue plus the link moves it
+//! triggers. `release`: O(1) per packet moved (O(log n) with `reorder`) plus
+//! the scheduler's dequeue. `poll_at`: O(1).
+//!
+//! # Sources and deviations
+//! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
+//! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
+//! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss and
+//! duplication. Deviations: ns instead of ticks; `f64` probabilities; a hard
+//! byte limit (see [`filter`]); profile airtime even on an unlimited link
+//! (see [`delay`]); a duplicate leaves together with its original instead
+//! of being re-enqueued (tc-netem re-enqueues the copy at the root).
+//!
+//! # Example
+//! ```
+//! use pspat_sched::pipe::{Fate, Pipe, PipeConfig};
+//! use pspat_sched::rate::Rate;
+//! use pspat_sched::{Fifo, FlowId, FlowTable, Instant, Packet};
+//!
+//! let cfg = PipeConfig {
+//!     bw: Some(Rate::checked("bw", 8_000_000_000u64).unwrap()), // 1 byte per ns
+//!     delay_ns: 1_000,
+//!     ..PipeConfig::default()
+//! };
+//! let fifo = Fifo::new(FlowTable::uniform(1).unwrap(), 64).unwrap();
+//! let mut pipe = Pipe::new(cfg, fifo, 1).unwrap();
+//! pipe.enqueue(Instant::ZERO, Packet::new(FlowId(0), 100, 7)).unwrap();
+//! let mut out = Vec::new();
+//! while let Some(t) = pipe.poll_at() {
+//!     pipe.release(t, &mut |e| out.push(e));
+//! }
+//! assert_eq!(out.len(), 1);
+//! assert_eq!(out[0].at, Instant::from_nanos(1_100)); // 100 ns on the link + 1 µs delay
+//! assert_eq!(out[0].fate, Fate::Transmit);
+//! ```
+
+pub mod delay;
+pub mod filter;
+mod link;
+pub mod random;
+mod scheduler;
+
+pub use delay::{DelayProfile, Jitter, JitterDistribution};
+pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
+pub use scheduler::PipeScheduler;
+
+use crate::rate::Rate;
+use crate::{
+    ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
+    Scheduler, MAX_PACKET_LEN,
+};
+use delay::DelayLine;
+use filter::{FilterRngs, QueueState, RED_AVG_PKT_SIZE};
+use link::BurstLink;
+use random::{bernoulli, Streams};
+
+/// Default delay-line capacity, in packets.
+pub const DEFAULT_DELAY_LINE: usize = 1024;
+/// Largest delay-line capacity, in packets.
+pub const MAX_DELAY_LINE: usize = 1 << 24;
+/// Longest retry step when a shaping scheduler holds packets but names no
+/// later eligibility time (1 ms).
+pub const MAX_PROBE_NS: u64 = 1_000_000;
+
+/// Everything a [`Pipe`] needs besides its scheduler.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::{PipeConfig, QueueLimit};
+/// let c = PipeConfig::default();
+/// assert_eq!((c.bw, c.delay_ns, c.queue.limit), (None, 0, QueueLimit::Slots(50)));
+/// assert!(c.validate().is_ok());
+/// assert!(PipeConfig { delay_line_capacity: 1, ..c }.validate().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipeConfig {
+    /// Link rate; `None` is unlimited.
+    pub bw: Option<Rate>,
+    /// Bytes that may leave at line speed after idle (dummynet's `burst`).
+    pub burst_bytes: u64,
+    /// Fixed delay after the link, ns.
+    pub delay_ns: u64,
+    /// dummynet's empirical profile (extra airtime on the link, and loss).
+    pub profile: Option<DelayProfile>,
+    /// Delay variation.
+    pub jitter: Option<Jitter>,
+    /// Let jitter reorder packets.
+    pub reorder: bool,
+    /// The configuration of every queue (flow slot) unless
+    /// [`Pipe::set_queue`] changes one.
+    pub queue: QueueConfig,
+    /// Packets the delay line holds (at least 2: a packet and its duplicate).
+    pub delay_line_capacity: usize,
+    /// The seed of every random draw.
+    pub seed: u64,
+}
+
+impl Default for PipeConfig {
+    fn default() -> Self {
+        PipeConfig {
+            bw: None,
+            burst_bytes: 0,
+            delay_ns: 0,
+            profile: None,
+            jitter: None,
+            reorder: false,
+            queue: QueueConfig::default(),
+            delay_line_capacity: DEFAULT_DELAY_LINE,
+            seed: 1,
+        }
+    }
+}
+
+impl PipeConfig {
+    /// Checks every range.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first bad parameter.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        ConfigError::check_range(
+            "delay line capacity (packets)",
+            self.delay_line_capacity,
+            2..=MAX_DELAY_LINE,
+        )?;
+        self.queue.validate()
+    }
+}
+
+/// What happens to a packet handed out by [`Pipe::release`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fate {
+    /// Transmit it.
+    Transmit,
+    /// Transmit it again: a copy of the packet just handed out with
+    /// [`Fate::Transmit`] (same token; the caller sends the buffer twice).
+    Duplicate,
+    /// It was dropped after the scheduler (a profile loss); free it. Its
+    /// [`Exit::at`] is the end of its time on the link, or, when order is
+    /// kept, the exit of the packet ahead of it if that is later.
+    Dropped(DropReason),
+}
+
+/// A packet leaving the pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// The packet, unchanged.
+    pub packet: Packet,
+    /// Its exit time (at or before the `now` of the release that hands it out).
+    pub at: Instant,
+    /// Send, send again, or free.
+    pub fate: Fate,
+}
+
+/// Exact counters of a pipe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PipeCounters {
+    /// Packets offered to [`Pipe::enqueue`].
+    pub in_packets: u64,
+    /// Bytes offered.
+    pub in_bytes: u64,
+    /// Packets handed out with [`Fate::Transmit`].
+    pub out_packets: u64,
+    /// Bytes handed out with [`Fate::Transmit`].
+    pub out_bytes: u64,
+    /// Copies handed out with [`Fate::Duplicate`] (not in `out_*`).
+    pub duplicates: u64,
+    /// Packets dropped, indexed by [`DropReason::index`].
+    pub dropped_packets: [u64; DropReason::ALL.len()],
+    /// Bytes dropped, indexed by [`DropReason::index`].
+    pub dropped_bytes: [u64; DropReason::ALL.len()],
+    /// Times the link stopped because the delay line was full.
+    pub link_stalls: u64,
+}
+
+impl PipeCounters {
+    /// Packets dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped_packets[reason.index()]
+    }
+
+    /// Packets dropped for any reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped_packets.iter().sum()
+    }
+
+    fn drop(&mut self, pkt: &Packet, reason: DropReason) {
+        self.dropped_packets[reason.index()] += 1;
+        self.dropped_bytes[reason.index()] += u64::from(pkt.len);
+    }
+}
+
+/// A dummynet pipe around a scheduler (see the [module docs](self)).
+#[derive(Debug)]
+pub struct Pipe<S> {
+    sched: S,
+    link: BurstLink,
+    line: DelayLine,
+    delay_ns: u64,
+    profile: Option<DelayProfile>,
+    jitter: Option<Jitter>,
+    queues: Vec<QueueConfig>,
+    state: Vec<QueueState>,
+    rng: Streams,
+    /// RED's idle unit: the send time of an average packet.
+    red_unit_ns: Option<u64>,
+    /// Some queue duplicates: moving a packet needs two free entries.
+    any_duplicate: bool,
+    /// The scheduler held packets but none was eligible; `busy_until` is
+    /// its next eligibility time.
+    shaper_wait: bool,
+    /// The link stopped on a full delay line.
+    stalled: bool,
+    /// Next retry step when a shaper gives no usable eligibility time.
+    probe_ns: u64,
+    counters: PipeCounters,
+}
+
+impl<S: Scheduler> Pipe<S> {
+    /// A pipe over `sched`, whose flow ids are below `flows` (the capacity
+    /// of its [`FlowTable`]); every queue starts with `config.queue`.
+    ///
+    /// # Errors
+    /// A bad configuration (named), or `flows` outside
+    /// 1..=[`FlowTable::MAX_FLOWS`].
+    pub fn new(config: PipeConfig, sched: S, flows: usize) -> Result<Self, ConfigError> {
+        config.validate()?;
+        ConfigError::check_range("pipe flows", flows, 1..=FlowTable::MAX_FLOWS)?;
+        Ok(Pipe {
+            sched,
+            link: BurstLink::new(config.bw, config.burst_bytes),
+            line: DelayLine::new(config.delay_line_capacity, config.reorder),
+            delay_ns: config.delay_ns,
+            profile: config.profile,
+            jitter: config.jitter,
+            queues: vec![config.queue; flows],
+            state: vec![QueueState::default(); flows],
+            rng: Streams::new(config.seed),
+            red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
+            any_duplicate: config.queue.duplicate > 0.0,
+            shaper_wait: false,
+            stalled: false,
+            probe_ns: 1,
+            counters: PipeCounters::default(),
+        })
+    }
+
+    /// Gives queue `flow` its own configuration (dummynet's `queue N
+    /// config` for the flowset the flow belongs to). Its state (RED
+    /// average, Gilbert-Elliott state, what it holds) is kept.
+    ///
+    /// # Errors
+    /// A flow beyond the pipe's flows, or a bad configuration.
+    pub fn set_queue(&mut self, flow: FlowId, config: QueueConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let slots = self.queues.len();
+        let q = self.queues.get_mut(flow.index()).ok_or_else(|| {
+            ConfigError::out_of_range("pipe queue", flow.0, format!("0..{slots}"))
+        })?;
+        *q = config;
+        self.any_duplicate = self.queues.iter().any(|q| q.duplicate > 0.0);
+        Ok(())
+    }
+
+    /// The configuration of queue `flow`.
+    pub fn queue_config(&self, flow: FlowId) -> Option<&QueueConfig> {
+        self.queues.get(flow.index())
+    }
+
+    /// Offers `pkt` at `now` (first moving the link up to `now`, so the
+    /// order of `enqueue` and `release` calls at one instant does not
+    /// change any time).
+    ///
+    /// # Errors
+    /// The packet back with the reason: [`DropReason::UnknownFlow`],
+    /// [`DropReason::BadLength`], [`DropReason::RandomLoss`],
+    /// [`DropReason::BurstLoss`], [`DropReason::Red`],
+    /// [`DropReason::FlowLimit`], or the scheduler's own.
+    pub fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
+        self.counters.in_packets += 1;
+        self.counters.in_bytes += u64::from(pkt.len);
+        self.advance_link(now);
+        let reject = |pipe: &mut Self, reason| {
+            pipe.counters.drop(&pkt, reason);
+            Err(Rejected {
+                packet: pkt,
+                reason,
+            })
+        };
+        let i = pkt.flow.index();
+        if i >= self.state.len() {
+            return reject(self, DropReason::UnknownFlow);
+        }
+        if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
+            return reject(self, DropReason::BadLength);
+        }
+        let rngs = FilterRngs {
+            loss: &mut self.rng.loss,
+            gilbert_elliott: &mut self.rng.gilbert_elliott,
+            red: &mut self.rng.red,
+        };
+        if let Err(reason) =
+            self.state[i].admit(&self.queues[i], pkt.len, now, self.red_unit_ns, rngs)
+        {
+            return reject(self, reason);
+        }
+        let was_empty = self.sched.is_empty();
+        if let Err(r) = self.sched.enqueue(now, pkt) {
+            return reject(self, r.reason);
+        }
+        let st = &mut self.state[i];
+        st.slots += 1;
+        st.bytes += u64::from(pkt.len);
+        if was_empty {
+            if self.shaper_wait {
+                // The scheduler was emptied (a flow removed) while waiting.
+                self.link.busy_until = self.link.last_finish;
+                self.shaper_wait = false;
+            }
+            self.link.wake(now);
+        } else if self.shaper_wait {
+            // A new packet may be eligible before the one the scheduler waits for.
+            self.link.busy_until = self.link.last_finish.max(now);
+            self.shaper_wait = false;
+        } else if self.link.busy_until < now {
+            // The link is stopped on a full delay line: it restarts no
+            // earlier than this arrival.
+            self.link.busy_until = now;
+        }
+        Ok(())
+    }
+
+    /// Moves packets through the link into the delay line up to `now`, and
+    /// hands every packet whose exit time is at or before `now` to `out`,
+    /// in exit order (in link order among equal times).
+    pub fn release(&mut self, now: Instant, out: &mut impl FnMut(Exit)) {
+        loop {
+            self.advance_link(now);
+            let mut any = false;
+            while let Some(e) = self.line.pop_due(now) {
+                any = true;
+                if self.stalled {
+                    // Room appeared at this exit: the link restarts then.
+                    self.link.busy_until = self.link.busy_until.max(e.exit);
+                    self.stalled = false;
+                }
+                match e.fate {
+                    Fate::Transmit => {
+                        self.counters.out_packets += 1;
+                        self.counters.out_bytes += u64::from(e.packet.len);
+                    }
+                    Fate::Duplicate => self.counters.duplicates += 1,
+                    Fate::Dropped(reason) => self.counters.drop(&e.packet, reason),
+                }
+                out(Exit {
+                    packet: e.packet,
+                    at: e.exit,
+                    fate: e.fate,
+                });
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// The earliest instant at which [`Pipe::release`] has something to
+    /// do: an exit, or the link free while packets wait. `None` when the
+    /// pipe holds nothing.
+    pub fn poll_at(&self) -> Option<Instant> {
+        let exit = self.line.next_exit();
+        if self.sched.is_empty() || self.stalled {
+            return exit;
+        }
+        let link = self.link.busy_until;
+        Some(exit.map_or(link, |e| e.min(link)))
+    }
+
+    /// Runs the link from where it is up to `now`.
+    fn advance_link(&mut self, now: Instant) {
+        let need = if self.any_duplicate { 2 } else { 1 };
+        while !self.sched.is_empty() {
+            let start = self.link.busy_until;
+            if start > now {
+                return;
+            }
+            if self.line.free() < need {
+                if !self.stalled {
+                    self.stalled = true;
+                    self.counters.link_stalls += 1;
+                }
+                return;
+            }
+            let Some(pkt) = self.sched.dequeue(start) else {
+                // A shaper holds packets none of which is eligible yet. Its
+                // eligibility time is a soft deadline: when it names no
+                // later instant, probe 1, 2, 4 ... ns later (at most
+                // MAX_PROBE_NS), so the loop always moves on.
+                self.shaper_wait = true;
+                self.link.busy_until = match self.sched.next_eligible(start) {
+                    Some(t) if t > start => t,
+                    _ => {
+                        let t = start.saturating_add_nanos(self.probe_ns);
+                        self.probe_ns = (self.probe_ns * 2).min(MAX_PROBE_NS);
+                        t
+                    }
+                };
+                continue;
+            };
+            self.shaper_wait = false;
+            self.probe_ns = 1;
+            self.move_to_line(start, pkt);
+        }
+    }
+
+    /// `pkt` leaves the scheduler at `start`: through the link into the line.
+    fn move_to_line(&mut self, start: Instant, pkt: Packet) {
+        let i = pkt.flow.index();
+        if let Some(st) = self.state.get_mut(i) {
+            st.slots = st.slots.saturating_sub(1);
+            st.bytes = st.bytes.saturating_sub(u64::from(pkt.len));
+            if st.slots == 0 {
+                st.empty_since = start;
+            }
+        }
+        let (airtime, lost) = match &self.profile {
+            Some(p) => p.sample(&mut self.rng.profile),
+            None => (0, false),
+        };
+        let finish = self.link.transmit(pkt.len, airtime);
+        if lost {
+            self.line
+                .insert(finish, pkt, Fate::Dropped(DropReason::ProfileLoss));
+            return;
+        }
+        let mut wish = finish.saturating_add_nanos(self.delay_ns);
+        if let Some(j) = &self.jitter {
+            let s = j.sample(&mut self.rng.jitter);
+            wish = if s >= 0 {
+                wish.saturating_add_nanos(s.unsigned_abs())
+            } else {
+                let w = Instant::from_nanos(wish.as_nanos().saturating_sub(s.unsigned_abs()));
+                w.max(finish)
+            };
+        }
+        let exit = self.line.insert(wish, pkt, Fate::Transmit);
+        let dup = self.queues.get(i).map_or(0.0, |q| q.duplicate);
+        if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {
+            self.line.insert(exit, pkt, Fate::Duplicate);
+        }
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &PipeCounters {
+        &self.counters
+    }
+
+    /// Packets held: in the scheduler, on the link or in the delay line
+    /// (duplicates not counted). `in = out + dropped + held` always.
+    pub fn held(&self) -> u64 {
+        (self.sched.queued() + self.line.originals()) as u64
+    }
+
+    /// Packets waiting in the scheduler.
+    pub fn queued(&self) -> usize {
+        self.sched.queued()
+    }
+
+    /// Packets queued for `flow` and their bytes (what its limit and RED
+    /// see), `None` beyond the pipe's flows.
+    pub fn queue_len(&self, flow: FlowId) -> Option<(u64, u64)> {
+        self.state.get(flow.index()).map(|s| (s.slots, s.bytes))
+    }
+
+    /// The RED average of queue `flow`.
+    pub fn red_average(&self, flow: FlowId) -> Option<f64> {
+        self.state.get(flow.index()).map(|s| s.red.avg)
+    }
+
+    /// Entries in the delay line (duplicates included).
+    pub fn in_delay_line(&self) -> usize {
+        self.line.len()
+    }
+
+    /// The link rate, `None` when unlimited.
+    pub fn rate(&self) -> Option<Rate> {
+        self.link.rate()
+    }
+
+    /// The scheduler.
+    pub fn scheduler(&self) -> &S {
+        &self.sched
+    }
+
+    /// Adds a flow to the scheduler ([`Scheduler::add_flow`]); its queue
+    /// keeps the configuration it has in the pipe.
+    ///
+    /// # Errors
+    /// As [`Scheduler::add_flow`]; a flow beyond the pipe's flows is
+    /// [`FlowError::OutOfCapacity`].
+    pub fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.check_flow(flow)?;
+        self.sched.add_flow(flow, params)?;
+        self.state[flow.index()] = QueueState::default();
+        Ok(())
+    }
+
+    /// Changes a flow's scheduling parameters ([`Scheduler::change_flow`]).
+    ///
+    /// # Errors
+    /// As [`Scheduler::change_flow`].
+    pub fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.sched.change_flow(flow, params)
+    }
+
+    /// Removes a flow ([`Scheduler::remove_flow`]): its queued packets go
+    /// to `purge` with [`DropReason::FlowRemoved`] and are counted as
+    /// dropped; packets already on the link or in the delay line still leave.
+    ///
+    /// # Errors
+    /// As [`Scheduler::remove_flow`].
+    pub fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.check_flow(flow)?;
+        let counters = &mut self.counters;
+        self.sched.remove_flow(flow, &mut |r: Rejected| {
+            counters.drop(&r.packet, r.reason);
+            purge(r);
+        })?;
+        self.state[flow.index()] = QueueState::default();
+        Ok(())
+    }
+
+    fn check_flow(&self, flow: FlowId) -> Result<(), FlowError> {
+        if flow.index() < self.state.len() {
+            Ok(())
+        } else {
+            Err(FlowError::OutOfCapacity {
+                flow: flow.0,
+                capacity: self.state.len(),
+            })
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The pipe's random numbers: one seed, one independent stream per random
+//! process, and the few distributions the pipe draws from.
+//!
+//! # Guarantees
+//! * **One seed replays a run.** [`Streams::new`] derives every stream from
+//!   the one seed (SplitMix64, Steele, Lea and Flood, "Fast splittable
+//!   pseudorandom number generators", OOPSLA 2014), so the same seed and the
+//!   same calls give the same drops, delays and duplicates.
+//! * **Processes do not disturb each other.** Each random process (plr, Gilbert-Elliott,
+//!   RED, duplication, jitter, profile) draws from its own stream, so turning
+//!   one on or off leaves the others' draws unchanged, and draws made at
+//!   enqueue do not depend on how often the caller releases.
+//! * Floating point: uniform draws are exact binary fractions; the normal
+//!   and Pareto samples use `ln`, `sqrt`, `cos` and `powf`, which are
+//!   deterministic on one platform and build but may differ in the last bit
+//!   between platforms' math libraries.
+//!
+//! # Complexity
+//! O(1) per draw, no allocation.
+
+use fastrand::Rng;
+
+/// One step of SplitMix64: advances `state` and returns a well-mixed word.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::splitmix64;
+/// let mut s = 0;
+/// assert_eq!(splitmix64(&mut s), 0xe220_a839_7b1d_cdaf); // the published first output for seed 0
+/// ```
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The independent generators of one pipe, all derived from one seed.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::Streams;
+/// let (mut a, mut b) = (Streams::new(7), Streams::new(7));
+/// assert_eq!(a.loss.u64(..), b.loss.u64(..));
+/// assert_ne!(Streams::new(7).loss.u64(..), Streams::new(7).jitter.u64(..));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Streams {
+    /// `plr` draws.
+    pub loss: Rng,
+    /// Gilbert-Elliott loss and state transitions.
+    pub gilbert_elliott: Rng,
+    /// RED's uniform spacing draws.
+    pub red: Rng,
+    /// Duplication draws.
+    pub duplicate: Rng,
+    /// Jitter samples.
+    pub jitter: Rng,
+    /// Delay-profile samples.
+    pub profile: Rng,
+}
+
+impl Streams {
+    /// Every stream of a pipe seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        let mut s = seed;
+        let mut next = || Rng::with_seed(splitmix64(&mut s));
+        Streams {
+            loss: next(),
+            gilbert_elliott: next(),
+            red: next(),
+            duplicate: next(),
+            jitter: next(),
+            profile: next(),
+        }
+    }
+}
+
+/// True with probability `p` (0 never, 1 always): one uniform draw in
+/// `[0, 1)` compared with `p`.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::bernoulli;
+/// let mut rng = fastrand::Rng::with_seed(1);
+/// assert!(!bernoulli(&mut rng, 0.0) && bernoulli(&mut rng, 1.0));
+/// ```
+#[inline]
+pub fn bernoulli(rng: &mut Rng, p: f64) -> bool {
+    rng.f64() < p
+}
+
+/// A standard normal sample (Box-Muller, one of the pair; two uniform draws).
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::standard_normal;
+/// let mut rng = fastrand::Rng::with_seed(3);
+/// let mean = (0..10_000).map(|_| standard_normal(&mut rng)).sum::<f64>() / 10_000.0;
+/// assert!(mean.abs() < 0.05);
+/// ```
+pub fn standard_normal(rng: &mut Rng) -> f64 {
+    // 1 - u lies in (0, 1]: the logarithm is finite.
+    let u1 = 1.0 - rng.f64();
+    let u2 = rng.f64();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Shape of the Pareto jitter: α = 3, as iproute2's `pareto` table.
+pub const PARETO_ALPHA: f64 = 3.0;
+
+/// A Pareto sample of shape [`PARETO_ALPHA`], shifted and scaled to mean 0
+/// and minimum −1: `2·(U^(−1/α) − 1) − 1` with `U` uniform in `(0, 1]`
+/// (the mean of `U^(−1/α) − 1` is `1/(α−1) = 1/2`).
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::centered_pareto;
+/// let mut rng = fastrand::Rng::with_seed(5);
+/// assert!((0..1000).all(|_| centered_pareto(&mut rng) >= -1.0));
+/// ```
+pub fn centered_pareto(rng: &mut Rng) -> f64 {
+    let u = 1.0 - rng.f64();
+    2.0 * (u.powf(-1.0 / PARETO_ALPHA) - 1.0) - 1.0
+}
+
+/// `base^exp` by repeated squaring: only multiplications, so the result is
+/// the same on every IEEE-754 platform.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::pow_u32;
+/// assert_eq!(pow_u32(0.5, 3), 0.125);
+/// assert_eq!(pow_u32(0.9, 0), 1.0);
+/// ```
+pub fn pow_u32(mut base: f64, mut exp: u32) -> f64 {
+    let mut acc = 1.0;
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc *= base;
+        }
+        base *= base;
+        exp >>= 1;
+    }
+    acc
+}

@@ -1,0 +1,142 @@
+//! A [`Pipe`] seen as a [`Scheduler`], so a runtime that drives schedulers
+//! (pspat's arbiter) can host a whole dummynet pipe: enqueue filters,
+//! scheduler, link and delay line.
+//!
+//! # Mapping
+//! * `enqueue` is [`Pipe::enqueue`] (filters and scheduler; a refusal
+//!   hands the packet back with its reason).
+//! * `dequeue(now)` hands out, one at a time, the packets whose exit time
+//!   is at or before `now` ([`Pipe::release`]), in exit order.
+//! * `next_eligible` is [`Pipe::poll_at`]: the caller's clock sleeps until
+//!   the next exit or the next link transition, exactly as for a shaper.
+//! * A packet dropped after the scheduler (a profile loss) is handed to
+//!   [`Scheduler::take_late_drops`] with its reason, and counts as queued
+//!   until taken.
+//! * A duplicate ([`crate::pipe::Fate::Duplicate`]) is *not* handed out: a
+//!   runtime sends each accepted packet once. It is counted in
+//!   [`PipeScheduler::duplicates_not_sent`] (and in the pipe's own
+//!   `duplicates`); a host that can send a buffer twice should drive the
+//!   [`Pipe`] directly.
+//!
+//! # Conservation
+//! `queued() = pipe.held() + packets released but not yet dequeued + late
+//! drops not yet taken`, so accepted = dequeued + dropped late + queued at
+//! every step.
+//!
+//! # Cost
+//! O(1) per packet on top of the pipe; the two small queues grow to the
+//! largest batch one `release` hands out (bounded by the delay line's
+//! capacity) and then never allocate again.
+
+use std::collections::VecDeque;
+
+use super::{Fate, Pipe};
+use crate::{FlowError, FlowId, FlowParams, Instant, Packet, Rejected, Scheduler};
+
+/// A [`Pipe`] behind the [`Scheduler`] trait (module docs).
+#[derive(Debug)]
+pub struct PipeScheduler<S> {
+    pipe: Pipe<S>,
+    ready: VecDeque<Packet>,
+    late: VecDeque<Rejected>,
+    duplicates_not_sent: u64,
+}
+
+impl<S: Scheduler> PipeScheduler<S> {
+    /// Wraps `pipe`.
+    pub fn new(pipe: Pipe<S>) -> Self {
+        PipeScheduler {
+            pipe,
+            ready: VecDeque::with_capacity(256),
+            late: VecDeque::with_capacity(64),
+            duplicates_not_sent: 0,
+        }
+    }
+
+    /// The pipe (its counters, queue lengths, configuration).
+    pub fn pipe(&self) -> &Pipe<S> {
+        &self.pipe
+    }
+
+    /// The pipe, to change its queues.
+    pub fn pipe_mut(&mut self) -> &mut Pipe<S> {
+        &mut self.pipe
+    }
+
+    /// Duplicates the pipe decided on and this adapter did not hand out.
+    pub fn duplicates_not_sent(&self) -> u64 {
+        self.duplicates_not_sent
+    }
+
+    fn pull(&mut self, now: Instant) {
+        let (ready, late, dups) = (
+            &mut self.ready,
+            &mut self.late,
+            &mut self.duplicates_not_sent,
+        );
+        self.pipe.release(now, &mut |e| match e.fate {
+            Fate::Transmit => ready.push_back(e.packet),
+            Fate::Duplicate => *dups += 1,
+            Fate::Dropped(reason) => late.push_back(Rejected {
+                packet: e.packet,
+                reason,
+            }),
+        });
+    }
+}
+
+impl<S: Scheduler> Scheduler for PipeScheduler<S> {
+    fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
+        self.pipe.enqueue(now, pkt)
+    }
+
+    fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        if self.ready.is_empty() {
+            self.pull(now);
+        }
+        self.ready.pop_front()
+    }
+
+    fn queued(&self) -> usize {
+        self.pipe.held() as usize + self.ready.len() + self.late.len()
+    }
+
+    fn next_eligible(&self, now: Instant) -> Option<Instant> {
+        if !self.ready.is_empty() || !self.late.is_empty() {
+            return Some(now);
+        }
+        self.pipe.poll_at()
+    }
+
+    fn name(&self) -> &'static str {
+        "pipe"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.pipe.add_flow(flow, params)
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        self.pipe.change_flow(flow, params)
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        self.pipe.remove_flow(flow, purge)
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.pipe
+            .queue_len(flow)
+            .map(|(packets, _)| packets as usize)
+    }
+
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        while let Some(r) = self.late.pop_front() {
+            out(r);
+        }
+    }
+}

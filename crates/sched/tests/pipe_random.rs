@@ -1,0 +1,461 @@
+//! The random processes against their formulas, with fixed seeds: random
+//! loss, RED and gentle RED, Gilbert-Elliott, duplication, the delay
+//! profile and the three jitter distributions.
+
+use pspat_sched::pipe::{
+    DelayProfile, GilbertElliott, Jitter, JitterDistribution, PipeConfig, QueueConfig, QueueLimit,
+    Red, RedState,
+};
+use pspat_sched::{DropReason, Fate, FlowId, Instant, Packet};
+
+use crate::pipe_common::{assert_binomial, at, drive, fifo_pipe, rate, Run, Z999};
+
+const MS: u64 = 1_000_000;
+
+/// `n` packets of `len` bytes, one every `gap` ns, tokens 0..n.
+fn spaced(n: u64, len: u32, gap: u64) -> Vec<(Instant, Packet)> {
+    (0..n)
+        .map(|i| (at(i * gap), Packet::new(FlowId(0), len, i)))
+        .collect()
+}
+
+fn queue(q: QueueConfig) -> PipeConfig {
+    PipeConfig {
+        queue: QueueConfig {
+            limit: QueueLimit::Slots(1_000_000),
+            ..q
+        },
+        seed: 20_261_123,
+        ..PipeConfig::default()
+    }
+}
+
+#[test]
+fn random_loss_is_binomial_in_plr() {
+    for plr in [0.0, 0.001, 0.01, 0.3, 1.0] {
+        let n = 100_000;
+        let mut pipe = fifo_pipe(
+            queue(QueueConfig {
+                plr,
+                ..QueueConfig::default()
+            }),
+            1,
+            16,
+        );
+        let run = drive(&mut pipe, &spaced(n, 100, 1_000));
+        let lost = pipe.counters().dropped(DropReason::RandomLoss);
+        assert_eq!(lost, run.rejected.len() as u64);
+        assert_binomial(&format!("plr {plr}"), lost, n, plr);
+        assert_eq!(pipe.counters().out_packets, n - lost);
+    }
+}
+
+/// The mean gap between RED drops at a constant `p_b` with uniform
+/// spacing: `1 + Σ_{k ≥ 1, k·p_b < 1} (1 − k·p_b)`.
+fn red_mean_gap(p_b: f64) -> f64 {
+    let mut e = 1.0;
+    let mut k = 1.0;
+    while k * p_b < 1.0 {
+        e += 1.0 - k * p_b;
+        k += 1.0;
+    }
+    e
+}
+
+/// Feeds `n` arrivals that all find `q` queued to RED with `w_q = 1` (so
+/// the average is `q`); returns the drops.
+fn red_drops_at(red: &Red, q: u64, len: u32, bytes: bool, n: u64, seed: u64) -> u64 {
+    let mut state = RedState::default();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..n)
+        .filter(|_| state.drops(red, q, len, bytes, 0, Some(1_000), &mut rng))
+        .count() as u64
+}
+
+fn check_red_fraction(what: &str, drops: u64, n: u64, p_b: f64) {
+    let f = 1.0 / red_mean_gap(p_b);
+    // Uniform spacing makes drops more regular than Bernoulli trials: the
+    // binomial interval is a conservative bound.
+    let sd = (n as f64 * f * (1.0 - f)).sqrt();
+    assert!(
+        (drops as f64 - n as f64 * f).abs() <= Z999 * sd + 2.0,
+        "{what}: {drops} drops of {n}, expected {:.1} ± {:.1} (p_b {p_b})",
+        n as f64 * f,
+        Z999 * sd
+    );
+}
+
+#[test]
+fn red_drops_follow_the_linear_probability_with_uniform_spacing() {
+    // ipfw(8)'s example: red 0.002/30/80/0.1, here with w_q = 1 so that the
+    // average equals the queue an arrival finds.
+    let red = Red {
+        gentle: false,
+        w_q: 1.0,
+        min_th: 30,
+        max_th: 80,
+        max_p: 0.1,
+    };
+    let n = 200_000;
+    for avg in [35u64, 50, 65, 79] {
+        let p_b = 0.1 * (avg as f64 - 30.0) / 50.0;
+        let d = red_drops_at(&red, avg, 1_500, false, n, avg);
+        check_red_fraction(&format!("RED avg {avg}"), d, n, p_b);
+    }
+    assert_eq!(
+        red_drops_at(&red, 29, 1_500, false, n, 1),
+        0,
+        "below min_th"
+    );
+    assert_eq!(red_drops_at(&red, 80, 1_500, false, n, 1), n, "at max_th");
+    // A byte-counted queue scales p_b by len / 1500.
+    let bytes = Red {
+        min_th: 30_000,
+        max_th: 80_000,
+        ..red
+    };
+    let d = red_drops_at(&bytes, 55_000, 750, true, n, 3);
+    check_red_fraction("RED bytes", d, n, 0.05 * 750.0 / 1_500.0);
+    // With 1/p_b an integer the fraction is 2·p_b/(1 + p_b).
+    assert!((1.0 / red_mean_gap(0.05) - 0.1 / 1.05).abs() < 1e-12);
+}
+
+#[test]
+fn gentle_red_rises_from_max_p_to_one_between_max_th_and_twice_max_th() {
+    let red = Red {
+        gentle: true,
+        w_q: 1.0,
+        min_th: 30,
+        max_th: 80,
+        max_p: 0.1,
+    };
+    let n = 200_000;
+    for avg in [50u64, 80, 90, 120, 150] {
+        let a = avg as f64;
+        let p_b = if avg < 80 {
+            0.1 * (a - 30.0) / 50.0
+        } else {
+            (1.0 - 0.1) * a / 80.0 - (1.0 - 2.0 * 0.1)
+        };
+        let d = red_drops_at(&red, avg, 1_500, false, n, avg + 1);
+        check_red_fraction(&format!("GRED avg {avg}"), d, n, p_b);
+    }
+    // From 2·max_th on every packet goes, except the one that enters the
+    // region (it draws the spacing variable, as dummynet's count = 0).
+    assert_eq!(red_drops_at(&red, 160, 1_500, false, n, 1), n - 1);
+}
+
+#[test]
+fn red_average_is_dummynets_ewma_with_idle_decay() {
+    let red = Red {
+        gentle: false,
+        w_q: 0.002,
+        min_th: 1_000,
+        max_th: 2_000,
+        max_p: 0.1,
+    };
+    let mut s = RedState::default();
+    let mut rng = fastrand::Rng::with_seed(1);
+    for _ in 0..500 {
+        assert!(!s.drops(&red, 100, 1_500, false, 0, Some(512), &mut rng));
+    }
+    let expected = 100.0 * (1.0 - 0.998f64.powi(500));
+    assert!((s.avg - expected).abs() < 1e-9, "{} vs {expected}", s.avg);
+    // Empty for 10.5 average-packet times: avg·(1 − w_q)^(10 + 1).
+    let before = s.avg;
+    s.drops(&red, 0, 1_500, false, 10 * 512 + 256, Some(512), &mut rng);
+    assert!((s.avg - before * 0.998f64.powi(11)).abs() < 1e-9);
+    // 256 packet times or more: the average is forgotten.
+    s.drops(&red, 0, 1_500, false, 256 * 512, Some(512), &mut rng);
+    assert_eq!(s.avg, 0.0);
+}
+
+#[test]
+fn red_in_a_pipe_keeps_the_queue_below_max_th() {
+    let red = Red {
+        gentle: false,
+        w_q: 1.0,
+        min_th: 5,
+        max_th: 20,
+        max_p: 0.2,
+    };
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            bw: Some(rate(1_000_000)),
+            queue: QueueConfig {
+                limit: QueueLimit::Slots(1_000),
+                red: Some(red),
+                ..QueueConfig::default()
+            },
+            ..PipeConfig::default()
+        },
+        1,
+        2_000,
+    );
+    let mut longest = 0;
+    for i in 0..1_000 {
+        let _ = pipe.enqueue(at(i * 100_000), Packet::new(FlowId(0), 1_000, i));
+        longest = longest.max(pipe.queue_len(FlowId(0)).unwrap().0);
+    }
+    assert!((5..=20).contains(&longest), "{longest}");
+    assert!(pipe.counters().dropped(DropReason::Red) > 500);
+    assert_eq!(pipe.counters().dropped(DropReason::FlowLimit), 0);
+    assert!(pipe.red_average(FlowId(0)).unwrap() >= 5.0);
+}
+
+#[test]
+fn gilbert_elliott_long_run_loss_is_its_stationary_formula() {
+    for (p, r, loss_bad, loss_good) in [
+        (0.05, 0.3, 0.7, 0.02),
+        (0.01, 0.1, 1.0, 0.0),
+        (0.2, 0.2, 0.5, 0.1),
+    ] {
+        let ge = GilbertElliott {
+            p,
+            r,
+            loss_bad,
+            loss_good,
+        };
+        let n = 300_000;
+        let mut pipe = fifo_pipe(
+            queue(QueueConfig {
+                gilbert_elliott: Some(ge),
+                ..QueueConfig::default()
+            }),
+            1,
+            16,
+        );
+        let run = drive(&mut pipe, &spaced(n, 64, 100));
+        let lost = pipe.counters().dropped(DropReason::BurstLoss);
+        // Stationary: π_bad = p/(p + r).
+        let pi_bad = p / (p + r);
+        let f = (1.0 - pi_bad) * loss_good + pi_bad * loss_bad;
+        assert!((f - ge.stationary_loss()).abs() < 1e-12);
+        // Variance of the loss count of a two-state chain: Bernoulli part
+        // plus the correlated part, Var_π(f)·2λ/(1 − λ), λ = 1 − p − r.
+        let lambda = 1.0 - p - r;
+        let var_f = pi_bad * (1.0 - pi_bad) * (loss_bad - loss_good).powi(2);
+        let sd = (n as f64 * (f * (1.0 - f) + var_f * 2.0 * lambda / (1.0 - lambda))).sqrt();
+        assert!(
+            (lost as f64 - n as f64 * f).abs() <= Z999 * sd,
+            "GE {p}/{r}/{loss_bad}/{loss_good}: {lost} of {n}, expected {:.0} ± {:.0}",
+            n as f64 * f,
+            Z999 * sd
+        );
+        // Bursts: with 1-h = 1 and 1-k = 0 a run of consecutive losses is a
+        // stay in the bad state, geometric with mean 1/r.
+        if loss_bad == 1.0 && loss_good == 0.0 {
+            let tokens: Vec<u64> = run.rejected.iter().map(|(_, x)| x.packet.token).collect();
+            let runs = 1 + tokens.windows(2).filter(|w| w[1] != w[0] + 1).count();
+            let mean_run = tokens.len() as f64 / runs as f64;
+            assert!(
+                (mean_run * r - 1.0).abs() < 0.1,
+                "mean loss run {mean_run}, 1/r = {}",
+                1.0 / r
+            );
+        }
+    }
+}
+
+#[test]
+fn duplicates_follow_their_original_at_the_same_time() {
+    let n = 100_000;
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            delay_ns: MS,
+            // A thousand packets and their copies are in flight: room for all,
+            // or the link would stop and the FIFO overflow.
+            delay_line_capacity: 4_096,
+            ..queue(QueueConfig {
+                duplicate: 0.1,
+                ..QueueConfig::default()
+            })
+        },
+        1,
+        16,
+    );
+    let run = drive(&mut pipe, &spaced(n, 200, 1_000));
+    let dups = run.with_fate(Fate::Duplicate).count() as u64;
+    assert_eq!(dups, pipe.counters().duplicates);
+    assert_binomial("duplicate 0.1", dups, n, 0.1);
+    assert_eq!(pipe.counters().out_packets, n, "a duplicate is extra");
+    for (i, (_, e)) in run.exits.iter().enumerate() {
+        if e.fate == Fate::Duplicate {
+            let (_, orig) = run.exits[i - 1];
+            assert_eq!(
+                (orig.fate, orig.packet, orig.at),
+                (Fate::Transmit, e.packet, e.at)
+            );
+        }
+    }
+}
+
+/// Each packet's extra airtime from the profile: exit − arrival −
+/// transmission − delay (transmitted) or exit − arrival − transmission
+/// (lost at the end of the link).
+fn airtimes(run: &Run, gap: u64, tx: u64, delay: u64) -> Vec<(u64, bool)> {
+    run.exits
+        .iter()
+        .map(|(_, e)| {
+            let arrival = e.packet.token * gap;
+            let lost = e.fate == Fate::Dropped(DropReason::ProfileLoss);
+            let extra = e.at.as_nanos() - arrival - tx - if lost { 0 } else { delay };
+            (extra, lost)
+        })
+        .collect()
+}
+
+#[test]
+fn profile_samples_are_uniform_over_the_table_and_lose_above_loss_level() {
+    // Ten distinct entries, 0..90 µs; loss-level 0.8 loses indices 8 and 9.
+    let table: Vec<u64> = (0..10).map(|i| i * 10_000).collect();
+    let profile = DelayProfile::new(table.clone(), 0.8).unwrap();
+    let n = 50_000u64;
+    let gap = MS; // far apart: no packet waits behind another's airtime
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            bw: Some(rate(8_000_000_000)),
+            delay_ns: 5 * MS,
+            profile: Some(profile),
+            // No order floor: a lost packet is handed back at its link exit
+            // (in order-keeping mode it waits behind the packets ahead).
+            reorder: true,
+            seed: 77,
+            ..PipeConfig::default()
+        },
+        1,
+        16,
+    );
+    let run = drive(&mut pipe, &spaced(n, 100, gap));
+    let mut counts = [0u64; 10];
+    for (extra, lost) in airtimes(&run, gap, 100, 5 * MS) {
+        let i = table
+            .iter()
+            .position(|&t| t == extra)
+            .expect("a table entry");
+        assert_eq!(lost, i >= 8, "entry {i}");
+        counts[i] += 1;
+    }
+    let expected = n as f64 / 10.0;
+    let chi2: f64 = counts
+        .iter()
+        .map(|&c| (c as f64 - expected).powi(2) / expected)
+        .sum();
+    // 9 degrees of freedom, 99.9% quantile.
+    assert!(chi2 < 27.877, "chi-square {chi2}: {counts:?}");
+    let lost = pipe.counters().dropped(DropReason::ProfileLoss);
+    assert_eq!(lost, counts[8] + counts[9]);
+    assert_binomial("profile loss", lost, n, 0.2);
+    assert_eq!(pipe.counters().out_packets + lost, n);
+}
+
+#[test]
+fn profile_airtime_occupies_the_link() {
+    // Two packets at once: the second starts after the first's airtime.
+    let profile = DelayProfile::new(vec![7_000], 1.0).unwrap();
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            bw: Some(rate(8_000_000_000)),
+            profile: Some(profile),
+            ..PipeConfig::default()
+        },
+        1,
+        16,
+    );
+    let arr = [
+        (at(0), Packet::new(FlowId(0), 100, 0)),
+        (at(0), Packet::new(FlowId(0), 100, 1)),
+    ];
+    let run = drive(&mut pipe, &arr);
+    let t: Vec<u64> = run.exits.iter().map(|(_, e)| e.at.as_nanos()).collect();
+    assert_eq!(t, [7_100, 14_200]);
+}
+
+/// The standard normal CDF (Abramowitz and Stegun 7.1.26, error < 1.5e-7).
+fn phi(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// A cumulative distribution function.
+type Cdf = Box<dyn Fn(f64) -> f64>;
+
+/// Kolmogorov-Smirnov distance between the samples and `cdf`.
+fn ks(mut xs: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len() as f64;
+    xs.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let f = cdf(x);
+            (f - i as f64 / n).abs().max((f - (i + 1) as f64 / n).abs())
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn jitter_samples_follow_their_distribution() {
+    let j = MS as f64;
+    let n = 20_000u64;
+    let gap = 200_000;
+    let cases: [(JitterDistribution, Cdf); 3] = [
+        (
+            JitterDistribution::Uniform,
+            Box::new(move |x: f64| ((x + j) / (2.0 * j)).clamp(0.0, 1.0)),
+        ),
+        (
+            JitterDistribution::Normal,
+            Box::new(move |x: f64| phi(x / j)),
+        ),
+        (
+            JitterDistribution::Pareto,
+            Box::new(move |x: f64| {
+                if x < -j {
+                    0.0
+                } else {
+                    1.0 - ((x / j + 3.0) / 2.0).powi(-3)
+                }
+            }),
+        ),
+    ];
+    for (dist, cdf) in cases {
+        let delay = 10 * MS; // ten standard deviations: nothing is cut
+        let mut pipe = fifo_pipe(
+            PipeConfig {
+                bw: Some(rate(8_000_000_000)),
+                delay_ns: delay,
+                jitter: Some(Jitter {
+                    ns: MS,
+                    distribution: dist,
+                }),
+                reorder: true, // no order floor: the raw samples
+                delay_line_capacity: 4_096,
+                seed: 5,
+                ..PipeConfig::default()
+            },
+            1,
+            16,
+        );
+        let run = drive(&mut pipe, &spaced(n, 100, gap));
+        let samples: Vec<f64> = run
+            .exits
+            .iter()
+            .map(|(_, e)| e.at.as_nanos() as f64 - (e.packet.token * gap + 100 + delay) as f64)
+            .collect();
+        let d = ks(samples.clone(), cdf);
+        // 99.9% critical value of the one-sample KS statistic: 1.949/√n.
+        assert!(d < 1.949 / (n as f64).sqrt(), "{dist:?}: KS distance {d}");
+        let mean = samples.iter().sum::<f64>() / n as f64;
+        assert!(mean.abs() < 0.05 * j, "{dist:?}: mean {mean}");
+    }
+}

@@ -1,0 +1,12 @@
+//! Integration tests of the pipe (`pspat_sched::pipe`), one binary, all in
+//! virtual time with fixed seeds.
+
+// The event driver and the checks every run makes (conservation, never early).
+mod pipe_common;
+// Exact times: delay, rate bound, burst, limits, order, replay, no allocation.
+mod pipe_timing;
+// Random processes against their formulas: plr, RED, GRED, Gilbert-Elliott,
+// duplication, profile, jitter.
+mod pipe_random;
+// Random configurations and arrivals: conservation, order, never early.
+mod pipe_prop;
