@@ -53,6 +53,15 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     victim_pps: u64,
+    /// Where the packets come from: `auto` (real UDP packets through
+    /// `pspat shape` in a lab of network namespaces when the process may
+    /// build one, as root; the emulated runtime otherwise), `lab` or
+    /// `emulated`.
+    #[arg(long, value_enum, default_value_t = crate::demo_lab::Traffic::Auto)]
+    traffic: crate::demo_lab::Traffic,
+    /// The shaped rate of the lab demo (real traffic), bit/s (e.g. 100M).
+    #[arg(long, default_value = "100M", value_parser = units::rate_arg, allow_hyphen_values = true)]
+    lab_rate: u64,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     json: bool,
@@ -68,6 +77,8 @@ impl Default for Args {
             pkt_len: 1500,
             victim_weight: 50,
             victim_pps: 4000,
+            traffic: crate::demo_lab::Traffic::Auto,
+            lab_rate: 100_000_000,
             json: false,
         }
     }
@@ -134,12 +145,28 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
 struct DemoJson<'a> {
     schema_version: u32,
     command: &'static str,
+    traffic: &'static str,
     run: &'a bench::BenchReport,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
+    let lab = crate::demo_lab::LabDemoArgs {
+        traffic: args.traffic,
+        rate_bps: args.lab_rate,
+        weights: &cfg.weights,
+        victim_weight: args.victim_weight,
+        victim_pps: args.victim_pps,
+        pkt_len: args.pkt_len,
+        duration: args.duration,
+        alg: &cfg.sched.alg.to_string(),
+        sched_file: args.scheduler.file(),
+        json: args.json,
+    };
+    if let Some(code) = crate::demo_lab::try_lab(&lab)? {
+        return Ok(code);
+    }
     if !args.json {
         eprintln!(
             "pspat demo: {} greedy clients (weights {}) + 1 victim ({} pps, weight {}) on an emulated {} link, {}, {:.1} s",
@@ -164,6 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let doc = DemoJson {
             schema_version: crate::SCHEMA_VERSION,
             command: "demo",
+            traffic: "emulated",
             run: &report,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;

@@ -11,6 +11,7 @@ use pspat_cli::{sched_config, units, usage, UsageError, SCHEMA_VERSION};
 mod bench;
 mod config_cmd;
 mod demo;
+mod demo_lab;
 mod lab;
 mod machine;
 mod place_bench;

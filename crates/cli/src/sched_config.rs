@@ -26,6 +26,13 @@ pub struct SchedulerFlags {
     sched_config: Option<PathBuf>,
 }
 
+impl SchedulerFlags {
+    /// The `--sched-config` file, if one was given.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.sched_config.as_deref()
+    }
+}
+
 impl Default for SchedulerFlags {
     /// The flags' defaults: DRR.
     fn default() -> Self {

@@ -82,11 +82,45 @@ fn bench_has_one_shape_for_one_mode_or_several() {
 #[test]
 fn demo_has_one_shape() {
     let doc = check(
-        &["demo", "--duration", "50ms"],
+        &["demo", "--duration", "50ms", "--traffic", "emulated"],
         "demo",
-        &["schema_version", "command", "run"],
+        &["schema_version", "command", "traffic", "run"],
     );
+    assert_eq!(doc["traffic"], "emulated");
     assert!(doc["run"]["victim"]["p99_ns"].is_number(), "{doc}");
+}
+
+/// As root with namespaces, `demo` runs on real packets in the lab: the
+/// same flows (the victim first, then the weighted greedy ones) measured at
+/// the receiver, and pspat shape's own report with nothing left in flight.
+#[test]
+fn demo_on_real_traffic_has_its_shape() {
+    if let Some(why) = pspat_io::netns::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let doc = check(
+        &[
+            "demo",
+            "--duration",
+            "1s",
+            "--traffic",
+            "lab",
+            "--alg",
+            "qfq",
+        ],
+        "demo",
+        &["schema_version", "command", "traffic", "lab"],
+    );
+    assert_eq!(doc["traffic"], "lab");
+    let lab = &doc["lab"];
+    let flows = lab["flows"].as_array().expect("flows");
+    assert_eq!(flows.len(), 5, "{doc}");
+    assert_eq!(flows[0]["victim"], true);
+    assert!(flows[0]["received"].as_u64().unwrap_or(0) > 0, "{doc}");
+    assert!(lab["victim_latency"]["p99_us"].is_number());
+    assert_eq!(lab["shaper"]["in_flight"], 0, "{doc}");
+    assert!(lab["error"].is_null(), "{doc}");
 }
 
 #[test]

@@ -1201,3 +1201,169 @@ mod tests {
         assert!((ideal_heavy_share(3.0) - 10.0 / 11.0).abs() < 1e-12);
     }
 }
+
+/// What `pspat demo` runs in the lab ([`demo`]).
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// The `pspat` binary to run children from.
+    pub exe: PathBuf,
+    /// The shaped rate, bit/s.
+    pub rate_bps: u64,
+    /// Weights of the greedy flows (ports `BASE_PORT + 1 ..`).
+    pub weights: Vec<u32>,
+    /// The victim's weight (port `BASE_PORT`).
+    pub victim_weight: u32,
+    /// The victim's packets per second.
+    pub victim_pps: u64,
+    /// UDP packet size of every flow, bytes on the wire (as `traffic send --size`).
+    pub size: usize,
+    /// Length of the run.
+    pub duration: Duration,
+    /// pspat shape's `--alg`.
+    pub alg: String,
+}
+
+/// One flow of the demo, as the receiver measured it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoFlow {
+    /// Destination port.
+    pub port: u16,
+    /// Its weight.
+    pub weight: u32,
+    /// Whether it is the victim (paced) or greedy.
+    pub victim: bool,
+    /// The victim: packets received over the whole run (greedy: null).
+    pub received: Option<u64>,
+    /// Received rate in the steady window, bit/s.
+    pub rate_bps: f64,
+    /// Greedy flows: share of the greedy flows' bytes (the victim: null).
+    pub share: Option<f64>,
+    /// Greedy flows: weight over the greedy weights' sum.
+    pub expected_share: Option<f64>,
+}
+
+/// What the lab demo measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoReport {
+    /// The shaped rate, bit/s.
+    pub rate_bps: u64,
+    /// Length of the run, s.
+    pub duration_s: f64,
+    /// Where the threads ran.
+    pub pinning: String,
+    /// Per flow, the victim first.
+    pub flows: Vec<DemoFlow>,
+    /// The victim's one-way latency (sender to receiver, one clock).
+    pub victim_latency: Latency,
+    /// Packets the senders sent.
+    pub sent: u64,
+    /// Packets the receiver got.
+    pub received: u64,
+    /// Packets pspat shape forwarded per second (its decisions).
+    pub decisions_per_s: Option<f64>,
+    /// pspat shape's own JSON report (every counter, drops by reason).
+    pub shaper: Option<Value>,
+    /// Why the run is incomplete, if it is.
+    pub error: Option<String>,
+}
+
+/// Weighted greedy flows and a paced victim through `pspat shape` in the
+/// lab (built here, removed on return, on error and on Ctrl-C): the real
+/// traffic version of `pspat demo`. The greedy flows offer 1.5 times the
+/// shaped rate together, in equal parts, so the link is overloaded and the
+/// shaper alone decides their shares; the victim is paced.
+///
+/// # Errors
+/// [`LabError`] when the lab cannot be built or a process cannot start.
+pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
+    if config.weights.is_empty() || config.weights.len() > 64 {
+        return Err(LabError::Config("demo: 1..=64 greedy flows".into()));
+    }
+    let compare = CompareConfig {
+        duration: config.duration,
+        alg: config.alg.clone(),
+        ..CompareConfig::new(config.exe.clone(), false)
+    };
+    let pinning = format!(
+        "pspat shape's arbiter on cpu {}, its RX threads and dispatcher on cpu {}; senders and receiver on cpu {}",
+        compare.shaper_cpu, compare.traffic_cpu, compare.traffic_cpu
+    );
+    let mut lab = Lab::up(Mode::Pspat, None)?;
+    let mut runner = Runner {
+        config: &compare,
+        exe: config.exe.display().to_string(),
+        pspat_missing: None,
+        runs: Vec::new(),
+    };
+    let n = config.weights.len();
+    let mut weights = vec![config.victim_weight];
+    weights.extend(&config.weights);
+    let shape = ShapeSpec {
+        rate_bps: config.rate_bps,
+        weights: weights.clone(),
+    };
+    let victim = SenderSpec {
+        base_port: BASE_PORT,
+        weights: vec![1],
+        threads: 1,
+        size: config.size,
+        pps: Some(config.victim_pps),
+    };
+    // The greedy flows together offer 1.5 times the shaped rate, in equal
+    // parts: the link is overloaded (the shaper, not the offered load,
+    // decides the shares), the machine's cores are not flooded.
+    let overload_pps = (1.5 * config.rate_bps as f64 / (8.0 * config.size as f64)).ceil() as u64;
+    let greedy = SenderSpec {
+        base_port: BASE_PORT + 1,
+        weights: vec![1; n],
+        threads: n,
+        size: config.size,
+        pps: Some(overload_pps.max(1)),
+    };
+    let at = Point {
+        experiment: "demo",
+        label: "pspat",
+        mode: Mode::Pspat,
+        point: 0.0,
+        flows: n + 1,
+    };
+    let record = runner.run(&mut lab, &at, &[victim, greedy], &shape)?;
+    drop(lab);
+    let span_s = (config.duration * 3 / 5).as_secs_f64();
+    let greedy_bytes: u64 = record.flow_bytes.iter().skip(1).sum();
+    let greedy_weights: u64 = config.weights.iter().map(|&w| u64::from(w)).sum();
+    let flows = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let bytes = record.flow_bytes.get(i).copied().unwrap_or(0);
+            let victim = i == 0;
+            DemoFlow {
+                port: BASE_PORT + i as u16,
+                weight: w,
+                victim,
+                received: victim.then_some(record.flow0_received),
+                rate_bps: bytes as f64 * 8.0 / span_s,
+                share: (!victim && greedy_bytes > 0).then(|| bytes as f64 / greedy_bytes as f64),
+                expected_share: (!victim).then(|| f64::from(w) / greedy_weights as f64),
+            }
+        })
+        .collect();
+    let transmitted = record
+        .shaper
+        .as_ref()
+        .and_then(|v| v.get("transmitted"))
+        .and_then(Value::as_u64);
+    Ok(DemoReport {
+        rate_bps: config.rate_bps,
+        duration_s: config.duration.as_secs_f64(),
+        pinning,
+        flows,
+        victim_latency: record.flow0_latency,
+        sent: record.sent,
+        received: record.received,
+        decisions_per_s: transmitted.map(|t| t as f64 / config.duration.as_secs_f64()),
+        shaper: record.shaper,
+        error: record.error,
+    })
+}
