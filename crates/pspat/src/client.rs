@@ -111,12 +111,15 @@ impl<B: TxBackend> Client<B> {
         } else {
             0
         };
+        // A reused slot's counter goes on from where its last client left
+        // it (single writer: that client is gone).
+        let submitted = shared.submitted.read();
         Client {
             rt,
             free: FreeDescriptors::new(shared.descs.len()),
             shared,
             producer: Some(producer),
-            submitted: 0,
+            submitted,
             list: 0,
             cpu_countdown: 0,
             policy,
@@ -130,7 +133,8 @@ impl<B: TxBackend> Client<B> {
         }
     }
 
-    /// This client's id (index in [`crate::Stats::clients`]).
+    /// This client's id (its [`crate::ClientStats::id`]). Unique among
+    /// the clients present; reused after a client departed.
     pub fn id(&self) -> u32 {
         self.shared.id
     }
@@ -442,6 +446,12 @@ impl<B: TxBackend> Client<B> {
         // `can_exit`.
         self.rt.live_clients.fetch_sub(1, Ordering::SeqCst);
         self.rt.arbiter.kick_force();
+        // Last: every descriptor this handle holds goes home (Release), after
+        // its final announcement, so that a slot found with every
+        // descriptor home can be handed on (see the `shared` module).
+        self.peeked = None;
+        self.free.give_back_all(&self.shared.returned);
+        crate::runtime::client_left(&self.rt, self.shared.id);
     }
 }
 
