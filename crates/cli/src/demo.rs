@@ -53,6 +53,9 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     victim_pps: u64,
+    /// What shutdown does with packets still queued after the run: drain[:DEADLINE] (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
+    #[arg(long, default_value = "drain:5s", value_parser = crate::bench::shutdown_arg, allow_hyphen_values = true)]
+    shutdown: pspat_bench::ShutdownPolicy,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     json: bool,
@@ -68,6 +71,7 @@ impl Default for Args {
             pkt_len: 1500,
             victim_weight: 50,
             victim_pps: 4000,
+            shutdown: pspat_bench::ShutdownPolicy::default(),
             json: false,
         }
     }
@@ -120,6 +124,7 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     cfg.rate_bps = Some(rate);
     cfg.pkt_len = args.pkt_len;
     cfg.duration = args.duration;
+    cfg.shutdown = args.shutdown;
     cfg.victim = Some(VictimConfig {
         weight: args.victim_weight,
         pps: args.victim_pps,

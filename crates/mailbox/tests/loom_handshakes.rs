@@ -404,14 +404,16 @@ fn recycle_no_reuse_before_return() {
 }
 
 /// A client slot handed over to a new client (the runtime reuses client
-/// ids): the old owner (two descriptors) submits one packet, then leaves:
-/// it announces its exit, then gives its free descriptor back
-/// (`give_back_all`). A transmitter pops the packet, counts it and returns
-/// its descriptor. The reclaimer waits until the set holds every
-/// descriptor, then takes them all and clears the id's announcement state.
-/// It must see the transmitter's count (no packet of the old owner is left
-/// anywhere) and the old owner's last announcement (so `clear` removes it
-/// and the new owner's first announcement is not skipped).
+/// ids). The old owner (two descriptors) has submitted one packet; then,
+/// concurrently, it leaves (drops its producer, announces its exit, gives
+/// its free descriptor back with `give_back_all`), a transmitter pops the
+/// packet, counts it and returns its descriptor, and the reclaimer looks
+/// once: if the set holds every descriptor it takes them all and clears the
+/// id's announcement state. Then it must see the transmitter's count (no
+/// packet of the old owner is left anywhere) and the old owner's last
+/// announcement (so `clear` removed it and the new owner's first
+/// announcement cannot be skipped). No thread spins: loom explores every
+/// order of the three.
 #[test]
 fn slot_handover_after_every_descriptor_came_home() {
     model(|| {
@@ -419,16 +421,15 @@ fn slot_handover_after_every_descriptor_came_home() {
         let returned = Arc::new(ReturnedSet::new(2));
         let list = Arc::new(ClientList::new(64));
         let counted = Arc::new(AtomicU64::new(0));
+        let mut free = FreeDescriptors::new(2);
+        let d = free.alloc(&returned).unwrap();
+        tx.push(nz(u64::from(d) + 1)).unwrap();
         let transmitter = {
             let (returned, counted) = (Arc::clone(&returned), Arc::clone(&counted));
             thread::spawn(move || {
                 let mut recycler = Recycler::new(1, 2);
-                let desc = loop {
-                    match rx.pop() {
-                        Some(v) => break v.get() - 1,
-                        None => thread::yield_now(),
-                    }
-                };
+                // Pushed before this thread was spawned.
+                let desc = rx.pop().unwrap().get() - 1;
                 // Relaxed, as the runtime's single-writer counters: the
                 // flush's Release publishes it.
                 counted.store(1, Ordering::Relaxed);
@@ -439,23 +440,19 @@ fn slot_handover_after_every_descriptor_came_home() {
         let owner = {
             let (returned, list) = (Arc::clone(&returned), Arc::clone(&list));
             thread::spawn(move || {
-                let mut free = FreeDescriptors::new(2);
-                let d = free.alloc(&returned).unwrap();
-                tx.push(nz(u64::from(d) + 1)).unwrap();
                 drop(tx);
                 publish_fence();
                 list.announce(ME);
                 free.give_back_all(&returned);
             })
         };
-        while !returned.holds_all(2) {
-            thread::yield_now();
+        if returned.holds_all(2) {
+            assert_eq!(counted.load(Ordering::Relaxed), 1, "a packet still out");
+            assert_eq!(returned.take_all(), 2);
+            list.clear(ME);
+            assert!(!list.has_announcements(), "a stale announcement survived");
+            assert_ne!(list.last(), ME, "a stale hint survived");
         }
-        assert_eq!(counted.load(Ordering::Relaxed), 1, "a packet still out");
-        assert_eq!(returned.take_all(), 2);
-        list.clear(ME);
-        assert!(!list.has_announcements(), "a stale announcement survived");
-        assert_ne!(list.last(), ME, "a stale hint survived");
         owner.join().unwrap();
         transmitter.join().unwrap();
     });

@@ -19,9 +19,20 @@
 //! returns grants and drops through the client's grant mailbox instead, and
 //! the client recycles locally.
 //!
+//! # Client-transmit mode
+//! The arbiter grants; the client transmits its granted packets in
+//! [`Client::drain`], which the caller calls: [`Client::wait_for_room`]
+//! (the answer to [`SubmitError::Full`]) and dropping the client call it
+//! too. `submit` never does: it would then take as long as the backend's
+//! `transmit` (a slow or blocked backend would block the submit), which an
+//! earlier version did.
+//!
 //! # Guarantees
-//! * `submit` never blocks: a full mailbox or an exhausted pool fails at
-//!   once and hands the packet back ([`SubmitError::Full`]).
+//! * `submit` never blocks and never calls a backend: it takes no lock,
+//!   waits for nothing, and a full mailbox or an exhausted pool fails at
+//!   once and hands the packet back ([`SubmitError::Full`]). Its cost is
+//!   bounded by the burst's length (one fence per burst, at most one
+//!   announcement).
 //! * An arbiter drop is reported on the next submit
 //!   ([`crate::BackpressurePolicy`]).
 //! * Packets of one client and flow are transmitted in submission order.
@@ -176,7 +187,8 @@ impl<B: TxBackend> Client<B> {
         self.peeked
     }
 
-    /// Submits one packet.
+    /// Submits one packet. Never blocks and never calls the backend (in
+    /// client-transmit mode granted packets wait for [`Client::drain`]).
     ///
     /// # Errors
     /// [`SubmitError`], handing the packet back: mailbox or descriptor pool
@@ -196,9 +208,6 @@ impl<B: TxBackend> Client<B> {
     /// Submits a prefix of `subs` with one fence and one announcement check;
     /// stops at the first refused packet.
     pub fn submit_burst(&mut self, subs: &[Submission]) -> Burst {
-        if self.grants.is_some() {
-            self.drain();
-        }
         let mut out = Burst {
             accepted: 0,
             drop_reported: false,
@@ -307,7 +316,11 @@ impl<B: TxBackend> Client<B> {
 
     /// Client-transmit mode: transmits every packet the arbiter granted so
     /// far and recycles dropped ones; returns how many were transmitted.
-    /// In dispatcher mode it does nothing.
+    /// It calls the backend (once, with every granted packet), so it takes
+    /// as long as the backend does. Call it regularly (or
+    /// [`Client::wait_for_room`] after a `Full`): granted packets wait for
+    /// it and their descriptors are free again only after it. In dispatcher
+    /// mode it does nothing.
     pub fn drain(&mut self) -> usize {
         let Some(grants) = self.grants.as_mut() else {
             return 0;
