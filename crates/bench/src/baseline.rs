@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use pspat::{Clock, NullTx, RuntimeError, TxBackend, TxPacket};
+use pspat::{Clock, NullTx, RuntimeError, ShutdownPolicy, TxBackend, TxPacket};
 use pspat_sched::{FlowId, LinkEmulator, Packet, Scheduler, VisitScheduler};
 
 use crate::victim::{victim_capacity, wait_until};
@@ -67,6 +67,26 @@ impl<S: Scheduler> Locked<S> {
             })
         });
     }
+}
+
+/// Empties `sched` from `now` on, asking a shaper at its next eligibility
+/// times (at most a million empty dequeues, for a shaper that names none);
+/// returns the packets taken.
+fn discard_all<S: Scheduler>(sched: &mut S, now: pspat_sched::Instant) -> u64 {
+    let (mut t, mut n, mut misses) = (now, 0u64, 0u32);
+    while !sched.is_empty() && misses < 1 << 20 {
+        match sched.dequeue(t) {
+            Some(_) => n += 1,
+            None => {
+                misses += 1;
+                t = sched
+                    .next_eligible(t)
+                    .filter(|&e| e > t)
+                    .unwrap_or(t.saturating_add_nanos(100_000));
+            }
+        }
+    }
+    n
 }
 
 fn run_baseline<S: Scheduler + Send + 'static>(
@@ -249,9 +269,21 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
-            // Clean shutdown: release what is still queued, at the link rate.
+            // Shutdown as the runtime's (`cfg.shutdown`): release what is
+            // still queued at the link rate until the drain deadline, then
+            // drop the rest with reason "shutdown".
             let st = &mut *g;
+            let deadline = match cfg.shutdown {
+                ShutdownPolicy::Drain { deadline } => deadline,
+                ShutdownPolicy::Discard => std::time::Duration::ZERO,
+            };
+            let drain_from = std::time::Instant::now();
             while !st.sched.is_empty() {
+                if drain_from.elapsed() >= deadline {
+                    let n = discard_all(&mut st.sched, clock.now());
+                    *st.dropped.entry("shutdown".to_string()).or_insert(0) += n;
+                    break;
+                }
                 let now = clock.now();
                 st.release(now);
                 st.tx.transmit(now, &st.batch);

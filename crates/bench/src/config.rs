@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use pspat::{RuntimeConfig, RuntimeError, TxMode};
+use pspat::{RuntimeConfig, RuntimeError, ShutdownPolicy, TxMode};
 use pspat_sched::{FlowParams, FlowTable, LinkEmulator, SchedulerConfig};
 
 /// Which architecture to measure.
@@ -93,6 +93,10 @@ pub struct BenchConfig {
     /// Client mailbox slots; 0 (the default) sizes them to the descriptor
     /// pool: twice the client's descriptors, 64..=512 slots.
     pub mailbox_entries: usize,
+    /// Pspat mode: what the runtime's shutdown does with packets still held
+    /// after the measured window (default: drain for at most 5 s). Nothing
+    /// sent after the window counts in the report either way.
+    pub shutdown: ShutdownPolicy,
 }
 
 impl BenchConfig {
@@ -112,6 +116,7 @@ impl BenchConfig {
             victim: None,
             delta_a_ns: 1000,
             mailbox_entries: 0,
+            shutdown: ShutdownPolicy::default(),
         }
     }
 
@@ -242,6 +247,7 @@ impl BenchConfig {
         rc.arbiter_core = pinned.then_some(ARBITER_CORE);
         rc.dispatcher_core = pinned.then_some(CLIENT_CORE);
         rc.descriptors_per_client = self.descriptors_per_client();
+        rc.shutdown = self.shutdown;
         rc
     }
 }

@@ -44,7 +44,7 @@ mod victim;
 mod window;
 
 pub use config::{BenchConfig, Mode, VictimConfig};
-pub use pspat::TxMode;
+pub use pspat::{ShutdownPolicy, TxMode};
 pub use report::{ArbiterReport, BenchReport, ClientReport, Progress, VictimReport};
 
 use baseline::Baseline;

@@ -78,6 +78,9 @@ pub(crate) fn run_pspat(
                                 break;
                             }
                             s = e.into_inner();
+                            // Client-transmit mode: submit never
+                            // transmits, so free descriptors by draining.
+                            c.drain();
                             std::thread::yield_now();
                         }
                     }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use pspat_bench::{self as bench, BenchConfig, BenchReport, TxMode};
+use pspat_bench::{self as bench, BenchConfig, BenchReport, ShutdownPolicy, TxMode};
 use serde::Serialize;
 
 use crate::units::{self, human_rate, parse_weights};
@@ -54,12 +54,47 @@ pub struct Args {
     /// Arbiter read interval Delta_A: a duration (e.g. 1us, 500ns; bare = seconds), at most 1ms.
     #[arg(long = "delta-a", default_value = "1us", value_parser = units::duration_arg, allow_hyphen_values = true)]
     delta_a: Duration,
+    /// What shutdown does with packets still queued after the run: drain[:DEADLINE] (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
+    #[arg(long, default_value = "drain:5s", value_parser = shutdown_arg, allow_hyphen_values = true)]
+    shutdown: ShutdownPolicy,
     /// Do not pin threads (by default the arbiter runs on core 0, clients on core 1).
     #[arg(long = "no-pin")]
     no_pin: bool,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+/// Longest drain deadline `--shutdown` accepts.
+const MAX_DRAIN: Duration = Duration::from_secs(3600);
+
+/// Parses `--shutdown` (bench and demo): `drain`, `drain:DEADLINE` (a
+/// duration as `--duration` takes it, at most 3600s) or `discard`.
+///
+/// # Errors
+/// One line saying what is allowed (clap names the flag).
+pub(crate) fn shutdown_arg(text: &str) -> Result<ShutdownPolicy, String> {
+    let t = text.trim();
+    let allowed = "allowed: drain, drain:DEADLINE (e.g. drain:2s), discard";
+    let (word, deadline) = match t.split_once(':') {
+        Some((w, d)) => (w, Some(d)),
+        None => (t, None),
+    };
+    match (word.to_ascii_lowercase().as_str(), deadline) {
+        ("discard", None) => Ok(ShutdownPolicy::Discard),
+        ("drain", None) => Ok(ShutdownPolicy::default()),
+        ("drain", Some(d)) => {
+            let deadline = units::parse_duration(d)?;
+            if deadline > MAX_DRAIN {
+                return Err(format!(
+                    "drain deadline {} is above 3600s",
+                    units::format_duration(deadline)
+                ));
+            }
+            Ok(ShutdownPolicy::Drain { deadline })
+        }
+        _ => Err(format!("unknown policy {} ({allowed})", units::quote(t))),
+    }
 }
 
 /// A validated configuration for each mode, in run order.
@@ -148,6 +183,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
             cfg.delta_a_ns = args.delta_a.as_nanos() as u64;
+            cfg.shutdown = args.shutdown;
             check_config(&cfg, &args.scheduler)?;
             Ok(cfg)
         })

@@ -62,6 +62,9 @@ pub struct Args {
     /// The shaped rate of the lab demo (real traffic), bit/s (e.g. 100M).
     #[arg(long, default_value = "100M", value_parser = units::rate_arg, allow_hyphen_values = true)]
     lab_rate: u64,
+    /// What shutdown does with packets still queued after the run: drain[:DEADLINE] (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
+    #[arg(long, default_value = "drain:5s", value_parser = crate::bench::shutdown_arg, allow_hyphen_values = true)]
+    shutdown: pspat_bench::ShutdownPolicy,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     json: bool,
@@ -79,6 +82,7 @@ impl Default for Args {
             victim_pps: 4000,
             traffic: crate::demo_lab::Traffic::Auto,
             lab_rate: 100_000_000,
+            shutdown: pspat_bench::ShutdownPolicy::default(),
             json: false,
         }
     }
@@ -131,6 +135,7 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     cfg.rate_bps = Some(rate);
     cfg.pkt_len = args.pkt_len;
     cfg.duration = args.duration;
+    cfg.shutdown = args.shutdown;
     cfg.victim = Some(VictimConfig {
         weight: args.victim_weight,
         pps: args.victim_pps,

@@ -112,6 +112,38 @@ impl ReturnedSet {
         self.words.iter().all(|w| w.load(Ordering::Relaxed) == 0)
     }
 
+    /// True when every descriptor `0..descriptors` is in the set: nothing of
+    /// the owner is in flight and the owner gave back its free ones
+    /// ([`FreeDescriptors::give_back_all`]). A slot whose owner left is
+    /// then quiescent: no transmitter holds one of its descriptors, and
+    /// (Acquire loads, pairing with every Release `fetch_or` that set the
+    /// bits) whatever each returner did before returning happens-before
+    /// what the caller does next. O(words).
+    pub fn holds_all(&self, descriptors: usize) -> bool {
+        let descriptors = descriptors.min(MAX_DESCRIPTORS);
+        self.words.iter().enumerate().all(|(i, w)| {
+            let lo = i * 64;
+            let want = match descriptors.saturating_sub(lo) {
+                0 => 0,
+                n if n >= 64 => u64::MAX,
+                n => (1u64 << n) - 1,
+            };
+            // Acquire: pairs with the Release `fetch_or` of `give_back`.
+            w.load(Ordering::Acquire) & want == want
+        })
+    }
+
+    /// Empties the set (Acquire swaps) and returns how many descriptors it
+    /// held: the hand-over of a quiescent slot ([`ReturnedSet::holds_all`])
+    /// to a new owner that starts with every descriptor free.
+    pub fn take_all(&self) -> usize {
+        self.words
+            .iter()
+            // Acquire: pairs with the Release `fetch_or` of `give_back`.
+            .map(|w| w.swap(0, Ordering::Acquire).count_ones() as usize)
+            .sum()
+    }
+
     /// Adds the bits `bits` to word `word` (a transmitter's flush). Words
     /// past the end are ignored (debug builds assert).
     #[inline]
@@ -297,6 +329,22 @@ impl FreeDescriptors {
         self.available()
     }
 
+    /// The owner leaves: every descriptor free in the local bitmap goes into
+    /// `returned` (one Release `fetch_or` per non-zero word) and the local
+    /// bitmap is emptied. Once every descriptor in flight has been returned
+    /// too, [`ReturnedSet::holds_all`] is true, and a successor may take the
+    /// slot over ([`ReturnedSet::take_all`]).
+    pub fn give_back_all(&mut self, returned: &ReturnedSet) {
+        for (i, f) in self.free.iter_mut().enumerate() {
+            if *f != 0 {
+                // Release inside: pairs with the Acquire loads of
+                // `holds_all` and swaps of `take_all`.
+                returned.give_back(i, *f);
+                *f = 0;
+            }
+        }
+    }
+
     /// Takes back every returned descriptor; true if there was any.
     #[cold]
     fn refill(&mut self, returned: &ReturnedSet) -> bool {
@@ -442,6 +490,27 @@ impl fmt::Debug for Recycler {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn a_leaving_owner_and_its_transmitter_fill_the_set_for_a_successor() {
+        let returned = ReturnedSet::new(70);
+        let mut f = FreeDescriptors::new(70);
+        let a = f.alloc(&returned).unwrap();
+        let b = f.alloc(&returned).unwrap();
+        f.give_back_all(&returned);
+        assert_eq!(f.available(), 0);
+        assert!(!returned.holds_all(70), "two still in flight");
+        let mut r = Recycler::new(1, 70);
+        r.mark(0, a);
+        r.flush(|_| &returned);
+        assert!(!returned.holds_all(70), "one still in flight");
+        r.mark(0, b);
+        r.flush(|_| &returned);
+        assert!(returned.holds_all(70));
+        assert_eq!(returned.take_all(), 70);
+        assert!(returned.is_empty() && !returned.holds_all(70));
+        assert!(ReturnedSet::new(0).holds_all(0));
+    }
 
     #[test]
     fn alloc_hands_out_each_descriptor_once_then_none() {

@@ -402,3 +402,58 @@ fn recycle_no_reuse_before_return() {
         assert_eq!(seen.load(Ordering::Relaxed), 2);
     });
 }
+
+/// A client slot handed over to a new client (the runtime reuses client
+/// ids). The old owner (two descriptors) has submitted one packet; then,
+/// concurrently, it leaves (drops its producer, announces its exit, gives
+/// its free descriptor back with `give_back_all`), a transmitter pops the
+/// packet, counts it and returns its descriptor, and the reclaimer looks
+/// once: if the set holds every descriptor it takes them all and clears the
+/// id's announcement state. Then it must see the transmitter's count (no
+/// packet of the old owner is left anywhere) and the old owner's last
+/// announcement (so `clear` removed it and the new owner's first
+/// announcement cannot be skipped). No thread spins: loom explores every
+/// order of the three.
+#[test]
+fn slot_handover_after_every_descriptor_came_home() {
+    model(|| {
+        let (mut tx, mut rx) = mailbox_with_line::<NonZeroU64>(E, LINE).unwrap();
+        let returned = Arc::new(ReturnedSet::new(2));
+        let list = Arc::new(ClientList::new(64));
+        let counted = Arc::new(AtomicU64::new(0));
+        let mut free = FreeDescriptors::new(2);
+        let d = free.alloc(&returned).unwrap();
+        tx.push(nz(u64::from(d) + 1)).unwrap();
+        let transmitter = {
+            let (returned, counted) = (Arc::clone(&returned), Arc::clone(&counted));
+            thread::spawn(move || {
+                let mut recycler = Recycler::new(1, 2);
+                // Pushed before this thread was spawned.
+                let desc = rx.pop().unwrap().get() - 1;
+                // Relaxed, as the runtime's single-writer counters: the
+                // flush's Release publishes it.
+                counted.store(1, Ordering::Relaxed);
+                recycler.mark(0, desc as u32);
+                recycler.flush(|_| &returned);
+            })
+        };
+        let owner = {
+            let (returned, list) = (Arc::clone(&returned), Arc::clone(&list));
+            thread::spawn(move || {
+                drop(tx);
+                publish_fence();
+                list.announce(ME);
+                free.give_back_all(&returned);
+            })
+        };
+        if returned.holds_all(2) {
+            assert_eq!(counted.load(Ordering::Relaxed), 1, "a packet still out");
+            assert_eq!(returned.take_all(), 2);
+            list.clear(ME);
+            assert!(!list.has_announcements(), "a stale announcement survived");
+            assert_ne!(list.last(), ME, "a stale hint survived");
+        }
+        owner.join().unwrap();
+        transmitter.join().unwrap();
+    });
+}

@@ -19,9 +19,20 @@
 //! returns grants and drops through the client's grant mailbox instead, and
 //! the client recycles locally.
 //!
+//! # Client-transmit mode
+//! The arbiter grants; the client transmits its granted packets in
+//! [`Client::drain`], which the caller calls: [`Client::wait_for_room`]
+//! (the answer to [`SubmitError::Full`]) and dropping the client call it
+//! too. `submit` never does: it would then take as long as the backend's
+//! `transmit` (a slow or blocked backend would block the submit), which an
+//! earlier version did.
+//!
 //! # Guarantees
-//! * `submit` never blocks: a full mailbox or an exhausted pool fails at
-//!   once and hands the packet back ([`SubmitError::Full`]).
+//! * `submit` never blocks and never calls a backend: it takes no lock,
+//!   waits for nothing, and a full mailbox or an exhausted pool fails at
+//!   once and hands the packet back ([`SubmitError::Full`]). Its cost is
+//!   bounded by the burst's length (one fence per burst, at most one
+//!   announcement).
 //! * An arbiter drop is reported on the next submit
 //!   ([`crate::BackpressurePolicy`]).
 //! * Packets of one client and flow are transmitted in submission order.
@@ -114,12 +125,15 @@ impl<B: TxBackend> Client<B> {
         } else {
             0
         };
+        // A reused slot's counter goes on from where its last client left
+        // it (single writer: that client is gone).
+        let submitted = shared.submitted.read();
         Client {
             rt,
             free: FreeDescriptors::new(shared.descs.len()),
             shared,
             producer: Some(producer),
-            submitted: 0,
+            submitted,
             list: 0,
             cpu_countdown: 0,
             policy,
@@ -134,7 +148,8 @@ impl<B: TxBackend> Client<B> {
         }
     }
 
-    /// This client's id (index in [`crate::Stats::clients`]).
+    /// This client's id (its [`crate::ClientStats::id`]). Unique among
+    /// the clients present; reused after a client departed.
     pub fn id(&self) -> u32 {
         self.shared.id
     }
@@ -176,7 +191,8 @@ impl<B: TxBackend> Client<B> {
         self.peeked
     }
 
-    /// Submits one packet.
+    /// Submits one packet. Never blocks and never calls the backend (in
+    /// client-transmit mode granted packets wait for [`Client::drain`]).
     ///
     /// # Errors
     /// [`SubmitError`], handing the packet back: mailbox or descriptor pool
@@ -196,9 +212,6 @@ impl<B: TxBackend> Client<B> {
     /// Submits a prefix of `subs` with one fence and one announcement check;
     /// stops at the first refused packet.
     pub fn submit_burst(&mut self, subs: &[Submission]) -> Burst {
-        if self.grants.is_some() {
-            self.drain();
-        }
         let mut out = Burst {
             accepted: 0,
             drop_reported: false,
@@ -307,7 +320,11 @@ impl<B: TxBackend> Client<B> {
 
     /// Client-transmit mode: transmits every packet the arbiter granted so
     /// far and recycles dropped ones; returns how many were transmitted.
-    /// In dispatcher mode it does nothing.
+    /// It calls the backend (once, with every granted packet), so it takes
+    /// as long as the backend does. Call it regularly (or
+    /// [`Client::wait_for_room`] after a `Full`): granted packets wait for
+    /// it and their descriptors are free again only after it. In dispatcher
+    /// mode it does nothing.
     pub fn drain(&mut self) -> usize {
         let Some(grants) = self.grants.as_mut() else {
             return 0;
@@ -481,6 +498,12 @@ impl<B: TxBackend> Client<B> {
         // `can_exit`.
         self.rt.live_clients.fetch_sub(1, Ordering::SeqCst);
         self.rt.arbiter.kick_force();
+        // Last: every descriptor this handle holds goes home (Release), after
+        // its final announcement, so that a slot found with every
+        // descriptor home can be handed on (see the `shared` module).
+        self.peeked = None;
+        self.free.give_back_all(&self.shared.returned);
+        crate::runtime::client_left(&self.rt, self.shared.id);
     }
 }
 

@@ -11,7 +11,9 @@ pub enum TxMode {
     #[default]
     Dispatcher,
     /// The arbiter only grants; each client transmits its granted packets in
-    /// [`crate::Client::drain`] (called by every submit).
+    /// [`crate::Client::drain`], which its caller calls (as do
+    /// [`crate::Client::wait_for_room`] and dropping the client; `submit`
+    /// never does, so it never blocks on the backend).
     Client,
 }
 

@@ -85,6 +85,6 @@ pub use error::{RuntimeError, SubmitError};
 pub use manual::ManualRuntime;
 pub use memory::memory_estimate;
 pub use runtime::{Finished, Runtime, TxOwner};
-pub use stats::{ArbiterStats, ClientStats, Stats};
+pub use stats::{ArbiterStats, ClientStats, Departed, Stats};
 pub use token::MAX_FLOW_ID;
 pub use tx::{NullTx, TxBackend, TxPacket};

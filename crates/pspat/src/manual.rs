@@ -76,7 +76,7 @@ impl<S: Scheduler, B: TxBackend> ManualRuntime<S, B> {
     /// # Errors
     /// As [`crate::Runtime::client`].
     pub fn client(&self) -> Result<Client<B>, RuntimeError> {
-        new_client(&self.shared, &self.factory)
+        new_client(&self.shared, &self.factory, std::time::Duration::ZERO)
     }
 
     /// One arbiter round at `now` (collect, link, hand-off, recycle).

@@ -9,8 +9,12 @@
 //! mailbox abandoned, Release), then announces the client and kicks the
 //! arbiter. The arbiter retires an abandoned mailbox after draining it
 //! empty; its packets still in the scheduler are transmitted normally (the
-//! descriptor pool outlives the handle through an `Arc`). Ids are not
-//! reused.
+//! descriptor pool outlives the handle through an `Arc`). Ids are reused:
+//! once the mailbox is retired and every descriptor of the slot came home,
+//! the slot (id, descriptors, counters) is handed to the next new client
+//! and the old client's figures move to [`crate::Stats::departed`] (the
+//! handshake is in the `shared` module). A service that creates and drops a
+//! client per connection so runs in bounded memory with any `max_clients`.
 //!
 //! [`Runtime::shutdown`] marks the runtime closing (no new clients; every
 //! submit fails with [`crate::SubmitError::Closed`]) and waits until every
@@ -62,7 +66,7 @@ use pspat_sched::{LinkEmulator, Scheduler};
 
 use crate::arbiter::{Arbiter, Sink};
 use crate::dispatcher::Dispatcher;
-use crate::shared::{ClientShared, Registration, Shared};
+use crate::shared::{ClientShared, Registration, Shared, SlotMeta, SlotState, Totals};
 use crate::stats::panic_text;
 use crate::sync::{AtomicU64, Ordering};
 use crate::{ArbiterStats, Client, Clock, RuntimeConfig, RuntimeError, Stats, TxBackend, TxMode};
@@ -188,12 +192,21 @@ impl<S: Scheduler, B: TxBackend> Parts<S, B> {
     }
 }
 
+/// How long [`Runtime::client`] waits for a departing client's slot when
+/// all `max_clients` slots are taken but some belong to dropped clients
+/// whose packets are still on their way.
+pub const CLIENT_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A new client of `shared`: its mailbox, descriptor pool and (client mode)
 /// grant mailbox and backend; the arbiter takes the registration at its next
-/// round.
+/// round. Takes a reclaimed slot if there is one, else a new one below
+/// `max_clients`, else waits up to `wait` for a leaving slot to become
+/// quiescent (the arbiter must retire it: `wait` is zero for the manual
+/// runtime, whose arbiter runs only when its caller steps it).
 pub(crate) fn new_client<B: TxBackend>(
     shared: &Arc<Shared>,
     factory: &Factory<B>,
+    wait: std::time::Duration,
 ) -> Result<Client<B>, RuntimeError> {
     if shared.is_closing() {
         return Err(RuntimeError::Closed);
@@ -201,35 +214,67 @@ pub(crate) fn new_client<B: TxBackend>(
     let cfg = &shared.cfg;
     let (producer, consumer) = pspat_mailbox::mailbox::<NonZeroU64>(cfg.mailbox_entries)
         .map_err(|e| RuntimeError::invalid("mailbox_entries", e.to_string()))?;
-    let mut reg = shared.registry();
-    let id = reg.all.len();
-    if id >= cfg.max_clients {
-        return Err(RuntimeError::TooManyClients {
-            max: cfg.max_clients,
-        });
-    }
     let nd = cfg.descriptors_per_client;
-    let client = Arc::new(ClientShared::new(id as u32, nd));
-    let (grant_p, grant_c, backend) = if cfg.tx_mode == TxMode::Client {
+    let grant_mailbox = if cfg.tx_mode == TxMode::Client {
         // Room for every descriptor plus a line: the arbiter's grant push
         // can never find it full.
         let entries = (nd + 16).next_power_of_two().max(64);
-        let (p, c) = pspat_mailbox::mailbox::<NonZeroU64>(entries)
-            .map_err(|e| RuntimeError::invalid("descriptors_per_client", e.to_string()))?;
-        let b = match factory.lock() {
-            Ok(mut f) => f(TxOwner::Client(id as u32)),
+        Some(
+            pspat_mailbox::mailbox::<NonZeroU64>(entries)
+                .map_err(|e| RuntimeError::invalid("descriptors_per_client", e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let start = std::time::Instant::now();
+    let mut reg = shared.registry();
+    let (id, client) = loop {
+        reg.reclaim(shared, false);
+        if reg.free.is_empty() && reg.all.len() >= cfg.max_clients {
+            reg.reclaim(shared, true);
+        }
+        if let Some(id) = reg.free.pop() {
+            break (id, Arc::clone(&reg.all[id as usize]));
+        }
+        if reg.all.len() < cfg.max_clients {
+            let id = reg.all.len() as u32;
+            let c = Arc::new(ClientShared::new(id, nd));
+            reg.all.push(Arc::clone(&c));
+            reg.meta.push(SlotMeta {
+                state: SlotState::Free,
+                base: Totals::default(),
+            });
+            break (id, c);
+        }
+        if reg.leaving.is_empty() || start.elapsed() >= wait {
+            return Err(RuntimeError::TooManyClients {
+                max: cfg.max_clients,
+            });
+        }
+        drop(reg);
+        if shared.is_closing() {
+            return Err(RuntimeError::Closed);
+        }
+        // The arbiter retires dropped clients' mailboxes as it runs; make
+        // sure it runs.
+        shared.arbiter.kick_force();
+        std::thread::sleep(std::time::Duration::from_micros(50));
+        reg = shared.registry();
+    };
+    let (grant_p, grant_c, backend) = match grant_mailbox {
+        Some((p, c)) => match factory.lock() {
+            Ok(mut f) => (Some(p), Some(c), Some(f(TxOwner::Client(id)))),
             Err(_) => {
+                reg.free.push(id);
                 return Err(RuntimeError::Thread {
                     what: "backend factory".into(),
                     reason: "poisoned".into(),
-                })
+                });
             }
-        };
-        (Some(p), Some(c), Some(b))
-    } else {
-        (None, None, None)
+        },
+        None => (None, None, None),
     };
-    reg.all.push(Arc::clone(&client));
+    reg.meta[id as usize].state = SlotState::Live;
     reg.pending.push(Registration {
         shared: Arc::clone(&client),
         consumer,
@@ -248,6 +293,16 @@ pub(crate) fn new_client<B: TxBackend>(
         grant_c,
         backend,
     ))
+}
+
+/// Called by a client handle at the very end of its retire: its slot is
+/// leaving and will be reclaimed once quiescent.
+pub(crate) fn client_left(shared: &Shared, id: u32) {
+    let mut reg = shared.registry();
+    if let Some(m) = reg.meta.get_mut(id as usize) {
+        m.state = SlotState::Leaving;
+    }
+    reg.leaving.push_back(id);
 }
 
 /// A running PSPAT instance: the arbiter thread, T dispatcher threads, and
@@ -356,11 +411,19 @@ impl<B: TxBackend> Runtime<B> {
 
     /// A new client handle with its own mailbox and descriptor pool.
     ///
+    /// Client ids are reused: a dropped client's slot (id, descriptors,
+    /// counters) goes to a later client once its last packet was
+    /// transmitted or dropped; its figures then move to
+    /// [`Stats::departed`](crate::Stats). With every slot taken by live
+    /// clients or by dropped ones whose packets are still on their way, it
+    /// waits up to [`CLIENT_SLOT_WAIT`] for one of the latter.
+    ///
     /// # Errors
-    /// [`RuntimeError::TooManyClients`] past `max_clients`;
+    /// [`RuntimeError::TooManyClients`] when `max_clients` clients are
+    /// alive (or no departing slot freed up in time);
     /// [`RuntimeError::Closed`] after shutdown began.
     pub fn client(&self) -> Result<Client<B>, RuntimeError> {
-        new_client(&self.shared, &self.factory)
+        new_client(&self.shared, &self.factory, CLIENT_SLOT_WAIT)
     }
 
     /// Counters now; consistent per client (see [`crate::stats`]).

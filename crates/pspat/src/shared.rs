@@ -1,6 +1,21 @@
 //! The state every thread of one runtime shares: client lists, parkers,
 //! per-client descriptors and counters, the client registry.
 //!
+//! # Client slots
+//! A client id names a slot: its descriptors, its returned set and its
+//! counters (here and in the per-transmitter rows). When a client handle is
+//! dropped its slot is *leaving*; it is handed to a new client only once it
+//! is quiescent (see [`Registry::reclaim`]): the arbiter retired the old
+//! mailbox (`detached`) and every descriptor came home
+//! (`ReturnedSet::holds_all`, after the leaving handle gave back its free
+//! ones). Then no packet of the old client is anywhere, its counters are
+//! final: they are folded into [`crate::stats::Departed`] and become the new
+//! client's base (counters are never reset: each has a single writer), and
+//! the id's announcement state is cleared on every list
+//! (`ClientList::clear`). The handshake is model-checked in
+//! `pspat-mailbox`'s `tests/loom_handshakes.rs`
+//! (`slot_handover_after_every_descriptor_came_home`).
+//!
 //! Nothing here runs a loop: the arbiter ([`crate::arbiter`]), dispatchers
 //! ([`crate::dispatcher`]), clients ([`crate::client`]) and the
 //! [`crate::Runtime`] that spawns them all import this module, and it imports
@@ -8,6 +23,7 @@
 //! wake, descriptor recycling) are `pspat-mailbox`'s [`ClientList`],
 //! [`Parker`] and [`ReturnedSet`], model-checked there with loom.
 
+use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +31,7 @@ use crossbeam_utils::CachePadded;
 use pspat_mailbox::{ClientList, Consumer, Parker, Producer, ReturnedSet};
 use pspat_sched::DropReason;
 
-use crate::stats::{ClientStats, Counter, TxCount, NREASONS};
+use crate::stats::{ClientStats, Counter, Departed, TxCount, NREASONS};
 use crate::sync::fence;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::{ArbiterStats, Clock, RuntimeConfig, RuntimeError, Stats};
@@ -39,6 +55,10 @@ pub(crate) struct ClientShared {
     /// Descriptors transmitters returned (Release `fetch_or`), taken back by
     /// the owner (Acquire swap).
     pub(crate) returned: CachePadded<ReturnedSet>,
+    /// The arbiter retired the current client's mailbox (Release store in
+    /// collect; Acquire load in [`Registry::reclaim`]); reset when the
+    /// slot is handed over.
+    pub(crate) detached: AtomicBool,
 }
 
 impl ClientShared {
@@ -49,8 +69,53 @@ impl ClientShared {
             self_tx: CachePadded::new(TxCount::default()),
             descs: (0..descriptors).map(|_| Desc::default()).collect(),
             returned: CachePadded::new(ReturnedSet::new(descriptors)),
+            detached: AtomicBool::new(false),
         }
     }
+}
+
+/// A slot's raw counters (monotonic across the clients that used it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub(crate) submitted: u64,
+    pub(crate) transmitted: u64,
+    pub(crate) bytes: u64,
+    pub(crate) by: [u64; NREASONS],
+}
+
+impl Totals {
+    /// `self - base`, field by field (`base` was read earlier, when the
+    /// slot was handed over: every counter is monotonic).
+    fn since(&self, base: &Totals) -> Totals {
+        let mut by = [0u64; NREASONS];
+        for (r, v) in by.iter_mut().enumerate() {
+            *v = self.by[r].saturating_sub(base.by[r]);
+        }
+        Totals {
+            submitted: self.submitted.saturating_sub(base.submitted),
+            transmitted: self.transmitted.saturating_sub(base.transmitted),
+            bytes: self.bytes.saturating_sub(base.bytes),
+            by,
+        }
+    }
+}
+
+/// Where a slot is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// A client handle exists.
+    Live,
+    /// The handle was dropped; packets of it may still be in flight.
+    Leaving,
+    /// Reclaimed: ready for a new client.
+    Free,
+}
+
+/// The registry's record of one slot.
+pub(crate) struct SlotMeta {
+    pub(crate) state: SlotState,
+    /// The slot's raw counters when its current client got it.
+    pub(crate) base: Totals,
 }
 
 /// What the arbiter receives when a client is created.
@@ -62,10 +127,65 @@ pub(crate) struct Registration {
 }
 
 pub(crate) struct Registry {
-    /// Every client ever created, by id.
+    /// Every slot ever made, by id (at most `max_clients`; a slot is reused
+    /// by later clients, see the module docs).
     pub(crate) all: Vec<Arc<ClientShared>>,
     /// Created, not yet taken by the arbiter.
     pub(crate) pending: Vec<Registration>,
+    /// Per slot, by id.
+    pub(crate) meta: Vec<SlotMeta>,
+    /// Slots whose handle was dropped, oldest first.
+    pub(crate) leaving: VecDeque<u32>,
+    /// Reclaimed slots.
+    pub(crate) free: Vec<u32>,
+    /// Totals of the clients whose slots were reclaimed.
+    pub(crate) departed: Departed,
+}
+
+impl Registry {
+    /// Whether leaving slot `id` is quiescent: the arbiter retired its
+    /// mailbox and every descriptor came home.
+    fn quiescent(&self, id: u32) -> bool {
+        let c = &self.all[id as usize];
+        // Acquire: pairs with the arbiter's Release store after it retired
+        // the mailbox.
+        c.detached.load(Ordering::Acquire) && c.returned.holds_all(c.descs.len())
+    }
+
+    /// Reclaims leaving slots that became quiescent: the oldest ones while
+    /// they are (amortised O(1) per client), or every leaving slot when
+    /// `scan` (nothing else is free). Each reclaimed slot's totals are
+    /// folded into `departed`, its counters become the next client's base,
+    /// its returned set is emptied (the next client starts with every
+    /// descriptor free) and its announcement state cleared on every list.
+    pub(crate) fn reclaim(&mut self, shared: &Shared, scan: bool) {
+        let mut i = 0;
+        while i < self.leaving.len() {
+            let id = self.leaving[i];
+            if !self.quiescent(id) {
+                if !scan {
+                    return;
+                }
+                i += 1;
+                continue;
+            }
+            self.leaving.remove(i);
+            let now = shared.totals(&self.all[id as usize]);
+            let m = &mut self.meta[id as usize];
+            self.departed.add(&now.since(&m.base));
+            m.base = now;
+            m.state = SlotState::Free;
+            let c = &self.all[id as usize];
+            c.returned.take_all();
+            // Relaxed: published to the next client and the arbiter by the
+            // registry lock and the registration's Release store.
+            c.detached.store(false, Ordering::Relaxed);
+            for l in shared.lists.iter() {
+                l.clear(id);
+            }
+            self.free.push(id);
+        }
+    }
 }
 
 /// Arbiter counters published for [`crate::Runtime::arbiter_stats`].
@@ -160,6 +280,10 @@ impl Shared {
             registry: Mutex::new(Registry {
                 all: Vec::new(),
                 pending: Vec::new(),
+                meta: Vec::new(),
+                leaving: VecDeque::new(),
+                free: Vec::new(),
+                departed: Departed::default(),
             }),
             tx_counts: (0..transmitters)
                 .map(|_| (0..max).map(|_| TxCount::default()).collect())
@@ -180,40 +304,55 @@ impl Shared {
         }
     }
 
-    /// Snapshot of every client (see [`crate::stats`] for the read order).
+    /// Raw counters of slot `c`: every transmitted and dropped counter
+    /// first, `submitted` last (see [`crate::stats`] for why).
+    pub(crate) fn totals(&self, c: &ClientShared) -> Totals {
+        let id = c.id as usize;
+        let mut t = Totals {
+            transmitted: c.self_tx.packets.read(),
+            bytes: c.self_tx.bytes.read(),
+            ..Totals::default()
+        };
+        for row in self.tx_counts.iter() {
+            t.transmitted += row[id].packets.read();
+            t.bytes += row[id].bytes.read();
+        }
+        for (r, slot) in t.by.iter_mut().enumerate() {
+            *slot = self.drops[id * NREASONS + r].read();
+        }
+        let fault = DropReason::Fault.index();
+        t.by[fault] += c.self_tx.faulted.read();
+        for row in self.tx_counts.iter() {
+            t.by[fault] += row[id].faulted.read();
+        }
+        // Last: see the module docs of `stats`.
+        t.submitted = c.submitted.read();
+        t
+    }
+
+    /// Snapshot of every client present (live, or gone with packets still
+    /// in flight) and of the departed ones' totals. Holds the registry lock
+    /// so that no slot changes hands meanwhile.
     pub(crate) fn stats(&self) -> Stats {
-        let all: Vec<Arc<ClientShared>> = self.registry().all.clone();
+        let reg = self.registry();
         let mut s = Stats::default();
-        for c in &all {
-            let id = c.id as usize;
-            let mut tx = c.self_tx.packets.read();
-            let mut bytes = c.self_tx.bytes.read();
-            for row in self.tx_counts.iter() {
-                tx += row[id].packets.read();
-                bytes += row[id].bytes.read();
+        for (id, m) in reg.meta.iter().enumerate() {
+            if m.state == SlotState::Free {
+                continue;
             }
-            let mut by = [0u64; NREASONS];
-            for (r, slot) in by.iter_mut().enumerate() {
-                *slot = self.drops[id * NREASONS + r].read();
-            }
-            let fault = DropReason::Fault.index();
-            by[fault] += c.self_tx.faulted.read();
-            for row in self.tx_counts.iter() {
-                by[fault] += row[id].faulted.read();
-            }
-            let dropped = by.iter().sum();
-            // Last: see the module docs of `stats`.
-            let submitted = c.submitted.read();
+            let t = self.totals(&reg.all[id]).since(&m.base);
+            let dropped = t.by.iter().sum();
             s.push(ClientStats {
-                id: c.id,
-                submitted,
-                transmitted: tx,
-                transmitted_bytes: bytes,
+                id: id as u32,
+                submitted: t.submitted,
+                transmitted: t.transmitted,
+                transmitted_bytes: t.bytes,
                 dropped,
-                dropped_by_reason: by,
-                in_flight: submitted.saturating_sub(tx + dropped),
+                dropped_by_reason: t.by,
+                in_flight: t.submitted.saturating_sub(t.transmitted + dropped),
             });
         }
+        s.add_departed(reg.departed.clone());
         s
     }
 

@@ -16,6 +16,17 @@
 //! dispatcher pop → counter store), so a snapshot that sees a packet counted
 //! as transmitted or dropped also sees it counted as submitted:
 //! `in_flight = submitted - transmitted - dropped` is never negative.
+//!
+//! # Departed clients
+//! Client ids are reused (see the runtime docs): once a dropped client's
+//! last packet was transmitted or dropped and its slot handed on, its
+//! counters leave [`Stats::clients`] and are added to [`Stats::departed`],
+//! one aggregate however many clients came and went. The totals include
+//! it: `submitted = transmitted + dropped + in_flight` still holds exactly,
+//! with `departed.in_flight` always 0. A client still listed keeps its id
+//! until its slot is handed on; counters are never reset (each slot's
+//! counters are monotonic and a new client's figures are its slot's counters
+//! minus their values when it got the slot).
 
 use std::collections::BTreeMap;
 
@@ -106,6 +117,39 @@ pub struct ClientStats {
     pub in_flight: u64,
 }
 
+/// The summed counters of every client that left and whose slot was handed
+/// on (none of their packets is in flight any more).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Departed {
+    /// How many clients.
+    pub clients: u64,
+    /// Sum of their `submitted`.
+    pub submitted: u64,
+    /// Sum of their `transmitted`.
+    pub transmitted: u64,
+    /// Sum of their `transmitted_bytes`.
+    pub transmitted_bytes: u64,
+    /// Sum of their `dropped`.
+    pub dropped: u64,
+    /// Their drops by reason, indexed like [`DropReason::ALL`].
+    pub dropped_by_reason: [u64; NREASONS],
+}
+
+impl Departed {
+    /// Adds one departed client's final counters.
+    pub(crate) fn add(&mut self, t: &crate::shared::Totals) {
+        self.clients += 1;
+        self.submitted += t.submitted;
+        self.transmitted += t.transmitted;
+        self.transmitted_bytes += t.bytes;
+        for (d, n) in self.dropped_by_reason.iter_mut().zip(t.by.iter()) {
+            *d += n;
+        }
+        self.dropped += t.by.iter().sum::<u64>();
+    }
+}
+
 /// A snapshot of every client's counters and their totals.
 ///
 /// # Examples
@@ -116,35 +160,49 @@ pub struct ClientStats {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Per client, by id.
+    /// Every client present (alive, or dropped with packets still in
+    /// flight), by increasing id. Ids are reused once a client departed.
     pub clients: Vec<ClientStats>,
-    /// Sum of `submitted`.
+    /// Totals of the clients that departed (see the module docs).
+    pub departed: Departed,
+    /// Sum of `submitted`, departed clients included.
     pub submitted: u64,
-    /// Sum of `transmitted`.
+    /// Sum of `transmitted`, departed clients included.
     pub transmitted: u64,
-    /// Sum of `transmitted_bytes`.
+    /// Sum of `transmitted_bytes`, departed clients included.
     pub transmitted_bytes: u64,
-    /// Sum of `dropped`.
+    /// Sum of `dropped`, departed clients included.
     pub dropped: u64,
-    /// Sum of `in_flight`.
+    /// Sum of `in_flight` (departed clients have none).
     pub in_flight: u64,
 }
 
 impl Stats {
     /// True when `submitted = transmitted + dropped + in_flight` holds for
-    /// every client with a non-negative `in_flight`, and for the totals.
+    /// every client with a non-negative `in_flight`, for the departed
+    /// clients with none in flight, and for the totals, which are the sums
+    /// of the clients and the departed.
     pub fn conserved(&self) -> bool {
+        let d = &self.departed;
+        let sum = |f: fn(&ClientStats) -> u64| self.clients.iter().map(f).sum::<u64>();
         self.clients.iter().all(|c| {
             c.submitted >= c.transmitted + c.dropped
                 && c.dropped_by_reason.iter().sum::<u64>() == c.dropped
-        }) && self.submitted == self.transmitted + self.dropped + self.in_flight
+        }) && d.submitted == d.transmitted + d.dropped
+            && d.dropped_by_reason.iter().sum::<u64>() == d.dropped
+            && self.submitted == sum(|c| c.submitted) + d.submitted
+            && self.transmitted == sum(|c| c.transmitted) + d.transmitted
+            && self.dropped == sum(|c| c.dropped) + d.dropped
+            && self.in_flight == sum(|c| c.in_flight)
+            && self.submitted == self.transmitted + self.dropped + self.in_flight
     }
 
     /// Total drops by reason name ([`DropReason::as_str`]), zero counts omitted.
     pub fn dropped_by_reason(&self) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
-        for c in &self.clients {
-            for (r, &n) in DropReason::ALL.iter().zip(c.dropped_by_reason.iter()) {
+        let rows = self.clients.iter().map(|c| &c.dropped_by_reason);
+        for by in rows.chain(std::iter::once(&self.departed.dropped_by_reason)) {
+            for (r, &n) in DropReason::ALL.iter().zip(by.iter()) {
                 if n > 0 {
                     *m.entry(r.as_str().to_string()).or_insert(0) += n;
                 }
@@ -160,6 +218,14 @@ impl Stats {
         self.dropped += c.dropped;
         self.in_flight += c.in_flight;
         self.clients.push(c);
+    }
+
+    pub(crate) fn add_departed(&mut self, d: Departed) {
+        self.submitted += d.submitted;
+        self.transmitted += d.transmitted;
+        self.transmitted_bytes += d.transmitted_bytes;
+        self.dropped += d.dropped;
+        self.departed = d;
     }
 }
 

@@ -117,6 +117,8 @@ fn conservation_and_order_placed(
                 seq += b.accepted as u64;
                 if let Some(e) = b.error {
                     assert!(matches!(e, SubmitError::Full(_)), "{e}");
+                    // Client-transmit mode: transmits what was granted.
+                    c.drain();
                     std::thread::yield_now();
                 }
                 if rng.u8(0..8) == 0 {

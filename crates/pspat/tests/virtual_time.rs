@@ -339,3 +339,50 @@ fn a_pipe_s_late_drops_are_counted_with_their_reason() {
         Some(&192)
     );
 }
+
+/// Counts its calls; `transmit` would block for as long as the test holds
+/// its gate (here it only counts: the test checks it is not called).
+#[derive(Default)]
+struct Calls(u64);
+
+impl TxBackend for Calls {
+    fn transmit(&mut self, _now: Instant, _pkts: &[TxPacket]) {
+        self.0 += 1;
+    }
+}
+
+/// Finding 7 (issue 17): in client-transmit mode `submit` never calls the
+/// backend, so it never blocks on it; granted packets wait for `drain`.
+/// Old behaviour: every submit drained first, so it called `transmit` for
+/// the packets granted since the last one and took as long as the backend
+/// (100 ms per batch with a slow backend), although the docs said submit
+/// never blocks.
+#[test]
+fn client_transmit_submit_never_calls_the_backend() {
+    let mut c = cfg();
+    c.tx_mode = TxMode::Client;
+    let sched = SchedulerConfig::new(AlgKind::Fifo)
+        .build(FlowTable::uniform(1).unwrap())
+        .unwrap();
+    let mut rt = ManualRuntime::new(c, sched, |_| Calls::default()).unwrap();
+    let mut cl = rt.client().unwrap();
+    for i in 0..10 {
+        cl.submit(sub(0, 60, i)).unwrap();
+    }
+    rt.run_until_idle(at(0), 100);
+    // Ten packets granted: further submits leave them to `drain`.
+    for i in 10..20 {
+        cl.submit(sub(0, 60, i)).unwrap();
+    }
+    let b = cl.submit_burst(&[sub(0, 60, 20), sub(0, 60, 21)]);
+    assert_eq!(b.accepted, 2);
+    assert_eq!(cl.outstanding(), 22);
+    // Past the read gate Δ_A (1 µs): the list is read again.
+    rt.run_until_idle(at(10_000), 100);
+    assert_eq!(cl.drain(), 22, "one call for every packet granted");
+    assert_eq!(cl.outstanding(), 0);
+    let backend = cl.into_backend().unwrap();
+    assert_eq!(backend.0, 1, "only drain called the backend");
+    let done = rt.finish(at(10_000)).unwrap();
+    assert_eq!(done.stats.transmitted, 22);
+}

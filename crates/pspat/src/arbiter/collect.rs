@@ -5,7 +5,8 @@
 //! does. A mailbox found empty on `retire_after_reads` consecutive reads
 //! leaves service through `pspat_mailbox::try_retire`, whose argument shows
 //! that no packet is stranded; an abandoned mailbox (its client dropped) is
-//! retired once drained.
+//! retired once drained, and the client's slot marked `detached` so that
+//! it can be handed to a new client (see the `shared` module).
 //!
 //! # Complexity
 //! Per list with an expired gate: `max_clients / 64` bitmap words and one
@@ -87,6 +88,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         let pending: Vec<Registration> = std::mem::take(&mut self.rt.registry().pending);
         for r in pending {
             let id = r.shared.id as usize;
+            // A reused slot: the previous client's mailbox was retired
+            // (`detached`) before the slot was handed on, so dropping its
+            // state here loses nothing.
+            debug_assert!(self.clients[id].as_ref().is_none_or(|c| c.retired));
             self.clients[id] = Some(ArbClient {
                 shared: r.shared,
                 consumer: r.consumer,
@@ -151,13 +156,17 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 ..
             } = self;
             rt.lists[l].take(|id| match clients[id as usize].as_mut() {
-                Some(c) => c.announced(id, &mut lists[l]),
-                None => late.push(id),
+                Some(c) if !c.retired => c.announced(id, &mut lists[l]),
+                // Not registered yet, or a retired client whose slot may
+                // have a new registration waiting.
+                _ => late.push(id),
             });
         }
         if !self.late.is_empty() {
             // Announced before the arbiter took the registration: the bit's
             // Acquire swap made the registration visible, so take it now.
+            // (A stale bit of a retired client with no successor yet is
+            // ignored by `announced`.)
             self.take_registrations();
             for i in 0..self.late.len() {
                 let id = self.late[i];
@@ -225,6 +234,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             c.consumer.release();
             c.in_service = false;
             c.retired = true;
+            // Release: pairs with the Acquire load in `Registry::reclaim`;
+            // the arbiter touches this client's mailbox no more.
+            c.shared.detached.store(true, Ordering::Release);
             self.retired += 1;
             return (n, true);
         }

@@ -1,0 +1,164 @@
+//! Issue 17 through the built binary: runs end on time on any link
+//! (`--shutdown`), bad values of the new flag are usage errors, and the bad
+//! input of findings 8–10 exits 2 with one short line naming the flag or
+//! file. Wall-clock bounds are generous (they catch a hang, not a speed).
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `pspat ARGS`, failing the test if it has not ended within `bound`.
+fn pspat(args: &[&str], bound: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the pspat binary runs");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > bound {
+            let _ = child.kill();
+            panic!("pspat {args:?} did not end within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Exit 2, one line on stderr that contains `needle`, at most 300 bytes.
+fn usage_error(args: &[&str], needle: &str) {
+    let out = pspat(args, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "pspat {args:?}: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "pspat {args:?}: {err}");
+    assert!(lines[0].contains(needle), "pspat {args:?}: {err}");
+    assert!(lines[0].len() <= 300, "a {} byte line", lines[0].len());
+}
+
+/// Finding 4: old behaviour, `bench --rate 1000 --duration 0.3` drained
+/// 4096 queued packets at 1 kbit/s (about 33 minutes) and printed nothing.
+/// Now shutdown drains for at most its deadline, then drops the rest.
+#[test]
+fn bench_and_demo_end_on_time_on_a_1_kbit_link() {
+    for args in [
+        &["bench", "--rate", "1000", "--duration", "0.3", "--no-pin"][..],
+        &[
+            "bench",
+            "--rate",
+            "1000",
+            "--duration",
+            "0.3",
+            "--no-pin",
+            "--shutdown",
+            "discard",
+        ],
+        &[
+            "demo",
+            "--rate",
+            "1000",
+            "--duration",
+            "0.3",
+            "--shutdown",
+            "drain:100ms",
+        ],
+    ] {
+        let out = pspat(args, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "pspat {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stdout.is_empty(), "pspat {args:?} printed nothing");
+    }
+}
+
+#[test]
+fn bad_shutdown_values_name_the_flag() {
+    for v in [
+        "",
+        "drain:",
+        "drain:-1s",
+        "drain:4000s",
+        "flush",
+        "discard:1s",
+        "drain:5parsecs",
+    ] {
+        usage_error(
+            &["bench", "--duration", "0.1", "--shutdown", v],
+            "--shutdown",
+        );
+        usage_error(
+            &["demo", "--duration", "0.1", "--shutdown", v],
+            "--shutdown",
+        );
+    }
+}
+
+/// Finding 10: old behaviour, `--clients -1` said "unexpected argument
+/// '-1' found" without the flag, an empty value "a value is required", and
+/// a long bad value was repeated whole.
+#[test]
+fn numeric_flag_errors_name_the_flag_and_quote_a_short_prefix() {
+    usage_error(&["bench", "--clients", "-1"], "--clients");
+    usage_error(&["bench", "--clients", ""], "--clients");
+    let long = "x".repeat(100_000);
+    usage_error(&["bench", "--mode", &long], "--mode");
+    usage_error(&["bench", "--duration", &long], "--duration");
+}
+
+fn config_file(text: &str) -> tempfile_path::Path {
+    tempfile_path::Path::with(text)
+}
+
+/// Finding 8: old behaviour, a JSON array was read as positional fields and
+/// text after the object was ignored (exit 0). Finding 9: a capacity of
+/// 1073741823 (then the documented maximum) started and took 18.9 GB.
+#[test]
+fn scheduler_files_must_be_one_object_and_fit_in_memory() {
+    for (text, needle) in [
+        ("[]", ".json"),
+        ("[\"fifo\", 1]", ".json"),
+        ("{\"alg\":\"fifo\"} this is not JSON at all !!!", ".json"),
+        ("{\"alg\":\"fifo\",\"capacity\":1073741823}", "memory"),
+    ] {
+        let f = config_file(text);
+        usage_error(
+            &["bench", "--duration", "0.1", "--sched-config", f.as_str()],
+            needle,
+        );
+    }
+}
+
+/// A scheduler file in the temporary directory, removed on drop.
+mod tempfile_path {
+    use super::Write;
+
+    pub struct Path(std::path::PathBuf);
+
+    impl Path {
+        pub fn with(text: &str) -> Path {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static N: AtomicU64 = AtomicU64::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "pspat-reliability-{}-{}.json",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let mut f = std::fs::File::create(&p).expect("temp file");
+            f.write_all(text.as_bytes()).expect("write");
+            Path(p)
+        }
+
+        pub fn as_str(&self) -> &str {
+            self.0.to_str().expect("UTF-8 temp path")
+        }
+    }
+
+    impl Drop for Path {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
