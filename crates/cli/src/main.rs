@@ -14,6 +14,7 @@ mod demo;
 mod machine;
 mod place_bench;
 mod pq_bench;
+mod run;
 mod sched_bench;
 mod shape;
 mod topology;
@@ -55,6 +56,8 @@ enum Command {
     Machine(machine::Args),
     /// Shape real traffic: a bump in the wire between two interfaces (AF_PACKET; needs root).
     Shape(shape::Args),
+    /// dummynet's model (pipes, queues, scheds, rules) shaping real traffic between two interfaces (needs root).
+    Run(run::Args),
 }
 
 fn main() -> ExitCode {
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::PlaceBench(a) => place_bench::run(a),
         Command::Machine(a) => machine::run(a),
         Command::Shape(a) => shape::run(a),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(code) => code,
