@@ -404,6 +404,32 @@ impl Scheduler for Observed {
         self.set.name()
     }
 
+    fn add_flow(
+        &mut self,
+        flow: FlowId,
+        params: pspat_sched::FlowParams,
+    ) -> Result<(), pspat_sched::FlowError> {
+        self.set.add_flow(flow, params)
+    }
+
+    fn change_flow(
+        &mut self,
+        flow: FlowId,
+        params: pspat_sched::FlowParams,
+    ) -> Result<(), pspat_sched::FlowError> {
+        self.set.change_flow(flow, params)
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), pspat_sched::FlowError> {
+        let r = self.set.remove_flow(flow, purge);
+        self.dirty = true;
+        r
+    }
+
     fn flow_queued(&self, flow: FlowId) -> Option<usize> {
         self.set.flow_queued(flow)
     }
@@ -963,4 +989,135 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_config::{parse_ipfw, NoProfiles};
+
+    fn built(text: &str) -> (Plan, Built) {
+        let plan = parse_ipfw(text, "t.ipfw")
+            .unwrap()
+            .validate(&NoProfiles)
+            .unwrap();
+        let limits = ClassifierLimits {
+            queues_per_flowset: 4,
+            instances_per_sched: 2,
+            ..ClassifierLimits::default()
+        };
+        let b = build(&plan, &limits, 1024).unwrap();
+        (plan, b)
+    }
+
+    fn key(src: &str, dport: u16) -> PacketKey {
+        let mut k = PacketKey::new(
+            src.parse().unwrap(),
+            "10.199.9.9".parse().unwrap(),
+            17,
+            1000,
+            dport,
+        );
+        k.ifindex = INPUT_INDEX;
+        k.direction = PacketDirection::In;
+        k
+    }
+
+    /// Classifies, routes and enqueues like the daemon; returns the global id.
+    fn offer(b: &mut Built, set: &mut impl Scheduler, src: &str, dport: u16, token: u64) -> FlowId {
+        let flow = match b
+            .classifier
+            .classify(pspat_sched::Instant::ZERO, &key(src, dport), 1000)
+        {
+            Decision::Enqueue(p) => b.routes.global(p.link, p.instance, p.flow).unwrap(),
+            Decision::Pass => b.pass_flow,
+            Decision::Drop(r) => panic!("dropped: {r:?}"),
+        };
+        set.enqueue(pspat_sched::Instant::ZERO, Packet::new(flow, 1000, token))
+            .unwrap();
+        flow
+    }
+
+    #[test]
+    fn verdicts_reach_their_own_pipe_and_instance_with_its_timing() {
+        let (_, mut b) = built(
+            "pipe 1 config bw 8Mbit/s delay 20ms\n\
+             pipe 2 config bw 8Mbit/s mask src-ip 0xffffffff\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n\
+             add 200 pipe 2 udp from any to any dst-port 5002\n\
+             default allow\n",
+        );
+        // Pipe 1, pipe 2 with 2 instances + the overflow one, the pass pipe.
+        assert_eq!(b.set.pipe_count(), 5);
+        let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps));
+        let a = offer(&mut b, &mut set, "10.199.0.1", 5001, 1);
+        let h1 = offer(&mut b, &mut set, "10.199.0.1", 5002, 2);
+        let h2 = offer(&mut b, &mut set, "10.199.0.2", 5002, 3);
+        let h1b = offer(&mut b, &mut set, "10.199.0.1", 5002, 4);
+        let pass = offer(&mut b, &mut set, "10.199.0.1", 7, 5);
+        assert_eq!(pass, b.pass_flow);
+        assert_eq!(h1, h1b, "one host, one instance");
+        assert_ne!(h1, h2, "two hosts, two instances");
+        assert!(a != h1 && a != pass);
+        // Drive the set in virtual time, as the arbiter does.
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        for _ in 0..1000 {
+            while let Some(p) = set.dequeue(now) {
+                exits.push((p.token, now.as_nanos()));
+            }
+            match set.next_eligible(now) {
+                Some(t) if t > now => now = t,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        exits.sort_unstable();
+        // 1000 B at 8 Mbit/s take 1 ms. Pipe 1: + 20 ms. Each instance of
+        // pipe 2 has its own link: hosts 1 and 2 both leave at 1 ms, host
+        // 1's second packet at 2 ms. The pass pipe: at once.
+        assert_eq!(
+            exits,
+            [
+                (1, 21_000_000),
+                (2, 1_000_000),
+                (3, 1_000_000),
+                (4, 2_000_000),
+                (5, 0)
+            ]
+        );
+        drop(set);
+        // The last copy (on drop) is exact.
+        let snaps = snaps.lock().unwrap().clone();
+        let pipes = pipes_json(&b.links, &snaps);
+        let by = |n: Option<u32>| pipes.iter().find(|p| p.number == n).unwrap().clone();
+        assert_eq!((by(Some(1)).in_packets, by(Some(1)).out_packets), (1, 1));
+        assert_eq!((by(Some(2)).in_packets, by(Some(2)).out_packets), (3, 3));
+        assert_eq!(by(Some(2)).instances, 3);
+        assert_eq!((by(None).in_packets, by(None).out_packets), (1, 1));
+        let c = b.classifier.stats();
+        assert_eq!((c.packets, c.enqueued, c.passed), (5, 4, 1));
+    }
+
+    #[test]
+    fn a_sched_s_flowsets_keep_their_own_queue_limits() {
+        let (plan, b) = built(
+            "sched 4 config type qfq bw 1Mbit/s\n\
+             queue 1 config sched 4 weight 1 queue 2\n\
+             queue 2 config sched 4 weight 9 queue 5 plr 0.5\n\
+             add 100 queue 1 udp from any to any dst-port 1\n\
+             add 200 queue 2 udp from any to any dst-port 2\n",
+        );
+        let (_, _, _, member) = b.set.members().next().unwrap();
+        let layout = b.classifier.layout().link(4).unwrap();
+        for range in &layout.ranges {
+            let pspat_classify::FlowOwner::Queue(q) = range.owner else {
+                panic!("a sched has no pipe queue");
+            };
+            let want = queue_config(&plan.queues[&q].queue);
+            assert_eq!(member.pipe().queue_config(range.first), Some(&want));
+        }
+    }
 }
