@@ -12,7 +12,8 @@
 //!   measures 40 ms plus the bridge's own latency both ways (below 3 ms).
 //! * Rate: a greedy UDP stream at 20 Mbit/s into `bw 10Mbit/s` arrives at
 //!   10 Mbit/s ± 2% (frame bytes over arrival time, steady state), the
-//!   excess dropped at the pipe's queue limit and counted.
+//!   excess dropped at the pipe's queue limit and counted; two RX threads
+//!   (PACKET_FANOUT) share the one classifier.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -367,7 +368,7 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
         pipe 1 config bw 10Mbit/s queue 100\n\
         add 100 pipe 1 udp from any to any dst-port 6000\n\
         default deny\n";
-    let (child, _log) = bed.start(config, &[]);
+    let (child, _log) = bed.start(config, &["--rx-threads", "2"]);
     let collector = bed.receiver();
     let mut tx = bed.sender_socket();
     // 20 Mbit/s of 1000-byte frames (2500 a second) for 4 s, in bursts of
