@@ -30,8 +30,9 @@
 //!
 //! # Complexity
 //! `enqueue`, `flow_queued` and the flow lifecycle: O(log M) to find the
-//! member (M members) plus the member's cost. `dequeue`, `next_eligible`
-//! and `queued`: O(M) plus the member's cost; the set is meant for the
+//! member (M members) plus the member's cost; `queued`: O(1) (a running
+//! sum). `dequeue`, `next_eligible` and `take_late_drops`: O(M) plus the
+//! member's cost; the set is meant for the
 //! handful to a few hundred links and instances of a dummynet
 //! configuration. No allocation after construction.
 
@@ -88,6 +89,8 @@ pub struct PipeSet<S> {
     total: u32,
     /// The member `dequeue` tries first.
     turn: usize,
+    /// Σ members' `queued()`, kept by every call that changes one.
+    queued: usize,
 }
 
 impl<S: Scheduler> Default for PipeSet<S> {
@@ -104,6 +107,7 @@ impl<S: Scheduler> PipeSet<S> {
             bases: Vec::new(),
             total: 0,
             turn: 0,
+            queued: 0,
         }
     }
 
@@ -229,7 +233,9 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
         let m = &mut self.members[i];
         m.pipe
             .enqueue(now, Packet { flow: local, ..pkt })
-            .map_err(|r| with_base(r, m.base))
+            .map_err(|r| with_base(r, m.base))?;
+        self.queued += 1;
+        Ok(())
     }
 
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
@@ -244,6 +250,7 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
             if let Some(mut p) = m.pipe.dequeue(now) {
                 p.flow = FlowId(p.flow.0 + m.base);
                 self.turn = (i + 1) % n;
+                self.queued -= 1;
                 return Some(p);
             }
         }
@@ -251,7 +258,11 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
     }
 
     fn queued(&self) -> usize {
-        self.members.iter().map(|m| m.pipe.queued()).sum()
+        debug_assert_eq!(
+            self.queued,
+            self.members.iter().map(|m| m.pipe.queued()).sum::<usize>()
+        );
+        self.queued
     }
 
     fn next_eligible(&self, now: Instant) -> Option<Instant> {
@@ -283,8 +294,13 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
         let (i, local) = self.check(flow)?;
         let m = &mut self.members[i];
         let base = m.base;
-        m.pipe
-            .remove_flow(local, &mut |r: Rejected| purge(with_base(r, base)))
+        let mut purged = 0;
+        let r = m.pipe.remove_flow(local, &mut |r: Rejected| {
+            purged += 1;
+            purge(with_base(r, base));
+        });
+        self.queued -= purged;
+        r
     }
 
     fn flow_queued(&self, flow: FlowId) -> Option<usize> {
@@ -293,11 +309,15 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
     }
 
     fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        let mut taken = 0;
         for m in &mut self.members {
             let base = m.base;
-            m.pipe
-                .take_late_drops(&mut |r: Rejected| out(with_base(r, base)));
+            m.pipe.take_late_drops(&mut |r: Rejected| {
+                taken += 1;
+                out(with_base(r, base));
+            });
         }
+        self.queued -= taken;
     }
 }
 
@@ -438,5 +458,38 @@ mod tests {
             .map(|p| p.flow.0)
             .collect();
         assert_eq!(flows, [0, 1, 0, 1, 0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn removing_a_flow_purges_it_with_its_global_id() {
+        let mut set = PipeSet::new();
+        set.push(1, 0, pipe(None, 0, 1), 1).unwrap();
+        let drr = SchedulerConfig::new(AlgKind::Drr)
+            .build(FlowTable::uniform(2).unwrap())
+            .unwrap();
+        let cfg = PipeConfig {
+            bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+            ..PipeConfig::default()
+        };
+        set.push(2, 0, Pipe::new(cfg, drr, 2).unwrap(), 2).unwrap();
+        for i in 0..5 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(2), 1000, i))
+                .unwrap();
+        }
+        set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 9))
+            .unwrap();
+        assert_eq!(set.queued(), 6);
+        let mut purged = Vec::new();
+        set.remove_flow(FlowId(2), &mut |r| purged.push(r)).unwrap();
+        // The first packet is already on the link; the other four are purged.
+        assert_eq!(purged.len(), 4);
+        assert!(purged
+            .iter()
+            .all(|r| r.packet.flow == FlowId(2) && r.reason == DropReason::FlowRemoved));
+        assert_eq!(set.queued(), 2);
+        assert!(set.remove_flow(FlowId(3), &mut |_| {}).is_err());
+        let (out, _) = drain(&mut set, Instant::ZERO);
+        assert_eq!(out.len(), 2);
+        assert_eq!(set.queued(), 0);
     }
 }
