@@ -347,7 +347,8 @@ impl Observed {
         let snaps = self.set.members().map(|(link, _, _, p)| MemberSnap {
             link,
             counters: *p.pipe().counters(),
-            queued: p.pipe().queued(),
+            // In the queues, on the link or in the delay line.
+            queued: p.pipe().held() as usize,
         });
         if let Ok(mut out) = self.out.lock() {
             out.clear();
