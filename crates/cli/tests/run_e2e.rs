@@ -226,7 +226,36 @@ fn finish(mut child: Child) -> serde_json::Value {
         .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "pspat run failed: {status}\n{stdout}");
-    serde_json::from_str(&stdout).expect("one JSON object")
+    // The top-level keys in the order docs/JSON.md lists them (every
+    // top-level key is at two spaces of indentation).
+    let keys: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "schema_version",
+            "command",
+            "config",
+            "input",
+            "output",
+            "elapsed_s",
+            "pipes",
+            "rules",
+            "classifier",
+            "totals",
+            "reverse",
+            "error"
+        ]
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(
+        (doc["schema_version"].as_u64(), doc["command"].as_str()),
+        (Some(1), Some("run"))
+    );
+    doc
 }
 
 fn pipe(doc: &serde_json::Value, number: u64) -> &serde_json::Value {
