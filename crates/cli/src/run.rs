@@ -226,18 +226,24 @@ fn build(plan: &Plan, limits: &ClassifierLimits, capacity: usize) -> anyhow::Res
         let table = link.flow_table()?;
         // The configuration of every flow id: the pipe's own queue, then
         // each flowset's range.
-        let mut queues: Vec<(FlowId, QueueConfig)> = Vec::new();
+        let mut ranges: Vec<(u32, u32, QueueConfig)> = Vec::new();
         for range in &link.ranges {
-            if let pspat_classify::FlowOwner::Queue(q) = range.owner {
-                let Some(qp) = plan.queues.get(&q) else {
-                    continue;
-                };
-                let qc = queue_config(&qp.queue);
-                for i in 0..range.len() {
-                    queues.push((FlowId(range.first.0 + i), qc));
-                }
-            }
+            let qc = match range.owner {
+                pspat_classify::FlowOwner::Pipe(_) => base.queue,
+                pspat_classify::FlowOwner::Queue(q) => match plan.queues.get(&q) {
+                    Some(qp) => queue_config(&qp.queue),
+                    None => continue,
+                },
+            };
+            ranges.push((range.first.0, range.len(), qc));
         }
+        // The configuration most ids share is every queue's default; the
+        // others are set one by one (each `Pipe::set_queue` is linear in
+        // the flows, so this keeps a large masked flowset linear).
+        let default_queue = ranges
+            .iter()
+            .max_by_key(|r| r.1)
+            .map_or(base.queue, |r| r.2);
         for instance in 0..link.instances {
             let mut sc = SchedulerConfig::new(link.alg);
             sc.capacity = capacity;
@@ -245,11 +251,16 @@ fn build(plan: &Plan, limits: &ClassifierLimits, capacity: usize) -> anyhow::Res
             let sched = sc.build(table.clone())?;
             let cfg = PipeConfig {
                 seed: instance_seed(base.seed, instance),
+                queue: default_queue,
                 ..base.clone()
             };
             let mut pipe = Pipe::new(cfg, sched, flows as usize)?;
-            for (flow, qc) in &queues {
-                pipe.set_queue(*flow, *qc)?;
+            for (first, len, qc) in &ranges {
+                if *qc != default_queue {
+                    for i in 0..*len {
+                        pipe.set_queue(FlowId(first + i), *qc)?;
+                    }
+                }
             }
             set.push(link.number, instance, pipe, flows)?;
         }
@@ -1119,6 +1130,28 @@ mod tests {
             };
             let want = queue_config(&plan.queues[&q].queue);
             assert_eq!(member.pipe().queue_config(range.first), Some(&want));
+        }
+        // A pipe with a masked flowset: the flowset's (larger) range takes
+        // the default, the pipe's own queue (id 0) keeps its own.
+        let (plan, b) = built(
+            "pipe 1 config bw 1Mbit/s queue 7\n\
+             queue 3 config pipe 1 queue 9 mask src-ip 0xff\n\
+             add 100 queue 3 ip from any to any\n",
+        );
+        let (_, _, _, member) = b.set.members().next().unwrap();
+        let own = member.pipe().queue_config(FlowId(0)).unwrap();
+        assert_eq!(own, &queue_config(&plan.pipes[&1].queue));
+        assert_eq!(own.limit, QueueLimit::Slots(7));
+        let layout = b.classifier.layout().link(1).unwrap();
+        let fs = layout
+            .ranges
+            .iter()
+            .find(|r| r.owner == pspat_classify::FlowOwner::Queue(3))
+            .unwrap();
+        assert_eq!(fs.len(), 5, "4 dynamic queues and the overflow queue");
+        for i in 0..fs.len() {
+            let q = member.pipe().queue_config(FlowId(fs.first.0 + i)).unwrap();
+            assert_eq!(q.limit, QueueLimit::Slots(9));
         }
     }
 }
