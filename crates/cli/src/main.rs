@@ -11,6 +11,7 @@ use pspat_cli::{sched_config, units, usage, UsageError, SCHEMA_VERSION};
 mod bench;
 mod config_cmd;
 mod demo;
+mod lab;
 mod machine;
 mod place_bench;
 mod pq_bench;
@@ -18,6 +19,7 @@ mod run;
 mod sched_bench;
 mod shape;
 mod topology;
+mod traffic;
 mod wfi;
 
 /// Large blocks (the scheduler's packet arena, per-flow tables, mailboxes)
@@ -54,6 +56,10 @@ enum Command {
     PlaceBench(place_bench::Args),
     /// Facts every benchmark figure must carry: CPU, caches, memory, kernel and a load-latency curve.
     Machine(machine::Args),
+    /// The three-namespace test bed: up, down, and compare pspat with the kernel's bridge and HTB.
+    Lab(lab::Args),
+    /// UDP/TCP test traffic: send flows with weights, receive with loss and latency counts.
+    Traffic(traffic::Args),
     /// Shape real traffic: a bump in the wire between two interfaces (AF_PACKET; needs root).
     Shape(shape::Args),
     /// dummynet's model (pipes, queues, scheds, rules) shaping real traffic between two interfaces (needs root).
@@ -92,6 +98,8 @@ fn main() -> ExitCode {
         Command::Config(a) => config_cmd::run(a),
         Command::PlaceBench(a) => place_bench::run(a),
         Command::Machine(a) => machine::run(a),
+        Command::Lab(a) => lab::run(a),
+        Command::Traffic(a) => traffic::run(a),
         Command::Shape(a) => shape::run(a),
         Command::Run(a) => run::run(a),
     };

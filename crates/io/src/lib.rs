@@ -29,6 +29,7 @@ pub mod error;
 pub mod frames;
 pub mod huge_pages;
 pub mod netns;
+pub mod offload;
 pub mod parse;
 mod sys;
 pub mod udp;

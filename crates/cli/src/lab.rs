@@ -1,0 +1,215 @@
+//! `pspat lab up|down|compare`: the three-namespace test bed
+//! (`pspat_lab::topology`) and the comparison of pspat with the kernel's
+//! bridge and HTB (`pspat_lab::compare`); docs/LAB.md shows the picture.
+//!
+//! Every lab command removes what it created when it fails or is stopped
+//! (Ctrl-C, SIGTERM); `up` leaves the lab in place on success (unless
+//! `--hold`, which keeps it until Ctrl-C and then removes it). Not root, or
+//! no namespaces: one line and exit code 2.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use pspat_cli::{units, usage};
+use pspat_lab::compare::{self, CompareConfig};
+use pspat_lab::topology::{self, HtbPlan};
+use pspat_lab::{LabError, Mode};
+
+/// Flags of `pspat lab`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Build the lab (removing a stale one first) and leave it up.
+    Up(UpArgs),
+    /// Remove the lab, whatever state it is in.
+    Down,
+    /// Run the experiments through the bare bridge, HTB and pspat shape.
+    Compare(CompareArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Bridge,
+    Htb,
+    Pspat,
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    /// What forwards between pspat-shin and pspat-shout.
+    #[arg(long, value_enum, default_value = "bridge")]
+    mode: ModeArg,
+    /// Mode htb: the rate shared by the flows (e.g. 100M).
+    #[arg(long, value_parser = units::rate_arg, default_value = "100M")]
+    rate: u64,
+    /// Mode htb: weights of the flows on ports --port, --port + 1, ...
+    #[arg(long, default_value = "1")]
+    weights: String,
+    /// Mode htb: UDP destination port of flow 0.
+    #[arg(long, default_value_t = 5056)]
+    port: u16,
+    /// Keep running until Ctrl-C, then remove the lab.
+    #[arg(long)]
+    hold: bool,
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// A short run for CI: senders 1 and 4, three split points, 1 s runs.
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the JSON, CSV, plots and SUMMARY.md.
+    #[arg(long, default_value = "target/lab")]
+    out: PathBuf,
+    /// Length of each run (default 3s, --quick 1s).
+    #[arg(long, value_parser = units::duration_arg)]
+    duration: Option<Duration>,
+    /// Sender counts of the throughput experiment, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    senders: Vec<usize>,
+    /// R of the 10:1 split experiment.
+    #[arg(long, value_parser = units::rate_arg, default_value = "10M")]
+    split_rate: u64,
+    /// R of the victim experiment.
+    #[arg(long, value_parser = units::rate_arg, default_value = "200M")]
+    victim_rate: u64,
+    /// Greedy senders beside the victim.
+    #[arg(long, default_value_t = 4)]
+    victim_greedy: usize,
+    /// Runs per mode and point (modes alternate).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// pspat shape's scheduling algorithm.
+    #[arg(long, default_value = "drr")]
+    alg: String,
+    /// CPU of pspat shape (its arbiter).
+    #[arg(long, default_value_t = 0)]
+    shaper_cpu: usize,
+    /// CPU of the senders and receivers.
+    #[arg(long, default_value_t = 1)]
+    traffic_cpu: usize,
+    /// Print one JSON object (`schema_version` 1) instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `pspat lab`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::traffic::install_stop_handler();
+    if let Some(reason) = pspat_io::netns::unavailable() {
+        return Err(usage(format!("lab needs network namespaces: {reason}")));
+    }
+    match args.action {
+        Action::Up(a) => up(a),
+        Action::Down => {
+            let removed = topology::down().map_err(lab_error)?;
+            if removed.is_empty() {
+                println!("lab down: nothing to remove");
+            } else {
+                println!("lab down: removed {}", removed.join(", "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Compare(a) => compare_cmd(a),
+    }
+}
+
+fn lab_error(e: LabError) -> anyhow::Error {
+    match e {
+        LabError::Unavailable(_) | LabError::Config(_) => usage(e.to_string()),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
+    let weights = units::parse_weights("--weights", &a.weights).map_err(usage)?;
+    let mode = match a.mode {
+        ModeArg::Bridge => Mode::Bridge,
+        ModeArg::Htb => Mode::Htb,
+        ModeArg::Pspat => Mode::Pspat,
+    };
+    let plan = HtbPlan {
+        rate_bps: a.rate,
+        weights,
+        base_port: a.port,
+    };
+    plan.commands().map_err(|e| usage(e.to_string()))?;
+    let lab = pspat_lab::Lab::up(mode, Some(&plan)).map_err(lab_error)?;
+    if !lab.removed_stale.is_empty() {
+        eprintln!(
+            "lab up: removed a stale lab first: {}",
+            lab.removed_stale.join(", ")
+        );
+    }
+    println!("{}", lab.describe());
+    if a.hold {
+        eprintln!("lab up: holding; Ctrl-C removes the lab");
+        while !pspat_lab::stop::requested() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(lab);
+        println!("lab down: removed");
+    } else {
+        lab.keep();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    let exe =
+        std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find this binary: {e}"))?;
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (flag, cpu) in [
+        ("--shaper-cpu", a.shaper_cpu),
+        ("--traffic-cpu", a.traffic_cpu),
+    ] {
+        if cpu >= online {
+            return Err(usage(format!(
+                "{flag} {cpu} does not exist (this machine has cpus 0..={})",
+                online - 1
+            )));
+        }
+    }
+    if a.repeat == 0 {
+        return Err(usage("--repeat must be at least 1"));
+    }
+    if a.victim_greedy == 0 || a.victim_greedy > 64 {
+        return Err(usage("--victim-greedy must be 1..=64"));
+    }
+    for (flag, rate) in [
+        ("--split-rate", a.split_rate),
+        ("--victim-rate", a.victim_rate),
+    ] {
+        if rate < 1_000_000 {
+            return Err(usage(format!("{flag} must be at least 1M")));
+        }
+    }
+    let mut config = CompareConfig::new(exe, a.quick);
+    config.out = a.out;
+    if let Some(d) = a.duration {
+        config.duration = d;
+    }
+    if !a.senders.is_empty() {
+        config.senders = a.senders;
+    }
+    config.split_rate_bps = a.split_rate;
+    config.victim_rate_bps = a.victim_rate;
+    config.victim_greedy = a.victim_greedy;
+    config.repeat = a.repeat;
+    config.alg = a.alg;
+    config.shaper_cpu = a.shaper_cpu;
+    config.traffic_cpu = a.traffic_cpu;
+    let report = compare::compare(&config).map_err(lab_error)?;
+    if a.json {
+        crate::traffic::print_json("lab compare", &report)?;
+    } else {
+        print!("{}", compare::summary(&report));
+        println!("Written to {}", config.out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,325 @@
+//! `pspat lab` and `pspat traffic` through the built binary: bad flags
+//! (one line, exit 2), and, as root with namespaces, the lab's life cycle
+//! (up, down, a stale lab left by a crash) and traffic through the bridge
+//! (UDP: every packet accounted for, no reordering, latency recorded; TCP:
+//! every byte arrives). Without root the namespace tests print why and
+//! return.
+//!
+//! The lab has fixed names, so the tests that build it take one lock.
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+static LAB: Mutex<()> = Mutex::new(());
+
+fn pspat(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the pspat binary runs")
+}
+
+fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_pspat")])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn json(output: Output, what: &str) -> Value {
+    assert!(
+        output.status.success(),
+        "{what} exited {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(doc["schema_version"], 1, "{what}");
+    doc
+}
+
+fn skip_reason() -> Option<String> {
+    pspat_io::netns::unavailable()
+}
+
+fn namespaces() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("pspat-lab-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn link_exists(name: &str) -> bool {
+    Command::new("ip")
+        .args(["link", "show", "dev", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("ip runs");
+    assert!(status.success(), "ip {args:?}");
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    for args in [
+        vec!["traffic", "send", "--size", "10"],
+        vec!["traffic", "send", "--dst", "192.0.2.1"],
+        vec!["traffic", "send", "--weights", "1,0"],
+        vec!["traffic", "send", "--rate", "fast"],
+        vec!["traffic", "recv", "--flows", "0"],
+        vec!["traffic", "recv", "--proto", "sctp"],
+        vec!["lab", "up", "--mode", "nope"],
+        vec!["lab", "compare", "--repeat", "0"],
+        vec!["lab", "compare", "--traffic-cpu", "9999"],
+        vec!["lab", "sideways"],
+    ] {
+        let out = pspat(&args);
+        assert_eq!(out.status.code(), Some(2), "pspat {args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "pspat {args:?}: {stderr}"
+        );
+        assert!(stderr.starts_with("pspat: "), "pspat {args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "pspat {args:?}");
+    }
+}
+
+#[test]
+fn lab_up_then_down_leaves_nothing() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    for mode in ["bridge", "htb", "pspat"] {
+        let out = pspat(&["lab", "up", "--mode", mode, "--weights", "10,1"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(namespaces().len(), 3, "mode {mode}");
+        let out = pspat(&["lab", "down"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(namespaces().is_empty(), "mode {mode}: {:?}", namespaces());
+        for link in ["pspat-snd0", "pspat-shin", "pspat-shout", "pspat-rcv0"] {
+            assert!(!link_exists(link), "{link} left after down");
+        }
+    }
+    // Down with nothing there succeeds and says so.
+    let out = pspat(&["lab", "down"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to remove"));
+}
+
+#[test]
+fn a_stale_lab_is_removed_by_down_and_by_up() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    // What a crash in the middle of `up` may leave: one namespace and a
+    // pair still in the root namespace.
+    ip(&["netns", "add", "pspat-lab-snd"]);
+    ip(&[
+        "link",
+        "add",
+        "pspat-shin",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "pspat-shout",
+    ]);
+    let out = pspat(&["lab", "down"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(namespaces().is_empty());
+    assert!(!link_exists("pspat-shin") && !link_exists("pspat-shout"));
+
+    ip(&["netns", "add", "pspat-lab-rcv"]);
+    ip(&[
+        "-n",
+        "pspat-lab-rcv",
+        "link",
+        "add",
+        "pspat-rcv0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "pspat-stale0",
+    ]);
+    let out = pspat(&["lab", "up"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("removed a stale lab"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(namespaces().len(), 3);
+    assert!(pspat(&["lab", "down"]).status.success());
+    assert!(namespaces().is_empty());
+}
+
+fn wait_ready(child: &mut Child) {
+    use std::io::{BufRead, BufReader};
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut reader = BufReader::new(stderr);
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("a line on stderr");
+    assert!(line.starts_with("traffic: ready"), "{line}");
+    // Keep draining stderr so the child never blocks on it.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {}
+    });
+}
+
+#[test]
+fn traffic_through_the_bridge_is_accounted_for() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    let out = pspat(&["lab", "up", "--mode", "bridge"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // UDP: two flows weighted 3:1 at 4000 packets/s for 1 s, two threads.
+    let mut receiver = in_ns(
+        "pspat-lab-rcv",
+        &[
+            "traffic",
+            "recv",
+            "--flows",
+            "2",
+            "--duration",
+            "4s",
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("receiver starts");
+    wait_ready(&mut receiver);
+    let sent = json(
+        in_ns(
+            "pspat-lab-snd",
+            &[
+                "traffic",
+                "send",
+                "--weights",
+                "3,1",
+                "--threads",
+                "2",
+                "--pps",
+                "4000",
+                "--duration",
+                "1s",
+                "--size",
+                "200",
+                "--json",
+            ],
+        )
+        .output()
+        .expect("sender runs"),
+        "traffic send",
+    );
+    let received = json(
+        receiver.wait_with_output().expect("receiver ends"),
+        "traffic recv",
+    );
+    let packets = sent["packets"].as_u64().expect("packets");
+    assert!(packets > 0);
+    let got = received["packets"].as_u64().expect("packets");
+    let lost = received["lost"].as_u64().expect("lost");
+    assert_eq!(packets, got + lost, "sent = received + lost: {received}");
+    assert_eq!(received["reordered"], 0);
+    assert_eq!(received["latency"]["samples"].as_u64(), Some(got));
+    assert!(received["latency"]["p50_us"]
+        .as_f64()
+        .is_some_and(|l| l > 0.0));
+    for flow in 0..2 {
+        assert_eq!(
+            sent["flows"][flow]["packets"], received["flows"][flow]["packets"],
+            "flow {flow}"
+        );
+    }
+
+    // TCP: one bulk stream for 1 s; every byte written arrives.
+    let mut receiver = in_ns(
+        "pspat-lab-rcv",
+        &[
+            "traffic",
+            "recv",
+            "--proto",
+            "tcp",
+            "--duration",
+            "5s",
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("receiver starts");
+    wait_ready(&mut receiver);
+    let sent = json(
+        in_ns(
+            "pspat-lab-snd",
+            &[
+                "traffic",
+                "send",
+                "--proto",
+                "tcp",
+                "--duration",
+                "1s",
+                "--json",
+            ],
+        )
+        .output()
+        .expect("sender runs"),
+        "traffic send tcp",
+    );
+    let received = json(
+        receiver.wait_with_output().expect("receiver ends"),
+        "traffic recv tcp",
+    );
+    assert!(sent["bytes"].as_u64().is_some_and(|b| b > 0));
+    assert_eq!(sent["bytes"], received["bytes"]);
+    assert!(received["bps"].as_f64().is_some_and(|b| b > 0.0));
+
+    assert!(pspat(&["lab", "down"]).status.success());
+    assert!(namespaces().is_empty());
+}

@@ -1,0 +1,1203 @@
+//! `pspat lab compare`: the experiments of PSPAT \[J\] §6 through the lab's
+//! three shaper modes (kernel bridge = `none`, bridge + HTB = `htb`,
+//! `pspat shape` = `pspat`), with the same traffic for each.
+//!
+//! * **Throughput against senders** (\[J\] Fig. 7-9): S greedy sender
+//!   threads, one flow each with equal weights, 60-byte frames; the figure
+//!   is packets/s at the receiver. The shapers get a rate far above what
+//!   the machine forwards (10 Gbit/s), so they schedule without limiting.
+//! * **10:1 split** (\[J\] §6.5): two flows weighted 10:1 at the shaper,
+//!   each offering half of `f · R` (60-byte frames); the figure is the heavy
+//!   flow's share of received bytes against the ideal weighted max-min
+//!   share (0.5 while `f ≤ 1`, then `min(f/2, 10/11) / min(f, 1)`).
+//! * **Victim** (\[J\] §6.6): one flow at 4000 packets/s of 1500-byte frames
+//!   with weight 50 among greedy 1500-byte senders of weight 1 that
+//!   overload the rate R; the figure is the victim's one-way latency,
+//!   against the victim alone through the bare bridge (`unloaded`).
+//! * **CPU per million packets**: CPU seconds (user + system, from
+//!   `/proc/<pid>/stat`) of the run's own processes, senders, receiver and
+//!   shaper, over the packets received, in millions; beside it the busy CPU
+//!   seconds of the whole machine (`/proc/stat`: kernel softirq forwarding
+//!   included, but also whatever else the machine ran).
+//!
+//! Rates and shares count the middle 60% of each run (the receiver's
+//! steady window from 20% after the first packet), leaving out the start
+//! and the drain of queues after the senders stop.
+//!
+//! Modes alternate within each experiment point (none, htb, pspat, and
+//! again for each repeat), so drift of a shared machine spreads over all.
+//! Every run is a fresh receiver, sender(s) and (mode pspat) shaper, each
+//! a child process `ip netns exec <namespace> <this binary> ...`; the
+//! shaper's arbiter is pinned to the shaper CPU (`--arbiter-cpu`), its RX
+//! threads and dispatcher and all the traffic (`--cpu`) to the traffic CPU. When `pspat shape` does not exist in the
+//! binary, or fails, its figures are null and the reason is kept; no
+//! figure is ever filled in.
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::procstat;
+use crate::stop;
+use crate::topology::{self, HtbPlan, Lab, LabError, Mode, NS_RCV, NS_SHP, NS_SND};
+use crate::traffic::Latency;
+
+/// The first flow's port in every experiment. A multiple of 64 so that
+/// `port % N` (pspat shape's `dst-port` key) is the flow index for N ≤ 64
+/// that divides 64; other N are mapped explicitly (`pspat_weights`).
+pub const BASE_PORT: u16 = 5056;
+
+/// The parameters of a comparison.
+#[derive(Debug, Clone)]
+pub struct CompareConfig {
+    /// The `pspat` binary to run children from.
+    pub exe: PathBuf,
+    /// Where files go.
+    pub out: PathBuf,
+    /// A short run for CI.
+    pub quick: bool,
+    /// Sender counts of the throughput experiment.
+    pub senders: Vec<usize>,
+    /// Offered load fractions of the split experiment.
+    pub split_fractions: Vec<f64>,
+    /// R of the split experiment, bit/s.
+    pub split_rate_bps: u64,
+    /// R of the victim experiment, bit/s.
+    pub victim_rate_bps: u64,
+    /// Greedy senders in the victim experiment.
+    pub victim_greedy: usize,
+    /// Length of each run.
+    pub duration: Duration,
+    /// Runs per mode and point.
+    pub repeat: usize,
+    /// pspat shape's `--alg`.
+    pub alg: String,
+    /// CPU of the shaper's arbiter.
+    pub shaper_cpu: usize,
+    /// CPU of senders and receivers.
+    pub traffic_cpu: usize,
+    /// The modes compared.
+    pub modes: Vec<Mode>,
+}
+
+impl CompareConfig {
+    /// The defaults of a full run (`quick` shortens them).
+    pub fn new(exe: PathBuf, quick: bool) -> Self {
+        Self {
+            exe,
+            out: PathBuf::from("target/lab"),
+            quick,
+            senders: if quick {
+                vec![1, 4]
+            } else {
+                vec![1, 2, 4, 8, 16, 32, 64]
+            },
+            split_fractions: if quick {
+                vec![0.5, 1.0, 1.5]
+            } else {
+                vec![0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5]
+            },
+            split_rate_bps: 10_000_000,
+            victim_rate_bps: 200_000_000,
+            victim_greedy: 4,
+            duration: if quick {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(3)
+            },
+            repeat: 1,
+            alg: "drr".into(),
+            shaper_cpu: 0,
+            traffic_cpu: 1,
+            modes: vec![Mode::Bridge, Mode::Htb, Mode::Pspat],
+        }
+    }
+}
+
+/// One run: a mode at one point of an experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// `throughput`, `split_10_1`, `victim`.
+    pub experiment: &'static str,
+    /// `none`, `htb`, `pspat` (`unloaded` for the victim alone).
+    pub mode: String,
+    /// The point: senders, offered fraction, or 0.
+    pub point: f64,
+    /// Packets the sender(s) sent.
+    pub sent: u64,
+    /// Packets each sender process sent, in start order (the victim's first).
+    pub sent_by_sender: Vec<u64>,
+    /// Packets received.
+    pub received: u64,
+    /// Sent but not received (dropped on the way or still queued).
+    pub not_received: u64,
+    /// Received packets per second in the middle 60% of the run.
+    pub pps: f64,
+    /// CPU seconds (user + system) of the run's own processes (senders,
+    /// receiver, shaper) per million packets received.
+    pub cpu_s_per_mpkt: Option<f64>,
+    /// Busy CPU seconds of the whole machine over the run (kernel softirq
+    /// work and anything else running included) per million received.
+    pub machine_cpu_s_per_mpkt: Option<f64>,
+    /// The shaper process's CPU seconds (mode pspat).
+    pub shaper_cpu_s: Option<f64>,
+    /// Per-flow received bytes in the middle 60% of the run.
+    pub flow_bytes: Vec<u64>,
+    /// Packets of flow 0 (the victim) received, whole run.
+    pub flow0_received: u64,
+    /// Latency of flow 0 (the victim).
+    pub flow0_latency: Latency,
+    /// `pspat shape --json` (mode pspat).
+    pub shaper: Option<Value>,
+    /// Why the run has no figures.
+    pub error: Option<String>,
+}
+
+/// A row of the throughput experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputRow {
+    /// Sender threads (= flows).
+    pub senders: usize,
+    /// Mpps through the bare bridge.
+    pub none_mpps: Option<f64>,
+    /// Mpps through HTB.
+    pub htb_mpps: Option<f64>,
+    /// Mpps through pspat shape.
+    pub pspat_mpps: Option<f64>,
+    /// CPU s of the run's processes per million packets, bare bridge.
+    pub none_cpu_s_per_mpkt: Option<f64>,
+    /// The same, HTB.
+    pub htb_cpu_s_per_mpkt: Option<f64>,
+    /// The same, pspat.
+    pub pspat_cpu_s_per_mpkt: Option<f64>,
+    /// Busy CPU s of the whole machine per million packets, bare bridge.
+    pub none_machine_cpu_s_per_mpkt: Option<f64>,
+    /// The same, HTB.
+    pub htb_machine_cpu_s_per_mpkt: Option<f64>,
+    /// The same, pspat.
+    pub pspat_machine_cpu_s_per_mpkt: Option<f64>,
+}
+
+/// A row of the split experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitRow {
+    /// Offered load over R.
+    pub offered_fraction: f64,
+    /// Offered load, bit/s (both flows).
+    pub offered_bps: f64,
+    /// The heavy flow's ideal share.
+    pub ideal_heavy_share: f64,
+    /// Measured through the bare bridge (no weights: ~0.5).
+    pub none_heavy_share: Option<f64>,
+    /// Through HTB.
+    pub htb_heavy_share: Option<f64>,
+    /// Through pspat shape.
+    pub pspat_heavy_share: Option<f64>,
+    /// Received bit/s through HTB.
+    pub htb_received_bps: Option<f64>,
+    /// Received bit/s through pspat.
+    pub pspat_received_bps: Option<f64>,
+}
+
+/// The victim experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct VictimResult {
+    /// R, bit/s.
+    pub rate_bps: u64,
+    /// Greedy senders.
+    pub greedy_senders: usize,
+    /// The victim alone through the bare bridge: p99, µs.
+    pub unloaded_p99_us: Option<f64>,
+    /// Under overload, bare bridge.
+    pub none_p99_us: Option<f64>,
+    /// Under overload, HTB.
+    pub htb_p99_us: Option<f64>,
+    /// Under overload, pspat shape.
+    pub pspat_p99_us: Option<f64>,
+    /// Full percentiles per mode (`unloaded`, `none`, `htb`, `pspat`).
+    pub latency: BTreeMap<String, Latency>,
+    /// The victim's packets sent but not received, per mode (summed over
+    /// repeats).
+    pub victim_not_received: BTreeMap<String, u64>,
+}
+
+/// Everything `pspat lab compare` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareReport {
+    /// `--quick`.
+    pub quick: bool,
+    /// Seconds per run.
+    pub duration_s: f64,
+    /// Where processes ran.
+    pub pinning: String,
+    /// Whether `pspat shape` ran.
+    pub pspat_available: bool,
+    /// Why not.
+    pub pspat_unavailable_reason: Option<String>,
+    /// Throughput against senders.
+    pub throughput: Vec<ThroughputRow>,
+    /// The 10:1 split.
+    pub split_10_1: Vec<SplitRow>,
+    /// The victim.
+    pub victim: VictimResult,
+    /// Every run.
+    pub runs: Vec<RunRecord>,
+    /// Files written.
+    pub files: Vec<String>,
+    /// Plots not drawn, and why.
+    pub plot_note: Option<String>,
+}
+
+/// A child process whose standard error is read line by line.
+struct Proc {
+    name: String,
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(name: &str, program: &str, args: &[String]) -> Result<Self, LabError> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| LabError::Io {
+                what: format!("cannot start {name} (`{program}`)"),
+                source,
+            })?;
+        let (tx, rx) = channel();
+        if let Some(stderr) = child.stderr.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        })
+    }
+
+    /// Waits for a line starting with `prefix`; `Err` with what the child
+    /// said when it ends first or the time runs out.
+    fn wait_for(&mut self, prefix: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if stop::requested() {
+                return Err("interrupted".into());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "{}: no `{prefix}` line within {timeout:?}",
+                    self.name
+                ));
+            }
+            match self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Ok(line) => {
+                    let ready = line.starts_with(prefix);
+                    self.seen.push(line);
+                    if ready {
+                        return Ok(());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = self.child.wait();
+                    let said = self.said();
+                    return Err(format!("{} ended: {said}", self.name));
+                }
+            }
+        }
+    }
+
+    fn said(&mut self) -> String {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        let text = self.seen.join(" / ");
+        if text.is_empty() {
+            "(nothing on stderr)".into()
+        } else {
+            text
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    /// Waits for the child to end (after `timeout`, SIGKILL) and parses
+    /// its standard output as one JSON value.
+    fn finish(mut self, timeout: Duration) -> Result<Value, String> {
+        let deadline = Instant::now() + timeout;
+        let mut passed_on = false;
+        loop {
+            if stop::requested() && !passed_on {
+                // Ctrl-C reached this process only (e.g. `timeout -s INT`):
+                // pass it on so the child reports and ends.
+                self.signal(rustix::process::Signal::INT);
+                passed_on = true;
+            }
+            match self.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() >= deadline => {
+                    self.signal(rustix::process::Signal::KILL);
+                    let _ = self.child.wait();
+                    return Err(format!("{} did not end within {timeout:?}", self.name));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => return Err(format!("{}: {e}", self.name)),
+            }
+        }
+        let mut text = String::new();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        }
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            let said = self.said();
+            return Err(format!("{} exited with {status}: {said}", self.name));
+        }
+        let parsed = serde_json::from_str(text.trim());
+        parsed.map_err(|e| {
+            let said = self.said();
+            format!("{} printed no JSON object ({e}): {said}", self.name)
+        })
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(rustix::process::Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One sender process's parameters.
+struct SenderSpec {
+    base_port: u16,
+    weights: Vec<u32>,
+    threads: usize,
+    size: usize,
+    /// `None`: greedy; `Some(pps)`.
+    pps: Option<u64>,
+}
+
+/// Where a run is: experiment, mode and point.
+#[derive(Clone, Copy)]
+struct Point {
+    experiment: &'static str,
+    /// `none`, `htb`, `pspat` or `unloaded`.
+    label: &'static str,
+    mode: Mode,
+    point: f64,
+    /// Flows the receiver listens for.
+    flows: usize,
+}
+
+/// A shaper setup for one run.
+struct ShapeSpec {
+    rate_bps: u64,
+    /// Weights of flows `BASE_PORT + i`.
+    weights: Vec<u32>,
+}
+
+/// Weights as `pspat shape --flow-key dst-port --flows N` sees them:
+/// flow `port % N` for port `BASE_PORT + i`.
+pub fn pspat_weights(weights: &[u32]) -> Vec<u32> {
+    let n = weights.len();
+    let mut out = vec![1; n];
+    for (i, &w) in weights.iter().enumerate() {
+        out[(usize::from(BASE_PORT) + i) % n] = w;
+    }
+    out
+}
+
+fn join<T: ToString>(v: &[T]) -> String {
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+struct Runner<'a> {
+    config: &'a CompareConfig,
+    exe: String,
+    pspat_missing: Option<String>,
+    runs: Vec<RunRecord>,
+}
+
+impl Runner<'_> {
+    fn traffic(&self, ns: &str, name: &str, args: Vec<String>) -> Result<Proc, LabError> {
+        let mut all: Vec<String> = vec!["netns".into(), "exec".into(), ns.into(), self.exe.clone()];
+        all.push("traffic".into());
+        all.extend(args);
+        Proc::spawn(name, "ip", &all)
+    }
+
+    fn shaper(&self, spec: &ShapeSpec) -> Result<Proc, LabError> {
+        let mut all: Vec<String> = vec!["netns".into(), "exec".into(), NS_SHP.into()];
+        all.push(self.exe.clone());
+        all.extend(
+            [
+                "shape",
+                "--in",
+                topology::SHP_IN,
+                "--out",
+                topology::SHP_OUT,
+                "--rate",
+            ]
+            .map(String::from),
+        );
+        all.push(spec.rate_bps.to_string());
+        all.extend(["--alg".into(), self.config.alg.clone()]);
+        all.extend(["--flows".into(), spec.weights.len().to_string()]);
+        all.extend(["--flow-key".into(), "dst-port".into()]);
+        all.extend(["--weights".into(), join(&pspat_weights(&spec.weights))]);
+        // The arbiter alone on the shaper CPU, its RX threads and
+        // dispatcher beside the traffic.
+        all.extend(["--arbiter-cpu".into(), self.config.shaper_cpu.to_string()]);
+        all.extend([
+            "--dispatcher-cpu".into(),
+            self.config.traffic_cpu.to_string(),
+        ]);
+        all.extend(["--rx-cpus".into(), self.config.traffic_cpu.to_string()]);
+        all.push("--json".into());
+        Proc::spawn("pspat shape", "ip", &all)
+    }
+
+    /// One run of `mode` with a receiver for `flows` flows and `senders`.
+    fn run(
+        &mut self,
+        lab: &mut Lab,
+        at: &Point,
+        senders: &[SenderSpec],
+        shape: &ShapeSpec,
+    ) -> Result<RunRecord, LabError> {
+        let Point {
+            experiment,
+            label,
+            mode,
+            point,
+            flows,
+        } = *at;
+        let mut record = RunRecord {
+            experiment,
+            mode: label.to_owned(),
+            point,
+            sent: 0,
+            sent_by_sender: Vec::new(),
+            received: 0,
+            not_received: 0,
+            pps: 0.0,
+            cpu_s_per_mpkt: None,
+            machine_cpu_s_per_mpkt: None,
+            shaper_cpu_s: None,
+            flow_bytes: Vec::new(),
+            flow0_received: 0,
+            flow0_latency: Latency::default(),
+            shaper: None,
+            error: None,
+        };
+        if mode == Mode::Pspat {
+            if let Some(reason) = &self.pspat_missing {
+                record.error = Some(reason.clone());
+                return Ok(record);
+            }
+        }
+        let plan = HtbPlan {
+            rate_bps: shape.rate_bps,
+            weights: shape.weights.clone(),
+            base_port: BASE_PORT,
+        };
+        lab.set_mode(mode, Some(&plan))?;
+        eprintln!(
+            "lab compare: {experiment} {label} point {point}: {} s",
+            self.config.duration.as_secs_f64()
+        );
+        let cpu = self.config.traffic_cpu.to_string();
+        // Shares and rates count the middle 60% of the run: no start-up,
+        // no drain after the senders stop.
+        let skip = self.config.duration / 5;
+        let span = self.config.duration * 3 / 5;
+        let mut receiver = self.traffic(
+            NS_RCV,
+            "traffic recv",
+            [
+                "recv",
+                "--port",
+                &BASE_PORT.to_string(),
+                "--flows",
+                &flows.to_string(),
+                "--cpu",
+                &cpu,
+                "--steady-skip",
+                &format!("{}ms", skip.as_millis()),
+                "--steady-span",
+                &format!("{}ms", span.as_millis()),
+                "--json",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )?;
+        if let Err(e) = receiver.wait_for("traffic: ready", Duration::from_secs(5)) {
+            record.error = Some(e);
+            return Ok(record);
+        }
+        let mut shaper = None;
+        if mode == Mode::Pspat {
+            let mut proc = self.shaper(shape)?;
+            match proc.wait_for("shape: ready", Duration::from_secs(10)) {
+                Ok(()) => shaper = Some(proc),
+                Err(e) => {
+                    let missing = e.contains("unrecognized subcommand");
+                    let reason = if missing {
+                        "`pspat shape` is not in this binary (unrecognized subcommand)".to_owned()
+                    } else {
+                        format!("pspat shape failed to start: {e}")
+                    };
+                    if missing {
+                        eprintln!("lab compare: {reason}; pspat columns stay null");
+                        self.pspat_missing = Some(reason.clone());
+                    }
+                    record.error = Some(reason);
+                    return Ok(record);
+                }
+            }
+        }
+        let busy_before = procstat::machine_busy_s();
+        let mut procs = Vec::new();
+        for (i, s) in senders.iter().enumerate() {
+            let mut args: Vec<String> = [
+                "send",
+                "--dst",
+                topology::RCV_ADDR,
+                "--port",
+                &s.base_port.to_string(),
+                "--weights",
+                &join(&s.weights),
+                "--threads",
+                &s.threads.to_string(),
+                "--size",
+                &s.size.to_string(),
+                "--duration",
+                &format!("{}ms", self.config.duration.as_millis()),
+                "--cpu",
+                &cpu,
+                "--json",
+            ]
+            .map(String::from)
+            .to_vec();
+            if let Some(pps) = s.pps {
+                args.extend(["--pps".into(), pps.to_string()]);
+            }
+            procs.push(self.traffic(NS_SND, &format!("traffic send #{i}"), args)?);
+        }
+        let mut sent = Vec::new();
+        for p in procs {
+            match p.finish(self.config.duration + Duration::from_secs(10)) {
+                Ok(v) => sent.push(v),
+                Err(e) => {
+                    record.error = Some(e);
+                    return Ok(record);
+                }
+            }
+        }
+        // Let queues drain into the receiver before anything stops.
+        std::thread::sleep(Duration::from_millis(300));
+        let busy_after = procstat::machine_busy_s();
+        if let Some(shaper) = shaper.take() {
+            record.shaper_cpu_s = procstat::process_cpu_s(shaper.pid());
+            shaper.signal(rustix::process::Signal::INT);
+            match shaper.finish(Duration::from_secs(10)) {
+                Ok(v) => record.shaper = Some(v),
+                Err(e) => record.error = Some(e),
+            }
+        }
+        receiver.signal(rustix::process::Signal::INT);
+        let received = match receiver.finish(Duration::from_secs(5)) {
+            Ok(v) => v,
+            Err(e) => {
+                record.error = Some(e);
+                return Ok(record);
+            }
+        };
+        let parse = |v: Value| serde_json::from_value::<SendSummary>(v);
+        let mut process_cpu = record.shaper_cpu_s.unwrap_or(0.0);
+        for v in sent {
+            match parse(v) {
+                Ok(s) => {
+                    process_cpu += s.cpu_s.unwrap_or(0.0);
+                    record.sent += s.packets;
+                    record.sent_by_sender.push(s.packets);
+                }
+                Err(e) => record.error = Some(format!("sender JSON: {e}")),
+            }
+        }
+        match serde_json::from_value::<RecvSummary>(received) {
+            Ok(r) => {
+                process_cpu += r.cpu_s.unwrap_or(0.0);
+                record.received = r.packets;
+                record.pps = r.steady_pps.unwrap_or(r.pps);
+                record.flow_bytes = r.flows.iter().map(|f| f.steady_bytes).collect();
+                record.flow0_latency = r.flows.first().map(|f| f.latency).unwrap_or_default();
+                record.flow0_received = r.flows.first().map_or(0, |f| f.packets);
+            }
+            Err(e) => record.error = Some(format!("receiver JSON: {e}")),
+        }
+        record.not_received = record.sent.saturating_sub(record.received);
+        if record.received > 0 {
+            let mpkt = record.received as f64 / 1e6;
+            record.cpu_s_per_mpkt = Some(process_cpu / mpkt);
+            if let (Some(a), Some(b)) = (busy_before, busy_after) {
+                record.machine_cpu_s_per_mpkt = Some((b - a) / mpkt);
+            }
+        }
+        Ok(record)
+    }
+}
+
+/// The fields of a sender's JSON that the comparison reads.
+#[derive(serde::Deserialize)]
+struct SendSummary {
+    packets: u64,
+    cpu_s: Option<f64>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecvSummary {
+    packets: u64,
+    cpu_s: Option<f64>,
+    pps: f64,
+    steady_pps: Option<f64>,
+    flows: Vec<RecvFlow>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecvFlow {
+    packets: u64,
+    steady_bytes: u64,
+    latency: Latency,
+}
+
+fn mode_label(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Bridge => "none",
+        Mode::Htb => "htb",
+        Mode::Pspat => "pspat",
+    }
+}
+
+/// The heavy flow's ideal share when two flows offer `f·R/2` each and
+/// are weighted 10:1 (module docs).
+pub fn ideal_heavy_share(f: f64) -> f64 {
+    if f <= 1.0 {
+        0.5
+    } else {
+        // Past R the two flows share exactly R.
+        (f / 2.0).min(10.0 / 11.0)
+    }
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// Runs the comparison: builds the lab, runs every experiment, removes
+/// the lab, writes the files into `config.out` and returns the report.
+pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
+    if config.senders.is_empty() || config.senders.iter().any(|&s| s == 0 || s > 256) {
+        return Err(LabError::Config("--senders must be 1..=256 each".into()));
+    }
+    if config.duration < Duration::from_millis(100) {
+        return Err(LabError::Config("--duration must be at least 100ms".into()));
+    }
+    std::fs::create_dir_all(&config.out).map_err(|source| LabError::Io {
+        what: format!("cannot create {}", config.out.display()),
+        source,
+    })?;
+    let pinning = format!(
+        "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads and dispatcher on cpu {}; senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
+        config.shaper_cpu, config.traffic_cpu, config.traffic_cpu, config.traffic_cpu
+    );
+    eprintln!("lab compare: {pinning}");
+    let mut lab = Lab::up(Mode::Bridge, None)?;
+    let mut runner = Runner {
+        config,
+        exe: config.exe.display().to_string(),
+        pspat_missing: None,
+        runs: Vec::new(),
+    };
+    let fast = 10_000_000_000u64;
+
+    // Throughput against senders.
+    let mut throughput = Vec::new();
+    for &s in &config.senders {
+        let weights = vec![1u32; s];
+        let mut per_mode: BTreeMap<&str, [Vec<f64>; 3]> = BTreeMap::new();
+        for _ in 0..config.repeat {
+            for &mode in &config.modes {
+                let spec = [SenderSpec {
+                    base_port: BASE_PORT,
+                    weights: weights.clone(),
+                    threads: s,
+                    size: 60,
+                    pps: None,
+                }];
+                let shape = ShapeSpec {
+                    rate_bps: fast,
+                    weights: weights.clone(),
+                };
+                let label = mode_label(mode);
+                let at = Point {
+                    experiment: "throughput",
+                    label,
+                    mode,
+                    point: s as f64,
+                    flows: s,
+                };
+                let r = runner.run(&mut lab, &at, &spec, &shape)?;
+                if r.error.is_none() {
+                    let entry = per_mode.entry(label).or_default();
+                    entry[0].push(r.pps / 1e6);
+                    entry[1].extend(r.cpu_s_per_mpkt);
+                    entry[2].extend(r.machine_cpu_s_per_mpkt);
+                } else {
+                    eprintln!(
+                        "lab compare: {label} run failed: {}",
+                        r.error.as_deref().unwrap_or("")
+                    );
+                }
+                runner.runs.push(r);
+            }
+        }
+        let get = |m: &str, i: usize| per_mode.get(m).and_then(|v| mean(&v[i]));
+        throughput.push(ThroughputRow {
+            senders: s,
+            none_mpps: get("none", 0),
+            htb_mpps: get("htb", 0),
+            pspat_mpps: get("pspat", 0),
+            none_cpu_s_per_mpkt: get("none", 1),
+            htb_cpu_s_per_mpkt: get("htb", 1),
+            pspat_cpu_s_per_mpkt: get("pspat", 1),
+            none_machine_cpu_s_per_mpkt: get("none", 2),
+            htb_machine_cpu_s_per_mpkt: get("htb", 2),
+            pspat_machine_cpu_s_per_mpkt: get("pspat", 2),
+        });
+    }
+
+    // The 10:1 split.
+    let mut split = Vec::new();
+    for &f in &config.split_fractions {
+        let offered = f * config.split_rate_bps as f64;
+        let per_flow_pps = (offered / 2.0 / (8.0 * 60.0)).round().max(1.0) as u64;
+        let mut shares: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for _ in 0..config.repeat {
+            for &mode in &config.modes {
+                // Two sender threads, one per flow, each at half the load.
+                let spec = [SenderSpec {
+                    base_port: BASE_PORT,
+                    weights: vec![1, 1],
+                    threads: 2,
+                    size: 60,
+                    pps: Some(2 * per_flow_pps),
+                }];
+                let shape = ShapeSpec {
+                    rate_bps: config.split_rate_bps,
+                    weights: vec![10, 1],
+                };
+                let label = mode_label(mode);
+                let r = runner.run(
+                    &mut lab,
+                    &Point {
+                        experiment: "split_10_1",
+                        label,
+                        mode,
+                        point: f,
+                        flows: 2,
+                    },
+                    &spec,
+                    &shape,
+                )?;
+                let total: u64 = r.flow_bytes.iter().sum();
+                if r.error.is_none() && total > 0 {
+                    let entry = shares.entry(label).or_default();
+                    entry.0.push(r.flow_bytes[0] as f64 / total as f64);
+                    entry.1.push(r.pps * 60.0 * 8.0);
+                }
+                runner.runs.push(r);
+            }
+        }
+        let get = |m: &str, bps: bool| {
+            shares
+                .get(m)
+                .and_then(|(s, b)| mean(if bps { b } else { s }))
+        };
+        split.push(SplitRow {
+            offered_fraction: f,
+            offered_bps: offered,
+            ideal_heavy_share: ideal_heavy_share(f),
+            none_heavy_share: get("none", false),
+            htb_heavy_share: get("htb", false),
+            pspat_heavy_share: get("pspat", false),
+            htb_received_bps: get("htb", true),
+            pspat_received_bps: get("pspat", true),
+        });
+    }
+
+    // The victim.
+    let k = config.victim_greedy.max(1);
+    let mut weights = vec![50u32];
+    weights.extend(std::iter::repeat_n(1, k));
+    let shape = ShapeSpec {
+        rate_bps: config.victim_rate_bps,
+        weights: weights.clone(),
+    };
+    let victim_sender = || SenderSpec {
+        base_port: BASE_PORT,
+        weights: vec![1],
+        threads: 1,
+        size: 1500,
+        pps: Some(4000),
+    };
+    let greedy = || SenderSpec {
+        base_port: BASE_PORT + 1,
+        weights: vec![1; k],
+        threads: k,
+        size: 1500,
+        pps: None,
+    };
+    let mut latency: BTreeMap<String, Vec<Latency>> = BTreeMap::new();
+    let mut victim_lost: BTreeMap<String, u64> = BTreeMap::new();
+    for _ in 0..config.repeat {
+        let r = runner.run(
+            &mut lab,
+            &Point {
+                experiment: "victim",
+                label: "unloaded",
+                mode: Mode::Bridge,
+                point: 0.0,
+                flows: k + 1,
+            },
+            &[victim_sender()],
+            &shape,
+        )?;
+        if r.error.is_none() {
+            latency
+                .entry("unloaded".into())
+                .or_default()
+                .push(r.flow0_latency);
+            *victim_lost.entry("unloaded".into()).or_default() += r
+                .sent_by_sender
+                .first()
+                .map_or(0, |&s| s.saturating_sub(r.flow0_received));
+        }
+        runner.runs.push(r);
+        for &mode in &config.modes {
+            let label = mode_label(mode);
+            let r = runner.run(
+                &mut lab,
+                &Point {
+                    experiment: "victim",
+                    label,
+                    mode,
+                    point: k as f64,
+                    flows: k + 1,
+                },
+                &[victim_sender(), greedy()],
+                &shape,
+            )?;
+            if r.error.is_none() {
+                latency
+                    .entry(label.into())
+                    .or_default()
+                    .push(r.flow0_latency);
+                *victim_lost.entry(label.into()).or_default() += r
+                    .sent_by_sender
+                    .first()
+                    .map_or(0, |&s| s.saturating_sub(r.flow0_received));
+            }
+            runner.runs.push(r);
+        }
+    }
+    drop(lab);
+    // With repeats, keep the run with the median p99 per mode.
+    let latency: BTreeMap<String, Latency> = latency
+        .into_iter()
+        .filter_map(|(m, mut v)| {
+            v.sort_by(|a, b| a.p99_us.total_cmp(&b.p99_us));
+            let median = v.get(v.len() / 2).copied()?;
+            Some((m, median))
+        })
+        .collect();
+    let p99 = |m: &str| latency.get(m).map(|l| l.p99_us);
+    let victim = VictimResult {
+        rate_bps: config.victim_rate_bps,
+        greedy_senders: k,
+        unloaded_p99_us: p99("unloaded"),
+        none_p99_us: p99("none"),
+        htb_p99_us: p99("htb"),
+        pspat_p99_us: p99("pspat"),
+        latency,
+        victim_not_received: victim_lost,
+    };
+    let mut report = CompareReport {
+        quick: config.quick,
+        duration_s: config.duration.as_secs_f64(),
+        pinning,
+        pspat_available: runner.pspat_missing.is_none()
+            && runner
+                .runs
+                .iter()
+                .any(|r| r.mode == "pspat" && r.error.is_none()),
+        pspat_unavailable_reason: runner.pspat_missing.clone().or_else(|| {
+            runner
+                .runs
+                .iter()
+                .find(|r| r.mode == "pspat" && r.error.is_some())
+                .and_then(|r| r.error.clone())
+        }),
+        throughput,
+        split_10_1: split,
+        victim,
+        runs: runner.runs,
+        files: Vec::new(),
+        plot_note: None,
+    };
+    write_files(config, &mut report)?;
+    Ok(report)
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or(String::new(), |x| format!("{x:.6}"))
+}
+
+fn write(path: &Path, text: &str, files: &mut Vec<String>) -> Result<(), LabError> {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|source| LabError::Io {
+            what: format!("cannot write {}", path.display()),
+            source,
+        })?;
+    files.push(path.display().to_string());
+    Ok(())
+}
+
+fn write_files(config: &CompareConfig, report: &mut CompareReport) -> Result<(), LabError> {
+    let out = &config.out;
+    let mut files = Vec::new();
+    let json = serde_json::to_string_pretty(&*report).unwrap_or_default();
+    write(&out.join("compare.json"), &json, &mut files)?;
+    let mut csv = String::from("senders,none_mpps,htb_mpps,pspat_mpps,none_cpu_s_per_mpkt,htb_cpu_s_per_mpkt,pspat_cpu_s_per_mpkt,none_machine_cpu_s_per_mpkt,htb_machine_cpu_s_per_mpkt,pspat_machine_cpu_s_per_mpkt\n");
+    for r in &report.throughput {
+        csv += &format!(
+            "{},{},{},{},{},{},{},{},{},{}\n",
+            r.senders,
+            opt(r.none_mpps),
+            opt(r.htb_mpps),
+            opt(r.pspat_mpps),
+            opt(r.none_cpu_s_per_mpkt),
+            opt(r.htb_cpu_s_per_mpkt),
+            opt(r.pspat_cpu_s_per_mpkt),
+            opt(r.none_machine_cpu_s_per_mpkt),
+            opt(r.htb_machine_cpu_s_per_mpkt),
+            opt(r.pspat_machine_cpu_s_per_mpkt)
+        );
+    }
+    write(&out.join("throughput.csv"), &csv, &mut files)?;
+    let mut csv = String::from("offered_fraction,offered_bps,ideal_heavy_share,none_heavy_share,htb_heavy_share,pspat_heavy_share,htb_received_bps,pspat_received_bps\n");
+    for r in &report.split_10_1 {
+        csv += &format!(
+            "{},{},{},{},{},{},{},{}\n",
+            r.offered_fraction,
+            r.offered_bps,
+            r.ideal_heavy_share,
+            opt(r.none_heavy_share),
+            opt(r.htb_heavy_share),
+            opt(r.pspat_heavy_share),
+            opt(r.htb_received_bps),
+            opt(r.pspat_received_bps)
+        );
+    }
+    write(&out.join("split_10_1.csv"), &csv, &mut files)?;
+    let mut csv = String::from("mode,samples,min_us,p50_us,p90_us,p99_us,p999_us,max_us\n");
+    for (mode, l) in &report.victim.latency {
+        csv += &format!(
+            "{mode},{},{},{},{},{},{},{}\n",
+            l.samples, l.min_us, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+        );
+    }
+    write(&out.join("victim.csv"), &csv, &mut files)?;
+    let mut csv = String::from(
+        "experiment,mode,point,sent,received,not_received,pps,cpu_s_per_mpkt,machine_cpu_s_per_mpkt,shaper_cpu_s,error\n",
+    );
+    for r in &report.runs {
+        csv += &format!(
+            "{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
+            r.experiment,
+            r.mode,
+            r.point,
+            r.sent,
+            r.received,
+            r.not_received,
+            r.pps,
+            opt(r.cpu_s_per_mpkt),
+            opt(r.machine_cpu_s_per_mpkt),
+            opt(r.shaper_cpu_s),
+            r.error.as_deref().unwrap_or("").replace('"', "'")
+        );
+    }
+    write(&out.join("runs.csv"), &csv, &mut files)?;
+    match crate::plot::draw_all(out, report) {
+        Ok(mut drawn) => files.append(&mut drawn),
+        Err(note) => report.plot_note = Some(note),
+    }
+    let summary = summary(report);
+    write(&out.join("SUMMARY.md"), &summary, &mut files)?;
+    report.files = files;
+    // Rewrite the JSON with the file list.
+    let json = serde_json::to_string_pretty(&*report).unwrap_or_default();
+    write(&out.join("compare.json"), &json, &mut Vec::new())?;
+    Ok(())
+}
+
+fn cell(v: Option<f64>, digits: usize) -> String {
+    v.map_or("n/a".into(), |x| format!("{x:.digits$}"))
+}
+
+/// The markdown summary.
+pub fn summary(report: &CompareReport) -> String {
+    let mut s = String::from("# pspat lab compare\n\n");
+    s += &format!(
+        "Runs of {} s each{}. Pinning: {}.\n\n",
+        report.duration_s,
+        if report.quick { " (--quick)" } else { "" },
+        report.pinning
+    );
+    if let Some(reason) = &report.pspat_unavailable_reason {
+        s += &format!("**pspat figures are missing**: {reason}.\n\n");
+    }
+    s += "## Throughput against senders (60-byte frames, greedy, Mpps at the receiver)\n\n";
+    s += "| senders | none | htb | pspat | CPU s/Mpkt none | htb | pspat |\n|---|---|---|---|---|---|---|\n";
+    for r in &report.throughput {
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            r.senders,
+            cell(r.none_mpps, 3),
+            cell(r.htb_mpps, 3),
+            cell(r.pspat_mpps, 3),
+            cell(r.none_cpu_s_per_mpkt, 2),
+            cell(r.htb_cpu_s_per_mpkt, 2),
+            cell(r.pspat_cpu_s_per_mpkt, 2)
+        );
+    }
+    s += "\n## Two flows weighted 10:1, each offering half the load (heavy flow's share of bytes)\n\n";
+    s += "| offered / R | ideal | none | htb | pspat |\n|---|---|---|---|---|\n";
+    for r in &report.split_10_1 {
+        s += &format!(
+            "| {:.2} | {:.3} | {} | {} | {} |\n",
+            r.offered_fraction,
+            r.ideal_heavy_share,
+            cell(r.none_heavy_share, 3),
+            cell(r.htb_heavy_share, 3),
+            cell(r.pspat_heavy_share, 3)
+        );
+    }
+    s += &format!(
+        "\n## Victim: 4000 packets/s of 1500 bytes, weight 50, among {} greedy senders, R = {} bit/s (one-way latency, µs)\n\n",
+        report.victim.greedy_senders, report.victim.rate_bps
+    );
+    s += "| mode | samples | p50 | p90 | p99 | p99.9 | max | not received |\n|---|---|---|---|---|---|---|---|\n";
+    for (mode, l) in &report.victim.latency {
+        s += &format!(
+            "| {mode} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+            l.samples,
+            l.p50_us,
+            l.p90_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us,
+            report
+                .victim
+                .victim_not_received
+                .get(mode)
+                .map_or("-".into(), u64::to_string)
+        );
+    }
+    let failed: Vec<&RunRecord> = report.runs.iter().filter(|r| r.error.is_some()).collect();
+    if !failed.is_empty() {
+        s += "\n## Runs without figures\n\n";
+        for r in failed {
+            s += &format!(
+                "* {} {} at {}: {}\n",
+                r.experiment,
+                r.mode,
+                r.point,
+                r.error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if let Some(note) = &report.plot_note {
+        s += &format!("\nPlots not drawn: {note}\n");
+    }
+    s += "\nFiles: compare.json (everything), throughput.csv, split_10_1.csv, victim.csv, runs.csv (every run), and the plots.\n";
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pspat_weights_follow_port_modulo_flows() {
+        // BASE_PORT % 2 == 0: identity for two flows.
+        assert_eq!(pspat_weights(&[10, 1]), vec![10, 1]);
+        // Three flows: port BASE_PORT + i lands on (BASE_PORT + i) % 3.
+        let w = pspat_weights(&[50, 2, 3]);
+        let b = usize::from(BASE_PORT);
+        assert_eq!(w[b % 3], 50);
+        assert_eq!(w[(b + 1) % 3], 2);
+        assert_eq!(w[(b + 2) % 3], 3);
+    }
+
+    #[test]
+    fn ideal_share_is_half_until_overload() {
+        assert_eq!(ideal_heavy_share(0.5), 0.5);
+        assert_eq!(ideal_heavy_share(1.0), 0.5);
+        assert!((ideal_heavy_share(1.5) - 0.75).abs() < 1e-12);
+        assert!((ideal_heavy_share(3.0) - 10.0 / 11.0).abs() < 1e-12);
+    }
+}
