@@ -9,7 +9,7 @@ use std::time::Instant;
 use pspat::{Runtime, RuntimeConfig, ShutdownPolicy, Stats, TxOwner};
 use pspat_io::parse::{ParseLimits, ParseReason};
 use pspat_io::{Frame, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
-use pspat_sched::{FlowParams, FlowTable};
+use pspat_sched::{AnyScheduler, FlowParams, FlowTable, Scheduler};
 
 use crate::backend::{AfPacketTx, Sender};
 use crate::classify::{Classifier, HashClassifier};
@@ -90,8 +90,71 @@ impl Bridge {
     /// allocate or spawn.
     pub fn start_with<C: Classifier>(
         cfg: BridgeConfig,
-        mut make_classifier: impl FnMut(usize) -> C,
+        make_classifier: impl FnMut(usize) -> C,
     ) -> Result<Bridge, BridgeError> {
+        let weights = cfg.flow_weights();
+        let build = |cfg: &BridgeConfig, out_max: usize| -> Result<AnyScheduler, BridgeError> {
+            let lmax = (out_max + 4).min(65_535) as u32;
+            let table = FlowTable::new(
+                weights
+                    .iter()
+                    .map(|&w| FlowParams {
+                        lmax,
+                        ..FlowParams::weighted(w)
+                    })
+                    .collect(),
+            )?;
+            let mut sched_cfg = cfg.sched.clone();
+            // Every descriptor fits the scheduler: it never drops for lack of
+            // room while the bridge runs (the per-flow queue limit relies on it).
+            sched_cfg.capacity = sched_cfg.capacity.max(cfg.descriptors * cfg.rx_threads);
+            if sched_cfg.link_rate_bps.is_none() {
+                sched_cfg.link_rate_bps = cfg.rate_bps;
+            }
+            Ok(sched_cfg.build(table)?)
+        };
+        Bridge::start_inner(cfg, build, |_| {}, make_classifier)
+    }
+
+    /// Starts a bridge around a scheduler built by the caller (for example a
+    /// [`pspat_sched::PipeSet`] hosting a whole dummynet configuration),
+    /// with `tune` applied to the runtime's configuration last (after the
+    /// fields the bridge fills in from `cfg`), and RX thread `k`
+    /// classifying with `make_classifier(k)`.
+    ///
+    /// `cfg.sched` and `cfg.weights` are not used to build anything;
+    /// `cfg.flows` must be the scheduler's flow count: a classifier verdict
+    /// at or beyond it is dropped as `bad_flow`, and an id below it that
+    /// the scheduler does not know is dropped by the arbiter
+    /// (`unknown_flow`), both counted. The scheduler should hold every
+    /// descriptor (`cfg.descriptors × cfg.rx_threads` packets) so that it
+    /// never refuses one for lack of room.
+    ///
+    /// # Errors
+    /// As [`Bridge::start_with`].
+    pub fn start_custom<S, C>(
+        cfg: BridgeConfig,
+        sched: S,
+        tune: impl FnOnce(&mut RuntimeConfig),
+        make_classifier: impl FnMut(usize) -> C,
+    ) -> Result<Bridge, BridgeError>
+    where
+        S: Scheduler + Send + 'static,
+        C: Classifier,
+    {
+        Bridge::start_inner(cfg, |_, _| Ok(sched), tune, make_classifier)
+    }
+
+    fn start_inner<S, C>(
+        cfg: BridgeConfig,
+        build: impl FnOnce(&BridgeConfig, usize) -> Result<S, BridgeError>,
+        tune: impl FnOnce(&mut RuntimeConfig),
+        mut make_classifier: impl FnMut(usize) -> C,
+    ) -> Result<Bridge, BridgeError>
+    where
+        S: Scheduler + Send + 'static,
+        C: Classifier,
+    {
         cfg.validate()?;
         let flows = cfg.flows as usize;
         let weights = cfg.flow_weights();
@@ -141,24 +204,7 @@ impl Bridge {
         let d = cfg.descriptors;
         let mut pool = FramePool::new(d * cfg.rx_threads, frame_size)?;
         let arena = Arc::clone(pool.arena());
-        let lmax = (out_max + 4).min(65_535) as u32;
-        let table = FlowTable::new(
-            weights
-                .iter()
-                .map(|&w| FlowParams {
-                    lmax,
-                    ..FlowParams::weighted(w)
-                })
-                .collect(),
-        )?;
-        let mut sched_cfg = cfg.sched.clone();
-        // Every descriptor fits the scheduler: it never drops for lack of
-        // room while the bridge runs (the per-flow queue limit relies on it).
-        sched_cfg.capacity = sched_cfg.capacity.max(d * cfg.rx_threads);
-        if sched_cfg.link_rate_bps.is_none() {
-            sched_cfg.link_rate_bps = cfg.rate_bps;
-        }
-        let sched = sched_cfg.build(table)?;
+        let sched = build(&cfg, out_max)?;
         let mut rt_cfg = RuntimeConfig::default();
         rt_cfg.max_clients = cfg.rx_threads;
         rt_cfg.descriptors_per_client = d;
@@ -169,6 +215,7 @@ impl Bridge {
         rt_cfg.shutdown = ShutdownPolicy::Drain {
             deadline: cfg.drain,
         };
+        tune(&mut rt_cfg);
         let tx_list: Arc<Mutex<Vec<Arc<TxShared>>>> = Arc::new(Mutex::new(Vec::new()));
         let factory = {
             let tx_list = Arc::clone(&tx_list);

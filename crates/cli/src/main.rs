@@ -16,6 +16,7 @@ mod lab;
 mod machine;
 mod place_bench;
 mod pq_bench;
+mod run;
 mod sched_bench;
 mod shape;
 mod topology;
@@ -62,6 +63,8 @@ enum Command {
     Traffic(traffic::Args),
     /// Shape real traffic: a bump in the wire between two interfaces (AF_PACKET; needs root).
     Shape(shape::Args),
+    /// dummynet's model (pipes, queues, scheds, rules) shaping real traffic between two interfaces (needs root).
+    Run(run::Args),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Lab(a) => lab::run(a),
         Command::Traffic(a) => traffic::run(a),
         Command::Shape(a) => shape::run(a),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(code) => code,

@@ -86,10 +86,12 @@ pub mod filter;
 mod link;
 pub mod random;
 mod scheduler;
+mod set;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
 pub use scheduler::PipeScheduler;
+pub use set::{PipeRoutes, PipeSet};
 
 use crate::rate::Rate;
 use crate::{

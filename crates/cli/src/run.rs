@@ -1,0 +1,1157 @@
+//! `pspat run CONFIG --in IF --out IF`: dummynet's model (pipes, scheds,
+//! queues, masks, rules, delay, loss, RED) shaping the frames that cross a
+//! bump in the wire (docs/RUN.md).
+//!
+//! ```text
+//! --in ─▶ RX thread(s): parse ─▶ Classifier (rules, tables, masks; one, shared)
+//!          ─▶ global flow id ─▶ arbiter: PipeSet (one Pipe per link and instance,
+//!             + a pass pipe) ─▶ dispatcher ─▶ --out
+//! --out ─▶ reverse thread ─▶ --in                                    (unshaped)
+//! ```
+//!
+//! The configuration file is read once (`.toml` is TOML, any other name
+//! ipfw lines); an error is one line `file:line:col: message`, exit 2.
+//! Each dummynet link (pipe or sched number) and each of its instances is
+//! one [`Pipe`] in one [`PipeSet`], hosted by the runtime's arbiter; a
+//! classifier `Pass` verdict (an `allow` rule or the default) and frames
+//! that are not IP go to one more pipe (unlimited, no delay, FIFO), so they
+//! flow and are counted. The arbiter wakes for every packet's exit time
+//! (`wake_batch = 1`): exit-time precision matters more here than the cost
+//! of wake-ups.
+//!
+//! Prints `run: ready ...` on stderr once the rings are open, a line a
+//! second per active pipe (rate, queue, drops), stops on SIGINT, SIGTERM or
+//! `--duration`, drains, and prints dummynet's `pipe show`-like table and
+//! the rule counters, or one JSON object (`--json`, docs/JSON.md).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Report, Verdict};
+use pspat_classify::{
+    Classifier, ClassifierLimits, ClassifierStats, PacketDirection, PacketKey, Verdict as Decision,
+};
+use pspat_config::model::{Site, SiteKind};
+use pspat_config::{
+    parse_file_text, pipe_config, queue_config, sched_config, Action, Config, FsProfiles, Plan,
+    Target,
+};
+use pspat_io::parse::{FlowKey, ParseError, ParseReason};
+use pspat_sched::pipe::random::splitmix64;
+use pspat_sched::pipe::{PipeConfig, PipeCounters, QueueConfig, QueueLimit};
+use pspat_sched::{
+    AlgKind, AnyScheduler, DropReason, FlowId, FlowTable, Packet, Pipe, PipeRoutes, PipeSet,
+    Rejected, Scheduler, SchedulerConfig,
+};
+
+use crate::units::{self, human_rate};
+use crate::usage;
+
+/// The link number of the pass pipe (above every dummynet number).
+pub const PASS_LINK: u32 = u32::MAX;
+
+/// Flags of `pspat run`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = concat!(pspat_cli::units_help!(), "\n\nNeeds root or CAP_NET_RAW (not with --dry-run). See docs/RUN.md.\n\nExit codes: 0 success; 1 the run failed (an interface went away, an accounting check failed); 2 usage or configuration error (nothing started)."))]
+pub struct Args {
+    /// The configuration: a `.toml` file is TOML, any other file ipfw lines (docs/CONFIG.md).
+    config: PathBuf,
+    /// Interface to read and shape frames from (at most 15 bytes).
+    #[arg(
+        long = "in",
+        value_name = "IF",
+        allow_hyphen_values = true,
+        required_unless_present = "dry_run"
+    )]
+    input: Option<String>,
+    /// Interface to send shaped frames on (at most 15 bytes; not the same as --in).
+    #[arg(
+        long = "out",
+        value_name = "IF",
+        allow_hyphen_values = true,
+        required_unless_present = "dry_run"
+    )]
+    output: Option<String>,
+    /// Stop after this long (above 0, at most 10^6 s); runs until SIGINT or SIGTERM if not given.
+    #[arg(long, value_parser = units::duration_arg, allow_hyphen_values = true)]
+    duration: Option<Duration>,
+    /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// RX threads on --in, 1..=64. They share one classifier (behind a lock), so more threads
+    /// add contention, not capacity; 1 is the default.
+    #[arg(long = "rx-threads", default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<1, 64>)]
+    rx_threads: i64,
+    /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
+    dispatchers: i64,
+    /// Frames per RX thread, a multiple of 64 in 64..=65536: every packet in a queue or a delay line holds one.
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true, value_parser = ranged::<64, 65536>)]
+    descriptors: i64,
+    /// Dynamic queues per masked flowset (dummynet `mask` on a queue), 1..=65536.
+    #[arg(long = "max-queues", default_value_t = 256, allow_negative_numbers = true, value_parser = ranged::<1, 65536>)]
+    max_queues: i64,
+    /// Instances per masked pipe or sched (each has its own link and delay line), 1..=4096.
+    #[arg(long = "max-instances", default_value_t = 16, allow_negative_numbers = true, value_parser = ranged::<1, 4096>)]
+    max_instances: i64,
+    /// Build the classifier and the pipes, print them, and exit without opening interfaces.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
+}
+
+/// A whole number in `LO..=HI`, for clap: the error names the range.
+fn ranged<const LO: i64, const HI: i64>(text: &str) -> Result<i64, String> {
+    match text.trim().parse::<i64>() {
+        Ok(v) if (LO..=HI).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{} is not a whole number in {LO}..={HI}",
+            units::quote(text)
+        )),
+    }
+}
+
+/// Reads, parses and validates `path`; refuses what the daemon cannot do.
+fn load(path: &Path) -> anyhow::Result<(Config, Plan)> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("{name}: cannot read the configuration: {e}")))?;
+    let config = parse_file_text(&text, &name).map_err(|e| usage(e.to_string()))?;
+    let loader = FsProfiles {
+        base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    let plan = config.validate(&loader).map_err(|e| usage(e.to_string()))?;
+    refuse_duplication(&config)?;
+    Ok((config, plan))
+}
+
+/// `duplicate` needs a packet sent twice; the runtime sends each once.
+fn refuse_duplication(config: &Config) -> anyhow::Result<()> {
+    let pipes = config.pipes.iter().enumerate().map(|(i, p)| {
+        (
+            SiteKind::Pipe,
+            i,
+            format!("pipe {}", p.number),
+            p.queue.duplicate,
+        )
+    });
+    let queues = config.queues.iter().enumerate().map(|(i, q)| {
+        (
+            SiteKind::Queue,
+            i,
+            format!("queue {}", q.number),
+            q.params.duplicate,
+        )
+    });
+    for (kind, index, owner, dup) in pipes.chain(queues) {
+        if dup.is_some_and(|p| p > 0.0) {
+            let site = Site {
+                kind,
+                index,
+                sub: 0,
+                field: "duplicate",
+            };
+            let (line, col) = config
+                .sources
+                .get(&site)
+                .map_or((0, 0), |p| (p.line, p.column));
+            return Err(usage(format!(
+                "{}:{line}:{col}: {owner}: duplicate is not supported by pspat run (the runtime sends each packet once); remove it",
+                config.sources.file
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What one member of the set is, for the reports.
+#[derive(Clone, Debug)]
+struct LinkInfo {
+    number: u32,
+    kind: &'static str,
+    alg: AlgKind,
+    bw_bps: Option<u64>,
+    delay_ns: u64,
+    /// A pipe's own queue limit (a sched's queues are its flowsets').
+    queue: Option<QueueLimit>,
+    instances: u32,
+}
+
+/// The classifier, the pipes and what the reports need to name them.
+struct Built {
+    classifier: Classifier,
+    set: PipeSet<AnyScheduler>,
+    routes: PipeRoutes,
+    pass_flow: FlowId,
+    links: Vec<LinkInfo>,
+    max_delay_ns: u64,
+}
+
+/// Mixes an instance number into a link's seed (instance 0 keeps it).
+fn instance_seed(seed: u64, instance: u32) -> u64 {
+    if instance == 0 {
+        return seed;
+    }
+    let mut s = seed ^ u64::from(instance);
+    splitmix64(&mut s)
+}
+
+/// Builds the classifier and one pipe per link and instance, plus the pass pipe.
+fn build(plan: &Plan, limits: &ClassifierLimits, capacity: usize) -> anyhow::Result<Built> {
+    let classifier = Classifier::from_plan(plan, limits).map_err(|e| usage(e.to_string()))?;
+    let mut set = PipeSet::new();
+    let mut links = Vec::new();
+    let mut max_delay_ns = 0u64;
+    for link in &classifier.layout().links {
+        let (base, kind) = match plan.pipes.get(&link.number) {
+            Some(p) => (pipe_config(p, plan.seed)?, "pipe"),
+            None => match plan.scheds.get(&link.number) {
+                Some(s) => (sched_config(s, plan.seed)?, "sched"),
+                None => continue,
+            },
+        };
+        let span = base.delay_ns
+            + base.jitter.as_ref().map_or(0, |j| j.ns.saturating_mul(4))
+            + base
+                .profile
+                .as_ref()
+                .and_then(|p| p.table_ns().iter().copied().max())
+                .unwrap_or(0);
+        max_delay_ns = max_delay_ns.max(span);
+        let flows = link.flow_count();
+        let table = link.flow_table()?;
+        // The configuration of every flow id: the pipe's own queue, then
+        // each flowset's range.
+        let mut ranges: Vec<(u32, u32, QueueConfig)> = Vec::new();
+        for range in &link.ranges {
+            let qc = match range.owner {
+                pspat_classify::FlowOwner::Pipe(_) => base.queue,
+                pspat_classify::FlowOwner::Queue(q) => match plan.queues.get(&q) {
+                    Some(qp) => queue_config(&qp.queue),
+                    None => continue,
+                },
+            };
+            ranges.push((range.first.0, range.len(), qc));
+        }
+        // The configuration most ids share is every queue's default; the
+        // others are set one by one (each `Pipe::set_queue` is linear in
+        // the flows, so this keeps a large masked flowset linear).
+        let default_queue = ranges
+            .iter()
+            .max_by_key(|r| r.1)
+            .map_or(base.queue, |r| r.2);
+        for instance in 0..link.instances {
+            let mut sc = SchedulerConfig::new(link.alg);
+            sc.capacity = capacity;
+            sc.link_rate_bps = base.bw.map(|r| r.bps());
+            let sched = sc.build(table.clone())?;
+            let cfg = PipeConfig {
+                seed: instance_seed(base.seed, instance),
+                queue: default_queue,
+                ..base.clone()
+            };
+            let mut pipe = Pipe::new(cfg, sched, flows as usize)?;
+            for (first, len, qc) in &ranges {
+                if *qc != default_queue {
+                    for i in 0..*len {
+                        pipe.set_queue(FlowId(first + i), *qc)?;
+                    }
+                }
+            }
+            set.push(link.number, instance, pipe, flows)?;
+        }
+        links.push(LinkInfo {
+            number: link.number,
+            kind,
+            alg: link.alg,
+            bw_bps: base.bw.map(|r| r.bps()),
+            delay_ns: base.delay_ns,
+            queue: (kind == "pipe").then_some(base.queue.limit),
+            instances: link.instances,
+        });
+    }
+    // The pass pipe: unlimited, no delay, FIFO, room for every descriptor.
+    let pass_cfg = PipeConfig {
+        queue: QueueConfig {
+            limit: QueueLimit::Slots(capacity as u32),
+            ..QueueConfig::default()
+        },
+        delay_line_capacity: 4096,
+        ..PipeConfig::default()
+    };
+    let mut sc = SchedulerConfig::new(AlgKind::Fifo);
+    sc.capacity = capacity;
+    let pass = Pipe::new(pass_cfg, sc.build(FlowTable::uniform(1)?)?, 1)?;
+    set.push(PASS_LINK, 0, pass, 1)?;
+    links.push(LinkInfo {
+        number: PASS_LINK,
+        kind: "pass",
+        alg: AlgKind::Fifo,
+        bw_bps: None,
+        delay_ns: 0,
+        queue: Some(QueueLimit::Slots(capacity as u32)),
+        instances: 1,
+    });
+    let routes = set.routes();
+    let pass_flow = routes
+        .global(PASS_LINK, 0, FlowId(0))
+        .ok_or_else(|| anyhow::anyhow!("run: the pass pipe has no flow id"))?;
+    if set.flows() > pspat_bridge::MAX_FLOWS {
+        return Err(usage(format!(
+            "{}: the configuration needs {} flow ids, more than the bridge's {}; lower --max-queues or --max-instances",
+            "run",
+            set.flows(),
+            pspat_bridge::MAX_FLOWS
+        )));
+    }
+    Ok(Built {
+        classifier,
+        set,
+        routes,
+        pass_flow,
+        links,
+        max_delay_ns,
+    })
+}
+
+/// One member's counters as last published by the arbiter.
+#[derive(Clone, Copy, Debug, Default)]
+struct MemberSnap {
+    link: u32,
+    counters: PipeCounters,
+    queued: usize,
+}
+
+/// The pipes' counters, published by the arbiter's thread.
+type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
+
+/// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
+/// counters copied out every 100 ms of the arbiter's clock, when the set
+/// empties (at most once a millisecond), and when the runtime drops it at
+/// the end (so the final copy is exact).
+struct Observed {
+    set: PipeSet<AnyScheduler>,
+    out: Snapshots,
+    last: pspat_sched::Instant,
+    next: pspat_sched::Instant,
+    dirty: bool,
+}
+
+impl Observed {
+    fn new(set: PipeSet<AnyScheduler>, out: Snapshots) -> Self {
+        let mut o = Observed {
+            set,
+            out,
+            last: pspat_sched::Instant::ZERO,
+            next: pspat_sched::Instant::ZERO,
+            dirty: true,
+        };
+        o.publish();
+        o
+    }
+
+    fn publish(&mut self) {
+        let snaps = self.set.members().map(|(link, _, _, p)| MemberSnap {
+            link,
+            counters: *p.pipe().counters(),
+            // In the queues, on the link or in the delay line.
+            queued: p.pipe().held() as usize,
+        });
+        if let Ok(mut out) = self.out.lock() {
+            out.clear();
+            out.extend(snaps);
+        }
+        self.dirty = false;
+    }
+
+    fn after(&mut self, now: pspat_sched::Instant) {
+        self.dirty = true;
+        self.last = self.last.max(now);
+        if now >= self.next || self.set.is_empty() {
+            self.publish();
+            let step = if self.set.is_empty() {
+                1_000_000
+            } else {
+                100_000_000
+            };
+            self.next = now.saturating_add_nanos(step);
+        }
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        self.publish();
+    }
+}
+
+impl Scheduler for Observed {
+    fn enqueue(&mut self, now: pspat_sched::Instant, pkt: Packet) -> Result<(), Rejected> {
+        let r = self.set.enqueue(now, pkt);
+        self.after(now);
+        r
+    }
+
+    fn dequeue(&mut self, now: pspat_sched::Instant) -> Option<Packet> {
+        let p = self.set.dequeue(now);
+        if p.is_some() || self.dirty {
+            self.after(now);
+        }
+        p
+    }
+
+    fn queued(&self) -> usize {
+        self.set.queued()
+    }
+
+    fn next_eligible(&self, now: pspat_sched::Instant) -> Option<pspat_sched::Instant> {
+        self.set.next_eligible(now)
+    }
+
+    fn name(&self) -> &'static str {
+        self.set.name()
+    }
+
+    fn add_flow(
+        &mut self,
+        flow: FlowId,
+        params: pspat_sched::FlowParams,
+    ) -> Result<(), pspat_sched::FlowError> {
+        self.set.add_flow(flow, params)
+    }
+
+    fn change_flow(
+        &mut self,
+        flow: FlowId,
+        params: pspat_sched::FlowParams,
+    ) -> Result<(), pspat_sched::FlowError> {
+        self.set.change_flow(flow, params)
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), pspat_sched::FlowError> {
+        let r = self.set.remove_flow(flow, purge);
+        self.dirty = true;
+        r
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        self.set.flow_queued(flow)
+    }
+
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        self.set.take_late_drops(out);
+    }
+}
+
+/// One pipe (all its instances) in the final report.
+#[derive(serde::Serialize, Clone, Debug, Default)]
+struct PipeJson {
+    number: Option<u32>,
+    kind: &'static str,
+    alg: String,
+    bw_bps: Option<u64>,
+    delay_ns: u64,
+    queue_limit: String,
+    instances: u32,
+    in_packets: u64,
+    in_bytes: u64,
+    out_packets: u64,
+    out_bytes: u64,
+    dropped: BTreeMap<&'static str, u64>,
+    dropped_total: u64,
+    queued: u64,
+}
+
+#[derive(serde::Serialize, Clone, Debug)]
+struct RuleJson {
+    number: Option<u32>,
+    action: String,
+    packets: u64,
+    bytes: u64,
+}
+
+#[derive(serde::Serialize, Clone, Debug, Default)]
+struct ClassifierJson {
+    packets: u64,
+    enqueued: u64,
+    passed: u64,
+    dropped: BTreeMap<&'static str, u64>,
+    not_ip_passed: u64,
+}
+
+#[derive(serde::Serialize, Clone, Debug)]
+struct TotalsJson {
+    received: u64,
+    received_bytes: u64,
+    transmitted: u64,
+    transmitted_bytes: u64,
+    dropped: BTreeMap<String, u64>,
+    dropped_total: u64,
+    in_flight: u64,
+    not_received: u64,
+    conserved: bool,
+    pipes_conserved: bool,
+}
+
+/// `pspat run --json` (docs/JSON.md).
+#[derive(serde::Serialize)]
+struct RunJson<'a> {
+    schema_version: u32,
+    command: &'static str,
+    config: String,
+    input: &'a str,
+    output: &'a str,
+    elapsed_s: f64,
+    pipes: Vec<PipeJson>,
+    rules: Vec<RuleJson>,
+    classifier: ClassifierJson,
+    totals: TotalsJson,
+    reverse: &'a pspat_bridge::ReverseReport,
+    error: Option<String>,
+}
+
+fn limit_text(q: QueueLimit) -> String {
+    match q {
+        QueueLimit::Slots(n) => format!("{n} sl."),
+        QueueLimit::Bytes(b) if b % 1024 == 0 => format!("{} KB", b / 1024),
+        QueueLimit::Bytes(b) => format!("{b} B"),
+    }
+}
+
+fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
+    links
+        .iter()
+        .map(|l| {
+            let mut p = PipeJson {
+                number: (l.number != PASS_LINK).then_some(l.number),
+                kind: l.kind,
+                alg: l.alg.to_string(),
+                bw_bps: l.bw_bps,
+                delay_ns: l.delay_ns,
+                queue_limit: l.queue.map_or_else(|| "-".into(), limit_text),
+                instances: l.instances,
+                ..PipeJson::default()
+            };
+            for s in snaps.iter().filter(|s| s.link == l.number) {
+                let c = &s.counters;
+                p.in_packets += c.in_packets;
+                p.in_bytes += c.in_bytes;
+                p.out_packets += c.out_packets;
+                p.out_bytes += c.out_bytes;
+                for r in DropReason::ALL {
+                    let n = c.dropped(r);
+                    if n > 0 {
+                        *p.dropped.entry(r.as_str()).or_default() += n;
+                    }
+                }
+                p.dropped_total += c.dropped_total();
+                p.queued += s.queued as u64;
+            }
+            p
+        })
+        .collect()
+}
+
+fn action_text(a: &Action) -> String {
+    let target = |t: &Target| match t {
+        Target::Number(n) => n.to_string(),
+        Target::Tablearg => "tablearg".into(),
+    };
+    match a {
+        Action::Pipe(t) => format!("pipe {}", target(t)),
+        Action::Queue(t) => format!("queue {}", target(t)),
+        Action::Allow => "allow".into(),
+        Action::Deny => "deny".into(),
+    }
+}
+
+fn rules_json(plan: &Plan, c: &Classifier) -> Vec<RuleJson> {
+    let mut rules: Vec<RuleJson> = c
+        .rule_counters()
+        .map(|(n, rc)| RuleJson {
+            number: Some(n),
+            action: plan
+                .rules
+                .get(&n)
+                .map_or_else(|| "?".into(), |r| action_text(&r.action)),
+            packets: rc.packets,
+            bytes: rc.bytes,
+        })
+        .collect();
+    let d = c.default_counters();
+    rules.push(RuleJson {
+        number: None,
+        action: format!("default {:?}", plan.default_action).to_lowercase(),
+        packets: d.packets,
+        bytes: d.bytes,
+    });
+    rules
+}
+
+fn classifier_json(s: &ClassifierStats, not_ip: u64) -> ClassifierJson {
+    let mut dropped = BTreeMap::new();
+    for r in pspat_classify::DropReason::ALL {
+        let n = s.dropped[r.index()];
+        if n > 0 {
+            dropped.insert(r.counter_name(), n);
+        }
+    }
+    ClassifierJson {
+        packets: s.packets,
+        enqueued: s.enqueued,
+        passed: s.passed,
+        dropped,
+        not_ip_passed: not_ip,
+    }
+}
+
+fn reasons<K: std::fmt::Display>(map: &BTreeMap<K, u64>) -> String {
+    if map.is_empty() {
+        return "-".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn rate_text(bw: Option<u64>) -> String {
+    match bw {
+        None => "unlimited".into(),
+        Some(b) if b >= 1_000_000 => format!("{:7.3} Mbit/s", b as f64 / 1e6),
+        Some(b) if b >= 1_000 => format!("{:7.3} Kbit/s", b as f64 / 1e3),
+        Some(b) => format!("{b} bit/s"),
+    }
+}
+
+fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
+    for p in pipes {
+        let name = p.number.map_or("pass ".into(), |n| format!("{n:05}"));
+        writeln!(
+            out,
+            "{name}: {} {:4} ms  {} {} {} instance(s) {}",
+            rate_text(p.bw_bps),
+            p.delay_ns / 1_000_000,
+            p.kind,
+            p.alg,
+            p.instances,
+            p.queue_limit
+        )?;
+        writeln!(
+            out,
+            "       in {} pkt {} B  out {} pkt {} B  queued {}  dropped {} ({})",
+            p.in_packets,
+            p.in_bytes,
+            p.out_packets,
+            p.out_bytes,
+            p.queued,
+            p.dropped_total,
+            reasons(&p.dropped)
+        )?;
+    }
+    Ok(())
+}
+
+fn progress(elapsed: f64, dt: f64, prev: &[PipeJson], now: &[PipeJson]) -> String {
+    let mut line = format!("run: {elapsed:6.1} s");
+    for (n, p) in now.iter().zip(prev) {
+        if n.in_packets == p.in_packets && n.queued == 0 {
+            continue;
+        }
+        let name = n.number.map_or("pass".into(), |x| x.to_string());
+        line.push_str(&format!(
+            " | {} {} q{} d{}",
+            name,
+            human_rate(n.out_bytes.saturating_sub(p.out_bytes) as f64 * 8.0 / dt.max(1e-9)),
+            n.queued,
+            n.dropped_total.saturating_sub(p.dropped_total)
+        ));
+    }
+    line
+}
+
+fn check_interface(flag: &str, name: &str) -> anyhow::Result<()> {
+    let max = pspat_io::error::MAX_INTERFACE_NAME;
+    if name.is_empty() || name.len() > max {
+        return Err(usage(format!(
+            "{flag}: interface name {} must be 1..={max} bytes, got {}",
+            units::quote(name),
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The interface indexes the classifier binds the names to. Only equality
+/// between a rule's binding and a packet's index matters, so the daemon
+/// numbers its two interfaces itself (a process in another network
+/// namespace than its `/sys` mount cannot read the kernel's indexes there).
+const INPUT_INDEX: u32 = 1;
+const OUTPUT_INDEX: u32 = 2;
+
+/// One RX thread's classifier: maps the bridge's view of a frame to the
+/// classifier's (direction in, the input's ifindex) and the verdict to a
+/// global flow id of the [`PipeSet`].
+struct RxClassifier {
+    classifier: Arc<Mutex<Classifier>>,
+    routes: PipeRoutes,
+    pass: FlowId,
+    not_ip: Arc<AtomicU64>,
+    start: Instant,
+    ifindex: u32,
+}
+
+impl pspat_bridge::Classifier for RxClassifier {
+    fn classify(&mut self, frame: &[u8], key: Result<&FlowKey, &ParseError>) -> Verdict {
+        let key = match key {
+            Ok(k) => k,
+            Err(e) if e.reason == ParseReason::NonIp => {
+                // ARP and other non-IP frames: forwarded unshaped, counted.
+                // Relaxed: a statistic read after the threads are joined.
+                self.not_ip.fetch_add(1, Ordering::Relaxed);
+                return Verdict::Flow(self.pass);
+            }
+            Err(e) => return Verdict::Unparsed(e.reason),
+        };
+        let mut pk = PacketKey::new(key.src, key.dst, key.protocol, key.src_port, key.dst_port);
+        pk.ifindex = self.ifindex;
+        pk.direction = PacketDirection::In;
+        let now = pspat_sched::Instant::from_nanos(self.start.elapsed().as_nanos() as u64);
+        let len = frame.len() as u32;
+        let decision = match self.classifier.lock() {
+            Ok(mut c) => c.classify(now, &pk, len),
+            Err(_) => return Verdict::Filtered,
+        };
+        match decision {
+            Decision::Enqueue(p) => self
+                .routes
+                .global(p.link, p.instance, p.flow)
+                .map_or(Verdict::Filtered, Verdict::Flow),
+            Decision::Pass => Verdict::Flow(self.pass),
+            Decision::Drop(_) => Verdict::Filtered,
+        }
+    }
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (_config, plan) = load(&args.config)?;
+    let rx_threads = args.rx_threads as usize;
+    let descriptors = args.descriptors as usize;
+    if !descriptors.is_multiple_of(64) {
+        return Err(usage(format!(
+            "--descriptors must be a multiple of 64 in 64..=65536, got {descriptors}"
+        )));
+    }
+    if let Some(d) = args.duration {
+        if d.is_zero() || d > Duration::from_secs(1_000_000) {
+            return Err(usage(format!(
+                "--duration must be above 0 and at most 1000000s, got {}",
+                units::format_duration(d)
+            )));
+        }
+    }
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id());
+    let limits = ClassifierLimits {
+        queues_per_flowset: args.max_queues as u32,
+        instances_per_sched: args.max_instances as u32,
+        hash_seed: seed,
+        ..ClassifierLimits::default()
+    };
+    let capacity = descriptors * rx_threads;
+    let mut built = build(&plan, &limits, capacity)?;
+    if args.dry_run {
+        let snaps: Vec<MemberSnap> = built
+            .set
+            .members()
+            .map(|(link, _, _, _)| MemberSnap {
+                link,
+                ..MemberSnap::default()
+            })
+            .collect();
+        let pipes = pipes_json(&built.links, &snaps);
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "run: {}: {} pipe(s) and instance(s), {} flow ids, {} rule(s)",
+            args.config.display(),
+            built.set.pipe_count(),
+            built.set.flows(),
+            plan.rules.len()
+        )?;
+        pipe_table(&mut out, &pipes)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let input = args.input.clone().unwrap_or_default();
+    let output = args.output.clone().unwrap_or_default();
+    check_interface("--in", &input)?;
+    check_interface("--out", &output)?;
+    if input == output {
+        return Err(usage(format!(
+            "--out: {} is also --in: the bridge needs two different interfaces",
+            units::quote(&output)
+        )));
+    }
+    built.classifier.bind_interface(&output, OUTPUT_INDEX);
+    built.classifier.bind_interface(&input, INPUT_INDEX);
+    let mut cfg = BridgeConfig::new(input.clone(), output.clone());
+    cfg.rx_threads = rx_threads;
+    cfg.dispatchers = args.dispatchers as usize;
+    cfg.descriptors = descriptors;
+    cfg.flows = built.set.flows();
+    cfg.rate_bps = None;
+    // The pipes hold their own queue limits; the bridge's per-flow limit
+    // only bounds a flow to the descriptors.
+    cfg.queue_limit = descriptors.min(65_536) as u32;
+    cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
+    cfg.validate().map_err(|e| usage(format!("{e}")))?;
+
+    let term = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&term))
+            .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
+    }
+    let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
+    let links = built.links.clone();
+    let routes = built.routes.clone();
+    let pass = built.pass_flow;
+    let classifier = Arc::new(Mutex::new(built.classifier));
+    let not_ip = Arc::new(AtomicU64::new(0));
+    let sched = Observed::new(built.set, Arc::clone(&snaps));
+    let start = Instant::now();
+    let make = |_k: usize| RxClassifier {
+        classifier: Arc::clone(&classifier),
+        routes: routes.clone(),
+        pass,
+        not_ip: Arc::clone(&not_ip),
+        start,
+        ifindex: INPUT_INDEX,
+    };
+    let bridge = Bridge::start_custom(
+        cfg.clone(),
+        sched,
+        |rt: &mut pspat::RuntimeConfig| rt.wake_batch = 1,
+        make,
+    )
+    .map_err(|e| match e {
+        BridgeError::Interface { role, source, .. } if e.is_usage() => {
+            let flag = if role == "input" { "--in" } else { "--out" };
+            usage(format!("{flag}: {source}"))
+        }
+        e if e.is_usage() => usage(e.to_string()),
+        e => anyhow::anyhow!("run: {e}"),
+    })?;
+    eprintln!(
+        "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids, {} rule(s), {} RX thread(s), {} dispatcher(s))",
+        input,
+        output,
+        args.config.display(),
+        links.len() - 1,
+        snaps.lock().map_or(0, |s| s.len()) - 1,
+        cfg.flows,
+        plan.rules.len(),
+        cfg.rx_threads,
+        cfg.dispatchers,
+    );
+    let read = || snaps.lock().map(|s| s.clone()).unwrap_or_default();
+    let mut prev = pipes_json(&links, &read());
+    let mut prev_t = start.elapsed().as_secs_f64();
+    let mut next = Instant::now() + Duration::from_secs(1);
+    let failure = loop {
+        // Acquire: pairs with signal-hook's store from the handler.
+        if term.load(Ordering::Acquire) {
+            break None;
+        }
+        if args.duration.is_some_and(|d| start.elapsed() >= d) {
+            break None;
+        }
+        if let Some(f) = bridge.failure() {
+            break Some(f);
+        }
+        if Instant::now() >= next {
+            let now = pipes_json(&links, &read());
+            let t = start.elapsed().as_secs_f64();
+            eprintln!("{}", progress(t, t - prev_t, &prev, &now));
+            prev = now;
+            prev_t = t;
+            next += Duration::from_secs(1);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let report: Report = bridge.stop().map_err(|e| anyhow::anyhow!("run: {e}"))?;
+    let pipes = pipes_json(&links, &read());
+    let (rules, cstats) = match classifier.lock() {
+        Ok(c) => (rules_json(&plan, &c), c.stats()),
+        Err(_) => (Vec::new(), ClassifierStats::default()),
+    };
+    let pipes_conserved = pipes
+        .iter()
+        .all(|p| p.in_packets == p.out_packets + p.dropped_total + p.queued && p.queued == 0);
+    let totals = TotalsJson {
+        received: report.received,
+        received_bytes: report.received_bytes,
+        transmitted: report.transmitted,
+        transmitted_bytes: report.transmitted_bytes,
+        dropped: report.dropped.clone(),
+        dropped_total: report.dropped_total,
+        in_flight: report.in_flight,
+        not_received: report.not_received,
+        conserved: report.conserved,
+        pipes_conserved,
+    };
+    let classifier = classifier_json(&cstats, not_ip.load(Ordering::Relaxed));
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let doc = RunJson {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "run",
+            config: args.config.display().to_string(),
+            input: &input,
+            output: &output,
+            elapsed_s: report.elapsed_s,
+            pipes,
+            rules,
+            classifier,
+            totals,
+            reverse: &report.reverse,
+            error: report.error.clone(),
+        };
+        serde_json::to_writer_pretty(&mut out, &doc)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "run {} -> {}: {}, {:.1} s",
+            input,
+            output,
+            args.config.display(),
+            report.elapsed_s
+        )?;
+        pipe_table(&mut out, &pipes)?;
+        writeln!(out, "rules:")?;
+        for r in &rules {
+            let n = r.number.map_or("default".into(), |n| format!("{n:05}"));
+            writeln!(
+                out,
+                " {n:>7} {:>12} {:>14}  {}",
+                r.packets, r.bytes, r.action
+            )?;
+        }
+        writeln!(
+            out,
+            "classifier: {} packets, {} enqueued, {} passed, dropped {}; not IP (passed) {}",
+            classifier.packets,
+            classifier.enqueued,
+            classifier.passed,
+            reasons(&classifier.dropped),
+            classifier.not_ip_passed
+        )?;
+        writeln!(
+            out,
+            "total: received {} ({} bytes) transmitted {} ({} bytes) dropped {} ({}) in flight {}; not received (kernel ring full) {}",
+            totals.received,
+            totals.received_bytes,
+            totals.transmitted,
+            totals.transmitted_bytes,
+            totals.dropped_total,
+            reasons(&totals.dropped),
+            totals.in_flight,
+            totals.not_received
+        )?;
+        if report.reverse.enabled {
+            writeln!(
+                out,
+                "reverse {} -> {} (unshaped): received {} transmitted {} dropped {}",
+                output,
+                input,
+                report.reverse.received,
+                report.reverse.transmitted,
+                reasons(&report.reverse.dropped)
+            )?;
+        }
+        writeln!(
+            out,
+            "accounting: received {} = transmitted {} + dropped {} + in flight {}: {}; pipes: in = out + dropped: {}",
+            totals.received,
+            totals.transmitted,
+            totals.dropped_total,
+            totals.in_flight,
+            if totals.conserved { "holds" } else { "FAILS" },
+            if pipes_conserved { "holds" } else { "FAILS" }
+        )?;
+    }
+    out.flush()?;
+    if let Some(f) = failure.or(report.error.clone()) {
+        eprintln!("pspat: run: {}", units::elide_long_words(&f));
+        return Ok(ExitCode::from(1));
+    }
+    if !report.conserved || report.in_flight != 0 || !pipes_conserved {
+        eprintln!("pspat: run: accounting check failed");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_config::{parse_ipfw, NoProfiles};
+
+    fn built(text: &str) -> (Plan, Built) {
+        let plan = parse_ipfw(text, "t.ipfw")
+            .unwrap()
+            .validate(&NoProfiles)
+            .unwrap();
+        let limits = ClassifierLimits {
+            queues_per_flowset: 4,
+            instances_per_sched: 2,
+            ..ClassifierLimits::default()
+        };
+        let b = build(&plan, &limits, 1024).unwrap();
+        (plan, b)
+    }
+
+    fn key(src: &str, dport: u16) -> PacketKey {
+        let mut k = PacketKey::new(
+            src.parse().unwrap(),
+            "10.199.9.9".parse().unwrap(),
+            17,
+            1000,
+            dport,
+        );
+        k.ifindex = INPUT_INDEX;
+        k.direction = PacketDirection::In;
+        k
+    }
+
+    /// Classifies, routes and enqueues like the daemon; returns the global id.
+    fn offer(b: &mut Built, set: &mut impl Scheduler, src: &str, dport: u16, token: u64) -> FlowId {
+        let flow = match b
+            .classifier
+            .classify(pspat_sched::Instant::ZERO, &key(src, dport), 1000)
+        {
+            Decision::Enqueue(p) => b.routes.global(p.link, p.instance, p.flow).unwrap(),
+            Decision::Pass => b.pass_flow,
+            Decision::Drop(r) => panic!("dropped: {r:?}"),
+        };
+        set.enqueue(pspat_sched::Instant::ZERO, Packet::new(flow, 1000, token))
+            .unwrap();
+        flow
+    }
+
+    #[test]
+    fn verdicts_reach_their_own_pipe_and_instance_with_its_timing() {
+        let (_, mut b) = built(
+            "pipe 1 config bw 8Mbit/s delay 20ms\n\
+             pipe 2 config bw 8Mbit/s mask src-ip 0xffffffff\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n\
+             add 200 pipe 2 udp from any to any dst-port 5002\n\
+             default allow\n",
+        );
+        // Pipe 1, pipe 2 with 2 instances + the overflow one, the pass pipe.
+        assert_eq!(b.set.pipe_count(), 5);
+        let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps));
+        let a = offer(&mut b, &mut set, "10.199.0.1", 5001, 1);
+        let h1 = offer(&mut b, &mut set, "10.199.0.1", 5002, 2);
+        let h2 = offer(&mut b, &mut set, "10.199.0.2", 5002, 3);
+        let h1b = offer(&mut b, &mut set, "10.199.0.1", 5002, 4);
+        let pass = offer(&mut b, &mut set, "10.199.0.1", 7, 5);
+        assert_eq!(pass, b.pass_flow);
+        assert_eq!(h1, h1b, "one host, one instance");
+        assert_ne!(h1, h2, "two hosts, two instances");
+        assert!(a != h1 && a != pass);
+        // Drive the set in virtual time, as the arbiter does.
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        for _ in 0..1000 {
+            while let Some(p) = set.dequeue(now) {
+                exits.push((p.token, now.as_nanos()));
+            }
+            match set.next_eligible(now) {
+                Some(t) if t > now => now = t,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        exits.sort_unstable();
+        // 1000 B at 8 Mbit/s take 1 ms. Pipe 1: + 20 ms. Each instance of
+        // pipe 2 has its own link: hosts 1 and 2 both leave at 1 ms, host
+        // 1's second packet at 2 ms. The pass pipe: at once.
+        assert_eq!(
+            exits,
+            [
+                (1, 21_000_000),
+                (2, 1_000_000),
+                (3, 1_000_000),
+                (4, 2_000_000),
+                (5, 0)
+            ]
+        );
+        drop(set);
+        // The last copy (on drop) is exact.
+        let snaps = snaps.lock().unwrap().clone();
+        let pipes = pipes_json(&b.links, &snaps);
+        let by = |n: Option<u32>| pipes.iter().find(|p| p.number == n).unwrap().clone();
+        assert_eq!((by(Some(1)).in_packets, by(Some(1)).out_packets), (1, 1));
+        assert_eq!((by(Some(2)).in_packets, by(Some(2)).out_packets), (3, 3));
+        assert_eq!(by(Some(2)).instances, 3);
+        assert_eq!((by(None).in_packets, by(None).out_packets), (1, 1));
+        let c = b.classifier.stats();
+        assert_eq!((c.packets, c.enqueued, c.passed), (5, 4, 1));
+    }
+
+    #[test]
+    fn a_sched_s_flowsets_keep_their_own_queue_limits() {
+        let (plan, b) = built(
+            "sched 4 config type qfq bw 1Mbit/s\n\
+             queue 1 config sched 4 weight 1 queue 2\n\
+             queue 2 config sched 4 weight 9 queue 5 plr 0.5\n\
+             add 100 queue 1 udp from any to any dst-port 1\n\
+             add 200 queue 2 udp from any to any dst-port 2\n",
+        );
+        let (_, _, _, member) = b.set.members().next().unwrap();
+        let layout = b.classifier.layout().link(4).unwrap();
+        for range in &layout.ranges {
+            let pspat_classify::FlowOwner::Queue(q) = range.owner else {
+                panic!("a sched has no pipe queue");
+            };
+            let want = queue_config(&plan.queues[&q].queue);
+            assert_eq!(member.pipe().queue_config(range.first), Some(&want));
+        }
+        // A pipe with a masked flowset: the flowset's (larger) range takes
+        // the default, the pipe's own queue (id 0) keeps its own.
+        let (plan, b) = built(
+            "pipe 1 config bw 1Mbit/s queue 7\n\
+             queue 3 config pipe 1 queue 9 mask src-ip 0xff\n\
+             add 100 queue 3 ip from any to any\n",
+        );
+        let (_, _, _, member) = b.set.members().next().unwrap();
+        let own = member.pipe().queue_config(FlowId(0)).unwrap();
+        assert_eq!(own, &queue_config(&plan.pipes[&1].queue));
+        assert_eq!(own.limit, QueueLimit::Slots(7));
+        let layout = b.classifier.layout().link(1).unwrap();
+        let fs = layout
+            .ranges
+            .iter()
+            .find(|r| r.owner == pspat_classify::FlowOwner::Queue(3))
+            .unwrap();
+        assert_eq!(fs.len(), 5, "4 dynamic queues and the overflow queue");
+        for i in 0..fs.len() {
+            let q = member.pipe().queue_config(FlowId(fs.first.0 + i)).unwrap();
+            assert_eq!(q.limit, QueueLimit::Slots(9));
+        }
+    }
+}

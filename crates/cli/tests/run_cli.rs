@@ -1,0 +1,175 @@
+//! `pspat run` on bad input: one line on stderr naming the file position or
+//! the flag, exit code 2, nothing started; and `--dry-run` building the
+//! classifier and the pipes of a good configuration without interfaces.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pspat-run-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn file(name: &str, text: &str) -> PathBuf {
+    let p = dir().join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn pspat(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .args(args)
+        .output()
+        .expect("run pspat")
+}
+
+/// Exit 2 and exactly one stderr line, which is returned.
+fn usage_error(args: &[&str]) -> String {
+    let out = pspat(args);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    err.trim_end().to_string()
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let missing = dir().join("absent.ipfw");
+    let m = missing.to_str().unwrap();
+    let err = usage_error(&["run", m, "--in", "pspat-x0", "--out", "pspat-x1"]);
+    assert!(
+        err.starts_with(&format!("pspat: {m}: cannot read the configuration")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_line_is_reported_with_file_line_and_column() {
+    let p = file(
+        "bad.ipfw",
+        "pipe 1 config bw 10Mbit/s\npipe 2 config delya 5ms\n",
+    );
+    let f = p.to_str().unwrap();
+    let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x1"]);
+    assert!(
+        err.starts_with(&format!("pspat: {f}:2:15: unknown pipe keyword 'delya'")),
+        "{err}"
+    );
+    // A reference to a missing sched, in TOML.
+    let t = file("bad.toml", "[[queue]]\nnumber = 1\nsched = 9\nweight = 2\n");
+    let tf = t.to_str().unwrap();
+    let err = usage_error(&["run", tf, "--dry-run"]);
+    assert!(err.starts_with(&format!("pspat: {tf}:")), "{err}");
+    assert!(err.contains('9'), "{err}");
+}
+
+#[test]
+fn duplication_is_refused_at_its_position() {
+    let p = file(
+        "dup.ipfw",
+        "pipe 1 config bw 10Mbit/s\nqueue 3 config pipe 1 duplicate 0.01\n",
+    );
+    let f = p.to_str().unwrap();
+    let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x1"]);
+    assert_eq!(
+        err,
+        format!("pspat: {f}:2:33: queue 3: duplicate is not supported by pspat run (the runtime sends each packet once); remove it")
+    );
+    let t = file(
+        "dup.toml",
+        "[[pipe]]\nnumber = 1\nbw = \"10Mbit/s\"\nduplicate = 0.5\n",
+    );
+    let tf = t.to_str().unwrap();
+    let err = usage_error(&["run", tf, "--dry-run"]);
+    assert!(
+        err.starts_with(&format!("pspat: {tf}:4:13: pipe 1: duplicate")),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_flags_are_refused_before_anything_starts() {
+    let p = file("ok.ipfw", "pipe 1 config bw 10Mbit/s\n");
+    let f = p.to_str().unwrap();
+    let err = usage_error(&["run", f]);
+    assert!(err.contains("required"), "{err}");
+    let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x0"]);
+    assert!(err.contains("--out") && err.contains("also --in"), "{err}");
+    let err = usage_error(&[
+        "run",
+        f,
+        "--in",
+        "pspat-x0",
+        "--out",
+        "pspat-x1",
+        "--rx-threads",
+        "0",
+    ]);
+    assert!(err.contains("--rx-threads"), "{err}");
+    let err = usage_error(&[
+        "run",
+        f,
+        "--in",
+        "pspat-x0",
+        "--out",
+        "pspat-x1",
+        "--descriptors",
+        "100",
+    ]);
+    assert!(err.contains("--descriptors"), "{err}");
+    let err = usage_error(&[
+        "run",
+        f,
+        "--in",
+        "pspat-x0",
+        "--out",
+        "pspat-x1",
+        "--duration",
+        "0",
+    ]);
+    assert!(err.contains("--duration"), "{err}");
+}
+
+#[test]
+fn dry_run_builds_every_pipe_and_instance() {
+    let p = file(
+        "model.ipfw",
+        "pipe 1 config bw 10Mbit/s delay 20ms plr 0.01 queue 50\n\
+         sched 4 config type qfq bw 4Mbit/s mask src-ip 0xff\n\
+         queue 1 config weight 10 sched 4 mask dst-ip 0xffffffff\n\
+         add 100 queue 1 ip from 10.199.0.0/24 to any dst-port 80\n\
+         add 200 pipe 1 ip from any to any\n",
+    );
+    let f = p.to_str().unwrap();
+    let out = pspat(&[
+        "run",
+        f,
+        "--dry-run",
+        "--max-instances",
+        "4",
+        "--max-queues",
+        "8",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // Pipe 1 (1 instance), sched 4 (4 instances + the overflow one), the
+    // pass pipe: 7 pipes. Flow ids: pipe 1 has 1; sched 4 has 8 dynamic
+    // queues + 1 overflow queue per instance, 5 instances; the pass pipe 1.
+    assert!(
+        text.starts_with(&format!(
+            "run: {f}: 7 pipe(s) and instance(s), 47 flow ids, 2 rule(s)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("00001:  10.000 Mbit/s   20 ms  pipe fifo 1 instance(s) 50 sl."),
+        "{text}"
+    );
+    assert!(
+        text.contains("00004:   4.000 Mbit/s    0 ms  sched qfq 5 instance(s) -"),
+        "{text}"
+    );
+    assert!(text.contains("pass : unlimited"), "{text}");
+}

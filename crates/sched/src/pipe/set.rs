@@ -1,0 +1,495 @@
+//! Several dummynet pipes behind one [`Scheduler`], so one arbiter hosts a
+//! whole configuration: one [`PipeScheduler`] per link (dummynet's pipe or
+//! sched number) and per scheduler instance, each with its own rate, delay
+//! line and queues.
+//!
+//! # Flow ids
+//! Member `m` owns the global flow ids `base(m) .. base(m) + flows(m)`, in
+//! the order the members were added, without gaps: global id = the member's
+//! base + the member's own (per-link) flow id. [`PipeSet::global`] and
+//! [`PipeRoutes::global`] make the global id from `(link, instance, flow)`;
+//! the set translates back on every call and hands every packet out (or
+//! back, refused) with its global id.
+//!
+//! # Guarantees
+//! * **Each pipe keeps its own timing.** A member sees exactly the calls a
+//!   lone [`PipeScheduler`] would see for its packets (its enqueues, and
+//!   dequeues at the same `now`), so its exit times are those of the pipe
+//!   alone: other members change nothing but the order in which packets
+//!   due at the same `now` are handed out.
+//! * **Due packets only.** `dequeue(now)` hands out a packet whose exit time
+//!   is at or before `now`, visiting the members round-robin from the one
+//!   after the last that gave a packet, so no member's due packets wait
+//!   behind another's.
+//! * `next_eligible` is the earliest over the members; `take_late_drops`
+//!   collects from every member.
+//! * **Conservation.** `queued()` is the sum over the members, each of
+//!   which conserves (`accepted = dequeued + dropped late + queued`), so the
+//!   set does too. A packet whose flow id belongs to no member is refused
+//!   with [`DropReason::UnknownFlow`].
+//!
+//! # Complexity
+//! `enqueue`, `flow_queued` and the flow lifecycle: O(log M) to find the
+//! member (M members) plus the member's cost; `queued`: O(1) (a running
+//! sum). `dequeue`, `next_eligible` and `take_late_drops`: O(M) plus the
+//! member's cost; the set is meant for the
+//! handful to a few hundred links and instances of a dummynet
+//! configuration. No allocation after construction.
+
+use super::{Pipe, PipeScheduler};
+use crate::{
+    ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
+    Scheduler,
+};
+
+/// One pipe of a [`PipeSet`] and where its ids start.
+#[derive(Debug)]
+struct Member<S> {
+    pipe: PipeScheduler<S>,
+    link: u32,
+    instance: u32,
+    base: u32,
+    flows: u32,
+}
+
+/// Where each `(link, instance)` of a [`PipeSet`] has its ids: a small
+/// cloneable table for the threads that classify (they name a link,
+/// instance and per-link flow; the arbiter wants a global id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipeRoutes {
+    /// `(link, instance, base, flows)`, sorted by `(link, instance)`.
+    entries: Vec<(u32, u32, u32, u32)>,
+}
+
+impl PipeRoutes {
+    /// The global id of `flow` on `(link, instance)`, `None` when the set
+    /// has no such member or the flow is beyond its flows. O(log M).
+    pub fn global(&self, link: u32, instance: u32, flow: FlowId) -> Option<FlowId> {
+        let i = self
+            .entries
+            .binary_search_by(|e| (e.0, e.1).cmp(&(link, instance)))
+            .ok()?;
+        let (_, _, base, flows) = self.entries[i];
+        (flow.0 < flows).then(|| FlowId(base + flow.0))
+    }
+
+    /// `(link, instance, first global id, flows)` of every member, sorted by
+    /// link and instance.
+    pub fn entries(&self) -> &[(u32, u32, u32, u32)] {
+        &self.entries
+    }
+}
+
+/// Several pipes, one arbiter (module docs).
+#[derive(Debug)]
+pub struct PipeSet<S> {
+    members: Vec<Member<S>>,
+    /// Base of each member, increasing (for the binary search).
+    bases: Vec<u32>,
+    total: u32,
+    /// The member `dequeue` tries first.
+    turn: usize,
+    /// Σ members' `queued()`, kept by every call that changes one.
+    queued: usize,
+}
+
+impl<S: Scheduler> Default for PipeSet<S> {
+    fn default() -> Self {
+        PipeSet::new()
+    }
+}
+
+impl<S: Scheduler> PipeSet<S> {
+    /// An empty set.
+    pub fn new() -> Self {
+        PipeSet {
+            members: Vec::new(),
+            bases: Vec::new(),
+            total: 0,
+            turn: 0,
+            queued: 0,
+        }
+    }
+
+    /// Adds `pipe` as `(link, instance)`, whose flow ids are `0..flows`
+    /// (the `flows` it was built with); returns its member index. Its
+    /// global ids start at the set's [`PipeSet::flows`] before the call.
+    ///
+    /// # Errors
+    /// `(link, instance)` already present, `flows` not the pipe's own
+    /// count, or a total beyond [`FlowTable::MAX_FLOWS`].
+    pub fn push(
+        &mut self,
+        link: u32,
+        instance: u32,
+        pipe: Pipe<S>,
+        flows: u32,
+    ) -> Result<usize, ConfigError> {
+        if self
+            .members
+            .iter()
+            .any(|m| m.link == link && m.instance == instance)
+        {
+            return Err(ConfigError::Invalid {
+                what: format!("pipe set link {link} instance {instance}"),
+                reason: "already present".into(),
+            });
+        }
+        // The pipe knows its flows only through its queue table.
+        let own = flows > 0
+            && pipe.queue_len(FlowId(flows - 1)).is_some()
+            && pipe.queue_len(FlowId(flows)).is_none();
+        if !own {
+            return Err(ConfigError::Invalid {
+                what: format!("pipe set link {link} instance {instance}"),
+                reason: format!("{flows} flows is not the pipe's flow count"),
+            });
+        }
+        let total = u64::from(self.total) + u64::from(flows);
+        ConfigError::check_range("pipe set flows", total as usize, 1..=FlowTable::MAX_FLOWS)?;
+        self.members.push(Member {
+            pipe: PipeScheduler::new(pipe),
+            link,
+            instance,
+            base: self.total,
+            flows,
+        });
+        self.bases.push(self.total);
+        self.total = total as u32;
+        Ok(self.members.len() - 1)
+    }
+
+    /// Flow ids over all members.
+    pub fn flows(&self) -> u32 {
+        self.total
+    }
+
+    /// Members (pipes).
+    pub fn pipe_count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The global id of `flow` on `(link, instance)` (O(M); threads that
+    /// classify use a [`PipeRoutes`]).
+    pub fn global(&self, link: u32, instance: u32, flow: FlowId) -> Option<FlowId> {
+        self.members
+            .iter()
+            .find(|m| m.link == link && m.instance == instance && flow.0 < m.flows)
+            .map(|m| FlowId(m.base + flow.0))
+    }
+
+    /// The routing table of the members.
+    pub fn routes(&self) -> PipeRoutes {
+        let mut entries: Vec<_> = self
+            .members
+            .iter()
+            .map(|m| (m.link, m.instance, m.base, m.flows))
+            .collect();
+        entries.sort_unstable();
+        PipeRoutes { entries }
+    }
+
+    /// Every member: `(link, instance, first global id, pipe)`, in the
+    /// order added.
+    pub fn members(&self) -> impl Iterator<Item = (u32, u32, u32, &PipeScheduler<S>)> + '_ {
+        self.members
+            .iter()
+            .map(|m| (m.link, m.instance, m.base, &m.pipe))
+    }
+
+    /// The member holding global id `flow`, and the flow's id in it.
+    fn locate(&self, flow: FlowId) -> Option<(usize, FlowId)> {
+        if flow.0 >= self.total {
+            return None;
+        }
+        let i = self
+            .bases
+            .partition_point(|&b| b <= flow.0)
+            .checked_sub(1)?;
+        Some((i, FlowId(flow.0 - self.members[i].base)))
+    }
+
+    fn check(&self, flow: FlowId) -> Result<(usize, FlowId), FlowError> {
+        self.locate(flow).ok_or(FlowError::OutOfCapacity {
+            flow: flow.0,
+            capacity: self.total as usize,
+        })
+    }
+}
+
+fn with_base(mut r: Rejected, base: u32) -> Rejected {
+    r.packet.flow = FlowId(r.packet.flow.0 + base);
+    r
+}
+
+impl<S: Scheduler> Scheduler for PipeSet<S> {
+    fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
+        let Some((i, local)) = self.locate(pkt.flow) else {
+            return Err(Rejected {
+                packet: pkt,
+                reason: DropReason::UnknownFlow,
+            });
+        };
+        let m = &mut self.members[i];
+        m.pipe
+            .enqueue(now, Packet { flow: local, ..pkt })
+            .map_err(|r| with_base(r, m.base))?;
+        self.queued += 1;
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        let n = self.members.len();
+        for k in 0..n {
+            let i = (self.turn + k) % n;
+            let m = &mut self.members[i];
+            // Only members with something due at `now` are asked.
+            if m.pipe.next_eligible(now).is_none_or(|t| t > now) {
+                continue;
+            }
+            if let Some(mut p) = m.pipe.dequeue(now) {
+                p.flow = FlowId(p.flow.0 + m.base);
+                self.turn = (i + 1) % n;
+                self.queued -= 1;
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    fn queued(&self) -> usize {
+        debug_assert_eq!(
+            self.queued,
+            self.members.iter().map(|m| m.pipe.queued()).sum::<usize>()
+        );
+        self.queued
+    }
+
+    fn next_eligible(&self, now: Instant) -> Option<Instant> {
+        self.members
+            .iter()
+            .filter_map(|m| m.pipe.next_eligible(now))
+            .min()
+    }
+
+    fn name(&self) -> &'static str {
+        "pipe-set"
+    }
+
+    fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        let (i, local) = self.check(flow)?;
+        self.members[i].pipe.add_flow(local, params)
+    }
+
+    fn change_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
+        let (i, local) = self.check(flow)?;
+        self.members[i].pipe.change_flow(local, params)
+    }
+
+    fn remove_flow(
+        &mut self,
+        flow: FlowId,
+        purge: &mut dyn FnMut(Rejected),
+    ) -> Result<(), FlowError> {
+        let (i, local) = self.check(flow)?;
+        let m = &mut self.members[i];
+        let base = m.base;
+        let mut purged = 0;
+        let r = m.pipe.remove_flow(local, &mut |r: Rejected| {
+            purged += 1;
+            purge(with_base(r, base));
+        });
+        self.queued -= purged;
+        r
+    }
+
+    fn flow_queued(&self, flow: FlowId) -> Option<usize> {
+        let (i, local) = self.locate(flow)?;
+        self.members[i].pipe.flow_queued(local)
+    }
+
+    fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
+        let mut taken = 0;
+        for m in &mut self.members {
+            let base = m.base;
+            m.pipe.take_late_drops(&mut |r: Rejected| {
+                taken += 1;
+                out(with_base(r, base));
+            });
+        }
+        self.queued -= taken;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipe::{DelayProfile, PipeConfig};
+    use crate::rate::Rate;
+    use crate::{AlgKind, AnyScheduler, SchedulerConfig};
+
+    fn pipe(bw_bps: Option<u64>, delay_ns: u64, flows: usize) -> Pipe<AnyScheduler> {
+        let cfg = PipeConfig {
+            bw: bw_bps.map(|b| Rate::checked("bw", b).unwrap()),
+            delay_ns,
+            ..PipeConfig::default()
+        };
+        let sched = SchedulerConfig::new(AlgKind::Fifo)
+            .build(FlowTable::uniform(flows).unwrap())
+            .unwrap();
+        Pipe::new(cfg, sched, flows).unwrap()
+    }
+
+    /// Drives the set as an arbiter would: dequeue everything due at `now`,
+    /// take the late drops, then jump to `next_eligible`. Returns
+    /// `(exit time, packet)` and the late drops.
+    fn drain(
+        set: &mut PipeSet<AnyScheduler>,
+        mut now: Instant,
+    ) -> (Vec<(u64, Packet)>, Vec<Rejected>) {
+        let mut out = Vec::new();
+        let mut late = Vec::new();
+        for _ in 0..100_000 {
+            while let Some(p) = set.dequeue(now) {
+                out.push((now.as_nanos(), p));
+            }
+            set.take_late_drops(&mut |r| late.push(r));
+            match set.next_eligible(now) {
+                Some(t) if t > now => now = t,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        (out, late)
+    }
+
+    #[test]
+    fn two_pipes_keep_their_own_timing() {
+        let mut set = PipeSet::new();
+        // Pipe 1: 8 Mbit/s (1 µs per byte), 20 ms. Pipe 2: 80 Mbit/s, 5 ms.
+        set.push(1, 0, pipe(Some(8_000_000), 20_000_000, 1), 1)
+            .unwrap();
+        set.push(2, 0, pipe(Some(80_000_000), 5_000_000, 2), 2)
+            .unwrap();
+        assert_eq!(set.flows(), 3);
+        let a = set.global(1, 0, FlowId(0)).unwrap();
+        let b = set.global(2, 0, FlowId(1)).unwrap();
+        assert_eq!((a, b), (FlowId(0), FlowId(2)));
+        assert_eq!(set.routes().global(2, 0, FlowId(1)), Some(b));
+        assert_eq!(set.routes().global(2, 0, FlowId(2)), None);
+        for i in 0..3 {
+            set.enqueue(Instant::ZERO, Packet::new(a, 1000, i)).unwrap();
+            set.enqueue(Instant::ZERO, Packet::new(b, 1000, 10 + i))
+                .unwrap();
+        }
+        assert_eq!(set.queued(), 6);
+        let (out, late) = drain(&mut set, Instant::ZERO);
+        assert!(late.is_empty());
+        let times = |flow: FlowId| -> Vec<u64> {
+            out.iter()
+                .filter(|(_, p)| p.flow == flow)
+                .map(|(t, _)| *t)
+                .collect()
+        };
+        // 1000 B take 1 ms on pipe 1, 100 µs on pipe 2.
+        assert_eq!(times(a), [21_000_000, 22_000_000, 23_000_000]);
+        assert_eq!(times(b), [5_100_000, 5_200_000, 5_300_000]);
+        assert_eq!(set.queued(), 0);
+        assert_eq!(set.next_eligible(Instant::ZERO), None);
+    }
+
+    #[test]
+    fn conservation_and_refusals_carry_global_ids() {
+        let mut set = PipeSet::new();
+        set.push(1, 0, pipe(Some(8_000_000), 0, 1), 1).unwrap();
+        // A pipe that loses everything after its link (late drops).
+        let lossy = Pipe::new(
+            PipeConfig {
+                profile: Some(DelayProfile::new(vec![1_000, 2_000], 0.0).unwrap()),
+                ..PipeConfig::default()
+            },
+            SchedulerConfig::new(AlgKind::Fifo)
+                .build(FlowTable::uniform(1).unwrap())
+                .unwrap(),
+            1,
+        )
+        .unwrap();
+        set.push(7, 0, lossy, 1).unwrap();
+        assert!(set.push(7, 0, pipe(None, 0, 1), 1).is_err(), "duplicate");
+        assert!(set.push(8, 0, pipe(None, 0, 2), 1).is_err(), "wrong flows");
+        let mut accepted = 0u64;
+        let mut refused = 0u64;
+        for i in 0..120u64 {
+            let p = Packet::new(FlowId((i % 3) as u32), 500, i);
+            match set.enqueue(Instant::ZERO, p) {
+                Ok(()) => accepted += 1,
+                Err(r) => {
+                    // The default queue limit is 50 slots; id 2 is unknown.
+                    assert_eq!(r.packet, p, "refused with its global id");
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(accepted + refused, 120);
+        let (out, late) = drain(&mut set, Instant::ZERO);
+        assert!(!late.is_empty() && !out.is_empty());
+        assert!(late
+            .iter()
+            .all(|r| r.packet.flow == FlowId(1) && r.reason == DropReason::ProfileLoss));
+        assert!(out.iter().all(|(_, p)| p.flow == FlowId(0)));
+        assert_eq!(out.len() as u64 + late.len() as u64, accepted);
+        assert_eq!(set.queued(), 0);
+        assert_eq!(set.flow_queued(FlowId(2)), None);
+    }
+
+    #[test]
+    fn due_packets_of_every_pipe_are_served_in_turn() {
+        let mut set = PipeSet::new();
+        set.push(1, 0, pipe(None, 1_000, 1), 1).unwrap();
+        set.push(1, 1, pipe(None, 1_000, 1), 1).unwrap();
+        for i in 0..4 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 100, i))
+                .unwrap();
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 100, 10 + i))
+                .unwrap();
+        }
+        let now = Instant::from_nanos(1_000);
+        let flows: Vec<u32> = std::iter::from_fn(|| set.dequeue(now))
+            .map(|p| p.flow.0)
+            .collect();
+        assert_eq!(flows, [0, 1, 0, 1, 0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn removing_a_flow_purges_it_with_its_global_id() {
+        let mut set = PipeSet::new();
+        set.push(1, 0, pipe(None, 0, 1), 1).unwrap();
+        let drr = SchedulerConfig::new(AlgKind::Drr)
+            .build(FlowTable::uniform(2).unwrap())
+            .unwrap();
+        let cfg = PipeConfig {
+            bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+            ..PipeConfig::default()
+        };
+        set.push(2, 0, Pipe::new(cfg, drr, 2).unwrap(), 2).unwrap();
+        for i in 0..5 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(2), 1000, i))
+                .unwrap();
+        }
+        set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 9))
+            .unwrap();
+        assert_eq!(set.queued(), 6);
+        let mut purged = Vec::new();
+        set.remove_flow(FlowId(2), &mut |r| purged.push(r)).unwrap();
+        // The first packet is already on the link; the other four are purged.
+        assert_eq!(purged.len(), 4);
+        assert!(purged
+            .iter()
+            .all(|r| r.packet.flow == FlowId(2) && r.reason == DropReason::FlowRemoved));
+        assert_eq!(set.queued(), 2);
+        assert!(set.remove_flow(FlowId(3), &mut |_| {}).is_err());
+        let (out, _) = drain(&mut set, Instant::ZERO);
+        assert_eq!(out.len(), 2);
+        assert_eq!(set.queued(), 0);
+    }
+}
