@@ -323,3 +323,115 @@ fn traffic_through_the_bridge_is_accounted_for() {
     assert!(pspat(&["lab", "down"]).status.success());
     assert!(namespaces().is_empty());
 }
+
+/// TCP through `pspat shape` shaped at 50 Mbit/s (issue "Real traffic"):
+/// one bulk stream for 3 s reaches at least 90% of the rate as goodput,
+/// every byte arrives, and the shaper's own accounting holds with nothing
+/// in flight. ACKs come back through the bridge's unshaped reverse path.
+#[test]
+fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
+    if let Some(reason) = skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    let out = pspat(&["lab", "up", "--mode", "pspat"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut shaper = in_ns(
+        "pspat-lab-shp",
+        &[
+            "shape",
+            "--in",
+            "pspat-shin",
+            "--out",
+            "pspat-shout",
+            "--rate",
+            "50M",
+            "--alg",
+            "fifo",
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("shape starts");
+    {
+        use std::io::{BufRead, BufReader};
+        let stderr = shaper.stderr.take().expect("piped stderr");
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line).expect("shape's stderr");
+            assert!(n > 0, "shape ended before it was ready");
+            if line.starts_with("shape: ready") {
+                break;
+            }
+        }
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {}
+        });
+    }
+    let mut receiver = in_ns(
+        "pspat-lab-rcv",
+        &[
+            "traffic",
+            "recv",
+            "--proto",
+            "tcp",
+            "--duration",
+            "8s",
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("receiver starts");
+    wait_ready(&mut receiver);
+    let sent = json(
+        in_ns(
+            "pspat-lab-snd",
+            &[
+                "traffic",
+                "send",
+                "--proto",
+                "tcp",
+                "--duration",
+                "3s",
+                "--json",
+            ],
+        )
+        .output()
+        .expect("sender runs"),
+        "traffic send tcp",
+    );
+    let received = json(
+        receiver.wait_with_output().expect("receiver ends"),
+        "traffic recv tcp",
+    );
+    // SIGINT: the shaper drains and prints its report.
+    let _ = Command::new("kill")
+        .args(["-INT", &shaper.id().to_string()])
+        .status();
+    let report = json(
+        shaper.wait_with_output().expect("shape ends"),
+        "pspat shape",
+    );
+    assert!(pspat(&["lab", "down"]).status.success());
+    assert_eq!(sent["bytes"], received["bytes"], "every byte arrives");
+    let goodput = received["bps"].as_f64().expect("bps");
+    assert!(goodput >= 0.9 * 50e6, "goodput {goodput} bit/s: {received}");
+    assert!(goodput <= 50e6, "never above the shaped rate: {goodput}");
+    assert_eq!(report["in_flight"], 0, "{report}");
+    let dropped: u64 = report["dropped"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+    assert_eq!(
+        report["received"].as_u64(),
+        report["transmitted"].as_u64().map(|t| t + dropped),
+        "received = transmitted + dropped: {report}"
+    );
+}
