@@ -205,19 +205,28 @@ fn wait_ready(child: &mut Child) {
     });
 }
 
-#[test]
-fn traffic_through_the_bridge_is_accounted_for() {
+/// Builds the lab in `mode` under the lab lock, or prints why namespaces
+/// are unavailable and returns `None` (the test then skips).
+fn lab_up(mode: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     if let Some(reason) = skip_reason() {
         println!("skipped: {reason}");
-        return;
+        return None;
     }
-    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let out = pspat(&["lab", "up", "--mode", "bridge"]);
+    let guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    let out = pspat(&["lab", "up", "--mode", mode]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(guard)
+}
+
+#[test]
+fn traffic_through_the_bridge_is_accounted_for() {
+    let Some(_guard) = lab_up("bridge") else {
+        return;
+    };
 
     // UDP: two flows weighted 3:1 at 4000 packets/s for 1 s, two threads.
     let mut receiver = in_ns(
@@ -330,17 +339,9 @@ fn traffic_through_the_bridge_is_accounted_for() {
 /// in flight. ACKs come back through the bridge's unshaped reverse path.
 #[test]
 fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
+    let Some(_guard) = lab_up("pspat") else {
         return;
-    }
-    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
-    let out = pspat(&["lab", "up", "--mode", "pspat"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    };
     let mut shaper = in_ns(
         "pspat-lab-shp",
         &[
