@@ -1,17 +1,14 @@
 //! Which CPU the calling thread runs on, for reports of where threads ran.
 //!
-//! One `sched_getcpu(3)` call (a vDSO read on Linux, a few nanoseconds); the
-//! answer may be stale as soon as it is returned, since the scheduler may
+//! One `getcpu` system call (`rustix`'s safe `sched_getcpu`); the answer may
+//! be stale as soon as it is returned, since the scheduler may
 //! move the thread at any moment, so it is for reports, not decisions.
 
 /// The CPU the calling thread runs on now, or `None` if the system cannot
 /// say.
 #[cfg(target_os = "linux")]
 pub fn current_cpu() -> Option<usize> {
-    // SAFETY: sched_getcpu takes no arguments, touches no memory of ours and
-    // is thread-safe; it returns -1 on failure, handled below.
-    let cpu = unsafe { libc::sched_getcpu() };
-    usize::try_from(cpu).ok()
+    Some(rustix::thread::sched_getcpu())
 }
 
 /// The CPU the calling thread runs on now (`None` on systems without

@@ -79,8 +79,6 @@ pub struct Burst {
     pub error: Option<SubmitError>,
 }
 
-const CPU_REFRESH: u32 = 64;
-
 /// A client: submits packets to the arbiter through its private mailbox.
 /// `Send`, not `Sync`: one thread submits.
 ///
@@ -310,7 +308,7 @@ impl<B: TxBackend> Client<B> {
         // rescan): see `pspat_mailbox::client_list` and `parker`.
         publish_fence();
         if self.cpu_countdown == 0 {
-            self.cpu_countdown = CPU_REFRESH;
+            self.cpu_countdown = crate::sys::CPU_REFRESH;
             self.list = crate::sys::current_cpu() % self.rt.lists.len();
         }
         self.cpu_countdown -= 1;

@@ -59,6 +59,8 @@
 //! assert!(done.stats.conserved() && done.stats.in_flight == 0);
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod arbiter;
 mod client;
 mod clock;

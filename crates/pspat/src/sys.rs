@@ -1,27 +1,19 @@
-//! The one place of this crate that calls the operating system through
-//! `unsafe`: the current CPU, used to pick a per-CPU client list.
+//! The current CPU, used to pick a per-CPU client list (\[J\] §3.1).
 //!
 //! A wrong or stale answer is harmless: the client lists accept
 //! announcements from any CPU (they are `fetch_or` bitmaps, see
 //! `pspat_mailbox::client_list`), so the CPU only decides which list, and so
-//! which read gate, serves a client.
-//!
-//! Why here and not in `pspat-io`: the runtime needs the CPU on every 64th
-//! submit to pick a per-CPU list (\[J\] §3.1), and `pspat-io` sits above the
-//! runtime (its RX loop is a client), so the runtime cannot depend on it. The
-//! standard library has no safe `getcpu`; this one call is the runtime's only
-//! `unsafe`.
-#![allow(unsafe_code)]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
+//! which read gate, serves a client. `rustix`'s safe `sched_getcpu` makes a
+//! `getcpu` system call; a client asks once per [`CPU_REFRESH`] submits, so
+//! the call costs well under a nanosecond per packet.
 
-/// The CPU the calling thread runs on now, or 0 if the OS cannot say.
+/// Submits between two reads of the current CPU.
+pub(crate) const CPU_REFRESH: u32 = 256;
+
+/// The CPU the calling thread runs on now.
 #[cfg(target_os = "linux")]
 pub(crate) fn current_cpu() -> usize {
-    // SAFETY: `sched_getcpu` takes no arguments, touches no memory of ours
-    // and is thread-safe; it returns -1 on failure, handled below.
-    let cpu = unsafe { libc::sched_getcpu() };
-    usize::try_from(cpu).unwrap_or(0)
+    rustix::thread::sched_getcpu()
 }
 
 /// The CPU the calling thread runs on now (0 on systems without
