@@ -94,6 +94,20 @@ fn adding_a_link_moves_about_one_in_k_plus_one_flows_all_to_it() {
     );
     let new = add(&node, &rec);
     settle();
+    // The next call sees the new membership and re-targets every flow.
+    send(&mut c, 0, &mut seq);
+    settle();
+    // Nothing is in flight any more: the first moved flow's next packet
+    // meets a boundary and goes to the new link.
+    let first_moved = (0..FLOWS)
+        .find(|&f| c.target_of(FlowId(f)) != Some(before[f as usize]))
+        .expect("some flow moves");
+    send(&mut c, first_moved, &mut seq);
+    assert_eq!(
+        c.link_of(FlowId(first_moved)),
+        Some(new),
+        "a moved flow goes to its target at a boundary"
+    );
     // One more packet per flow: placement follows the new membership.
     for f in 0..FLOWS {
         send(&mut c, f, &mut seq);
@@ -115,15 +129,11 @@ fn adding_a_link_moves_about_one_in_k_plus_one_flows_all_to_it() {
         let now = c.link_of(FlowId(f as u32)).unwrap();
         assert!(now == before[f] || now == target[f]);
     }
-    assert!(
-        (0..FLOWS as usize).any(|f| c.link_of(FlowId(f as u32)) == Some(new)),
-        "the first moved flow met a boundary after the pause"
-    );
     drop(c);
     let done = node.shutdown().unwrap();
     assert_eq!(done.len(), 3);
     let sent: u64 = done.iter().map(|(_, f)| f.stats.transmitted).sum();
-    assert_eq!(sent, 2 * u64::from(FLOWS));
+    assert_eq!(sent, 2 * u64::from(FLOWS) + 2);
     assert!(done
         .iter()
         .all(|(_, f)| f.stats.conserved() && f.stats.in_flight == 0));
