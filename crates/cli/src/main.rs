@@ -19,6 +19,7 @@ mod pq_bench;
 mod run;
 mod sched_bench;
 mod shape;
+mod supervise;
 mod topology;
 mod traffic;
 mod wfi;

@@ -867,28 +867,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let read = || snaps.lock().map(|s| s.clone()).unwrap_or_default();
     let mut prev = pipes_json(&links, &read());
     let mut prev_t = start.elapsed().as_secs_f64();
-    let mut next = Instant::now() + Duration::from_secs(1);
-    let failure = loop {
-        // Acquire: pairs with signal-hook's store from the handler.
-        if term.load(Ordering::Acquire) {
-            break None;
-        }
-        if args.duration.is_some_and(|d| start.elapsed() >= d) {
-            break None;
-        }
-        if let Some(f) = bridge.failure() {
-            break Some(f);
-        }
-        if Instant::now() >= next {
+    let failure = crate::supervise::until_stopped(
+        &term,
+        start,
+        args.duration,
+        || bridge.failure(),
+        || {
             let now = pipes_json(&links, &read());
             let t = start.elapsed().as_secs_f64();
             eprintln!("{}", progress(t, t - prev_t, &prev, &now));
             prev = now;
             prev_t = t;
-            next += Duration::from_secs(1);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        },
+    );
     let report: Report = bridge.stop().map_err(|e| anyhow::anyhow!("run: {e}"))?;
     let pipes = pipes_json(&links, &read());
     let (rules, cstats) = match classifier.lock() {

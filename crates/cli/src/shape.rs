@@ -10,7 +10,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -432,30 +432,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let start = Instant::now();
     let mut prev = bridge.report();
-    let mut next = start + Duration::from_secs(1);
-    let failure = loop {
-        // Acquire: pairs with signal-hook's store from the handler.
-        if term.load(Ordering::Acquire) {
-            break None;
-        }
-        if args.duration.is_some_and(|d| start.elapsed() >= d) {
-            break None;
-        }
-        if let Some(f) = bridge.failure() {
-            break Some(f);
-        }
-        if Instant::now() >= next {
+    let failure = crate::supervise::until_stopped(
+        &term,
+        start,
+        args.duration,
+        || bridge.failure(),
+        || {
             let now = bridge.report();
             eprintln!("{}", progress(&prev, &now));
             prev = now;
-            next += Duration::from_secs(1);
-        }
-        let until = args
-            .duration
-            .map_or(next, |d| next.min(start + d))
-            .saturating_duration_since(Instant::now());
-        std::thread::sleep(until.min(Duration::from_millis(50)));
-    };
+        },
+    );
     let report = bridge.stop().map_err(|e| anyhow::anyhow!("shape: {e}"))?;
     let mut out = std::io::stdout().lock();
     if args.json {
