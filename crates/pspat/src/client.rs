@@ -107,6 +107,11 @@ pub struct Client<B: TxBackend> {
     /// How long the last [`Client::wait_for_room`] waited: a slow link's
     /// next wait starts with a long sleep instead of yielding.
     last_wait: std::time::Duration,
+    /// Under [`BackpressurePolicy::ReportOnly`]: the arbiter dropped a
+    /// packet and no accepted submit has said so yet. The mailbox's flag is
+    /// taken into this field, and only an accepted submit clears it, so a
+    /// submit refused as `Full` does not swallow the report.
+    drop_report_pending: bool,
 }
 
 impl<B: TxBackend> Client<B> {
@@ -135,6 +140,7 @@ impl<B: TxBackend> Client<B> {
             list: 0,
             cpu_countdown: 0,
             policy,
+            drop_report_pending: false,
             grants,
             backend,
             batch: Vec::with_capacity(batch_cap),
@@ -224,7 +230,7 @@ impl<B: TxBackend> Client<B> {
         }
         if producer.take_backpressure() {
             match self.policy {
-                BackpressurePolicy::ReportOnly => out.drop_reported = true,
+                BackpressurePolicy::ReportOnly => self.drop_report_pending = true,
                 BackpressurePolicy::RejectNext => {
                     if let Some(s) = subs.first() {
                         out.error = Some(SubmitError::DroppedEarlier(*s));
@@ -296,6 +302,7 @@ impl<B: TxBackend> Client<B> {
             }
         }
         if out.accepted > 0 {
+            out.drop_reported = std::mem::take(&mut self.drop_report_pending);
             self.after_push();
         }
         out

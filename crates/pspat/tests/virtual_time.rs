@@ -386,3 +386,70 @@ fn client_transmit_submit_never_calls_the_backend() {
     let done = rt.finish(at(10_000)).unwrap();
     assert_eq!(done.stats.transmitted, 22);
 }
+
+/// Under `ReportOnly`, a drop the arbiter reports while the client's
+/// mailbox is full is not lost by the refused submit that first sees it: the
+/// next accepted submit carries it. The read gate (Δ_A = 1 ms) keeps the
+/// mailbox full while a pipe's profile loss drops a packet that already
+/// left the mailbox.
+#[test]
+fn a_drop_report_survives_a_submit_refused_as_full() {
+    use pspat_sched::pipe::{DelayProfile, PipeConfig, PipeScheduler};
+    let mut c = cfg();
+    c.backpressure = BackpressurePolicy::ReportOnly;
+    c.delta_a_ns = 1_000_000;
+    c.lists = 1;
+    c.descriptors_per_client = 256;
+    let config = PipeConfig {
+        // 100 bytes at 1 Mbit/s: 800 µs on the pipe's link, then lost in
+        // the delay line (this profile loses every packet).
+        bw: Some(pspat_sched::Rate::checked("bw", 1_000_000u64).unwrap()),
+        profile: Some(DelayProfile::new(vec![1_000, 2_000], 0.0).unwrap()),
+        ..PipeConfig::default()
+    };
+    let fifo = SchedulerConfig::new(AlgKind::Fifo)
+        .build(FlowTable::uniform(1).unwrap())
+        .unwrap();
+    let pipe = pspat_sched::Pipe::new(config, fifo, 1).unwrap();
+    let mut rt = ManualRuntime::new(c, PipeScheduler::new(pipe), |_| Log::default()).unwrap();
+    let mut cl = rt.client().unwrap();
+    rt.round(at(0)); // reads the (empty) list; the gate opens again at 1 ms
+    cl.submit(sub(0, 100, 0)).unwrap();
+    rt.round(at(1_000_000)); // collects packet 0 into the pipe
+    assert_eq!(rt.stats().dropped, 0);
+    let mut cookie = 1;
+    let refused = loop {
+        match cl.submit(sub(0, 100, cookie)) {
+            Ok(a) => assert!(!a.drop_reported, "nothing was dropped yet"),
+            Err(SubmitError::Full(p)) => break p,
+            Err(e) => panic!("expected Full, got {e:?}"),
+        }
+        cookie += 1;
+    };
+    assert!(cookie > 32, "the mailbox held only {cookie} packets");
+    // Packet 0 leaves the pipe's link at 1.8 ms and is lost; the gate keeps
+    // the mailbox full.
+    rt.round(at(1_900_000));
+    assert_eq!(rt.stats().dropped, 1);
+    match cl.submit(refused) {
+        Err(SubmitError::Full(p)) => assert_eq!(p.cookie, refused.cookie),
+        other => panic!("expected Full, got {other:?}"),
+    }
+    rt.round(at(2_000_000)); // the gate opens: the mailbox empties
+    let accepted = cl.submit(refused).expect("room again");
+    assert!(
+        accepted.drop_reported,
+        "the drop report was swallowed by the refused submit"
+    );
+    let again = cl.submit(sub(0, 100, cookie + 1)).unwrap();
+    assert!(!again.drop_reported, "reported once");
+    drop(cl);
+    let done = rt.finish(at(10_000_000_000)).unwrap();
+    assert_eq!(done.stats.submitted, cookie + 2);
+    assert_eq!(
+        done.stats.dropped,
+        cookie + 2,
+        "the profile loses every packet"
+    );
+    assert_eq!(done.stats.in_flight, 0);
+}

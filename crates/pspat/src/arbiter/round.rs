@@ -115,7 +115,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
 
     /// Counts and recycles the packets the scheduler dropped after it had
     /// accepted them (a pipe's profile loss: [`Scheduler::take_late_drops`]),
-    /// each with its own reason; returns how many.
+    /// each with its own reason, and raises the owner's backpressure flag as
+    /// an enqueue drop does; returns how many.
     fn take_late_drops(&mut self) -> usize {
         let (rt, sink, clients) = (&self.rt, &mut self.sink, &mut self.clients);
         let mut n = 0;
@@ -123,7 +124,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             let r = DescRef::from_token(rej.packet.token);
             rt.drops[r.client as usize * NREASONS + rej.reason.index()].add(1);
             match clients[r.client as usize].as_mut() {
-                Some(c) => sink.dropped(r, c),
+                Some(c) => {
+                    c.consumer.set_backpressure();
+                    sink.dropped(r, c);
+                }
                 None => unreachable_client(),
             }
             n += 1;
