@@ -79,12 +79,14 @@
 #![forbid(unsafe_code)]
 
 pub mod client_list;
+pub mod inbox;
 pub mod mailbox;
 pub mod parker;
 pub mod recycle;
 mod sync;
 
 pub use client_list::{try_retire, ClientList, NO_CLIENT};
+pub use inbox::{Inbox, Ticket};
 pub use parker::{publish_fence, Parker, Wake};
 pub use recycle::{FreeDescriptors, Recycler, ReturnedSet, MAX_DESCRIPTORS};
 

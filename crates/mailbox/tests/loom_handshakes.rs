@@ -1,7 +1,7 @@
 //! loom models of the runtime's handshakes: the retire handshake of the
 //! client lists (no stranded packet), the parker (no lost wake-up) and
 //! descriptor recycling (no reuse before return). Each model runs the real
-//! types of this crate, and a real mailbox of E = 8 slots in lines of
+//! types of this crate (and the control inbox), and a real mailbox of E = 8 slots in lines of
 //! Λ = 2; `.ci/loom.sh` bounds them to 4 preemptions.
 //!
 //! What each model catches when the ordering it relies on is weakened
@@ -24,6 +24,7 @@
 //!   `sleep_wake_announced` and `sleep_wake_after_retire`; removing the
 //!   fence in `try_retire` is one in `sleep_wake_after_retire`; a
 //!   `kick_force` that does not unpark is one in `sleep_wake_client_exit`.
+//! * `inbox_loses_nothing_and_publishes_effects`: see its docs.
 //! * `recycle_no_reuse_before_return`: weakening the `fetch_or` of
 //!   `Recycler::flush` or the swap in `FreeDescriptors::alloc` to Relaxed
 //!   lets the owner reuse the descriptor without seeing what its
@@ -455,5 +456,55 @@ fn slot_handover_after_every_descriptor_came_home() {
         }
         owner.join().unwrap();
         transmitter.join().unwrap();
+    });
+}
+
+/// The control inbox: two senders, one owner draining whenever the hint is
+/// set. Every value is applied exactly once, and a sender that sees its
+/// ticket applied sees the owner's effect. Caught when weakened (tried on
+/// a local copy): `drain`'s Release store made Relaxed ("applied but not
+/// visible"), and the hint cleared after the lock instead of before it (a
+/// value lost).
+#[test]
+fn inbox_loses_nothing_and_publishes_effects() {
+    use pspat_mailbox::Inbox;
+    model(|| {
+        let inbox = Arc::new(Inbox::new());
+        let effect = Arc::new(AtomicU64::new(0));
+        let senders: Vec<_> = (1..=2u64)
+            .map(|v| {
+                let (inbox, effect) = (Arc::clone(&inbox), Arc::clone(&effect));
+                thread::spawn(move || {
+                    let t = inbox.send(v);
+                    if inbox.is_applied(t) {
+                        // Relaxed: ordered by `is_applied`'s Acquire.
+                        let bits = effect.load(Ordering::Relaxed);
+                        assert_ne!(bits & (1 << v), 0, "applied but not visible");
+                    }
+                })
+            })
+            .collect();
+        let mut applied = 0;
+        let mut order = Vec::new();
+        // Bounded: the owner checks the hint a few times, as rounds would.
+        for _ in 0..3 {
+            if inbox.has_pending() {
+                applied += inbox.drain(|v: u64| {
+                    order.push(v);
+                    // Relaxed: published by `drain`'s Release store.
+                    effect.fetch_or(1 << v, Ordering::Relaxed);
+                });
+            }
+            thread::yield_now();
+        }
+        for s in senders {
+            s.join().unwrap();
+        }
+        // Once the senders are done, one more check finds what is left.
+        if inbox.has_pending() {
+            applied += inbox.drain(|v: u64| order.push(v));
+        }
+        assert_eq!(applied, 2, "a value was lost or applied twice: {order:?}");
+        assert_eq!(inbox.applied(), 2);
     });
 }

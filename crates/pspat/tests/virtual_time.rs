@@ -453,3 +453,58 @@ fn a_drop_report_survives_a_submit_refused_as_full() {
     );
     assert_eq!(done.stats.in_flight, 0);
 }
+
+/// Changes sent through `pspat::Control` run on the arbiter between
+/// scheduler calls: a weight change keeps every packet, a removal purges
+/// the flow's queued packets as `flow_removed` drops, counted per client,
+/// with descriptors recycled and nothing in flight at the end.
+#[test]
+fn control_changes_apply_between_rounds_and_count_what_they_purge() {
+    use pspat::Reconfigurable;
+    use pspat_sched::{FlowParams, Scheduler};
+    let mut c = cfg();
+    c.rate_bps = Some(8_000_000); // 1 µs per byte: 100 µs per packet
+    let drr = SchedulerConfig::new(AlgKind::Drr)
+        .build(FlowTable::uniform(2).unwrap())
+        .unwrap();
+    let (sched, control) = Reconfigurable::new(drr);
+    let mut rt = ManualRuntime::new(c, sched, |_| Log::default()).unwrap();
+    let mut cl = rt.client().unwrap();
+    for i in 0..20 {
+        cl.submit(sub(i as u32 % 2, 100, i)).unwrap();
+    }
+    rt.round(at(0)); // collects all 20; the first leaves
+    let reweight = control.send(|s, _| s.change_flow(FlowId(0), FlowParams::weighted(3)).unwrap());
+    assert!(!control.is_applied(reweight), "applied only by the arbiter");
+    rt.round(at(100_000));
+    assert!(control.is_applied(reweight));
+    assert_eq!(rt.stats().dropped, 0, "a weight change drops nothing");
+    let remove = control.send(|s, purge| s.remove_flow(FlowId(1), purge).unwrap());
+    rt.round(at(200_000));
+    assert!(control.is_applied(remove));
+    let end = rt.run_until_idle(at(300_000), 10_000);
+    let s = rt.stats();
+    assert!(s.dropped > 0, "flow 1 still had packets queued");
+    assert_eq!(s.dropped_by_reason()["flow_removed"], s.dropped);
+    assert_eq!(s.transmitted + s.dropped, 20);
+    assert_eq!(s.in_flight, 0);
+    // The purged descriptors came back to the client.
+    assert_eq!(cl.in_flight(), 0);
+    let mut now = end;
+    for i in 0..40 {
+        cl.submit(sub(0, 100, 100 + i)).unwrap();
+    }
+    now = rt.run_until_idle(now, 10_000);
+    drop(cl);
+    let done = rt.finish(now).unwrap();
+    assert_eq!(done.stats.transmitted + done.stats.dropped, 60);
+    assert_eq!(done.stats.in_flight, 0);
+    // Flow 0's packets left in their submission order.
+    let sent = &done.backends[0].0;
+    let flow0: Vec<u64> = sent
+        .iter()
+        .filter(|(_, p)| p.flow == FlowId(0))
+        .map(|(_, p)| p.cookie)
+        .collect();
+    assert!(flow0.windows(2).all(|w| w[0] < w[1]), "{flow0:?}");
+}
