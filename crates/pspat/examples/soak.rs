@@ -17,6 +17,11 @@
 //!   returned (a panicked call's batch is counted as dropped, `"fault"`);
 //!   so *lost* = accepted − transmitted − dropped must be 0;
 //! * a fault is reported by `shutdown` exactly when one was injected;
+//! * reconfiguration: every `--reconfigure` seconds a change is sent
+//!   through [`pspat::Control`] (alternately a weight change of one of the
+//!   256 flows, and the removal and re-creation of one flow, whose queued
+//!   packets are dropped as `flow_removed`); every change sent to a
+//!   runtime that did not fail must be applied within a second;
 //! * resident memory (`VmRSS` of `/proc/self/status`, sampled every
 //!   second) is flat: the largest sample of the second half of the run is
 //!   at most 10% + 16 MiB above the largest of the first half.
@@ -30,7 +35,8 @@
 //! `--duration SECS` / `SOAK_SECONDS` \[600\], `--clients N` /
 //! `SOAK_CLIENTS` \[1000\], `--workers N` / `SOAK_WORKERS` \[8\],
 //! `--epoch SECS` / `SOAK_EPOCH_SECONDS` \[5\], `--fault-chance P` /
-//! `SOAK_FAULT_CHANCE` \[0.7\], `--seed N` / `SOAK_SEED` \[1\].
+//! `SOAK_FAULT_CHANCE` \[0.7\], `--reconfigure SECS` /
+//! `SOAK_RECONFIGURE_SECONDS` \[2\], `--seed N` / `SOAK_SEED` \[1\].
 //!
 //! Prints progress on stderr once a second and a summary on stdout; exits
 //! 1 if any check failed, 2 on a bad parameter.
@@ -45,10 +51,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use pspat::{
-    Client, Runtime, RuntimeConfig, ShutdownPolicy, Submission, SubmitError, TxBackend, TxMode,
-    TxPacket,
+    Client, Control, Reconfigurable, Runtime, RuntimeConfig, ShutdownPolicy, Submission,
+    SubmitError, TxBackend, TxMode, TxPacket,
 };
-use pspat_sched::{AlgKind, FlowId, FlowTable, Instant, SchedulerConfig};
+use pspat_sched::{
+    AlgKind, AnyScheduler, FlowId, FlowParams, FlowTable, Instant, Scheduler, SchedulerConfig,
+};
 
 /// The panic message of an injected fault (the panic hook stays quiet for it).
 const INJECTED: &str = "soak: injected backend fault";
@@ -59,6 +67,7 @@ struct Params {
     workers: usize,
     epoch: Duration,
     fault_chance: f64,
+    reconfigure: Duration,
     seed: u64,
 }
 
@@ -80,6 +89,7 @@ fn params() -> Result<Params, String> {
             "--workers",
             "--epoch",
             "--fault-chance",
+            "--reconfigure",
             "--seed",
         ]
         .contains(&a.as_str())
@@ -109,6 +119,10 @@ fn params() -> Result<Params, String> {
         fault_chance: num(
             "--fault-chance",
             &get("--fault-chance", "SOAK_FAULT_CHANCE", "0.7")?,
+        )?,
+        reconfigure: secs(
+            "--reconfigure",
+            &get("--reconfigure", "SOAK_RECONFIGURE_SECONDS", "2")?,
         )?,
         seed: num("--seed", &get("--seed", "SOAK_SEED", "1")?)?,
     };
@@ -208,6 +222,8 @@ struct Totals {
     lost: i128,
     clients_created: u64,
     snapshots: u64,
+    reconfigurations_sent: u64,
+    reconfigurations_applied: u64,
     failures: Vec<String>,
 }
 
@@ -271,6 +287,29 @@ fn worker(rt: &Runtime<FaultyTx>, n: usize, w: usize, seed: u64, stop: &AtomicBo
     (accepted, created)
 }
 
+/// Sends change number `k`: even ones change a random flow's weight, odd
+/// ones remove a random flow (purging its queue) and add it back.
+fn reconfigure(control: &Control<AnyScheduler>, rng: &mut fastrand::Rng, k: u64) -> pspat::Ticket {
+    let flow = FlowId(rng.u32(0..256));
+    if k % 2 == 0 {
+        let weight = rng.u32(1..=64);
+        control.send(move |s, _| {
+            // The flow exists (only odd changes remove one, and they add it
+            // back at once): an error here is a soak failure the final
+            // counts would not show, so it panics the arbiter, which the
+            // runtime reports as a fault nobody injected.
+            s.change_flow(flow, FlowParams::weighted(weight))
+                .expect("soak: weight change refused");
+        })
+    } else {
+        control.send(move |s, purge| {
+            s.remove_flow(flow, purge).expect("soak: removal refused");
+            s.add_flow(flow, FlowParams::weighted(1))
+                .expect("soak: re-creation refused");
+        })
+    }
+}
+
 fn rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
@@ -302,8 +341,8 @@ fn main() -> ExitCode {
         let (cfg, shape) = epoch_config(k, p.clients);
         let mut sc = SchedulerConfig::new(AlgKind::Drr);
         sc.capacity = 1 << 16;
-        let sched = match sc.build(flows.clone()) {
-            Ok(s) => s,
+        let (sched, control) = match sc.build(flows.clone()) {
+            Ok(s) => Reconfigurable::new(s),
             Err(e) => {
                 eprintln!("soak: scheduler: {e}");
                 return ExitCode::from(1);
@@ -332,6 +371,8 @@ fn main() -> ExitCode {
             }
         };
         let stop = AtomicBool::new(false);
+        let mut reconfigured: Vec<pspat::Ticket> = Vec::new();
+        let mut next_change = origin + p.reconfigure;
         let per = p.clients / p.workers;
         let (accepted, created) = std::thread::scope(|s| {
             let handles: Vec<_> = (0..p.workers)
@@ -344,6 +385,11 @@ fn main() -> ExitCode {
                 .collect();
             while origin.elapsed() < epoch && !handles.iter().all(|h| h.is_finished()) {
                 std::thread::sleep(Duration::from_millis(100));
+                if WallInstant::now() >= next_change {
+                    next_change += p.reconfigure;
+                    reconfigured.push(reconfigure(&control, &mut rng, t.reconfigurations_sent));
+                    t.reconfigurations_sent += 1;
+                }
                 let st = rt.stats();
                 t.snapshots += 1;
                 if !st.conserved() {
@@ -379,6 +425,11 @@ fn main() -> ExitCode {
             }
         };
         let fired = tx.fired.load(Ordering::Relaxed);
+        let applied = reconfigured
+            .iter()
+            .filter(|&&k| control.wait_applied(k, Duration::ZERO))
+            .count();
+        t.reconfigurations_applied += applied as u64;
         let s = &done.stats;
         t.epochs += 1;
         t.faults_injected += u64::from(fired);
@@ -411,6 +462,14 @@ fn main() -> ExitCode {
             format!(
                 "runtime transmitted {} != backends received {delivered}",
                 s.transmitted
+            ),
+        );
+        check(
+            fired || applied == reconfigured.len(),
+            format!(
+                "{} of {} reconfigurations applied",
+                applied,
+                reconfigured.len()
             ),
         );
         check(
@@ -455,6 +514,10 @@ fn main() -> ExitCode {
         t.faults_injected, t.faults_reported
     );
     println!("  clients created      {}", t.clients_created);
+    println!(
+        "  reconfigurations     {} sent, {} applied (the rest went to runtimes that failed)",
+        t.reconfigurations_sent, t.reconfigurations_applied
+    );
     println!("  snapshots checked    {}", t.snapshots);
     println!(
         "  RSS first/last/max   {rss_first} / {rss_last} / {} KiB",

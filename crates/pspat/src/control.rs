@@ -32,7 +32,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
-use pspat_mailbox::{Inbox, Ticket};
+use pspat_mailbox::Inbox;
+pub use pspat_mailbox::Ticket;
 use pspat_sched::{FlowError, FlowId, FlowParams, Instant, Packet, Rejected, Scheduler};
 
 /// A change: runs on the arbiter's thread with the scheduler and a sink for

@@ -84,7 +84,7 @@ pub use arbiter::{Outcome, WaitingFor};
 pub use client::{Accepted, Burst, Client, Submission};
 pub use clock::Clock;
 pub use config::{BackpressurePolicy, RuntimeConfig, ShutdownPolicy, TxMode};
-pub use control::{Control, Reconfigurable};
+pub use control::{Control, Reconfigurable, Ticket};
 pub use error::{RuntimeError, SubmitError};
 pub use manual::ManualRuntime;
 pub use memory::memory_estimate;
