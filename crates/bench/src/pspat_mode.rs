@@ -23,10 +23,14 @@ pub(crate) fn run_pspat(
     let victim_id = cfg.victim.map(|_| cfg.clients as u32);
     let cap = victim_capacity(cfg);
     // The arbiter runs on the concrete algorithm (see `AnyScheduler::visit`).
+    // The victim stamps its submits with this clock and the backends read it
+    // at the hand-off (`NullTx::with_latency_clock`).
+    let clock = pspat::Clock::new();
     let rt = sched.visit(StartRuntime {
         cfg: cfg.runtime_config(pin),
         victim_id,
         cap,
+        clock,
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     let go = Arc::new(Barrier::new(cfg.total_clients() + 1));
@@ -43,7 +47,6 @@ pub(crate) fn run_pspat(
             cfg.pkt_len
         };
         let pps = cfg.victim.map_or(1, |v| v.pps);
-        let clock = rt.clock();
         let h = std::thread::Builder::new()
             .name(format!("pspat-bench-client-{i}"))
             .spawn(move || {
@@ -167,15 +170,16 @@ pub(crate) struct StartRuntime {
     cfg: RuntimeConfig,
     victim_id: Option<u32>,
     cap: usize,
+    clock: pspat::Clock,
 }
 
 impl VisitScheduler for StartRuntime {
     type Output = Result<Runtime<NullTx>, RuntimeError>;
 
     fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
-        let (victim_id, cap) = (self.victim_id, self.cap);
+        let (victim_id, cap, clock) = (self.victim_id, self.cap, self.clock);
         Runtime::start(self.cfg, sched, move |_| match victim_id {
-            Some(v) => NullTx::with_latency_sampling(v, cap),
+            Some(v) => NullTx::with_latency_clock(v, cap, clock),
             None => NullTx::new(),
         })
     }

@@ -74,6 +74,74 @@ fn bench_and_demo_end_on_time_on_a_1_kbit_link() {
     }
 }
 
+/// Finding 11, first half: `bench --rate 1M --duration 0.3` reported
+/// 2.64 Mbit/s (the bytes drained after the run divided by the run's
+/// length). The report now counts only what left in the measured window.
+#[test]
+fn a_shaped_bench_reports_only_its_measured_window() {
+    let out = pspat(
+        &[
+            "bench",
+            "--rate",
+            "1M",
+            "--duration",
+            "0.5",
+            "--no-pin",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let run = &doc["runs"][0];
+    let bps = run["throughput_bps"].as_f64().expect("throughput_bps");
+    // One 60-byte packet is 480 bits: a window of 0.5 s holds about 1042
+    // packets, so ±5% is about ±52 packets of slack for the window's edges.
+    assert!(
+        (0.95e6..=1.05e6).contains(&bps),
+        "reported {bps} bit/s on a 1 Mbit/s link: {run}"
+    );
+    let window = run["window_bytes"].as_f64().expect("window_bytes");
+    let all = run["transmitted_bytes"]
+        .as_f64()
+        .expect("transmitted_bytes");
+    assert!(window <= all, "{run}");
+}
+
+/// Finding 11, second half: the victim's minimum latency always read
+/// 0.0 µs (the round's clock read, taken before it collects, made some
+/// latencies negative, clamped to 0). The backend now reads the clock at
+/// the hand-off: every sample is a real, positive latency.
+#[test]
+fn the_victim_s_minimum_latency_is_measured() {
+    let out = pspat(
+        &[
+            "demo",
+            "--traffic",
+            "emulated",
+            "--duration",
+            "0.5",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let v = &doc["run"]["victim"];
+    assert!(v["samples"].as_u64().unwrap_or(0) > 100, "{v}");
+    let min = v["min_ns"].as_u64().expect("min_ns");
+    assert!(min > 0, "minimum latency 0: {v}");
+    assert!(min <= v["p50_ns"].as_u64().expect("p50_ns"), "{v}");
+}
+
 #[test]
 fn bad_shutdown_values_name_the_flag() {
     for v in [

@@ -64,8 +64,14 @@ pub trait TxBackend: Send + 'static {
 }
 
 /// The null backend: counts packets and bytes, and optionally records the
-/// latency `now - cookie` of one client's packets (whose cookie is then its
-/// submit time on the runtime clock) into a buffer allocated up front.
+/// latency of one client's packets (whose cookie is then its submit time)
+/// into a buffer allocated up front: `now - cookie` with
+/// [`NullTx::with_latency_sampling`] (virtual time, or the round's clock
+/// read), or with [`NullTx::with_latency_clock`] the clock read at the
+/// hand-off itself. The round reads its clock before it collects, so a
+/// packet submitted after that read and handed off in the same round would
+/// show a negative latency against `now`; threaded runs should use the
+/// clock.
 ///
 /// # Examples
 /// ```
@@ -84,6 +90,7 @@ pub struct NullTx {
     latencies: Vec<u64>,
     sample_cap: usize,
     samples_lost: u64,
+    clock: Option<crate::Clock>,
 }
 
 impl NullTx {
@@ -100,6 +107,17 @@ impl NullTx {
             latencies: Vec::with_capacity(capacity),
             sample_cap: capacity,
             ..Self::default()
+        }
+    }
+
+    /// As [`NullTx::with_latency_sampling`], but a packet's latency is
+    /// `clock.now() − cookie`, the clock read once per `transmit` call that
+    /// holds one of `client`'s packets; the client stamps its cookies with
+    /// the same `clock`.
+    pub fn with_latency_clock(client: u32, capacity: usize, clock: crate::Clock) -> Self {
+        NullTx {
+            clock: Some(clock),
+            ..Self::with_latency_sampling(client, capacity)
         }
     }
 
@@ -136,7 +154,9 @@ impl TxBackend for NullTx {
             self.bytes += u64::from(p.len);
         }
         if let Some(c) = self.sample_client {
+            let mut at = self.clock.is_none().then_some(now);
             for p in pkts.iter().filter(|p| p.client == c) {
+                let now = *at.get_or_insert_with(|| self.clock.map_or(now, |k| k.now()));
                 if self.latencies.len() < self.sample_cap {
                     self.latencies.push(now.as_nanos().saturating_sub(p.cookie));
                 } else {
