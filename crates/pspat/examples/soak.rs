@@ -291,7 +291,7 @@ fn worker(rt: &Runtime<FaultyTx>, n: usize, w: usize, seed: u64, stop: &AtomicBo
 /// ones remove a random flow (purging its queue) and add it back.
 fn reconfigure(control: &Control<AnyScheduler>, rng: &mut fastrand::Rng, k: u64) -> pspat::Ticket {
     let flow = FlowId(rng.u32(0..256));
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         let weight = rng.u32(1..=64);
         control.send(move |s, _| {
             // The flow exists (only odd changes remove one, and they add it
