@@ -26,6 +26,14 @@ fn pspat(args: &[&str], bound: Duration) -> Output {
     child.wait_with_output().expect("output")
 }
 
+/// Runs `pspat ARGS` (which must succeed) and parses its one JSON object.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = pspat(args, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pspat {args:?}: {err}");
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
 /// Exit 2, one line on stderr that contains `needle`, at most 300 bytes.
 fn usage_error(args: &[&str], needle: &str) {
     let out = pspat(args, Duration::from_secs(60));
@@ -79,24 +87,15 @@ fn bench_and_demo_end_on_time_on_a_1_kbit_link() {
 /// length). The report now counts only what left in the measured window.
 #[test]
 fn a_shaped_bench_reports_only_its_measured_window() {
-    let out = pspat(
-        &[
-            "bench",
-            "--rate",
-            "1M",
-            "--duration",
-            "0.5",
-            "--no-pin",
-            "--json",
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let doc = json_of(&[
+        "bench",
+        "--rate",
+        "1M",
+        "--duration",
+        "0.5",
+        "--no-pin",
+        "--json",
+    ]);
     let run = &doc["runs"][0];
     let bps = run["throughput_bps"].as_f64().expect("throughput_bps");
     // One 60-byte packet is 480 bits: a window of 0.5 s holds about 1042
@@ -118,23 +117,14 @@ fn a_shaped_bench_reports_only_its_measured_window() {
 /// the hand-off: every sample is a real, positive latency.
 #[test]
 fn the_victim_s_minimum_latency_is_measured() {
-    let out = pspat(
-        &[
-            "demo",
-            "--traffic",
-            "emulated",
-            "--duration",
-            "0.5",
-            "--json",
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let doc = json_of(&[
+        "demo",
+        "--traffic",
+        "emulated",
+        "--duration",
+        "0.5",
+        "--json",
+    ]);
     let v = &doc["run"]["victim"];
     assert!(v["samples"].as_u64().unwrap_or(0) > 100, "{v}");
     let min = v["min_ns"].as_u64().expect("min_ns");

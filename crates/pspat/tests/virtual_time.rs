@@ -308,18 +308,24 @@ fn a_pipe_in_the_runtime_delivers_at_departure_plus_delay() {
 /// A profile that loses every packet: each is dropped after the link, late,
 /// counted with reason `profile-loss` (the pipe's own reason), and its
 /// descriptor comes back; nothing is transmitted and nothing stays in flight.
-#[test]
-fn a_pipe_s_late_drops_are_counted_with_their_reason() {
+/// A FIFO pipe with an optional bandwidth whose delay profile loses every
+/// packet (each one a late drop, `profile_loss`).
+fn losing_pipe(bw_bps: Option<u64>) -> pspat_sched::pipe::PipeScheduler<pspat_sched::AnyScheduler> {
     use pspat_sched::pipe::{DelayProfile, PipeConfig, PipeScheduler};
     let config = PipeConfig {
+        bw: bw_bps.map(|b| pspat_sched::Rate::checked("bw", b).unwrap()),
         profile: Some(DelayProfile::new(vec![1_000, 2_000], 0.0).unwrap()),
         ..PipeConfig::default()
     };
     let fifo = SchedulerConfig::new(AlgKind::Fifo)
         .build(FlowTable::uniform(1).unwrap())
         .unwrap();
-    let pipe = pspat_sched::Pipe::new(config, fifo, 1).unwrap();
-    let mut rt = ManualRuntime::new(cfg(), PipeScheduler::new(pipe), |_| Log::default()).unwrap();
+    PipeScheduler::new(pspat_sched::Pipe::new(config, fifo, 1).unwrap())
+}
+
+#[test]
+fn a_pipe_s_late_drops_are_counted_with_their_reason() {
+    let mut rt = ManualRuntime::new(cfg(), losing_pipe(None), |_| Log::default()).unwrap();
     let mut cl = rt.client().unwrap();
     for round in 0..6u64 {
         // Half the descriptors (64 per client) each time: they all come back.
@@ -394,24 +400,14 @@ fn client_transmit_submit_never_calls_the_backend() {
 /// left the mailbox.
 #[test]
 fn a_drop_report_survives_a_submit_refused_as_full() {
-    use pspat_sched::pipe::{DelayProfile, PipeConfig, PipeScheduler};
     let mut c = cfg();
     c.backpressure = BackpressurePolicy::ReportOnly;
     c.delta_a_ns = 1_000_000;
     c.lists = 1;
     c.descriptors_per_client = 256;
-    let config = PipeConfig {
-        // 100 bytes at 1 Mbit/s: 800 µs on the pipe's link, then lost in
-        // the delay line (this profile loses every packet).
-        bw: Some(pspat_sched::Rate::checked("bw", 1_000_000u64).unwrap()),
-        profile: Some(DelayProfile::new(vec![1_000, 2_000], 0.0).unwrap()),
-        ..PipeConfig::default()
-    };
-    let fifo = SchedulerConfig::new(AlgKind::Fifo)
-        .build(FlowTable::uniform(1).unwrap())
-        .unwrap();
-    let pipe = pspat_sched::Pipe::new(config, fifo, 1).unwrap();
-    let mut rt = ManualRuntime::new(c, PipeScheduler::new(pipe), |_| Log::default()).unwrap();
+    // 100 bytes at 1 Mbit/s: 800 µs on the pipe's link, then lost in the
+    // delay line.
+    let mut rt = ManualRuntime::new(c, losing_pipe(Some(1_000_000)), |_| Log::default()).unwrap();
     let mut cl = rt.client().unwrap();
     rt.round(at(0)); // reads the (empty) list; the gate opens again at 1 ms
     cl.submit(sub(0, 100, 0)).unwrap();
