@@ -27,7 +27,8 @@
 //! * **Arbiters.** A [`pspat::node::Node`] with one link (one arbiter) and
 //!   one with two links (two arbiters), in alternation, `--arbiter-runs` of
 //!   each: unlimited-rate links, the arbiter transmitting into a backend
-//!   that only counts (dispatchers 0), DRR over `--flows` flows, arbiter `e`
+//!   that only counts (dispatchers 0), `--arbiter-alg` (DRR by default)
+//!   over `--flows` flows, arbiter `e`
 //!   pinned to CPU `e mod n`; the same `--arbiter-clients` unpinned client
 //!   threads, each a [`pspat::node::NodeClient`] submitting 60-byte packets
 //!   round robin over the flows as fast as the mailboxes take them (flows
@@ -72,8 +73,8 @@ arbiters: [{arbiters, links, clients, decisions_per_s, ratio_to_one, runs_decisi
 threads: [{role, cpu, pinned}]}]}.
 
 The arbiters part (--arbiter-runs N, 0 skips it) runs a pspat::node::Node of 1 link / 1 arbiter and of
-2 links / 2 arbiters in alternation, N runs each: unlimited links, the arbiter transmitting into a
-counting backend, arbiter e pinned to CPU e mod (CPUs), --arbiter-clients unpinned client threads
+2 links / 2 arbiters in alternation, N runs each: unlimited links scheduled by --arbiter-alg over
+--flows flows, the arbiter transmitting into a counting backend, arbiter e pinned to CPU e mod (CPUs), --arbiter-clients unpinned client threads
 submitting as fast as they can. decisions_per_s counts the packets the arbiters released in the
 --arbiter-ms window after 100 ms of warm-up (median of the runs); ratio_to_one is that median over the
 one-arbiter median.
@@ -146,6 +147,9 @@ pub struct Args {
     /// Measured window of one arbiters run, ms, 1..=60000.
     #[arg(long, default_value_t = 300)]
     pub arbiter_ms: u64,
+    /// Scheduling algorithm of the arbiters part's links (as `pspat demo --alg`).
+    #[arg(long, default_value = "drr")]
+    pub arbiter_alg: String,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -170,6 +174,7 @@ impl Default for Args {
             arbiter_runs: 5,
             arbiter_clients: 2,
             arbiter_ms: 300,
+            arbiter_alg: "drr".into(),
             json: false,
         }
     }
@@ -210,6 +215,10 @@ struct Config {
     repeat: u32,
     seed: u64,
     topology: Option<String>,
+    arbiter_runs: u32,
+    arbiter_clients: usize,
+    arbiter_ms: u64,
+    arbiter_alg: String,
 }
 
 #[derive(Serialize)]
@@ -240,6 +249,9 @@ struct ArbiterRow {
     decisions_per_s: f64,
     ratio_to_one: f64,
     runs_decisions_per_s: Vec<f64>,
+    /// Times the arbiters parked for lack of work in the last run (a
+    /// starved arbiter parks; a saturated one does not).
+    arbiter_parks: u64,
     /// Where every thread of the last run ran.
     threads: Vec<ThreadCpu>,
 }
@@ -457,6 +469,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check("--arbiter-runs", args.arbiter_runs, 0..=1000)?;
     check("--arbiter-clients", args.arbiter_clients, 1..=64)?;
     check("--arbiter-ms", args.arbiter_ms, 1..=60_000)?;
+    let arbiter_alg = pspat_sched::AlgKind::parse(&args.arbiter_alg)
+        .map_err(|e| usage(format!("--arbiter-alg: {e}")))?;
     let machine = match &args.topology {
         Some(arg) => {
             let (topology, ratios) = load_topology(arg)?;
@@ -493,6 +507,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             repeat: args.repeat,
             seed: args.seed,
             topology: args.topology.clone(),
+            arbiter_runs: args.arbiter_runs,
+            arbiter_clients: args.arbiter_clients,
+            arbiter_ms: args.arbiter_ms,
+            arbiter_alg: args.arbiter_alg.clone(),
         },
         decision: Vec::new(),
         balance: Vec::new(),
@@ -608,7 +626,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if args.arbiter_runs > 0 {
-        report.arbiters = arbiters_part(&args)?;
+        report.arbiters = arbiters_part(&args, arbiter_alg)?;
     }
     print(&args, &report)?;
     Ok(ExitCode::SUCCESS)
@@ -660,8 +678,12 @@ fn cpus_of_threads(name: &str) -> Vec<Option<usize>> {
 
 /// One run of a node with `links` links (see `--help`): decisions/s and
 /// where the threads ran.
-fn node_run(args: &Args, links: usize) -> anyhow::Result<(f64, Vec<ThreadCpu>)> {
-    use pspat_sched::{AlgKind, FlowId, FlowTable, SchedulerConfig};
+fn node_run(
+    args: &Args,
+    alg: pspat_sched::AlgKind,
+    links: usize,
+) -> anyhow::Result<(f64, Vec<ThreadCpu>, u64)> {
+    use pspat_sched::{FlowId, FlowTable, SchedulerConfig};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -674,7 +696,7 @@ fn node_run(args: &Args, links: usize) -> anyhow::Result<(f64, Vec<ThreadCpu>)> 
         cfg.dispatchers = 0;
         cfg.max_clients = args.arbiter_clients;
         cfg.arbiter_core = Some(e % ncpu);
-        let mut sc = SchedulerConfig::new(AlgKind::Drr);
+        let mut sc = SchedulerConfig::new(alg);
         sc.capacity = args.arbiter_clients * cfg.descriptors_per_client;
         let table = FlowTable::uniform(flows).map_err(|e| usage(format!("--flows: {e}")))?;
         let sched = sc
@@ -759,13 +781,15 @@ fn node_run(args: &Args, links: usize) -> anyhow::Result<(f64, Vec<ThreadCpu>)> 
         anyhow::bail!("place-bench arbiters: {e}");
     }
     let rate = (n1 - n0) as f64 / (t1 - t0).as_secs_f64();
-    Ok((rate, threads))
+    let parks = finished.iter().map(|(_, f)| f.arbiter.sleeps).sum();
+    Ok((rate, threads, parks))
 }
 
 /// The arbiters part: 1 and 2 arbiters in alternation, medians.
-fn arbiters_part(args: &Args) -> anyhow::Result<Vec<ArbiterRow>> {
+fn arbiters_part(args: &Args, alg: pspat_sched::AlgKind) -> anyhow::Result<Vec<ArbiterRow>> {
     let mut runs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut threads: [Vec<ThreadCpu>; 2] = [Vec::new(), Vec::new()];
+    let mut parks = [0u64; 2];
     for r in 0..args.arbiter_runs {
         for (i, links) in [1usize, 2].into_iter().enumerate() {
             eprintln!(
@@ -773,9 +797,10 @@ fn arbiters_part(args: &Args) -> anyhow::Result<Vec<ArbiterRow>> {
                 r + 1,
                 args.arbiter_runs
             );
-            let (rate, t) = node_run(args, links)?;
+            let (rate, t, p) = node_run(args, alg, links)?;
             runs[i].push(rate);
             threads[i] = t;
+            parks[i] = p;
         }
     }
     let median = |v: &[f64]| {
@@ -794,6 +819,7 @@ fn arbiters_part(args: &Args) -> anyhow::Result<Vec<ArbiterRow>> {
                 decisions_per_s: m,
                 ratio_to_one: if one > 0.0 { m / one } else { 0.0 },
                 runs_decisions_per_s: runs[i].clone(),
+                arbiter_parks: parks[i],
                 threads: threads[i].clone(),
             }
         })
@@ -993,13 +1019,13 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
     if !r.arbiters.is_empty() {
         writeln!(
             out,
-            "\narbiters (pspat::node::Node, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, clients unpinned)",
-            args.arbiter_runs, args.arbiter_ms
+            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, clients unpinned)",
+            args.arbiter_alg, args.arbiter_runs, args.arbiter_ms
         )?;
         writeln!(
             out,
-            "{:>8} {:>6} {:>8} {:>16} {:>9}  threads (last CPU)",
-            "arbiters", "links", "clients", "decisions/s", "ratio"
+            "{:>8} {:>6} {:>8} {:>16} {:>9} {:>8}  threads (last CPU)",
+            "arbiters", "links", "clients", "decisions/s", "ratio", "parks"
         )?;
         for a in &r.arbiters {
             let threads: Vec<String> = a
@@ -1013,12 +1039,13 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
                 .collect();
             writeln!(
                 out,
-                "{:>8} {:>6} {:>8} {:>16.0} {:>9.3}  {}",
+                "{:>8} {:>6} {:>8} {:>16.0} {:>9.3} {:>8}  {}",
                 a.arbiters,
                 a.links,
                 a.clients,
                 a.decisions_per_s,
                 a.ratio_to_one,
+                a.arbiter_parks,
                 threads.join(", ")
             )?;
         }
@@ -1119,6 +1146,10 @@ mod tests {
             },
             Args {
                 arbiter_ms: 0,
+                ..tiny()
+            },
+            Args {
+                arbiter_alg: "nope".into(),
                 ..tiny()
             },
             Args {
