@@ -1105,6 +1105,33 @@ mod tests {
     }
 
     #[test]
+    fn the_arbiters_part_reports_both_configurations_and_every_thread() {
+        let args = Args {
+            arbiter_runs: 2,
+            arbiter_ms: 20,
+            flows: 256,
+            ..tiny()
+        };
+        let rows = arbiters_part(&args, pspat_sched::AlgKind::Drr).unwrap();
+        assert_eq!(rows.len(), 2);
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!((row.arbiters, row.links, row.clients), (i + 1, i + 1, 2));
+            assert_eq!(row.runs_decisions_per_s.len(), 2);
+            assert!(row.decisions_per_s > 0.0, "packets were released");
+            let roles: Vec<&str> = row.threads.iter().map(|t| t.role.as_str()).collect();
+            let mut expected: Vec<String> = (0..=i).map(|e| format!("arbiter-{e}")).collect();
+            expected.extend((0..2).map(|c| format!("client-{c}")));
+            assert_eq!(roles, expected);
+            assert!(row.threads[..=i].iter().all(|t| t.pinned));
+        }
+        assert_eq!(rows[0].ratio_to_one, 1.0);
+        assert_eq!(
+            rows[1].ratio_to_one,
+            rows[1].decisions_per_s / rows[0].decisions_per_s
+        );
+    }
+
+    #[test]
     fn bad_flags_are_usage_errors() {
         for args in [
             Args {
