@@ -29,8 +29,8 @@
 //!   each: unlimited-rate links, the arbiter transmitting into a backend
 //!   that only counts (dispatchers 0), `--arbiter-alg` (DRR by default)
 //!   over `--flows` flows, arbiter `e`
-//!   pinned to CPU `e mod n`; the same `--arbiter-clients` unpinned client
-//!   threads, each a [`pspat::node::NodeClient`] submitting 60-byte packets
+//!   pinned to CPU `e mod n`; the same `--arbiter-clients` client threads
+//!   (unpinned, or all on `--arbiter-client-cpu`), each a [`pspat::node::NodeClient`] submitting 60-byte packets
 //!   round robin over the flows as fast as the mailboxes take them (flows
 //!   sharded over the links by weighted HRW). After 100 ms of warm-up the
 //!   packets released in the next `--arbiter-ms` are counted: one scheduler
@@ -74,8 +74,8 @@ threads: [{role, cpu, pinned}]}]}.
 
 The arbiters part (--arbiter-runs N, 0 skips it) runs a pspat::node::Node of 1 link / 1 arbiter and of
 2 links / 2 arbiters in alternation, N runs each: unlimited links scheduled by --arbiter-alg over
---flows flows, the arbiter transmitting into a counting backend, arbiter e pinned to CPU e mod (CPUs), --arbiter-clients unpinned client threads
-submitting as fast as they can. decisions_per_s counts the packets the arbiters released in the
+--flows flows, the arbiter transmitting into a counting backend, arbiter e pinned to CPU e mod (CPUs), --arbiter-clients client threads (unpinned, or
+all on --arbiter-client-cpu) submitting as fast as they can. decisions_per_s counts the packets the arbiters released in the
 --arbiter-ms window after 100 ms of warm-up (median of the runs); ratio_to_one is that median over the
 one-arbiter median.
 
@@ -150,6 +150,9 @@ pub struct Args {
     /// Scheduling algorithm of the arbiters part's links (as `pspat demo --alg`).
     #[arg(long, default_value = "drr")]
     pub arbiter_alg: String,
+    /// Pin every client thread of the arbiters part to this CPU (default: unpinned).
+    #[arg(long)]
+    pub arbiter_client_cpu: Option<usize>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -175,6 +178,7 @@ impl Default for Args {
             arbiter_clients: 2,
             arbiter_ms: 300,
             arbiter_alg: "drr".into(),
+            arbiter_client_cpu: None,
             json: false,
         }
     }
@@ -219,6 +223,7 @@ struct Config {
     arbiter_clients: usize,
     arbiter_ms: u64,
     arbiter_alg: String,
+    arbiter_client_cpu: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -471,6 +476,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check("--arbiter-ms", args.arbiter_ms, 1..=60_000)?;
     let arbiter_alg = pspat_sched::AlgKind::parse(&args.arbiter_alg)
         .map_err(|e| usage(format!("--arbiter-alg: {e}")))?;
+    if let Some(c) = args.arbiter_client_cpu {
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        check("--arbiter-client-cpu", c, 0..=ncpu - 1)?;
+    }
     let machine = match &args.topology {
         Some(arg) => {
             let (topology, ratios) = load_topology(arg)?;
@@ -511,6 +520,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             arbiter_clients: args.arbiter_clients,
             arbiter_ms: args.arbiter_ms,
             arbiter_alg: args.arbiter_alg.clone(),
+            arbiter_client_cpu: args.arbiter_client_cpu,
         },
         decision: Vec::new(),
         balance: Vec::new(),
@@ -713,10 +723,14 @@ fn node_run(
         let mut client = node.client();
         let stop = Arc::clone(&stop);
         let stride = args.arbiter_clients;
+        let pin = args.arbiter_client_cpu;
         clients.push(
             std::thread::Builder::new()
                 .name(format!("pspat-pb-client-{c}"))
                 .spawn(move || -> Result<Option<usize>, String> {
+                    if let Some(cpu) = pin {
+                        core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+                    }
                     let mut f = c % flows;
                     // Acquire: pairs with the Release store that ends the run.
                     while !stop.load(Ordering::Acquire) {
@@ -766,7 +780,7 @@ fn node_run(
             Ok(Ok(cpu)) => threads.push(ThreadCpu {
                 role: format!("client-{c}"),
                 cpu,
-                pinned: false,
+                pinned: args.arbiter_client_cpu.is_some(),
             }),
             Ok(Err(e)) => failure = Some(e),
             Err(_) => failure = Some(format!("client {c} panicked")),
@@ -1019,8 +1033,12 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
     if !r.arbiters.is_empty() {
         writeln!(
             out,
-            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, clients unpinned)",
-            args.arbiter_alg, args.arbiter_runs, args.arbiter_ms
+            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, clients {})",
+            args.arbiter_alg,
+            args.arbiter_runs,
+            args.arbiter_ms,
+            args.arbiter_client_cpu
+                .map_or("unpinned".to_string(), |c| format!("pinned to CPU {c}"))
         )?;
         writeln!(
             out,
@@ -1177,6 +1195,10 @@ mod tests {
             },
             Args {
                 arbiter_alg: "nope".into(),
+                ..tiny()
+            },
+            Args {
+                arbiter_client_cpu: Some(100_000),
                 ..tiny()
             },
             Args {
