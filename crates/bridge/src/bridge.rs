@@ -1,6 +1,6 @@
 //! Starting, watching and stopping a bridge.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -13,35 +13,47 @@ use pspat_sched::{AnyScheduler, FlowParams, FlowTable, Scheduler};
 
 use crate::backend::{AfPacketTx, Sender};
 use crate::classify::{Classifier, HashClassifier};
-use crate::config::{BridgeConfig, BridgeError, TxKind};
+use crate::config::{BridgeConfig, BridgeError, Egress, TxKind};
 use crate::counters::{read_cpu, ReverseShared, RxReason, RxShared, TxReason, TxShared, NRX, NTX};
-use crate::report::{add, FlowReport, Report, ReverseReport, ThreadPlace};
+use crate::report::{add, EgressReport, FlowReport, Report, ReverseReport, ThreadPlace};
 use crate::reverse::Reverse;
 use crate::rx::{RxState, RxThread};
 
-/// A running bridge: RX threads reading the input interface, the PSPAT
-/// runtime shaping, dispatchers sending on the output interface, and a
-/// thread forwarding the reverse direction (crate docs).
+/// A running bridge: RX threads reading the input interface, one PSPAT
+/// runtime per egress interface shaping, dispatchers sending on the egress
+/// interfaces, and one thread per egress interface forwarding the reverse
+/// direction (crate docs).
 pub struct Bridge {
     cfg: BridgeConfig,
+    /// The egress interfaces, `output` first (rates and cores resolved).
+    egress: Vec<Egress>,
+    /// The egress interface of each flow.
+    egress_of: Arc<[u16]>,
     weights: Vec<u32>,
-    runtime: Option<Runtime<AfPacketTx>>,
+    /// One runtime per egress interface (taken on stop).
+    runtimes: Vec<Runtime<AfPacketTx>>,
+    /// The thread id of each runtime's arbiter, when it could be told.
+    arbiter_tids: Vec<Option<u32>>,
     stop: Arc<AtomicBool>,
     rx_threads: Vec<JoinHandle<Vec<Frame>>>,
-    reverse_thread: Option<JoinHandle<()>>,
+    reverse_threads: Vec<JoinHandle<()>>,
     rx: Vec<Arc<RxShared>>,
-    tx: Arc<Mutex<Vec<Arc<TxShared>>>>,
-    reverse: Option<Arc<ReverseShared>>,
+    /// The transmitters' counters, by egress interface.
+    tx: Vec<TxList>,
+    /// The reverse threads' counters, by egress interface.
+    reverse: Vec<Arc<ReverseShared>>,
     started: Instant,
     _pool: FramePool,
     frame_size: usize,
 }
 
+type TxList = Arc<Mutex<Vec<Arc<TxShared>>>>;
+
 impl std::fmt::Debug for Bridge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bridge")
             .field("input", &self.cfg.input)
-            .field("output", &self.cfg.output)
+            .field("egress", &self.egress)
             .finish()
     }
 }
@@ -57,16 +69,30 @@ fn interface_error<'a>(
     }
 }
 
-fn open_sender(cfg: &BridgeConfig) -> Result<Sender, BridgeError> {
+fn open_sender(cfg: &BridgeConfig, output: &str) -> Result<Sender, BridgeError> {
     let tx_cfg = TxConfig {
         qdisc_bypass: cfg.qdisc_bypass,
         ..TxConfig::default()
     };
-    let err = interface_error("output", &cfg.output);
+    let err = interface_error("output", output);
     Ok(match cfg.tx {
-        TxKind::Sendmmsg => Sender::Mmsg(PacketTx::open(&cfg.output, &tx_cfg).map_err(err)?),
-        TxKind::Ring => Sender::Ring(PacketTxRing::open(&cfg.output, &tx_cfg).map_err(err)?),
+        TxKind::Sendmmsg => Sender::Mmsg(PacketTx::open(output, &tx_cfg).map_err(err)?),
+        TxKind::Ring => Sender::Ring(PacketTxRing::open(output, &tx_cfg).map_err(err)?),
     })
+}
+
+/// Thread ids of this process's threads named `name`.
+fn tids_named(name: &str) -> BTreeSet<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return BTreeSet::new();
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .filter_map(|t| t.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect()
 }
 
 impl Bridge {
@@ -83,6 +109,8 @@ impl Bridge {
     /// `make_classifier(k)`. Every socket is opened (in the calling
     /// thread's network namespace) before any thread starts: when this
     /// returns `Ok`, the rings are open and frames are being forwarded.
+    /// Each egress interface gets its own scheduler built from `cfg.sched`
+    /// (over every flow; only the flows placed there use it).
     ///
     /// # Errors
     /// [`BridgeError`]: a field out of range, an interface missing, down,
@@ -93,7 +121,10 @@ impl Bridge {
         make_classifier: impl FnMut(usize) -> C,
     ) -> Result<Bridge, BridgeError> {
         let weights = cfg.flow_weights();
-        let build = |cfg: &BridgeConfig, out_max: usize| -> Result<AnyScheduler, BridgeError> {
+        let build = |cfg: &BridgeConfig,
+                     egress: &Egress,
+                     out_max: usize|
+         -> Result<AnyScheduler, BridgeError> {
             let lmax = (out_max + 4).min(65_535) as u32;
             let table = FlowTable::new(
                 weights
@@ -109,7 +140,7 @@ impl Bridge {
             // room while the bridge runs (the per-flow queue limit relies on it).
             sched_cfg.capacity = sched_cfg.capacity.max(cfg.descriptors * cfg.rx_threads);
             if sched_cfg.link_rate_bps.is_none() {
-                sched_cfg.link_rate_bps = cfg.rate_bps;
+                sched_cfg.link_rate_bps = egress.rate_bps;
             }
             Ok(sched_cfg.build(table)?)
         };
@@ -128,10 +159,12 @@ impl Bridge {
     /// the scheduler does not know is dropped by the arbiter
     /// (`unknown_flow`), both counted. The scheduler should hold every
     /// descriptor (`cfg.descriptors × cfg.rx_threads` packets) so that it
-    /// never refuses one for lack of room.
+    /// never refuses one for lack of room. One scheduler drives one link:
+    /// `cfg.extra_outputs` must be empty.
     ///
     /// # Errors
-    /// As [`Bridge::start_with`].
+    /// As [`Bridge::start_with`]; [`BridgeError::Config`] (`extra_outputs`)
+    /// with several egress interfaces.
     pub fn start_custom<S, C>(
         cfg: BridgeConfig,
         sched: S,
@@ -142,13 +175,35 @@ impl Bridge {
         S: Scheduler + Send + 'static,
         C: Classifier,
     {
-        Bridge::start_inner(cfg, |_, _| Ok(sched), tune, make_classifier)
+        if !cfg.extra_outputs.is_empty() {
+            return Err(BridgeError::Config {
+                field: "extra_outputs",
+                message: "a caller-built scheduler drives one egress interface".into(),
+            });
+        }
+        let mut sched = Some(sched);
+        let mut tune = Some(tune);
+        Bridge::start_inner(
+            cfg,
+            move |_, _, _| {
+                sched.take().ok_or_else(|| BridgeError::Config {
+                    field: "extra_outputs",
+                    message: "a caller-built scheduler drives one egress interface".into(),
+                })
+            },
+            move |rt| {
+                if let Some(t) = tune.take() {
+                    t(rt);
+                }
+            },
+            make_classifier,
+        )
     }
 
     fn start_inner<S, C>(
         cfg: BridgeConfig,
-        build: impl FnOnce(&BridgeConfig, usize) -> Result<S, BridgeError>,
-        tune: impl FnOnce(&mut RuntimeConfig),
+        mut build: impl FnMut(&BridgeConfig, &Egress, usize) -> Result<S, BridgeError>,
+        mut tune: impl FnMut(&mut RuntimeConfig),
         mut make_classifier: impl FnMut(usize) -> C,
     ) -> Result<Bridge, BridgeError>
     where
@@ -158,13 +213,28 @@ impl Bridge {
         cfg.validate()?;
         let flows = cfg.flows as usize;
         let weights = cfg.flow_weights();
-        // Sockets first: the output's MTU sizes the frames.
+        let egress = cfg.egress();
+        let ne = egress.len();
+        let egress_of: Arc<[u16]> = crate::egress::placement(&cfg)?
+            .into_iter()
+            .map(|e| e as u16)
+            .collect();
+        // Sockets first: the egress interfaces' MTUs size the frames (the
+        // smallest one bounds every frame, whichever interface it takes).
         let nsend = cfg.dispatchers.max(1);
-        let mut senders = VecDeque::with_capacity(nsend);
-        for _ in 0..nsend {
-            senders.push_back(open_sender(&cfg)?);
+        let mut senders: Vec<VecDeque<Sender>> = Vec::with_capacity(ne);
+        for e in &egress {
+            let mut list = VecDeque::with_capacity(nsend);
+            for _ in 0..nsend {
+                list.push_back(open_sender(&cfg, &e.interface)?);
+            }
+            senders.push(list);
         }
-        let out_max = senders.front().map_or(1514, Sender::max_frame);
+        let out_max = senders
+            .iter()
+            .filter_map(|l| l.front().map(Sender::max_frame))
+            .min()
+            .unwrap_or(1514);
         // Blocks handed over after 1 ms at most: the latency a lone frame
         // gets from the ring.
         let rx_cfg = RxConfig {
@@ -180,75 +250,100 @@ impl Bridge {
                     .map_err(interface_error("input", &cfg.input))?,
             );
         }
-        let reverse_sockets = if cfg.reverse {
-            let reverse_rx = RxConfig {
-                block_timeout: std::time::Duration::from_millis(1),
-                promiscuous: true,
-                ..RxConfig::default()
-            };
-            let rx = PacketRx::open(&cfg.output, &reverse_rx)
-                .map_err(interface_error("output", &cfg.output))?;
-            let tx_cfg = TxConfig {
-                qdisc_bypass: cfg.qdisc_bypass,
-                ..TxConfig::default()
-            };
-            let tx = PacketTx::open(&cfg.input, &tx_cfg)
-                .map_err(interface_error("input", &cfg.input))?;
-            Some((rx, tx))
-        } else {
-            None
-        };
+        let mut reverse_sockets = Vec::new();
+        if cfg.reverse {
+            for e in &egress {
+                let reverse_rx = RxConfig {
+                    block_timeout: std::time::Duration::from_millis(1),
+                    promiscuous: true,
+                    ..RxConfig::default()
+                };
+                let rx = PacketRx::open(&e.interface, &reverse_rx)
+                    .map_err(interface_error("output", &e.interface))?;
+                let tx_cfg = TxConfig {
+                    qdisc_bypass: cfg.qdisc_bypass,
+                    ..TxConfig::default()
+                };
+                let tx = PacketTx::open(&cfg.input, &tx_cfg)
+                    .map_err(interface_error("input", &cfg.input))?;
+                reverse_sockets.push((rx, tx));
+            }
+        }
         // A frame holds the longest frame the output takes, VLAN tag
         // included.
         let frame_size = (out_max + 4).next_multiple_of(pspat_io::frames::FRAME_ALIGN);
         let d = cfg.descriptors;
-        let mut pool = FramePool::new(d * cfg.rx_threads, frame_size)?;
+        let mut pool = FramePool::new(d * cfg.rx_threads * ne, frame_size)?;
         let arena = Arc::clone(pool.arena());
-        let sched = build(&cfg, out_max)?;
-        let mut rt_cfg = RuntimeConfig::default();
-        rt_cfg.max_clients = cfg.rx_threads;
-        rt_cfg.descriptors_per_client = d;
-        rt_cfg.dispatchers = cfg.dispatchers;
-        rt_cfg.rate_bps = cfg.rate_bps;
-        rt_cfg.arbiter_core = cfg.arbiter_cpu;
-        rt_cfg.dispatcher_core = cfg.dispatcher_cpu;
-        rt_cfg.shutdown = ShutdownPolicy::Drain {
-            deadline: cfg.drain,
-        };
-        tune(&mut rt_cfg);
-        let tx_list: Arc<Mutex<Vec<Arc<TxShared>>>> = Arc::new(Mutex::new(Vec::new()));
-        let factory = {
-            let tx_list = Arc::clone(&tx_list);
-            let arena = Arc::clone(&arena);
-            let rx_threads = cfg.rx_threads;
-            move |_owner: TxOwner| {
-                let counters = Arc::new(TxShared::new(rx_threads, flows));
-                if let Ok(mut list) = tx_list.lock() {
-                    list.push(Arc::clone(&counters));
+        let mut runtimes = Vec::with_capacity(ne);
+        let mut arbiter_tids = Vec::with_capacity(ne);
+        let mut tx_lists: Vec<TxList> = Vec::with_capacity(ne);
+        for (e, mut senders) in egress.iter().zip(senders) {
+            let sched = build(&cfg, e, out_max)?;
+            let mut rt_cfg = RuntimeConfig::default();
+            rt_cfg.max_clients = cfg.rx_threads;
+            rt_cfg.descriptors_per_client = d;
+            rt_cfg.dispatchers = cfg.dispatchers;
+            rt_cfg.rate_bps = e.rate_bps;
+            rt_cfg.arbiter_core = e.arbiter_cpu;
+            rt_cfg.dispatcher_core = cfg.dispatcher_cpu;
+            rt_cfg.shutdown = ShutdownPolicy::Drain {
+                deadline: cfg.drain,
+            };
+            tune(&mut rt_cfg);
+            let tx_list: TxList = Arc::new(Mutex::new(Vec::new()));
+            let factory = {
+                let tx_list = Arc::clone(&tx_list);
+                let arena = Arc::clone(&arena);
+                let rx_threads = cfg.rx_threads;
+                move |_owner: TxOwner| {
+                    let counters = Arc::new(TxShared::new(rx_threads, flows));
+                    if let Ok(mut list) = tx_list.lock() {
+                        list.push(Arc::clone(&counters));
+                    }
+                    AfPacketTx::new(senders.pop_front(), Arc::clone(&arena), counters)
                 }
-                AfPacketTx::new(senders.pop_front(), Arc::clone(&arena), counters)
-            }
-        };
-        let runtime = Runtime::start(rt_cfg, sched, factory)?;
+            };
+            // The new arbiter is the thread of that name that was not there
+            // before (unknown if another runtime starts at the same time).
+            let before = tids_named("pspat-arbiter");
+            runtimes.push(Runtime::start(rt_cfg, sched, factory)?);
+            let new: Vec<u32> = tids_named("pspat-arbiter")
+                .difference(&before)
+                .copied()
+                .collect();
+            arbiter_tids.push(match new.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            });
+            tx_lists.push(tx_list);
+        }
         let stop = Arc::new(AtomicBool::new(false));
-        let tx = tx_list.lock().map(|l| l.clone()).unwrap_or_default();
-        // Frame k·D + s belongs to RX thread k's slot s.
-        let mut tokens: Vec<Vec<Option<Frame>>> = (0..cfg.rx_threads)
-            .map(|_| (0..d).map(|_| None).collect())
+        let tx: Vec<Vec<Arc<TxShared>>> = tx_lists
+            .iter()
+            .map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
+            .collect();
+        // Frame (k·E + e)·D + s belongs to RX thread k's slot s on egress e.
+        let mut tokens: Vec<Vec<Vec<Option<Frame>>>> = (0..cfg.rx_threads)
+            .map(|_| (0..ne).map(|_| (0..d).map(|_| None).collect()).collect())
             .collect();
         while let Some(frame) = pool.alloc() {
             let i = frame.index() as usize;
-            tokens[i / d][i % d] = Some(frame);
+            let (group, s) = (i / d, i % d);
+            tokens[group / ne][group % ne][s] = Some(frame);
         }
         let mut bridge = Bridge {
             weights,
-            runtime: Some(runtime),
+            egress,
+            egress_of: Arc::clone(&egress_of),
+            runtimes,
+            arbiter_tids,
             stop: Arc::clone(&stop),
             rx_threads: Vec::new(),
-            reverse_thread: None,
+            reverse_threads: Vec::new(),
             rx: Vec::new(),
-            tx: tx_list,
-            reverse: None,
+            tx: tx_lists,
+            reverse: Vec::new(),
             started: Instant::now(),
             _pool: pool,
             frame_size,
@@ -256,15 +351,16 @@ impl Bridge {
         };
         let limits = ParseLimits::for_mtu(out_max.saturating_sub(14));
         for (k, (rx, tokens)) in rxs.into_iter().zip(tokens).enumerate() {
-            let Some(rt) = bridge.runtime.as_ref() else {
-                break;
-            };
-            let client = rt.client()?;
-            if client.id() as usize != k {
-                return Err(BridgeError::Runtime(pspat::RuntimeError::Thread {
-                    what: format!("RX thread {k}"),
-                    reason: format!("runtime client id {} instead of {k}", client.id()),
-                }));
+            let mut clients = Vec::with_capacity(ne);
+            for rt in &bridge.runtimes {
+                let client = rt.client()?;
+                if client.id() as usize != k {
+                    return Err(BridgeError::Runtime(pspat::RuntimeError::Thread {
+                        what: format!("RX thread {k}"),
+                        reason: format!("runtime client id {} instead of {k}", client.id()),
+                    }));
+                }
+                clients.push(client);
             }
             let counters = Arc::new(RxShared::new(flows));
             bridge.rx.push(Arc::clone(&counters));
@@ -273,12 +369,13 @@ impl Bridge {
                 rx,
                 st: RxState {
                     index: k,
-                    client,
+                    clients,
                     classifier: make_classifier(k),
                     arena: Arc::clone(&arena),
                     tokens,
                     counters,
                     tx: tx.clone(),
+                    egress_of: Arc::clone(&egress_of),
                     flows,
                     queue_limit: u64::from(bridge.cfg.queue_limit),
                     out_max,
@@ -296,21 +393,25 @@ impl Bridge {
                 .map_err(|source| BridgeError::Spawn { name, source })?;
             bridge.rx_threads.push(handle);
         }
-        if let Some((rx, tx)) = reverse_sockets {
+        for (e, (rx, tx)) in reverse_sockets.into_iter().enumerate() {
             let counters = Arc::new(ReverseShared::default());
-            bridge.reverse = Some(Arc::clone(&counters));
+            bridge.reverse.push(Arc::clone(&counters));
             let reverse = Reverse {
                 rx,
                 tx,
                 counters,
                 stop: Arc::clone(&stop),
             };
-            let name = "pspat-reverse".to_string();
+            let name = if ne == 1 {
+                "pspat-reverse".to_string()
+            } else {
+                format!("pspat-reverse-{e}")
+            };
             let handle = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || reverse.run())
                 .map_err(|source| BridgeError::Spawn { name, source })?;
-            bridge.reverse_thread = Some(handle);
+            bridge.reverse_threads.push(handle);
         }
         Ok(bridge)
     }
@@ -320,20 +421,39 @@ impl Bridge {
         &self.cfg
     }
 
+    /// The egress interfaces, the output interface first, with their rates
+    /// and arbiter cores resolved.
+    pub fn egress(&self) -> &[Egress] {
+        &self.egress
+    }
+
+    /// The egress interface (position in [`Bridge::egress`]) of each flow.
+    pub fn egress_of(&self) -> &[u16] {
+        &self.egress_of
+    }
+
     /// Bytes per frame buffer (the output's longest frame, rounded up).
     pub fn frame_size(&self) -> usize {
         self.frame_size
     }
 
-    /// The first error that ended one of its threads (the input or output
-    /// interface went down or away), if any: the bridge should be stopped.
+    fn tx_counters(&self) -> Vec<Vec<Arc<TxShared>>> {
+        self.tx
+            .iter()
+            .map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
+            .collect()
+    }
+
+    /// The first error that ended one of its threads (the input or an
+    /// output interface went down or away), if any: the bridge should be
+    /// stopped.
     pub fn failure(&self) -> Option<String> {
-        let tx = self.tx.lock().map(|l| l.clone()).unwrap_or_default();
+        let tx = self.tx_counters();
         let slots = self
             .rx
             .iter()
             .map(|r| &r.error)
-            .chain(tx.iter().map(|t| &t.error))
+            .chain(tx.iter().flatten().map(|t| &t.error))
             .chain(self.reverse.iter().map(|r| &r.error));
         for slot in slots {
             if slot.is_set() {
@@ -345,13 +465,13 @@ impl Bridge {
 
     /// The counters now (module [`crate::report`]).
     pub fn report(&self) -> Report {
-        let stats = self.runtime.as_ref().map(Runtime::stats);
-        let mut r = self.collect(stats.as_ref(), false);
+        let mut r = self.collect(None, false);
         r.threads = self.threads();
         r
     }
 
     fn threads(&self) -> Vec<ThreadPlace> {
+        let one = self.egress.len() == 1;
         let mut out: Vec<ThreadPlace> = self
             .rx
             .iter()
@@ -361,37 +481,50 @@ impl Bridge {
                 cpu: read_cpu(&r.cpu),
             })
             .collect();
-        out.push(ThreadPlace {
-            thread: "arbiter".into(),
-            cpu: thread_cpu("pspat-arbiter"),
-        });
-        let tx = self.tx.lock().map(|l| l.clone()).unwrap_or_default();
-        for (d, t) in tx.iter().enumerate() {
+        for (e, tid) in self.arbiter_tids.iter().enumerate() {
             out.push(ThreadPlace {
-                thread: if self.cfg.dispatchers == 0 {
-                    "arbiter (transmitting)".into()
+                thread: if one {
+                    "arbiter".into()
                 } else {
-                    format!("dispatcher-{d}")
+                    format!("arbiter-{e}")
                 },
-                cpu: read_cpu(&t.cpu),
+                cpu: tid.and_then(tid_cpu),
             });
         }
-        if let Some(r) = &self.reverse {
+        for (e, list) in self.tx_counters().iter().enumerate() {
+            for (d, t) in list.iter().enumerate() {
+                let thread = match (self.cfg.dispatchers, one) {
+                    (0, true) => "arbiter (transmitting)".into(),
+                    (0, false) => format!("arbiter-{e} (transmitting)"),
+                    (_, true) => format!("dispatcher-{d}"),
+                    (_, false) => format!("dispatcher-{e}.{d}"),
+                };
+                out.push(ThreadPlace {
+                    thread,
+                    cpu: read_cpu(&t.cpu),
+                });
+            }
+        }
+        for (e, r) in self.reverse.iter().enumerate() {
             out.push(ThreadPlace {
-                thread: "reverse".into(),
+                thread: if one {
+                    "reverse".into()
+                } else {
+                    format!("reverse-{e}")
+                },
                 cpu: read_cpu(&r.cpu),
             });
         }
         out
     }
 
-    /// Stops reading, drains what the runtime holds (at the link rate, for
+    /// Stops reading, drains what the runtimes hold (at the link rates, for
     /// at most the configured drain time, then drops the rest with reason
     /// `shutdown`), joins every thread and returns the final counters
     /// (`in_flight == 0`; [`Report::error`] names a lost interface).
     ///
     /// # Errors
-    /// [`BridgeError::Runtime`] when the runtime could not shut down or an
+    /// [`BridgeError::Runtime`] when a runtime could not shut down or an
     /// RX thread panicked.
     pub fn stop(mut self) -> Result<Report, BridgeError> {
         let threads = self.threads();
@@ -405,33 +538,54 @@ impl Bridge {
                 Err(_) => panicked = Some(format!("RX thread {k}")),
             }
         }
-        if let Some(h) = self.reverse_thread.take() {
+        for h in self.reverse_threads.drain(..) {
             if h.join().is_err() {
                 panicked = Some("reverse thread".into());
             }
         }
-        let Some(rt) = self.runtime.take() else {
+        if self.runtimes.is_empty() {
             return Err(BridgeError::Runtime(pspat::RuntimeError::Closed));
-        };
-        let finished = rt.shutdown()?;
-        drop(finished.backends);
+        }
+        let mut stats = Vec::with_capacity(self.runtimes.len());
+        let mut runtime_error = None;
+        let mut first_failure = None;
+        for rt in std::mem::take(&mut self.runtimes) {
+            match rt.shutdown() {
+                Ok(finished) => {
+                    drop(finished.backends);
+                    stats.push(finished.stats);
+                    if runtime_error.is_none() {
+                        runtime_error = finished.error.map(|e| e.to_string());
+                    }
+                }
+                Err(e) => {
+                    first_failure.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_failure {
+            return Err(BridgeError::Runtime(e));
+        }
         if let Some(what) = panicked {
             return Err(BridgeError::Runtime(pspat::RuntimeError::Thread {
                 what,
                 reason: "panicked".into(),
             }));
         }
-        let mut r = self.collect(Some(&finished.stats), true);
+        let mut r = self.collect(Some(&stats), true);
         if r.error.is_none() {
-            r.error = finished.error.map(|e| e.to_string());
+            r.error = runtime_error;
         }
         r.threads = threads;
         Ok(r)
     }
 
-    fn collect(&self, stats: Option<&Stats>, final_report: bool) -> Report {
+    /// The counters: live (`stats` is `None`), or final with every
+    /// runtime's final statistics (by egress interface).
+    fn collect(&self, stats: Option<&[Stats]>, final_report: bool) -> Report {
         let flows = self.cfg.flows as usize;
-        let tx = self.tx.lock().map(|l| l.clone()).unwrap_or_default();
+        let ne = self.egress.len();
+        let tx = self.tx_counters();
         let mut r = Report {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             final_report,
@@ -442,28 +596,42 @@ impl Bridge {
             .map(|f| FlowReport {
                 flow: f as u32,
                 weight: self.weights.get(f).copied().unwrap_or(1),
+                egress: self.egress[usize::from(self.egress_of[f])]
+                    .interface
+                    .clone(),
                 ..FlowReport::default()
             })
             .collect();
-        let mut tx_total = 0u64;
-        for t in &tx {
-            for (f, flow) in fl.iter_mut().enumerate() {
-                flow.transmitted += t.sent[f].read();
-                flow.bytes += t.sent_bytes[f].read();
-                for reason in TxReason::ALL {
-                    let n = t.drops[f * NTX + reason as usize].read();
-                    add(&mut flow.dropped, reason.name(), n);
-                    add(&mut r.dropped, reason.name(), n);
-                    tx_total += n;
+        let mut tx_total = vec![0u64; ne];
+        for (e, list) in tx.iter().enumerate() {
+            for t in list {
+                for (f, flow) in fl.iter_mut().enumerate() {
+                    flow.transmitted += t.sent[f].read();
+                    flow.bytes += t.sent_bytes[f].read();
+                    for reason in TxReason::ALL {
+                        let n = t.drops[f * NTX + reason as usize].read();
+                        add(&mut flow.dropped, reason.name(), n);
+                        add(&mut r.dropped, reason.name(), n);
+                        tx_total[e] += n;
+                    }
                 }
             }
         }
-        let arbiter = stats.map(Stats::dropped_by_reason).unwrap_or_default();
-        let arbiter_total: u64 = arbiter.values().sum();
-        for (reason, n) in &arbiter {
+        let arbiter: Vec<BTreeMap<String, u64>> = (0..ne)
+            .map(|e| {
+                stats
+                    .and_then(|s| s.get(e))
+                    .map(Stats::dropped_by_reason)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut arbiter_all = BTreeMap::new();
+        for (reason, n) in arbiter.iter().flatten() {
             add(&mut r.dropped, reason, *n);
+            add(&mut arbiter_all, reason, *n);
         }
         let mut rx_admitted = 0u64;
+        let mut rx_flow_dropped = vec![0u64; flows];
         for c in &self.rx {
             let frames = c.frames.read();
             r.received += frames;
@@ -491,11 +659,9 @@ impl Bridge {
                 flow.received += c.received[f].read();
                 flow.received_bytes += c.received_bytes[f].read();
                 for reason in RxReason::ALL {
-                    add(
-                        &mut flow.dropped,
-                        reason.name(),
-                        c.flow_drops[f * NRX + reason as usize].read(),
-                    );
+                    let n = c.flow_drops[f * NRX + reason as usize].read();
+                    add(&mut flow.dropped, reason.name(), n);
+                    rx_flow_dropped[f] += n;
                 }
             }
         }
@@ -506,33 +672,46 @@ impl Bridge {
         r.in_flight = r.received.saturating_sub(r.transmitted + r.dropped_total);
         // One arbiter reason names the per-flow arbiter drops; several are
         // lumped as `arbiter`.
-        let arbiter_name = match arbiter.keys().collect::<Vec<_>>().as_slice() {
+        let arbiter_name = match arbiter_all.keys().collect::<Vec<_>>().as_slice() {
             [one] => (*one).clone(),
             _ => "arbiter".to_string(),
         };
-        let mut residual_total = 0u64;
-        for flow in &mut fl {
+        let mut residual = vec![0u64; ne];
+        let mut admitted = vec![0u64; ne];
+        for (f, flow) in fl.iter_mut().enumerate() {
+            let e = usize::from(self.egress_of[f]);
+            admitted[e] += flow.received.saturating_sub(rx_flow_dropped[f]);
             let gone = flow.transmitted + flow.dropped.values().sum::<u64>();
             conserved &= flow.received >= gone;
-            let residual = flow.received.saturating_sub(gone);
+            let rest = flow.received.saturating_sub(gone);
             if final_report {
-                add(&mut flow.dropped, &arbiter_name, residual);
-                residual_total += residual;
+                add(&mut flow.dropped, &arbiter_name, rest);
+                residual[e] += rest;
             } else {
-                flow.in_flight = residual;
+                flow.in_flight = rest;
             }
         }
         if final_report {
-            // The runtime's own accounts must agree with the bridge's.
-            if let Some(s) = stats {
-                conserved &= s.conserved()
-                    && s.in_flight == 0
-                    && r.in_flight == 0
-                    && residual_total == arbiter_total
-                    && s.submitted == rx_admitted
-                    && s.transmitted == r.transmitted + tx_total;
+            // The runtimes' own accounts must agree with the bridge's.
+            match stats {
+                Some(s) if s.len() == ne => {
+                    conserved &= r.in_flight == 0 && admitted.iter().sum::<u64>() == rx_admitted;
+                    for (e, s) in s.iter().enumerate() {
+                        let sent: u64 = tx[e]
+                            .iter()
+                            .map(|t| (0..flows).map(|f| t.sent[f].read()).sum::<u64>())
+                            .sum();
+                        conserved &= s.conserved()
+                            && s.in_flight == 0
+                            && residual[e] == arbiter[e].values().sum::<u64>()
+                            && s.submitted == admitted[e]
+                            && s.transmitted == sent + tx_total[e];
+                    }
+                }
+                _ => conserved = false,
             }
         }
+        r.egress = self.egress_reports(&fl);
         r.conserved = conserved;
         r.flows = fl;
         r.reverse = self.reverse_report();
@@ -540,32 +719,69 @@ impl Bridge {
         r
     }
 
+    /// Per egress interface, the sums over its flows.
+    fn egress_reports(&self, fl: &[FlowReport]) -> Vec<EgressReport> {
+        let weights = crate::egress::egress_weights(&self.egress);
+        let wsum: f64 = weights.iter().sum();
+        let mut out: Vec<EgressReport> = self
+            .egress
+            .iter()
+            .zip(&weights)
+            .map(|(e, w)| EgressReport {
+                interface: e.interface.clone(),
+                rate_bps: e.rate_bps,
+                weight_share: w / wsum,
+                ..EgressReport::default()
+            })
+            .collect();
+        for (f, flow) in fl.iter().enumerate() {
+            let g = &mut out[usize::from(self.egress_of[f])];
+            g.flows += 1;
+            g.received += flow.received;
+            g.transmitted += flow.transmitted;
+            g.bytes += flow.bytes;
+            g.in_flight += flow.in_flight;
+            for (reason, n) in &flow.dropped {
+                add(&mut g.dropped, reason, *n);
+            }
+        }
+        for g in &mut out {
+            g.dropped_total = g.dropped.values().sum();
+        }
+        out
+    }
+
+    /// The reverse direction, summed over the egress interfaces.
     fn reverse_report(&self) -> ReverseReport {
-        let Some(c) = &self.reverse else {
+        if self.reverse.is_empty() {
             return ReverseReport::default();
-        };
-        let mut dropped = BTreeMap::new();
-        // Sends first, receipts last (as in `collect`).
-        let transmitted = c.sent.read();
-        let bytes = c.sent_bytes.read();
-        for reason in RxReason::ALL {
-            add(&mut dropped, reason.name(), c.drops[reason as usize].read());
         }
-        for reason in TxReason::ALL {
-            add(
-                &mut dropped,
-                reason.name(),
-                c.drops[NRX + reason as usize].read(),
-            );
-        }
-        ReverseReport {
+        let mut out = ReverseReport {
             enabled: true,
-            received: c.received.read(),
-            transmitted,
-            bytes,
-            dropped,
-            not_received: c.kernel_drops.read(),
+            ..ReverseReport::default()
+        };
+        for c in &self.reverse {
+            // Sends first, receipts last (as in `collect`).
+            out.transmitted += c.sent.read();
+            out.bytes += c.sent_bytes.read();
+            for reason in RxReason::ALL {
+                add(
+                    &mut out.dropped,
+                    reason.name(),
+                    c.drops[reason as usize].read(),
+                );
+            }
+            for reason in TxReason::ALL {
+                add(
+                    &mut out.dropped,
+                    reason.name(),
+                    c.drops[NRX + reason as usize].read(),
+                );
+            }
+            out.received += c.received.read();
+            out.not_received += c.kernel_drops.read();
         }
+        out
     }
 }
 
@@ -577,32 +793,22 @@ impl Drop for Bridge {
         for h in self.rx_threads.drain(..) {
             let _ = h.join();
         }
-        if let Some(h) = self.reverse_thread.take() {
+        for h in self.reverse_threads.drain(..) {
             let _ = h.join();
         }
-        if let Some(rt) = self.runtime.take() {
+        for rt in self.runtimes.drain(..) {
             let _ = rt.shutdown();
         }
     }
 }
 
-/// The CPU a thread of this process named `name` last ran on
-/// (`/proc/self/task/*/stat`, field 39), if it can be read.
-fn thread_cpu(name: &str) -> Option<usize> {
-    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    for task in tasks.flatten() {
-        let path = task.path();
-        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(path.join("stat")).ok()?;
-        // Fields after the command (which may hold spaces) start at field 3.
-        let rest = stat.rsplit_once(')')?.1;
-        return rest
-            .split_whitespace()
-            .nth(39 - 3)
-            .and_then(|c| c.parse().ok());
-    }
-    None
+/// The CPU thread `tid` of this process last ran on
+/// (`/proc/self/task/<tid>/stat`, field 39), if it can be read.
+fn tid_cpu(tid: u32) -> Option<usize> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace()
+        .nth(39 - 3)
+        .and_then(|c| c.parse().ok())
 }

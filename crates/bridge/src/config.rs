@@ -13,6 +13,34 @@ pub const MAX_FLOWS: u32 = 65_536;
 /// The most RX threads (and so runtime clients) a bridge runs.
 pub const MAX_RX_THREADS: usize = 64;
 
+/// The most egress interfaces a bridge shares its flows over.
+pub const MAX_EGRESS: usize = 16;
+
+/// An egress interface beside the first ([`BridgeConfig::output`]): a bridge
+/// with several shares its flows over them by weighted HRW on their rates
+/// (crate [`crate::egress`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Egress {
+    /// The interface's name.
+    pub interface: String,
+    /// Its emulated rate in bit/s; `None`: the bridge's
+    /// [`BridgeConfig::rate_bps`].
+    pub rate_bps: Option<u64>,
+    /// Core to pin its arbiter to; `None`: [`BridgeConfig::arbiter_cpu`].
+    pub arbiter_cpu: Option<usize>,
+}
+
+impl Egress {
+    /// An egress interface with the bridge's rate and arbiter core.
+    pub fn new(interface: impl Into<String>) -> Self {
+        Egress {
+            interface: interface.into(),
+            rate_bps: None,
+            arbiter_cpu: None,
+        }
+    }
+}
+
 /// What the RX threads do with a frame that does not parse (not IP, a
 /// truncated or malformed header).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,8 +114,14 @@ pub struct BridgeConfig {
     /// The interface frames are read from and shaped.
     pub input: String,
     /// The interface shaped frames are sent on (and, in the reverse
-    /// direction, read from).
+    /// direction, read from); the first egress interface when there are
+    /// several ([`BridgeConfig::extra_outputs`]).
     pub output: String,
+    /// Further egress interfaces: the flows are shared over `output` and
+    /// these by weighted HRW on their rates, each interface with its own
+    /// runtime (arbiter, dispatchers, frames). Empty: one egress. At most
+    /// [`MAX_EGRESS`] in all.
+    pub extra_outputs: Vec<Egress>,
     /// RX threads on `input`, 1..=64; more than one share the traffic by
     /// flow hash (`PACKET_FANOUT`). Each is one runtime client.
     pub rx_threads: usize,
@@ -95,8 +129,9 @@ pub struct BridgeConfig {
     pub dispatchers: usize,
     /// The scheduling algorithm and its parameters.
     pub sched: SchedulerConfig,
-    /// The emulated link rate in bit/s; `None` forwards unshaped (the
-    /// scheduler still orders the flows).
+    /// The emulated link rate in bit/s (of `output`, and of every extra
+    /// egress that names none); `None` forwards unshaped (the scheduler
+    /// still orders the flows).
     pub rate_bps: Option<u64>,
     /// Flows the built-in classifier maps frames into, 1..=65536.
     pub flows: u32,
@@ -123,7 +158,8 @@ pub struct BridgeConfig {
     pub descriptors: usize,
     /// Forward the reverse direction (`output` to `input`, unshaped) too.
     pub reverse: bool,
-    /// Core to pin the arbiter to.
+    /// Core to pin the arbiter to (of `output`, and of every extra egress
+    /// that names none).
     pub arbiter_cpu: Option<usize>,
     /// Core to pin the dispatchers to.
     pub dispatcher_cpu: Option<usize>,
@@ -148,6 +184,7 @@ impl BridgeConfig {
         BridgeConfig {
             input: input.into(),
             output: output.into(),
+            extra_outputs: Vec::new(),
             rx_threads: 1,
             dispatchers: 1,
             sched: SchedulerConfig::default(),
@@ -179,6 +216,22 @@ impl BridgeConfig {
         }
     }
 
+    /// Every egress interface, `output` first, with its rate and arbiter
+    /// core resolved (an extra egress without its own takes the bridge's).
+    pub fn egress(&self) -> Vec<Egress> {
+        std::iter::once(Egress {
+            interface: self.output.clone(),
+            rate_bps: self.rate_bps,
+            arbiter_cpu: self.arbiter_cpu,
+        })
+        .chain(self.extra_outputs.iter().map(|e| Egress {
+            interface: e.interface.clone(),
+            rate_bps: e.rate_bps.or(self.rate_bps),
+            arbiter_cpu: e.arbiter_cpu.or(self.arbiter_cpu),
+        }))
+        .collect()
+    }
+
     /// Checks every field (not the interfaces: [`crate::Bridge::start`]
     /// does when it opens them).
     ///
@@ -195,6 +248,44 @@ impl BridgeConfig {
                     self.input
                 ),
             );
+        }
+        let egress = self.egress();
+        if egress.len() > MAX_EGRESS {
+            return bad(
+                "output",
+                format!(
+                    "at most {MAX_EGRESS} egress interfaces, got {}",
+                    egress.len()
+                ),
+            );
+        }
+        for (i, e) in egress.iter().enumerate() {
+            if e.interface == self.input {
+                return bad(
+                    "output",
+                    format!(
+                        "the input and output interfaces are both {:?}: they must differ",
+                        self.input
+                    ),
+                );
+            }
+            if egress[..i].iter().any(|o| o.interface == e.interface) {
+                return bad(
+                    "output",
+                    format!("egress interface {:?} given twice", e.interface),
+                );
+            }
+        }
+        if egress.len() > 1 {
+            let limited = egress.iter().filter(|e| e.rate_bps.is_some()).count();
+            if limited != 0 && limited != egress.len() {
+                return bad(
+                    "output",
+                    "give a rate to every egress interface or to none: the rates weigh the \
+                     placement of flows"
+                        .into(),
+                );
+            }
         }
         if !(1..=MAX_RX_THREADS).contains(&self.rx_threads) {
             return bad(
@@ -238,12 +329,21 @@ impl BridgeConfig {
                 ),
             );
         }
-        if let Some(r) = self.rate_bps {
-            let range = pspat_sched::rate::MIN_RATE_BPS..=pspat_sched::rate::MAX_RATE_BPS;
-            if !range.contains(&r) {
+        let range = pspat_sched::rate::MIN_RATE_BPS..=pspat_sched::rate::MAX_RATE_BPS;
+        for e in &egress {
+            if let Some(r) = e.rate_bps.filter(|r| !range.contains(r)) {
+                let at = if egress.len() > 1 {
+                    format!(" (egress {})", e.interface)
+                } else {
+                    String::new()
+                };
                 return bad(
                     "rate",
-                    format!("must be {}..={} bit/s, got {r}", range.start(), range.end()),
+                    format!(
+                        "must be {}..={} bit/s, got {r}{at}",
+                        range.start(),
+                        range.end()
+                    ),
                 );
             }
         }

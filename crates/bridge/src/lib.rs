@@ -12,6 +12,11 @@
 //!  --out ─▶ reverse thread (ring, sendmmsg) ─▶ --in                       (unshaped)
 //! ```
 //!
+//! With several egress interfaces ([`BridgeConfig::extra_outputs`]) each
+//! has its own runtime (arbiter, dispatchers) and reverse thread, and every
+//! flow is placed on one of them by weighted HRW on their rates
+//! ([`egress`]); an RX thread holds one runtime client per interface.
+//!
 //! # Guarantees
 //! * **One copy**: a frame is copied once, from the RX ring into its pool
 //!   frame; `sendmmsg` sends from the pool (the TX ring copies once more,
@@ -23,7 +28,8 @@
 //!   [`Bridge::stop`] `in_flight == 0`, also when an interface was lost.
 //!   The kernel's own ring drops are reported apart (`not_received`).
 //! * **Order**: frames of one flow read by one RX thread leave in arrival
-//!   order (the runtime's per-client, per-flow order).
+//!   order (the runtime's per-client, per-flow order; a flow uses one egress
+//!   interface for the bridge's life).
 //! * **Weighted shares**: each flow has its own queue limit
 //!   ([`BridgeConfig::queue_limit`]), so under overload every flow stays
 //!   backlogged and the scheduler's weights decide the shares.
@@ -50,6 +56,7 @@ mod bridge;
 mod classify;
 mod config;
 mod counters;
+pub mod egress;
 pub mod report;
 mod reverse;
 mod rx;
@@ -57,6 +64,8 @@ mod rx;
 pub use backend::{AfPacketTx, Sender};
 pub use bridge::Bridge;
 pub use classify::{Classifier, HashClassifier, Verdict};
-pub use config::{BridgeConfig, BridgeError, TxKind, Unparsed, MAX_FLOWS, MAX_RX_THREADS};
+pub use config::{
+    BridgeConfig, BridgeError, Egress, TxKind, Unparsed, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS,
+};
 pub use counters::{RxReason, TxReason};
-pub use report::{FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};
+pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};

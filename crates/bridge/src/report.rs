@@ -26,6 +26,9 @@ pub struct FlowReport {
     pub flow: u32,
     /// Its weight.
     pub weight: u32,
+    /// The egress interface that carries it (the output interface when
+    /// there is one).
+    pub egress: String,
     /// Frames classified into it.
     pub received: u64,
     /// Their bytes.
@@ -66,6 +69,35 @@ pub struct ParseReport {
     pub refused: BTreeMap<String, u64>,
 }
 
+/// One egress interface's totals: the sums over the flows placed on it
+/// (each flow has one egress), so frames dropped before classification are
+/// in none. Conservation per interface: `received = transmitted + dropped +
+/// in_flight`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct EgressReport {
+    /// The interface.
+    pub interface: String,
+    /// Its emulated rate in bit/s (`None`: unlimited).
+    pub rate_bps: Option<u64>,
+    /// The share of flows weighted HRW gives it: its rate over the sum
+    /// (equal shares when unshaped).
+    pub weight_share: f64,
+    /// Flows placed on it.
+    pub flows: u32,
+    /// Frames of its flows the bridge received.
+    pub received: u64,
+    /// Frames sent on it.
+    pub transmitted: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Drops of its flows by reason (zero counts omitted).
+    pub dropped: BTreeMap<String, u64>,
+    /// Sum of `dropped`.
+    pub dropped_total: u64,
+    /// Frames of its flows in the bridge now (0 in a final report).
+    pub in_flight: u64,
+}
+
 /// Where a thread ran (the CPU it was last seen on).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThreadPlace {
@@ -102,6 +134,8 @@ pub struct Report {
     pub parse: ParseReport,
     /// Per flow, by id.
     pub flows: Vec<FlowReport>,
+    /// Per egress interface, the output interface first.
+    pub egress: Vec<EgressReport>,
     /// The reverse direction.
     pub reverse: ReverseReport,
     /// Where the threads ran.

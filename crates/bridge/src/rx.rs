@@ -6,8 +6,11 @@
 //! ([`pspat::Client::next_slot`]), copy it into that slot's frame (the one
 //! copy between the wire and the output socket), and submit it with the
 //! frame's index as its cookie. A refused frame is counted under its reason
-//! ([`RxReason`]). Frames are descriptors: RX thread `k` owns frames
-//! `k·D .. (k+1)·D` of the pool, frame `k·D + s` travels in slot `s`, and
+//! ([`RxReason`]). With several egress interfaces the thread holds one
+//! client per interface and submits each frame to its flow's
+//! ([`crate::egress`]). Frames are descriptors: with E egress interfaces RX
+//! thread `k` owns frames `k·E·D .. (k+1)·E·D` of the pool, frame
+//! `(k·E + e)·D + s` travels in slot `s` of its client on interface `e`, and
 //! the runtime's guarantee that nobody touches a slot until its packet was
 //! transmitted or dropped (and that the client's next use happens after)
 //! is what lets the thread reclaim the frame again when the slot comes
@@ -39,14 +42,18 @@ pub(crate) struct RxThread<C> {
 /// Everything of an RX thread but its socket.
 pub(crate) struct RxState<C> {
     pub(crate) index: usize,
-    pub(crate) client: Client<AfPacketTx>,
+    /// One client per egress interface.
+    pub(crate) clients: Vec<Client<AfPacketTx>>,
     pub(crate) classifier: C,
     pub(crate) arena: Arc<FrameArena>,
-    /// This thread's frames by slot: `Some` while the thread holds the
-    /// token, `None` while the frame is in flight.
-    pub(crate) tokens: Vec<Option<Frame>>,
+    /// This thread's frames by egress interface and slot: `Some` while the
+    /// thread holds the token, `None` while the frame is in flight.
+    pub(crate) tokens: Vec<Vec<Option<Frame>>>,
     pub(crate) counters: Arc<RxShared>,
-    pub(crate) tx: Vec<Arc<TxShared>>,
+    /// The transmitters' counters, by egress interface.
+    pub(crate) tx: Vec<Vec<Arc<TxShared>>>,
+    /// The egress interface of each flow.
+    pub(crate) egress_of: Arc<[u16]>,
     pub(crate) flows: usize,
     pub(crate) queue_limit: u64,
     pub(crate) out_max: usize,
@@ -81,10 +88,10 @@ impl<C: Classifier> RxThread<C> {
             }
         }
         read_kernel_stats(&mut rx, &st.counters);
-        // Dropping the client retires it; the runtime still transmits what
-        // it accepted.
-        drop(st.client);
-        st.tokens.into_iter().flatten().collect()
+        // Dropping a client retires it; its runtime still transmits what it
+        // accepted.
+        drop(st.clients);
+        st.tokens.into_iter().flatten().flatten().collect()
     }
 }
 
@@ -145,6 +152,7 @@ impl<C: Classifier> RxState<C> {
             }
         };
         let f = flow.0 as usize;
+        let e = usize::from(self.egress_of[f]);
         c.received[f].add(1);
         c.received_bytes[f].add(len as u64);
         // The flow's queue: what this thread submitted less what the
@@ -152,20 +160,19 @@ impl<C: Classifier> RxState<C> {
         // left, so never more than were submitted). Arbiter drops do not
         // happen while the bridge runs (the scheduler's capacity covers
         // every descriptor), so they cannot leave a flow stuck.
-        let done: u64 = self
-            .tx
+        let done: u64 = self.tx[e]
             .iter()
             .map(|t| t.done[self.index * self.flows + f].read())
             .sum();
         if self.admitted[f].saturating_sub(done) >= self.queue_limit {
             return self.drop_flow(f, RxReason::FlowLimit);
         }
-        let Some(slot) = self.client.next_slot() else {
+        let Some(slot) = self.clients[e].next_slot() else {
             return self.drop_flow(f, RxReason::MailboxFull);
         };
-        let d = self.tokens.len();
-        let index = (self.index * d) as u32 + slot;
-        let token = match self.tokens[slot as usize].take() {
+        let d = self.tokens[e].len();
+        let index = ((self.index * self.tokens.len() + e) * d) as u32 + slot;
+        let token = match self.tokens[e][slot as usize].take() {
             Some(t) => Ok(t),
             // Back from the transmitter (or dropped by the runtime): the slot
             // is free, so the frame is in flight and nobody else reclaims it.
@@ -182,7 +189,7 @@ impl<C: Classifier> RxState<C> {
             .ok()
             .and_then(|buf| p.copy_into(buf));
         let Some(n) = copied.filter(|&n| self.arena.set_len(&mut token, n).is_ok()) else {
-            self.tokens[slot as usize] = Some(token);
+            self.tokens[e][slot as usize] = Some(token);
             return self.drop_flow(f, RxReason::TooLong);
         };
         let Ok(cookie) = self.arena.release(token) else {
@@ -193,12 +200,12 @@ impl<C: Classifier> RxState<C> {
             len: n as u32,
             cookie: u64::from(cookie),
         };
-        match self.client.submit(sub) {
+        match self.clients[e].submit(sub) {
             Ok(_) => self.admitted[f] += 1,
-            Err(e) => {
+            Err(err) => {
                 // Refused: the frame is still ours; take the token back.
-                self.tokens[slot as usize] = self.arena.reclaim(cookie).ok();
-                let reason = match e {
+                self.tokens[e][slot as usize] = self.arena.reclaim(cookie).ok();
+                let reason = match err {
                     SubmitError::Closed(_) => RxReason::Closed,
                     _ => RxReason::MailboxFull,
                 };

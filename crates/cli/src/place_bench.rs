@@ -24,6 +24,20 @@
 //!   synthetic topology), so they move more than the optimum whenever the
 //!   tree's upper levels change.
 //!
+//! * **Arbiters.** A [`pspat::node::Node`] with one link (one arbiter) and
+//!   one with two links (two arbiters), in alternation, `--arbiter-runs` of
+//!   each: unlimited-rate links, the arbiter transmitting into a backend
+//!   that only counts (dispatchers 0), `--arbiter-alg` (DRR by default)
+//!   over `--flows` flows, arbiter `e`
+//!   pinned to CPU `e mod n`; the same `--arbiter-clients` client threads
+//!   (unpinned, or all on `--arbiter-client-cpu`), each a [`pspat::node::NodeClient`] submitting 60-byte packets
+//!   round robin over the flows as fast as the mailboxes take them (flows
+//!   sharded over the links by weighted HRW). After 100 ms of warm-up the
+//!   packets released in the next `--arbiter-ms` are counted: one scheduler
+//!   decision each. Reported: the median decisions/s of each configuration,
+//!   the two-arbiter median over the one-arbiter median, and the CPU every
+//!   thread last ran on.
+//!
 //! # Variants
 //! `modulo` (digest mod N, a baseline), `hrw`, `whrw-log` and `whrw-carp`
 //! (weighted, `--weights` repeated over the targets), `ahrw`, `h-ahrw` (a tree
@@ -54,7 +68,16 @@ const AFTER_HELP: &str = "\
 JSON (--json): one object {schema_version: 1, config, decision: [{variant, targets,
 ns_per_decision}], balance: [{variant, targets, population, max_share_deviation}],
 disruption: [{variant, targets, moved_fraction_adding_one, optimal_moved_fraction}],
-runtime: [{variant, dispatchers, packets, max_over_mean_load, reorders}]}.
+runtime: [{variant, dispatchers, packets, max_over_mean_load, reorders}],
+arbiters: [{arbiters, links, clients, decisions_per_s, ratio_to_one, runs_decisions_per_s,
+threads: [{role, cpu, pinned}]}]}.
+
+The arbiters part (--arbiter-runs N, 0 skips it) runs a pspat::node::Node of 1 link / 1 arbiter and of
+2 links / 2 arbiters in alternation, N runs each: unlimited links scheduled by --arbiter-alg over
+--flows flows, the arbiter transmitting into a counting backend, arbiter e pinned to CPU e mod (CPUs), --arbiter-clients client threads (unpinned, or
+all on --arbiter-client-cpu) submitting as fast as they can. decisions_per_s counts the packets the arbiters released in the
+--arbiter-ms window after 100 ms of warm-up (median of the runs); ratio_to_one is that median over the
+one-arbiter median.
 
 The runtime part (--runtime-dispatchers N, 0 skips it) sends --runtime-packets packets of the
 Zipf(--zipf) population over --flows flows through the threaded runtime (one client, FIFO,
@@ -115,6 +138,21 @@ pub struct Args {
     /// Work of the runtime part's backend per packet, ns, 0..=100000.
     #[arg(long, default_value_t = 300)]
     pub runtime_tx_ns: u64,
+    /// Runs of each arbiter configuration (1 and 2 arbiters, alternating), 0..=1000 (0 skips it).
+    #[arg(long, default_value_t = 5)]
+    pub arbiter_runs: u32,
+    /// Client threads of the arbiters part, 1..=64.
+    #[arg(long, default_value_t = 2)]
+    pub arbiter_clients: usize,
+    /// Measured window of one arbiters run, ms, 1..=60000.
+    #[arg(long, default_value_t = 300)]
+    pub arbiter_ms: u64,
+    /// Scheduling algorithm of the arbiters part's links (as `pspat demo --alg`).
+    #[arg(long, default_value = "drr")]
+    pub arbiter_alg: String,
+    /// Pin every client thread of the arbiters part to this CPU (default: unpinned).
+    #[arg(long)]
+    pub arbiter_client_cpu: Option<usize>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -136,6 +174,11 @@ impl Default for Args {
             runtime_dispatchers: 4,
             runtime_packets: 300_000,
             runtime_tx_ns: 300,
+            arbiter_runs: 5,
+            arbiter_clients: 2,
+            arbiter_ms: 300,
+            arbiter_alg: "drr".into(),
+            arbiter_client_cpu: None,
             json: false,
         }
     }
@@ -176,6 +219,11 @@ struct Config {
     repeat: u32,
     seed: u64,
     topology: Option<String>,
+    arbiter_runs: u32,
+    arbiter_clients: usize,
+    arbiter_ms: u64,
+    arbiter_alg: String,
+    arbiter_client_cpu: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -187,6 +235,30 @@ struct Report {
     disruption: Vec<Disruption>,
     /// Placement inside the threaded runtime (see `--help`).
     runtime: Vec<RuntimeRow>,
+    /// One arbiter against two (see `--help`).
+    arbiters: Vec<ArbiterRow>,
+}
+
+#[derive(Serialize, Clone)]
+struct ThreadCpu {
+    role: String,
+    cpu: Option<usize>,
+    pinned: bool,
+}
+
+#[derive(Serialize)]
+struct ArbiterRow {
+    arbiters: usize,
+    links: usize,
+    clients: usize,
+    decisions_per_s: f64,
+    ratio_to_one: f64,
+    runs_decisions_per_s: Vec<f64>,
+    /// Times the arbiters parked for lack of work in the last run (a
+    /// starved arbiter parks; a saturated one does not).
+    arbiter_parks: u64,
+    /// Where every thread of the last run ran.
+    threads: Vec<ThreadCpu>,
 }
 
 #[derive(Serialize)]
@@ -399,6 +471,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check("--runtime-dispatchers", args.runtime_dispatchers, 0..=64)?;
     check("--runtime-packets", args.runtime_packets, 1..=100_000_000)?;
     check("--runtime-tx-ns", args.runtime_tx_ns, 0..=100_000)?;
+    check("--arbiter-runs", args.arbiter_runs, 0..=1000)?;
+    check("--arbiter-clients", args.arbiter_clients, 1..=64)?;
+    check("--arbiter-ms", args.arbiter_ms, 1..=60_000)?;
+    let arbiter_alg = pspat_sched::AlgKind::parse(&args.arbiter_alg)
+        .map_err(|e| usage(format!("--arbiter-alg: {e}")))?;
+    if let Some(c) = args.arbiter_client_cpu {
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        check("--arbiter-client-cpu", c, 0..=ncpu - 1)?;
+    }
     let machine = match &args.topology {
         Some(arg) => {
             let (topology, ratios) = load_topology(arg)?;
@@ -435,11 +516,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             repeat: args.repeat,
             seed: args.seed,
             topology: args.topology.clone(),
+            arbiter_runs: args.arbiter_runs,
+            arbiter_clients: args.arbiter_clients,
+            arbiter_ms: args.arbiter_ms,
+            arbiter_alg: args.arbiter_alg.clone(),
+            arbiter_client_cpu: args.arbiter_client_cpu,
         },
         decision: Vec::new(),
         balance: Vec::new(),
         disruption: Vec::new(),
         runtime: Vec::new(),
+        arbiters: Vec::new(),
     };
     // (variant, N, machine): the sweep, then the given topology's CPU count.
     let mut cells: Vec<(&'static str, usize, Option<&Machine>)> = Vec::new();
@@ -548,8 +635,209 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .push(runtime_run(&args, placement, &zipf_cdf)?);
         }
     }
+    if args.arbiter_runs > 0 {
+        report.arbiters = arbiters_part(&args, arbiter_alg)?;
+    }
     print(&args, &report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arbiters part's backend: counts released packets, sends nothing.
+struct CountTx(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl pspat::TxBackend for CountTx {
+    fn transmit(&mut self, _now: pspat_sched::Instant, pkts: &[pspat::TxPacket]) {
+        // Relaxed: a monotone count read for a rate; it orders nothing.
+        self.0
+            .fetch_add(pkts.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn wants_cookies(&self) -> bool {
+        false
+    }
+}
+
+/// The CPU each thread of this process named `name` last ran on, by
+/// thread id (`/proc/self/task/*/stat`, field 39).
+fn cpus_of_threads(name: &str) -> Vec<Option<usize>> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u64, Option<usize>)> = tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok();
+            let cpu = stat.as_deref().and_then(|s| {
+                s.rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .nth(39 - 3)?
+                    .parse()
+                    .ok()
+            });
+            Some((tid, cpu))
+        })
+        .collect();
+    found.sort_unstable();
+    found.into_iter().map(|(_, c)| c).collect()
+}
+
+/// One run of a node with `links` links (see `--help`): decisions/s and
+/// where the threads ran.
+fn node_run(
+    args: &Args,
+    alg: pspat_sched::AlgKind,
+    links: usize,
+) -> anyhow::Result<(f64, Vec<ThreadCpu>, u64)> {
+    use pspat_sched::{FlowId, FlowTable, SchedulerConfig};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let flows = args.flows.min(pspat::MAX_FLOW_ID as usize + 1);
+    let node: pspat::node::Node<CountTx> = pspat::node::Node::new();
+    let mut counts = Vec::with_capacity(links);
+    for e in 0..links {
+        let mut cfg = pspat::RuntimeConfig::default();
+        cfg.dispatchers = 0;
+        cfg.max_clients = args.arbiter_clients;
+        cfg.arbiter_core = Some(e % ncpu);
+        let mut sc = SchedulerConfig::new(alg);
+        sc.capacity = args.arbiter_clients * cfg.descriptors_per_client;
+        let table = FlowTable::uniform(flows).map_err(|e| usage(format!("--flows: {e}")))?;
+        let sched = sc
+            .build(table)
+            .map_err(|e| usage(format!("scheduler: {e}")))?;
+        let count = Arc::new(AtomicU64::new(0));
+        let c = Arc::clone(&count);
+        node.add_link(cfg, sched, move |_| CountTx(Arc::clone(&c)))?;
+        counts.push(count);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::with_capacity(args.arbiter_clients);
+    for c in 0..args.arbiter_clients {
+        let mut client = node.client();
+        let stop = Arc::clone(&stop);
+        let stride = args.arbiter_clients;
+        let pin = args.arbiter_client_cpu;
+        clients.push(
+            std::thread::Builder::new()
+                .name(format!("pspat-pb-client-{c}"))
+                .spawn(move || -> Result<Option<usize>, String> {
+                    if let Some(cpu) = pin {
+                        core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+                    }
+                    let mut f = c % flows;
+                    // Acquire: pairs with the Release store that ends the run.
+                    while !stop.load(Ordering::Acquire) {
+                        for _ in 0..64 {
+                            let s = pspat::Submission {
+                                flow: FlowId(f as u32),
+                                len: 60,
+                                cookie: 0,
+                            };
+                            match client.submit(s) {
+                                Ok(_) => f = (f + stride) % flows,
+                                Err(pspat::SubmitError::Full(_)) => {
+                                    client.wait_for_room(s.flow, Duration::from_millis(1));
+                                }
+                                Err(e) => return Err(e.to_string()),
+                            }
+                        }
+                    }
+                    drop(client);
+                    Ok(pspat_io::cpu::current_cpu())
+                })?,
+        );
+    }
+    let read = || -> u64 {
+        counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let (t0, n0) = (Instant::now(), read());
+    std::thread::sleep(Duration::from_millis(args.arbiter_ms));
+    let (t1, n1) = (Instant::now(), read());
+    let arbiter_cpus = cpus_of_threads("pspat-arbiter");
+    // Release: pairs with the clients' Acquire loads.
+    stop.store(true, Ordering::Release);
+    let mut threads: Vec<ThreadCpu> = (0..links)
+        .map(|e| ThreadCpu {
+            role: format!("arbiter-{e}"),
+            cpu: arbiter_cpus.get(e).copied().flatten().or(Some(e % ncpu)),
+            pinned: true,
+        })
+        .collect();
+    let mut failure = None;
+    for (c, h) in clients.into_iter().enumerate() {
+        match h.join() {
+            Ok(Ok(cpu)) => threads.push(ThreadCpu {
+                role: format!("client-{c}"),
+                cpu,
+                pinned: args.arbiter_client_cpu.is_some(),
+            }),
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => failure = Some(format!("client {c} panicked")),
+        }
+    }
+    let finished = node.shutdown()?;
+    if let Some(e) = failure.or_else(|| {
+        finished
+            .iter()
+            .find_map(|(_, f)| f.error.as_ref().map(|e| e.to_string()))
+    }) {
+        anyhow::bail!("place-bench arbiters: {e}");
+    }
+    let rate = (n1 - n0) as f64 / (t1 - t0).as_secs_f64();
+    let parks = finished.iter().map(|(_, f)| f.arbiter.sleeps).sum();
+    Ok((rate, threads, parks))
+}
+
+/// The arbiters part: 1 and 2 arbiters in alternation, medians.
+fn arbiters_part(args: &Args, alg: pspat_sched::AlgKind) -> anyhow::Result<Vec<ArbiterRow>> {
+    let mut runs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut threads: [Vec<ThreadCpu>; 2] = [Vec::new(), Vec::new()];
+    let mut parks = [0u64; 2];
+    for r in 0..args.arbiter_runs {
+        for (i, links) in [1usize, 2].into_iter().enumerate() {
+            eprintln!(
+                "place-bench: arbiters, run {}/{} with {links} arbiter(s) ...",
+                r + 1,
+                args.arbiter_runs
+            );
+            let (rate, t, p) = node_run(args, alg, links)?;
+            runs[i].push(rate);
+            threads[i] = t;
+            parks[i] = p;
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let one = median(&runs[0]);
+    Ok((0..2)
+        .map(|i| {
+            let m = median(&runs[i]);
+            ArbiterRow {
+                arbiters: i + 1,
+                links: i + 1,
+                clients: args.arbiter_clients,
+                decisions_per_s: m,
+                ratio_to_one: if one > 0.0 { m / one } else { 0.0 },
+                runs_decisions_per_s: runs[i].clone(),
+                arbiter_parks: parks[i],
+                threads: threads[i].clone(),
+            }
+        })
+        .collect())
 }
 
 /// Counts per dispatcher and checks per-flow order across dispatchers.
@@ -742,6 +1030,44 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
             d.variant, d.targets, d.moved_fraction_adding_one, d.optimal_moved_fraction
         )?;
     }
+    if !r.arbiters.is_empty() {
+        writeln!(
+            out,
+            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, clients {})",
+            args.arbiter_alg,
+            args.arbiter_runs,
+            args.arbiter_ms,
+            args.arbiter_client_cpu
+                .map_or("unpinned".to_string(), |c| format!("pinned to CPU {c}"))
+        )?;
+        writeln!(
+            out,
+            "{:>8} {:>6} {:>8} {:>16} {:>9} {:>8}  threads (last CPU)",
+            "arbiters", "links", "clients", "decisions/s", "ratio", "parks"
+        )?;
+        for a in &r.arbiters {
+            let threads: Vec<String> = a
+                .threads
+                .iter()
+                .map(|t| {
+                    let cpu = t.cpu.map_or("?".to_string(), |c| c.to_string());
+                    let how = if t.pinned { " (pinned)" } else { "" };
+                    format!("{} cpu {cpu}{how}", t.role)
+                })
+                .collect();
+            writeln!(
+                out,
+                "{:>8} {:>6} {:>8} {:>16.0} {:>9.3} {:>8}  {}",
+                a.arbiters,
+                a.links,
+                a.clients,
+                a.decisions_per_s,
+                a.ratio_to_one,
+                a.arbiter_parks,
+                threads.join(", ")
+            )?;
+        }
+    }
     if !r.runtime.is_empty() {
         writeln!(
             out,
@@ -774,6 +1100,8 @@ mod tests {
             packets: 5_000,
             decisions: 1_000,
             repeat: 1,
+            arbiter_runs: 1,
+            arbiter_ms: 20,
             ..Args::default()
         }
     }
@@ -792,6 +1120,33 @@ mod tests {
             assert!(t.fanouts_to(n - 1).unwrap().iter().all(|&f| f <= 4));
         }
         assert!(run(tiny()).is_ok());
+    }
+
+    #[test]
+    fn the_arbiters_part_reports_both_configurations_and_every_thread() {
+        let args = Args {
+            arbiter_runs: 2,
+            arbiter_ms: 20,
+            flows: 256,
+            ..tiny()
+        };
+        let rows = arbiters_part(&args, pspat_sched::AlgKind::Drr).unwrap();
+        assert_eq!(rows.len(), 2);
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!((row.arbiters, row.links, row.clients), (i + 1, i + 1, 2));
+            assert_eq!(row.runs_decisions_per_s.len(), 2);
+            assert!(row.decisions_per_s > 0.0, "packets were released");
+            let roles: Vec<&str> = row.threads.iter().map(|t| t.role.as_str()).collect();
+            let mut expected: Vec<String> = (0..=i).map(|e| format!("arbiter-{e}")).collect();
+            expected.extend((0..2).map(|c| format!("client-{c}")));
+            assert_eq!(roles, expected);
+            assert!(row.threads[..=i].iter().all(|t| t.pinned));
+        }
+        assert_eq!(rows[0].ratio_to_one, 1.0);
+        assert_eq!(
+            rows[1].ratio_to_one,
+            rows[1].decisions_per_s / rows[0].decisions_per_s
+        );
     }
 
     #[test]
@@ -828,6 +1183,22 @@ mod tests {
             },
             Args {
                 repeat: 0,
+                ..tiny()
+            },
+            Args {
+                arbiter_clients: 0,
+                ..tiny()
+            },
+            Args {
+                arbiter_ms: 0,
+                ..tiny()
+            },
+            Args {
+                arbiter_alg: "nope".into(),
+                ..tiny()
+            },
+            Args {
+                arbiter_client_cpu: Some(100_000),
                 ..tiny()
             },
             Args {

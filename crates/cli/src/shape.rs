@@ -1,7 +1,9 @@
 //! `pspat shape --in IF --out IF`: pspat as a bump in the wire on real
 //! packets (docs/SHAPE.md). Frames read from `--in` by AF_PACKET are
 //! classified into flows, scheduled and rate-limited by the PSPAT runtime
-//! and sent on `--out`; the reverse direction is forwarded unshaped.
+//! and sent on `--out`; the reverse direction is forwarded unshaped. With
+//! several `--out` interfaces (`--out IF1,IF2[:RATE],...`) the flows are
+//! shared over them by weighted HRW on their rates, one arbiter each.
 //!
 //! Prints `shape: ready ...` on stderr once its rings are open, then one
 //! progress line a second (rate and drops per flow); stops on SIGINT or
@@ -14,7 +16,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Report, TxKind, Unparsed};
+use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Egress, Report, TxKind, Unparsed};
 use pspat_io::parse::FlowKeyKind;
 
 use crate::units::{self, human_rate, parse_weights};
@@ -27,10 +29,12 @@ pub struct Args {
     /// Interface to read and shape frames from (at most 15 bytes).
     #[arg(long = "in", value_name = "IF", allow_hyphen_values = true)]
     input: String,
-    /// Interface to send shaped frames on (at most 15 bytes; not the same as --in).
-    #[arg(long = "out", value_name = "IF", allow_hyphen_values = true)]
+    /// Interface(s) to send shaped frames on (each at most 15 bytes, none the same as --in): several,
+    /// comma separated, share the flows by weighted HRW on their rates (IF:RATE gives one its own rate).
+    #[arg(long = "out", value_name = "IF[:RATE],...", allow_hyphen_values = true)]
     output: String,
-    /// Emulated link rate in bit/s, 1000 bit/s to 10^12 (e.g. 100M, 1Gbit/s); unlimited if not given.
+    /// Emulated link rate in bit/s, 1000 bit/s to 10^12 (e.g. 100M, 1Gbit/s), of every --out interface
+    /// without its own; unlimited if not given.
     #[arg(long, value_parser = units::rate_arg, allow_hyphen_values = true)]
     rate: Option<u64>,
     #[command(flatten)]
@@ -87,9 +91,10 @@ pub struct Args {
     /// Let sent frames pass the kernel's qdisc (default: bypass it).
     #[arg(long = "no-qdisc-bypass")]
     no_qdisc_bypass: bool,
-    /// CPU to pin the arbiter to.
-    #[arg(long = "arbiter-cpu", allow_negative_numbers = true, value_parser = ranged::<0, 4095>)]
-    arbiter_cpu: Option<i64>,
+    /// CPU(s) to pin the arbiters to, comma separated (the arbiter of the k-th --out interface on the
+    /// (k mod n)-th).
+    #[arg(long = "arbiter-cpu", allow_hyphen_values = true)]
+    arbiter_cpu: Option<String>,
     /// CPU to pin the dispatchers to.
     #[arg(long = "dispatcher-cpu", allow_negative_numbers = true, value_parser = ranged::<0, 4095>)]
     dispatcher_cpu: Option<i64>,
@@ -162,28 +167,103 @@ fn check_interface(flag: &str, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
-    check_interface("--in", &args.input)?;
-    check_interface("--out", &args.output)?;
-    if args.input == args.output {
-        return Err(usage(format!(
-            "--out: {} is also --in: the bridge needs two different interfaces",
-            units::quote(&args.output)
-        )));
+/// A comma-separated list of CPU numbers for `flag`.
+fn cpu_list(flag: &str, list: &str) -> anyhow::Result<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for item in list.split(',') {
+        let v: i64 = item.trim().parse().map_err(|_| {
+            usage(format!(
+                "{flag}: {} is not a CPU number",
+                units::quote(item.trim())
+            ))
+        })?;
+        cpus.push(cpu(flag, Some(v))?.unwrap_or(0));
     }
-    let mut cfg = BridgeConfig::new(args.input.clone(), args.output.clone());
-    cfg.sched = args.scheduler.config()?;
-    if let Some(rate) = args.rate {
-        let (lo, hi) = (
-            pspat_sched::rate::MIN_RATE_BPS,
-            pspat_sched::rate::MAX_RATE_BPS,
-        );
-        if !(lo..=hi).contains(&rate) {
+    Ok(cpus)
+}
+
+fn check_rate(flag: &str, rate: u64) -> anyhow::Result<u64> {
+    let (lo, hi) = (
+        pspat_sched::rate::MIN_RATE_BPS,
+        pspat_sched::rate::MAX_RATE_BPS,
+    );
+    if (lo..=hi).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(usage(format!(
+            "{flag} must be in {lo}..={hi} bit/s (e.g. 100M), got {rate}"
+        )))
+    }
+}
+
+/// `--out IF[:RATE],...`: the interfaces and their own rates, checked
+/// (names, no duplicates, none equal to `--in`, rates in range, all or none
+/// with a rate).
+fn egress_list(args: &Args) -> anyhow::Result<Vec<(String, Option<u64>)>> {
+    let mut out: Vec<(String, Option<u64>)> = Vec::new();
+    for item in args.output.split(',') {
+        let (name, rate) = match item.split_once(':') {
+            Some((name, rate)) => {
+                let bps = units::parse_rate(rate)
+                    .map_err(|e| usage(format!("--out: rate of {}: {e}", units::quote(name))))?;
+                let flag = format!("--out: rate of {}", units::quote(name));
+                (name, Some(check_rate(&flag, bps)?))
+            }
+            None => (item, None),
+        };
+        check_interface("--out", name)?;
+        if name == args.input {
             return Err(usage(format!(
-                "--rate must be in {lo}..={hi} bit/s (e.g. 100M), got {rate}"
+                "--out: {} is also --in: the bridge needs two different interfaces",
+                units::quote(name)
             )));
         }
-        cfg.rate_bps = Some(rate);
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(usage(format!(
+                "--out: {} given twice: each egress interface once",
+                units::quote(name)
+            )));
+        }
+        out.push((name.to_string(), rate));
+    }
+    if out.len() > pspat_bridge::MAX_EGRESS {
+        return Err(usage(format!(
+            "--out: at most {} interfaces, got {}",
+            pspat_bridge::MAX_EGRESS,
+            out.len()
+        )));
+    }
+    let own = out.iter().filter(|(_, r)| r.is_some()).count();
+    if args.rate.is_none() && own != 0 && own != out.len() {
+        return Err(usage(
+            "--out: give every interface a rate (IF:RATE) or none, or set --rate for the others: \
+             the rates weigh the placement of flows",
+        ));
+    }
+    Ok(out)
+}
+
+fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
+    check_interface("--in", &args.input)?;
+    let egress = egress_list(args)?;
+    let mut cfg = BridgeConfig::new(args.input.clone(), egress[0].0.clone());
+    cfg.sched = args.scheduler.config()?;
+    if let Some(rate) = args.rate {
+        cfg.rate_bps = Some(check_rate("--rate", rate)?);
+    }
+    let arbiter_cpus = match &args.arbiter_cpu {
+        Some(list) => cpu_list("--arbiter-cpu", list)?,
+        None => Vec::new(),
+    };
+    let arbiter_cpu =
+        |k: usize| (!arbiter_cpus.is_empty()).then(|| arbiter_cpus[k % arbiter_cpus.len()]);
+    cfg.rate_bps = egress[0].1.or(cfg.rate_bps);
+    cfg.arbiter_cpu = arbiter_cpu(0);
+    for (k, (name, rate)) in egress.iter().enumerate().skip(1) {
+        let mut e = Egress::new(name.clone());
+        e.rate_bps = rate.or(args.rate);
+        e.arbiter_cpu = arbiter_cpu(k);
+        cfg.extra_outputs.push(e);
     }
     let weights = match &args.weights {
         Some(w) => parse_weights("--weights", w).map_err(usage)?,
@@ -239,20 +319,9 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     }
     cfg.reverse = !args.no_reverse;
     cfg.qdisc_bypass = !args.no_qdisc_bypass;
-    cfg.arbiter_cpu = cpu("--arbiter-cpu", args.arbiter_cpu)?;
     cfg.dispatcher_cpu = cpu("--dispatcher-cpu", args.dispatcher_cpu)?;
     if let Some(list) = &args.rx_cpus {
-        let mut cpus = Vec::new();
-        for item in list.split(',') {
-            let v: i64 = item.trim().parse().map_err(|_| {
-                usage(format!(
-                    "--rx-cpus: {} is not a CPU number",
-                    units::quote(item.trim())
-                ))
-            })?;
-            cpus.push(cpu("--rx-cpus", Some(v))?.unwrap_or(0));
-        }
-        cfg.rx_cpus = cpus;
+        cfg.rx_cpus = cpu_list("--rx-cpus", list)?;
     }
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
     Ok(cfg)
@@ -301,7 +370,24 @@ fn progress(prev: &Report, now: &Report) -> String {
     if active.len() > 8 {
         line.push_str(&format!(" | +{} flows", active.len() - 8));
     }
+    if now.egress.len() > 1 {
+        for (n, p) in now.egress.iter().zip(&prev.egress) {
+            line.push_str(&format!(" | {} {}", n.interface, rate(n.bytes, p.bytes)));
+        }
+    }
     line
+}
+
+/// The egress interfaces and their rates, for the first lines.
+fn egress_line(cfg: &BridgeConfig) -> String {
+    cfg.egress()
+        .iter()
+        .map(|e| match e.rate_bps {
+            Some(r) => format!("{} at {}", e.interface, human_rate(r as f64)),
+            None => format!("{} unlimited", e.interface),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn reasons(map: &std::collections::BTreeMap<String, u64>) -> String {
@@ -315,22 +401,42 @@ fn reasons(map: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 fn table(out: &mut impl Write, cfg: &BridgeConfig, r: &Report) -> std::io::Result<()> {
+    if cfg.extra_outputs.is_empty() {
+        writeln!(
+            out,
+            "shape {} -> {}: {}, rate {}, {} flows by {}, {:.1} s",
+            cfg.input,
+            cfg.output,
+            cfg.sched.alg,
+            cfg.rate_bps
+                .map_or("unlimited".into(), |r| human_rate(r as f64)),
+            cfg.flows,
+            cfg.flow_key,
+            r.elapsed_s
+        )?;
+    } else {
+        writeln!(
+            out,
+            "shape {} -> {}: {}, {} flows by {} placed by weighted HRW on the rates, {:.1} s",
+            cfg.input,
+            egress_line(cfg),
+            cfg.sched.alg,
+            cfg.flows,
+            cfg.flow_key,
+            r.elapsed_s
+        )?;
+    }
+    let width = r
+        .egress
+        .iter()
+        .map(|e| e.interface.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     writeln!(
         out,
-        "shape {} -> {}: {}, rate {}, {} flows by {}, {:.1} s",
-        cfg.input,
-        cfg.output,
-        cfg.sched.alg,
-        cfg.rate_bps
-            .map_or("unlimited".into(), |r| human_rate(r as f64)),
-        cfg.flows,
-        cfg.flow_key,
-        r.elapsed_s
-    )?;
-    writeln!(
-        out,
-        " {:>6} {:>6} {:>12} {:>12} {:>14}  dropped",
-        "flow", "weight", "received", "transmitted", "bytes"
+        " {:>6} {:>6} {:>width$} {:>12} {:>12} {:>14}  dropped",
+        "flow", "weight", "egress", "received", "transmitted", "bytes"
     )?;
     for f in r
         .flows
@@ -339,14 +445,33 @@ fn table(out: &mut impl Write, cfg: &BridgeConfig, r: &Report) -> std::io::Resul
     {
         writeln!(
             out,
-            " {:>6} {:>6} {:>12} {:>12} {:>14}  {}",
+            " {:>6} {:>6} {:>width$} {:>12} {:>12} {:>14}  {}",
             f.flow,
             f.weight,
+            f.egress,
             f.received,
             f.transmitted,
             f.bytes,
             reasons(&f.dropped)
         )?;
+    }
+    if r.egress.len() > 1 {
+        for e in &r.egress {
+            writeln!(
+                out,
+                "egress {}: rate {}, {} flows (weight share {:.3}), received {} transmitted {} ({} bytes) dropped {} ({}) in flight {}",
+                e.interface,
+                e.rate_bps.map_or("unlimited".into(), |r| human_rate(r as f64)),
+                e.flows,
+                e.weight_share,
+                e.received,
+                e.transmitted,
+                e.bytes,
+                e.dropped_total,
+                reasons(&e.dropped),
+                e.in_flight
+            )?;
+        }
     }
     writeln!(
         out,
@@ -370,7 +495,11 @@ fn table(out: &mut impl Write, cfg: &BridgeConfig, r: &Report) -> std::io::Resul
         writeln!(
             out,
             "reverse {} -> {}: received {} transmitted {} ({} bytes) dropped {} not received {}",
-            cfg.output,
+            cfg.egress()
+                .iter()
+                .map(|e| e.interface.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
             cfg.input,
             r.reverse.received,
             r.reverse.transmitted,
@@ -417,12 +546,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("shape: {e}"),
     })?;
+    let placed = (cfg.egress().len() > 1).then(|| {
+        let mut count = vec![0u32; cfg.egress().len()];
+        for &e in bridge.egress_of() {
+            count[usize::from(e)] += 1;
+        }
+        format!(
+            " (flows per egress: {})",
+            count
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    });
     eprintln!(
-        "shape: ready: {} -> {} ({}, rate {}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, frames of {} bytes)",
+        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, frames of {} bytes)",
         cfg.input,
-        cfg.output,
+        egress_line(&cfg),
+        placed.unwrap_or_default(),
         cfg.sched.alg,
-        cfg.rate_bps.map_or("unlimited".into(), |r| human_rate(r as f64)),
         cfg.flows,
         cfg.flow_key,
         cfg.rx_threads,

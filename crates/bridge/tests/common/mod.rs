@@ -78,32 +78,37 @@ impl Bed {
     /// A receiver on the far end, collecting `(dst port, sequence)` of
     /// every numbered frame until stopped.
     pub fn receiver(&self) -> Receiver {
-        let mut rx = self
-            .receiver
-            .run(|| PacketRx::open(&self.out.b, &RxConfig::default()))
-            .unwrap()
-            .expect("open the receiver");
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            let mut drops = 0;
-            while !stop2.load(Ordering::Acquire) {
-                rx.recv_with(Duration::from_millis(20), |p| {
-                    let mut buf = [0u8; 2048];
-                    if let Some(n) = p.copy_into(&mut buf) {
-                        if let Some(id) = numbered_id(&buf[..n]) {
-                            got.push(id);
-                        }
-                    }
-                })
-                .expect("receive");
-                drops += rx.kernel_stats().map_or(0, |k| k.drops);
-            }
-            (got, drops)
-        });
-        Receiver { stop, handle }
+        receiver_on(&self.receiver, &self.out.b)
     }
+}
+
+/// A receiver on `interface` in namespace `ns`, collecting `(dst port,
+/// sequence)` of every numbered frame until stopped.
+pub fn receiver_on(ns: &Namespace, interface: &str) -> Receiver {
+    let mut rx = ns
+        .run(|| PacketRx::open(interface, &RxConfig::default()))
+        .unwrap()
+        .expect("open the receiver");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let handle = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut drops = 0;
+        while !stop2.load(Ordering::Acquire) {
+            rx.recv_with(Duration::from_millis(20), |p| {
+                let mut buf = [0u8; 2048];
+                if let Some(n) = p.copy_into(&mut buf) {
+                    if let Some(id) = numbered_id(&buf[..n]) {
+                        got.push(id);
+                    }
+                }
+            })
+            .expect("receive");
+            drops += rx.kernel_stats().map_or(0, |k| k.drops);
+        }
+        (got, drops)
+    });
+    Receiver { stop, handle }
 }
 
 pub struct Receiver {
