@@ -44,7 +44,7 @@ impl<S: Scheduler> Pipe<S> {
         self.link.set_rate(config.bw, config.burst_bytes);
         self.red_unit_ns = config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE));
         self.delay_ns = config.delay_ns;
-        self.jitter = config.jitter.clone();
+        self.jitter = config.jitter;
         self.profile = config.profile.clone();
         let need = if self.any_duplicate { 2 } else { 1 };
         self.line.grow(config.delay_line_capacity);
