@@ -52,6 +52,11 @@ use pspat_sched::{
 use crate::units::{self, human_rate};
 use crate::usage;
 
+mod control;
+mod live;
+
+pub use control::default_socket;
+
 /// The link number of the pass pipe (above every dummynet number).
 pub const PASS_LINK: u32 = u32::MAX;
 
@@ -102,6 +107,13 @@ pub struct Args {
     /// Build the classifier and the pipes, print them, and exit without opening interfaces.
     #[arg(long = "dry-run")]
     dry_run: bool,
+    /// The control socket `pspat ctl` talks to (mode 0600; default: /run/pspat/pspat.sock for
+    /// root, else $XDG_RUNTIME_DIR/pspat.sock or /tmp/pspat-UID/pspat.sock).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_control")]
+    control: Option<PathBuf>,
+    /// Open no control socket (SIGHUP still reloads the file).
+    #[arg(long = "no-control")]
+    no_control: bool,
 }
 
 /// A whole number in `LO..=HI`, for clap: the error names the range.
@@ -336,16 +348,19 @@ type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 struct Observed {
     set: PipeSet<AnyScheduler>,
     out: Snapshots,
+    /// Live changes, taken at the start of every `enqueue` and `dequeue`.
+    inbox: Arc<live::Inbox>,
     last: pspat_sched::Instant,
     next: pspat_sched::Instant,
     dirty: bool,
 }
 
 impl Observed {
-    fn new(set: PipeSet<AnyScheduler>, out: Snapshots) -> Self {
+    fn new(set: PipeSet<AnyScheduler>, out: Snapshots, inbox: Arc<live::Inbox>) -> Self {
         let mut o = Observed {
             set,
             out,
+            inbox,
             last: pspat_sched::Instant::ZERO,
             next: pspat_sched::Instant::ZERO,
             dirty: true,
@@ -366,6 +381,16 @@ impl Observed {
             out.extend(snaps);
         }
         self.dirty = false;
+    }
+
+    /// Applies the changes waiting in the inbox (between two calls of the
+    /// runtime, so never inside a packet's handling) and answers them.
+    fn take_changes(&mut self, now: pspat_sched::Instant) {
+        for (id, ops) in self.inbox.take() {
+            let r = live::apply(&mut self.set, now, &ops);
+            self.publish();
+            self.inbox.answer(id, r);
+        }
     }
 
     fn after(&mut self, now: pspat_sched::Instant) {
@@ -391,12 +416,14 @@ impl Drop for Observed {
 
 impl Scheduler for Observed {
     fn enqueue(&mut self, now: pspat_sched::Instant, pkt: Packet) -> Result<(), Rejected> {
+        self.take_changes(now);
         let r = self.set.enqueue(now, pkt);
         self.after(now);
         r
     }
 
     fn dequeue(&mut self, now: pspat_sched::Instant) -> Option<Packet> {
+        self.take_changes(now);
         let p = self.set.dequeue(now);
         if p.is_some() || self.dirty {
             self.after(now);
@@ -741,9 +768,20 @@ impl pspat_bridge::Classifier for RxClassifier {
     }
 }
 
+/// Logs through `tracing` on stderr, filtered by `RUST_LOG` (default
+/// `info`); a second call (tests) keeps the first subscriber.
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (_config, plan) = load(&args.config)?;
+    let (config, plan) = load(&args.config)?;
     let rx_threads = args.rx_threads as usize;
     let descriptors = args.descriptors as usize;
     if !descriptors.is_multiple_of(64) {
@@ -817,18 +855,43 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
+    init_logs();
+    let socket = (!args.no_control).then(|| args.control.clone().unwrap_or_else(default_socket));
+    let listener = socket.as_deref().map(control::listen).transpose()?;
     let term = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&term))
             .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .map_err(|e| anyhow::anyhow!("cannot install the SIGHUP handler: {e}"))?;
     let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
-    let links = built.links.clone();
     let routes = built.routes.clone();
     let pass = built.pass_flow;
     let classifier = Arc::new(Mutex::new(built.classifier));
     let not_ip = Arc::new(AtomicU64::new(0));
-    let sched = Observed::new(built.set, Arc::clone(&snaps));
+    let inbox = Arc::new(live::Inbox::default());
+    let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox));
+    let mut config = config;
+    control::pin_rule_numbers(&mut config);
+    let live = Arc::new(control::Live {
+        file: args.config.clone(),
+        running: Mutex::new(control::Running {
+            config,
+            plan: plan.clone(),
+        }),
+        limits: limits.clone(),
+        classifier: Arc::clone(&classifier),
+        retired: Mutex::default(),
+        links: Mutex::new(built.links.clone()),
+        snaps: Arc::clone(&snaps),
+        inbox,
+        not_ip: Arc::clone(&not_ip),
+        input: input.clone(),
+        output: output.clone(),
+    });
+    let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
     let make = |_k: usize| RxClassifier {
         classifier: Arc::clone(&classifier),
@@ -852,12 +915,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
+    let stop_control = Arc::new(AtomicBool::new(false));
+    let control_thread = control::spawn(
+        Arc::clone(&live),
+        listener,
+        Arc::clone(&hup),
+        Arc::clone(&stop_control),
+    )
+    .map_err(|e| anyhow::anyhow!("run: cannot start the control thread: {e}"))?;
+    if let Some(s) = &socket {
+        tracing::info!(target: "pspat::run", "control socket {}", s.display());
+    }
+    tracing::info!(target: "pspat::run", "ready: {input} -> {output} ({})", args.config.display());
     eprintln!(
         "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids, {} rule(s), {} RX thread(s), {} dispatcher(s))",
         input,
         output,
         args.config.display(),
-        links.len() - 1,
+        links().len() - 1,
         snaps.lock().map_or(0, |s| s.len()) - 1,
         cfg.flows,
         plan.rules.len(),
@@ -865,7 +940,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cfg.dispatchers,
     );
     let read = || snaps.lock().map(|s| s.clone()).unwrap_or_default();
-    let mut prev = pipes_json(&links, &read());
+    let mut prev = pipes_json(&links(), &read());
     let mut prev_t = start.elapsed().as_secs_f64();
     let failure = crate::supervise::until_stopped(
         &term,
@@ -873,19 +948,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.duration,
         || bridge.failure(),
         || {
-            let now = pipes_json(&links, &read());
+            let now = pipes_json(&links(), &read());
             let t = start.elapsed().as_secs_f64();
             eprintln!("{}", progress(t, t - prev_t, &prev, &now));
             prev = now;
             prev_t = t;
         },
     );
+    // Release: pairs with the control thread's Acquire load.
+    stop_control.store(true, Ordering::Release);
+    let _ = control_thread.join();
+    if let Some(s) = &socket {
+        let _ = std::fs::remove_file(s);
+    }
     let report: Report = bridge.stop().map_err(|e| anyhow::anyhow!("run: {e}"))?;
-    let pipes = pipes_json(&links, &read());
-    let (rules, cstats) = match classifier.lock() {
-        Ok(c) => (rules_json(&plan, &c), c.stats()),
-        Err(_) => (Vec::new(), ClassifierStats::default()),
-    };
+    let pipes = pipes_json(&links(), &read());
+    let (rules, cstats) = live.rules_and_stats(&live.plan());
     let pipes_conserved = pipes
         .iter()
         .all(|p| p.in_packets == p.out_packets + p.dropped_total + p.queued && p.queued == 0);
@@ -1010,6 +1088,7 @@ mod tests {
             ..ClassifierLimits::default()
         };
         let b = build(&plan, &limits, 1024).unwrap();
+        assert_eq!(limits, self::limits());
         (plan, b)
     }
 
@@ -1054,7 +1133,7 @@ mod tests {
         assert_eq!(b.set.pipe_count(), 5);
         let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
         let set = std::mem::take(&mut b.set);
-        let mut set = Observed::new(set, Arc::clone(&snaps));
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::default());
         let a = offer(&mut b, &mut set, "10.199.0.1", 5001, 1);
         let h1 = offer(&mut b, &mut set, "10.199.0.1", 5002, 2);
         let h2 = offer(&mut b, &mut set, "10.199.0.2", 5002, 3);
@@ -1144,5 +1223,267 @@ mod tests {
             let q = member.pipe().queue_config(FlowId(fs.first.0 + i)).unwrap();
             assert_eq!(q.limit, QueueLimit::Slots(9));
         }
+    }
+
+    fn limits() -> ClassifierLimits {
+        ClassifierLimits {
+            queues_per_flowset: 4,
+            instances_per_sched: 2,
+            ..ClassifierLimits::default()
+        }
+    }
+
+    /// Drives `set` in virtual time up to `until`, collecting `(token, ns)`.
+    fn drive(
+        set: &mut Observed,
+        now: &mut pspat_sched::Instant,
+        until: u64,
+        out: &mut Vec<(u64, u64)>,
+    ) {
+        let until = pspat_sched::Instant::from_nanos(until);
+        loop {
+            while let Some(p) = set.dequeue(*now) {
+                out.push((p.token, now.as_nanos()));
+            }
+            match set.next_eligible(*now) {
+                Some(t) if t > *now && t <= until => *now = t,
+                Some(t) if t <= *now => {}
+                _ => {
+                    *now = until;
+                    return;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_change_from_the_inbox_applies_between_calls_from_the_next_packet_on() {
+        let (plan, mut b) =
+            built("pipe 1 config bw 8Mbit/s\nadd 100 pipe 1 udp from any to any dst-port 5001\n");
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::clone(&inbox));
+        for t in 0..7 {
+            offer(&mut b, &mut set, "10.199.0.1", 5001, t);
+        }
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        drive(&mut set, &mut now, 2_500_000, &mut exits);
+        let new = parse_ipfw(
+            "pipe 1 config bw 16Mbit/s\nadd 100 pipe 1 udp from any to any dst-port 5001\n",
+            "t.ipfw",
+        )
+        .unwrap()
+        .validate(&NoProfiles)
+        .unwrap();
+        let planned = live::plan_change(&plan, &new, b.classifier.layout()).unwrap();
+        assert!(!planned.classifier);
+        assert_eq!(planned.log.len(), 1, "{:?}", planned.log);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
+            while !inbox.is_pending() {
+                std::thread::yield_now();
+            }
+            // The arbiter's next call, at 2.5 ms, takes the change.
+            drive(&mut set, &mut now, 100_000_000, &mut exits);
+            h.join().unwrap().unwrap();
+        });
+        // 1000 B: 1 ms at 8 Mbit/s; packet 2 was on the link at 2.5 ms
+        // (old rate, ends at 3 ms); the rest take 0.5 ms each.
+        assert_eq!(
+            exits,
+            [
+                (0, 1_000_000),
+                (1, 2_000_000),
+                (2, 3_000_000),
+                (3, 3_500_000),
+                (4, 4_000_000),
+                (5, 4_500_000),
+                (6, 5_000_000)
+            ]
+        );
+        assert_eq!(
+            set.set
+                .members()
+                .next()
+                .unwrap()
+                .3
+                .pipe()
+                .rate()
+                .unwrap()
+                .bps(),
+            16_000_000
+        );
+    }
+
+    fn plan_of(text: &str) -> Plan {
+        parse_ipfw(text, "t.ipfw")
+            .unwrap()
+            .validate(&NoProfiles)
+            .unwrap()
+    }
+
+    #[test]
+    fn what_cannot_change_live_is_refused_by_name() {
+        let base = "sched 4 config type wf2q+ bw 4Mbit/s\n\
+                    queue 1 config sched 4 weight 2\n\
+                    pipe 2 config bw 1Mbit/s\n\
+                    add 100 queue 1 ip from any to any\n";
+        let (old, b) = built(base);
+        let layout = b.classifier.layout();
+        let refused = |text: &str, want: &str| {
+            let e = live::plan_change(&old, &plan_of(text), layout).unwrap_err();
+            assert!(e.contains(want), "{e}");
+            assert!(e.contains("restart"), "{e}");
+        };
+        refused(&format!("{base}pipe 3 config bw 1Mbit/s\n"), "pipe 3 (new)");
+        refused(
+            &base.replace("pipe 2 config bw 1Mbit/s\n", ""),
+            "pipe 2 (removed)",
+        );
+        refused(
+            &base.replace("weight 2", "weight 2 mask src-ip 0xff"),
+            "queue 1: its mask",
+        );
+        refused(&base.replace("wf2q+ bw 4", "qfq bw 4"), "sched 4: its type");
+        refused(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), "wf2q+");
+        refused(&format!("{base}seed 7\n"), "seed");
+        // What can: a weight, a queue limit, a pipe's delay, a rule.
+        let ok = live::plan_change(
+            &old,
+            &plan_of(&format!(
+                "{}add 200 pipe 2 udp from any to any\n",
+                base.replace("weight 2", "weight 5 queue 9")
+                    .replace("bw 1Mbit/s", "bw 1Mbit/s delay 3ms")
+            )),
+            layout,
+        )
+        .unwrap();
+        assert!(ok.classifier);
+        let (_, r) = layout
+            .range_of(pspat_classify::FlowOwner::Queue(1))
+            .unwrap();
+        assert!(ok.ops.contains(&live::LiveOp::Flow {
+            link: 4,
+            first: r.first.0,
+            len: r.len(),
+            params: pspat_sched::FlowParams {
+                weight: 5,
+                ..r.params
+            },
+            old: r.params,
+        }));
+        assert_eq!(ok.ops.len(), 3, "{:?}", ok.ops);
+        assert_eq!(ok.log.len(), 4, "{:?}", ok.log);
+    }
+
+    /// A `Live` over `text`'s configuration, its pipes driven by an
+    /// arbiter stand-in thread until the returned flag is set.
+    fn live_of(
+        text: &str,
+    ) -> (
+        Arc<control::Live>,
+        Arc<AtomicBool>,
+        std::thread::JoinHandle<Observed>,
+    ) {
+        let (plan, mut b) = built(text);
+        let config = parse_ipfw(text, "t.ipfw").unwrap();
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let snaps: Snapshots = Arc::default();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let arbiter = std::thread::spawn(move || {
+            let mut t = 0u64;
+            // Acquire: pairs with the test's Release store.
+            while !stop2.load(Ordering::Acquire) {
+                t += 1_000_000;
+                let _ = set.dequeue(pspat_sched::Instant::from_nanos(t));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            set
+        });
+        let live = Arc::new(control::Live {
+            file: PathBuf::from("t.ipfw"),
+            running: Mutex::new(control::Running { config, plan }),
+            limits: limits(),
+            classifier: Arc::new(Mutex::new(b.classifier)),
+            retired: Mutex::default(),
+            links: Mutex::new(b.links),
+            snaps,
+            inbox,
+            not_ip: Arc::default(),
+            input: "pspat-in".into(),
+            output: "pspat-out".into(),
+        });
+        (live, stop, arbiter)
+    }
+
+    #[test]
+    fn ctl_requests_change_the_running_pipes_or_leave_everything_as_it_was() {
+        let (live, stop, arbiter) = live_of(
+            "pipe 1 config bw 5Mbit/s delay 10ms queue 20\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n",
+        );
+        let r = live.request("pipe 1 config bw 20Mbit/s");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.result["changes"].as_array().unwrap().len(), 1);
+        let r = live.request("ipfw pipe show 1");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.result["pipes"][0]["bw_bps"], 20_000_000);
+        assert_eq!(r.result["pipes"][0]["delay_ns"], 10_000_000, "delay kept");
+        assert!(
+            r.text.starts_with("00001:  20.000 Mbit/s   10 ms"),
+            "{}",
+            r.text
+        );
+        // A bad line: the position on the <ctl> line, nothing changed.
+        let r = live.request("pipe 1 config bw 20Mbit/s delya 5ms");
+        assert!(!r.ok);
+        let e = r.error.unwrap();
+        assert!(e.starts_with("<ctl>:1:27: "), "{e}");
+        let r = live.request("pipe 1 config plr 1.5");
+        assert!(r.error.unwrap().starts_with("<ctl>:1:"));
+        // Refused: a new pipe; the running plan stays.
+        let before = live.plan();
+        let r = live.request("pipe 2 config bw 1Mbit/s");
+        assert!(r.error.unwrap().contains("restart"));
+        assert_eq!(live.plan(), before);
+        // Rules: add, show, delete; the counters of a replaced classifier stay.
+        live.classifier.lock().unwrap().classify(
+            pspat_sched::Instant::ZERO,
+            &key("10.199.0.1", 5001),
+            100,
+        );
+        let r = live.request("add 200 pipe 1 tcp from any to any");
+        assert!(r.ok, "{r:?}");
+        let r = live.request("show rules");
+        assert!(r.ok);
+        let rules = r.result["rules"].as_array().unwrap();
+        assert_eq!(rules.len(), 3, "{rules:?}");
+        assert_eq!(
+            (rules[0]["number"].as_u64(), rules[0]["packets"].as_u64()),
+            (Some(100), Some(1))
+        );
+        assert!(
+            r.text.contains("add 200 pipe 1 tcp from any to any"),
+            "{}",
+            r.text
+        );
+        assert!(live.request("delete 200").ok);
+        assert!(!live.request("delete 200").ok);
+        assert_eq!(live.plan().rules.len(), 1);
+        assert!(live.request("queue show").ok);
+        assert!(live.request("sched show").ok);
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let pipe = set.set.members().next().unwrap().3.pipe();
+        assert_eq!(pipe.rate().unwrap().bps(), 20_000_000);
+        assert_eq!(
+            pipe.queue_config(FlowId(0)).unwrap().limit,
+            QueueLimit::Slots(20)
+        );
     }
 }
