@@ -598,11 +598,15 @@ pub fn listen(path: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves one connection: checks the peer, reads one line, answers.
+/// Serves one connection: reads one line, checks the peer, answers. The
+/// line is read even from a peer that is refused, so the answer reaches it
+/// (closing with unread data would reset the connection instead).
 pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
     let reply = match rustix::net::sockopt::socket_peercred(&stream) {
         Err(e) => Reply::refused(
             "",
@@ -616,15 +620,11 @@ pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32) {
             tracing::warn!(target: "pspat::run", pid = cred.pid.as_raw_nonzero().get(), "control connection refused: {msg}");
             Reply::refused("", msg)
         }
-        Ok(_) => {
-            let mut line = String::new();
-            let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
-            match read {
-                Ok(0) => return,
-                Ok(_) => live.request(&line),
-                Err(e) => Reply::refused("", format!("cannot read the request: {e}")),
-            }
-        }
+        Ok(_) => match read {
+            Ok(0) => return,
+            Ok(_) => live.request(&line),
+            Err(e) => Reply::refused("", format!("cannot read the request: {e}")),
+        },
     };
     if let Ok(mut text) = serde_json::to_string(&reply) {
         text.push('\n');
