@@ -541,3 +541,70 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     assert_eq!(pipe(&doc, 1)["bw_bps"], 10_000_000);
     assert!(!socket.exists(), "the socket is removed at exit");
 }
+
+/// `GET path` over HTTP at `addr`, from inside the bridge's namespace
+/// (where the daemon's loopback is); the status line and the body.
+fn http_get(bed: &Bed, addr: &str, path: &str) -> (String, String) {
+    use std::io::Write;
+    let mut stream = bed
+        .bridge
+        .run(|| std::net::TcpStream::connect(addr))
+        .unwrap()
+        .expect("connect to the metrics endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
+    let Some(bed) = Bed::new("metrics") else {
+        return;
+    };
+    let (mut child, rx) = bed.start(
+        "pipe 1 config bw 20Mbit/s queue 200\n\
+         add 100 pipe 1 udp from any to any dst-port 6000\n\
+         default deny\n",
+        &["--metrics", "127.0.0.1:0"],
+    );
+    let line = wait_for(&rx, "run: metrics: http://", &mut child);
+    let addr = line
+        .trim_start_matches("run: metrics: http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{line}");
+    let mut tx = bed.sender_socket();
+    for seq in 0..50u32 {
+        let f = frame(6000, seq, 500);
+        assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+    }
+    // The arbiter publishes at most 100 ms late, and when the pipes empty.
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, body) = http_get(&bed, &addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for want in [
+        "pspat_pipe_in_packets_total{pipe=\"1\"} 50",
+        "pspat_pipe_out_packets_total{pipe=\"1\"} 50",
+        "pspat_pipe_out_bytes_total{pipe=\"1\"} 25000",
+        "pspat_pipe_queued_packets{pipe=\"1\"} 0",
+        "pspat_pipe_bandwidth_bits_per_second{pipe=\"1\"} 20000000",
+        "pspat_rule_packets_total{rule=\"100\"} 50",
+        "pspat_rule_bytes_total{rule=\"100\"} 25000",
+        "# EOF",
+    ] {
+        assert!(body.contains(want), "{want} not in\n{body}");
+    }
+    let (status, _) = http_get(&bed, &addr, "/other");
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    let doc = finish(child);
+    check_conservation(&doc);
+    assert_eq!(pipe(&doc, 1)["out_packets"], 50);
+}
