@@ -76,19 +76,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let answer = talk(&mut stream)
         .map_err(|e| anyhow::anyhow!("ctl: {shown}: the daemon did not answer: {e}"))?;
-    let reply: serde_json::Value = serde_json::from_str(answer.trim())
+    let reply: Answer = serde_json::from_str(answer.trim())
         .map_err(|e| anyhow::anyhow!("ctl: {shown}: not an answer of pspat run: {e}"))?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &reply)?;
         writeln!(out)?;
-    } else if let Some(text) = reply["text"].as_str() {
-        write!(out, "{text}")?;
+    } else {
+        write!(out, "{}", reply.text)?;
     }
     out.flush()?;
-    if reply["ok"].as_bool() == Some(true) {
+    if reply.ok {
         return Ok(ExitCode::SUCCESS);
     }
-    let error = reply["error"].as_str().unwrap_or("refused");
-    Err(usage(error.to_string()))
+    Err(usage(reply.error.unwrap_or_else(|| "refused".into())))
+}
+
+/// The daemon's answer (docs/JSON.md, `pspat ctl`), its keys in this order.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Answer {
+    schema_version: u32,
+    command: String,
+    request: String,
+    ok: bool,
+    error: Option<String>,
+    text: String,
+    result: serde_json::Value,
 }

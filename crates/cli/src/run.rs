@@ -861,8 +861,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
     init_logs();
-    let socket = (!args.no_control).then(|| args.control.clone().unwrap_or_else(default_socket));
-    let listener = socket.as_deref().map(control::listen).transpose()?;
+    // An explicit --control that cannot be opened is an error; the default
+    // one (another daemon may hold it) only a warning: that run has none.
+    let (socket, listener) = match (&args.control, args.no_control) {
+        (_, true) => (None, None),
+        (Some(p), false) => (Some(p.clone()), Some(control::listen(p)?)),
+        (None, false) => {
+            let p = default_socket();
+            match control::listen(&p) {
+                Ok(l) => (Some(p), Some(l)),
+                Err(e) => {
+                    tracing::warn!(target: "pspat::run", "no control socket: {e:#} (give --control PATH)");
+                    (None, None)
+                }
+            }
+        }
+    };
     let metrics_listener = args.metrics.map(metrics::listen).transpose()?;
     let term = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

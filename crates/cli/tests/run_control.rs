@@ -249,6 +249,24 @@ fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
         "pspat ctl {words:?}: {}{text}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The top-level keys in the order docs/JSON.md lists them.
+    let keys: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "schema_version",
+            "command",
+            "request",
+            "ok",
+            "error",
+            "text",
+            "result"
+        ]
+    );
     let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON object");
     assert_eq!(
         (
