@@ -778,8 +778,10 @@ impl pspat_bridge::Classifier for RxClassifier {
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .try_init();
 }
@@ -1460,6 +1462,7 @@ mod tests {
     fn ctl_requests_change_the_running_pipes_or_leave_everything_as_it_was() {
         let (live, stop, arbiter) = live_of(
             "pipe 1 config bw 5Mbit/s delay 10ms queue 20\n\
+             queue 3 config pipe 1 weight 2\n\
              add 100 pipe 1 udp from any to any dst-port 5001\n",
         );
         let r = live.request("pipe 1 config bw 20Mbit/s");
@@ -1494,6 +1497,11 @@ mod tests {
         );
         let r = live.request("add 200 pipe 1 tcp from any to any");
         assert!(r.ok, "{r:?}");
+        // A weight changed live, then a rule: the flow ids stay the same.
+        assert!(live.request("queue 3 config weight 7").ok);
+        let r = live.request("add 300 queue 3 ip from any to any");
+        assert!(r.ok, "{r:?}");
+        assert!(live.request("delete 300").ok);
         let r = live.request("show rules");
         assert!(r.ok);
         let rules = r.result["rules"].as_array().unwrap();

@@ -213,7 +213,7 @@ impl Live {
         let planned = live::plan_change(&running.plan, &plan, &layout)?;
         let fresh = if planned.classifier {
             let mut c = Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?;
-            if c.layout() != &layout {
+            if !same_ids(c.layout(), &layout) {
                 return Err(
                     "run: the new rules need another flow layout; restart pspat run".into(),
                 );
@@ -531,6 +531,20 @@ fn rule_text(r: &pspat_config::RulePlan) -> String {
         direction: r.direction,
         interface: r.interface.clone(),
     })
+}
+
+/// Whether two layouts give every owner the same ids on the same links
+/// (the flows' parameters may differ: a weight changed live).
+fn same_ids(a: &pspat_classify::FlowLayout, b: &pspat_classify::FlowLayout) -> bool {
+    a.links.len() == b.links.len()
+        && a.links.iter().zip(&b.links).all(|(x, y)| {
+            (x.number, x.kind, x.alg, x.instances) == (y.number, y.kind, y.alg, y.instances)
+                && x.ranges.len() == y.ranges.len()
+                && x.ranges.iter().zip(&y.ranges).all(|(r, t)| {
+                    (r.owner, r.first, r.dynamic, r.overflow)
+                        == (t.owner, t.first, t.dynamic, t.overflow)
+                })
+        })
 }
 
 /// Follows a plan's link parameters in the reports.

@@ -90,14 +90,23 @@ fn bw_text(bps: u64) -> String {
     }
 }
 
+/// `20ms`, `1500us`: microseconds as written in a configuration.
+fn us_text(us: u64) -> String {
+    if us % 1000 == 0 {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
 /// Describes a link's parameters for a log line.
 fn link_text(l: &pspat_config::LinkPlan) -> String {
-    let mut s = format!("bw {} delay {} us", bw_text(l.bw_bps), l.delay_us);
+    let mut s = format!("bw {} delay {}", bw_text(l.bw_bps), us_text(l.delay_us));
     if l.burst_bytes > 0 {
         s.push_str(&format!(" burst {} B", l.burst_bytes));
     }
     if l.jitter_us > 0 {
-        s.push_str(&format!(" jitter {} us", l.jitter_us));
+        s.push_str(&format!(" jitter {}", us_text(l.jitter_us)));
     }
     if l.profile.is_some() {
         s.push_str(" profile");
