@@ -92,7 +92,7 @@ fn bw_text(bps: u64) -> String {
 
 /// `20ms`, `1500us`: microseconds as written in a configuration.
 fn us_text(us: u64) -> String {
-    if us % 1000 == 0 {
+    if us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")
