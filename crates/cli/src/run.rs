@@ -346,6 +346,11 @@ struct MemberSnap {
 /// The pipes' counters, published by the arbiter's thread.
 type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 
+/// The longest the arbiter sleeps while the pipes hold packets (a long
+/// delay line), so that a live change waits at most this long; an idle
+/// arbiter parks for at most 100 ms (the runtime's safety timeout).
+const CHANGE_POLL_NS: u64 = 50_000_000;
+
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
 /// counters copied out every 100 ms of the arbiter's clock, when the set
 /// empties (at most once a millisecond), and when the runtime drops it at
@@ -440,8 +445,14 @@ impl Scheduler for Observed {
         self.set.queued()
     }
 
+    /// The pipes' next exit or link event, but at most [`CHANGE_POLL_NS`]
+    /// ahead: the arbiter sleeps until then, and a change in the inbox
+    /// waits for its next call (an early wake-up finds nothing due and
+    /// sleeps again; no exit time moves).
     fn next_eligible(&self, now: pspat_sched::Instant) -> Option<pspat_sched::Instant> {
-        self.set.next_eligible(now)
+        self.set
+            .next_eligible(now)
+            .map(|t| t.min(now.saturating_add_nanos(CHANGE_POLL_NS)))
     }
 
     fn name(&self) -> &'static str {
@@ -1567,5 +1578,29 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_long_delay_line_wakes_the_arbiter_every_50ms_without_moving_exits() {
+        let (_, mut b) = built(
+            "pipe 1 config bw 8Mbit/s delay 10s\nadd 100 pipe 1 udp from any to any dst-port 5001\n",
+        );
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::default());
+        offer(&mut b, &mut set, "10.199.0.1", 5001, 1);
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        let mut wakes = 0;
+        while exits.is_empty() {
+            let next = set.next_eligible(now).unwrap();
+            assert!(next.as_nanos() - now.as_nanos() <= CHANGE_POLL_NS);
+            now = next;
+            wakes += 1;
+            while let Some(p) = set.dequeue(now) {
+                exits.push((p.token, now.as_nanos()));
+            }
+        }
+        assert_eq!(exits, [(1, 10_001_000_000)]);
+        assert!(wakes >= 200, "{wakes}");
     }
 }
