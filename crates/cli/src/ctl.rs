@@ -39,7 +39,12 @@ pub struct Args {
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    // `pspat ctl pipe show --json`: a trailing flag is taken as one.
+    if args.words.last().is_some_and(|w| w == "--json") {
+        args.words.pop();
+        args.json = true;
+    }
     let line = args.words.join(" ");
     if line.contains('\n') {
         return Err(usage("ctl: the request must be one line"));

@@ -23,6 +23,12 @@
 //! second per active pipe (rate, queue, drops), stops on SIGINT, SIGTERM or
 //! `--duration`, drains, and prints dummynet's `pipe show`-like table and
 //! the rule counters, or one JSON object (`--json`, docs/JSON.md).
+//!
+//! While it runs, the configuration changes live: `pspat ctl` lines on the
+//! control socket and SIGHUP reloads ([`control`]) are planned against the
+//! running plan and applied by the arbiter between two scheduler calls
+//! ([`live`]); `--metrics` serves the counters to Prometheus ([`metrics`]);
+//! the log goes through `tracing`.
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -336,8 +336,8 @@ fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.starts_with("pspat: <ctl>:1:27: "), "{err}");
     assert!(err.contains("delya"), "{err}");
-    // A leading `ipfw` is accepted.
-    let out = ctl(&socket, &["ipfw", "pipe", "show"]);
+    // A leading `ipfw` is accepted, and a trailing --json.
+    let out = ctl(&socket, &["ipfw", "pipe", "show", "--json"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no pspat run is listening"));
 }
 
