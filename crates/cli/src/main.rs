@@ -10,6 +10,7 @@ use pspat_cli::{sched_config, units, usage, UsageError, SCHEMA_VERSION};
 
 mod bench;
 mod config_cmd;
+mod ctl;
 mod demo;
 mod demo_lab;
 mod lab;
@@ -66,6 +67,8 @@ enum Command {
     Shape(shape::Args),
     /// dummynet's model (pipes, queues, scheds, rules) shaping real traffic between two interfaces (needs root).
     Run(run::Args),
+    /// Send one ipfw line to a running `pspat run` (change a pipe, show pipes, queues, rules).
+    Ctl(ctl::Args),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Command::Traffic(a) => traffic::run(a),
         Command::Shape(a) => shape::run(a),
         Command::Run(a) => run::run(a),
+        Command::Ctl(a) => ctl::run(a),
     };
     match result {
         Ok(code) => code,

@@ -23,6 +23,12 @@
 //! second per active pipe (rate, queue, drops), stops on SIGINT, SIGTERM or
 //! `--duration`, drains, and prints dummynet's `pipe show`-like table and
 //! the rule counters, or one JSON object (`--json`, docs/JSON.md).
+//!
+//! While it runs, the configuration changes live: `pspat ctl` lines on the
+//! control socket and SIGHUP reloads ([`control`]) are planned against the
+//! running plan and applied by the arbiter between two scheduler calls
+//! ([`live`]); `--metrics` serves the counters to Prometheus ([`metrics`]);
+//! the log goes through `tracing`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -51,6 +57,12 @@ use pspat_sched::{
 
 use crate::units::{self, human_rate};
 use crate::usage;
+
+mod control;
+mod live;
+mod metrics;
+
+pub use control::default_socket;
 
 /// The link number of the pass pipe (above every dummynet number).
 pub const PASS_LINK: u32 = u32::MAX;
@@ -102,6 +114,17 @@ pub struct Args {
     /// Build the classifier and the pipes, print them, and exit without opening interfaces.
     #[arg(long = "dry-run")]
     dry_run: bool,
+    /// The control socket `pspat ctl` talks to (mode 0600; default: /run/pspat/pspat.sock for
+    /// root, else $XDG_RUNTIME_DIR/pspat.sock or /tmp/pspat-UID/pspat.sock).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_control")]
+    control: Option<PathBuf>,
+    /// Open no control socket (SIGHUP still reloads the file).
+    #[arg(long = "no-control")]
+    no_control: bool,
+    /// Serve Prometheus metrics on GET /metrics at this address only (`127.0.0.1:9101`;
+    /// port 0 picks a free port, printed as `run: metrics: http://ADDR/metrics`).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 /// A whole number in `LO..=HI`, for clap: the error names the range.
@@ -329,6 +352,11 @@ struct MemberSnap {
 /// The pipes' counters, published by the arbiter's thread.
 type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 
+/// The longest the arbiter sleeps while the pipes hold packets (a long
+/// delay line), so that a live change waits at most this long; an idle
+/// arbiter parks for at most 100 ms (the runtime's safety timeout).
+const CHANGE_POLL_NS: u64 = 50_000_000;
+
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
 /// counters copied out every 100 ms of the arbiter's clock, when the set
 /// empties (at most once a millisecond), and when the runtime drops it at
@@ -336,16 +364,19 @@ type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 struct Observed {
     set: PipeSet<AnyScheduler>,
     out: Snapshots,
+    /// Live changes, taken at the start of every `enqueue` and `dequeue`.
+    inbox: Arc<live::Inbox>,
     last: pspat_sched::Instant,
     next: pspat_sched::Instant,
     dirty: bool,
 }
 
 impl Observed {
-    fn new(set: PipeSet<AnyScheduler>, out: Snapshots) -> Self {
+    fn new(set: PipeSet<AnyScheduler>, out: Snapshots, inbox: Arc<live::Inbox>) -> Self {
         let mut o = Observed {
             set,
             out,
+            inbox,
             last: pspat_sched::Instant::ZERO,
             next: pspat_sched::Instant::ZERO,
             dirty: true,
@@ -366,6 +397,16 @@ impl Observed {
             out.extend(snaps);
         }
         self.dirty = false;
+    }
+
+    /// Applies the changes waiting in the inbox (between two calls of the
+    /// runtime, so never inside a packet's handling) and answers them.
+    fn take_changes(&mut self, now: pspat_sched::Instant) {
+        for (id, ops) in self.inbox.take() {
+            let r = live::apply(&mut self.set, now, &ops);
+            self.publish();
+            self.inbox.answer(id, r);
+        }
     }
 
     fn after(&mut self, now: pspat_sched::Instant) {
@@ -391,12 +432,14 @@ impl Drop for Observed {
 
 impl Scheduler for Observed {
     fn enqueue(&mut self, now: pspat_sched::Instant, pkt: Packet) -> Result<(), Rejected> {
+        self.take_changes(now);
         let r = self.set.enqueue(now, pkt);
         self.after(now);
         r
     }
 
     fn dequeue(&mut self, now: pspat_sched::Instant) -> Option<Packet> {
+        self.take_changes(now);
         let p = self.set.dequeue(now);
         if p.is_some() || self.dirty {
             self.after(now);
@@ -408,8 +451,14 @@ impl Scheduler for Observed {
         self.set.queued()
     }
 
+    /// The pipes' next exit or link event, but at most [`CHANGE_POLL_NS`]
+    /// ahead: the arbiter sleeps until then, and a change in the inbox
+    /// waits for its next call (an early wake-up finds nothing due and
+    /// sleeps again; no exit time moves).
     fn next_eligible(&self, now: pspat_sched::Instant) -> Option<pspat_sched::Instant> {
-        self.set.next_eligible(now)
+        self.set
+            .next_eligible(now)
+            .map(|t| t.min(now.saturating_add_nanos(CHANGE_POLL_NS)))
     }
 
     fn name(&self) -> &'static str {
@@ -741,9 +790,22 @@ impl pspat_bridge::Classifier for RxClassifier {
     }
 }
 
+/// Logs through `tracing` on stderr, filtered by `RUST_LOG` (default
+/// `info`); a second call (tests) keeps the first subscriber.
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter)
+        .try_init();
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (_config, plan) = load(&args.config)?;
+    let (config, plan) = load(&args.config)?;
     let rx_threads = args.rx_threads as usize;
     let descriptors = args.descriptors as usize;
     if !descriptors.is_multiple_of(64) {
@@ -817,18 +879,58 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
+    init_logs();
+    // An explicit --control that cannot be opened is an error; the default
+    // one (another daemon may hold it) only a warning: that run has none.
+    let (socket, listener) = match (&args.control, args.no_control) {
+        (_, true) => (None, None),
+        (Some(p), false) => (Some(p.clone()), Some(control::listen(p)?)),
+        (None, false) => {
+            let p = default_socket();
+            match control::listen(&p) {
+                Ok(l) => (Some(p), Some(l)),
+                Err(e) => {
+                    tracing::warn!(target: "pspat::run", "no control socket: {e:#} (give --control PATH)");
+                    (None, None)
+                }
+            }
+        }
+    };
+    let metrics_listener = args.metrics.map(metrics::listen).transpose()?;
     let term = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&term))
             .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .map_err(|e| anyhow::anyhow!("cannot install the SIGHUP handler: {e}"))?;
     let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
-    let links = built.links.clone();
     let routes = built.routes.clone();
     let pass = built.pass_flow;
     let classifier = Arc::new(Mutex::new(built.classifier));
     let not_ip = Arc::new(AtomicU64::new(0));
-    let sched = Observed::new(built.set, Arc::clone(&snaps));
+    let inbox = Arc::new(live::Inbox::default());
+    let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox));
+    let mut config = config;
+    control::pin_rule_numbers(&mut config);
+    let live = Arc::new(control::Live {
+        file: args.config.clone(),
+        running: Mutex::new(control::Running {
+            config,
+            plan: plan.clone(),
+        }),
+        limits: limits.clone(),
+        classifier: Arc::clone(&classifier),
+        retired: Mutex::default(),
+        links: Mutex::new(built.links.clone()),
+        snaps: Arc::clone(&snaps),
+        inbox,
+        not_ip: Arc::clone(&not_ip),
+        input: input.clone(),
+        output: output.clone(),
+    });
+    let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
     let make = |_k: usize| RxClassifier {
         classifier: Arc::clone(&classifier),
@@ -852,20 +954,45 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
+    let stop_control = Arc::new(AtomicBool::new(false));
+    let control_thread = control::spawn(
+        Arc::clone(&live),
+        listener,
+        Arc::clone(&hup),
+        Arc::clone(&stop_control),
+    )
+    .map_err(|e| anyhow::anyhow!("run: cannot start the control thread: {e}"))?;
+    if let Some(s) = &socket {
+        tracing::info!(target: "pspat::run", "control socket {}", s.display());
+    }
+    tracing::info!(target: "pspat::run", "ready: {input} -> {output} ({})", args.config.display());
     eprintln!(
         "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids, {} rule(s), {} RX thread(s), {} dispatcher(s))",
         input,
         output,
         args.config.display(),
-        links.len() - 1,
+        links().len() - 1,
         snaps.lock().map_or(0, |s| s.len()) - 1,
         cfg.flows,
         plan.rules.len(),
         cfg.rx_threads,
         cfg.dispatchers,
     );
+    let metrics_thread = match metrics_listener {
+        Some(l) => {
+            let at = l
+                .local_addr()
+                .map_err(|e| anyhow::anyhow!("run: --metrics: {e}"))?;
+            let h = metrics::spawn(Arc::clone(&live), l, Arc::clone(&stop_control))
+                .map_err(|e| anyhow::anyhow!("run: cannot start the metrics thread: {e}"))?;
+            tracing::info!(target: "pspat::run", "metrics on http://{at}/metrics");
+            eprintln!("run: metrics: http://{at}/metrics");
+            Some(h)
+        }
+        None => None,
+    };
     let read = || snaps.lock().map(|s| s.clone()).unwrap_or_default();
-    let mut prev = pipes_json(&links, &read());
+    let mut prev = pipes_json(&links(), &read());
     let mut prev_t = start.elapsed().as_secs_f64();
     let failure = crate::supervise::until_stopped(
         &term,
@@ -873,19 +1000,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.duration,
         || bridge.failure(),
         || {
-            let now = pipes_json(&links, &read());
+            let now = pipes_json(&links(), &read());
             let t = start.elapsed().as_secs_f64();
             eprintln!("{}", progress(t, t - prev_t, &prev, &now));
             prev = now;
             prev_t = t;
         },
     );
+    // Release: pairs with the control thread's Acquire load.
+    stop_control.store(true, Ordering::Release);
+    let _ = control_thread.join();
+    if let Some(h) = metrics_thread {
+        let _ = h.join();
+    }
+    if let Some(s) = &socket {
+        let _ = std::fs::remove_file(s);
+    }
     let report: Report = bridge.stop().map_err(|e| anyhow::anyhow!("run: {e}"))?;
-    let pipes = pipes_json(&links, &read());
-    let (rules, cstats) = match classifier.lock() {
-        Ok(c) => (rules_json(&plan, &c), c.stats()),
-        Err(_) => (Vec::new(), ClassifierStats::default()),
-    };
+    let pipes = pipes_json(&links(), &read());
+    let (rules, cstats) = live.rules_and_stats(&live.plan());
     let pipes_conserved = pipes
         .iter()
         .all(|p| p.in_packets == p.out_packets + p.dropped_total + p.queued && p.queued == 0);
@@ -1010,6 +1143,7 @@ mod tests {
             ..ClassifierLimits::default()
         };
         let b = build(&plan, &limits, 1024).unwrap();
+        assert_eq!(limits, self::limits());
         (plan, b)
     }
 
@@ -1054,7 +1188,7 @@ mod tests {
         assert_eq!(b.set.pipe_count(), 5);
         let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
         let set = std::mem::take(&mut b.set);
-        let mut set = Observed::new(set, Arc::clone(&snaps));
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::default());
         let a = offer(&mut b, &mut set, "10.199.0.1", 5001, 1);
         let h1 = offer(&mut b, &mut set, "10.199.0.1", 5002, 2);
         let h2 = offer(&mut b, &mut set, "10.199.0.2", 5002, 3);
@@ -1144,5 +1278,389 @@ mod tests {
             let q = member.pipe().queue_config(FlowId(fs.first.0 + i)).unwrap();
             assert_eq!(q.limit, QueueLimit::Slots(9));
         }
+    }
+
+    fn limits() -> ClassifierLimits {
+        ClassifierLimits {
+            queues_per_flowset: 4,
+            instances_per_sched: 2,
+            ..ClassifierLimits::default()
+        }
+    }
+
+    /// Drives `set` in virtual time up to `until`, collecting `(token, ns)`.
+    fn drive(
+        set: &mut Observed,
+        now: &mut pspat_sched::Instant,
+        until: u64,
+        out: &mut Vec<(u64, u64)>,
+    ) {
+        let until = pspat_sched::Instant::from_nanos(until);
+        loop {
+            while let Some(p) = set.dequeue(*now) {
+                out.push((p.token, now.as_nanos()));
+            }
+            match set.next_eligible(*now) {
+                Some(t) if t > *now && t <= until => *now = t,
+                Some(t) if t <= *now => {}
+                _ => {
+                    *now = until;
+                    return;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_change_from_the_inbox_applies_between_calls_from_the_next_packet_on() {
+        let (plan, mut b) =
+            built("pipe 1 config bw 8Mbit/s\nadd 100 pipe 1 udp from any to any dst-port 5001\n");
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::clone(&inbox));
+        for t in 0..7 {
+            offer(&mut b, &mut set, "10.199.0.1", 5001, t);
+        }
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        drive(&mut set, &mut now, 2_500_000, &mut exits);
+        let new = parse_ipfw(
+            "pipe 1 config bw 16Mbit/s\nadd 100 pipe 1 udp from any to any dst-port 5001\n",
+            "t.ipfw",
+        )
+        .unwrap()
+        .validate(&NoProfiles)
+        .unwrap();
+        let planned = live::plan_change(&plan, &new, b.classifier.layout()).unwrap();
+        assert!(!planned.classifier);
+        assert_eq!(planned.log.len(), 1, "{:?}", planned.log);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
+            while !inbox.is_pending() {
+                std::thread::yield_now();
+            }
+            // The arbiter's next call, at 2.5 ms, takes the change.
+            drive(&mut set, &mut now, 100_000_000, &mut exits);
+            h.join().unwrap().unwrap();
+        });
+        // 1000 B: 1 ms at 8 Mbit/s; packet 2 was on the link at 2.5 ms
+        // (old rate, ends at 3 ms); the rest take 0.5 ms each.
+        assert_eq!(
+            exits,
+            [
+                (0, 1_000_000),
+                (1, 2_000_000),
+                (2, 3_000_000),
+                (3, 3_500_000),
+                (4, 4_000_000),
+                (5, 4_500_000),
+                (6, 5_000_000)
+            ]
+        );
+        assert_eq!(
+            set.set
+                .members()
+                .next()
+                .unwrap()
+                .3
+                .pipe()
+                .rate()
+                .unwrap()
+                .bps(),
+            16_000_000
+        );
+    }
+
+    fn plan_of(text: &str) -> Plan {
+        parse_ipfw(text, "t.ipfw")
+            .unwrap()
+            .validate(&NoProfiles)
+            .unwrap()
+    }
+
+    #[test]
+    fn what_cannot_change_live_is_refused_by_name() {
+        let base = "sched 4 config type wf2q+ bw 4Mbit/s\n\
+                    queue 1 config sched 4 weight 2\n\
+                    pipe 2 config bw 1Mbit/s\n\
+                    add 100 queue 1 ip from any to any\n";
+        let (old, b) = built(base);
+        let layout = b.classifier.layout();
+        let refused = |text: &str, want: &str| {
+            let e = live::plan_change(&old, &plan_of(text), layout).unwrap_err();
+            assert!(e.contains(want), "{e}");
+            assert!(e.contains("restart"), "{e}");
+        };
+        refused(&format!("{base}pipe 3 config bw 1Mbit/s\n"), "pipe 3 (new)");
+        refused(
+            &base.replace("pipe 2 config bw 1Mbit/s\n", ""),
+            "pipe 2 (removed)",
+        );
+        refused(
+            &base.replace("weight 2", "weight 2 mask src-ip 0xff"),
+            "queue 1: its mask",
+        );
+        refused(&base.replace("wf2q+ bw 4", "qfq bw 4"), "sched 4: its type");
+        refused(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), "wf2q+");
+        refused(&format!("{base}seed 7\n"), "seed");
+        // What can: a weight, a queue limit, a pipe's delay, a rule.
+        let ok = live::plan_change(
+            &old,
+            &plan_of(&format!(
+                "{}add 200 pipe 2 udp from any to any\n",
+                base.replace("weight 2", "weight 5 queue 9")
+                    .replace("bw 1Mbit/s", "bw 1Mbit/s delay 3ms")
+            )),
+            layout,
+        )
+        .unwrap();
+        assert!(ok.classifier);
+        let (_, r) = layout
+            .range_of(pspat_classify::FlowOwner::Queue(1))
+            .unwrap();
+        assert!(ok.ops.contains(&live::LiveOp::Flow {
+            link: 4,
+            first: r.first.0,
+            len: r.len(),
+            params: pspat_sched::FlowParams {
+                weight: 5,
+                ..r.params
+            },
+            old: r.params,
+        }));
+        assert_eq!(ok.ops.len(), 3, "{:?}", ok.ops);
+        assert_eq!(ok.log.len(), 4, "{:?}", ok.log);
+    }
+
+    /// A `Live` over `text`'s configuration, its pipes driven by an
+    /// arbiter stand-in thread until the returned flag is set.
+    fn live_of(
+        text: &str,
+    ) -> (
+        Arc<control::Live>,
+        Arc<AtomicBool>,
+        std::thread::JoinHandle<Observed>,
+    ) {
+        let (plan, mut b) = built(text);
+        let config = parse_ipfw(text, "t.ipfw").unwrap();
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let snaps: Snapshots = Arc::default();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let arbiter = std::thread::spawn(move || {
+            let mut t = 0u64;
+            // Acquire: pairs with the test's Release store.
+            while !stop2.load(Ordering::Acquire) {
+                t += 1_000_000;
+                let _ = set.dequeue(pspat_sched::Instant::from_nanos(t));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            set
+        });
+        let live = Arc::new(control::Live {
+            file: PathBuf::from("t.ipfw"),
+            running: Mutex::new(control::Running { config, plan }),
+            limits: limits(),
+            classifier: Arc::new(Mutex::new(b.classifier)),
+            retired: Mutex::default(),
+            links: Mutex::new(b.links),
+            snaps,
+            inbox,
+            not_ip: Arc::default(),
+            input: "pspat-in".into(),
+            output: "pspat-out".into(),
+        });
+        (live, stop, arbiter)
+    }
+
+    #[test]
+    fn ctl_requests_change_the_running_pipes_or_leave_everything_as_it_was() {
+        let (live, stop, arbiter) = live_of(
+            "pipe 1 config bw 5Mbit/s delay 10ms queue 20\n\
+             queue 3 config pipe 1 weight 2\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n",
+        );
+        let r = live.request("pipe 1 config bw 20Mbit/s");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.result["changes"].as_array().unwrap().len(), 1);
+        let r = live.request("ipfw pipe show 1");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.result["pipes"][0]["bw_bps"], 20_000_000);
+        assert_eq!(r.result["pipes"][0]["delay_ns"], 10_000_000, "delay kept");
+        assert!(
+            r.text.starts_with("00001:  20.000 Mbit/s   10 ms"),
+            "{}",
+            r.text
+        );
+        // A bad line: the position on the <ctl> line, nothing changed.
+        let r = live.request("pipe 1 config bw 20Mbit/s delya 5ms");
+        assert!(!r.ok);
+        let e = r.error.unwrap();
+        assert!(e.starts_with("<ctl>:1:27: "), "{e}");
+        let r = live.request("pipe 1 config plr 1.5");
+        assert!(r.error.unwrap().starts_with("<ctl>:1:"));
+        // Refused: a new pipe; the running plan stays.
+        let before = live.plan();
+        let r = live.request("pipe 2 config bw 1Mbit/s");
+        assert!(r.error.unwrap().contains("restart"));
+        assert_eq!(live.plan(), before);
+        // Rules: add, show, delete; the counters of a replaced classifier stay.
+        live.classifier.lock().unwrap().classify(
+            pspat_sched::Instant::ZERO,
+            &key("10.199.0.1", 5001),
+            100,
+        );
+        let r = live.request("add 200 pipe 1 tcp from any to any");
+        assert!(r.ok, "{r:?}");
+        // A weight changed live, then a rule: the flow ids stay the same.
+        assert!(live.request("queue 3 config weight 7").ok);
+        let r = live.request("add 300 queue 3 ip from any to any");
+        assert!(r.ok, "{r:?}");
+        assert!(live.request("delete 300").ok);
+        let r = live.request("show rules");
+        assert!(r.ok);
+        let rules = r.result["rules"].as_array().unwrap();
+        assert_eq!(rules.len(), 3, "{rules:?}");
+        assert_eq!(
+            (rules[0]["number"].as_u64(), rules[0]["packets"].as_u64()),
+            (Some(100), Some(1))
+        );
+        assert!(
+            r.text.contains("add 200 pipe 1 tcp from any to any"),
+            "{}",
+            r.text
+        );
+        assert!(live.request("delete 200").ok);
+        assert!(!live.request("delete 200").ok);
+        assert_eq!(live.plan().rules.len(), 1);
+        assert!(live.request("queue show").ok);
+        assert!(live.request("sched show").ok);
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let pipe = set.set.members().next().unwrap().3.pipe();
+        assert_eq!(pipe.rate().unwrap().bps(), 20_000_000);
+        assert_eq!(
+            pipe.queue_config(FlowId(0)).unwrap().limit,
+            QueueLimit::Slots(20)
+        );
+    }
+
+    #[test]
+    fn metrics_name_every_pipe_rule_and_drop_reason() {
+        let (live, stop, arbiter) = live_of(
+            "pipe 1 config bw 5Mbit/s delay 10ms\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n",
+        );
+        live.classifier.lock().unwrap().classify(
+            pspat_sched::Instant::ZERO,
+            &key("10.199.0.1", 5001),
+            100,
+        );
+        // Release: pairs with the stand-in's Acquire load; the stand-in
+        // publishes no more once stopped.
+        stop.store(true, Ordering::Release);
+        arbiter.join().unwrap();
+        {
+            let mut snaps = live.snaps.lock().unwrap();
+            snaps[0].counters.in_packets = 7;
+            snaps[0].counters.dropped_packets[DropReason::FlowLimit.index()] = 2;
+        }
+        let text = metrics::render(&live);
+        for want in [
+            "pspat_pipe_in_packets_total{pipe=\"1\"} 7",
+            "pspat_pipe_in_packets_total{pipe=\"pass\"} 0",
+            "pspat_pipe_dropped_packets_total{pipe=\"1\",reason=\"flow_limit\"} 2",
+            "pspat_pipe_bandwidth_bits_per_second{pipe=\"1\"} 5000000",
+            "pspat_pipe_delay_seconds{pipe=\"1\"} 0.01",
+            "pspat_pipe_queued_packets{pipe=\"1\"} 0",
+            "pspat_rule_packets_total{rule=\"100\"} 1",
+            "pspat_rule_bytes_total{rule=\"100\"} 100",
+            "pspat_rule_packets_total{rule=\"default\"} 0",
+            "pspat_classifier_packets_total{decision=\"enqueued\"} 1",
+            "# EOF",
+        ] {
+            assert!(text.contains(want), "{want} not in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_long_delay_line_wakes_the_arbiter_every_50ms_without_moving_exits() {
+        let (_, mut b) = built(
+            "pipe 1 config bw 8Mbit/s delay 10s\nadd 100 pipe 1 udp from any to any dst-port 5001\n",
+        );
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::default());
+        offer(&mut b, &mut set, "10.199.0.1", 5001, 1);
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        let mut wakes = 0;
+        while exits.is_empty() {
+            let next = set.next_eligible(now).unwrap();
+            assert!(next.as_nanos() - now.as_nanos() <= CHANGE_POLL_NS);
+            now = next;
+            wakes += 1;
+            while let Some(p) = set.dequeue(now) {
+                exits.push((p.token, now.as_nanos()));
+            }
+        }
+        assert_eq!(exits, [(1, 10_001_000_000)]);
+        assert!(wakes >= 200, "{wakes}");
+    }
+
+    #[test]
+    fn a_live_weight_change_keeps_every_packet_and_each_flow_s_order() {
+        let text = "sched 4 config type qfq bw 8Mbit/s\n\
+                    queue 1 config sched 4 weight 1 queue 100\n\
+                    queue 2 config sched 4 weight 1 queue 100\n\
+                    add 100 queue 1 udp from any to any dst-port 5001\n\
+                    add 200 queue 2 udp from any to any dst-port 5002\n";
+        let (plan, mut b) = built(text);
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::clone(&inbox));
+        // 40 packets each; tokens 0.. for port 5001, 1000.. for 5002.
+        for t in 0..40 {
+            offer(&mut b, &mut set, "10.199.0.1", 5001, t);
+            offer(&mut b, &mut set, "10.199.0.1", 5002, 1000 + t);
+        }
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        drive(&mut set, &mut now, 10_000_000, &mut exits);
+        let new = plan_of(&text.replace(
+            "queue 2 config sched 4 weight 1",
+            "queue 2 config sched 4 weight 9",
+        ));
+        let planned = live::plan_change(&plan, &new, b.classifier.layout()).unwrap();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
+            while !inbox.is_pending() {
+                std::thread::yield_now();
+            }
+            drive(&mut set, &mut now, 1_000_000_000, &mut exits);
+            h.join().unwrap().unwrap();
+        });
+        assert_eq!(exits.len(), 80, "every packet left");
+        for flow in [0..1000, 1000..2000] {
+            let tokens: Vec<u64> = exits
+                .iter()
+                .map(|e| e.0)
+                .filter(|t| flow.contains(t))
+                .collect();
+            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        }
+        // 1 ms per packet: before 10 ms the two flows alternate; in the
+        // next 20 ms, flow 2 (weight 9) gets most of the link.
+        let share = |from: u64, to: u64| {
+            let w: Vec<_> = exits.iter().filter(|e| e.1 > from && e.1 <= to).collect();
+            let two = w.iter().filter(|e| e.0 >= 1000).count();
+            (two, w.len())
+        };
+        let (two, all) = share(0, 10_000_000);
+        assert!(two.abs_diff(all - two) <= 1, "{two} of {all}");
+        let (two, all) = share(10_000_000, 30_000_000);
+        assert!(two * 10 >= all * 8, "{two} of {all}");
     }
 }

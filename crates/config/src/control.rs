@@ -77,3 +77,255 @@ pub enum ControlRequest {
 pub fn parse_control(line: &str, file: &str) -> Result<ControlRequest, Error> {
     crate::ipfw::parse_control_line(line, file)
 }
+
+/// The running configuration with configuration lines sent to a daemon
+/// merged in, as `pspat ctl` means them: an object that exists keeps every
+/// parameter the lines do not give (`pipe 1 config bw 20Mbit/s` changes the
+/// bandwidth only; `reorder` and `noerror` can be turned on, not off); a
+/// new number adds an object; `add N ...` replaces rule N or adds it, a
+/// rule without a number is added after the others; `table N add P V`
+/// sets one entry; `default` and `seed` replace theirs when given.
+///
+/// The result's [`crate::model::SourceMap`] holds the positions of the
+/// lines (file name and all, re-indexed to the merged objects), so a
+/// validation error names the line's token; objects of `running` that the
+/// lines do not touch have no position.
+///
+/// # Examples
+/// ```
+/// use pspat_config::{merge, parse_ipfw, NoProfiles};
+/// let running = parse_ipfw("pipe 1 config bw 5Mbit/s delay 20ms", "run.ipfw").unwrap();
+/// let lines = parse_ipfw("pipe 1 config bw 20Mbit/s", "<ctl>").unwrap();
+/// let plan = merge(&running, &lines).validate(&NoProfiles).unwrap();
+/// assert_eq!((plan.pipes[&1].link.bw_bps, plan.pipes[&1].link.delay_us), (20_000_000, 20_000));
+/// ```
+pub fn merge(running: &Config, lines: &Config) -> Config {
+    use crate::model::{LinkParams, QueueParams, Site, SiteKind, SourceMap};
+    use std::collections::HashMap;
+
+    fn link(old: &mut LinkParams, new: &LinkParams) {
+        old.bw = new.bw.or(old.bw);
+        old.delay_us = new.delay_us.or(old.delay_us);
+        old.burst = new.burst.or(old.burst);
+        old.profile = new.profile.clone().or(old.profile.take());
+        old.jitter_us = new.jitter_us.or(old.jitter_us);
+        old.distribution = new.distribution.or(old.distribution);
+        old.reorder |= new.reorder;
+    }
+    fn queue(old: &mut QueueParams, new: &QueueParams) {
+        old.limit = new.limit.or(old.limit);
+        old.plr = new.plr.or(old.plr);
+        old.red = new.red.or(old.red);
+        old.buckets = new.buckets.or(old.buckets);
+        old.noerror |= new.noerror;
+        old.gemodel = new.gemodel.or(old.gemodel);
+        old.duplicate = new.duplicate.or(old.duplicate);
+    }
+
+    let mut out = running.clone();
+    // (kind, index in `lines`) → index in `out`; tables: (index, sub) too.
+    let mut moved: HashMap<(SiteKind, usize), usize> = HashMap::new();
+    let mut entry_moved: HashMap<(usize, usize), usize> = HashMap::new();
+    for (i, s) in lines.scheds.iter().enumerate() {
+        let at = match out.scheds.iter().position(|o| o.number == s.number) {
+            Some(k) => {
+                let o = &mut out.scheds[k];
+                o.alg = s.alg.or(o.alg);
+                link(&mut o.link, &s.link);
+                if !s.mask.is_empty() {
+                    o.mask = s.mask;
+                }
+                o.buckets = s.buckets.or(o.buckets);
+                k
+            }
+            None => {
+                out.scheds.push(s.clone());
+                out.scheds.len() - 1
+            }
+        };
+        moved.insert((SiteKind::Sched, i), at);
+    }
+    for (i, p) in lines.pipes.iter().enumerate() {
+        let at = match out.pipes.iter().position(|o| o.number == p.number) {
+            Some(k) => {
+                let o = &mut out.pipes[k];
+                link(&mut o.link, &p.link);
+                queue(&mut o.queue, &p.queue);
+                if !p.mask.is_empty() {
+                    o.mask = p.mask;
+                }
+                k
+            }
+            None => {
+                out.pipes.push(p.clone());
+                out.pipes.len() - 1
+            }
+        };
+        moved.insert((SiteKind::Pipe, i), at);
+    }
+    for (i, q) in lines.queues.iter().enumerate() {
+        let at = match out.queues.iter().position(|o| o.number == q.number) {
+            Some(k) => {
+                let o = &mut out.queues[k];
+                o.parent = q.parent.or(o.parent);
+                o.weight = q.weight.or(o.weight);
+                o.lmax = q.lmax.or(o.lmax);
+                o.pri = q.pri.or(o.pri);
+                queue(&mut o.params, &q.params);
+                if !q.mask.is_empty() {
+                    o.mask = q.mask;
+                }
+                k
+            }
+            None => {
+                out.queues.push(q.clone());
+                out.queues.len() - 1
+            }
+        };
+        moved.insert((SiteKind::Queue, i), at);
+    }
+    for (i, t) in lines.tables.iter().enumerate() {
+        let k = match out.tables.iter().position(|o| o.number == t.number) {
+            Some(k) => k,
+            None => {
+                out.tables.push(crate::model::Table {
+                    number: t.number,
+                    entries: Vec::new(),
+                });
+                out.tables.len() - 1
+            }
+        };
+        moved.insert((SiteKind::Table, i), k);
+        let entries = &mut out.tables[k].entries;
+        for (j, e) in t.entries.iter().enumerate() {
+            let at = match entries.iter().position(|o| o.prefix == e.prefix) {
+                Some(x) => {
+                    entries[x].value = e.value;
+                    x
+                }
+                None => {
+                    entries.push(*e);
+                    entries.len() - 1
+                }
+            };
+            entry_moved.insert((i, j), at);
+        }
+    }
+    for (i, r) in lines.rules.iter().enumerate() {
+        let same = r
+            .number
+            .and_then(|n| out.rules.iter().position(|o| o.number == Some(n)));
+        let at = match same {
+            Some(k) => {
+                out.rules[k] = r.clone();
+                k
+            }
+            None => {
+                out.rules.push(r.clone());
+                out.rules.len() - 1
+            }
+        };
+        moved.insert((SiteKind::Rule, i), at);
+    }
+    let global = |field| Site {
+        kind: SiteKind::Global,
+        index: 0,
+        sub: 0,
+        field,
+    };
+    if lines.sources.get(&global("default")).is_some() {
+        out.default_action = lines.default_action;
+    }
+    out.seed = lines.seed.or(out.seed);
+    let mut sources = SourceMap::new(lines.sources.file.clone());
+    for (site, pos) in lines.sources.iter() {
+        let mut s = *site;
+        if s.kind != SiteKind::Global {
+            let Some(&at) = moved.get(&(s.kind, s.index)) else {
+                continue;
+            };
+            if s.kind == SiteKind::Table && s.field != "number" {
+                match entry_moved.get(&(s.index, s.sub)) {
+                    Some(&sub) => s.sub = sub,
+                    None => continue,
+                }
+            }
+            s.index = at;
+        }
+        sources.insert(s, pos.clone());
+    }
+    out.sources = sources;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_ipfw, NoProfiles};
+
+    fn merged(running: &str, lines: &str) -> Config {
+        merge(
+            &parse_ipfw(running, "run.ipfw").unwrap(),
+            &parse_ipfw(lines, "<ctl>").unwrap(),
+        )
+    }
+
+    #[test]
+    fn lines_change_only_what_they_give() {
+        let c = merged(
+            "sched 4 config type qfq bw 4Mbit/s\n\
+             queue 1 config sched 4 weight 3 queue 20 plr 0.1\n\
+             pipe 2 config bw 1Mbit/s delay 5ms queue 7\n\
+             table 1 add 10.199.0.0/24 2\n\
+             add 100 queue 1 udp from any to any\n\
+             default deny\n",
+            "queue 1 config weight 9\npipe 2 config plr 0.5\n\
+             table 1 add 10.199.0.0/24 4\ntable 1 add 10.199.1.0/24 2\n\
+             add 100 pipe 2 ip from any to any\nadd pipe 2 tcp from any to any\n",
+        );
+        let plan = c.validate(&NoProfiles).unwrap();
+        let q = &plan.queues[&1];
+        assert_eq!((q.weight, q.queue.plr), (9, 0.1));
+        assert_eq!(q.queue.limit, crate::QueueLimit::Slots(20));
+        let p = &plan.pipes[&2];
+        assert_eq!(
+            (p.link.bw_bps, p.link.delay_us, p.queue.plr),
+            (1_000_000, 5_000, 0.5)
+        );
+        assert_eq!(plan.tables[&1].len(), 2);
+        assert_eq!(
+            plan.tables[&1].values().copied().collect::<Vec<_>>(),
+            [4, 2]
+        );
+        assert_eq!(plan.rules.keys().copied().collect::<Vec<_>>(), [100, 200]);
+        assert_eq!(
+            plan.rules[&100].action,
+            crate::Action::Pipe(crate::Target::Number(2))
+        );
+        // Not given on the line: the running default stays.
+        assert_eq!(plan.default_action, crate::DefaultAction::Deny);
+        let c = merged("pipe 1 config bw 1Mbit/s", "default deny");
+        assert_eq!(c.default_action, crate::DefaultAction::Deny);
+    }
+
+    #[test]
+    fn an_error_names_the_line_s_token() {
+        let c = merged(
+            "pipe 1 config bw 1Mbit/s\npipe 2 config bw 1Mbit/s\nadd 100 pipe 1 ip from any to any",
+            "queue 5 config sched 9 weight 2",
+        );
+        let e = c.validate(&NoProfiles).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("<ctl>", 1), "{e}");
+        assert!(e.column > 1, "{e}");
+        let c = merged(
+            "pipe 1 config bw 1Mbit/s\npipe 2 config bw 1Mbit/s",
+            "pipe 3 config bw 1Mbit/s\npipe 2 config plr 2",
+        );
+        let e = c.validate(&NoProfiles).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.token.as_str()),
+            ("<ctl>", 2, "2"),
+            "{e}"
+        );
+    }
+}

@@ -56,7 +56,7 @@ mod profile;
 mod toml_syntax;
 pub mod units;
 
-pub use control::{parse_control, ControlRequest, Deletable, Listing};
+pub use control::{merge, parse_control, ControlRequest, Deletable, Listing};
 pub use diff::{apply, diff, Change};
 pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};

@@ -445,4 +445,9 @@ impl SourceMap {
     pub fn get(&self, site: &Site) -> Option<&Pos> {
         self.positions.get(site)
     }
+
+    /// Every recorded position, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Site, &Pos)> + '_ {
+        self.positions.iter()
+    }
 }

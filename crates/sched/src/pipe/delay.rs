@@ -216,6 +216,24 @@ impl DelayLine {
         }
     }
 
+    /// Room for at least `capacity` entries (never shrinks); allocates, so
+    /// it is for reconfiguration, not the packet path.
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity > self.capacity {
+            let more = capacity - self.len();
+            match &mut self.line {
+                Line::Fifo(q) => q.reserve(more),
+                Line::Heap(h) => h.reserve(more),
+            }
+            self.capacity = capacity;
+        }
+    }
+
+    /// Whether jitter may reorder (a heap) or order is kept (a FIFO).
+    pub fn reorders(&self) -> bool {
+        matches!(self.line, Line::Heap(_))
+    }
+
     pub fn len(&self) -> usize {
         match &self.line {
             Line::Fifo(q) => q.len(),

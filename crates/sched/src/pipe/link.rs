@@ -89,4 +89,15 @@ impl BurstLink {
     pub fn rate(&self) -> Option<Rate> {
         self.rate
     }
+
+    /// A new rate and burst for the packets that start from now on: the
+    /// transmission in progress (ending at `busy_until`) keeps its end, the
+    /// credit left is capped at the new burst, the fraction carried is
+    /// dropped (at most 1 ns).
+    pub fn set_rate(&mut self, rate: Option<Rate>, burst: u64) {
+        self.rate = rate;
+        self.pacer = rate.map_or(Pacer::UNLIMITED, Pacer::new);
+        self.burst = burst;
+        self.credit = self.credit.min(burst);
+    }
 }

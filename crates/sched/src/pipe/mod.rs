@@ -84,6 +84,7 @@
 pub mod delay;
 pub mod filter;
 mod link;
+mod live;
 pub mod random;
 mod scheduler;
 mod set;

@@ -197,6 +197,17 @@ impl<S: Scheduler> PipeSet<S> {
             .map(|m| (m.link, m.instance, m.base, &m.pipe))
     }
 
+    /// The pipe of `(link, instance)`, to change it while it runs
+    /// ([`Pipe::reconfigure`], [`Pipe::set_queue`], [`Pipe::change_flow`]);
+    /// `None` when the set has no such member. None of those changes what a
+    /// pipe holds, so the set's running count stays exact. O(M).
+    pub fn pipe_mut(&mut self, link: u32, instance: u32) -> Option<&mut Pipe<S>> {
+        self.members
+            .iter_mut()
+            .find(|m| m.link == link && m.instance == instance)
+            .map(|m| m.pipe.pipe_mut())
+    }
+
     /// The member holding global id `flow`, and the flow's id in it.
     fn locate(&self, flow: FlowId) -> Option<(usize, FlowId)> {
         if flow.0 >= self.total {

@@ -1,0 +1,110 @@
+//! `pspat ctl [--socket PATH] [--json] WORDS...`: one ipfw line to a
+//! running `pspat run` over its control socket (docs/RUN.md, *Control*).
+//!
+//! The line is checked here first (the same parser as the daemon's, errors
+//! `<ctl>:1:COL: message`, exit 2, nothing sent), then sent; the daemon
+//! answers with one JSON object (docs/JSON.md, `pspat ctl`): its `text` is
+//! printed, or the whole object with `--json`. A refusal (an invalid
+//! change, one that cannot be made live, an unauthorised user) is one line
+//! on stderr and exit 2; no daemon behind the socket is one line and exit 2.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::usage;
+
+/// How long `pspat ctl` waits for the daemon's answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Flags of `pspat ctl`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  pspat ctl pipe 1 config bw 20Mbit/s\n  pspat ctl pipe show\n  pspat ctl --json show rules\n  pspat ctl add 300 pipe 2 udp from any to any dst-port 53\n  pspat ctl delete 300\n\nSee docs/RUN.md.\n\nExit codes: 0 done; 1 the conversation with the daemon failed midway; 2 the line is invalid, the daemon refused it, or no daemon answers on the socket."
+)]
+pub struct Args {
+    /// The daemon's control socket (default: pspat run's default, /run/pspat/pspat.sock for
+    /// root, else $XDG_RUNTIME_DIR/pspat.sock or /tmp/pspat-UID/pspat.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Print the daemon's whole answer as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// The request in ipfw words: `pipe 1 config bw 20Mbit/s`, `pipe show`, `queue show`,
+    /// `sched show`, `show rules`, `add ...`, `delete N`, `table N add P V` (a leading `ipfw` is accepted).
+    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
+    words: Vec<String>,
+}
+
+/// Runs the command.
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    // `pspat ctl pipe show --json`: a trailing flag is taken as one.
+    if args.words.last().is_some_and(|w| w == "--json") {
+        args.words.pop();
+        args.json = true;
+    }
+    let line = args.words.join(" ");
+    if line.contains('\n') {
+        return Err(usage("ctl: the request must be one line"));
+    }
+    pspat_config::parse_control(&line, "<ctl>").map_err(|e| usage(e.to_string()))?;
+    let path = args
+        .socket
+        .clone()
+        .unwrap_or_else(crate::run::default_socket);
+    let shown = path.display();
+    let mut stream = UnixStream::connect(&path).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "no pspat run is listening (the socket does not exist); start one, or give its --control path".to_string()
+            }
+            std::io::ErrorKind::ConnectionRefused => {
+                "no pspat run answers (a stale socket)".to_string()
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                "permission denied (the socket belongs to another user)".to_string()
+            }
+            _ => e.to_string(),
+        };
+        usage(format!("--socket {shown}: {why}"))
+    })?;
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
+    let talk = |stream: &mut UnixStream| -> std::io::Result<String> {
+        stream.write_all(format!("{line}\n").as_bytes())?;
+        stream.shutdown(std::net::Shutdown::Write)?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    };
+    let answer = talk(&mut stream)
+        .map_err(|e| anyhow::anyhow!("ctl: {shown}: the daemon did not answer: {e}"))?;
+    let reply: Answer = serde_json::from_str(answer.trim())
+        .map_err(|e| anyhow::anyhow!("ctl: {shown}: not an answer of pspat run: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &reply)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", reply.text)?;
+    }
+    out.flush()?;
+    if reply.ok {
+        return Ok(ExitCode::SUCCESS);
+    }
+    Err(usage(reply.error.unwrap_or_else(|| "refused".into())))
+}
+
+/// The daemon's answer (docs/JSON.md, `pspat ctl`), its keys in this order.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Answer {
+    schema_version: u32,
+    command: String,
+    request: String,
+    ok: bool,
+    error: Option<String>,
+    text: String,
+    result: serde_json::Value,
+}

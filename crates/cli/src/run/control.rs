@@ -1,0 +1,728 @@
+//! The control plane of a running `pspat run`: the running configuration,
+//! the requests of `pspat ctl` (ipfw lines: `pipe show`, `pipe 1 config bw
+//! 20Mbit/s`, `delete 100`, ...), SIGHUP reloads, and the Unix socket that
+//! carries the requests (docs/RUN.md, *Control*).
+//!
+//! # Guarantees
+//! * **All or nothing.** A change is validated as a whole configuration
+//!   (the running one with the request merged in, [`pspat_config::merge`]),
+//!   planned ([`super::live::plan_change`]), and refused with one line if
+//!   any part of it cannot be made live; then nothing changed.
+//! * **One change at a time.** Requests and reloads take one lock, so the
+//!   running configuration is the result of the changes in the order they
+//!   were applied.
+//! * **Only the owner.** The socket is created with mode 0600 and every
+//!   connection's peer credentials (SO_PEERCRED) are checked: only the
+//!   daemon's own user and root are served ([`authorised`]).
+//! * **Counters survive a classifier change.** A rule or table change
+//!   builds a new classifier; the old one's rule counters and statistics
+//!   are kept and added to the new one's in every report. Dynamic queues
+//!   and instances are assigned afresh by the new classifier (a flow of a
+//!   masked flowset may get another slot; docs/RUN.md).
+//!
+//! # Protocol
+//! One request per connection: the client writes one line (ipfw words) and
+//! a newline; the daemon answers with one JSON object (`schema_version`,
+//! `command` `"ctl"`, `request`, `ok`, `error`, `text`, `result`) and
+//! closes. docs/JSON.md, `pspat ctl`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pspat_classify::{Classifier, ClassifierLimits, ClassifierStats, RuleCounters};
+use pspat_config::{
+    merge, parse_control, parse_file_text, queue_config, Config, ControlRequest, Deletable,
+    FsProfiles, Listing, Plan, QueueLimit,
+};
+use serde_json::json;
+
+use super::live::{self, Inbox};
+use super::{
+    classifier_json, limit_text, pipe_table, pipes_json, rate_text, refuse_duplication, LinkInfo,
+    RuleJson, Snapshots, INPUT_INDEX, OUTPUT_INDEX,
+};
+
+/// The file name errors in a request carry.
+pub const CTL_FILE: &str = "<ctl>";
+
+/// Longest request line, bytes.
+pub const MAX_REQUEST: u64 = 64 * 1024;
+
+/// ipfw's rule-number step: a rule without a number gets the largest so far plus this.
+const RULE_STEP: u32 = 100;
+
+/// How long a change waits for the arbiter to take it.
+const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The configuration running now.
+#[derive(Debug)]
+pub struct Running {
+    pub config: Config,
+    pub plan: Plan,
+}
+
+/// Counters of classifiers that were replaced.
+#[derive(Debug, Default)]
+pub struct Retired {
+    rules: BTreeMap<Option<u32>, RuleCounters>,
+    stats: ClassifierStats,
+}
+
+/// Everything the control plane reads and changes.
+pub struct Live {
+    pub file: PathBuf,
+    pub running: Mutex<Running>,
+    pub limits: ClassifierLimits,
+    pub classifier: Arc<Mutex<Classifier>>,
+    pub retired: Mutex<Retired>,
+    pub links: Mutex<Vec<LinkInfo>>,
+    pub snaps: Snapshots,
+    pub inbox: Arc<Inbox>,
+    pub not_ip: Arc<AtomicU64>,
+    pub input: String,
+    pub output: String,
+}
+
+/// The answer to one request.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Reply {
+    pub schema_version: u32,
+    pub command: &'static str,
+    pub request: String,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub text: String,
+    pub result: serde_json::Value,
+}
+
+impl Reply {
+    fn ok(request: &str, text: String, result: serde_json::Value) -> Reply {
+        Reply {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "ctl",
+            request: request.to_string(),
+            ok: true,
+            error: None,
+            text,
+            result,
+        }
+    }
+
+    pub fn refused(request: &str, error: String) -> Reply {
+        Reply {
+            schema_version: crate::SCHEMA_VERSION,
+            command: "ctl",
+            request: request.to_string(),
+            ok: false,
+            error: Some(error),
+            text: String::new(),
+            result: serde_json::Value::Null,
+        }
+    }
+}
+
+/// Gives every rule of `config` the number validation gives it (ipfw's
+/// auto-increment), so later requests can name it (`delete N`).
+pub fn pin_rule_numbers(config: &mut Config) {
+    let mut largest = 0u32;
+    for r in &mut config.rules {
+        let n = r
+            .number
+            .unwrap_or_else(|| largest.saturating_add(RULE_STEP));
+        r.number = Some(n);
+        largest = largest.max(n);
+    }
+}
+
+/// Whether a peer with `peer_uid` may use the socket of a daemon running
+/// as `own_uid`: the same user, or root.
+pub fn authorised(peer_uid: u32, own_uid: u32) -> bool {
+    peer_uid == own_uid || peer_uid == 0
+}
+
+fn sum_stats(a: &ClassifierStats, b: &ClassifierStats) -> ClassifierStats {
+    let mut s = *a;
+    s.packets += b.packets;
+    s.enqueued += b.enqueued;
+    s.passed += b.passed;
+    for (x, y) in s.dropped.iter_mut().zip(b.dropped.iter()) {
+        *x += y;
+    }
+    s
+}
+
+impl Live {
+    /// The rule counters (the retired classifiers' included) and the
+    /// classifier's statistics.
+    pub fn rules_and_stats(&self, plan: &Plan) -> (Vec<RuleJson>, ClassifierStats) {
+        let (mut rules, stats) = match self.classifier.lock() {
+            Ok(c) => (super::rules_json(plan, &c), c.stats()),
+            Err(_) => (Vec::new(), ClassifierStats::default()),
+        };
+        if let Ok(r) = self.retired.lock() {
+            for rule in &mut rules {
+                if let Some(old) = r.rules.get(&rule.number) {
+                    rule.packets += old.packets;
+                    rule.bytes += old.bytes;
+                }
+            }
+            return (rules, sum_stats(&stats, &r.stats));
+        }
+        (rules, stats)
+    }
+
+    /// The plan running now.
+    pub fn plan(&self) -> Plan {
+        self.running
+            .lock()
+            .map(|r| r.plan.clone())
+            .unwrap_or_default()
+    }
+
+    /// Makes `config` the running configuration, applying only what differs
+    /// (module docs); `origin` names the source in the logs. Returns one
+    /// line per change.
+    ///
+    /// # Errors
+    /// One line: the configuration is invalid, or a change cannot be made
+    /// live; nothing changed then.
+    pub fn commit(&self, mut config: Config, origin: &str) -> Result<Vec<String>, String> {
+        let mut running = self
+            .running
+            .lock()
+            .map_err(|_| "run: the running configuration is poisoned".to_string())?;
+        let loader = FsProfiles {
+            base: self
+                .file
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        };
+        let plan = config.validate(&loader).map_err(|e| e.to_string())?;
+        refuse_duplication(&config).map_err(|e| e.to_string())?;
+        let layout = match self.classifier.lock() {
+            Ok(c) => c.layout().clone(),
+            Err(_) => return Err("run: the classifier is poisoned".into()),
+        };
+        let planned = live::plan_change(&running.plan, &plan, &layout)?;
+        let fresh = if planned.classifier {
+            let mut c = Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?;
+            if !same_ids(c.layout(), &layout) {
+                return Err(
+                    "run: the new rules need another flow layout; restart pspat run".into(),
+                );
+            }
+            c.bind_interface(&self.output, OUTPUT_INDEX);
+            c.bind_interface(&self.input, INPUT_INDEX);
+            Some(c)
+        } else {
+            None
+        };
+        if !planned.ops.is_empty() {
+            self.inbox.submit(planned.ops, APPLY_TIMEOUT)?;
+        }
+        if let Some(new) = fresh {
+            let mut c = self
+                .classifier
+                .lock()
+                .map_err(|_| "run: the classifier is poisoned".to_string())?;
+            let old = std::mem::replace(&mut *c, new);
+            drop(c);
+            if let Ok(mut r) = self.retired.lock() {
+                for (n, rc) in old.rule_counters() {
+                    let e = r.rules.entry(Some(n)).or_default();
+                    e.packets += rc.packets;
+                    e.bytes += rc.bytes;
+                }
+                let d = old.default_counters();
+                let e = r.rules.entry(None).or_default();
+                e.packets += d.packets;
+                e.bytes += d.bytes;
+                r.stats = sum_stats(&r.stats, &old.stats());
+            }
+        }
+        if let Ok(mut links) = self.links.lock() {
+            refresh_links(&mut links, &plan);
+        }
+        pin_rule_numbers(&mut config);
+        running.config = config;
+        running.plan = plan;
+        for line in &planned.log {
+            tracing::info!(target: "pspat::run", origin, "changed: {line}");
+        }
+        if planned.log.is_empty() {
+            tracing::info!(target: "pspat::run", origin, "no change");
+        }
+        Ok(planned.log)
+    }
+
+    /// SIGHUP: reads the file again and applies the difference.
+    ///
+    /// # Errors
+    /// As [`Live::commit`], or the file cannot be read or parsed.
+    pub fn reload(&self) -> Result<Vec<String>, String> {
+        let name = self.file.display().to_string();
+        let text = std::fs::read_to_string(&self.file)
+            .map_err(|e| format!("{name}: cannot read the configuration: {e}"))?;
+        let config = parse_file_text(&text, &name).map_err(|e| e.to_string())?;
+        self.commit(config, "reload")
+    }
+
+    /// Answers one request line.
+    pub fn request(&self, line: &str) -> Reply {
+        let line = line.trim();
+        match self.answer(line) {
+            Ok((text, result)) => Reply::ok(line, text, result),
+            Err(e) => {
+                tracing::warn!(target: "pspat::run", request = line, "refused: {e}");
+                Reply::refused(line, e)
+            }
+        }
+    }
+
+    fn answer(&self, line: &str) -> Result<(String, serde_json::Value), String> {
+        let req = parse_control(line, CTL_FILE).map_err(|e| e.to_string())?;
+        let changed = |log: Vec<String>| {
+            let text = if log.is_empty() {
+                "no change\n".to_string()
+            } else {
+                log.iter().map(|l| format!("changed: {l}\n")).collect()
+            };
+            (text, json!({ "changes": log }))
+        };
+        match req {
+            ControlRequest::Show { what, number } => self.show(what, number),
+            ControlRequest::Configure(lines) => {
+                let config = {
+                    let running = self.running.lock().map_err(|_| "run: poisoned")?;
+                    merge(&running.config, &lines)
+                };
+                self.commit(config, "ctl").map(changed)
+            }
+            ControlRequest::Delete {
+                what: Deletable::Rule,
+                numbers,
+            } => {
+                let mut config = self.running_config()?;
+                for n in &numbers {
+                    let before = config.rules.len();
+                    config.rules.retain(|r| r.number != Some(*n));
+                    if config.rules.len() == before {
+                        return Err(format!("{CTL_FILE}: delete {n}: rule {n} does not exist"));
+                    }
+                }
+                self.commit(config, "ctl").map(changed)
+            }
+            ControlRequest::Delete { what, numbers } => {
+                let kind = match what {
+                    Deletable::Pipe => "pipe",
+                    Deletable::Queue => "queue",
+                    _ => "sched",
+                };
+                Err(live::needs_restart(&format!(
+                    "{kind} {} (delete)",
+                    numbers.first().copied().unwrap_or(0)
+                )))
+            }
+            ControlRequest::Flush(Listing::Rules) => {
+                let mut config = self.running_config()?;
+                config.rules.clear();
+                self.commit(config, "ctl").map(changed)
+            }
+            ControlRequest::Flush(Listing::Table(t)) => {
+                let mut config = self.running_config()?;
+                config.tables.retain(|x| x.number != t);
+                self.commit(config, "ctl").map(changed)
+            }
+            ControlRequest::Flush(what) => Err(live::needs_restart(&format!(
+                "{} (flush)",
+                listing_name(what)
+            ))),
+            other => Err(format!("{other:?}: not supported by pspat run")),
+        }
+    }
+
+    fn running_config(&self) -> Result<Config, String> {
+        self.running
+            .lock()
+            .map(|r| r.config.clone())
+            .map_err(|_| "run: poisoned".into())
+    }
+
+    fn show(
+        &self,
+        what: Listing,
+        number: Option<u32>,
+    ) -> Result<(String, serde_json::Value), String> {
+        let plan = self.plan();
+        let missing = |kind: &str, n: u32| format!("{CTL_FILE}: {kind} {n} does not exist");
+        match what {
+            Listing::Pipes => {
+                let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
+                let snaps = self.snaps.lock().map(|s| s.clone()).unwrap_or_default();
+                let mut pipes = pipes_json(&links, &snaps);
+                if let Some(n) = number {
+                    pipes.retain(|p| p.number == Some(n));
+                    if pipes.is_empty() {
+                        return Err(missing("pipe", n));
+                    }
+                }
+                let mut text = Vec::new();
+                pipe_table(&mut text, &pipes).map_err(|e| e.to_string())?;
+                Ok((
+                    String::from_utf8_lossy(&text).into_owned(),
+                    json!({ "pipes": pipes }),
+                ))
+            }
+            Listing::Scheds => {
+                let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
+                let c = self.classifier.lock().map_err(|_| "run: poisoned")?;
+                let mut text = String::new();
+                let mut rows = Vec::new();
+                for l in links.iter().filter(|l| l.number != super::PASS_LINK) {
+                    if number.is_some_and(|n| n != l.number) {
+                        continue;
+                    }
+                    let mask = plan
+                        .pipes
+                        .get(&l.number)
+                        .map(|p| p.mask)
+                        .or_else(|| plan.scheds.get(&l.number).map(|s| s.mask));
+                    let live_instances = c.instance_stats(l.number).map(|s| s.live);
+                    text.push_str(&format!(
+                        "{:05}: {} {} type {} instances {}{}\n",
+                        l.number,
+                        rate_text(l.bw_bps),
+                        l.kind,
+                        l.alg,
+                        l.instances,
+                        live_instances.map_or(String::new(), |n| format!(" (in use {n})")),
+                    ));
+                    rows.push(json!({
+                        "number": l.number,
+                        "kind": l.kind,
+                        "alg": l.alg.to_string(),
+                        "bw_bps": l.bw_bps,
+                        "delay_ns": l.delay_ns,
+                        "instances": l.instances,
+                        "instances_in_use": live_instances,
+                        "mask": mask.map(|m| format!("{m:?}")),
+                    }));
+                }
+                if let (Some(n), true) = (number, rows.is_empty()) {
+                    return Err(missing("sched", n));
+                }
+                Ok((text, json!({ "scheds": rows })))
+            }
+            Listing::Queues => {
+                let c = self.classifier.lock().map_err(|_| "run: poisoned")?;
+                let mut text = String::new();
+                let mut rows = Vec::new();
+                for q in plan.queues.values() {
+                    if number.is_some_and(|n| n != q.number) {
+                        continue;
+                    }
+                    let parent = match q.parent {
+                        pspat_config::Parent::Pipe(n) => format!("pipe {n}"),
+                        pspat_config::Parent::Sched(n) => format!("sched {n}"),
+                    };
+                    let qc = queue_config(&q.queue);
+                    let dynamic = c.flowset_stats(q.number);
+                    text.push_str(&format!(
+                        "q{:05}: {parent} weight {} lmax {} pri {} {} plr {}{}\n",
+                        q.number,
+                        q.weight,
+                        q.lmax,
+                        q.pri,
+                        limit_text(qc.limit),
+                        q.queue.plr,
+                        dynamic.map_or(String::new(), |d| format!(
+                            " dynamic queues {} of {} (created {}, expired {}, overflowed {})",
+                            d.live, d.capacity, d.created, d.expired, d.overflowed
+                        )),
+                    ));
+                    rows.push(json!({
+                        "number": q.number,
+                        "parent": parent,
+                        "weight": q.weight,
+                        "lmax": q.lmax,
+                        "pri": q.pri,
+                        "queue_limit": limit_text(qc.limit),
+                        "plr": q.queue.plr,
+                        "dynamic": dynamic.map(|d| json!({
+                            "capacity": d.capacity, "live": d.live, "created": d.created,
+                            "expired": d.expired, "overflowed": d.overflowed,
+                        })),
+                    }));
+                }
+                if let (Some(n), true) = (number, rows.is_empty()) {
+                    return Err(missing("queue", n));
+                }
+                Ok((text, json!({ "queues": rows })))
+            }
+            Listing::Rules => {
+                let (rules, stats) = self.rules_and_stats(&plan);
+                let mut text = String::new();
+                let mut rows = Vec::new();
+                for r in &rules {
+                    if number.is_some_and(|n| Some(n) != r.number) {
+                        continue;
+                    }
+                    let words = match r.number.and_then(|n| plan.rules.get(&n)) {
+                        Some(p) => rule_text(p),
+                        None => r.action.clone(),
+                    };
+                    let n = r.number.map_or("default".into(), |n| format!("{n:05}"));
+                    text.push_str(&format!(
+                        "{n:>7} {:>12} {:>14}  {words}\n",
+                        r.packets, r.bytes
+                    ));
+                    rows.push(json!({
+                        "number": r.number, "action": r.action, "rule": words,
+                        "packets": r.packets, "bytes": r.bytes,
+                    }));
+                }
+                if let (Some(n), true) = (number, rows.is_empty()) {
+                    return Err(missing("rule", n));
+                }
+                let cls = classifier_json(&stats, self.not_ip.load(Ordering::Relaxed));
+                Ok((text, json!({ "rules": rows, "classifier": cls })))
+            }
+            Listing::Table(t) => {
+                let entries = plan.tables.get(&t);
+                let mut text = String::new();
+                let mut rows = Vec::new();
+                for (prefix, value) in entries.into_iter().flatten() {
+                    text.push_str(&format!("{prefix} {value}\n"));
+                    rows.push(json!({ "prefix": prefix.to_string(), "value": value }));
+                }
+                Ok((text, json!({ "table": t, "entries": rows })))
+            }
+        }
+    }
+}
+
+fn listing_name(l: Listing) -> String {
+    match l {
+        Listing::Pipes => "pipes".into(),
+        Listing::Queues => "queues".into(),
+        Listing::Scheds => "scheds".into(),
+        Listing::Rules => "rules".into(),
+        Listing::Table(t) => format!("table {t}"),
+    }
+}
+
+/// A rule as ipfw prints it (`add 100 pipe 1 udp from any to any dst-port 9`).
+fn rule_text(r: &pspat_config::RulePlan) -> String {
+    pspat_config::rule_line(&pspat_config::Rule {
+        number: Some(r.number),
+        action: r.action,
+        proto: r.proto,
+        src: r.src,
+        dst: r.dst,
+        src_ports: r.src_ports.clone(),
+        dst_ports: r.dst_ports.clone(),
+        direction: r.direction,
+        interface: r.interface.clone(),
+    })
+}
+
+/// Whether two layouts give every owner the same ids on the same links
+/// (the flows' parameters may differ: a weight changed live).
+fn same_ids(a: &pspat_classify::FlowLayout, b: &pspat_classify::FlowLayout) -> bool {
+    a.links.len() == b.links.len()
+        && a.links.iter().zip(&b.links).all(|(x, y)| {
+            (x.number, x.kind, x.alg, x.instances) == (y.number, y.kind, y.alg, y.instances)
+                && x.ranges.len() == y.ranges.len()
+                && x.ranges.iter().zip(&y.ranges).all(|(r, t)| {
+                    (r.owner, r.first, r.dynamic, r.overflow)
+                        == (t.owner, t.first, t.dynamic, t.overflow)
+                })
+        })
+}
+
+/// Follows a plan's link parameters in the reports.
+pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
+    for l in links {
+        let (link, queue) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
+            (Some(p), _) => (&p.link, Some(&p.queue)),
+            (None, Some(s)) => (&s.link, None),
+            _ => continue,
+        };
+        l.bw_bps = (link.bw_bps > 0).then_some(link.bw_bps);
+        l.delay_ns = link.delay_us.saturating_mul(1_000);
+        if let Some(q) = queue {
+            l.queue = Some(match q.limit {
+                QueueLimit::Slots(n) => pspat_sched::pipe::QueueLimit::Slots(n),
+                QueueLimit::Bytes(b) => pspat_sched::pipe::QueueLimit::Bytes(b),
+            });
+        }
+    }
+}
+
+/// Where the control socket goes when `--control` is not given: root's
+/// daemon uses `/run/pspat/pspat.sock`; another user's
+/// `$XDG_RUNTIME_DIR/pspat.sock`, or `/tmp/pspat-UID/pspat.sock` without it.
+pub fn default_socket() -> PathBuf {
+    let uid = rustix::process::getuid();
+    if uid.is_root() {
+        return PathBuf::from("/run/pspat/pspat.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("pspat.sock"),
+        _ => PathBuf::from(format!("/tmp/pspat-{}/pspat.sock", uid.as_raw())),
+    }
+}
+
+/// Opens the control socket at `path` (mode 0600; its directory is
+/// created with mode 0700 if missing). A stale socket file (nobody answers)
+/// is replaced; a live one is refused.
+///
+/// # Errors
+/// One line naming `--control`: a daemon already answers there, or the
+/// socket cannot be created.
+pub fn listen(path: &Path) -> anyhow::Result<UnixListener> {
+    let flag = |msg: String| crate::usage(format!("--control {}: {msg}", path.display()));
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| flag(format!("cannot create its directory: {e}")))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| flag(format!("cannot set its directory's mode: {e}")))?;
+        }
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(flag("another pspat run answers there".into()));
+        }
+        std::fs::remove_file(path).map_err(|e| flag(format!("cannot replace it: {e}")))?;
+    }
+    let listener = UnixListener::bind(path).map_err(|e| flag(e.to_string()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| flag(format!("cannot set its mode: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| flag(e.to_string()))?;
+    Ok(listener)
+}
+
+/// Serves one connection: reads one line, checks the peer, answers. The
+/// line is read even from a peer that is refused, so the answer reaches it
+/// (closing with unread data would reset the connection instead).
+pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
+    let reply = match rustix::net::sockopt::socket_peercred(&stream) {
+        Err(e) => Reply::refused(
+            "",
+            format!("permission denied: cannot read the peer's credentials: {e}"),
+        ),
+        Ok(cred) if !authorised(cred.uid.as_raw(), own_uid) => {
+            let msg = format!(
+                "permission denied: uid {} may not control this pspat run (only uid {own_uid} and root may)",
+                cred.uid.as_raw()
+            );
+            tracing::warn!(target: "pspat::run", pid = cred.pid.as_raw_nonzero().get(), "control connection refused: {msg}");
+            Reply::refused("", msg)
+        }
+        Ok(_) => match read {
+            Ok(0) => return,
+            Ok(_) => live.request(&line),
+            Err(e) => Reply::refused("", format!("cannot read the request: {e}")),
+        },
+    };
+    if let Ok(mut text) = serde_json::to_string(&reply) {
+        text.push('\n');
+        let _ = stream.write_all(text.as_bytes());
+    }
+}
+
+/// The control thread: serves the socket (if any) and SIGHUP reloads until
+/// `stop`; polls every 20 ms.
+pub fn spawn(
+    live: Arc<Live>,
+    listener: Option<UnixListener>,
+    hup: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let own_uid = rustix::process::getuid().as_raw();
+    std::thread::Builder::new()
+        .name("pspat-control".into())
+        .spawn(move || {
+            // Acquire: pairs with the Release store of the main thread.
+            while !stop.load(Ordering::Acquire) {
+                // Acquire: pairs with signal-hook's store from the handler.
+                if hup.swap(false, Ordering::Acquire) {
+                    let file = live.file.display().to_string();
+                    tracing::info!(target: "pspat::run", "SIGHUP: reloading {file}");
+                    match live.reload() {
+                        Ok(log) => tracing::info!(
+                            target: "pspat::run",
+                            "reloaded {file}: {} change(s)",
+                            log.len()
+                        ),
+                        Err(e) => tracing::warn!(
+                            target: "pspat::run",
+                            "reload refused, the running configuration stays: {e}"
+                        ),
+                    }
+                }
+                let mut served = false;
+                if let Some(l) = &listener {
+                    match l.accept() {
+                        Ok((stream, _)) => {
+                            serve_one(&live, stream, own_uid);
+                            served = true;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => {
+                            tracing::warn!(target: "pspat::run", "control socket: {e}");
+                        }
+                    }
+                }
+                if !served {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owner_and_root_are_authorised() {
+        assert!(authorised(1000, 1000));
+        assert!(authorised(0, 1000));
+        assert!(authorised(0, 0));
+        assert!(!authorised(65534, 0));
+        assert!(!authorised(1001, 1000));
+    }
+
+    #[test]
+    fn auto_numbers_are_pinned_as_validation_numbers_them() {
+        let mut c = pspat_config::parse_ipfw(
+            "pipe 1 config\nadd pipe 1 ip from any to any\nadd 50 pipe 1 udp from any to any\nadd pipe 1 tcp from any to any\n",
+            "t",
+        )
+        .unwrap();
+        let plan = c.validate(&pspat_config::NoProfiles).unwrap();
+        pin_rule_numbers(&mut c);
+        let pinned: Vec<u32> = c.rules.iter().filter_map(|r| r.number).collect();
+        let planned: Vec<u32> = plan.rules.keys().copied().collect();
+        let mut sorted = pinned.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, planned);
+        assert_eq!(c.validate(&pspat_config::NoProfiles).unwrap(), plan);
+    }
+}

@@ -1,0 +1,220 @@
+//! `pspat run --metrics ADDR`: the daemon's counters for Prometheus, on
+//! `GET /metrics` over plain HTTP at the one address given (docs/RUN.md,
+//! *Metrics*).
+//!
+//! Every scrape builds a fresh [`Registry`] from the counters as the
+//! arbiter last published them (at most 100 ms old, docs/RUN.md) and the
+//! rule counters, and encodes it in the OpenMetrics text format
+//! (prometheus-client). Per pipe (label `pipe`, `pass` for the pass pipe):
+//! packets and bytes in and out, drops by `reason`, packets held, the
+//! configured rate and delay; per rule (label `rule`, `default`): packets
+//! and bytes; the classifier's decisions and drops by reason.
+//!
+//! The responder is a few lines over [`TcpListener`]: one request per
+//! connection, answered in turn by one thread; anything but `GET /metrics`
+//! is answered 404 or 405. Cost: O(pipes + rules) per scrape, off the
+//! packet path (it reads what the arbiter publishes and takes the
+//! classifier's lock once).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::control::Live;
+use super::pipes_json;
+
+type Labels = Vec<(String, String)>;
+
+/// Counters of one family, filled from absolute values.
+fn counters() -> Family<Labels, Counter> {
+    Family::default()
+}
+
+fn label(pairs: &[(&str, String)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
+}
+
+/// The metrics now, in the OpenMetrics text format.
+pub fn render(live: &Live) -> String {
+    let mut reg = Registry::with_prefix("pspat");
+    let links = live.links.lock().map(|l| l.clone()).unwrap_or_default();
+    let snaps = live.snaps.lock().map(|s| s.clone()).unwrap_or_default();
+    let pipes = pipes_json(&links, &snaps);
+    let (in_p, in_b, out_p, out_b, drops) =
+        (counters(), counters(), counters(), counters(), counters());
+    let queued: Family<Labels, Gauge> = Family::default();
+    let rate: Family<Labels, Gauge> = Family::default();
+    let delay: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
+    for p in &pipes {
+        let name = p.number.map_or("pass".to_string(), |n| n.to_string());
+        let l = label(&[("pipe", name.clone())]);
+        in_p.get_or_create(&l).inc_by(p.in_packets);
+        in_b.get_or_create(&l).inc_by(p.in_bytes);
+        out_p.get_or_create(&l).inc_by(p.out_packets);
+        out_b.get_or_create(&l).inc_by(p.out_bytes);
+        queued
+            .get_or_create(&l)
+            .set(i64::try_from(p.queued).unwrap_or(i64::MAX));
+        rate.get_or_create(&l)
+            .set(p.bw_bps.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
+        delay.get_or_create(&l).set(p.delay_ns as f64 / 1e9);
+        for (reason, n) in &p.dropped {
+            drops
+                .get_or_create(&label(&[
+                    ("pipe", name.clone()),
+                    ("reason", reason.to_string()),
+                ]))
+                .inc_by(*n);
+        }
+    }
+    reg.register(
+        "pipe_in_packets",
+        "Packets offered to the pipe (all instances)",
+        in_p,
+    );
+    reg.register("pipe_in_bytes", "Bytes offered to the pipe", in_b);
+    reg.register("pipe_out_packets", "Packets the pipe sent", out_p);
+    reg.register("pipe_out_bytes", "Bytes the pipe sent", out_b);
+    reg.register(
+        "pipe_dropped_packets",
+        "Packets the pipe dropped, by reason",
+        drops,
+    );
+    reg.register(
+        "pipe_queued_packets",
+        "Packets the pipe holds (queues, link, delay line)",
+        queued,
+    );
+    reg.register(
+        "pipe_bandwidth_bits_per_second",
+        "The pipe's configured rate (0: unlimited)",
+        rate,
+    );
+    reg.register("pipe_delay_seconds", "The pipe's configured delay", delay);
+
+    let plan = live.plan();
+    let (rules, stats) = live.rules_and_stats(&plan);
+    let (rule_p, rule_b) = (counters(), counters());
+    for r in &rules {
+        let name = r.number.map_or("default".to_string(), |n| n.to_string());
+        let l = label(&[("rule", name)]);
+        rule_p.get_or_create(&l).inc_by(r.packets);
+        rule_b.get_or_create(&l).inc_by(r.bytes);
+    }
+    reg.register("rule_packets", "Packets that matched the rule", rule_p);
+    reg.register("rule_bytes", "Bytes that matched the rule", rule_b);
+    let cls = super::classifier_json(&stats, live.not_ip.load(Ordering::Relaxed));
+    let decisions = counters();
+    for (what, n) in [
+        ("enqueued", cls.enqueued),
+        ("passed", cls.passed),
+        ("not_ip_passed", cls.not_ip_passed),
+    ] {
+        decisions
+            .get_or_create(&label(&[("decision", what.to_string())]))
+            .inc_by(n);
+    }
+    for (reason, n) in &cls.dropped {
+        decisions
+            .get_or_create(&label(&[
+                ("decision", "dropped".to_string()),
+                ("reason", reason.to_string()),
+            ]))
+            .inc_by(*n);
+    }
+    reg.register(
+        "classifier_packets",
+        "The classifier's decisions (drops by reason)",
+        decisions,
+    );
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+/// Binds `addr` (only it).
+///
+/// # Errors
+/// One line naming `--metrics`.
+pub fn listen(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    let l = TcpListener::bind(addr)
+        .map_err(|e| crate::usage(format!("--metrics {addr}: cannot listen: {e}")))?;
+    l.set_nonblocking(true)
+        .map_err(|e| crate::usage(format!("--metrics {addr}: {e}")))?;
+    Ok(l)
+}
+
+/// Answers one HTTP request.
+fn serve_one(live: &Live, mut stream: TcpStream) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut reader = BufReader::new((&stream).take(16 * 1024));
+    let mut first = String::new();
+    if reader.read_line(&mut first).is_err() {
+        return;
+    }
+    // The headers, up to the blank line (ignored).
+    let mut header = String::new();
+    while matches!(reader.read_line(&mut header), Ok(n) if n > 2) {
+        header.clear();
+    }
+    let mut words = first.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (status, kind, body) = match (method, path.split('?').next().unwrap_or("")) {
+        ("GET", "/metrics") => (
+            "200 OK",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            render(live),
+        ),
+        ("GET", _) => ("404 Not Found", "text/plain", "only /metrics\n".into()),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "only GET /metrics\n".into(),
+        ),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+}
+
+/// The responder's thread, until `stop`; polls every 20 ms.
+pub fn spawn(
+    live: Arc<Live>,
+    listener: TcpListener,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("pspat-metrics".into())
+        .spawn(move || {
+            // Acquire: pairs with the Release store of the main thread.
+            while !stop.load(Ordering::Acquire) {
+                match listener.accept() {
+                    Ok((stream, _)) => serve_one(&live, stream),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "pspat::run", "metrics: {e}");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            }
+        })
+}
