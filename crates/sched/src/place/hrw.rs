@@ -93,31 +93,45 @@ impl Hrw {
 }
 
 /// The position in `ids` with the largest `weight`, ties to the lowest id.
+///
+/// Branch-free: each target's weight (31 bits) and inverted id (32 bits)
+/// form one 64-bit key, so the larger key is the winner with the lower id
+/// on a tie, and the running maximum and its position are selected without
+/// a jump (a new maximum, random by design, would be a mispredicted branch
+/// about ln N times per decision).
 #[inline]
 pub(crate) fn argmax_plain(ids: &[u32], digest: FlowDigest) -> usize {
     let mut best = 0;
-    let mut best_key = (weight(digest, ids[0]), std::cmp::Reverse(ids[0]));
-    for (i, &id) in ids.iter().enumerate().skip(1) {
-        let key = (weight(digest, id), std::cmp::Reverse(id));
-        if key > best_key {
-            best = i;
-            best_key = key;
-        }
+    let mut best_key = 0u64;
+    for (i, &id) in ids.iter().enumerate() {
+        let key = (weight(digest, id) << 32) | u64::from(!id);
+        // Keys are distinct (ids are), so `>=` only matters for position
+        // 0 with key 0, which `best = 0` already names.
+        best = if key > best_key { i } else { best };
+        best_key = best_key.max(key);
     }
     best
 }
 
-/// The position with the largest `score`, ties to the lowest id.
+/// `x` as an integer with the order of [`f64::total_cmp`].
+#[inline]
+fn ordered_bits(x: f64) -> u64 {
+    let b = x.to_bits();
+    // Negative numbers: flip every bit; positive: flip the sign bit.
+    b ^ ((((b as i64) >> 63) as u64) | (1 << 63))
+}
+
+/// The position with the largest `score`, ties to the lowest id. Scores
+/// are compared as [`f64::total_cmp`] orders them (they are finite here);
+/// branch-free as [`argmax_plain`], with 128-bit keys (score, inverted id).
 #[inline]
 pub(crate) fn argmax_by_score(ids: &[u32], mut score: impl FnMut(usize, u32) -> f64) -> usize {
     let mut best = 0;
-    let mut best_score = score(0, ids[0]);
-    for (i, &id) in ids.iter().enumerate().skip(1) {
-        let s = score(i, id);
-        if s > best_score || (s == best_score && id < ids[best]) {
-            best = i;
-            best_score = s;
-        }
+    let mut best_key = 0u128;
+    for (i, &id) in ids.iter().enumerate() {
+        let key = (u128::from(ordered_bits(score(i, id))) << 32) | u128::from(!id);
+        best = if key > best_key { i } else { best };
+        best_key = best_key.max(key);
     }
     best
 }
