@@ -407,38 +407,37 @@ pub fn send(config: &SendConfig, via: &PspatVia) -> Result<SendReport, TrafficEr
     let greedy = total_pps.is_none();
     let start = monotonic_ns();
     let deadline = start + config.duration.as_nanos() as u64;
-    let results: Vec<(Vec<Stream>, u64, u64, BTreeMap<String, u64>)> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = clients
-                .into_iter()
-                .enumerate()
-                .map(|(t, client)| {
-                    let streams = config
-                        .flows_of_thread(t)
-                        .into_iter()
-                        .map(|flow| Stream {
-                            flow,
-                            interval_ns: total_pps.map_or(0.0, |pps| {
-                                let stream_pps = pps * f64::from(config.weights[flow])
-                                    / total_weight
-                                    / senders_of[flow] as f64;
-                                1e9 / stream_pps.max(1e-9)
-                            }),
-                            scheduled: 0,
-                            submitted: 0,
-                        })
-                        .collect();
-                    scope.spawn(move || {
-                        pin(&config.cpus, t);
-                        submit_loop(client, streams, config, greedy, start, deadline)
+    let results: Vec<ThreadEnd> = std::thread::scope(|scope| {
+        let handles: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(t, client)| {
+                let streams = config
+                    .flows_of_thread(t)
+                    .into_iter()
+                    .map(|flow| Stream {
+                        flow,
+                        interval_ns: total_pps.map_or(0.0, |pps| {
+                            let stream_pps = pps * f64::from(config.weights[flow])
+                                / total_weight
+                                / senders_of[flow] as f64;
+                            1e9 / stream_pps.max(1e-9)
+                        }),
+                        scheduled: 0,
+                        submitted: 0,
                     })
+                    .collect();
+                scope.spawn(move || {
+                    pin(&config.cpus, t);
+                    submit_loop(client, streams, config, greedy, start, deadline)
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
     let finished = rt.shutdown().map_err(|e| runtime_error(&e))?;
     let mut flows: Vec<FlowSent> = (0..n)
         .map(|i| FlowSent {
@@ -452,10 +451,10 @@ pub fn send(config: &SendConfig, via: &PspatVia) -> Result<SendReport, TrafficEr
     let mut last = start;
     let mut full_waits = 0;
     let mut submit_errors: BTreeMap<String, u64> = BTreeMap::new();
-    for (_, thread_last, waits, errors) in &results {
-        last = last.max(*thread_last);
-        full_waits += waits;
-        for (k, v) in errors {
+    for end in &results {
+        last = last.max(end.last);
+        full_waits += end.waits;
+        for (k, v) in &end.errors {
             *submit_errors.entry(k.clone()).or_insert(0) += v;
         }
     }
@@ -491,7 +490,7 @@ pub fn send(config: &SendConfig, via: &PspatVia) -> Result<SendReport, TrafficEr
     let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
     let submitted: u64 = results
         .iter()
-        .flat_map(|(s, ..)| s.iter().map(|s| s.submitted))
+        .flat_map(|end| end.streams.iter().map(|s| s.submitted))
         .sum();
     let conserved = stats.conserved()
         && stats.in_flight == 0
@@ -545,9 +544,19 @@ pub fn send(config: &SendConfig, via: &PspatVia) -> Result<SendReport, TrafficEr
     })
 }
 
+/// What a sender thread hands back.
+struct ThreadEnd {
+    streams: Vec<Stream>,
+    /// When its last accepted submit was.
+    last: u64,
+    /// How often it waited for room.
+    waits: u64,
+    /// Refused submits by kind (none expected).
+    errors: BTreeMap<String, u64>,
+}
+
 /// One sender thread: submits its streams' packets until the deadline or a
-/// stop; returns its streams, the time of its last accepted submit, how
-/// often it waited for room, and refused submits by kind (none expected).
+/// stop.
 fn submit_loop(
     mut client: Client<UdpTx>,
     mut streams: Vec<Stream>,
@@ -555,7 +564,7 @@ fn submit_loop(
     greedy: bool,
     start: u64,
     deadline: u64,
-) -> (Vec<Stream>, u64, u64, BTreeMap<String, u64>) {
+) -> ThreadEnd {
     let len = config.frame_bytes as u32;
     let mut burst = [pspat::Submission::default(); MAX_BATCH];
     let mut last = start;
@@ -624,7 +633,12 @@ fn submit_loop(
         }
     }
     drop(client);
-    (streams, last, waits, errors)
+    ThreadEnd {
+        streams,
+        last,
+        waits,
+        errors,
+    }
 }
 
 #[cfg(test)]
