@@ -81,6 +81,9 @@ struct CompareArgs {
     /// Sender counts of the local-senders experiment, comma-separated (default 1,2,4,8; --quick 1,4).
     #[arg(long, value_delimiter = ',')]
     local_senders: Vec<usize>,
+    /// Dispatcher threads of the local senders' pspat runtime, on the traffic CPU (0: the arbiter sends, on the shaper CPU).
+    #[arg(long, default_value_t = 0)]
+    local_dispatchers: usize,
     /// The experiments to run, comma-separated, among throughput, split_10_1, victim, local_senders (default: all).
     #[arg(long, value_delimiter = ',')]
     experiments: Vec<String>,
@@ -206,6 +209,7 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if !a.local_senders.is_empty() {
         config.local_senders = a.local_senders;
     }
+    config.local_dispatchers = a.local_dispatchers;
     if let Some(bad) = a
         .experiments
         .iter()

@@ -93,6 +93,9 @@ pub struct CompareConfig {
     pub modes: Vec<Mode>,
     /// Sender counts of the local-senders experiment.
     pub local_senders: Vec<usize>,
+    /// Dispatcher threads of the local senders' pspat runtime (0: the
+    /// arbiter sends; else they run on the traffic CPU).
+    pub local_dispatchers: usize,
     /// The experiments run, among [`EXPERIMENTS`].
     pub experiments: Vec<String>,
 }
@@ -131,6 +134,7 @@ impl CompareConfig {
             traffic_cpu: 1,
             modes: vec![Mode::Bridge, Mode::Htb, Mode::Pspat],
             local_senders: if quick { vec![1, 4] } else { vec![1, 2, 4, 8] },
+            local_dispatchers: 0,
             experiments: EXPERIMENTS.iter().map(|e| (*e).to_owned()).collect(),
         }
     }
@@ -871,9 +875,11 @@ fn local_senders(
                         "--link-rate".into(),
                         fast.to_string(),
                         "--dispatchers".into(),
-                        "0".into(),
+                        config.local_dispatchers.to_string(),
                         "--arbiter-cpu".into(),
                         config.shaper_cpu.to_string(),
+                        "--dispatcher-cpu".into(),
+                        config.traffic_cpu.to_string(),
                     ]
                 } else {
                     Vec::new()
@@ -955,6 +961,11 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
     if config.senders.is_empty() || config.senders.iter().any(|&s| s == 0 || s > 256) {
         return Err(LabError::Config("--senders must be 1..=256 each".into()));
     }
+    if config.local_dispatchers > 64 {
+        return Err(LabError::Config(
+            "--local-dispatchers must be 0..=64".into(),
+        ));
+    }
     if config.local_senders.iter().any(|&s| s == 0 || s > 256) {
         return Err(LabError::Config(
             "--local-senders must be 1..=256 each".into(),
@@ -982,10 +993,17 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         config.shaper_cpu, config.traffic_cpu, config.traffic_cpu, config.traffic_cpu
     );
     let pinning = if config.runs("local_senders") {
-        format!(
-            "{pinning}; local senders through pspat: the runtime's arbiter (which sends) on cpu {}",
-            config.shaper_cpu
-        )
+        if config.local_dispatchers == 0 {
+            format!(
+                "{pinning}; local senders through pspat: the runtime's arbiter (which sends) on cpu {}",
+                config.shaper_cpu
+            )
+        } else {
+            format!(
+                "{pinning}; local senders through pspat: the runtime's arbiter on cpu {}, its {} dispatcher(s) (which send) on cpu {}",
+                config.shaper_cpu, config.local_dispatchers, config.traffic_cpu
+            )
+        }
     } else {
         pinning
     };
