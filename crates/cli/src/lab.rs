@@ -28,7 +28,7 @@ enum Action {
     Up(UpArgs),
     /// Remove the lab, whatever state it is in.
     Down,
-    /// Run the experiments through the bare bridge, HTB and pspat shape.
+    /// Run the experiments through the bare bridge, HTB and pspat shape (and local senders: direct, HTB, pspat).
     Compare(CompareArgs),
 }
 
@@ -78,6 +78,15 @@ struct CompareArgs {
     /// R of the victim experiment.
     #[arg(long, value_parser = units::rate_arg, default_value = "200M")]
     victim_rate: u64,
+    /// Sender counts of the local-senders experiment, comma-separated (default 1,2,4,8; --quick 1,4).
+    #[arg(long, value_delimiter = ',')]
+    local_senders: Vec<usize>,
+    /// Dispatcher threads of the local senders' pspat runtime, on the traffic CPU (0: the arbiter sends, on the shaper CPU).
+    #[arg(long, default_value_t = 0)]
+    local_dispatchers: usize,
+    /// The experiments to run, comma-separated, among throughput, split_10_1, victim, local_senders (default: all).
+    #[arg(long, value_delimiter = ',')]
+    experiments: Vec<String>,
     /// Greedy senders beside the victim.
     #[arg(long, default_value_t = 4)]
     victim_greedy: usize,
@@ -196,6 +205,23 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     if !a.senders.is_empty() {
         config.senders = a.senders;
+    }
+    if !a.local_senders.is_empty() {
+        config.local_senders = a.local_senders;
+    }
+    config.local_dispatchers = a.local_dispatchers;
+    if let Some(bad) = a
+        .experiments
+        .iter()
+        .find(|e| !compare::EXPERIMENTS.contains(&e.as_str()))
+    {
+        return Err(usage(format!(
+            "--experiments: unknown {bad:?} (known: {})",
+            compare::EXPERIMENTS.join(", ")
+        )));
+    }
+    if !a.experiments.is_empty() {
+        config.experiments = a.experiments;
     }
     config.split_rate_bps = a.split_rate;
     config.victim_rate_bps = a.victim_rate;

@@ -4,6 +4,10 @@
 //! the receiver are `pspat_lab::traffic` (its docs define frames, payload,
 //! flows, pacing and what the receiver counts).
 //!
+//! `send --via pspat` makes the sending threads clients of a pspat runtime
+//! (`pspat_lab::local`): `--alg`, `--link-rate`, `--dispatchers`,
+//! `--arbiter-cpu`, `--dispatcher-cpu` configure it and need `--via pspat`.
+//!
 //! Safety of the network: `--dst` must be loopback or in 10.199.0.0/16, the
 //! range of this project's test namespaces.
 use std::net::Ipv4Addr;
@@ -14,7 +18,9 @@ use std::io::Write;
 
 use anyhow::Context;
 use pspat_cli::{units, usage, SCHEMA_VERSION};
-use pspat_lab::traffic::{self, Proto, Rate, RecvConfig, RecvReport, SendConfig, SendReport};
+use pspat_lab::local::PspatVia;
+use pspat_lab::traffic::{self, Proto, Rate, RecvConfig, RecvReport, SendConfig, SendReport, Via};
+use pspat_sched::AlgKind;
 
 /// Flags of `pspat traffic`.
 #[derive(clap::Args)]
@@ -81,9 +87,33 @@ struct SendArgs {
     /// udp, or tcp for one bulk stream to --port.
     #[arg(long, value_enum, default_value = "udp")]
     proto: ProtoArg,
+    /// direct: each thread calls sendmmsg; pspat: the threads are clients of a pspat runtime whose arbiter (or dispatchers) send.
+    #[arg(long, value_enum, default_value = "direct")]
+    via: ViaArg,
+    /// --via pspat: the scheduling algorithm [default: drr].
+    #[arg(long)]
+    alg: Option<String>,
+    /// --via pspat: the emulated link rate in bit/s (e.g. 1G) [default: unlimited].
+    #[arg(long, value_parser = units::rate_arg)]
+    link_rate: Option<u64>,
+    /// --via pspat: dispatcher threads, 0..=64 (0: the arbiter sends) [default: 0].
+    #[arg(long)]
+    dispatchers: Option<usize>,
+    /// --via pspat: CPU of the arbiter.
+    #[arg(long)]
+    arbiter_cpu: Option<usize>,
+    /// --via pspat: CPU of the dispatchers.
+    #[arg(long)]
+    dispatcher_cpu: Option<usize>,
     /// Print one JSON object (`schema_version` 1) instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ViaArg {
+    Direct,
+    Pspat,
 }
 
 #[derive(clap::Args)]
@@ -124,8 +154,12 @@ pub fn install_stop_handler() {
     let _ = ctrlc::set_handler(pspat_lab::stop::request);
 }
 
+fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn check_cpus(cpus: &[usize]) -> anyhow::Result<()> {
-    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let online = online_cpus();
     if let Some(bad) = cpus.iter().find(|&&c| c >= online) {
         return Err(usage(format!(
             "--cpu {bad} does not exist (this machine has cpus 0..={})",
@@ -153,6 +187,45 @@ fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
         )));
     }
     check_cpus(&a.cpu)?;
+    let via = match a.via {
+        ViaArg::Direct => {
+            let given = [
+                ("--alg", a.alg.is_some()),
+                ("--link-rate", a.link_rate.is_some()),
+                ("--dispatchers", a.dispatchers.is_some()),
+                ("--arbiter-cpu", a.arbiter_cpu.is_some()),
+                ("--dispatcher-cpu", a.dispatcher_cpu.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+                return Err(usage(format!("{flag} needs --via pspat")));
+            }
+            Via::Direct
+        }
+        ViaArg::Pspat => {
+            let alg = a.alg.as_deref().unwrap_or("drr");
+            let alg = AlgKind::parse(alg).map_err(|e| usage(format!("--alg: {e}")))?;
+            for (flag, cpu) in [
+                ("--arbiter-cpu", a.arbiter_cpu),
+                ("--dispatcher-cpu", a.dispatcher_cpu),
+            ] {
+                if let Some(c) = cpu {
+                    check_cpus(&[c]).map_err(|_| {
+                        usage(format!(
+                            "{flag} {c} does not exist (this machine has cpus 0..={})",
+                            online_cpus() - 1
+                        ))
+                    })?;
+                }
+            }
+            Via::Pspat(PspatVia {
+                alg,
+                link_rate_bps: a.link_rate,
+                dispatchers: a.dispatchers.unwrap_or(0),
+                arbiter_cpu: a.arbiter_cpu,
+                dispatcher_cpu: a.dispatcher_cpu,
+            })
+        }
+    };
     let weights = match &a.weights {
         Some(text) => units::parse_weights("--weights", text).map_err(usage)?,
         None => vec![1; a.flows],
@@ -172,6 +245,7 @@ fn send(a: SendArgs) -> anyhow::Result<ExitCode> {
         duration: a.duration,
         cpus: a.cpu,
         proto: a.proto.into(),
+        via,
     };
     config.check().map_err(|e| usage(e.to_string()))?;
     let report = traffic::send(&config).context("traffic send")?;
@@ -266,6 +340,28 @@ fn print_send(r: &SendReport) {
     }
     for (reason, count) in &r.send_errors {
         println!("refused: {reason} × {count}");
+    }
+    if let Some(p) = &r.pspat {
+        println!(
+            "through pspat ({}, {} dispatcher(s), link {}): submitted {} = sent {} + dropped {}{}; in flight {}; mailbox-full waits {}",
+            p.alg,
+            p.dispatchers,
+            p.link_rate_bps
+                .map_or("unlimited".into(), |b| units::human_rate(b as f64)),
+            p.submitted,
+            p.sent,
+            p.dropped.values().sum::<u64>(),
+            if p.dropped.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", p.dropped)
+            },
+            p.in_flight,
+            p.full_waits
+        );
+        if let Some(e) = &p.error {
+            println!("pspat: {e}");
+        }
     }
 }
 

@@ -2,8 +2,10 @@
 //! (one line, exit 2), and, as root with namespaces, the lab's life cycle
 //! (up, down, a stale lab left by a crash) and traffic through the bridge
 //! (UDP: every packet accounted for, no reordering, latency recorded; TCP:
-//! every byte arrives). Without root the namespace tests print why and
-//! return.
+//! every byte arrives), local senders through pspat (every packet
+//! submitted is sent or dropped by reason, in order per flow), and
+//! `lab compare`'s local-senders experiment. Without root the namespace
+//! tests print why and return.
 //!
 //! The lab has fixed names, so the tests that build it take one lock.
 use std::process::{Child, Command, Output, Stdio};
@@ -83,6 +85,11 @@ fn bad_flags_exit_2_with_one_line() {
         vec!["traffic", "send", "--rate", "fast"],
         vec!["traffic", "recv", "--flows", "0"],
         vec!["traffic", "recv", "--proto", "sctp"],
+        vec!["traffic", "send", "--alg", "drr"],
+        vec!["traffic", "send", "--via", "pspat", "--dispatchers", "65"],
+        vec!["traffic", "send", "--via", "pspat", "--alg", "nope"],
+        vec!["traffic", "send", "--via", "pspat", "--proto", "tcp"],
+        vec!["lab", "compare", "--experiments", "nope"],
         vec!["lab", "up", "--mode", "nope"],
         vec!["lab", "compare", "--repeat", "0"],
         vec!["lab", "compare", "--traffic-cpu", "9999"],
@@ -435,4 +442,139 @@ fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
         report["transmitted"].as_u64().map(|t| t + dropped),
         "received = transmitted + dropped: {report}"
     );
+}
+
+/// Local senders through pspat (issue "Real traffic", item 3): two client
+/// threads of `traffic send --via pspat` with one dispatcher, two flows
+/// weighted 3:1, paced, through the bridge: the runtime accounts for every
+/// packet (`submitted = sent + dropped`, nothing in flight), the receiver
+/// counts at most what was sent, every gap it saw as lost, and no flow is
+/// reordered.
+#[test]
+fn local_senders_through_pspat_are_accounted_for() {
+    let Some(_guard) = lab_up("bridge") else {
+        return;
+    };
+    let mut receiver = in_ns(
+        "pspat-lab-rcv",
+        &[
+            "traffic",
+            "recv",
+            "--flows",
+            "2",
+            "--duration",
+            "4s",
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("receiver starts");
+    wait_ready(&mut receiver);
+    let sent = json(
+        in_ns(
+            "pspat-lab-snd",
+            &[
+                "traffic",
+                "send",
+                "--via",
+                "pspat",
+                "--dispatchers",
+                "1",
+                "--weights",
+                "3,1",
+                "--threads",
+                "2",
+                "--pps",
+                "4000",
+                "--duration",
+                "1s",
+                "--json",
+            ],
+        )
+        .output()
+        .expect("sender runs"),
+        "traffic send --via pspat",
+    );
+    let received = json(
+        receiver.wait_with_output().expect("receiver ends"),
+        "traffic recv",
+    );
+    assert!(pspat(&["lab", "down"]).status.success());
+    assert_eq!(sent["via"], "pspat");
+    let p = &sent["pspat"];
+    let submitted = p["submitted"].as_u64().expect("submitted");
+    let sent_packets = p["sent"].as_u64().expect("sent");
+    let dropped: u64 = p["dropped"]
+        .as_object()
+        .expect("dropped")
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert!(submitted > 1000, "{sent}");
+    assert_eq!(submitted, sent_packets + dropped, "{sent}");
+    assert_eq!(p["in_flight"], 0, "{sent}");
+    assert_eq!(p["conserved"], true, "{sent}");
+    assert!(p["error"].is_null(), "{sent}");
+    assert_eq!(sent["packets"].as_u64(), Some(sent_packets));
+    let got = received["packets"].as_u64().expect("packets");
+    let lost = received["lost"].as_u64().expect("lost");
+    assert!(got > 0 && got <= sent_packets, "{received}");
+    assert_eq!(
+        sent_packets,
+        got + lost,
+        "sent = received + lost: {received}"
+    );
+    for flow in 0..2 {
+        assert_eq!(received["flows"][flow]["reordered"], 0, "flow {flow}");
+        assert!(
+            received["flows"][flow]["packets"].as_u64() <= sent["flows"][flow]["packets"].as_u64(),
+            "flow {flow}"
+        );
+    }
+}
+
+/// `lab compare --quick --experiments local_senders --json`: one row per
+/// sender count (1 and 4) with a positive rate in each of the three ways
+/// of sending, every pspat run conserved, and the CSV written. (Only this
+/// experiment: the others have their own runs and CI time counts.)
+#[test]
+fn lab_compare_reports_local_senders() {
+    let Some(_guard) = lab_up("bridge") else {
+        return;
+    };
+    let out = std::env::temp_dir().join(format!("pspat-lab-compare-{}", std::process::id()));
+    let out_arg = out.display().to_string();
+    let doc = json(
+        pspat(&[
+            "lab",
+            "compare",
+            "--quick",
+            "--experiments",
+            "local_senders",
+            "--out",
+            &out_arg,
+            "--json",
+        ]),
+        "lab compare",
+    );
+    assert!(namespaces().is_empty(), "compare removes its lab");
+    let rows = doc["local_senders"].as_array().expect("local_senders");
+    let senders: Vec<u64> = rows.iter().filter_map(|r| r["senders"].as_u64()).collect();
+    assert_eq!(senders, vec![1, 4], "{doc}");
+    for r in rows {
+        for key in ["direct_mpps", "htb_mpps", "pspat_mpps"] {
+            assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {r}");
+        }
+        assert_eq!(r["pspat_conserved"], true, "{r}");
+    }
+    assert_eq!(doc["throughput"].as_array().map(Vec::len), Some(0));
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 6, "three ways of sending at two points");
+    for r in runs {
+        assert!(r["error"].is_null(), "{r}");
+        assert!(r["received"].as_u64() <= r["sent"].as_u64(), "{r}");
+    }
+    let csv = std::fs::read_to_string(out.join("local_senders.csv")).expect("local_senders.csv");
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let _ = std::fs::remove_dir_all(&out);
 }

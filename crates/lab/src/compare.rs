@@ -14,6 +14,14 @@
 //!   with weight 50 among greedy 1500-byte senders of weight 1 that
 //!   overload the rate R; the figure is the victim's one-way latency,
 //!   against the victim alone through the bare bridge (`unloaded`).
+//! * **Local senders** (\[J\] Fig. 7 and 9, the papers' own setting): S
+//!   greedy sender threads of one process in the sender namespace, one
+//!   flow each, 60-byte frames, through the bare bridge; the figure is
+//!   packets/s at the receiver when the threads send (a) `direct`ly with
+//!   `sendmmsg`, no qdisc on the sender's veth, (b) directly through HTB on
+//!   the sender's veth (`htb`, the same plan as mode htb at 10 Gbit/s), (c)
+//!   as clients of a pspat runtime (`pspat`, `traffic send --via pspat`:
+//!   DRR, link 10 Gbit/s, the arbiter sends, on the shaper CPU).
 //! * **CPU per million packets**: CPU seconds (user + system, from
 //!   `/proc/<pid>/stat`) of the run's own processes, senders, receiver and
 //!   shaper, over the packets received, in millions; beside it the busy CPU
@@ -83,7 +91,17 @@ pub struct CompareConfig {
     pub traffic_cpu: usize,
     /// The modes compared.
     pub modes: Vec<Mode>,
+    /// Sender counts of the local-senders experiment.
+    pub local_senders: Vec<usize>,
+    /// Dispatcher threads of the local senders' pspat runtime (0: the
+    /// arbiter sends; else they run on the traffic CPU).
+    pub local_dispatchers: usize,
+    /// The experiments run, among [`EXPERIMENTS`].
+    pub experiments: Vec<String>,
 }
+
+/// The experiments' names, in the order they run.
+pub const EXPERIMENTS: [&str; 4] = ["throughput", "split_10_1", "victim", "local_senders"];
 
 impl CompareConfig {
     /// The defaults of a full run (`quick` shortens them).
@@ -115,7 +133,14 @@ impl CompareConfig {
             shaper_cpu: 0,
             traffic_cpu: 1,
             modes: vec![Mode::Bridge, Mode::Htb, Mode::Pspat],
+            local_senders: if quick { vec![1, 4] } else { vec![1, 2, 4, 8] },
+            local_dispatchers: 0,
+            experiments: EXPERIMENTS.iter().map(|e| (*e).to_owned()).collect(),
         }
+    }
+
+    fn runs(&self, experiment: &str) -> bool {
+        self.experiments.iter().any(|e| e == experiment)
     }
 }
 
@@ -154,6 +179,9 @@ pub struct RunRecord {
     pub flow0_latency: Latency,
     /// `pspat shape --json` (mode pspat).
     pub shaper: Option<Value>,
+    /// The sender's runtime accounting (`traffic send --via pspat`: its
+    /// JSON's `pspat` object), one per sender process that has one.
+    pub sender_pspat: Vec<Value>,
     /// Why the run has no figures.
     pub error: Option<String>,
 }
@@ -204,6 +232,31 @@ pub struct SplitRow {
     pub pspat_received_bps: Option<f64>,
 }
 
+/// A row of the local-senders experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocalSendersRow {
+    /// Sender threads (= flows).
+    pub senders: usize,
+    /// Mpps received, threads sending directly, no qdisc.
+    pub direct_mpps: Option<f64>,
+    /// Mpps received, threads sending directly through HTB on their veth.
+    pub htb_mpps: Option<f64>,
+    /// Mpps received, threads submitting to pspat.
+    pub pspat_mpps: Option<f64>,
+    /// CPU s of the run's processes per million packets, direct.
+    pub direct_cpu_s_per_mpkt: Option<f64>,
+    /// The same, HTB.
+    pub htb_cpu_s_per_mpkt: Option<f64>,
+    /// The same, pspat.
+    pub pspat_cpu_s_per_mpkt: Option<f64>,
+    /// Packets the pspat runs dropped (runtime drops and socket
+    /// refusals), summed over repeats.
+    pub pspat_dropped: u64,
+    /// Whether every pspat run accounted for every packet (`submitted =
+    /// sent + dropped`, nothing in flight); null without a pspat run.
+    pub pspat_conserved: Option<bool>,
+}
+
 /// The victim experiment.
 #[derive(Debug, Clone, Serialize)]
 pub struct VictimResult {
@@ -245,6 +298,10 @@ pub struct CompareReport {
     pub split_10_1: Vec<SplitRow>,
     /// The victim.
     pub victim: VictimResult,
+    /// Local senders: direct, through HTB, through pspat.
+    pub local_senders: Vec<LocalSendersRow>,
+    /// The experiments run.
+    pub experiments: Vec<String>,
     /// Every run.
     pub runs: Vec<RunRecord>,
     /// Files written.
@@ -414,6 +471,8 @@ struct SenderSpec {
     size: usize,
     /// `None`: greedy; `Some(pps)`.
     pps: Option<u64>,
+    /// More `traffic send` arguments (`--via pspat ...`).
+    extra: Vec<String>,
 }
 
 /// Where a run is: experiment, mode and point.
@@ -530,6 +589,7 @@ impl Runner<'_> {
             flow0_received: 0,
             flow0_latency: Latency::default(),
             shaper: None,
+            sender_pspat: Vec::new(),
             error: None,
         };
         if mode == Mode::Pspat {
@@ -624,6 +684,7 @@ impl Runner<'_> {
             if let Some(pps) = s.pps {
                 args.extend(["--pps".into(), pps.to_string()]);
             }
+            args.extend(s.extra.iter().cloned());
             procs.push(self.traffic(NS_SND, &format!("traffic send #{i}"), args)?);
         }
         let mut sent = Vec::new();
@@ -663,6 +724,7 @@ impl Runner<'_> {
                     process_cpu += s.cpu_s.unwrap_or(0.0);
                     record.sent += s.packets;
                     record.sent_by_sender.push(s.packets);
+                    record.sender_pspat.extend(s.pspat);
                 }
                 Err(e) => record.error = Some(format!("sender JSON: {e}")),
             }
@@ -695,6 +757,8 @@ impl Runner<'_> {
 struct SendSummary {
     packets: u64,
     cpu_s: Option<f64>,
+    #[serde(default)]
+    pspat: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -736,11 +800,186 @@ fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
+/// Runs `tc -n pspat-lab-snd ARGS`.
+fn sender_tc(args: &[String]) -> Result<(), LabError> {
+    let mut all = vec!["-n".to_owned(), NS_SND.to_owned()];
+    all.extend(args.iter().cloned());
+    let output = Command::new("tc")
+        .args(&all)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| LabError::Io {
+            what: "cannot run `tc`".into(),
+            source,
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Command {
+            command: format!("tc {}", all.join(" ")),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        })
+    }
+}
+
+/// Puts `plan` (mode htb's HTB, built for the shaper's egress) on the
+/// sender's veth instead: the same classes and filters on `pspat-snd0` in
+/// the sender's namespace.
+fn sender_htb(plan: &HtbPlan) -> Result<(), LabError> {
+    for mut command in plan.commands()? {
+        for arg in &mut command {
+            if arg == topology::SHP_OUT {
+                topology::SND_IF.clone_into(arg);
+            }
+        }
+        sender_tc(&command)?;
+    }
+    Ok(())
+}
+
+/// Removes any qdisc from the sender's veth (back to the veth's default,
+/// none); nothing there is not an error.
+fn clear_sender_qdisc() {
+    let args = ["qdisc", "del", "dev", topology::SND_IF, "root"].map(String::from);
+    let _ = sender_tc(&args);
+}
+
+/// The local-senders experiment (module docs): for each sender count,
+/// direct, direct through HTB on the sender's veth, and through pspat, in
+/// alternation, all through the bare bridge.
+fn local_senders(
+    config: &CompareConfig,
+    runner: &mut Runner<'_>,
+    lab: &mut Lab,
+) -> Result<Vec<LocalSendersRow>, LabError> {
+    let fast = 10_000_000_000u64;
+    let mut rows = Vec::new();
+    for &s in &config.local_senders {
+        let weights = vec![1u32; s];
+        let plan = HtbPlan {
+            rate_bps: fast,
+            weights: weights.clone(),
+            base_port: BASE_PORT,
+        };
+        let mut per_mode: BTreeMap<&str, [Vec<f64>; 2]> = BTreeMap::new();
+        let mut pspat_dropped = 0u64;
+        let mut pspat_conserved: Option<bool> = None;
+        for _ in 0..config.repeat {
+            for label in ["direct", "htb", "pspat"] {
+                let extra = if label == "pspat" {
+                    vec![
+                        "--via".into(),
+                        "pspat".into(),
+                        "--alg".into(),
+                        config.alg.clone(),
+                        "--link-rate".into(),
+                        fast.to_string(),
+                        "--dispatchers".into(),
+                        config.local_dispatchers.to_string(),
+                        "--arbiter-cpu".into(),
+                        config.shaper_cpu.to_string(),
+                        "--dispatcher-cpu".into(),
+                        config.traffic_cpu.to_string(),
+                    ]
+                } else {
+                    Vec::new()
+                };
+                let spec = [SenderSpec {
+                    base_port: BASE_PORT,
+                    weights: weights.clone(),
+                    threads: s,
+                    size: 60,
+                    pps: None,
+                    extra,
+                }];
+                let shape = ShapeSpec {
+                    rate_bps: fast,
+                    weights: weights.clone(),
+                };
+                clear_sender_qdisc();
+                if label == "htb" {
+                    sender_htb(&plan)?;
+                }
+                let at = Point {
+                    experiment: "local_senders",
+                    label,
+                    mode: Mode::Bridge,
+                    point: s as f64,
+                    flows: s,
+                };
+                let result = runner.run(lab, &at, &spec, &shape);
+                clear_sender_qdisc();
+                let mut r = result?;
+                if label == "pspat" && r.error.is_none() {
+                    for p in &r.sender_pspat {
+                        let conserved = p.get("conserved").and_then(Value::as_bool) == Some(true);
+                        pspat_conserved = Some(pspat_conserved.unwrap_or(true) && conserved);
+                        pspat_dropped += p
+                            .get("dropped")
+                            .and_then(Value::as_object)
+                            .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+                        if let Some(e) = p.get("error").and_then(Value::as_str) {
+                            r.error = Some(format!("pspat sender: {e}"));
+                        }
+                    }
+                    if r.sender_pspat.is_empty() {
+                        r.error = Some("the sender printed no pspat accounting".into());
+                    }
+                }
+                if r.error.is_none() {
+                    let entry = per_mode.entry(label).or_default();
+                    entry[0].push(r.pps / 1e6);
+                    entry[1].extend(r.cpu_s_per_mpkt);
+                } else {
+                    eprintln!(
+                        "lab compare: local senders {label} run failed: {}",
+                        r.error.as_deref().unwrap_or("")
+                    );
+                }
+                runner.runs.push(r);
+            }
+        }
+        let get = |m: &str, i: usize| per_mode.get(m).and_then(|v| mean(&v[i]));
+        rows.push(LocalSendersRow {
+            senders: s,
+            direct_mpps: get("direct", 0),
+            htb_mpps: get("htb", 0),
+            pspat_mpps: get("pspat", 0),
+            direct_cpu_s_per_mpkt: get("direct", 1),
+            htb_cpu_s_per_mpkt: get("htb", 1),
+            pspat_cpu_s_per_mpkt: get("pspat", 1),
+            pspat_dropped,
+            pspat_conserved,
+        });
+    }
+    Ok(rows)
+}
+
 /// Runs the comparison: builds the lab, runs every experiment, removes
 /// the lab, writes the files into `config.out` and returns the report.
 pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
     if config.senders.is_empty() || config.senders.iter().any(|&s| s == 0 || s > 256) {
         return Err(LabError::Config("--senders must be 1..=256 each".into()));
+    }
+    if config.local_dispatchers > 64 {
+        return Err(LabError::Config(
+            "--local-dispatchers must be 0..=64".into(),
+        ));
+    }
+    if config.local_senders.iter().any(|&s| s == 0 || s > 256) {
+        return Err(LabError::Config(
+            "--local-senders must be 1..=256 each".into(),
+        ));
+    }
+    if let Some(bad) = config
+        .experiments
+        .iter()
+        .find(|e| !EXPERIMENTS.contains(&e.as_str()))
+    {
+        return Err(LabError::Config(format!(
+            "--experiments: unknown {bad:?} (known: {})",
+            EXPERIMENTS.join(", ")
+        )));
     }
     if config.duration < Duration::from_millis(100) {
         return Err(LabError::Config("--duration must be at least 100ms".into()));
@@ -753,6 +992,21 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads and dispatcher on cpu {}; senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
         config.shaper_cpu, config.traffic_cpu, config.traffic_cpu, config.traffic_cpu
     );
+    let pinning = if config.runs("local_senders") {
+        if config.local_dispatchers == 0 {
+            format!(
+                "{pinning}; local senders through pspat: the runtime's arbiter (which sends) on cpu {}",
+                config.shaper_cpu
+            )
+        } else {
+            format!(
+                "{pinning}; local senders through pspat: the runtime's arbiter on cpu {}, its {} dispatcher(s) (which send) on cpu {}",
+                config.shaper_cpu, config.local_dispatchers, config.traffic_cpu
+            )
+        }
+    } else {
+        pinning
+    };
     eprintln!("lab compare: {pinning}");
     let mut lab = Lab::up(Mode::Bridge, None)?;
     let mut runner = Runner {
@@ -765,7 +1019,12 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
 
     // Throughput against senders.
     let mut throughput = Vec::new();
-    for &s in &config.senders {
+    let senders: &[usize] = if config.runs("throughput") {
+        &config.senders
+    } else {
+        &[]
+    };
+    for &s in senders {
         let weights = vec![1u32; s];
         let mut per_mode: BTreeMap<&str, [Vec<f64>; 3]> = BTreeMap::new();
         for _ in 0..config.repeat {
@@ -776,6 +1035,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                     threads: s,
                     size: 60,
                     pps: None,
+                    extra: Vec::new(),
                 }];
                 let shape = ShapeSpec {
                     rate_bps: fast,
@@ -821,7 +1081,12 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
 
     // The 10:1 split.
     let mut split = Vec::new();
-    for &f in &config.split_fractions {
+    let fractions: &[f64] = if config.runs("split_10_1") {
+        &config.split_fractions
+    } else {
+        &[]
+    };
+    for &f in fractions {
         let offered = f * config.split_rate_bps as f64;
         let per_flow_pps = (offered / 2.0 / (8.0 * 60.0)).round().max(1.0) as u64;
         let mut shares: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
@@ -834,6 +1099,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                     threads: 2,
                     size: 60,
                     pps: Some(2 * per_flow_pps),
+                    extra: Vec::new(),
                 }];
                 let shape = ShapeSpec {
                     rate_bps: config.split_rate_bps,
@@ -892,6 +1158,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         threads: 1,
         size: 1500,
         pps: Some(4000),
+        extra: Vec::new(),
     };
     let greedy = || SenderSpec {
         base_port: BASE_PORT + 1,
@@ -899,10 +1166,16 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         threads: k,
         size: 1500,
         pps: None,
+        extra: Vec::new(),
     };
     let mut latency: BTreeMap<String, Vec<Latency>> = BTreeMap::new();
     let mut victim_lost: BTreeMap<String, u64> = BTreeMap::new();
-    for _ in 0..config.repeat {
+    let victim_repeats = if config.runs("victim") {
+        config.repeat
+    } else {
+        0
+    };
+    for _ in 0..victim_repeats {
         let r = runner.run(
             &mut lab,
             &Point {
@@ -953,6 +1226,11 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
             runner.runs.push(r);
         }
     }
+    let local_senders = if config.runs("local_senders") {
+        local_senders(config, &mut runner, &mut lab)?
+    } else {
+        Vec::new()
+    };
     drop(lab);
     // With repeats, keep the run with the median p99 per mode.
     let latency: BTreeMap<String, Latency> = latency
@@ -993,6 +1271,8 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         throughput,
         split_10_1: split,
         victim,
+        local_senders,
+        experiments: config.experiments.clone(),
         runs: runner.runs,
         files: Vec::new(),
         plot_note: None,
@@ -1061,6 +1341,22 @@ fn write_files(config: &CompareConfig, report: &mut CompareReport) -> Result<(),
         );
     }
     write(&out.join("victim.csv"), &csv, &mut files)?;
+    let mut csv = String::from("senders,direct_mpps,htb_mpps,pspat_mpps,direct_cpu_s_per_mpkt,htb_cpu_s_per_mpkt,pspat_cpu_s_per_mpkt,pspat_dropped,pspat_conserved\n");
+    for r in &report.local_senders {
+        csv += &format!(
+            "{},{},{},{},{},{},{},{},{}\n",
+            r.senders,
+            opt(r.direct_mpps),
+            opt(r.htb_mpps),
+            opt(r.pspat_mpps),
+            opt(r.direct_cpu_s_per_mpkt),
+            opt(r.htb_cpu_s_per_mpkt),
+            opt(r.pspat_cpu_s_per_mpkt),
+            r.pspat_dropped,
+            r.pspat_conserved.map_or(String::new(), |c| c.to_string())
+        );
+    }
+    write(&out.join("local_senders.csv"), &csv, &mut files)?;
     let mut csv = String::from(
         "experiment,mode,point,sent,received,not_received,pps,cpu_s_per_mpkt,machine_cpu_s_per_mpkt,shaper_cpu_s,error\n",
     );
@@ -1110,52 +1406,87 @@ pub fn summary(report: &CompareReport) -> String {
     if let Some(reason) = &report.pspat_unavailable_reason {
         s += &format!("**pspat figures are missing**: {reason}.\n\n");
     }
-    s += "## Throughput against senders (60-byte frames, greedy, Mpps at the receiver)\n\n";
-    s += "| senders | none | htb | pspat | CPU s/Mpkt none | htb | pspat |\n|---|---|---|---|---|---|---|\n";
-    for r in &report.throughput {
-        s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
-            r.senders,
-            cell(r.none_mpps, 3),
-            cell(r.htb_mpps, 3),
-            cell(r.pspat_mpps, 3),
-            cell(r.none_cpu_s_per_mpkt, 2),
-            cell(r.htb_cpu_s_per_mpkt, 2),
-            cell(r.pspat_cpu_s_per_mpkt, 2)
-        );
+    let ran = |e: &str| report.experiments.iter().any(|x| x == e);
+    if ran("throughput") {
+        s += "## Throughput against senders (60-byte frames, greedy, Mpps at the receiver)\n\n";
+        s += "| senders | none | htb | pspat | CPU s/Mpkt none | htb | pspat |\n|---|---|---|---|---|---|---|\n";
+        for r in &report.throughput {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r.senders,
+                cell(r.none_mpps, 3),
+                cell(r.htb_mpps, 3),
+                cell(r.pspat_mpps, 3),
+                cell(r.none_cpu_s_per_mpkt, 2),
+                cell(r.htb_cpu_s_per_mpkt, 2),
+                cell(r.pspat_cpu_s_per_mpkt, 2)
+            );
+        }
     }
-    s += "\n## Two flows weighted 10:1, each offering half the load (heavy flow's share of bytes)\n\n";
-    s += "| offered / R | ideal | none | htb | pspat |\n|---|---|---|---|---|\n";
-    for r in &report.split_10_1 {
-        s += &format!(
-            "| {:.2} | {:.3} | {} | {} | {} |\n",
-            r.offered_fraction,
-            r.ideal_heavy_share,
-            cell(r.none_heavy_share, 3),
-            cell(r.htb_heavy_share, 3),
-            cell(r.pspat_heavy_share, 3)
-        );
+    if ran("split_10_1") {
+        s += "\n## Two flows weighted 10:1, each offering half the load (heavy flow's share of bytes)\n\n";
+        s += "| offered / R | ideal | none | htb | pspat |\n|---|---|---|---|---|\n";
+        for r in &report.split_10_1 {
+            s += &format!(
+                "| {:.2} | {:.3} | {} | {} | {} |\n",
+                r.offered_fraction,
+                r.ideal_heavy_share,
+                cell(r.none_heavy_share, 3),
+                cell(r.htb_heavy_share, 3),
+                cell(r.pspat_heavy_share, 3)
+            );
+        }
     }
-    s += &format!(
-        "\n## Victim: 4000 packets/s of 1500 bytes, weight 50, among {} greedy senders, R = {} bit/s (one-way latency, µs)\n\n",
-        report.victim.greedy_senders, report.victim.rate_bps
-    );
-    s += "| mode | samples | p50 | p90 | p99 | p99.9 | max | not received |\n|---|---|---|---|---|---|---|---|\n";
-    for (mode, l) in &report.victim.latency {
+    if ran("victim") {
         s += &format!(
-            "| {mode} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
-            l.samples,
-            l.p50_us,
-            l.p90_us,
-            l.p99_us,
-            l.p999_us,
-            l.max_us,
-            report
-                .victim
-                .victim_not_received
-                .get(mode)
-                .map_or("-".into(), u64::to_string)
+            "\n## Victim: 4000 packets/s of 1500 bytes, weight 50, among {} greedy senders, R = {} bit/s (one-way latency, µs)\n\n",
+            report.victim.greedy_senders, report.victim.rate_bps
         );
+        s += "| mode | samples | p50 | p90 | p99 | p99.9 | max | not received |\n|---|---|---|---|---|---|---|---|\n";
+        for (mode, l) in &report.victim.latency {
+            s += &format!(
+                "| {mode} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                l.samples,
+                l.p50_us,
+                l.p90_us,
+                l.p99_us,
+                l.p999_us,
+                l.max_us,
+                report
+                    .victim
+                    .victim_not_received
+                    .get(mode)
+                    .map_or("-".into(), u64::to_string)
+            );
+        }
+    }
+    if !report.local_senders.is_empty() {
+        s += "\n## Local senders (60-byte frames, greedy, Mpps at the receiver)\n\n";
+        s += "Sender threads of one process: `direct` sendmmsg with no qdisc, `htb` sendmmsg through HTB on the sender's veth, `pspat` submitting to a pspat runtime whose arbiter sends.\n\n";
+        s += "| senders | direct | htb | pspat | pspat / direct | CPU s/Mpkt direct | htb | pspat | pspat dropped |\n|---|---|---|---|---|---|---|---|---|\n";
+        for r in &report.local_senders {
+            let ratio = match (r.pspat_mpps, r.direct_mpps) {
+                (Some(p), Some(d)) if d > 0.0 => Some(p / d),
+                _ => None,
+            };
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n",
+                r.senders,
+                cell(r.direct_mpps, 3),
+                cell(r.htb_mpps, 3),
+                cell(r.pspat_mpps, 3),
+                cell(ratio, 2),
+                cell(r.direct_cpu_s_per_mpkt, 2),
+                cell(r.htb_cpu_s_per_mpkt, 2),
+                cell(r.pspat_cpu_s_per_mpkt, 2),
+                r.pspat_dropped,
+                if r.pspat_conserved == Some(false) {
+                    " (not conserved)"
+                } else {
+                    ""
+                }
+            );
+        }
     }
     let failed: Vec<&RunRecord> = report.runs.iter().filter(|r| r.error.is_some()).collect();
     if !failed.is_empty() {
@@ -1173,7 +1504,7 @@ pub fn summary(report: &CompareReport) -> String {
     if let Some(note) = &report.plot_note {
         s += &format!("\nPlots not drawn: {note}\n");
     }
-    s += "\nFiles: compare.json (everything), throughput.csv, split_10_1.csv, victim.csv, runs.csv (every run), and the plots.\n";
+    s += "\nFiles: compare.json (everything), throughput.csv, split_10_1.csv, victim.csv, local_senders.csv, runs.csv (every run), and the plots.\n";
     s
 }
 
@@ -1308,6 +1639,7 @@ pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
         threads: 1,
         size: config.size,
         pps: Some(config.victim_pps),
+        extra: Vec::new(),
     };
     // The greedy flows together offer 1.5 times the shaped rate, in equal
     // parts: the link is overloaded (the shaper, not the offered load,
@@ -1319,6 +1651,7 @@ pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
         threads: n,
         size: config.size,
         pps: Some(overload_pps.max(1)),
+        extra: Vec::new(),
     };
     let at = Point {
         experiment: "demo",

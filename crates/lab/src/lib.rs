@@ -8,6 +8,9 @@
 //! * [`traffic`]: `pspat traffic send|recv`: sendmmsg senders, per-flow
 //!   rates by weight, sequence numbers and send timestamps in each payload;
 //!   a receiver that counts loss, reordering and one-way latency.
+//! * [`local`]: `pspat traffic send --via pspat`: the sending threads
+//!   are clients of a pspat runtime, whose arbiter or dispatchers send
+//!   with a UDP backend ([`local::UdpTx`]).
 //! * [`compare`]: `pspat lab compare`: the experiments, their JSON, CSV,
 //!   plots and summary.
 //! * [`clock`], [`procstat`], [`stop`]: the shared monotonic clock, CPU
@@ -22,6 +25,7 @@
 //! has the picture, the commands and how to read the output.
 pub mod clock;
 pub mod compare;
+pub mod local;
 mod plot;
 pub mod procstat;
 pub mod stop;

@@ -86,7 +86,7 @@ where
     for (name, points) in series {
         // One colour per mode in every plot.
         let color = match name.split_whitespace().next() {
-            Some("none") => RED,
+            Some("none" | "direct") => RED,
             Some("htb") => BLUE,
             Some("pspat") => GREEN,
             Some("unloaded") => MAGENTA,
@@ -229,5 +229,31 @@ pub(crate) fn draw_all(out: &Path, report: &CompareReport) -> Result<Vec<String>
         &series,
         &mut files,
     )?;
+    let l = &report.local_senders;
+    if !l.is_empty() {
+        let series: Vec<Series> = vec![
+            (
+                "direct (sendmmsg, no qdisc)".into(),
+                collect(l, |r| r.senders as f64, |r| r.direct_mpps),
+            ),
+            (
+                "htb (sendmmsg through HTB)".into(),
+                collect(l, |r| r.senders as f64, |r| r.htb_mpps),
+            ),
+            (
+                "pspat (clients of the runtime)".into(),
+                collect(l, |r| r.senders as f64, |r| r.pspat_mpps),
+            ),
+        ];
+        both(
+            out,
+            "local_senders",
+            "Local senders, 60-byte frames",
+            "sender threads",
+            "Mpps received",
+            &series,
+            &mut files,
+        )?;
+    }
     Ok(files)
 }

@@ -61,6 +61,16 @@ pub const MIN_FRAME: usize = HEADER_BYTES + PAYLOAD_HEADER;
 /// The largest frame on a 1500-byte MTU.
 pub const MAX_FRAME: usize = 1514;
 
+/// Writes the payload header (module docs) into the first
+/// [`PAYLOAD_HEADER`] bytes of `payload`: sequence number, send time
+/// (`CLOCK_MONOTONIC` ns) and flow id (the destination port), little
+/// endian. `payload` must hold at least [`PAYLOAD_HEADER`] bytes.
+pub(crate) fn encode_header(payload: &mut [u8], seq: u64, sent_ns: u64, port: u16) {
+    payload[0..8].copy_from_slice(&seq.to_le_bytes());
+    payload[8..16].copy_from_slice(&sent_ns.to_le_bytes());
+    payload[16..18].copy_from_slice(&port.to_le_bytes());
+}
+
 /// Why traffic could not be sent or received.
 #[derive(Debug, thiserror::Error)]
 pub enum TrafficError {
@@ -70,6 +80,9 @@ pub enum TrafficError {
     /// A socket could not be opened or used.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// The pspat runtime could not start, or failed (`--via pspat`).
+    #[error("pspat runtime: {0}")]
+    Runtime(String),
     /// A TCP step failed.
     #[error("{what}: {source}")]
     Tcp {
@@ -122,6 +135,29 @@ pub struct SendConfig {
     pub cpus: Vec<usize>,
     /// UDP or TCP.
     pub proto: Proto,
+    /// Straight to the sockets, or through a pspat runtime (UDP only).
+    pub via: Via,
+}
+
+/// How the sending threads put their packets on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Via {
+    /// Each thread sends with `sendmmsg` itself (no scheduler in the
+    /// process; whatever qdisc the interface has applies).
+    Direct,
+    /// The threads are clients of a pspat runtime whose arbiter (or
+    /// dispatchers) send ([`crate::local`]).
+    Pspat(crate::local::PspatVia),
+}
+
+impl Via {
+    /// `direct` or `pspat`, as reports name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Via::Direct => "direct",
+            Via::Pspat(_) => "pspat",
+        }
+    }
 }
 
 impl SendConfig {
@@ -154,6 +190,12 @@ impl SendConfig {
         }
         if self.duration.is_zero() {
             return bad("--duration must be above 0".into());
+        }
+        if let Via::Pspat(p) = &self.via {
+            if self.proto == Proto::Tcp {
+                return bad("--via pspat sends UDP only (not --proto tcp)".into());
+            }
+            p.check()?;
         }
         Ok(())
     }
@@ -226,15 +268,19 @@ pub struct SendReport {
     pub cpu_s: Option<f64>,
     /// Where the threads ran.
     pub pinning: String,
+    /// `direct` or `pspat` ([`Via`]).
+    pub via: &'static str,
+    /// Through pspat: the runtime's accounting (null when direct).
+    pub pspat: Option<crate::local::PspatSent>,
 }
 
-fn pin(cpus: &[usize], index: usize) {
+pub(crate) fn pin(cpus: &[usize], index: usize) {
     if let Some(&cpu) = cpus.get(index % cpus.len().max(1)) {
         core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
     }
 }
 
-fn pinning(cpus: &[usize]) -> String {
+pub(crate) fn pinning(cpus: &[usize]) -> String {
     if cpus.is_empty() {
         "unpinned".into()
     } else {
@@ -248,7 +294,7 @@ fn pinning(cpus: &[usize]) -> String {
     }
 }
 
-fn error_name(error: &IoError) -> String {
+pub(crate) fn error_name(error: &IoError) -> String {
     match error {
         IoError::Os { source, .. } => match source.raw_os_error() {
             Some(libc::ENOBUFS) => "no_buffer_space".into(),
@@ -280,6 +326,9 @@ pub fn send(config: &SendConfig) -> Result<SendReport, TrafficError> {
     config.check()?;
     if config.proto == Proto::Tcp {
         return send_tcp(config);
+    }
+    if let Via::Pspat(via) = &config.via {
+        return crate::local::send(config, via);
     }
     let n = config.weights.len();
     let total_weight: f64 = config.weights.iter().map(|&w| f64::from(w)).sum();
@@ -358,10 +407,7 @@ pub fn send(config: &SendConfig) -> Result<SendReport, TrafficError> {
                             let port = config.base_port + stream.flow as u16;
                             let stamp = monotonic_ns();
                             for (k, buffer) in buffers[..count].iter_mut().enumerate() {
-                                buffer[0..8]
-                                    .copy_from_slice(&(stream.sent + k as u64).to_le_bytes());
-                                buffer[8..16].copy_from_slice(&stamp.to_le_bytes());
-                                buffer[16..18].copy_from_slice(&port.to_le_bytes());
+                                encode_header(buffer, stream.sent + k as u64, stamp, port);
                             }
                             let slices: Vec<&[u8]> =
                                 buffers[..count].iter().map(Vec::as_slice).collect();
@@ -441,6 +487,8 @@ pub fn send(config: &SendConfig) -> Result<SendReport, TrafficError> {
         flows,
         cpu_s: crate::procstat::self_cpu_s(),
         pinning: pinning(&config.cpus),
+        via: "direct",
+        pspat: None,
     })
 }
 
@@ -497,6 +545,8 @@ fn send_tcp(config: &SendConfig) -> Result<SendReport, TrafficError> {
         flows: Vec::new(),
         cpu_s: crate::procstat::self_cpu_s(),
         pinning: pinning(&config.cpus),
+        via: "direct",
+        pspat: None,
     })
 }
 
@@ -970,6 +1020,7 @@ mod tests {
             duration: Duration::from_millis(200),
             cpus: Vec::new(),
             proto: Proto::Udp,
+            via: Via::Direct,
         }
     }
 
