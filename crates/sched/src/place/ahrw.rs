@@ -34,7 +34,7 @@
 
 use super::digest::{weight, FlowDigest};
 use super::error::{check_ids, PlaceError};
-use super::hrw::{argmax_by_score, ids_upto};
+use super::hrw::ids_upto;
 
 /// Which minimum the multiplier r_p = Q_min / Q_p uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -153,12 +153,82 @@ impl Ahrw {
     }
 
     /// The position of the target that wins `digest` under the current
-    /// queues. O(N), no allocation.
+    /// queues. O(N), no allocation, no division.
+    ///
+    /// The score r_p·g_p = (Q_min/Q_p)·g_p is compared exactly as a
+    /// fraction g_p / e_p with e_p = Q_p for a busy target and Q_min for an
+    /// idle one (multiplier 1; Q_min cancels out of every comparison): two
+    /// fractions compare by their cross products, below 2^95 in 128-bit
+    /// integers. When Q_min is 0 (every queue empty, or [`MinQueue::All`]
+    /// with an idle target) idle targets score g_p and busy ones 0. Ties go
+    /// to the lowest id, as everywhere in this module. The argmax keeps its
+    /// running best with selects, not jumps.
     pub fn decide(&self, digest: FlowDigest) -> usize {
         let q = &self.queues;
-        let q_min = self.min_queue.of(q.iter().map(|&b| b as f64));
-        argmax_by_score(&self.ids, |i, id| {
-            multiplier(q_min, q[i] as f64) * weight(digest, id) as f64
-        })
+        let q_min = match self.min_queue {
+            MinQueue::NonZero => q.iter().copied().filter(|&b| b > 0).min().unwrap_or(0),
+            MinQueue::All => q.iter().copied().min().unwrap_or(0),
+        };
+        let fraction = |i: usize, id: u32| -> (u128, u128) {
+            let g = u128::from(weight(digest, id));
+            match (q[i], q_min) {
+                (0, 0) => (g, 1),
+                (_, 0) => (0, 1),
+                (0, m) => (g, u128::from(m)),
+                (b, _) => (g, u128::from(b)),
+            }
+        };
+        let (mut best, mut best_id) = (0, self.ids[0]);
+        let (mut best_n, mut best_e) = fraction(0, best_id);
+        for (i, &id) in self.ids.iter().enumerate().skip(1) {
+            let (n, e) = fraction(i, id);
+            let (lhs, rhs) = (n * best_e, best_n * e);
+            let better = lhs > rhs || (lhs == rhs && id < best_id);
+            best = if better { i } else { best };
+            best_id = if better { id } else { best_id };
+            best_n = if better { n } else { best_n };
+            best_e = if better { e } else { best_e };
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::place::hrw::argmax_by_score;
+
+    /// The exact, division-free decision agrees with the score formula
+    /// r_p·g_p evaluated in floating point, under both minimum rules, with
+    /// idle and busy targets mixed.
+    #[test]
+    fn exact_decisions_match_the_floating_point_formula() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            rng >> 11
+        };
+        for rule in [MinQueue::NonZero, MinQueue::All] {
+            for n in [1usize, 2, 3, 8, 17] {
+                let mut a = Ahrw::with_targets(n, rule).unwrap();
+                for round in 0..2_000u64 {
+                    for q in a.queues_mut() {
+                        // A third of the targets idle, the rest loaded.
+                        let v = next();
+                        *q = if v % 3 == 0 { 0 } else { v % 1_000_000 };
+                    }
+                    if round % 50 == 0 {
+                        a.queues_mut().fill(0);
+                    }
+                    let d = FlowDigest(next() ^ (next() << 20));
+                    let q = a.queues();
+                    let q_min = rule.of(q.iter().map(|&b| b as f64));
+                    let reference = argmax_by_score(a.ids(), |i, id| {
+                        multiplier(q_min, q[i] as f64) * weight(d, id) as f64
+                    });
+                    assert_eq!(a.decide(d), reference, "{rule:?} n={n} q={q:?}");
+                }
+            }
+        }
     }
 }
