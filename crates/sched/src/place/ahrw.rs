@@ -169,20 +169,22 @@ impl Ahrw {
             MinQueue::NonZero => q.iter().copied().filter(|&b| b > 0).min().unwrap_or(0),
             MinQueue::All => q.iter().copied().min().unwrap_or(0),
         };
-        let fraction = |i: usize, id: u32| -> (u128, u128) {
-            let g = u128::from(weight(digest, id));
-            match (q[i], q_min) {
-                (0, 0) => (g, 1),
-                (_, 0) => (0, 1),
-                (0, m) => (g, u128::from(m)),
-                (b, _) => (g, u128::from(b)),
-            }
+        // Branch-free: (g, e) = (g, Q_p) busy, (g, Q_min) idle, and with
+        // Q_min = 0 (g, 1) idle, (0, 1) busy.
+        let fraction = |i: usize, id: u32| -> (u64, u64) {
+            let g = weight(digest, id);
+            let (b, idle, no_min) = (q[i], q[i] == 0, q_min == 0);
+            let e = if idle { q_min } else { b };
+            let n = if no_min && !idle { 0 } else { g };
+            (n, if no_min { 1 } else { e })
         };
         let (mut best, mut best_id) = (0, self.ids[0]);
         let (mut best_n, mut best_e) = fraction(0, best_id);
         for (i, &id) in self.ids.iter().enumerate().skip(1) {
             let (n, e) = fraction(i, id);
-            let (lhs, rhs) = (n * best_e, best_n * e);
+            // 64 × 64 → 128-bit products: one widening multiply each.
+            let lhs = u128::from(n) * u128::from(best_e);
+            let rhs = u128::from(best_n) * u128::from(e);
             let better = lhs > rhs || (lhs == rhs && id < best_id);
             best = if better { i } else { best };
             best_id = if better { id } else { best_id };
