@@ -17,215 +17,17 @@
 //! * SIGHUP: the file's difference is applied; an invalid file or one that
 //!   cannot be applied live is refused and the running configuration stays.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
-use etherparse::PacketBuilder;
-use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, TxConfig};
-use pspat_io::netns::{self, Namespace, VethPair};
+mod common;
 
-const MAGIC: &[u8; 8] = b"pspat-rc";
-
-struct Bed {
-    // Dropped in this order: pairs, then namespaces.
-    into: VethPair,
-    out: VethPair,
-    sender: Namespace,
-    bridge: Namespace,
-    receiver: Namespace,
-    dir: PathBuf,
-}
-
-impl Bed {
-    fn new(tag: &str) -> Option<Bed> {
-        if let Some(reason) = netns::unavailable() {
-            println!("skipped: {reason}");
-            return None;
-        }
-        let sender = Namespace::create().expect("sender namespace");
-        let bridge = Namespace::create().expect("bridge namespace");
-        let receiver = Namespace::create().expect("receiver namespace");
-        let into = VethPair::create(&sender, &bridge).expect("input pair");
-        let out = VethPair::create(&bridge, &receiver).expect("output pair");
-        sender
-            .ip(&["addr", "add", "10.199.251.1/24", "dev", &into.a])
-            .unwrap();
-        receiver
-            .ip(&["addr", "add", "10.199.251.2/24", "dev", &out.b])
-            .unwrap();
-        let dir = std::env::temp_dir().join(format!("pspat-ctl-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // Others may traverse it (the test of another user's request).
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Some(Bed {
-            into,
-            out,
-            sender,
-            bridge,
-            receiver,
-            dir,
-        })
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.join("run.ipfw")
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.join("pspat.sock")
-    }
-
-    /// Starts `pspat run` on `config` in the bridge namespace with its
-    /// control socket in the bed's directory and waits for `run: ready`;
-    /// its stderr goes on being read into the returned channel.
-    fn start(&self, config: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
-        std::fs::write(self.config(), config).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pspat"));
-        cmd.arg("run")
-            .arg(self.config())
-            .args(["--in", &self.into.b, "--out", &self.out.a, "--json"])
-            .arg("--control")
-            .arg(self.socket())
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = self
-            .bridge
-            .run(|| cmd.spawn())
-            .unwrap()
-            .expect("spawn pspat run");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[pspat] {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        wait_for(&rx, "run: ready", &mut child);
-        (child, rx)
-    }
-
-    fn sender_socket(&self) -> PacketTx {
-        self.sender
-            .run(|| PacketTx::open(&self.into.a, &TxConfig::default()))
-            .unwrap()
-            .expect("open the sender")
-    }
-
-    /// Collects `(seq, receive ns, frame length)` of every frame built by
-    /// [`frame`] that reaches the receiver.
-    fn receiver(&self) -> Collector {
-        let cfg = RxConfig {
-            block_timeout: Duration::from_millis(1),
-            ..RxConfig::default()
-        };
-        let mut rx = self
-            .receiver
-            .run(|| PacketRx::open(&self.out.b, &cfg))
-            .unwrap()
-            .expect("open the receiver");
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            // Acquire: pairs with the Release store in `finish`.
-            while !stop2.load(Ordering::Acquire) {
-                rx.recv_with(Duration::from_millis(20), |p| {
-                    if let Some(seq) = parse(p.data) {
-                        got.push(Arrival {
-                            seq,
-                            at: p.timestamp.as_nanos() as u64,
-                            len: p.frame_len() as u64,
-                        });
-                    }
-                })
-                .expect("receive");
-            }
-            got
-        });
-        Collector { stop, handle }
-    }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Waits up to 20 s for a stderr line containing `what`.
-fn wait_for(rx: &mpsc::Receiver<String>, what: &str, child: &mut Child) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains(what) => return line,
-            Ok(_) => {}
-            Err(_) => {
-                let _ = child.kill();
-                panic!("pspat run did not print `{what}`");
-            }
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Arrival {
-    seq: u32,
-    at: u64,
-    len: u64,
-}
-
-struct Collector {
-    stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Vec<Arrival>>,
-}
-
-impl Collector {
-    fn finish(self) -> Vec<Arrival> {
-        // Release: pairs with the receiver thread's Acquire load.
-        self.stop.store(true, Ordering::Release);
-        self.handle.join().expect("receiver thread")
-    }
-}
-
-fn realtime_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-/// A UDP frame from 10.199.251.1 to 10.199.251.2 port `dport`, `len` bytes,
-/// carrying the marker and `seq`.
-fn frame(dport: u16, seq: u32, len: usize) -> Vec<u8> {
-    let mut payload = MAGIC.to_vec();
-    payload.extend_from_slice(&seq.to_be_bytes());
-    payload.resize(len.max(64) - 42, 0xee);
-    let mut out = Vec::with_capacity(len);
-    PacketBuilder::ethernet2([2, 0x99, 0, 0, 1, 1], [2, 0x99, 0, 0, 1, 2])
-        .ipv4([10, 199, 251, 1], [10, 199, 251, 2], 64)
-        .udp(4000, dport)
-        .write(&mut out, &payload)
-        .expect("build");
-    out
-}
-
-fn parse(data: &[u8]) -> Option<u32> {
-    let at = data.windows(MAGIC.len()).position(|w| w == MAGIC)?;
-    Some(u32::from_be_bytes(
-        data.get(at + 8..at + 12)?.try_into().ok()?,
-    ))
-}
+use common::run_bed::{check_conservation, pipe, realtime_ns, wait_for, Arrival, Bed};
 
 /// `pspat ctl --socket SOCKET ARGS...`.
 fn ctl(socket: &Path, args: &[&str]) -> Output {
@@ -299,25 +101,6 @@ fn finish(mut child: Child) -> serde_json::Value {
     serde_json::from_str(&stdout).expect("one JSON object")
 }
 
-fn pipe(doc: &serde_json::Value, number: u64) -> &serde_json::Value {
-    doc["pipes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["number"].as_u64() == Some(number))
-        .unwrap_or_else(|| panic!("pipe {number} in {doc}"))
-}
-
-fn check_conservation(doc: &serde_json::Value) {
-    let t = &doc["totals"];
-    assert_eq!(t["in_flight"], 0, "{t}");
-    assert_eq!(t["conserved"], true, "{t}");
-    assert_eq!(t["pipes_conserved"], true, "{t}");
-    let received = t["received"].as_u64().unwrap();
-    let gone = t["transmitted"].as_u64().unwrap() + t["dropped_total"].as_u64().unwrap();
-    assert_eq!(received, gone, "received = transmitted + dropped: {t}");
-}
-
 #[test]
 fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
     let dir = std::env::temp_dir().join(format!("pspat-ctl-none-{}", std::process::id()));
@@ -343,7 +126,7 @@ fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
 
 #[test]
 fn ctl_changes_the_bandwidth_under_load_within_100ms_and_loses_nothing() {
-    let Some(bed) = Bed::new("bw") else {
+    let Some(bed) = Bed::new("ctl-bw", 251) else {
         return;
     };
     let config = "\
@@ -371,7 +154,7 @@ fn ctl_changes_the_bandwidth_under_load_within_100ms_and_loses_nothing() {
         let batch: Vec<Vec<u8>> = (0..15)
             .map(|_| {
                 seq += 1;
-                frame(6000, seq, 1000)
+                bed.frame(6000, seq, 0, 1000)
             })
             .collect();
         let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
@@ -463,7 +246,7 @@ fn ctl_changes_the_bandwidth_under_load_within_100ms_and_loses_nothing() {
 
 #[test]
 fn ctl_from_another_user_is_refused_by_mode_and_by_credentials() {
-    let Some(bed) = Bed::new("uid") else {
+    let Some(bed) = Bed::new("ctl-uid", 251) else {
         return;
     };
     let (child, _log) = bed.start(
@@ -505,7 +288,7 @@ fn ctl_from_another_user_is_refused_by_mode_and_by_credentials() {
 
 #[test]
 fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
-    let Some(bed) = Bed::new("hup") else {
+    let Some(bed) = Bed::new("ctl-hup", 251) else {
         return;
     };
     let first = "pipe 1 config bw 5Mbit/s delay 10ms\n\
@@ -584,7 +367,7 @@ fn http_get(bed: &Bed, addr: &str, path: &str) -> (String, String) {
 
 #[test]
 fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
-    let Some(bed) = Bed::new("metrics") else {
+    let Some(bed) = Bed::new("ctl-metrics", 251) else {
         return;
     };
     let (mut child, rx) = bed.start(
@@ -601,7 +384,7 @@ fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
     assert!(addr.starts_with("127.0.0.1:"), "{line}");
     let mut tx = bed.sender_socket();
     for seq in 0..50u32 {
-        let f = frame(6000, seq, 500);
+        let f = bed.frame(6000, seq, 0, 500);
         assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
     }
     // The arbiter publishes at most 100 ms late, and when the pipes empty.

@@ -15,205 +15,13 @@
 //!   excess dropped at the pipe's queue limit and counted; two RX threads
 //!   (PACKET_FANOUT) share the one classifier.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use etherparse::PacketBuilder;
-use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, TxConfig};
-use pspat_io::netns::{self, Namespace, VethPair};
+mod common;
 
-const MAGIC: &[u8; 8] = b"pspat-rn";
-
-struct Bed {
-    // Dropped in this order: pairs, then namespaces.
-    into: VethPair,
-    out: VethPair,
-    sender: Namespace,
-    bridge: Namespace,
-    receiver: Namespace,
-    dir: std::path::PathBuf,
-}
-
-impl Bed {
-    fn new(tag: &str) -> Option<Bed> {
-        if let Some(reason) = netns::unavailable() {
-            println!("skipped: {reason}");
-            return None;
-        }
-        let sender = Namespace::create().expect("sender namespace");
-        let bridge = Namespace::create().expect("bridge namespace");
-        let receiver = Namespace::create().expect("receiver namespace");
-        let into = VethPair::create(&sender, &bridge).expect("input pair");
-        let out = VethPair::create(&bridge, &receiver).expect("output pair");
-        // One subnet from the sender to the receiver, across the bridge.
-        sender
-            .ip(&["addr", "add", "10.199.250.1/24", "dev", &into.a])
-            .unwrap();
-        receiver
-            .ip(&["addr", "add", "10.199.250.2/24", "dev", &out.b])
-            .unwrap();
-        let dir = std::env::temp_dir().join(format!("pspat-run-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Some(Bed {
-            into,
-            out,
-            sender,
-            bridge,
-            receiver,
-            dir,
-        })
-    }
-
-    /// Starts `pspat run` on `config` in the bridge namespace and waits for
-    /// `run: ready`; its stderr goes on being read into the returned channel.
-    fn start(&self, config: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
-        let path = self.dir.join("run.ipfw");
-        std::fs::write(&path, config).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pspat"));
-        cmd.arg("run")
-            .arg(&path)
-            .args(["--in", &self.into.b, "--out", &self.out.a, "--json"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = self
-            .bridge
-            .run(|| cmd.spawn())
-            .unwrap()
-            .expect("spawn pspat run");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[pspat] {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line.starts_with("run: ready") => break,
-                Ok(_) => {}
-                Err(_) => {
-                    let _ = child.kill();
-                    panic!("pspat run did not print `run: ready`");
-                }
-            }
-        }
-        (child, rx)
-    }
-
-    fn sender_socket(&self) -> PacketTx {
-        self.sender
-            .run(|| PacketTx::open(&self.into.a, &TxConfig::default()))
-            .unwrap()
-            .expect("open the sender")
-    }
-
-    /// Collects `(dst port, seq, send ns, receive ns, frame length)` of
-    /// every frame built by [`frame`] that reaches the receiver.
-    fn receiver(&self) -> Collector {
-        let cfg = RxConfig {
-            block_timeout: Duration::from_millis(1),
-            ..RxConfig::default()
-        };
-        let mut rx = self
-            .receiver
-            .run(|| PacketRx::open(&self.out.b, &cfg))
-            .unwrap()
-            .expect("open the receiver");
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            // Acquire: pairs with the Release store in `finish`.
-            while !stop2.load(Ordering::Acquire) {
-                rx.recv_with(Duration::from_millis(20), |p| {
-                    if let Some((port, seq, sent)) = parse(p.data) {
-                        let at = p.timestamp.as_nanos() as u64;
-                        got.push(Arrival {
-                            port,
-                            seq,
-                            sent,
-                            at,
-                            len: p.frame_len() as u64,
-                        });
-                    }
-                })
-                .expect("receive");
-            }
-            got
-        });
-        Collector { stop, handle }
-    }
-}
-
-impl Drop for Bed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Arrival {
-    port: u16,
-    seq: u32,
-    sent: u64,
-    at: u64,
-    len: u64,
-}
-
-struct Collector {
-    stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Vec<Arrival>>,
-}
-
-impl Collector {
-    fn finish(self) -> Vec<Arrival> {
-        // Release: pairs with the receiver thread's Acquire load.
-        self.stop.store(true, Ordering::Release);
-        self.handle.join().expect("receiver thread")
-    }
-}
-
-fn realtime_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-/// A UDP frame (IPv4 and UDP checksums computed) from 10.199.250.1 to
-/// 10.199.250.2 port `dport`, `len` bytes, carrying the marker, `seq` and
-/// the send time.
-fn frame(dport: u16, seq: u32, sent_ns: u64, len: usize) -> Vec<u8> {
-    let mut payload = MAGIC.to_vec();
-    payload.extend_from_slice(&seq.to_be_bytes());
-    payload.extend_from_slice(&dport.to_be_bytes());
-    payload.extend_from_slice(&sent_ns.to_be_bytes());
-    payload.resize(len.max(64) - 42, 0xee);
-    let mut out = Vec::with_capacity(len);
-    PacketBuilder::ethernet2([2, 0x99, 0, 0, 0, 1], [2, 0x99, 0, 0, 0, 2])
-        .ipv4([10, 199, 250, 1], [10, 199, 250, 2], 64)
-        .udp(4000, dport)
-        .write(&mut out, &payload)
-        .expect("build");
-    out
-}
-
-fn parse(data: &[u8]) -> Option<(u16, u32, u64)> {
-    let at = data.windows(MAGIC.len()).position(|w| w == MAGIC)?;
-    let seq = u32::from_be_bytes(data.get(at + 8..at + 12)?.try_into().ok()?);
-    let port = u16::from_be_bytes(data.get(at + 12..at + 14)?.try_into().ok()?);
-    let sent = u64::from_be_bytes(data.get(at + 14..at + 22)?.try_into().ok()?);
-    Some((port, seq, sent))
-}
+use common::run_bed::{check_conservation, pipe, realtime_ns, Arrival, Bed};
 
 /// Waits for the daemon to exit; its JSON report.
 fn finish(mut child: Child) -> serde_json::Value {
@@ -258,25 +66,6 @@ fn finish(mut child: Child) -> serde_json::Value {
     doc
 }
 
-fn pipe(doc: &serde_json::Value, number: u64) -> &serde_json::Value {
-    doc["pipes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["number"].as_u64() == Some(number))
-        .unwrap_or_else(|| panic!("pipe {number} in the report"))
-}
-
-fn check_conservation(doc: &serde_json::Value) {
-    let t = &doc["totals"];
-    assert_eq!(t["in_flight"], 0, "{t}");
-    assert_eq!(t["conserved"], true, "{t}");
-    assert_eq!(t["pipes_conserved"], true, "{t}");
-    let received = t["received"].as_u64().unwrap();
-    let gone = t["transmitted"].as_u64().unwrap() + t["dropped_total"].as_u64().unwrap();
-    assert_eq!(received, gone, "received = transmitted + dropped: {t}");
-}
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -284,7 +73,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 #[test]
 fn run_delays_each_pipe_by_its_own_delay_to_the_millisecond() {
-    let Some(bed) = Bed::new("delay") else {
+    let Some(bed) = Bed::new("delay", 250) else {
         return;
     };
     let config = "\
@@ -311,7 +100,7 @@ fn run_delays_each_pipe_by_its_own_delay_to_the_millisecond() {
     let mut tx = bed.sender_socket();
     for seq in 0..400u32 {
         for port in [5001u16, 5002] {
-            let f = frame(port, seq, realtime_ns(), 200);
+            let f = bed.frame(port, seq, realtime_ns(), 200);
             assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -390,7 +179,7 @@ fn run_delays_each_pipe_by_its_own_delay_to_the_millisecond() {
 
 #[test]
 fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
-    let Some(bed) = Bed::new("rate") else {
+    let Some(bed) = Bed::new("rate", 250) else {
         return;
     };
     let config = "\
@@ -408,7 +197,7 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
         let batch: Vec<Vec<u8>> = (0..25)
             .map(|_| {
                 seq += 1;
-                frame(6000, seq, realtime_ns(), 1000)
+                bed.frame(6000, seq, realtime_ns(), 1000)
             })
             .collect();
         let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();

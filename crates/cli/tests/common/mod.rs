@@ -1,0 +1,1 @@
+pub mod run_bed;

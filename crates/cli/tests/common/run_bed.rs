@@ -1,0 +1,252 @@
+//! The test bed of the `pspat run` end-to-end tests (`run_e2e.rs`,
+//! `run_control.rs`): three namespaces of the test's own (a sender, the
+//! bridge, a receiver) joined by two veth pairs, the daemon started in the
+//! bridge namespace with its control socket in the bed's directory, frames
+//! built and recognised by a marker, and the report's checks. Every name
+//! carries the `pspat-` prefix; addresses are 10.199.SUBNET.1 and .2.
+
+#![allow(dead_code)] // each test file uses a part
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use etherparse::PacketBuilder;
+use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, TxConfig};
+use pspat_io::netns::{self, Namespace, VethPair};
+
+const MAGIC: &[u8; 8] = b"pspat-rn";
+
+pub struct Bed {
+    // Dropped in this order: pairs, then namespaces.
+    pub into: VethPair,
+    pub out: VethPair,
+    pub sender: Namespace,
+    pub bridge: Namespace,
+    pub receiver: Namespace,
+    pub dir: PathBuf,
+    subnet: u8,
+}
+
+impl Bed {
+    /// A bed on 10.199.`subnet`.0/24, or `None` (reason printed) without
+    /// root or namespaces.
+    pub fn new(tag: &str, subnet: u8) -> Option<Bed> {
+        if let Some(reason) = netns::unavailable() {
+            println!("skipped: {reason}");
+            return None;
+        }
+        let sender = Namespace::create().expect("sender namespace");
+        let bridge = Namespace::create().expect("bridge namespace");
+        let receiver = Namespace::create().expect("receiver namespace");
+        let into = VethPair::create(&sender, &bridge).expect("input pair");
+        let out = VethPair::create(&bridge, &receiver).expect("output pair");
+        // One subnet from the sender to the receiver, across the bridge.
+        let (a, b) = (
+            format!("10.199.{subnet}.1/24"),
+            format!("10.199.{subnet}.2/24"),
+        );
+        sender.ip(&["addr", "add", &a, "dev", &into.a]).unwrap();
+        receiver.ip(&["addr", "add", &b, "dev", &out.b]).unwrap();
+        let dir = std::env::temp_dir().join(format!("pspat-run-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Others may traverse it (the test of another user's request).
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Some(Bed {
+            into,
+            out,
+            sender,
+            bridge,
+            receiver,
+            dir,
+            subnet,
+        })
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("run.ipfw")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("pspat.sock")
+    }
+
+    /// Starts `pspat run` on `config` in the bridge namespace with its
+    /// control socket in the bed's directory and waits for `run: ready`;
+    /// its stderr goes on being read into the returned channel.
+    pub fn start(&self, config: &str, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
+        std::fs::write(self.config(), config).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pspat"));
+        cmd.arg("run")
+            .arg(self.config())
+            .args(["--in", &self.into.b, "--out", &self.out.a, "--json"])
+            .arg("--control")
+            .arg(self.socket())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self
+            .bridge
+            .run(|| cmd.spawn())
+            .unwrap()
+            .expect("spawn pspat run");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[pspat] {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        wait_for(&rx, "run: ready", &mut child);
+        (child, rx)
+    }
+
+    pub fn sender_socket(&self) -> PacketTx {
+        self.sender
+            .run(|| PacketTx::open(&self.into.a, &TxConfig::default()))
+            .unwrap()
+            .expect("open the sender")
+    }
+
+    /// Collects every frame built by [`Bed::frame`] that reaches the
+    /// receiver.
+    pub fn receiver(&self) -> Collector {
+        let cfg = RxConfig {
+            block_timeout: Duration::from_millis(1),
+            ..RxConfig::default()
+        };
+        let mut rx = self
+            .receiver
+            .run(|| PacketRx::open(&self.out.b, &cfg))
+            .unwrap()
+            .expect("open the receiver");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            // Acquire: pairs with the Release store in `finish`.
+            while !stop2.load(Ordering::Acquire) {
+                rx.recv_with(Duration::from_millis(20), |p| {
+                    if let Some((port, seq, sent)) = parse(p.data) {
+                        got.push(Arrival {
+                            port,
+                            seq,
+                            sent,
+                            at: p.timestamp.as_nanos() as u64,
+                            len: p.frame_len() as u64,
+                        });
+                    }
+                })
+                .expect("receive");
+            }
+            got
+        });
+        Collector { stop, handle }
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits up to 20 s for a stderr line containing `what`.
+pub fn wait_for(rx: &mpsc::Receiver<String>, what: &str, child: &mut Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(_) => {}
+            Err(_) => {
+                let _ = child.kill();
+                panic!("pspat run did not print `{what}`");
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival {
+    pub port: u16,
+    pub seq: u32,
+    pub sent: u64,
+    pub at: u64,
+    pub len: u64,
+}
+
+pub struct Collector {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<Arrival>>,
+}
+
+impl Collector {
+    pub fn finish(self) -> Vec<Arrival> {
+        // Release: pairs with the receiver thread's Acquire load.
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().expect("receiver thread")
+    }
+}
+
+pub fn realtime_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+pub fn parse(data: &[u8]) -> Option<(u16, u32, u64)> {
+    let at = data.windows(MAGIC.len()).position(|w| w == MAGIC)?;
+    let seq = u32::from_be_bytes(data.get(at + 8..at + 12)?.try_into().ok()?);
+    let port = u16::from_be_bytes(data.get(at + 12..at + 14)?.try_into().ok()?);
+    let sent = u64::from_be_bytes(data.get(at + 14..at + 22)?.try_into().ok()?);
+    Some((port, seq, sent))
+}
+
+impl Bed {
+    /// A UDP frame (IPv4 and UDP checksums computed) from the sender's
+    /// address to the receiver's, port `dport`, `len` bytes, carrying the
+    /// marker, `seq` and `sent_ns`.
+    pub fn frame(&self, dport: u16, seq: u32, sent_ns: u64, len: usize) -> Vec<u8> {
+        let mut payload = MAGIC.to_vec();
+        payload.extend_from_slice(&seq.to_be_bytes());
+        payload.extend_from_slice(&dport.to_be_bytes());
+        payload.extend_from_slice(&sent_ns.to_be_bytes());
+        payload.resize(len.max(64) - 42, 0xee);
+        let mut out = Vec::with_capacity(len);
+        let s = self.subnet;
+        PacketBuilder::ethernet2([2, 0x99, 0, 0, s, 1], [2, 0x99, 0, 0, s, 2])
+            .ipv4([10, 199, s, 1], [10, 199, s, 2], 64)
+            .udp(4000, dport)
+            .write(&mut out, &payload)
+            .expect("build");
+        out
+    }
+}
+
+pub fn pipe(doc: &serde_json::Value, number: u64) -> &serde_json::Value {
+    doc["pipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"].as_u64() == Some(number))
+        .unwrap_or_else(|| panic!("pipe {number} in the report"))
+}
+
+pub fn check_conservation(doc: &serde_json::Value) {
+    let t = &doc["totals"];
+    assert_eq!(t["in_flight"], 0, "{t}");
+    assert_eq!(t["conserved"], true, "{t}");
+    assert_eq!(t["pipes_conserved"], true, "{t}");
+    let received = t["received"].as_u64().unwrap();
+    let gone = t["transmitted"].as_u64().unwrap() + t["dropped_total"].as_u64().unwrap();
+    assert_eq!(received, gone, "received = transmitted + dropped: {t}");
+}
