@@ -229,6 +229,27 @@ fn lab_up(mode: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(guard)
 }
 
+/// `pspat traffic recv --flows FLOWS --duration DURATION --json` in the
+/// receiver's namespace, once it said it is ready.
+fn start_receiver(flows: &str, duration: &str) -> std::process::Child {
+    let mut receiver = in_ns(
+        "pspat-lab-rcv",
+        &[
+            "traffic",
+            "recv",
+            "--flows",
+            flows,
+            "--duration",
+            duration,
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("receiver starts");
+    wait_ready(&mut receiver);
+    receiver
+}
+
 #[test]
 fn traffic_through_the_bridge_is_accounted_for() {
     let Some(_guard) = lab_up("bridge") else {
@@ -236,21 +257,7 @@ fn traffic_through_the_bridge_is_accounted_for() {
     };
 
     // UDP: two flows weighted 3:1 at 4000 packets/s for 1 s, two threads.
-    let mut receiver = in_ns(
-        "pspat-lab-rcv",
-        &[
-            "traffic",
-            "recv",
-            "--flows",
-            "2",
-            "--duration",
-            "4s",
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
+    let receiver = start_receiver("2", "4s");
     let sent = json(
         in_ns(
             "pspat-lab-snd",
@@ -455,21 +462,7 @@ fn local_senders_through_pspat_are_accounted_for() {
     let Some(_guard) = lab_up("bridge") else {
         return;
     };
-    let mut receiver = in_ns(
-        "pspat-lab-rcv",
-        &[
-            "traffic",
-            "recv",
-            "--flows",
-            "2",
-            "--duration",
-            "4s",
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
+    let receiver = start_receiver("2", "4s");
     let sent = json(
         in_ns(
             "pspat-lab-snd",
