@@ -8,8 +8,12 @@
 //! * **Decision cost.** For each variant and each `--targets` N: build the
 //!   placement, set a fixed random queue snapshot (so the adaptive variants
 //!   take their full path), then time `--decisions` decisions over a table of
-//!   `--flows` random digests with `std::time::Instant`; ns per decision is
-//!   the median of `--repeat` runs.
+//!   `--flows` random digests, taken in turn, with `std::time::Instant`; ns
+//!   per decision is the median of `--repeat` runs. `modulo`'s row is the
+//!   harness's floor (a load, a remainder, a dispatch). AHRW has a second
+//!   row, `ahrw-queue-changed`: one queue changed before every decision, as
+//!   when a dispatcher's backlog moves between two decisions, so every
+//!   decision also recomputes the N multipliers.
 //! * **Balance.** `--packets` packets drawn from the flow population, uniform
 //!   (every flow equally likely) or Zipf(`--zipf`) over the flows. Each packet
 //!   adds 1500 bytes to its target's queue; every target drains
@@ -363,6 +367,39 @@ struct Machine {
     costs: CostMatrix,
 }
 
+/// The `decision` row of AHRW timed with one queue changed before every
+/// decision (each decision then recomputes its multipliers).
+const AHRW_QUEUE_CHANGED: &str = "ahrw-queue-changed";
+
+/// ns per decision of `decisions` decisions over `flows` in turn; with
+/// `change_queues: Some(n)`, queue `i mod n` is bumped before decision `i`.
+fn time_decisions(
+    p: &mut Placer,
+    flows: &[FlowDigest],
+    decisions: u64,
+    change_queues: Option<usize>,
+) -> f64 {
+    let t = Instant::now();
+    let (mut sum, mut next) = (0usize, 0usize);
+    for i in 0..decisions as usize {
+        if let Some(n) = change_queues {
+            if let Some(q) = p.queues_mut() {
+                q[i % n] = q[i % n].wrapping_add(1_500);
+            }
+        }
+        sum = sum.wrapping_add(p.decide(flows[next], i));
+        // A wrapping index, not `i % len`: the harness's own cost stays
+        // out of the figure as far as it can.
+        next += 1;
+        if next == flows.len() {
+            next = 0;
+        }
+    }
+    let ns = t.elapsed().as_nanos() as f64 / decisions as f64;
+    black_box(sum);
+    ns
+}
+
 fn build(
     variant: &str,
     n: usize,
@@ -555,14 +592,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     *b = qrng.next() % 1_000_000;
                 }
             }
-            let t = Instant::now();
-            let mut sum = 0usize;
-            for i in 0..args.decisions as usize {
-                sum = sum.wrapping_add(p.decide(flows[i % flows.len()], i));
-            }
-            let ns = t.elapsed().as_nanos() as f64 / args.decisions as f64;
-            black_box(sum);
-            times.push(ns);
+            times.push(time_decisions(&mut p, &flows, args.decisions, None));
         }
         times.sort_by(f64::total_cmp);
         report.decision.push(Decision {
@@ -570,6 +600,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             targets: n,
             ns_per_decision: times[times.len() / 2],
         });
+        if variant == "ahrw" {
+            // The same with one queue changed before every decision, so
+            // each decision recomputes the multipliers.
+            let mut times = Vec::with_capacity(args.repeat as usize);
+            for r in 0..args.repeat {
+                let mut p = build(n)?;
+                let mut qrng = SplitMix::new(args.seed ^ (r as u64 + 1));
+                if let Some(q) = p.queues_mut() {
+                    for b in q.iter_mut() {
+                        *b = qrng.next() % 1_000_000;
+                    }
+                }
+                times.push(time_decisions(&mut p, &flows, args.decisions, Some(n)));
+            }
+            times.sort_by(f64::total_cmp);
+            report.decision.push(Decision {
+                variant: AHRW_QUEUE_CHANGED,
+                targets: n,
+                ns_per_decision: times[times.len() / 2],
+            });
+        }
         if variant == "ps-hrw" {
             continue;
         }

@@ -196,7 +196,7 @@ impl Placer {
                     slot.target == UNPLACED || self.done_seen[slot.target as usize] >= slot.last;
                 if idle {
                     let digest = FlowDigest::of_u64(u64::from(flow.0));
-                    let to = match self.ahrw.as_ref() {
+                    let to = match self.ahrw.as_mut() {
                         Some(a) => a.decide(digest),
                         None => winner(self.hrw.as_ref(), flow),
                     } as u32;

@@ -86,6 +86,29 @@ pub fn weight(digest: FlowDigest, target_id: u32) -> u64 {
         & mask
 }
 
+/// The target's half of [`weight`]: S' = (A·S + B) mod 2^31, which depends
+/// on the target id alone, so a placement computes it once per target.
+#[inline]
+pub fn target_seed(target_id: u32) -> u32 {
+    // Wrapping u32 arithmetic reduced mod 2^31 equals the u64 form
+    // (2^31 | 2^32); A and B fit in 31 bits.
+    (WEIGHT_A as u32)
+        .wrapping_mul(target_id)
+        .wrapping_add(WEIGHT_B as u32)
+        & (WEIGHT_RANGE as u32 - 1)
+}
+
+/// [`weight`] from a [`target_seed`] and the digest's [`FlowDigest::d31`]:
+/// one 32-bit multiply, an add and a mask, so a loop over targets
+/// vectorises. Equal to `weight(digest, id)` for `seed = target_seed(id)`.
+#[inline]
+pub fn seeded_weight(seed: u32, d31: u32) -> u32 {
+    (WEIGHT_A as u32)
+        .wrapping_mul(seed ^ d31)
+        .wrapping_add(WEIGHT_B as u32)
+        & (WEIGHT_RANGE as u32 - 1)
+}
+
 /// The weight mapped to the open interval (0, 1): `(g + 1/2) / 2^31`.
 ///
 /// Never 0 or 1, so `ln` of it is finite and negative.
@@ -201,5 +224,16 @@ mod tests {
         let x = (1_103_515_245 * s + 12_345) % (1 << 31);
         let expect = (1_103_515_245u64 * (x ^ (d.0 >> 33)) + 12_345) % (1 << 31);
         assert_eq!(weight(d, 5), expect);
+    }
+
+    #[test]
+    fn the_seeded_weight_equals_the_weight() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for id in (0..2_000u32).chain([u32::MAX - 1, u32::MAX]) {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let d = FlowDigest(x);
+            let fast = seeded_weight(target_seed(id), d.d31() as u32);
+            assert_eq!(u64::from(fast), weight(d, id), "id {id}");
+        }
     }
 }

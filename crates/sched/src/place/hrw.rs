@@ -32,7 +32,7 @@
 //! [`weight`]: super::weight
 //! [`carp_multipliers`]: super::carp_multipliers
 
-use super::digest::{unit_weight, weight, FlowDigest};
+use super::digest::{seeded_weight, target_seed, unit_weight, weight, FlowDigest};
 use super::error::{check_ids, check_weights, PlaceError};
 use super::ps_hrw::carp_multipliers;
 
@@ -49,6 +49,8 @@ use super::ps_hrw::carp_multipliers;
 #[derive(Clone, Debug)]
 pub struct Hrw {
     ids: Vec<u32>,
+    /// [`target_seed`] of each id.
+    seeds: Vec<u32>,
 }
 
 impl Hrw {
@@ -59,7 +61,8 @@ impl Hrw {
     /// [`PlaceError::NoTargets`], [`PlaceError::DuplicateTarget`].
     pub fn new(ids: Vec<u32>) -> Result<Self, PlaceError> {
         check_ids(&ids)?;
-        Ok(Hrw { ids })
+        let seeds = ids.iter().map(|&id| target_seed(id)).collect();
+        Ok(Hrw { ids, seeds })
     }
 
     /// HRW over `n` targets with ids `0..n`.
@@ -88,7 +91,15 @@ impl Hrw {
 
     /// The position of the target that wins `digest`. O(N), no allocation.
     pub fn decide(&self, digest: FlowDigest) -> usize {
-        argmax_plain(&self.ids, digest)
+        let d31 = digest.d31() as u32;
+        let mut best = 0;
+        let mut best_key = 0u64;
+        for (i, (&id, &seed)) in self.ids.iter().zip(&self.seeds).enumerate() {
+            let key = (u64::from(seeded_weight(seed, d31)) << 32) | u64::from(!id);
+            best = if key > best_key { i } else { best };
+            best_key = best_key.max(key);
+        }
+        best
     }
 }
 
