@@ -103,16 +103,12 @@ pub struct Ahrw {
     position: Vec<usize>,
     /// `rank[position]`.
     rank: Vec<usize>,
-    /// [`target_seed`] by rank, padded with 0 to a multiple of [`LANES`].
-    seeds: Vec<u32>,
-    /// r_p by rank at the last refresh; padding 0.
-    multipliers: Vec<f64>,
-    /// The tie-break field of each rank's key, `N − 1 − rank` (the lowest
-    /// id the largest); padding 0.
-    tie_breaks: Vec<u64>,
+    /// What a decision reads, by rank, in blocks of [`LANES`] targets; the
+    /// last block padded with zeros (seed 0, r 0, tie-break 0).
+    blocks: Vec<Block>,
     /// Low mantissa bits of a score that carry the tie-break: ⌈log₂ N⌉.
     rank_bits: u32,
-    /// The queues may have changed since `multipliers` was computed.
+    /// The queues may have changed since the multipliers were computed.
     stale: bool,
 }
 
@@ -124,26 +120,25 @@ impl Ahrw {
     pub fn new(ids: Vec<u32>, min_queue: MinQueue) -> Result<Self, PlaceError> {
         check_ids(&ids)?;
         let n = ids.len();
-        let padded = n.next_multiple_of(LANES);
         let mut position: Vec<usize> = (0..n).collect();
         position.sort_unstable_by_key(|&p| ids[p]);
         let mut rank = vec![0; n];
         for (r, &p) in position.iter().enumerate() {
             rank[p] = r;
         }
-        let mut seeds: Vec<u32> = position.iter().map(|&p| target_seed(ids[p])).collect();
-        seeds.resize(padded, 0);
-        let mut tie_breaks: Vec<u64> = (0..n as u64).rev().collect();
-        tie_breaks.resize(padded, 0);
+        let mut blocks = vec![Block::default(); n.div_ceil(LANES)];
+        for (rank, &p) in position.iter().enumerate() {
+            let block = &mut blocks[rank / LANES];
+            block.seeds[rank % LANES] = target_seed(ids[p]);
+            block.tie_breaks[rank % LANES] = (n - 1 - rank) as u64;
+        }
         let rank_bits = usize::BITS - (n - 1).leading_zeros();
         Ok(Ahrw {
             queues: vec![0; n],
             min_queue,
             position,
             rank,
-            seeds,
-            multipliers: vec![0.0; padded],
-            tie_breaks,
+            blocks,
             rank_bits,
             stale: true,
             ids,
@@ -209,7 +204,8 @@ impl Ahrw {
     fn refresh(&mut self) {
         let q_min = self.min_queue.of(self.queues.iter().map(|&b| b as f64));
         for (p, &q) in self.queues.iter().enumerate() {
-            self.multipliers[self.rank[p]] = multiplier(q_min, q as f64);
+            let rank = self.rank[p];
+            self.blocks[rank / LANES].multipliers[rank % LANES] = multiplier(q_min, q as f64);
         }
         self.stale = false;
     }
@@ -236,19 +232,14 @@ impl Ahrw {
         let tie_mask = (1u64 << self.rank_bits) - 1;
         // Lane by lane, the best key seen in that lane of every block.
         let mut best_in_lane = [0.0f64; LANES];
-        for ((seeds, rs), ties) in self
-            .seeds
-            .chunks_exact(LANES)
-            .zip(self.multipliers.chunks_exact(LANES))
-            .zip(self.tie_breaks.chunks_exact(LANES))
-        {
+        for block in &self.blocks {
             for (j, best) in best_in_lane.iter_mut().enumerate() {
                 // The weight in a 64-bit lane: a 32 × 32 → 64 multiply.
-                let x = u64::from(seeds[j] ^ d31);
+                let x = u64::from(block.seeds[j] ^ d31);
                 let g = (WEIGHT_A.wrapping_mul(x) + WEIGHT_B) & (WEIGHT_RANGE - 1);
                 // g < 2^31: the conversion is exact.
-                let score = g as f64 * rs[j];
-                let key = f64::from_bits((score.to_bits() & !tie_mask) | ties[j]);
+                let score = g as f64 * block.multipliers[j];
+                let key = f64::from_bits((score.to_bits() & !tie_mask) | block.tie_breaks[j]);
                 *best = max(*best, key);
             }
         }
@@ -259,6 +250,17 @@ impl Ahrw {
         let tie = best.to_bits() & tie_mask;
         self.position[self.position.len() - 1 - tie as usize]
     }
+}
+
+/// [`LANES`] targets as a decision reads them, lane by lane.
+#[derive(Clone, Copy, Debug, Default)]
+struct Block {
+    /// [`target_seed`] of each id.
+    seeds: [u32; LANES],
+    /// r_p at the last refresh.
+    multipliers: [f64; LANES],
+    /// The low bits of each key: `N − 1 − rank`, the lowest id the largest.
+    tie_breaks: [u64; LANES],
 }
 
 /// The larger of two keys (never NaN: scores are finite and at least 0).
@@ -357,14 +359,18 @@ mod tests {
         let lowest = ids.iter().position(|&id| id == 100).unwrap();
         let mut a = Ahrw::new(ids, MinQueue::NonZero).unwrap();
         a.refresh();
-        a.multipliers.fill(0.0);
+        a.blocks
+            .iter_mut()
+            .for_each(|b| b.multipliers = [0.0; LANES]);
         for k in 0..100u64 {
             assert_eq!(a.decide(FlowDigest::of_u64(k)), lowest);
         }
         // A tie inside the last block only.
         let mut b = Ahrw::new(vec![9, 4, 6], MinQueue::NonZero).unwrap();
         b.refresh();
-        b.multipliers.fill(0.0);
+        b.blocks
+            .iter_mut()
+            .for_each(|b| b.multipliers = [0.0; LANES]);
         assert_eq!(b.decide(FlowDigest::of_u64(1)), 1);
     }
 }
