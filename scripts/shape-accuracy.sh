@@ -13,7 +13,8 @@
 # FCS, the unit `--rate` charges. Prints every run, then per rate the median,
 # its error against the configured rate and whether it is within 0.5%; the
 # senders' own rate is printed too, so a sender that cannot offer the rate is
-# seen. RUNS rounds (default 5), rates alternated. The lab is removed on exit.
+# seen. RUNS rounds (default 5), rates alternated; SHAPE_ARGS adds flags to
+# `pspat shape` (e.g. "--tx ring"). The lab is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/pspat}
@@ -40,7 +41,7 @@ bits() { # 10M -> 10000000
 one_run() { # rate -> "received_bps offered_bps"
   local rate=$1 shaper recv span=$((SENT_FOR - 3))
   ip netns exec pspat-lab-shp "$BIN" shape --in pspat-shin --out pspat-shout --rate "$rate" --alg drr \
-    --flows 1 --json > "$tmp/shaper.out" 2> "$tmp/shaper.err" &
+    --flows 1 ${SHAPE_ARGS:-} --json > "$tmp/shaper.out" 2> "$tmp/shaper.err" &
   shaper=$!
   for _ in $(seq 100); do grep -q 'ready' "$tmp/shaper.err" 2>/dev/null && break; sleep 0.1; done
   ip netns exec pspat-lab-rcv "$BIN" traffic recv --flows 1 --duration "$((SENT_FOR + 1))s" \
