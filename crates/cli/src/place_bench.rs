@@ -74,7 +74,7 @@ ns_per_decision}], balance: [{variant, targets, population, max_share_deviation}
 disruption: [{variant, targets, moved_fraction_adding_one, optimal_moved_fraction}],
 runtime: [{variant, dispatchers, packets, max_over_mean_load, reorders}],
 arbiters: [{arbiters, links, clients, decisions_per_s, ratio_to_one, runs_decisions_per_s,
-threads: [{role, cpu, pinned}]}]}.
+arbiter_cpu_ns_per_decision, client_cpu_ns_per_packet, arbiter_parks, threads: [{role, cpu, pinned}]}]}.
 
 The arbiters part (--arbiter-runs N, 0 skips it) runs a pspat::node::Node of 1 link / 1 arbiter and of
 2 links / 2 arbiters in alternation, N runs each: unlimited links scheduled by --arbiter-alg over
@@ -157,6 +157,10 @@ pub struct Args {
     /// Pin every client thread of the arbiters part to this CPU (default: unpinned).
     #[arg(long)]
     pub arbiter_client_cpu: Option<usize>,
+    /// How long an idle arbiter of the arbiters part spins before it parks, µs, 0..=100000
+    /// (`RuntimeConfig::spin_ns`; 0 parks at once, which suits threads sharing a core).
+    #[arg(long, default_value_t = 30)]
+    pub arbiter_spin_us: u64,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -183,6 +187,7 @@ impl Default for Args {
             arbiter_ms: 300,
             arbiter_alg: "drr".into(),
             arbiter_client_cpu: None,
+            arbiter_spin_us: 30,
             json: false,
         }
     }
@@ -228,6 +233,7 @@ struct Config {
     arbiter_ms: u64,
     arbiter_alg: String,
     arbiter_client_cpu: Option<usize>,
+    arbiter_spin_us: u64,
 }
 
 #[derive(Serialize)]
@@ -243,14 +249,14 @@ struct Report {
     arbiters: Vec<ArbiterRow>,
 }
 
-#[derive(Serialize, Clone)]
+#[derive(Serialize, Clone, Debug)]
 struct ThreadCpu {
     role: String,
     cpu: Option<usize>,
     pinned: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Debug)]
 struct ArbiterRow {
     arbiters: usize,
     links: usize,
@@ -258,6 +264,11 @@ struct ArbiterRow {
     decisions_per_s: f64,
     ratio_to_one: f64,
     runs_decisions_per_s: Vec<f64>,
+    /// CPU time of the arbiter threads per released packet, ns (median of
+    /// the runs; from /proc/self/task/*/schedstat over the window).
+    arbiter_cpu_ns_per_decision: f64,
+    /// CPU time of the client threads per released packet, ns (the same).
+    client_cpu_ns_per_packet: f64,
     /// Times the arbiters parked for lack of work in the last run (a
     /// starved arbiter parks; a saturated one does not).
     arbiter_parks: u64,
@@ -511,6 +522,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check("--arbiter-runs", args.arbiter_runs, 0..=1000)?;
     check("--arbiter-clients", args.arbiter_clients, 1..=64)?;
     check("--arbiter-ms", args.arbiter_ms, 1..=60_000)?;
+    check("--arbiter-spin-us", args.arbiter_spin_us, 0..=100_000)?;
     let arbiter_alg = pspat_sched::AlgKind::parse(&args.arbiter_alg)
         .map_err(|e| usage(format!("--arbiter-alg: {e}")))?;
     if let Some(c) = args.arbiter_client_cpu {
@@ -558,6 +570,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             arbiter_ms: args.arbiter_ms,
             arbiter_alg: args.arbiter_alg.clone(),
             arbiter_client_cpu: args.arbiter_client_cpu,
+            arbiter_spin_us: args.arbiter_spin_us,
         },
         decision: Vec::new(),
         balance: Vec::new(),
@@ -737,13 +750,45 @@ fn cpus_of_threads(name: &str) -> Vec<Option<usize>> {
     found.into_iter().map(|(_, c)| c).collect()
 }
 
+/// What one run of a node measured.
+struct NodeRun {
+    /// Packets released per second.
+    rate: f64,
+    /// Where the threads ran.
+    threads: Vec<ThreadCpu>,
+    /// Times the arbiters parked.
+    parks: u64,
+    /// CPU ns of the arbiter threads per released packet.
+    arbiter_ns: f64,
+    /// CPU ns of the client threads per released packet.
+    client_ns: f64,
+}
+
+/// CPU time (ns) of this process's threads whose name starts with
+/// `prefix`, from `/proc/self/task/*/schedstat` (0 where unreadable).
+fn cpu_ns_of_threads(prefix: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+        })
+        .filter_map(|t| {
+            std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// One run of a node with `links` links (see `--help`): decisions/s and
 /// where the threads ran.
-fn node_run(
-    args: &Args,
-    alg: pspat_sched::AlgKind,
-    links: usize,
-) -> anyhow::Result<(f64, Vec<ThreadCpu>, u64)> {
+fn node_run(args: &Args, alg: pspat_sched::AlgKind, links: usize) -> anyhow::Result<NodeRun> {
     use pspat_sched::{FlowId, FlowTable, SchedulerConfig};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
@@ -757,6 +802,7 @@ fn node_run(
         cfg.dispatchers = 0;
         cfg.max_clients = args.arbiter_clients;
         cfg.arbiter_core = Some(e % ncpu);
+        cfg.spin_ns = args.arbiter_spin_us * 1_000;
         let mut sc = SchedulerConfig::new(alg);
         sc.capacity = args.arbiter_clients * cfg.descriptors_per_client;
         let table = FlowTable::uniform(flows).map_err(|e| usage(format!("--flows: {e}")))?;
@@ -812,9 +858,17 @@ fn node_run(
             .sum::<u64>()
     };
     std::thread::sleep(Duration::from_millis(100));
+    let cpu0 = (
+        cpu_ns_of_threads("pspat-arbiter"),
+        cpu_ns_of_threads("pspat-pb-client"),
+    );
     let (t0, n0) = (Instant::now(), read());
     std::thread::sleep(Duration::from_millis(args.arbiter_ms));
     let (t1, n1) = (Instant::now(), read());
+    let cpu1 = (
+        cpu_ns_of_threads("pspat-arbiter"),
+        cpu_ns_of_threads("pspat-pb-client"),
+    );
     let arbiter_cpus = cpus_of_threads("pspat-arbiter");
     // Release: pairs with the clients' Acquire loads.
     stop.store(true, Ordering::Release);
@@ -847,7 +901,14 @@ fn node_run(
     }
     let rate = (n1 - n0) as f64 / (t1 - t0).as_secs_f64();
     let parks = finished.iter().map(|(_, f)| f.arbiter.sleeps).sum();
-    Ok((rate, threads, parks))
+    let per_packet = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / (n1 - n0).max(1) as f64;
+    Ok(NodeRun {
+        rate,
+        threads,
+        parks,
+        arbiter_ns: per_packet(cpu0.0, cpu1.0),
+        client_ns: per_packet(cpu0.1, cpu1.1),
+    })
 }
 
 /// The arbiters part: 1 and 2 arbiters in alternation, medians.
@@ -855,6 +916,7 @@ fn arbiters_part(args: &Args, alg: pspat_sched::AlgKind) -> anyhow::Result<Vec<A
     let mut runs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut threads: [Vec<ThreadCpu>; 2] = [Vec::new(), Vec::new()];
     let mut parks = [0u64; 2];
+    let mut cpu: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
     for r in 0..args.arbiter_runs {
         for (i, links) in [1usize, 2].into_iter().enumerate() {
             eprintln!(
@@ -862,10 +924,11 @@ fn arbiters_part(args: &Args, alg: pspat_sched::AlgKind) -> anyhow::Result<Vec<A
                 r + 1,
                 args.arbiter_runs
             );
-            let (rate, t, p) = node_run(args, alg, links)?;
-            runs[i].push(rate);
-            threads[i] = t;
-            parks[i] = p;
+            let run = node_run(args, alg, links)?;
+            runs[i].push(run.rate);
+            cpu[i].push((run.arbiter_ns, run.client_ns));
+            threads[i] = run.threads;
+            parks[i] = run.parks;
         }
     }
     let median = |v: &[f64]| {
@@ -884,6 +947,10 @@ fn arbiters_part(args: &Args, alg: pspat_sched::AlgKind) -> anyhow::Result<Vec<A
                 decisions_per_s: m,
                 ratio_to_one: if one > 0.0 { m / one } else { 0.0 },
                 runs_decisions_per_s: runs[i].clone(),
+                arbiter_cpu_ns_per_decision: median(
+                    &cpu[i].iter().map(|c| c.0).collect::<Vec<_>>(),
+                ),
+                client_cpu_ns_per_packet: median(&cpu[i].iter().map(|c| c.1).collect::<Vec<_>>()),
                 arbiter_parks: parks[i],
                 threads: threads[i].clone(),
             }
@@ -1084,17 +1151,25 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
     if !r.arbiters.is_empty() {
         writeln!(
             out,
-            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, clients {})",
+            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, spinning {} µs when idle, clients {}; CPU ns per released packet from schedstat)",
             args.arbiter_alg,
             args.arbiter_runs,
             args.arbiter_ms,
+            args.arbiter_spin_us,
             args.arbiter_client_cpu
                 .map_or("unpinned".to_string(), |c| format!("pinned to CPU {c}"))
         )?;
         writeln!(
             out,
-            "{:>8} {:>6} {:>8} {:>16} {:>9} {:>8}  threads (last CPU)",
-            "arbiters", "links", "clients", "decisions/s", "ratio", "parks"
+            "{:>8} {:>6} {:>8} {:>16} {:>9} {:>8} {:>12} {:>12}  threads (last CPU)",
+            "arbiters",
+            "links",
+            "clients",
+            "decisions/s",
+            "ratio",
+            "parks",
+            "arb ns/pkt",
+            "cli ns/pkt"
         )?;
         for a in &r.arbiters {
             let threads: Vec<String> = a
@@ -1108,13 +1183,15 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
                 .collect();
             writeln!(
                 out,
-                "{:>8} {:>6} {:>8} {:>16.0} {:>9.3} {:>8}  {}",
+                "{:>8} {:>6} {:>8} {:>16.0} {:>9.3} {:>8} {:>12.1} {:>12.1}  {}",
                 a.arbiters,
                 a.links,
                 a.clients,
                 a.decisions_per_s,
                 a.ratio_to_one,
                 a.arbiter_parks,
+                a.arbiter_cpu_ns_per_decision,
+                a.client_cpu_ns_per_packet,
                 threads.join(", ")
             )?;
         }
@@ -1187,6 +1264,11 @@ mod tests {
             assert_eq!((row.arbiters, row.links, row.clients), (i + 1, i + 1, 2));
             assert_eq!(row.runs_decisions_per_s.len(), 2);
             assert!(row.decisions_per_s > 0.0, "packets were released");
+            if std::path::Path::new("/proc/self/schedstat").exists() {
+                // Threads that released packets used CPU to do it.
+                assert!(row.arbiter_cpu_ns_per_decision > 0.0, "{row:?}");
+                assert!(row.client_cpu_ns_per_packet > 0.0, "{row:?}");
+            }
             let roles: Vec<&str> = row.threads.iter().map(|t| t.role.as_str()).collect();
             let mut expected: Vec<String> = (0..=i).map(|e| format!("arbiter-{e}")).collect();
             expected.extend((0..2).map(|c| format!("client-{c}")));
