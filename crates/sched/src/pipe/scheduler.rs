@@ -68,6 +68,27 @@ impl<S: Scheduler> PipeScheduler<S> {
         self.duplicates_not_sent
     }
 
+    /// Takes the pipe out of service (a pipe deleted while it runs): the
+    /// packets already released (due, not yet dequeued) go to `ready`, to
+    /// be sent; the late drops not yet taken and everything the pipe holds
+    /// ([`Pipe::purge`]) go to `dropped`. Returns what the pipe could not
+    /// give up (0 for every scheduler of this crate); `queued()` is that
+    /// afterwards. Control path.
+    pub fn retire(
+        &mut self,
+        now: Instant,
+        ready: &mut dyn FnMut(Packet),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> u64 {
+        while let Some(p) = self.ready.pop_front() {
+            ready(p);
+        }
+        while let Some(r) = self.late.pop_front() {
+            dropped(r);
+        }
+        self.pipe.purge(now, dropped)
+    }
+
     fn pull(&mut self, now: Instant) {
         let (ready, late, dups) = (
             &mut self.ready,
