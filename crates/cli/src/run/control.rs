@@ -84,6 +84,12 @@ pub struct Live {
     pub links: Mutex<Vec<LinkInfo>>,
     pub snaps: Snapshots,
     pub inbox: Arc<Inbox>,
+    /// Where the links' ids are; the RX threads read it.
+    pub routes: Arc<super::SharedRoutes>,
+    /// Flow ids of the pipe set, the `--spare-flows` reserve included.
+    pub total_flows: u32,
+    /// Descriptors a pipe's scheduler holds (a new pipe's capacity).
+    pub capacity: usize,
     pub not_ip: Arc<AtomicU64>,
     pub input: String,
     pub output: String,
@@ -210,29 +216,46 @@ impl Live {
             Ok(c) => c.layout().clone(),
             Err(_) => return Err("run: the classifier is poisoned".into()),
         };
-        let planned = live::plan_change(&running.plan, &plan, &layout)?;
-        let fresh = if planned.classifier {
-            let mut c = Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?;
-            if !same_ids(c.layout(), &layout) {
-                return Err(
-                    "run: the new rules need another flow layout; restart pspat run".into(),
-                );
-            }
-            c.bind_interface(&self.output, OUTPUT_INDEX);
-            c.bind_interface(&self.input, INPUT_INDEX);
-            Some(c)
-        } else {
-            None
-        };
-        if !planned.ops.is_empty() {
-            self.inbox.submit(planned.ops, APPLY_TIMEOUT)?;
+        // The new plan's classifier: its layout places links added or
+        // rebuilt; it replaces the running one only if rules or links change.
+        let mut fresh = Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?;
+        let routes = self.routes.get();
+        let planned = live::plan_change(
+            &running.plan,
+            &plan,
+            &live::Room {
+                layout: &layout,
+                new_layout: fresh.layout(),
+                routes: &routes,
+                total: self.total_flows,
+                capacity: self.capacity,
+            },
+        )?;
+        fresh.bind_interface(&self.output, OUTPUT_INDEX);
+        fresh.bind_interface(&self.input, INPUT_INDEX);
+        let live::Planned {
+            ops,
+            removals,
+            classifier: swap,
+            routes: new_routes,
+            added,
+            removed,
+            log,
+        } = planned;
+        if !ops.is_empty() {
+            self.inbox.submit(ops, APPLY_TIMEOUT)?;
         }
-        if let Some(new) = fresh {
+        // Links added are in the set now: route to them, then classify to
+        // them; links deleted get no new packet before they go.
+        if let Some(r) = new_routes {
+            self.routes.set(r);
+        }
+        if swap {
             let mut c = self
                 .classifier
                 .lock()
                 .map_err(|_| "run: the classifier is poisoned".to_string())?;
-            let old = std::mem::replace(&mut *c, new);
+            let old = std::mem::replace(&mut *c, fresh);
             drop(c);
             if let Ok(mut r) = self.retired.lock() {
                 for (n, rc) in old.rule_counters() {
@@ -247,19 +270,49 @@ impl Live {
                 r.stats = sum_stats(&r.stats, &old.stats());
             }
         }
+        if !removals.is_empty() {
+            // Cannot be refused (nothing to check); an error is a bug, and
+            // the rest of the change is in place: reported, not undone.
+            if let Err(e) = self.inbox.submit(removals, APPLY_TIMEOUT) {
+                tracing::error!(target: "pspat::run", origin, "deleting links: {e}");
+            }
+        }
         if let Ok(mut links) = self.links.lock() {
+            for n in &removed {
+                links.retain(|l| !(l.removed && l.number == *n));
+                for l in links.iter_mut().filter(|l| l.number == *n) {
+                    l.removed = true;
+                }
+            }
+            for info in added {
+                match links
+                    .iter_mut()
+                    .find(|l| l.number == info.number && !l.removed)
+                {
+                    Some(l) => *l = info,
+                    None => {
+                        let at = links
+                            .iter()
+                            .position(|l| l.number > info.number)
+                            .unwrap_or(links.len());
+                        links.insert(at, info);
+                    }
+                }
+            }
             refresh_links(&mut links, &plan);
         }
+        let planned_log = log;
+
         pin_rule_numbers(&mut config);
         running.config = config;
         running.plan = plan;
-        for line in &planned.log {
+        for line in &planned_log {
             tracing::info!(target: "pspat::run", origin, "changed: {line}");
         }
-        if planned.log.is_empty() {
+        if planned_log.is_empty() {
             tracing::info!(target: "pspat::run", origin, "no change");
         }
-        Ok(planned.log)
+        Ok(planned_log)
     }
 
     /// SIGHUP: reads the file again and applies the difference.
@@ -320,15 +373,11 @@ impl Live {
                 self.commit(config, "ctl").map(changed)
             }
             ControlRequest::Delete { what, numbers } => {
-                let kind = match what {
-                    Deletable::Pipe => "pipe",
-                    Deletable::Queue => "queue",
-                    _ => "sched",
-                };
-                Err(live::needs_restart(&format!(
-                    "{kind} {} (delete)",
-                    numbers.first().copied().unwrap_or(0)
-                )))
+                let mut config = self.running_config()?;
+                for n in &numbers {
+                    delete_object(&mut config, what, *n)?;
+                }
+                self.commit(config, "ctl").map(changed)
             }
             ControlRequest::Flush(Listing::Rules) => {
                 let mut config = self.running_config()?;
@@ -340,10 +389,33 @@ impl Live {
                 config.tables.retain(|x| x.number != t);
                 self.commit(config, "ctl").map(changed)
             }
-            ControlRequest::Flush(what) => Err(live::needs_restart(&format!(
-                "{} (flush)",
-                listing_name(what)
-            ))),
+            ControlRequest::Flush(what) => {
+                let mut config = self.running_config()?;
+                let (kind, numbers): (Deletable, Vec<u32>) = match what {
+                    Listing::Pipes => (
+                        Deletable::Pipe,
+                        config.pipes.iter().map(|p| p.number).collect(),
+                    ),
+                    Listing::Queues => (
+                        Deletable::Queue,
+                        config.queues.iter().map(|q| q.number).collect(),
+                    ),
+                    Listing::Scheds => (
+                        Deletable::Sched,
+                        config.scheds.iter().map(|s| s.number).collect(),
+                    ),
+                    other => {
+                        return Err(format!(
+                            "{}: flush is not supported by pspat run",
+                            listing_name(other)
+                        ))
+                    }
+                };
+                for n in numbers {
+                    delete_object(&mut config, kind, n)?;
+                }
+                self.commit(config, "ctl").map(changed)
+            }
             other => Err(format!("{other:?}: not supported by pspat run")),
         }
     }
@@ -367,6 +439,7 @@ impl Live {
                 let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
                 let snaps = self.snaps.lock().map(|s| s.clone()).unwrap_or_default();
                 let mut pipes = pipes_json(&links, &snaps);
+                pipes.retain(|p| !p.removed);
                 if let Some(n) = number {
                     pipes.retain(|p| p.number == Some(n));
                     if pipes.is_empty() {
@@ -385,7 +458,10 @@ impl Live {
                 let c = self.classifier.lock().map_err(|_| "run: poisoned")?;
                 let mut text = String::new();
                 let mut rows = Vec::new();
-                for l in links.iter().filter(|l| l.number != super::PASS_LINK) {
+                for l in links
+                    .iter()
+                    .filter(|l| l.number != super::PASS_LINK && !l.removed)
+                {
                     if number.is_some_and(|n| n != l.number) {
                         continue;
                     }
@@ -533,18 +609,71 @@ fn rule_text(r: &pspat_config::RulePlan) -> String {
     })
 }
 
-/// Whether two layouts give every owner the same ids on the same links
-/// (the flows' parameters may differ: a weight changed live).
-fn same_ids(a: &pspat_classify::FlowLayout, b: &pspat_classify::FlowLayout) -> bool {
-    a.links.len() == b.links.len()
-        && a.links.iter().zip(&b.links).all(|(x, y)| {
-            (x.number, x.kind, x.alg, x.instances) == (y.number, y.kind, y.alg, y.instances)
-                && x.ranges.len() == y.ranges.len()
-                && x.ranges.iter().zip(&y.ranges).all(|(r, t)| {
-                    (r.owner, r.first, r.dynamic, r.overflow)
-                        == (t.owner, t.first, t.dynamic, t.overflow)
-                })
-        })
+/// Takes `pipe N`, `queue N` or `sched N` out of `config` (`N delete`).
+///
+/// # Errors
+/// One line: it does not exist, or a rule or a flowset still sends to it
+/// (named; delete that first, or in the same change by a reload).
+fn delete_object(config: &mut Config, what: Deletable, n: u32) -> Result<(), String> {
+    use pspat_config::{Action, Parent, Target};
+    let (kind, gone) = match what {
+        Deletable::Pipe => {
+            let before = config.pipes.len();
+            config.pipes.retain(|p| p.number != n);
+            ("pipe", config.pipes.len() < before)
+        }
+        Deletable::Queue => {
+            let before = config.queues.len();
+            config.queues.retain(|q| q.number != n);
+            ("queue", config.queues.len() < before)
+        }
+        Deletable::Sched => {
+            let before = config.scheds.len();
+            config.scheds.retain(|s| s.number != n);
+            ("sched", config.scheds.len() < before)
+        }
+        Deletable::Rule => {
+            let before = config.rules.len();
+            config.rules.retain(|r| r.number != Some(n));
+            ("rule", config.rules.len() < before)
+        }
+    };
+    if !gone {
+        return Err(format!(
+            "{CTL_FILE}: {kind} {n} delete: {kind} {n} does not exist"
+        ));
+    }
+    let sends = |a: &Action| match (what, a) {
+        (Deletable::Pipe, Action::Pipe(Target::Number(m)))
+        | (Deletable::Queue, Action::Queue(Target::Number(m))) => *m == n,
+        _ => false,
+    };
+    if let Some(r) = config.rules.iter().find(|r| sends(&r.action)) {
+        let rule = r
+            .number
+            .map_or_else(|| "a rule".into(), |m| format!("rule {m}"));
+        let hint = r
+            .number
+            .map_or_else(String::new, |m| format!(" (delete {m})"));
+        return Err(format!(
+            "{CTL_FILE}: {kind} {n} delete: {rule} still sends to it; delete the rule first{hint}; nothing changed"
+        ));
+    }
+    let feeds = |p: &Parent| match (what, p) {
+        (Deletable::Pipe, Parent::Pipe(m)) | (Deletable::Sched, Parent::Sched(m)) => *m == n,
+        _ => false,
+    };
+    if let Some(q) = config
+        .queues
+        .iter()
+        .find(|q| q.parent.as_ref().is_some_and(feeds))
+    {
+        return Err(format!(
+            "{CTL_FILE}: {kind} {n} delete: queue {} still feeds it; delete the queue first (queue {} delete); nothing changed",
+            q.number, q.number
+        ));
+    }
+    Ok(())
 }
 
 /// Follows a plan's link parameters in the reports.

@@ -37,17 +37,62 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use pspat_classify::{FlowLayout, FlowOwner};
+use pspat_classify::{FlowLayout, FlowOwner, LinkLayout};
 use pspat_config::{pipe_config, queue_config, sched_config, Change, Plan};
-use pspat_sched::pipe::{PipeConfig, QueueConfig};
-use pspat_sched::{AlgKind, AnyScheduler, FlowId, FlowParams, PipeSet};
+use pspat_sched::pipe::{PipeConfig, PipeCounters, QueueConfig};
+use pspat_sched::{AlgKind, AnyScheduler, FlowId, FlowParams, Pipe, PipeRoutes, PipeSet};
 
-#[cfg(doc)]
-use pspat_sched::Pipe;
+use super::LinkInfo;
+
+/// One instance of a link to install, built by the control side.
+pub struct NewMember {
+    pub instance: u32,
+    /// Its first global id (free in the set when planned).
+    pub base: u32,
+    pub flows: u32,
+    pub pipe: Box<Pipe<AnyScheduler>>,
+}
+
+impl std::fmt::Debug for NewMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "NewMember {{ instance: {}, base: {}, flows: {} }}",
+            self.instance, self.base, self.flows
+        )
+    }
+}
+
+/// Two members are the same install when they take the same ids (the
+/// pipes themselves are not compared).
+impl PartialEq for NewMember {
+    fn eq(&self, other: &Self) -> bool {
+        (self.instance, self.base, self.flows) == (other.instance, other.base, other.flows)
+    }
+}
+
+/// One member's final counters, when the arbiter took it out of the set.
+#[derive(Clone, Copy, Debug)]
+pub struct Gone {
+    pub link: u32,
+    pub counters: PipeCounters,
+    /// The link was deleted (not only rebuilt).
+    pub removed: bool,
+}
 
 /// One change for the arbiter, on every instance of `link`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum LiveOp {
+    /// A link added (`replace` false) or rebuilt (`replace`: its instances
+    /// are removed first, as by [`LiveOp::Remove`], their counters kept
+    /// for the link).
+    Install {
+        link: u32,
+        members: Vec<NewMember>,
+        replace: bool,
+    },
+    /// A link deleted: every instance out of the set ([`PipeSet::remove_link`]).
+    Remove { link: u32 },
     /// The link and delay ([`Pipe::reconfigure`]).
     Link { link: u32, config: PipeConfig },
     /// The queue configuration of ids `first..first + len`.
@@ -72,9 +117,50 @@ pub enum LiveOp {
 /// rebuilt, and one log line per change.
 #[derive(Debug, Default)]
 pub struct Planned {
+    /// Applied before the classifier changes: parameters, links added or
+    /// rebuilt.
     pub ops: Vec<LiveOp>,
+    /// Applied after the classifier changed (no new packet goes there):
+    /// links deleted.
+    pub removals: Vec<LiveOp>,
     pub classifier: bool,
+    /// The routes once the change is applied, when links are added,
+    /// rebuilt or deleted.
+    pub routes: Option<PipeRoutes>,
+    /// The reports' view of the links added or rebuilt.
+    pub added: Vec<LinkInfo>,
+    /// Links deleted.
+    pub removed: Vec<u32>,
     pub log: Vec<String>,
+}
+
+/// What planning needs besides the two plans: the flow layouts of the
+/// running classifier and of the new plan's, where the running links' ids
+/// are, the set's size (reserve included) and the descriptors a new
+/// pipe's scheduler holds.
+pub struct Room<'a> {
+    pub layout: &'a FlowLayout,
+    pub new_layout: &'a FlowLayout,
+    pub routes: &'a PipeRoutes,
+    pub total: u32,
+    pub capacity: usize,
+}
+
+/// The refusal of a link that does not fit in the reserve of flow ids.
+pub fn reserve_exhausted(what: &str, need: u64, free: u64) -> String {
+    format!(
+        "{what} needs {need} flow ids and {free} of the spare ones are free (in one piece); restart pspat run with a larger --spare-flows"
+    )
+}
+
+/// Whether a link's ids are the same in two layouts (its flows' parameters
+/// may differ: a weight changed live).
+pub fn same_link_ids(x: &LinkLayout, y: &LinkLayout) -> bool {
+    (x.number, x.kind, x.alg, x.instances) == (y.number, y.kind, y.alg, y.instances)
+        && x.ranges.len() == y.ranges.len()
+        && x.ranges.iter().zip(&y.ranges).all(|(r, t)| {
+            (r.owner, r.first, r.dynamic, r.overflow) == (t.owner, t.first, t.dynamic, t.overflow)
+        })
 }
 
 /// The refusal of a change that needs a restart.
@@ -144,24 +230,89 @@ fn range(layout: &FlowLayout, owner: FlowOwner) -> Result<(u32, u32, u32), Strin
         .ok_or_else(|| format!("run: no flow ids for {owner:?} (internal)"))
 }
 
-/// Plans the change from `old` to `new` on a daemon whose flow ids are laid
-/// out as `layout` (module docs for what is refused).
+/// Plans the change from `old` to `new` (module docs for what is
+/// refused and how links are added, rebuilt and deleted).
 ///
 /// # Errors
 /// The first change that cannot be made live, one line naming it.
-pub fn plan_change(old: &Plan, new: &Plan, layout: &FlowLayout) -> Result<Planned, String> {
+pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, String> {
+    let layout = room.layout;
     let mut out = Planned::default();
     if old.seed != new.seed {
         return Err(format!("seed {}: {}", new.seed, needs_restart("the seed")));
     }
-    for change in pspat_config::diff(old, new) {
+    let changes = pspat_config::diff(old, new);
+    // Links before and after; a link whose flowsets change is rebuilt.
+    let had = |n: u32| layout.link(n).is_some();
+    let has = |n: u32| room.new_layout.link(n).is_some();
+    let mut touched = BTreeSet::new();
+    for change in &changes {
         match change {
-            Change::AddSched(s) => return Err(needs_restart(&format!("sched {} (new)", s.number))),
-            Change::AddPipe(p) => return Err(needs_restart(&format!("pipe {} (new)", p.number))),
-            Change::AddQueue(q) => return Err(needs_restart(&format!("queue {} (new)", q.number))),
-            Change::RemoveSched(n) => return Err(needs_restart(&format!("sched {n} (removed)"))),
-            Change::RemovePipe(n) => return Err(needs_restart(&format!("pipe {n} (removed)"))),
-            Change::RemoveQueue(n) => return Err(needs_restart(&format!("queue {n} (removed)"))),
+            Change::AddSched(s) => touched.insert(s.number),
+            Change::AddPipe(p) => touched.insert(p.number),
+            Change::RemoveSched(n) | Change::RemovePipe(n) => touched.insert(*n),
+            Change::AddQueue(q) => touched.insert(q.parent.number()),
+            Change::RemoveQueue(n) => match old.queues.get(n) {
+                Some(q) => touched.insert(q.parent.number()),
+                None => false,
+            },
+            _ => false,
+        };
+    }
+    let added: Vec<u32> = touched
+        .iter()
+        .copied()
+        .filter(|&n| !had(n) && has(n))
+        .collect();
+    let rebuilt: Vec<u32> = touched
+        .iter()
+        .copied()
+        .filter(|&n| had(n) && has(n))
+        .collect();
+    let removed: Vec<u32> = touched
+        .iter()
+        .copied()
+        .filter(|&n| had(n) && !has(n))
+        .collect();
+    let fresh = |n: u32| added.contains(&n) || rebuilt.contains(&n);
+    for change in changes {
+        match change {
+            Change::AddSched(s) => {
+                out.log
+                    .push(format!("sched {} added: {}", s.number, link_text(&s.link)));
+            }
+            Change::AddPipe(p) => {
+                out.log
+                    .push(format!("pipe {} added: {}", p.number, link_text(&p.link)));
+            }
+            Change::AddQueue(q) => out.log.push(format!(
+                "queue {} added to {}",
+                q.number,
+                parent_text(q.parent)
+            )),
+            Change::RemoveSched(n) => out.log.push(format!("sched {n} deleted")),
+            Change::RemovePipe(n) => out.log.push(format!("pipe {n} deleted")),
+            Change::RemoveQueue(n) => out.log.push(format!("queue {n} deleted")),
+            Change::ChangeSched(s) if fresh(s.number) => {
+                out.log
+                    .push(format!("sched {}: {}", s.number, link_text(&s.link)));
+            }
+            Change::ChangePipe(p) if fresh(p.number) => {
+                out.log
+                    .push(format!("pipe {}: {}", p.number, link_text(&p.link)));
+            }
+            Change::ChangeQueue(q)
+                if q.parent == old.queues[&q.number].parent && fresh(q.parent.number()) =>
+            {
+                out.log.push(format!(
+                    "queue {}: weight {} lmax {} pri {} {}",
+                    q.number,
+                    q.weight,
+                    q.lmax,
+                    q.pri,
+                    queue_text(&q.queue)
+                ));
+            }
             Change::ChangeSched(s) => {
                 let o = &old.scheds[&s.number];
                 let what = format!("sched {}", s.number);
@@ -296,7 +447,86 @@ pub fn plan_change(old: &Plan, new: &Plan, layout: &FlowLayout) -> Result<Planne
             other => return Err(format!("{other:?}: not supported by pspat run")),
         }
     }
+    // Every other link keeps its ids (the classifier's verdicts name them).
+    for l in &room.new_layout.links {
+        if fresh(l.number) {
+            continue;
+        }
+        match layout.link(l.number) {
+            Some(o) if same_link_ids(o, l) => {}
+            _ => {
+                return Err(needs_restart(&format!(
+                    "the flow ids of link {} (its flowsets or masks)",
+                    l.number
+                )))
+            }
+        }
+    }
+    if touched.is_empty() {
+        return Ok(out);
+    }
+    out.classifier = true;
+    let mut routes = room.routes.clone();
+    let mut taken: Vec<(u32, u32)> = Vec::new();
+    for l in room.new_layout.links.iter().filter(|l| fresh(l.number)) {
+        let kind = if new.pipes.contains_key(&l.number) {
+            "pipe"
+        } else {
+            "sched"
+        };
+        let what = format!("{kind} {}", l.number);
+        let lb = super::build_link(new, l, room.capacity)
+            .map_err(|e| format!("{what}: {e:#}"))?
+            .ok_or_else(|| format!("{what}: not in the plan (internal)"))?;
+        let mut members = Vec::with_capacity(lb.pipes.len());
+        for (instance, pipe) in lb.pipes {
+            let Some(base) = room.routes.free_base(room.total, lb.flows, &taken) else {
+                let used = room.routes.used() + taken.iter().map(|t| u64::from(t.1)).sum::<u64>();
+                return Err(reserve_exhausted(
+                    &what,
+                    u64::from(lb.flows) * u64::from(l.instances),
+                    u64::from(room.total).saturating_sub(used),
+                ));
+            };
+            taken.push((base, lb.flows));
+            members.push(NewMember {
+                instance,
+                base,
+                flows: lb.flows,
+                pipe: Box::new(pipe),
+            });
+        }
+        let replace = rebuilt.contains(&l.number);
+        if replace {
+            routes.remove_link(l.number);
+            out.log.push(format!(
+                "{what} rebuilt with its flowsets (the packets it held are dropped as flow_removed)"
+            ));
+        }
+        for m in &members {
+            routes.insert(l.number, m.instance, m.base, m.flows);
+        }
+        out.ops.push(LiveOp::Install {
+            link: l.number,
+            members,
+            replace,
+        });
+        out.added.push(lb.info);
+    }
+    for &n in &removed {
+        routes.remove_link(n);
+        out.removals.push(LiveOp::Remove { link: n });
+        out.removed.push(n);
+    }
+    out.routes = Some(routes);
     Ok(out)
+}
+
+fn parent_text(p: pspat_config::Parent) -> String {
+    match p {
+        pspat_config::Parent::Pipe(n) => format!("pipe {n}"),
+        pspat_config::Parent::Sched(n) => format!("sched {n}"),
+    }
 }
 
 /// The arbiter's inbox of planned changes (module docs).
@@ -400,16 +630,21 @@ impl Inbox {
     }
 }
 
-/// Applies `ops` at `now` to every instance of the links they name: flow
-/// parameters first (rolled back if one is refused), then queues and links
-/// (checked by [`plan_change`], they cannot fail but for a bug, reported).
+/// Applies `ops` at `now` to every instance of the links they name: the
+/// links to install are checked first (their keys and ids free), then
+/// flow parameters (rolled back if one is refused), then queues and links
+/// (checked by [`plan_change`], they cannot fail but for a bug, reported),
+/// then links removed and installed; the final counters of every member
+/// taken out go to `gone`.
 ///
 /// # Errors
-/// The first refusal; with flow parameters nothing stays changed.
+/// The first refusal; with an install or flow parameters refused nothing
+/// stays changed.
 pub fn apply(
     set: &mut PipeSet<AnyScheduler>,
     now: pspat_sched::Instant,
-    ops: &[LiveOp],
+    ops: Vec<LiveOp>,
+    gone: &mut Vec<Gone>,
 ) -> Result<(), String> {
     let instances = |set: &PipeSet<AnyScheduler>, link: u32| -> Vec<u32> {
         set.members()
@@ -419,9 +654,31 @@ pub fn apply(
             .into_iter()
             .collect()
     };
+    let mut taken: Vec<(u32, u32)> = Vec::new();
+    for op in &ops {
+        if let LiveOp::Install {
+            link,
+            members,
+            replace,
+        } = op
+        {
+            for m in members {
+                set.check_install(
+                    *link,
+                    m.instance,
+                    m.base,
+                    m.flows,
+                    replace.then_some(*link),
+                    &taken,
+                )
+                .map_err(|e| format!("link {link}: {e}"))?;
+                taken.push((m.base, m.flows));
+            }
+        }
+    }
     let mut done: Vec<(u32, u32, u32, FlowParams)> = Vec::new();
     let mut failure = None;
-    'flows: for op in ops {
+    'flows: for op in &ops {
         if let LiveOp::Flow {
             link,
             first,
@@ -461,21 +718,49 @@ pub fn apply(
                 len,
                 config,
             } => {
-                for inst in instances(set, *link) {
-                    if let Some(pipe) = set.pipe_mut(*link, inst) {
-                        for id in *first..first + len {
-                            pipe.set_queue(FlowId(id), *config)
+                for inst in instances(set, link) {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        for id in first..first + len {
+                            pipe.set_queue(FlowId(id), config)
                                 .map_err(|e| format!("link {link}: queue {id}: {e}"))?;
                         }
                     }
                 }
             }
             LiveOp::Link { link, config } => {
-                for inst in instances(set, *link) {
-                    if let Some(pipe) = set.pipe_mut(*link, inst) {
-                        pipe.reconfigure(now, config)
+                for inst in instances(set, link) {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        pipe.reconfigure(now, &config)
                             .map_err(|e| format!("link {link}: {e}"))?;
                     }
+                }
+            }
+            LiveOp::Install {
+                link,
+                members,
+                replace,
+            } => {
+                if replace {
+                    for (_, counters) in set.remove_link(link, now) {
+                        gone.push(Gone {
+                            link,
+                            counters,
+                            removed: false,
+                        });
+                    }
+                }
+                for m in members {
+                    set.install(link, m.instance, m.base, *m.pipe, m.flows)
+                        .map_err(|e| format!("link {link}: {e}"))?;
+                }
+            }
+            LiveOp::Remove { link } => {
+                for (_, counters) in set.remove_link(link, now) {
+                    gone.push(Gone {
+                        link,
+                        counters,
+                        removed: true,
+                    });
                 }
             }
         }
