@@ -924,10 +924,15 @@ impl pspat_bridge::Classifier for RxClassifier {
         let now = pspat_sched::Instant::from_nanos(self.start.elapsed().as_nanos() as u64);
         let len = frame.len() as u32;
         let decision = match self.classifier.lock() {
-            Ok(mut c) => c.classify(now, &pk, len),
+            Ok(mut c) => {
+                // Under the classifier's lock: the control thread replaces
+                // the routes and the classifier together under it, so a
+                // verdict is always mapped by the routes of its classifier.
+                self.shared.refresh(&mut self.routes, &mut self.generation);
+                c.classify(now, &pk, len)
+            }
             Err(_) => return Verdict::Filtered,
         };
-        self.shared.refresh(&mut self.routes, &mut self.generation);
         match decision {
             Decision::Enqueue(p) => self
                 .routes
@@ -2123,5 +2128,73 @@ mod tests {
         links.sort_unstable();
         assert_eq!(links, [1, 3, PASS_LINK]);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_queue_added_to_or_deleted_from_a_running_sched_rebuilds_that_sched_only() {
+        let (live, stop, arbiter) = live_of(
+            "pipe 1 config bw 5Mbit/s\n\
+             sched 4 config type drr bw 8Mbit/s\n\
+             queue 1 config sched 4 weight 1\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n\
+             add 200 queue 1 udp from any to any dst-port 5002\n",
+        );
+        let before = live.routes.get();
+        let r = live.request("queue 2 config sched 4 weight 3");
+        assert!(r.ok, "{r:?}");
+        let log = r.result["changes"].as_array().unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.as_str().unwrap().starts_with("sched 4 rebuilt")),
+            "{log:?}"
+        );
+        let after = live.routes.get();
+        assert_eq!(
+            before.global(1, 0, FlowId(0)),
+            after.global(1, 0, FlowId(0)),
+            "pipe 1 keeps its ids"
+        );
+        let four: Vec<_> = after.entries().iter().filter(|e| e.0 == 4).collect();
+        assert_eq!(four.len(), 1);
+        assert_eq!(four[0].3, 2, "two flowsets");
+        assert!(
+            live.request("add 300 queue 2 udp from any to any dst-port 5003")
+                .ok
+        );
+        // A sched still fed by a flowset, a flowset a rule sends to: refused.
+        let e = live.request("sched 4 delete").error.unwrap();
+        assert!(e.contains("queue 1 still feeds it"), "{e}");
+        let e = live.request("queue 2 delete").error.unwrap();
+        assert!(e.contains("rule 300 still sends to it"), "{e}");
+        assert!(live.request("delete 300").ok);
+        let r = live.request("queue 2 delete");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(
+            live.routes
+                .get()
+                .entries()
+                .iter()
+                .find(|e| e.0 == 4)
+                .unwrap()
+                .3,
+            1
+        );
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let sizes: Vec<(u32, u32)> = set
+            .set
+            .routes()
+            .entries()
+            .iter()
+            .map(|e| (e.0, e.3))
+            .collect();
+        assert_eq!(sizes, [(1, 1), (4, 1), (PASS_LINK, 1)]);
+        // Sched 4's report row sums its rebuilt members' counters.
+        let snaps = live.snaps.lock().unwrap().clone();
+        assert_eq!(
+            snaps.iter().filter(|s| s.link == 4 && !s.removed).count(),
+            3
+        );
     }
 }

@@ -245,16 +245,17 @@ impl Live {
         if !ops.is_empty() {
             self.inbox.submit(ops, APPLY_TIMEOUT)?;
         }
-        // Links added are in the set now: route to them, then classify to
-        // them; links deleted get no new packet before they go.
-        if let Some(r) = new_routes {
-            self.routes.set(r);
-        }
+        // Links added are in the set now. The routes and the classifier
+        // change together under the classifier's lock (the RX threads read
+        // the routes under it); links deleted get no new packet after this.
         if swap {
             let mut c = self
                 .classifier
                 .lock()
                 .map_err(|_| "run: the classifier is poisoned".to_string())?;
+            if let Some(r) = new_routes {
+                self.routes.set(r);
+            }
             let old = std::mem::replace(&mut *c, fresh);
             drop(c);
             if let Ok(mut r) = self.retired.lock() {
