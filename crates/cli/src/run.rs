@@ -1004,7 +1004,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "run: {}: {} pipe(s) and instance(s), {} flow ids, {} rule(s)",
             args.config.display(),
             built.set.pipe_count(),
-            built.set.flows(),
+            built.routes.used(),
             plan.rules.len()
         )?;
         pipe_table(&mut out, &pipes)?;
@@ -1128,13 +1128,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     tracing::info!(target: "pspat::run", "ready: {input} -> {output} ({})", args.config.display());
     eprintln!(
-        "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids, {} rule(s), {} RX thread(s), {} dispatcher(s))",
+        "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids + {} spare, {} rule(s), {} RX thread(s), {} dispatcher(s))",
         input,
         output,
         args.config.display(),
         links().len() - 1,
         snaps.lock().map_or(0, |s| s.len()) - 1,
-        cfg.flows,
+        routes.used(),
+        u64::from(cfg.flows).saturating_sub(routes.used()),
         plan.rules.len(),
         cfg.rx_threads,
         cfg.dispatchers,

@@ -12,25 +12,47 @@
 //!   ([`Pipe::set_queue`]: packets already queued stay);
 //! * a flowset's `weight`, `lmax` and `pri` ([`pspat_sched::Scheduler::change_flow`]:
 //!   queued packets stay in order);
-//! * rules, table entries and the default action (a new classifier).
+//! * rules, table entries and the default action (a new classifier);
+//! * a pipe, or a sched with its flowsets, added ([`LiveOp::Install`]):
+//!   its pipes are built on the control side, each instance given a run of
+//!   free global ids ([`PipeRoutes::free_base`]) out of the reserve the
+//!   set was started with (`--spare-flows`); none free: refused, naming
+//!   the flag;
+//! * a pipe, sched or flowset deleted ([`LiveOp::Remove`]): validation
+//!   already refuses a rule that still sends to it or a flowset that still
+//!   feeds it, unless the same change removes those too;
+//! * a flowset added to or deleted from a running link: the link is
+//!   rebuilt (an install with `replace`), in other free ids.
 //!
-//! Refused, with the reason, leaving everything as it was: adding or
-//! removing a pipe, sched or queue, a new mask, parent, scheduler type or
-//! `reorder`, and the seed. They change the flow ids the bridge and the
-//! pipe set were sized for when the daemon started.
+//! Refused, with the reason, leaving everything as it was: a new mask,
+//! parent, scheduler type or `reorder` of a running link, `bw` of a `wf2q+`
+//! sched, and the seed. They change the flow ids of a running link or
+//! what its pipes were built with.
 //!
 //! # Applying
 //! The control side plans a change ([`plan_change`]) and hands the
 //! arbiter's part to the [`Inbox`]; the arbiter takes it at the start of
 //! its next `enqueue` or `dequeue` (so between two packets, never inside
 //! one), applies it to every instance of the links it names ([`apply`]),
-//! and answers. Flow parameters go first and are rolled back if one is
-//! refused, so a batch applies whole or not at all.
+//! and answers. Installs are checked first (their keys and ids free), flow
+//! parameters go next and are rolled back if one is refused, so a batch
+//! applies whole or not at all. A change that adds or deletes links runs
+//! in three steps: the first batch (parameters, installs and rebuilds),
+//! then the routes and the classifier replaced together under the
+//! classifier's lock (so a verdict is always mapped by its own
+//! classifier's routes and no frame reaches a link before it is
+//! installed), then a second batch with the deletions (so no new frame
+//! reaches a deleted link). A deleted or rebuilt link's due packets still
+//! leave; the rest of what it held is dropped as `flow_removed` and
+//! handed to the runtime, which counts it ([`PipeSet::remove_link`]); its
+//! final counters go to the reports ([`Gone`]).
 //!
 //! # Cost
 //! Nothing on the packet path but one Acquire load of the inbox's flag per
-//! scheduler call. Applying: O(ids changed × instances) plus what
-//! [`Pipe::reconfigure`] moves; it allocates (control path only).
+//! scheduler call (and, on the RX threads, one Acquire load of the routes'
+//! generation per frame). Applying: O(ids changed × instances) plus what
+//! [`Pipe::reconfigure`] moves, O(members) per install or removal plus the
+//! packets a removed link held; it allocates (control path only).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -165,7 +187,7 @@ pub fn same_link_ids(x: &LinkLayout, y: &LinkLayout) -> bool {
 
 /// The refusal of a change that needs a restart.
 pub fn needs_restart(what: &str) -> String {
-    format!("{what} cannot change while pspat run is running (the flow ids of the bridge and the pipes are fixed when it starts); change the file and restart it")
+    format!("{what} cannot change while pspat run is running (a running link keeps the flow ids and the scheduler it was built with); change the file and restart it")
 }
 
 fn bw_text(bps: u64) -> String {
