@@ -2074,6 +2074,12 @@ mod tests {
             .unwrap()
             .contains("does not exist"));
         assert!(live.routes.get().global(2, 0, FlowId(0)).is_none());
+        let text = metrics::render(&live);
+        assert!(
+            text.contains("pspat_pipe_in_packets_total{pipe=\"1\"}"),
+            "{text}"
+        );
+        assert!(!text.contains("pipe=\"2\""), "{text}");
         // Added again: it takes the freed ids.
         assert!(live.request("pipe 2 config bw 3Mbit/s").ok);
         assert_eq!(live.routes.get().global(2, 0, FlowId(0)), Some(global));
@@ -2103,6 +2109,19 @@ mod tests {
                      add 100 pipe 1 udp from any to any dst-port 5001\n\
                      add 200 pipe 2 udp from any to any dst-port 5002\n";
         let (live, stop, arbiter) = live_at(first, file.clone());
+        // A new pipe with its rule, and a new mask (refused): nothing applied.
+        std::fs::write(
+            &file,
+            first.replace(
+                "pipe 1 config bw 5Mbit/s",
+                "pipe 1 config bw 5Mbit/s mask src-ip 0xff",
+            ) + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
+        )
+        .unwrap();
+        let e = live.reload().unwrap_err();
+        assert!(e.contains("pipe 1: its mask"), "{e}");
+        assert!(live.routes.get().global(3, 0, FlowId(0)).is_none());
+        assert!(!live.plan().pipes.contains_key(&3));
         // Pipe 2 gone while rule 200 stays: refused, nothing changed.
         std::fs::write(&file, first.replace("pipe 2 config bw 1Mbit/s\n", "")).unwrap();
         let e = live.reload().unwrap_err();
