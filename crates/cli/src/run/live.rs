@@ -22,7 +22,9 @@
 //!   already refuses a rule that still sends to it or a flowset that still
 //!   feeds it, unless the same change removes those too;
 //! * a flowset added to or deleted from a running link: the link is
-//!   rebuilt (an install with `replace`), in other free ids.
+//!   rebuilt (an install with `replace`), in other free ids, and its
+//!   packets go on in the new pipes ([`PipeSet::replace_link`]; those of
+//!   a deleted flowset are dropped as `flow_removed`).
 //!
 //! Refused, with the reason, leaving everything as it was: a new mask,
 //! parent, scheduler type or `reorder` of a running link, `bw` of a `wf2q+`
@@ -42,10 +44,10 @@
 //! classifier's lock (so a verdict is always mapped by its own
 //! classifier's routes and no frame reaches a link before it is
 //! installed), then a second batch with the deletions (so no new frame
-//! reaches a deleted link). A deleted or rebuilt link's due packets still
-//! leave; the rest of what it held is dropped as `flow_removed` and
-//! handed to the runtime, which counts it ([`PipeSet::remove_link`]); its
-//! final counters go to the reports ([`Gone`]).
+//! reaches a deleted link). A deleted link's due packets still leave; the
+//! rest of what it held is dropped as `flow_removed` and handed to the
+//! runtime, which counts it ([`PipeSet::remove_link`]); its final counters
+//! go to the reports ([`Gone`]).
 //!
 //! # Cost
 //! Nothing on the packet path but one Acquire load of the inbox's flag per
@@ -105,13 +107,15 @@ pub struct Gone {
 /// One change for the arbiter, on every instance of `link`.
 #[derive(Debug, PartialEq)]
 pub enum LiveOp {
-    /// A link added (`replace` false) or rebuilt (`replace`: its instances
-    /// are removed first, as by [`LiveOp::Remove`], their counters kept
-    /// for the link).
+    /// A link added (`replace` false) or rebuilt (`replace`: its
+    /// instances hand their packets over to the new ones, each old
+    /// per-link flow id `i` becoming `remap[i]`, none when its flowset is
+    /// gone; [`PipeSet::replace_link`]).
     Install {
         link: u32,
         members: Vec<NewMember>,
         replace: bool,
+        remap: Vec<Option<u32>>,
     },
     /// A link deleted: every instance out of the set ([`PipeSet::remove_link`]).
     Remove { link: u32 },
@@ -519,10 +523,14 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             });
         }
         let replace = rebuilt.contains(&l.number);
+        let mut remap = Vec::new();
         if replace {
             routes.remove_link(l.number);
+            if let Some(o) = layout.link(l.number) {
+                remap = id_remap(o, l);
+            }
             out.log.push(format!(
-                "{what} rebuilt with its flowsets (the packets it held are dropped as flow_removed)"
+                "{what} rebuilt with its flowsets (the packets it held go on in the new one)"
             ));
         }
         for m in &members {
@@ -532,6 +540,7 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             link: l.number,
             members,
             replace,
+            remap,
         });
         out.added.push(lb.info);
     }
@@ -542,6 +551,27 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
     }
     out.routes = Some(routes);
     Ok(out)
+}
+
+/// Where each id of a link's old layout is in its new one: the same
+/// owner's id at the same offset, none when the owner is gone or its
+/// range changed size.
+fn id_remap(old: &LinkLayout, new: &LinkLayout) -> Vec<Option<u32>> {
+    let mut out = vec![None; old.flow_count() as usize];
+    for r in &old.ranges {
+        let Some(n) = new.ranges.iter().find(|n| n.owner == r.owner) else {
+            continue;
+        };
+        if n.len() != r.len() {
+            continue;
+        }
+        for i in 0..r.len() {
+            if let Some(slot) = out.get_mut((r.first.0 + i) as usize) {
+                *slot = Some(n.first.0 + i);
+            }
+        }
+    }
+    out
 }
 
 fn parent_text(p: pspat_config::Parent) -> String {
@@ -682,6 +712,7 @@ pub fn apply(
             link,
             members,
             replace,
+            ..
         } = op
         {
             for m in members {
@@ -760,20 +791,34 @@ pub fn apply(
             LiveOp::Install {
                 link,
                 members,
-                replace,
+                replace: false,
+                ..
             } => {
-                if replace {
-                    for (_, counters) in set.remove_link(link, now) {
-                        gone.push(Gone {
-                            link,
-                            counters,
-                            removed: false,
-                        });
-                    }
-                }
                 for m in members {
                     set.install(link, m.instance, m.base, *m.pipe, m.flows)
                         .map_err(|e| format!("link {link}: {e}"))?;
+                }
+            }
+            LiveOp::Install {
+                link,
+                members,
+                replace: true,
+                remap,
+            } => {
+                let new = members
+                    .into_iter()
+                    .map(|m| (m.instance, m.base, *m.pipe, m.flows))
+                    .collect();
+                let to = |f: FlowId| remap.get(f.index()).copied().flatten().map(FlowId);
+                for (_, counters) in set
+                    .replace_link(link, now, new, &to)
+                    .map_err(|e| format!("link {link}: {e}"))?
+                {
+                    gone.push(Gone {
+                        link,
+                        counters,
+                        removed: false,
+                    });
                 }
             }
             LiveOp::Remove { link } => {

@@ -83,6 +83,7 @@
 
 pub mod delay;
 pub mod filter;
+mod handover;
 mod link;
 mod live;
 pub mod random;
@@ -91,6 +92,7 @@ mod set;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
+pub use handover::Moved;
 pub use scheduler::PipeScheduler;
 pub use set::{PipeRoutes, PipeSet};
 
@@ -353,9 +355,19 @@ impl<S: Scheduler> Pipe<S> {
         {
             return reject(self, reason);
         }
+        if let Err(reason) = self.accept(now, pkt) {
+            return reject(self, reason);
+        }
+        Ok(())
+    }
+
+    /// Hands an admitted packet to the scheduler and wakes the link as its
+    /// arrival requires (the link already ran up to `now`).
+    fn accept(&mut self, now: Instant, pkt: Packet) -> Result<(), DropReason> {
+        let i = pkt.flow.index();
         let was_empty = self.sched.is_empty();
         if let Err(r) = self.sched.enqueue(now, pkt) {
-            return reject(self, r.reason);
+            return Err(r.reason);
         }
         let st = &mut self.state[i];
         st.slots += 1;

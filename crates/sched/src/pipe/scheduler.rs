@@ -30,7 +30,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Fate, Pipe};
+use super::{Fate, Moved, Pipe};
 use crate::{FlowError, FlowId, FlowParams, Instant, Packet, Rejected, Scheduler};
 
 /// A [`Pipe`] behind the [`Scheduler`] trait (module docs).
@@ -87,6 +87,26 @@ impl<S: Scheduler> PipeScheduler<S> {
             dropped(r);
         }
         self.pipe.purge(now, dropped)
+    }
+
+    /// As [`PipeScheduler::retire`], but the packets the pipe holds go to
+    /// `moved` for the pipe that replaces it ([`Pipe::hand_over`]); returns
+    /// when the link is free and what the pipe could not give up.
+    pub fn hand_over(
+        &mut self,
+        now: Instant,
+        remap: &dyn Fn(FlowId) -> Option<FlowId>,
+        ready: &mut dyn FnMut(Packet),
+        moved: &mut dyn FnMut(Moved),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> (Instant, u64) {
+        while let Some(p) = self.ready.pop_front() {
+            ready(p);
+        }
+        while let Some(r) = self.late.pop_front() {
+            dropped(r);
+        }
+        self.pipe.hand_over(now, remap, moved, dropped)
     }
 
     fn pull(&mut self, now: Instant) {

@@ -9,7 +9,9 @@
 //! [`PipeSet::push`] gives the ids in the order the members are added,
 //! without gaps; [`PipeSet::reserve`] then adds free ids at the end, which
 //! [`PipeSet::install`] gives to a member added while the set runs and
-//! [`PipeSet::remove_link`] frees again (a freed range may be reused).
+//! [`PipeSet::remove_link`] frees again (a freed range may be reused);
+//! [`PipeSet::replace_link`] moves a link to other free ids, its packets
+//! handed over to the new pipes ([`Pipe::hand_over`]).
 //! [`PipeSet::global`] and [`PipeRoutes::global`] make the global id from
 //! `(link, instance, flow)`; the set translates back on every call and
 //! hands every packet out (or back, refused) with its global id. A free id
@@ -46,9 +48,9 @@
 //! sum). `dequeue`, `next_eligible` and `take_late_drops`: O(M) plus the
 //! member's cost; the set is meant for the
 //! handful to a few hundred links and instances of a dummynet
-//! configuration. `install` and `remove_link`: O(M) plus what the removed
-//! members held. No allocation on the packet path; `install` and
-//! `remove_link` allocate.
+//! configuration. `install`, `replace_link` and `remove_link`: O(M) plus
+//! what the old members held. No allocation on the packet path; those
+//! three allocate.
 
 use std::collections::VecDeque;
 
@@ -315,6 +317,106 @@ impl<S: Scheduler> PipeSet<S> {
             self.turn = 0;
         }
         out
+    }
+
+    /// Replaces every instance of `link` at `now` by the pipes of `new`
+    /// (`(instance, base, pipe, flows)`, ids checked as by
+    /// [`PipeSet::check_install`]), handing each old instance's packets to
+    /// the new instance of the same number ([`Pipe::hand_over`]) with their
+    /// flows as `remap` gives them: due packets are still handed out, the
+    /// others go on in the new pipe; those with no place there (no such
+    /// instance, `remap` refuses the flow, or the new pipe refuses them)
+    /// are handed to `take_late_drops` with [`DropReason::FlowRemoved`].
+    /// Returns each old instance's final counters (moved packets are out
+    /// of its `in` and in the new pipe's). Control path.
+    ///
+    /// # Errors
+    /// A new pipe's key or ids not free, or `flows` not its count; nothing
+    /// changes then.
+    pub fn replace_link(
+        &mut self,
+        link: u32,
+        now: Instant,
+        new: Vec<(u32, u32, Pipe<S>, u32)>,
+        remap: &dyn Fn(FlowId) -> Option<FlowId>,
+    ) -> Result<Vec<(u32, PipeCounters)>, ConfigError> {
+        let mut taken = Vec::with_capacity(new.len());
+        for (instance, base, pipe, flows) in &new {
+            self.check_install(link, *instance, *base, *flows, Some(link), &taken)?;
+            if !Self::owns(pipe, *flows) {
+                return Err(ConfigError::Invalid {
+                    what: format!("pipe set link {link} instance {instance}"),
+                    reason: format!("{flows} flows is not the pipe's flow count"),
+                });
+            }
+            taken.push((*base, *flows));
+        }
+        let mut old = Vec::new();
+        let mut i = 0;
+        while i < self.members.len() {
+            if self.members[i].link == link {
+                old.push(self.members.remove(i));
+                self.bases.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        for (instance, base, pipe, flows) in new {
+            let at = self.bases.partition_point(|&b| b < base);
+            self.members.insert(
+                at,
+                Member {
+                    pipe: PipeScheduler::new(pipe),
+                    link,
+                    instance,
+                    base,
+                    flows,
+                },
+            );
+            self.bases.insert(at, base);
+        }
+        self.turn = 0;
+        let mut out = Vec::with_capacity(old.len());
+        let mut moved = Vec::new();
+        for mut m in old {
+            let heir = self
+                .members
+                .iter()
+                .position(|n| n.link == link && n.instance == m.instance);
+            let none = |_: FlowId| None;
+            let remap: &dyn Fn(FlowId) -> Option<FlowId> =
+                if heir.is_some() { remap } else { &none };
+            let base = m.base;
+            let (handover, purged) = (&mut self.handover, &mut self.purged);
+            moved.clear();
+            let (free, _left) = m.pipe.hand_over(
+                now,
+                remap,
+                &mut |mut p: Packet| {
+                    p.flow = FlowId(p.flow.0 + base);
+                    handover.push_back(p);
+                },
+                &mut |mv| moved.push(mv),
+                &mut |r: Rejected| purged.push_back(with_base(r, base)),
+            );
+            if let Some(h) = heir {
+                let n = &mut self.members[h];
+                let nbase = n.base;
+                let pipe = n.pipe.pipe_mut();
+                pipe.continue_link(free);
+                for mv in moved.drain(..) {
+                    if let Err(r) = pipe.adopt(now, mv) {
+                        self.purged.push_back(with_base(r, nbase));
+                    }
+                }
+            }
+            out.push((m.instance, *m.pipe.pipe().counters()));
+        }
+        // What an old pipe could not give up is gone with it.
+        self.queued = self.members.iter().map(|m| m.pipe.queued()).sum::<usize>()
+            + self.handover.len()
+            + self.purged.len();
+        Ok(out)
     }
 
     fn owns(pipe: &Pipe<S>, flows: u32) -> bool {
@@ -834,5 +936,84 @@ mod tests {
         assert_eq!(set.queued(), 0);
         assert_eq!(set.pipe_count(), 0);
         assert_eq!(set.next_eligible(now), None);
+    }
+
+    #[test]
+    fn a_replaced_link_hands_its_packets_to_the_new_pipe_in_order_and_on_time() {
+        let drr = |flows: usize| {
+            let sched = SchedulerConfig::new(AlgKind::Drr)
+                .build(FlowTable::uniform(flows).unwrap())
+                .unwrap();
+            let cfg = PipeConfig {
+                bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+                delay_ns: 10_000_000,
+                ..PipeConfig::default()
+            };
+            Pipe::new(cfg, sched, flows).unwrap()
+        };
+        let mut set = PipeSet::new();
+        set.push(2, 0, drr(2), 2).unwrap();
+        set.reserve(3).unwrap();
+        // Flows 0 and 1: 4 packets each; 1000 B take 1 ms.
+        for i in 0..4 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, i))
+                .unwrap();
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 10 + i))
+                .unwrap();
+        }
+        // At 2.5 ms: two packets in the delay line (exits 11 and 12 ms), one
+        // on the link (ends at 3 ms, exit 13 ms), five queued.
+        let now = Instant::from_nanos(2_500_000);
+        assert_eq!(set.dequeue(now), None);
+        // The new pipe has a flowset in the middle: old 1 is new 2.
+        let remap = |f: FlowId| Some(FlowId(if f.0 == 1 { 2 } else { f.0 }));
+        let gone = set
+            .replace_link(2, now, vec![(0, 2, drr(3), 3)], &remap)
+            .unwrap();
+        assert_eq!(gone.len(), 1);
+        let c = gone[0].1;
+        assert_eq!((c.in_packets, c.out_packets, c.dropped_total()), (0, 0, 0));
+        assert_eq!(set.queued(), 8);
+        assert!(
+            set.check_install(9, 0, 0, 2, None, &[]).is_ok(),
+            "the old ids are free"
+        );
+        let (out, late) = drain(&mut set, now);
+        assert!(late.is_empty());
+        assert_eq!(out.len(), 8);
+        let times: Vec<u64> = out.iter().map(|(t, _)| *t / 1_000_000).collect();
+        // In flight: 11, 12, 13 ms; then one packet a ms from 3 ms on.
+        assert_eq!(times, [11, 12, 13, 14, 15, 16, 17, 18]);
+        for flow in [FlowId(2), FlowId(4)] {
+            let tokens: Vec<u64> = out
+                .iter()
+                .filter(|(_, p)| p.flow == flow)
+                .map(|(_, p)| p.token)
+                .collect();
+            assert_eq!(tokens.len(), 4, "{flow:?}: {out:?}");
+            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        }
+        // A flow with no place in the new pipe: dropped as flow_removed.
+        for i in 0..3 {
+            set.enqueue(now, Packet::new(FlowId(4), 1000, 20 + i))
+                .unwrap();
+        }
+        let gone = set
+            .replace_link(2, now, vec![(0, 0, drr(2), 2)], &|f| {
+                (f.0 == 0).then_some(f)
+            })
+            .unwrap();
+        let c = gone[0].1;
+        assert_eq!(c.dropped(DropReason::FlowRemoved), 3);
+        assert_eq!(
+            c.in_packets,
+            8 + 3,
+            "eight handed out earlier, three dropped now"
+        );
+        let mut late = Vec::new();
+        set.take_late_drops(&mut |r| late.push(r));
+        assert_eq!(late.len(), 3);
+        assert!(late.iter().all(|r| r.packet.flow == FlowId(4)));
+        assert_eq!(set.queued(), 0);
     }
 }
