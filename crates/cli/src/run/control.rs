@@ -216,23 +216,35 @@ impl Live {
             Ok(c) => c.layout().clone(),
             Err(_) => return Err("run: the classifier is poisoned".into()),
         };
-        // The new plan's classifier: its layout places links added or
-        // rebuilt; it replaces the running one only if rules or links change.
-        let mut fresh = Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?;
+        // The new plan's classifier, when rules, tables or links change:
+        // its layout places links added or rebuilt, and it replaces the
+        // running one.
+        let mut fresh = if live::changes_classifier(&running.plan, &plan) {
+            Some(Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
         let routes = self.routes.get();
         let planned = live::plan_change(
             &running.plan,
             &plan,
             &live::Room {
                 layout: &layout,
-                new_layout: fresh.layout(),
+                new_layout: fresh.as_ref().map_or(&layout, |c| c.layout()),
                 routes: &routes,
                 total: self.total_flows,
                 capacity: self.capacity,
             },
         )?;
-        fresh.bind_interface(&self.output, OUTPUT_INDEX);
-        fresh.bind_interface(&self.input, INPUT_INDEX);
+        if planned.classifier && fresh.is_none() {
+            return Err(
+                "run: the change needs a new classifier and none was built (internal)".into(),
+            );
+        }
+        if let Some(c) = &mut fresh {
+            c.bind_interface(&self.output, OUTPUT_INDEX);
+            c.bind_interface(&self.input, INPUT_INDEX);
+        }
         let live::Planned {
             ops,
             removals,
@@ -248,7 +260,7 @@ impl Live {
         // Links added are in the set now. The routes and the classifier
         // change together under the classifier's lock (the RX threads read
         // the routes under it); links deleted get no new packet after this.
-        if swap {
+        if let (true, Some(fresh)) = (swap, fresh) {
             let mut c = self
                 .classifier
                 .lock()

@@ -172,6 +172,21 @@ pub struct Room<'a> {
     pub capacity: usize,
 }
 
+/// Whether the change from `old` to `new` needs a new classifier: rules,
+/// tables, the default action, or links and flowsets added or deleted
+/// (parameters of running links do not).
+pub fn changes_classifier(old: &Plan, new: &Plan) -> bool {
+    pspat_config::diff(old, new).iter().any(|c| {
+        !matches!(
+            c,
+            Change::ChangeSched(_)
+                | Change::ChangePipe(_)
+                | Change::ChangeQueue(_)
+                | Change::SetSeed(_)
+        )
+    })
+}
+
 /// The refusal of a link that does not fit in the reserve of flow ids.
 pub fn reserve_exhausted(what: &str, need: u64, free: u64) -> String {
     format!(
