@@ -2182,9 +2182,9 @@ mod tests {
             live.request("add 300 queue 2 udp from any to any dst-port 5003")
                 .ok
         );
-        // A sched still fed by a flowset, a flowset a rule sends to: refused.
+        // A sched whose flowset a rule sends to, a flowset a rule sends to: refused.
         let e = live.request("sched 4 delete").error.unwrap();
-        assert!(e.contains("queue 1 still feeds it"), "{e}");
+        assert!(e.contains("rule 200 still sends to its queue 1"), "{e}");
         let e = live.request("queue 2 delete").error.unwrap();
         assert!(e.contains("rule 300 still sends to it"), "{e}");
         assert!(live.request("delete 300").ok);
@@ -2200,6 +2200,22 @@ mod tests {
                 .3,
             1
         );
+        // The last flowset of a sched cannot go alone; the sched goes with it.
+        assert!(live.request("delete 200").ok);
+        let e = live.request("queue 1 delete").error.unwrap();
+        assert!(e.contains("last flowset of sched 4"), "{e}");
+        let r = live.request("sched 4 delete");
+        assert!(r.ok, "{r:?}");
+        let log = r.result["changes"].as_array().unwrap();
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(!live.plan().queues.contains_key(&1));
+        // A sched and its flowsets added in one line (`;` between statements).
+        let r = live.request("sched 4 config type qfq bw 2Mbit/s; queue 1 config sched 4 weight 2");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            live.request("add 200 queue 1 udp from any to any dst-port 5002")
+                .ok
+        );
         // Release: pairs with the stand-in's Acquire load.
         stop.store(true, Ordering::Release);
         let set = arbiter.join().unwrap();
@@ -2211,11 +2227,23 @@ mod tests {
             .map(|e| (e.0, e.3))
             .collect();
         assert_eq!(sizes, [(1, 1), (4, 1), (PASS_LINK, 1)]);
-        // Sched 4's report row sums its rebuilt members' counters.
+        // Sched 4's first life (three members: built, two rebuilds) is in
+        // its deleted row; the new sched 4 is its own.
         let snaps = live.snaps.lock().unwrap().clone();
+        assert_eq!(snaps.iter().filter(|s| s.link == 4 && s.removed).count(), 3);
+        let pipes = pipes_json(&live.links.lock().unwrap(), &snaps);
+        let rows: Vec<_> = pipes
+            .iter()
+            .map(|p| (p.number, p.removed, p.alg.as_str()))
+            .collect();
         assert_eq!(
-            snaps.iter().filter(|s| s.link == 4 && !s.removed).count(),
-            3
+            rows,
+            [
+                (Some(1), false, "fifo"),
+                (Some(4), true, "drr"),
+                (Some(4), false, "qfq"),
+                (None, false, "fifo")
+            ]
         );
     }
 

@@ -388,7 +388,7 @@ impl Live {
             ControlRequest::Delete { what, numbers } => {
                 let mut config = self.running_config()?;
                 for n in &numbers {
-                    delete_object(&mut config, what, *n)?;
+                    delete_object(&mut config, what, *n, false)?;
                 }
                 self.commit(config, "ctl").map(changed)
             }
@@ -425,7 +425,7 @@ impl Live {
                     }
                 };
                 for n in numbers {
-                    delete_object(&mut config, kind, n)?;
+                    delete_object(&mut config, kind, n, true)?;
                 }
                 self.commit(config, "ctl").map(changed)
             }
@@ -622,43 +622,50 @@ fn rule_text(r: &pspat_config::RulePlan) -> String {
     })
 }
 
-/// Takes `pipe N`, `queue N` or `sched N` out of `config` (`N delete`).
+/// Takes `pipe N`, `queue N` or `sched N` out of `config` (`N delete`);
+/// a pipe or sched goes with the flowsets that feed it (as ipfw's
+/// `sched N delete` leaves none of its queues attached).
 ///
 /// # Errors
-/// One line: it does not exist, or a rule or a flowset still sends to it
-/// (named; delete that first, or in the same change by a reload).
-fn delete_object(config: &mut Config, what: Deletable, n: u32) -> Result<(), String> {
+/// One line: it does not exist, a rule still sends to it or to one of its
+/// flowsets (named, with the `delete` to give first), or it is the last
+/// flowset of a sched (delete the sched instead; not checked by a `flush`,
+/// which validation then refuses if a sched is left without flowsets).
+fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> Result<(), String> {
     use pspat_config::{Action, Parent, Target};
-    let (kind, gone) = match what {
-        Deletable::Pipe => {
-            let before = config.pipes.len();
-            config.pipes.retain(|p| p.number != n);
-            ("pipe", config.pipes.len() < before)
-        }
-        Deletable::Queue => {
-            let before = config.queues.len();
-            config.queues.retain(|q| q.number != n);
-            ("queue", config.queues.len() < before)
-        }
-        Deletable::Sched => {
-            let before = config.scheds.len();
-            config.scheds.retain(|s| s.number != n);
-            ("sched", config.scheds.len() < before)
-        }
-        Deletable::Rule => {
-            let before = config.rules.len();
-            config.rules.retain(|r| r.number != Some(n));
-            ("rule", config.rules.len() < before)
-        }
+    let kind = match what {
+        Deletable::Pipe => "pipe",
+        Deletable::Queue => "queue",
+        Deletable::Sched => "sched",
+        Deletable::Rule => "rule",
     };
-    if !gone {
+    let exists = match what {
+        Deletable::Pipe => config.pipes.iter().any(|p| p.number == n),
+        Deletable::Queue => config.queues.iter().any(|q| q.number == n),
+        Deletable::Sched => config.scheds.iter().any(|s| s.number == n),
+        Deletable::Rule => config.rules.iter().any(|r| r.number == Some(n)),
+    };
+    if !exists {
         return Err(format!(
             "{CTL_FILE}: {kind} {n} delete: {kind} {n} does not exist"
         ));
     }
-    let sends = |a: &Action| match (what, a) {
-        (Deletable::Pipe, Action::Pipe(Target::Number(m)))
-        | (Deletable::Queue, Action::Queue(Target::Number(m))) => *m == n,
+    // The flowsets that go too: the queue itself, or those feeding the link.
+    let feeds = |p: &Option<Parent>| match (what, p) {
+        (Deletable::Pipe, Some(Parent::Pipe(m))) | (Deletable::Sched, Some(Parent::Sched(m))) => {
+            *m == n
+        }
+        _ => false,
+    };
+    let flowsets: Vec<u32> = config
+        .queues
+        .iter()
+        .filter(|q| (what == Deletable::Queue && q.number == n) || feeds(&q.parent))
+        .map(|q| q.number)
+        .collect();
+    let sends = |a: &Action| match a {
+        Action::Pipe(Target::Number(m)) => what == Deletable::Pipe && *m == n,
+        Action::Queue(Target::Number(m)) => flowsets.contains(m),
         _ => false,
     };
     if let Some(r) = config.rules.iter().find(|r| sends(&r.action)) {
@@ -668,30 +675,49 @@ fn delete_object(config: &mut Config, what: Deletable, n: u32) -> Result<(), Str
         let hint = r
             .number
             .map_or_else(String::new, |m| format!(" (delete {m})"));
+        let to = match r.action {
+            Action::Queue(Target::Number(q)) if what != Deletable::Queue => {
+                format!("to its queue {q}")
+            }
+            _ => "to it".into(),
+        };
         return Err(format!(
-            "{CTL_FILE}: {kind} {n} delete: {rule} still sends to it; delete the rule first{hint}; nothing changed"
+            "{CTL_FILE}: {kind} {n} delete: {rule} still sends {to}; delete the rule first{hint}; nothing changed"
         ));
     }
-    let feeds = |p: &Parent| match (what, p) {
-        (Deletable::Pipe, Parent::Pipe(m)) | (Deletable::Sched, Parent::Sched(m)) => *m == n,
-        _ => false,
-    };
-    if let Some(q) = config
-        .queues
-        .iter()
-        .find(|q| q.parent.as_ref().is_some_and(feeds))
-    {
-        return Err(format!(
-            "{CTL_FILE}: {kind} {n} delete: queue {} still feeds it; delete the queue first (queue {} delete); nothing changed",
-            q.number, q.number
-        ));
+    if what == Deletable::Queue && !flush {
+        if let Some(Some(Parent::Sched(m))) = config
+            .queues
+            .iter()
+            .find(|q| q.number == n)
+            .map(|q| q.parent)
+        {
+            let others = config
+                .queues
+                .iter()
+                .filter(|q| q.number != n && q.parent == Some(Parent::Sched(m)))
+                .count();
+            if others == 0 {
+                return Err(format!(
+                    "{CTL_FILE}: queue {n} delete: it is the last flowset of sched {m}, which needs one; delete the sched instead (sched {m} delete); nothing changed"
+                ));
+            }
+        }
     }
+    match what {
+        Deletable::Pipe => config.pipes.retain(|p| p.number != n),
+        Deletable::Sched => config.scheds.retain(|s| s.number != n),
+        Deletable::Rule => config.rules.retain(|r| r.number != Some(n)),
+        Deletable::Queue => {}
+    }
+    config.queues.retain(|q| !flowsets.contains(&q.number));
     Ok(())
 }
 
 /// Follows a plan's link parameters in the reports.
 pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
-    for l in links {
+    // A deleted link's row keeps what it was, even if its number is back.
+    for l in links.iter_mut().filter(|l| !l.removed) {
         let (link, queue) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
             (Some(p), _) => (&p.link, Some(&p.queue)),
             (None, Some(s)) => (&s.link, None),
