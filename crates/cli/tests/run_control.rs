@@ -23,6 +23,9 @@
 //!   deleted while pipe 2's queue is full. Every packet is accounted for
 //!   (pipe 2's held packets as `flow_removed`), no port is reordered, and
 //!   pipe 2 leaves `pipe show` but stays in the final report as deleted.
+//! * A flowset added to a sched whose queue is full: the sched is rebuilt
+//!   with its packets in it; nothing is dropped but by the queue limit,
+//!   no port is reordered, and the new flowset gets its weight's share.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -557,4 +560,101 @@ fn a_pipe_added_and_deleted_under_load_shapes_its_port_and_loses_nothing_uncount
         doc["totals"]
     );
     assert!((3.6e6..=4.4e6).contains(&rate), "port 6002 at {rate} bit/s");
+}
+
+#[test]
+fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
+    let Some(bed) = Bed::new("ctl-live-queue", 251) else {
+        return;
+    };
+    let config = "\
+        sched 5 config type qfq bw 8Mbit/s\n\
+        queue 51 config sched 5 weight 1 queue 100\n\
+        add 100 queue 51 udp from any to any dst-port 7001\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    // Rounds of 4 ms for 2 s: port 7001 gets 6 frames of 1000 bytes (12
+    // Mbit/s, so sched 5's queue stays full); from 0.8 s, port 7002 gets 6
+    // too, after queue 52 (weight 3) and its rule are added: sched 5 is
+    // rebuilt with its packets in it.
+    let start = Instant::now();
+    let mut seq = 0u32;
+    for round in 0..500u32 {
+        if round == 200 {
+            let doc = ctl_json(
+                &socket,
+                &[
+                    "queue 52 config sched 5 weight 3 queue 100; add 200 queue 52 udp from any to any dst-port 7002",
+                ],
+            );
+            let changes: Vec<&str> = doc["result"]["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c.as_str())
+                .collect();
+            assert!(
+                changes.iter().any(|c| c.starts_with("sched 5 rebuilt")),
+                "{changes:?}"
+            );
+        }
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..6 {
+            seq += 1;
+            batch.push(bed.frame(7001, seq, 0, 1000));
+        }
+        if round >= 200 {
+            for _ in 0..6 {
+                seq += 1;
+                batch.push(bed.frame(7002, seq, 0, 1000));
+            }
+        }
+        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+        let mut at = 0;
+        while at < views.len() {
+            at += tx.send_batch(&views[at..]).expect("send");
+        }
+        let next = start + Duration::from_millis(4 * u64::from(round + 1));
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let p5 = pipe(&doc, 5);
+    assert_eq!(
+        p5["dropped"]["flow_removed"],
+        serde_json::Value::Null,
+        "{p5}"
+    );
+    assert!(
+        doc["totals"]["dropped"]["unknown_flow"].is_null(),
+        "{}",
+        doc["totals"]
+    );
+    assert_eq!(
+        got.len() as u64,
+        p5["out_packets"].as_u64().unwrap(),
+        "every frame sched 5 sent arrived: {p5}"
+    );
+    let port = |p: u16| got.iter().filter(|a| a.port == p).collect::<Vec<_>>();
+    let (a, b) = (port(7001), port(7002));
+    for g in [&a, &b] {
+        assert!(g.windows(2).all(|w| w[0].seq < w[1].seq), "reordered");
+    }
+    // After the change, queue 52 (weight 3) gets about 3/4 of the link.
+    let from = b[0].at;
+    let after_a = a.iter().filter(|x| x.at >= from).count();
+    println!(
+        "flowset added to a busy sched: sched 5 in {} out {} dropped {}; after the change port 7001 {} frames, port 7002 {} frames",
+        p5["in_packets"],
+        p5["out_packets"],
+        p5["dropped"],
+        after_a,
+        b.len()
+    );
+    assert!(b.len() > 2 * after_a, "7002 {} vs 7001 {after_a}", b.len());
 }
