@@ -1582,9 +1582,48 @@ mod tests {
             &base.replace("weight 2", "weight 2 mask src-ip 0xff"),
             "queue 1: its mask",
         );
-        refused(&base.replace("wf2q+ bw 4", "qfq bw 4"), "sched 4: its type");
-        refused(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), "wf2q+");
+        refused(
+            &base.replace(
+                "pipe 2 config bw 1Mbit/s",
+                "pipe 2 config bw 1Mbit/s mask dst-ip 0xff",
+            ),
+            "pipe 2: its mask",
+        );
+        refused(
+            &base.replace("wf2q+ bw 4Mbit/s", "qfq bw 4Mbit/s mask src-ip 0xff"),
+            "sched 4: its mask",
+        );
         refused(&format!("{base}seed 7\n"), "seed");
+        // A new type, a wf2q+ sched's bw, reorder, a flowset's parent: the
+        // link is rebuilt (a new scheduler), the others keep their ids.
+        let rebuilt = |text: &str, links: &[u32]| {
+            let p = plan_live(&old, &plan_of(text), &b).unwrap();
+            let got: Vec<u32> = p
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    live::LiveOp::Install {
+                        link,
+                        replace: true,
+                        ..
+                    } => Some(*link),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(got, links, "{text}: {:?}", p.log);
+            assert!(p.log.iter().any(|l| l.contains("rebuilt")), "{:?}", p.log);
+        };
+        rebuilt(&base.replace("wf2q+ bw 4", "qfq bw 4"), &[4]);
+        rebuilt(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), &[4]);
+        rebuilt(
+            &base.replace("bw 1Mbit/s", "bw 1Mbit/s delay 3ms jitter 1ms reorder"),
+            &[2],
+        );
+        rebuilt(
+            &format!("{base}queue 5 config sched 4\n")
+                .replace("queue 1 config sched 4", "queue 1 config pipe 2"),
+            &[2, 4],
+        );
         // What can: a weight, a queue limit, a pipe's delay, a rule.
         let ok = plan_live(
             &old,

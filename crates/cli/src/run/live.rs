@@ -21,15 +21,17 @@
 //! * a pipe, sched or flowset deleted ([`LiveOp::Remove`]): validation
 //!   already refuses a rule that still sends to it or a flowset that still
 //!   feeds it, unless the same change removes those too;
-//! * a flowset added to or deleted from a running link: the link is
-//!   rebuilt (an install with `replace`), in other free ids, and its
+//! * a flowset added to or deleted from a running link, a flowset moved to
+//!   another parent, a new scheduler type, `reorder`, or `bw` of a `wf2q+`
+//!   sched (whose virtual clock follows the rate it was built with): the
+//!   link is rebuilt (an install with `replace`), in other free ids, and its
 //!   packets go on in the new pipes ([`PipeSet::replace_link`]; those of
 //!   a deleted flowset are dropped as `flow_removed`).
 //!
-//! Refused, with the reason, leaving everything as it was: a new mask,
-//! parent, scheduler type or `reorder` of a running link, `bw` of a `wf2q+`
-//! sched, and the seed. They change the flow ids of a running link or
-//! what its pipes were built with.
+//! Refused, with the reason, leaving everything as it was: a new mask of a
+//! running pipe, sched or flowset (it changes which instance and dynamic
+//! queue a flow has, so its queued packets would have no place), and the
+//! seed (the random streams go on).
 //!
 //! # Applying
 //! The control side plans a change ([`plan_change`]) and hands the
@@ -206,7 +208,7 @@ pub fn same_link_ids(x: &LinkLayout, y: &LinkLayout) -> bool {
 
 /// The refusal of a change that needs a restart.
 pub fn needs_restart(what: &str) -> String {
-    format!("{what} cannot change while pspat run is running (a running link keeps the flow ids and the scheduler it was built with); change the file and restart it")
+    format!("{what} cannot change while pspat run is running (docs/RUN.md, What can change live); change the file and restart it")
 }
 
 fn bw_text(bps: u64) -> String {
@@ -297,6 +299,27 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                 Some(q) => touched.insert(q.parent.number()),
                 None => false,
             },
+            // What a running pipe or scheduler cannot take: a new one.
+            Change::ChangeSched(s) => match old.scheds.get(&s.number) {
+                Some(o)
+                    if s.alg != o.alg
+                        || s.link.reorder != o.link.reorder
+                        || (s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps) =>
+                {
+                    touched.insert(s.number)
+                }
+                _ => false,
+            },
+            Change::ChangePipe(p) => match old.pipes.get(&p.number) {
+                Some(o) if p.link.reorder != o.link.reorder => touched.insert(p.number),
+                _ => false,
+            },
+            Change::ChangeQueue(q) => match old.queues.get(&q.number) {
+                Some(o) if o.parent != q.parent => {
+                    touched.insert(o.parent.number()) | touched.insert(q.parent.number())
+                }
+                _ => false,
+            },
             _ => false,
         };
     }
@@ -334,17 +357,37 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::RemoveSched(n) => out.log.push(format!("sched {n} deleted")),
             Change::RemovePipe(n) => out.log.push(format!("pipe {n} deleted")),
             Change::RemoveQueue(n) => out.log.push(format!("queue {n} deleted")),
+            Change::ChangeSched(s) if s.mask != old.scheds[&s.number].mask => {
+                return Err(needs_restart(&format!("sched {}: its mask", s.number)));
+            }
+            Change::ChangePipe(p) if p.mask != old.pipes[&p.number].mask => {
+                return Err(needs_restart(&format!("pipe {}: its mask", p.number)));
+            }
+            Change::ChangeQueue(q) if q.mask != old.queues[&q.number].mask => {
+                return Err(needs_restart(&format!("queue {}: its mask", q.number)));
+            }
             Change::ChangeSched(s) if fresh(s.number) => {
-                out.log
-                    .push(format!("sched {}: {}", s.number, link_text(&s.link)));
+                out.log.push(format!(
+                    "sched {}: type {} {}",
+                    s.number,
+                    s.alg,
+                    link_text(&s.link)
+                ));
             }
             Change::ChangePipe(p) if fresh(p.number) => {
                 out.log
                     .push(format!("pipe {}: {}", p.number, link_text(&p.link)));
             }
-            Change::ChangeQueue(q)
-                if q.parent == old.queues[&q.number].parent && fresh(q.parent.number()) =>
-            {
+            Change::ChangeQueue(q) if q.parent != old.queues[&q.number].parent => {
+                out.log.push(format!(
+                    "queue {} moved from {} to {} (its packets in {} are dropped as flow_removed)",
+                    q.number,
+                    parent_text(old.queues[&q.number].parent),
+                    parent_text(q.parent),
+                    parent_text(old.queues[&q.number].parent),
+                ));
+            }
+            Change::ChangeQueue(q) if fresh(q.parent.number()) => {
                 out.log.push(format!(
                     "queue {}: weight {} lmax {} pri {} {}",
                     q.number,
@@ -357,20 +400,6 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::ChangeSched(s) => {
                 let o = &old.scheds[&s.number];
                 let what = format!("sched {}", s.number);
-                if s.alg != o.alg {
-                    return Err(needs_restart(&format!("{what}: its type")));
-                }
-                if s.mask != o.mask {
-                    return Err(needs_restart(&format!("{what}: its mask")));
-                }
-                if s.link.reorder != o.link.reorder {
-                    return Err(needs_restart(&format!("{what}: reorder")));
-                }
-                if s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps {
-                    return Err(needs_restart(&format!(
-                        "{what}: bw of a wf2q+ sched (its virtual clock follows the rate it was built with)"
-                    )));
-                }
                 if s.link != o.link {
                     let config = sched_config(&s, new.seed).map_err(|e| format!("{what}: {e}"))?;
                     config.validate().map_err(|e| format!("{what}: {e}"))?;
@@ -384,12 +413,6 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::ChangePipe(p) => {
                 let o = &old.pipes[&p.number];
                 let what = format!("pipe {}", p.number);
-                if p.mask != o.mask {
-                    return Err(needs_restart(&format!("{what}: its mask")));
-                }
-                if p.link.reorder != o.link.reorder {
-                    return Err(needs_restart(&format!("{what}: reorder")));
-                }
                 let config = pipe_config(&p, new.seed).map_err(|e| format!("{what}: {e}"))?;
                 config.validate().map_err(|e| format!("{what}: {e}"))?;
                 if p.link != o.link {
@@ -413,12 +436,6 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::ChangeQueue(q) => {
                 let o = &old.queues[&q.number];
                 let what = format!("queue {}", q.number);
-                if q.parent != o.parent {
-                    return Err(needs_restart(&format!("{what}: its sched or pipe")));
-                }
-                if q.mask != o.mask {
-                    return Err(needs_restart(&format!("{what}: its mask")));
-                }
                 let (link, first, len) = range(layout, FlowOwner::Queue(q.number))?;
                 let params = FlowParams {
                     weight: q.weight,
@@ -545,7 +562,7 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                 remap = id_remap(o, l);
             }
             out.log.push(format!(
-                "{what} rebuilt with its flowsets (the packets it held go on in the new one)"
+                "{what} rebuilt (the packets it holds go on in the new one)"
             ));
         }
         for m in &members {
