@@ -26,7 +26,8 @@
 //!   sched (whose virtual clock follows the rate it was built with): the
 //!   link is rebuilt (an install with `replace`), in other free ids, and its
 //!   packets go on in the new pipes ([`PipeSet::replace_link`]; those of
-//!   a deleted flowset are dropped as `flow_removed`).
+//!   a deleted flowset are dropped as `flow_removed`); frames routed to
+//!   its old ids before the classifier changed follow them there.
 //!
 //! Refused, with the reason, leaving everything as it was: a new mask of a
 //! running pipe, sched or flowset (it changes which instance and dynamic

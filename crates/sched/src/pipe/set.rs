@@ -15,7 +15,10 @@
 //! [`PipeSet::global`] and [`PipeRoutes::global`] make the global id from
 //! `(link, instance, flow)`; the set translates back on every call and
 //! hands every packet out (or back, refused) with its global id. A free id
-//! is refused like an unknown one.
+//! is refused like an unknown one, but for the ids of a member replaced by
+//! `replace_link`: until they are taken again, a packet sent there (it was
+//! routed before the replacement) goes to the member that replaced it, its
+//! flow translated, and comes out with that member's global id.
 //!
 //! # Members added and removed while packets flow
 //! Both are control-path calls between two scheduler calls (they allocate).
@@ -156,6 +159,20 @@ pub struct PipeSet<S> {
     handover: VecDeque<Packet>,
     /// Packets of removed members, handed to `take_late_drops`.
     purged: VecDeque<Rejected>,
+    /// The ids of replaced members, still accepted for their heirs.
+    aliases: Vec<Alias>,
+}
+
+/// The ids `base..base + remap.len()` of a member replaced by
+/// [`PipeSet::replace_link`]: a packet sent there (classified before the
+/// replacement) goes to the heir `(link, instance)`, its flow as `remap`
+/// gives it.
+#[derive(Debug)]
+struct Alias {
+    base: u32,
+    link: u32,
+    instance: u32,
+    remap: Vec<Option<u32>>,
 }
 
 impl<S: Scheduler> Default for PipeSet<S> {
@@ -175,6 +192,7 @@ impl<S: Scheduler> PipeSet<S> {
             queued: 0,
             handover: VecDeque::new(),
             purged: VecDeque::new(),
+            aliases: Vec::new(),
         }
     }
 
@@ -263,6 +281,7 @@ impl<S: Scheduler> PipeSet<S> {
                 reason: format!("{flows} flows is not the pipe's flow count"),
             });
         }
+        self.forget_aliases(base, flows);
         let i = self.bases.partition_point(|&b| b < base);
         self.members.insert(
             i,
@@ -286,6 +305,7 @@ impl<S: Scheduler> PipeSet<S> {
     /// instance's final counters (`in = out + dropped`). Their ids become
     /// free. Control path.
     pub fn remove_link(&mut self, link: u32, now: Instant) -> Vec<(u32, PipeCounters)> {
+        self.aliases.retain(|a| a.link != link);
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.members.len() {
@@ -361,7 +381,10 @@ impl<S: Scheduler> PipeSet<S> {
                 i += 1;
             }
         }
+        // Older aliases of the link name members that are gone now.
+        self.aliases.retain(|a| a.link != link);
         for (instance, base, pipe, flows) in new {
+            self.forget_aliases(base, flows);
             let at = self.bases.partition_point(|&b| b < base);
             self.members.insert(
                 at,
@@ -400,6 +423,14 @@ impl<S: Scheduler> PipeSet<S> {
                 &mut |r: Rejected| purged.push_back(with_base(r, base)),
             );
             if let Some(h) = heir {
+                self.aliases.push(Alias {
+                    base,
+                    link,
+                    instance: m.instance,
+                    remap: (0..m.flows)
+                        .map(|f| remap(FlowId(f)).map(|f| f.0))
+                        .collect(),
+                });
                 let n = &mut self.members[h];
                 let nbase = n.base;
                 let pipe = n.pipe.pipe_mut();
@@ -417,6 +448,28 @@ impl<S: Scheduler> PipeSet<S> {
             + self.handover.len()
             + self.purged.len();
         Ok(out)
+    }
+
+    /// Drops the aliases that overlap `base..base + flows` (taken again).
+    fn forget_aliases(&mut self, base: u32, flows: u32) {
+        let end = u64::from(base) + u64::from(flows);
+        self.aliases.retain(|a| {
+            u64::from(a.base) + a.remap.len() as u64 <= u64::from(base) || u64::from(a.base) >= end
+        });
+    }
+
+    /// The member and flow an alias gives `flow`, if any. O(aliases + M).
+    fn alias(&self, flow: FlowId) -> Option<(usize, FlowId)> {
+        let a = self
+            .aliases
+            .iter()
+            .find(|a| flow.0 >= a.base && u64::from(flow.0 - a.base) < a.remap.len() as u64)?;
+        let local = a.remap[(flow.0 - a.base) as usize]?;
+        let i = self
+            .members
+            .iter()
+            .position(|m| m.link == a.link && m.instance == a.instance)?;
+        (local < self.members[i].flows).then_some((i, FlowId(local)))
     }
 
     fn owns(pipe: &Pipe<S>, flows: u32) -> bool {
@@ -547,7 +600,7 @@ fn with_base(mut r: Rejected, base: u32) -> Rejected {
 
 impl<S: Scheduler> Scheduler for PipeSet<S> {
     fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        let Some((i, local)) = self.locate(pkt.flow) else {
+        let Some((i, local)) = self.locate(pkt.flow).or_else(|| self.alias(pkt.flow)) else {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::UnknownFlow,
@@ -993,6 +1046,12 @@ mod tests {
             assert_eq!(tokens.len(), 4, "{flow:?}: {out:?}");
             assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
         }
+        // A packet routed before the replacement, to old flow 1 (global 1):
+        // it goes to new flow 2 (global 4).
+        set.enqueue(now, Packet::new(FlowId(1), 1000, 50)).unwrap();
+        let (out, _) = drain(&mut set, now);
+        let got: Vec<_> = out.iter().map(|(_, p)| (p.flow, p.token)).collect();
+        assert_eq!(got, [(FlowId(4), 50)]);
         // A flow with no place in the new pipe: dropped as flow_removed.
         for i in 0..3 {
             set.enqueue(now, Packet::new(FlowId(4), 1000, 20 + i))
@@ -1007,13 +1066,19 @@ mod tests {
         assert_eq!(c.dropped(DropReason::FlowRemoved), 3);
         assert_eq!(
             c.in_packets,
-            8 + 3,
-            "eight handed out earlier, three dropped now"
+            8 + 1 + 3,
+            "nine handed out earlier, three dropped now"
         );
         let mut late = Vec::new();
         set.take_late_drops(&mut |r| late.push(r));
         assert_eq!(late.len(), 3);
         assert!(late.iter().all(|r| r.packet.flow == FlowId(4)));
         assert_eq!(set.queued(), 0);
+        // The first replacement's aliases went with the second; the ids
+        // 2..5 are free and refused.
+        let r = set
+            .enqueue(now, Packet::new(FlowId(3), 1000, 60))
+            .unwrap_err();
+        assert_eq!(r.reason, DropReason::UnknownFlow);
     }
 }
