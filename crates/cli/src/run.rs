@@ -111,6 +111,11 @@ pub struct Args {
     /// Instances per masked pipe or sched (each has its own link and delay line), 1..=4096.
     #[arg(long = "max-instances", default_value_t = 16, allow_negative_numbers = true, value_parser = ranged::<1, 4096>)]
     max_instances: i64,
+    /// Flow ids reserved for pipes, scheds and queues added while it runs, 0..=65536 (each
+    /// instance of a new link takes its flow count: 1 for a pipe, plus 1 per flowset, plus
+    /// --max-queues per masked flowset). Default: 1024, or what the bridge has left.
+    #[arg(long = "spare-flows", allow_negative_numbers = true, value_parser = ranged::<0, 65536>)]
+    spare_flows: Option<i64>,
     /// Build the classifier and the pipes, print them, and exit without opening interfaces.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -202,6 +207,8 @@ struct LinkInfo {
     /// A pipe's own queue limit (a sched's queues are its flowsets').
     queue: Option<QueueLimit>,
     instances: u32,
+    /// Deleted while the daemon ran: kept for the final report only.
+    removed: bool,
 }
 
 /// The classifier, the pipes and what the reports need to name them.
@@ -214,6 +221,98 @@ struct Built {
     max_delay_ns: u64,
 }
 
+/// The default of `--spare-flows`.
+const DEFAULT_SPARE_FLOWS: u32 = 1024;
+
+/// One link's pipes (one per instance), built from a plan and its layout.
+struct LinkBuild {
+    pipes: Vec<(u32, Pipe<AnyScheduler>)>,
+    flows: u32,
+    info: LinkInfo,
+    /// The longest a packet can stay in its delay line.
+    span_ns: u64,
+}
+
+/// Builds the pipes of `link` (`None`: the plan has no such pipe or sched).
+fn build_link(
+    plan: &Plan,
+    link: &pspat_classify::LinkLayout,
+    capacity: usize,
+) -> anyhow::Result<Option<LinkBuild>> {
+    let (base, kind) = match plan.pipes.get(&link.number) {
+        Some(p) => (pipe_config(p, plan.seed)?, "pipe"),
+        None => match plan.scheds.get(&link.number) {
+            Some(s) => (sched_config(s, plan.seed)?, "sched"),
+            None => return Ok(None),
+        },
+    };
+    let span_ns = base.delay_ns
+        + base.jitter.as_ref().map_or(0, |j| j.ns.saturating_mul(4))
+        + base
+            .profile
+            .as_ref()
+            .and_then(|p| p.table_ns().iter().copied().max())
+            .unwrap_or(0);
+    let flows = link.flow_count();
+    let table = link.flow_table()?;
+    // The configuration of every flow id: the pipe's own queue, then
+    // each flowset's range.
+    let mut ranges: Vec<(u32, u32, QueueConfig)> = Vec::new();
+    for range in &link.ranges {
+        let qc = match range.owner {
+            pspat_classify::FlowOwner::Pipe(_) => base.queue,
+            pspat_classify::FlowOwner::Queue(q) => match plan.queues.get(&q) {
+                Some(qp) => queue_config(&qp.queue),
+                None => continue,
+            },
+        };
+        ranges.push((range.first.0, range.len(), qc));
+    }
+    // The configuration most ids share is every queue's default; the
+    // others are set one by one (each `Pipe::set_queue` is linear in
+    // the flows, so this keeps a large masked flowset linear).
+    let default_queue = ranges
+        .iter()
+        .max_by_key(|r| r.1)
+        .map_or(base.queue, |r| r.2);
+    let mut pipes = Vec::with_capacity(link.instances as usize);
+    for instance in 0..link.instances {
+        let mut sc = SchedulerConfig::new(link.alg);
+        sc.capacity = capacity;
+        sc.link_rate_bps = base.bw.map(|r| r.bps());
+        let sched = sc.build(table.clone())?;
+        let cfg = PipeConfig {
+            seed: instance_seed(base.seed, instance),
+            queue: default_queue,
+            ..base.clone()
+        };
+        let mut pipe = Pipe::new(cfg, sched, flows as usize)?;
+        for (first, len, qc) in &ranges {
+            if *qc != default_queue {
+                for i in 0..*len {
+                    pipe.set_queue(FlowId(first + i), *qc)?;
+                }
+            }
+        }
+        pipes.push((instance, pipe));
+    }
+    Ok(Some(LinkBuild {
+        pipes,
+        flows,
+        info: LinkInfo {
+            number: link.number,
+            kind,
+            alg: link.alg,
+            bw_bps: base.bw.map(|r| r.bps()),
+            delay_ns: base.delay_ns,
+            queue: (kind == "pipe").then_some(base.queue.limit),
+            instances: link.instances,
+            removed: false,
+        },
+        span_ns,
+    }))
+}
+
 /// Mixes an instance number into a link's seed (instance 0 keeps it).
 fn instance_seed(seed: u64, instance: u32) -> u64 {
     if instance == 0 {
@@ -224,78 +323,25 @@ fn instance_seed(seed: u64, instance: u32) -> u64 {
 }
 
 /// Builds the classifier and one pipe per link and instance, plus the pass pipe.
-fn build(plan: &Plan, limits: &ClassifierLimits, capacity: usize) -> anyhow::Result<Built> {
+fn build(
+    plan: &Plan,
+    limits: &ClassifierLimits,
+    capacity: usize,
+    spare: Option<u32>,
+) -> anyhow::Result<Built> {
     let classifier = Classifier::from_plan(plan, limits).map_err(|e| usage(e.to_string()))?;
     let mut set = PipeSet::new();
     let mut links = Vec::new();
     let mut max_delay_ns = 0u64;
     for link in &classifier.layout().links {
-        let (base, kind) = match plan.pipes.get(&link.number) {
-            Some(p) => (pipe_config(p, plan.seed)?, "pipe"),
-            None => match plan.scheds.get(&link.number) {
-                Some(s) => (sched_config(s, plan.seed)?, "sched"),
-                None => continue,
-            },
+        let Some(lb) = build_link(plan, link, capacity)? else {
+            continue;
         };
-        let span = base.delay_ns
-            + base.jitter.as_ref().map_or(0, |j| j.ns.saturating_mul(4))
-            + base
-                .profile
-                .as_ref()
-                .and_then(|p| p.table_ns().iter().copied().max())
-                .unwrap_or(0);
-        max_delay_ns = max_delay_ns.max(span);
-        let flows = link.flow_count();
-        let table = link.flow_table()?;
-        // The configuration of every flow id: the pipe's own queue, then
-        // each flowset's range.
-        let mut ranges: Vec<(u32, u32, QueueConfig)> = Vec::new();
-        for range in &link.ranges {
-            let qc = match range.owner {
-                pspat_classify::FlowOwner::Pipe(_) => base.queue,
-                pspat_classify::FlowOwner::Queue(q) => match plan.queues.get(&q) {
-                    Some(qp) => queue_config(&qp.queue),
-                    None => continue,
-                },
-            };
-            ranges.push((range.first.0, range.len(), qc));
+        max_delay_ns = max_delay_ns.max(lb.span_ns);
+        for (instance, pipe) in lb.pipes {
+            set.push(link.number, instance, pipe, lb.flows)?;
         }
-        // The configuration most ids share is every queue's default; the
-        // others are set one by one (each `Pipe::set_queue` is linear in
-        // the flows, so this keeps a large masked flowset linear).
-        let default_queue = ranges
-            .iter()
-            .max_by_key(|r| r.1)
-            .map_or(base.queue, |r| r.2);
-        for instance in 0..link.instances {
-            let mut sc = SchedulerConfig::new(link.alg);
-            sc.capacity = capacity;
-            sc.link_rate_bps = base.bw.map(|r| r.bps());
-            let sched = sc.build(table.clone())?;
-            let cfg = PipeConfig {
-                seed: instance_seed(base.seed, instance),
-                queue: default_queue,
-                ..base.clone()
-            };
-            let mut pipe = Pipe::new(cfg, sched, flows as usize)?;
-            for (first, len, qc) in &ranges {
-                if *qc != default_queue {
-                    for i in 0..*len {
-                        pipe.set_queue(FlowId(first + i), *qc)?;
-                    }
-                }
-            }
-            set.push(link.number, instance, pipe, flows)?;
-        }
-        links.push(LinkInfo {
-            number: link.number,
-            kind,
-            alg: link.alg,
-            bw_bps: base.bw.map(|r| r.bps()),
-            delay_ns: base.delay_ns,
-            queue: (kind == "pipe").then_some(base.queue.limit),
-            instances: link.instances,
-        });
+        links.push(lb.info);
     }
     // The pass pipe: unlimited, no delay, FIFO, room for every descriptor.
     let pass_cfg = PipeConfig {
@@ -318,11 +364,8 @@ fn build(plan: &Plan, limits: &ClassifierLimits, capacity: usize) -> anyhow::Res
         delay_ns: 0,
         queue: Some(QueueLimit::Slots(capacity as u32)),
         instances: 1,
+        removed: false,
     });
-    let routes = set.routes();
-    let pass_flow = routes
-        .global(PASS_LINK, 0, FlowId(0))
-        .ok_or_else(|| anyhow::anyhow!("run: the pass pipe has no flow id"))?;
     if set.flows() > pspat_bridge::MAX_FLOWS {
         return Err(usage(format!(
             "{}: the configuration needs {} flow ids, more than the bridge's {}; lower --max-queues or --max-instances",
@@ -331,6 +374,23 @@ fn build(plan: &Plan, limits: &ClassifierLimits, capacity: usize) -> anyhow::Res
             pspat_bridge::MAX_FLOWS
         )));
     }
+    let left = pspat_bridge::MAX_FLOWS - set.flows();
+    let spare = match spare {
+        None => DEFAULT_SPARE_FLOWS.min(left),
+        Some(n) if n > left => {
+            return Err(usage(format!(
+                "--spare-flows {n}: the configuration uses {} of the bridge's {} flow ids, so at most {left} can be spare",
+                set.flows(),
+                pspat_bridge::MAX_FLOWS
+            )))
+        }
+        Some(n) => n,
+    };
+    set.reserve(spare)?;
+    let routes = set.routes();
+    let pass_flow = routes
+        .global(PASS_LINK, 0, FlowId(0))
+        .ok_or_else(|| anyhow::anyhow!("run: the pass pipe has no flow id"))?;
     Ok(Built {
         classifier,
         set,
@@ -347,6 +407,10 @@ struct MemberSnap {
     link: u32,
     counters: PipeCounters,
     queued: usize,
+    /// The final counters of a member taken out of the set: of a link
+    /// deleted while the daemon ran (`true`), or replaced when its
+    /// flowsets changed (`false`: they still count for the link).
+    removed: bool,
 }
 
 /// The pipes' counters, published by the arbiter's thread.
@@ -366,6 +430,8 @@ struct Observed {
     out: Snapshots,
     /// Live changes, taken at the start of every `enqueue` and `dequeue`.
     inbox: Arc<live::Inbox>,
+    /// The final counters of the members taken out of the set.
+    gone: Vec<MemberSnap>,
     last: pspat_sched::Instant,
     next: pspat_sched::Instant,
     dirty: bool,
@@ -377,6 +443,7 @@ impl Observed {
             set,
             out,
             inbox,
+            gone: Vec::new(),
             last: pspat_sched::Instant::ZERO,
             next: pspat_sched::Instant::ZERO,
             dirty: true,
@@ -391,10 +458,12 @@ impl Observed {
             counters: *p.pipe().counters(),
             // In the queues, on the link or in the delay line.
             queued: p.pipe().held() as usize,
+            removed: false,
         });
         if let Ok(mut out) = self.out.lock() {
             out.clear();
             out.extend(snaps);
+            out.extend(self.gone.iter().copied());
         }
         self.dirty = false;
     }
@@ -403,7 +472,22 @@ impl Observed {
     /// runtime, so never inside a packet's handling) and answers them.
     fn take_changes(&mut self, now: pspat_sched::Instant) {
         for (id, ops) in self.inbox.take() {
-            let r = live::apply(&mut self.set, now, &ops);
+            let mut gone = Vec::new();
+            let r = live::apply(&mut self.set, now, ops, &mut gone);
+            for g in gone {
+                if g.removed {
+                    // Earlier parts of a deleted link are deleted with it.
+                    for old in self.gone.iter_mut().filter(|o| o.link == g.link) {
+                        old.removed = true;
+                    }
+                }
+                self.gone.push(MemberSnap {
+                    link: g.link,
+                    counters: g.counters,
+                    queued: 0,
+                    removed: g.removed,
+                });
+            }
             self.publish();
             self.inbox.answer(id, r);
         }
@@ -517,6 +601,9 @@ struct PipeJson {
     dropped: BTreeMap<&'static str, u64>,
     dropped_total: u64,
     queued: u64,
+    /// Deleted while the daemon ran (only in the final report).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    removed: bool,
 }
 
 #[derive(serde::Serialize, Clone, Debug)]
@@ -587,9 +674,13 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 delay_ns: l.delay_ns,
                 queue_limit: l.queue.map_or_else(|| "-".into(), limit_text),
                 instances: l.instances,
+                removed: l.removed,
                 ..PipeJson::default()
             };
-            for s in snaps.iter().filter(|s| s.link == l.number) {
+            for s in snaps
+                .iter()
+                .filter(|s| s.link == l.number && s.removed == l.removed)
+            {
                 let c = &s.counters;
                 p.in_packets += c.in_packets;
                 p.in_bytes += c.in_bytes;
@@ -686,13 +777,14 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
         let name = p.number.map_or("pass ".into(), |n| format!("{n:05}"));
         writeln!(
             out,
-            "{name}: {} {:4} ms  {} {} {} instance(s) {}",
+            "{name}: {} {:4} ms  {} {} {} instance(s) {}{}",
             rate_text(p.bw_bps),
             p.delay_ns / 1_000_000,
             p.kind,
             p.alg,
             p.instances,
-            p.queue_limit
+            p.queue_limit,
+            if p.removed { " (deleted)" } else { "" }
         )?;
         writeln!(
             out,
@@ -711,7 +803,13 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
 
 fn progress(elapsed: f64, dt: f64, prev: &[PipeJson], now: &[PipeJson]) -> String {
     let mut line = format!("run: {elapsed:6.1} s");
-    for (n, p) in now.iter().zip(prev) {
+    for n in now.iter().filter(|n| !n.removed) {
+        // A pipe added since the last line starts from zero.
+        let zero = PipeJson::default();
+        let p = prev
+            .iter()
+            .find(|p| p.number == n.number && !p.removed)
+            .unwrap_or(&zero);
         if n.in_packets == p.in_packets && n.queued == 0 {
             continue;
         }
@@ -746,12 +844,62 @@ fn check_interface(flag: &str, name: &str) -> anyhow::Result<()> {
 const INPUT_INDEX: u32 = 1;
 const OUTPUT_INDEX: u32 = 2;
 
+/// Where each link's ids are in the [`PipeSet`], as the RX threads read
+/// them: the control thread replaces the routes when a pipe is added or
+/// deleted, and each RX thread copies them again when the generation
+/// moved (one Acquire load per frame otherwise).
+#[derive(Debug, Default)]
+pub struct SharedRoutes {
+    routes: Mutex<PipeRoutes>,
+    /// Raised with Release after `routes` changed (pairs with the Acquire
+    /// load in [`SharedRoutes::refresh`]).
+    generation: AtomicU64,
+}
+
+impl SharedRoutes {
+    fn new(routes: PipeRoutes) -> Self {
+        SharedRoutes {
+            routes: Mutex::new(routes),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The routes now.
+    pub fn get(&self) -> PipeRoutes {
+        self.routes.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Replaces the routes.
+    pub fn set(&self, routes: PipeRoutes) {
+        if let Ok(mut r) = self.routes.lock() {
+            *r = routes;
+        }
+        // Release: pairs with the Acquire load in `refresh`.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Copies the routes into `copy` if they changed since `seen`.
+    fn refresh(&self, copy: &mut PipeRoutes, seen: &mut u64) {
+        // Acquire: pairs with the Release increment in `set`.
+        let g = self.generation.load(Ordering::Acquire);
+        if g != *seen {
+            if let Ok(r) = self.routes.lock() {
+                copy.clone_from(&r);
+            }
+            *seen = g;
+        }
+    }
+}
+
 /// One RX thread's classifier: maps the bridge's view of a frame to the
 /// classifier's (direction in, the input's ifindex) and the verdict to a
 /// global flow id of the [`PipeSet`].
 struct RxClassifier {
     classifier: Arc<Mutex<Classifier>>,
+    /// The routes, shared with the control thread, and this thread's copy.
+    shared: Arc<SharedRoutes>,
     routes: PipeRoutes,
+    generation: u64,
     pass: FlowId,
     not_ip: Arc<AtomicU64>,
     start: Instant,
@@ -776,7 +924,13 @@ impl pspat_bridge::Classifier for RxClassifier {
         let now = pspat_sched::Instant::from_nanos(self.start.elapsed().as_nanos() as u64);
         let len = frame.len() as u32;
         let decision = match self.classifier.lock() {
-            Ok(mut c) => c.classify(now, &pk, len),
+            Ok(mut c) => {
+                // Under the classifier's lock: the control thread replaces
+                // the routes and the classifier together under it, so a
+                // verdict is always mapped by the routes of its classifier.
+                self.shared.refresh(&mut self.routes, &mut self.generation);
+                c.classify(now, &pk, len)
+            }
             Err(_) => return Verdict::Filtered,
         };
         match decision {
@@ -832,7 +986,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..ClassifierLimits::default()
     };
     let capacity = descriptors * rx_threads;
-    let mut built = build(&plan, &limits, capacity)?;
+    let spare = args.spare_flows.map(|n| n as u32);
+    let mut built = build(&plan, &limits, capacity, spare)?;
     if args.dry_run {
         let snaps: Vec<MemberSnap> = built
             .set
@@ -849,7 +1004,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "run: {}: {} pipe(s) and instance(s), {} flow ids, {} rule(s)",
             args.config.display(),
             built.set.pipe_count(),
-            built.set.flows(),
+            built.routes.used(),
             plan.rules.len()
         )?;
         pipe_table(&mut out, &pipes)?;
@@ -911,6 +1066,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let classifier = Arc::new(Mutex::new(built.classifier));
     let not_ip = Arc::new(AtomicU64::new(0));
     let inbox = Arc::new(live::Inbox::default());
+    let shared_routes = Arc::new(SharedRoutes::new(routes.clone()));
     let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox));
     let mut config = config;
     control::pin_rule_numbers(&mut config);
@@ -926,6 +1082,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         links: Mutex::new(built.links.clone()),
         snaps: Arc::clone(&snaps),
         inbox,
+        routes: Arc::clone(&shared_routes),
+        total_flows: cfg.flows,
+        capacity,
         not_ip: Arc::clone(&not_ip),
         input: input.clone(),
         output: output.clone(),
@@ -934,7 +1093,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let make = |_k: usize| RxClassifier {
         classifier: Arc::clone(&classifier),
+        shared: Arc::clone(&shared_routes),
         routes: routes.clone(),
+        generation: 0,
         pass,
         not_ip: Arc::clone(&not_ip),
         start,
@@ -967,13 +1128,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     tracing::info!(target: "pspat::run", "ready: {input} -> {output} ({})", args.config.display());
     eprintln!(
-        "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids, {} rule(s), {} RX thread(s), {} dispatcher(s))",
+        "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids + {} spare, {} rule(s), {} RX thread(s), {} dispatcher(s))",
         input,
         output,
         args.config.display(),
         links().len() - 1,
         snaps.lock().map_or(0, |s| s.len()) - 1,
-        cfg.flows,
+        routes.used(),
+        u64::from(cfg.flows).saturating_sub(routes.used()),
         plan.rules.len(),
         cfg.rx_threads,
         cfg.dispatchers,
@@ -1142,9 +1304,18 @@ mod tests {
             instances_per_sched: 2,
             ..ClassifierLimits::default()
         };
-        let b = build(&plan, &limits, 1024).unwrap();
+        let b = build(&plan, &limits, 1024, Some(64)).unwrap();
         assert_eq!(limits, self::limits());
         (plan, b)
+    }
+
+    /// As [`built`], with `spare` flow ids in reserve.
+    fn built_spare(text: &str, spare: u32) -> (Plan, Built) {
+        let plan = plan_of(text);
+        (
+            plan.clone(),
+            build(&plan, &limits(), 1024, Some(spare)).unwrap(),
+        )
     }
 
     fn key(src: &str, dport: u16) -> PacketKey {
@@ -1331,7 +1502,7 @@ mod tests {
         .unwrap()
         .validate(&NoProfiles)
         .unwrap();
-        let planned = live::plan_change(&plan, &new, b.classifier.layout()).unwrap();
+        let planned = plan_live(&plan, &new, &b).unwrap();
         assert!(!planned.classifier);
         assert_eq!(planned.log.len(), 1, "{:?}", planned.log);
         std::thread::scope(|s| {
@@ -1371,6 +1542,22 @@ mod tests {
         );
     }
 
+    /// Plans `old` → `new` on the daemon `b` was built for.
+    fn plan_live(old: &Plan, new: &Plan, b: &Built) -> Result<live::Planned, String> {
+        let fresh = Classifier::from_plan(new, &limits()).map_err(|e| e.to_string())?;
+        live::plan_change(
+            old,
+            new,
+            &live::Room {
+                layout: b.classifier.layout(),
+                new_layout: fresh.layout(),
+                routes: &b.routes,
+                total: b.set.flows(),
+                capacity: 1024,
+            },
+        )
+    }
+
     fn plan_of(text: &str) -> Plan {
         parse_ipfw(text, "t.ipfw")
             .unwrap()
@@ -1387,31 +1574,65 @@ mod tests {
         let (old, b) = built(base);
         let layout = b.classifier.layout();
         let refused = |text: &str, want: &str| {
-            let e = live::plan_change(&old, &plan_of(text), layout).unwrap_err();
+            let e = plan_live(&old, &plan_of(text), &b).unwrap_err();
             assert!(e.contains(want), "{e}");
             assert!(e.contains("restart"), "{e}");
         };
-        refused(&format!("{base}pipe 3 config bw 1Mbit/s\n"), "pipe 3 (new)");
-        refused(
-            &base.replace("pipe 2 config bw 1Mbit/s\n", ""),
-            "pipe 2 (removed)",
-        );
         refused(
             &base.replace("weight 2", "weight 2 mask src-ip 0xff"),
             "queue 1: its mask",
         );
-        refused(&base.replace("wf2q+ bw 4", "qfq bw 4"), "sched 4: its type");
-        refused(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), "wf2q+");
+        refused(
+            &base.replace(
+                "pipe 2 config bw 1Mbit/s",
+                "pipe 2 config bw 1Mbit/s mask dst-ip 0xff",
+            ),
+            "pipe 2: its mask",
+        );
+        refused(
+            &base.replace("wf2q+ bw 4Mbit/s", "qfq bw 4Mbit/s mask src-ip 0xff"),
+            "sched 4: its mask",
+        );
         refused(&format!("{base}seed 7\n"), "seed");
+        // A new type, a wf2q+ sched's bw, reorder, a flowset's parent: the
+        // link is rebuilt (a new scheduler), the others keep their ids.
+        let rebuilt = |text: &str, links: &[u32]| {
+            let p = plan_live(&old, &plan_of(text), &b).unwrap();
+            let got: Vec<u32> = p
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    live::LiveOp::Install {
+                        link,
+                        replace: true,
+                        ..
+                    } => Some(*link),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(got, links, "{text}: {:?}", p.log);
+            assert!(p.log.iter().any(|l| l.contains("rebuilt")), "{:?}", p.log);
+        };
+        rebuilt(&base.replace("wf2q+ bw 4", "qfq bw 4"), &[4]);
+        rebuilt(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), &[4]);
+        rebuilt(
+            &base.replace("bw 1Mbit/s", "bw 1Mbit/s delay 3ms jitter 1ms reorder"),
+            &[2],
+        );
+        rebuilt(
+            &format!("{base}queue 5 config sched 4\n")
+                .replace("queue 1 config sched 4", "queue 1 config pipe 2"),
+            &[2, 4],
+        );
         // What can: a weight, a queue limit, a pipe's delay, a rule.
-        let ok = live::plan_change(
+        let ok = plan_live(
             &old,
             &plan_of(&format!(
                 "{}add 200 pipe 2 udp from any to any\n",
                 base.replace("weight 2", "weight 5 queue 9")
                     .replace("bw 1Mbit/s", "bw 1Mbit/s delay 3ms")
             )),
-            layout,
+            &b,
         )
         .unwrap();
         assert!(ok.classifier);
@@ -1441,11 +1662,24 @@ mod tests {
         Arc<AtomicBool>,
         std::thread::JoinHandle<Observed>,
     ) {
+        live_at(text, PathBuf::from("t.ipfw"))
+    }
+
+    /// As [`live_of`], reloading from `file`.
+    fn live_at(
+        text: &str,
+        file: PathBuf,
+    ) -> (
+        Arc<control::Live>,
+        Arc<AtomicBool>,
+        std::thread::JoinHandle<Observed>,
+    ) {
         let (plan, mut b) = built(text);
         let config = parse_ipfw(text, "t.ipfw").unwrap();
         let inbox: Arc<live::Inbox> = Arc::default();
         let snaps: Snapshots = Arc::default();
         let set = std::mem::take(&mut b.set);
+        let set_flows = set.flows();
         let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox));
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
@@ -1460,7 +1694,7 @@ mod tests {
             set
         });
         let live = Arc::new(control::Live {
-            file: PathBuf::from("t.ipfw"),
+            file,
             running: Mutex::new(control::Running { config, plan }),
             limits: limits(),
             classifier: Arc::new(Mutex::new(b.classifier)),
@@ -1468,6 +1702,9 @@ mod tests {
             links: Mutex::new(b.links),
             snaps,
             inbox,
+            routes: Arc::new(SharedRoutes::new(b.routes.clone())),
+            total_flows: set_flows,
+            capacity: 1024,
             not_ip: Arc::default(),
             input: "pspat-in".into(),
             output: "pspat-out".into(),
@@ -1501,9 +1738,9 @@ mod tests {
         assert!(e.starts_with("<ctl>:1:27: "), "{e}");
         let r = live.request("pipe 1 config plr 1.5");
         assert!(r.error.unwrap().starts_with("<ctl>:1:"));
-        // Refused: a new pipe; the running plan stays.
+        // Refused: a new mask; the running plan stays.
         let before = live.plan();
-        let r = live.request("pipe 2 config bw 1Mbit/s");
+        let r = live.request("pipe 1 config mask src-ip 0xff");
         assert!(r.error.unwrap().contains("restart"));
         assert_eq!(live.plan(), before);
         // Rules: add, show, delete; the counters of a replaced classifier stay.
@@ -1633,7 +1870,7 @@ mod tests {
             "queue 2 config sched 4 weight 1",
             "queue 2 config sched 4 weight 9",
         ));
-        let planned = live::plan_change(&plan, &new, b.classifier.layout()).unwrap();
+        let planned = plan_live(&plan, &new, &b).unwrap();
         std::thread::scope(|s| {
             let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
             while !inbox.is_pending() {
@@ -1662,5 +1899,467 @@ mod tests {
         assert!(two.abs_diff(all - two) <= 1, "{two} of {all}");
         let (two, all) = share(10_000_000, 30_000_000);
         assert!(two * 10 >= all * 8, "{two} of {all}");
+    }
+
+    #[test]
+    fn pipes_and_scheds_added_live_take_free_ids_from_the_reserve() {
+        let base = "pipe 1 config bw 1Mbit/s\nadd 100 pipe 1 ip from any to any\n";
+        // Pipe 1 and the pass pipe: ids 0 and 1; 8 spare.
+        let (old, b) = built_spare(base, 8);
+        assert_eq!(b.set.flows(), 10);
+        let planned = plan_live(
+            &old,
+            &plan_of(&format!(
+                "{base}pipe 3 config bw 2Mbit/s delay 5ms\n\
+                 sched 5 config type drr bw 4Mbit/s\n\
+                 queue 7 config sched 5 weight 3\n\
+                 queue 8 config sched 5 weight 1\n\
+                 add 300 pipe 3 udp from any to any dst-port 5002\n"
+            )),
+            &b,
+        )
+        .unwrap();
+        assert!(planned.classifier);
+        assert!(planned.removals.is_empty());
+        // Pipe 3: one id at 2; sched 5: two ids (its two flowsets) at 3.
+        assert_eq!(planned.ops.len(), 2, "{:?}", planned.ops);
+        let installs: Vec<_> = planned
+            .ops
+            .iter()
+            .map(|op| match op {
+                live::LiveOp::Install {
+                    link,
+                    members,
+                    replace,
+                    ..
+                } => (*link, members[0].base, members[0].flows, *replace),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(installs, [(3, 2, 1, false), (5, 3, 2, false)]);
+        let routes = planned.routes.unwrap();
+        assert_eq!(routes.global(3, 0, FlowId(0)), Some(FlowId(2)));
+        assert_eq!(routes.global(5, 0, FlowId(1)), Some(FlowId(4)));
+        assert_eq!(
+            routes.global(1, 0, FlowId(0)),
+            b.routes.global(1, 0, FlowId(0))
+        );
+        let added: Vec<_> = planned.added.iter().map(|l| (l.number, l.kind)).collect();
+        assert_eq!(added, [(3, "pipe"), (5, "sched")]);
+        assert!(
+            planned
+                .log
+                .iter()
+                .any(|l| l.starts_with("pipe 3 added: bw 2")),
+            "{:?}",
+            planned.log
+        );
+    }
+
+    #[test]
+    fn a_deleted_pipe_frees_its_ids_after_the_classifier_changed() {
+        let base = "pipe 1 config bw 1Mbit/s\npipe 2 config bw 2Mbit/s\n\
+                    add 100 pipe 1 ip from any to any\n";
+        let (old, b) = built_spare(base, 0);
+        let planned = plan_live(
+            &old,
+            &plan_of(&base.replace("pipe 2 config bw 2Mbit/s\n", "")),
+            &b,
+        )
+        .unwrap();
+        assert!(planned.ops.is_empty(), "nothing before the classifier swap");
+        assert_eq!(planned.removals, [live::LiveOp::Remove { link: 2 }]);
+        assert_eq!(planned.removed, [2]);
+        let routes = planned.routes.unwrap();
+        assert_eq!(routes.global(2, 0, FlowId(0)), None);
+        assert_eq!(
+            routes.free_base(b.set.flows(), 1, &[]),
+            Some(1),
+            "pipe 2's id is free"
+        );
+        // Replaced by a sched of the same number: rebuilt in its own ids.
+        let text = base.replace(
+            "pipe 2 config bw 2Mbit/s\n",
+            "sched 2 config type qfq bw 2Mbit/s\nqueue 9 config sched 2\n",
+        );
+        let e = plan_live(&old, &plan_of(&text), &b).unwrap_err();
+        assert!(
+            e.contains("sched 2 needs 1 flow ids and 0 of the spare"),
+            "{e}"
+        );
+        assert!(e.contains("--spare-flows"), "{e}");
+        let (old, b) = built_spare(base, 1);
+        let planned = plan_live(&old, &plan_of(&text), &b).unwrap();
+        assert!(matches!(
+            &planned.ops[..],
+            [live::LiveOp::Install {
+                link: 2,
+                replace: true,
+                ..
+            }]
+        ));
+        assert!(planned.removals.is_empty());
+    }
+
+    #[test]
+    fn a_link_beyond_the_reserve_is_refused_naming_the_flag_and_nothing_is_planned() {
+        let base = "pipe 1 config bw 1Mbit/s\nadd 100 pipe 1 ip from any to any\n";
+        let (old, b) = built_spare(base, 2);
+        // Two pipes fit; a masked pipe (2 instances + the overflow one) does not.
+        assert!(plan_live(
+            &old,
+            &plan_of(&format!("{base}pipe 2 config\npipe 3 config\n")),
+            &b
+        )
+        .is_ok());
+        let e = plan_live(
+            &old,
+            &plan_of(&format!(
+                "{base}pipe 2 config\npipe 3 config\npipe 4 config\n"
+            )),
+            &b,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("pipe 4 needs 1 flow ids and 0 of the spare ones are free"),
+            "{e}"
+        );
+        let e = plan_live(
+            &old,
+            &plan_of(&format!("{base}pipe 2 config mask src-ip 0xffffffff\n")),
+            &b,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("pipe 2 needs 3 flow ids and 0 of the spare"),
+            "{e}"
+        );
+        assert!(
+            e.contains("restart pspat run with a larger --spare-flows"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_batch_the_arbiter_refuses_in_part_applies_nothing() {
+        let text = "sched 4 config type qfq bw 8Mbit/s\n\
+                    queue 1 config sched 4 weight 1\n\
+                    add 100 queue 1 ip from any to any\n";
+        let (old, mut b) = built_spare(text, 4);
+        let new = plan_of(&format!(
+            "{}pipe 2 config bw 1Mbit/s\n",
+            text.replace("8Mbit/s", "16Mbit/s")
+        ));
+        let planned = plan_live(&old, &new, &b).unwrap();
+        let mut ops = planned.ops;
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        // Spoil the install: its ids overlap sched 4's.
+        for op in &mut ops {
+            if let live::LiveOp::Install { members, .. } = op {
+                members[0].base = 0;
+            }
+        }
+        let mut gone = Vec::new();
+        let e = live::apply(&mut b.set, pspat_sched::Instant::ZERO, ops, &mut gone).unwrap_err();
+        assert!(e.contains("not free"), "{e}");
+        assert!(gone.is_empty());
+        assert_eq!(b.set.pipe_count(), 2, "sched 4 and the pass pipe");
+        let rate = b.set.members().next().unwrap().3.pipe().rate().unwrap();
+        assert_eq!(rate.bps(), 8_000_000, "the rate was not changed");
+    }
+
+    #[test]
+    fn ctl_adds_a_pipe_routes_to_it_and_deletes_it_only_once_no_rule_sends_to_it() {
+        let (live, stop, arbiter) =
+            live_of("pipe 1 config bw 5Mbit/s\nadd 100 pipe 1 udp from any to any dst-port 5001\n");
+        let r = live.request("pipe 2 config bw 1Mbit/s delay 4ms");
+        assert!(r.ok, "{r:?}");
+        assert!(r.text.contains("pipe 2 added"), "{}", r.text);
+        assert!(
+            live.request("add 200 pipe 2 udp from any to any dst-port 5002")
+                .ok
+        );
+        let r = live.request("pipe show 2");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.result["pipes"][0]["bw_bps"], 1_000_000);
+        // The classifier sends port 5002 to pipe 2, and the routes know it.
+        let verdict = live.classifier.lock().unwrap().classify(
+            pspat_sched::Instant::ZERO,
+            &key("10.199.0.1", 5002),
+            100,
+        );
+        let Decision::Enqueue(p) = verdict else {
+            panic!("{verdict:?}");
+        };
+        assert_eq!(p.link, 2);
+        let routes = live.routes.get();
+        let global = routes.global(2, 0, p.flow).unwrap();
+        // Refused while rule 200 sends to it; nothing changed.
+        let r = live.request("pipe 2 delete");
+        let e = r.error.unwrap();
+        assert!(e.contains("rule 200 still sends to it"), "{e}");
+        assert!(live.plan().pipes.contains_key(&2));
+        assert!(live
+            .request("queue 9 delete")
+            .error
+            .unwrap()
+            .contains("does not exist"));
+        assert!(live.request("delete 200").ok);
+        let r = live.request("pipe 2 delete");
+        assert!(r.ok, "{r:?}");
+        assert!(r.text.contains("pipe 2 deleted"), "{}", r.text);
+        assert!(live
+            .request("pipe show 2")
+            .error
+            .unwrap()
+            .contains("does not exist"));
+        assert!(live.routes.get().global(2, 0, FlowId(0)).is_none());
+        let text = metrics::render(&live);
+        assert!(
+            text.contains("pspat_pipe_in_packets_total{pipe=\"1\"}"),
+            "{text}"
+        );
+        assert!(!text.contains("pipe=\"2\""), "{text}");
+        // Added again: it takes the freed ids.
+        assert!(live.request("pipe 2 config bw 3Mbit/s").ok);
+        assert_eq!(live.routes.get().global(2, 0, FlowId(0)), Some(global));
+        assert!(live.request("pipe 2 delete").ok);
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        assert_eq!(set.set.pipe_count(), 2, "pipe 1 and the pass pipe");
+        // The final report keeps one row for the deleted pipe 2.
+        let snaps = live.snaps.lock().unwrap().clone();
+        let pipes = pipes_json(&live.links.lock().unwrap(), &snaps);
+        let rows: Vec<_> = pipes.iter().map(|p| (p.number, p.removed)).collect();
+        assert_eq!(rows, [(Some(1), false), (Some(2), true), (None, false)]);
+        assert_eq!(
+            snaps.iter().filter(|s| s.removed).count(),
+            2,
+            "two lives of pipe 2"
+        );
+    }
+
+    #[test]
+    fn a_sighup_reload_adds_and_deletes_pipes_with_their_rules_in_one_change() {
+        let dir = std::env::temp_dir().join(format!("pspat-livepipes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("run.ipfw");
+        let first = "pipe 1 config bw 5Mbit/s\npipe 2 config bw 1Mbit/s\n\
+                     add 100 pipe 1 udp from any to any dst-port 5001\n\
+                     add 200 pipe 2 udp from any to any dst-port 5002\n";
+        let (live, stop, arbiter) = live_at(first, file.clone());
+        // A new pipe with its rule, and a new mask (refused): nothing applied.
+        std::fs::write(
+            &file,
+            first.replace(
+                "pipe 1 config bw 5Mbit/s",
+                "pipe 1 config bw 5Mbit/s mask src-ip 0xff",
+            ) + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
+        )
+        .unwrap();
+        let e = live.reload().unwrap_err();
+        assert!(e.contains("pipe 1: its mask"), "{e}");
+        assert!(live.routes.get().global(3, 0, FlowId(0)).is_none());
+        assert!(!live.plan().pipes.contains_key(&3));
+        // Pipe 2 gone while rule 200 stays: refused, nothing changed.
+        std::fs::write(&file, first.replace("pipe 2 config bw 1Mbit/s\n", "")).unwrap();
+        let e = live.reload().unwrap_err();
+        assert!(e.contains("pipe 2"), "{e}");
+        assert!(live.plan().pipes.contains_key(&2));
+        // Pipe 2 and its rule gone, pipe 3 and its rule new: one change.
+        std::fs::write(
+            &file,
+            "pipe 1 config bw 5Mbit/s\npipe 3 config bw 2Mbit/s\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n\
+             add 300 pipe 3 udp from any to any dst-port 5003\n",
+        )
+        .unwrap();
+        let log = live.reload().unwrap();
+        assert!(log.contains(&"pipe 2 deleted".to_string()), "{log:?}");
+        assert!(log.iter().any(|l| l.starts_with("pipe 3 added")), "{log:?}");
+        let routes = live.routes.get();
+        assert!(routes.global(2, 0, FlowId(0)).is_none());
+        assert!(routes.global(3, 0, FlowId(0)).is_some());
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let mut links: Vec<u32> = set.set.members().map(|m| m.0).collect();
+        links.sort_unstable();
+        assert_eq!(links, [1, 3, PASS_LINK]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_queue_added_to_or_deleted_from_a_running_sched_rebuilds_that_sched_only() {
+        let (live, stop, arbiter) = live_of(
+            "pipe 1 config bw 5Mbit/s\n\
+             sched 4 config type drr bw 8Mbit/s\n\
+             queue 1 config sched 4 weight 1\n\
+             add 100 pipe 1 udp from any to any dst-port 5001\n\
+             add 200 queue 1 udp from any to any dst-port 5002\n",
+        );
+        let before = live.routes.get();
+        let r = live.request("queue 2 config sched 4 weight 3");
+        assert!(r.ok, "{r:?}");
+        let log = r.result["changes"].as_array().unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.as_str().unwrap().starts_with("sched 4 rebuilt")),
+            "{log:?}"
+        );
+        let after = live.routes.get();
+        assert_eq!(
+            before.global(1, 0, FlowId(0)),
+            after.global(1, 0, FlowId(0)),
+            "pipe 1 keeps its ids"
+        );
+        let four: Vec<_> = after.entries().iter().filter(|e| e.0 == 4).collect();
+        assert_eq!(four.len(), 1);
+        assert_eq!(four[0].3, 2, "two flowsets");
+        assert!(
+            live.request("add 300 queue 2 udp from any to any dst-port 5003")
+                .ok
+        );
+        // A sched whose flowset a rule sends to, a flowset a rule sends to: refused.
+        let e = live.request("sched 4 delete").error.unwrap();
+        assert!(e.contains("rule 200 still sends to its queue 1"), "{e}");
+        let e = live.request("queue 2 delete").error.unwrap();
+        assert!(e.contains("rule 300 still sends to it"), "{e}");
+        assert!(live.request("delete 300").ok);
+        let r = live.request("queue 2 delete");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(
+            live.routes
+                .get()
+                .entries()
+                .iter()
+                .find(|e| e.0 == 4)
+                .unwrap()
+                .3,
+            1
+        );
+        // The last flowset of a sched cannot go alone; the sched goes with it.
+        assert!(live.request("delete 200").ok);
+        let e = live.request("queue 1 delete").error.unwrap();
+        assert!(e.contains("last flowset of sched 4"), "{e}");
+        let r = live.request("sched 4 delete");
+        assert!(r.ok, "{r:?}");
+        let log = r.result["changes"].as_array().unwrap();
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(!live.plan().queues.contains_key(&1));
+        // A sched and its flowsets added in one line (`;` between statements).
+        let r = live.request("sched 4 config type qfq bw 2Mbit/s; queue 1 config sched 4 weight 2");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            live.request("add 200 queue 1 udp from any to any dst-port 5002")
+                .ok
+        );
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let sizes: Vec<(u32, u32)> = set
+            .set
+            .routes()
+            .entries()
+            .iter()
+            .map(|e| (e.0, e.3))
+            .collect();
+        assert_eq!(sizes, [(1, 1), (4, 1), (PASS_LINK, 1)]);
+        // Sched 4's first life (three members: built, two rebuilds) is in
+        // its deleted row; the new sched 4 is its own.
+        let snaps = live.snaps.lock().unwrap().clone();
+        assert_eq!(snaps.iter().filter(|s| s.link == 4 && s.removed).count(), 3);
+        let pipes = pipes_json(&live.links.lock().unwrap(), &snaps);
+        let rows: Vec<_> = pipes
+            .iter()
+            .map(|p| (p.number, p.removed, p.alg.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Some(1), false, "fifo"),
+                (Some(4), true, "drr"),
+                (Some(4), false, "qfq"),
+                (None, false, "fifo")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_flowset_added_to_a_busy_sched_keeps_every_queued_packet_in_order() {
+        let text = "sched 4 config type drr bw 8Mbit/s delay 5ms\n\
+                    queue 1 config sched 4 queue 100\n\
+                    queue 3 config sched 4 queue 100\n\
+                    add 100 queue 1 udp from any to any dst-port 5001\n\
+                    add 300 queue 3 udp from any to any dst-port 5003\n";
+        let (plan, mut b) = built_spare(text, 8);
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let snaps: Snapshots = Arc::default();
+        let total = b.set.flows();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox));
+        for t in 0..20 {
+            offer(&mut b, &mut set, "10.199.0.1", 5001, t);
+            offer(&mut b, &mut set, "10.199.0.1", 5003, 1000 + t);
+        }
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        drive(&mut set, &mut now, 7_500_000, &mut exits);
+        // Queue 2 comes between 1 and 3: queue 3's id moves.
+        let new = plan_of(&format!(
+            "{text}queue 2 config sched 4 weight 5\nadd 200 queue 2 udp from any to any dst-port 5002\n"
+        ));
+        let fresh = Classifier::from_plan(&new, &limits()).unwrap();
+        let planned = live::plan_change(
+            &plan,
+            &new,
+            &live::Room {
+                layout: b.classifier.layout(),
+                new_layout: fresh.layout(),
+                routes: &b.routes,
+                total,
+                capacity: 1024,
+            },
+        )
+        .unwrap();
+        assert!(planned.log.iter().any(|l| l.starts_with("sched 4 rebuilt")));
+        std::thread::scope(|s| {
+            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
+            while !inbox.is_pending() {
+                std::thread::yield_now();
+            }
+            drive(&mut set, &mut now, 1_000_000_000, &mut exits);
+            h.join().unwrap().unwrap();
+        });
+        let mut late = Vec::new();
+        set.take_late_drops(&mut |r| late.push(r));
+        assert!(late.is_empty(), "{late:?}");
+        assert_eq!(exits.len(), 40, "every packet left");
+        for flow in [0..1000, 1000..2000] {
+            let tokens: Vec<u64> = exits
+                .iter()
+                .map(|e| e.0)
+                .filter(|t| flow.contains(t))
+                .collect();
+            assert_eq!(tokens.len(), 20);
+            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        }
+        // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
+        let times: Vec<u64> = exits.iter().map(|e| e.1).collect();
+        assert_eq!(
+            times,
+            (1..=40u64)
+                .map(|i| i * 1_000_000 + 5_000_000)
+                .collect::<Vec<_>>()
+        );
+        drop(set);
+        let snaps = snaps.lock().unwrap().clone();
+        let pipes = pipes_json(&b.links, &snaps);
+        let four = pipes.iter().find(|p| p.number == Some(4)).unwrap();
+        assert_eq!(
+            (four.in_packets, four.out_packets, four.dropped_total),
+            (40, 40, 0)
+        );
     }
 }

@@ -14,8 +14,18 @@
 //!   around the change is printed.
 //! * `pspat ctl` as another user: refused by the socket's mode, and, with
 //!   the mode opened, by the daemon's peer-credential check.
-//! * SIGHUP: the file's difference is applied; an invalid file or one that
-//!   cannot be applied live is refused and the running configuration stays.
+//! * SIGHUP: the file's difference is applied (a new pipe included); an
+//!   invalid file or one that cannot be applied live is refused and the
+//!   running configuration stays.
+//! * A pipe added and deleted under load: with pipe 1 carrying one port, a
+//!   pipe 2 and a rule for a second port are added through `pspat ctl`;
+//!   the second port is shaped at pipe 2's rate; the rule and pipe 2 are
+//!   deleted while pipe 2's queue is full. Every packet is accounted for
+//!   (pipe 2's held packets as `flow_removed`), no port is reordered, and
+//!   pipe 2 leaves `pipe show` but stays in the final report as deleted.
+//! * A flowset added to a sched whose queue is full: the sched is rebuilt
+//!   with its packets in it; nothing is dropped but by the queue limit,
+//!   no port is reordered, and the new flowset gets its weight's share.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -328,18 +338,30 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     std::fs::write(bed.config(), "pipe 1 config bw 10Mbit/s delya 5ms\n").unwrap();
     let line = hup(&mut child, &rx, "reload refused");
     assert!(line.contains("run.ipfw:1:"), "{line}");
-    // A new pipe cannot be added live: refused, nothing changes.
+    // A new mask cannot be applied live: refused, nothing changes.
     std::fs::write(
         bed.config(),
-        "pipe 1 config bw 20Mbit/s\npipe 2 config\nadd 100 pipe 1 udp from any to any\n",
+        "pipe 1 config bw 20Mbit/s mask src-ip 0xff\nadd 100 pipe 1 udp from any to any\n",
     )
     .unwrap();
     let line = hup(&mut child, &rx, "reload refused");
-    assert!(line.contains("pipe 2 (new)"), "{line}");
+    assert!(line.contains("pipe 1: its mask"), "{line}");
     let doc = ctl_json(&socket, &["pipe", "show"]);
     assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 10_000_000);
+    // A new pipe and its rule: added.
+    std::fs::write(
+        bed.config(),
+        "pipe 1 config bw 10Mbit/s delay 10ms\npipe 2 config bw 3Mbit/s\n\
+         add 100 pipe 1 udp from any to any dst-port 6000\n\
+         add 200 pipe 2 udp from any to any dst-port 6002\n",
+    )
+    .unwrap();
+    hup(&mut child, &rx, "reloaded");
+    let doc = ctl_json(&socket, &["pipe", "show", "2"]);
+    assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 3_000_000);
     let doc = finish(child);
     assert_eq!(pipe(&doc, 1)["bw_bps"], 10_000_000);
+    assert_eq!(pipe(&doc, 2)["bw_bps"], 3_000_000);
     assert!(!socket.exists(), "the socket is removed at exit");
 }
 
@@ -408,4 +430,231 @@ fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
     let doc = finish(child);
     check_conservation(&doc);
     assert_eq!(pipe(&doc, 1)["out_packets"], 50);
+}
+
+#[test]
+fn a_pipe_added_and_deleted_under_load_shapes_its_port_and_loses_nothing_uncounted() {
+    let Some(bed) = Bed::new("ctl-live-pipe", 251) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config bw 20Mbit/s queue 100\n\
+        add 100 pipe 1 udp from any to any dst-port 6001\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &["--spare-flows", "16"]);
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    // Rounds of 4 ms: port 6001 gets 2 frames of 1000 bytes (4 Mbit/s,
+    // under pipe 1's rate) for 2.4 s; port 6002 gets 4 (8 Mbit/s) from
+    // 0.4 s to 1.9 s. Pipe 2 (4 Mbit/s, 200 slots) is added at 0.4 s; at
+    // 1.9 s its queue is full and it is deleted with its rule.
+    let start = Instant::now();
+    let mut seq = 0u32;
+    let (mut sent_6001, mut sent_6002) = (0u64, 0u64);
+    for round in 0..600u32 {
+        if round == 100 {
+            let doc = ctl_json(
+                &socket,
+                &["pipe", "2", "config", "bw", "4Mbit/s", "queue", "200"],
+            );
+            let changes = doc["result"]["changes"].as_array().unwrap();
+            assert!(
+                changes[0].as_str().unwrap().starts_with("pipe 2 added"),
+                "{doc}"
+            );
+            ctl_json(
+                &socket,
+                &[
+                    "add", "200", "pipe", "2", "udp", "from", "any", "to", "any", "dst-port",
+                    "6002",
+                ],
+            );
+            let doc = ctl_json(&socket, &["pipe", "show", "2"]);
+            assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 4_000_000, "{doc}");
+        }
+        if round == 475 {
+            // Still sending to pipe 2: refused while rule 200 sends to it.
+            let out = ctl(&socket, &["pipe", "2", "delete"]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains("rule 200 still sends to it"), "{err}");
+            let shown = ctl_json(&socket, &["pipe", "show", "2"]);
+            assert!(
+                shown["result"]["pipes"][0]["queued"].as_u64().unwrap() > 0,
+                "{shown}"
+            );
+            ctl_json(&socket, &["delete", "200"]);
+            let doc = ctl_json(&socket, &["pipe", "2", "delete"]);
+            assert_eq!(doc["result"]["changes"][0], "pipe 2 deleted", "{doc}");
+            let out = ctl(&socket, &["pipe", "show", "2"]);
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("pipe 2 does not exist"),
+                "{out:?}"
+            );
+        }
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..2 {
+            seq += 1;
+            sent_6001 += 1;
+            batch.push(bed.frame(6001, seq, 0, 1000));
+        }
+        if (100..475).contains(&round) {
+            for _ in 0..4 {
+                seq += 1;
+                sent_6002 += 1;
+                batch.push(bed.frame(6002, seq, 0, 1000));
+            }
+        }
+        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+        let mut at = 0;
+        while at < views.len() {
+            at += tx.send_batch(&views[at..]).expect("send");
+        }
+        let next = start + Duration::from_millis(4 * u64::from(round + 1));
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let p1 = pipe(&doc, 1);
+    let p2 = pipe(&doc, 2);
+    assert_eq!(p2["removed"], true, "{p2}");
+    assert_eq!(p2["queued"], 0, "{p2}");
+    let (in2, out2, dropped2) = (
+        p2["in_packets"].as_u64().unwrap(),
+        p2["out_packets"].as_u64().unwrap(),
+        p2["dropped_total"].as_u64().unwrap(),
+    );
+    assert_eq!(in2, out2 + dropped2, "{p2}");
+    let purged = p2["dropped"]["flow_removed"].as_u64().unwrap_or(0);
+    assert!(purged > 0, "pipe 2 held packets when deleted: {p2}");
+    assert!(
+        doc["totals"]["dropped"]["flow_removed"]
+            .as_u64()
+            .unwrap_or(0)
+            >= purged,
+        "{}",
+        doc["totals"]
+    );
+    // Pipe 1 lost nothing; every frame each pipe sent arrived, in order.
+    let port = |p: u16| got.iter().filter(|a| a.port == p).collect::<Vec<_>>();
+    let (g1, g2) = (port(6001), port(6002));
+    assert_eq!(p1["in_packets"].as_u64().unwrap(), sent_6001, "{p1}");
+    assert_eq!(p1["dropped_total"], 0, "{p1}");
+    assert_eq!(g1.len() as u64, sent_6001);
+    assert_eq!(g2.len() as u64, out2, "{p2}");
+    assert!(in2 <= sent_6002 && in2 > 0, "{p2}");
+    for g in [&g1, &g2] {
+        assert!(g.windows(2).all(|w| w[0].seq < w[1].seq), "reordered");
+    }
+    // Port 6002 left at pipe 2's rate (1000-byte frames, one every 2 ms).
+    let (first, last) = (g2[0], g2[g2.len() - 1]);
+    let bytes: u64 = g2[1..].iter().map(|a| a.len).sum();
+    let rate = bytes as f64 * 8.0 / ((last.at - first.at) as f64 / 1e9);
+    println!(
+        "pipe 2 added live: port 6002 received at {:.3} Mbit/s (pipe 2 at 4); pipe 2 in {in2} out {out2} \
+         dropped {dropped2} of which flow_removed {purged}; totals {}",
+        rate / 1e6,
+        doc["totals"]
+    );
+    assert!((3.6e6..=4.4e6).contains(&rate), "port 6002 at {rate} bit/s");
+}
+
+#[test]
+fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
+    let Some(bed) = Bed::new("ctl-live-queue", 251) else {
+        return;
+    };
+    let config = "\
+        sched 5 config type qfq bw 8Mbit/s\n\
+        queue 51 config sched 5 weight 1 queue 100\n\
+        add 100 queue 51 udp from any to any dst-port 7001\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    // Rounds of 4 ms for 2 s: port 7001 gets 6 frames of 1000 bytes (12
+    // Mbit/s, so sched 5's queue stays full); from 0.8 s, port 7002 gets 6
+    // too, after queue 52 (weight 3) and its rule are added: sched 5 is
+    // rebuilt with its packets in it.
+    let start = Instant::now();
+    let mut seq = 0u32;
+    for round in 0..500u32 {
+        if round == 200 {
+            let doc = ctl_json(
+                &socket,
+                &[
+                    "queue 52 config sched 5 weight 3 queue 100; add 200 queue 52 udp from any to any dst-port 7002",
+                ],
+            );
+            let changes: Vec<&str> = doc["result"]["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c.as_str())
+                .collect();
+            assert!(
+                changes.iter().any(|c| c.starts_with("sched 5 rebuilt")),
+                "{changes:?}"
+            );
+        }
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..6 {
+            seq += 1;
+            batch.push(bed.frame(7001, seq, 0, 1000));
+        }
+        if round >= 200 {
+            for _ in 0..6 {
+                seq += 1;
+                batch.push(bed.frame(7002, seq, 0, 1000));
+            }
+        }
+        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+        let mut at = 0;
+        while at < views.len() {
+            at += tx.send_batch(&views[at..]).expect("send");
+        }
+        let next = start + Duration::from_millis(4 * u64::from(round + 1));
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let p5 = pipe(&doc, 5);
+    assert_eq!(
+        p5["dropped"]["flow_removed"],
+        serde_json::Value::Null,
+        "{p5}"
+    );
+    assert!(
+        doc["totals"]["dropped"]["unknown_flow"].is_null(),
+        "{}",
+        doc["totals"]
+    );
+    assert_eq!(
+        got.len() as u64,
+        p5["out_packets"].as_u64().unwrap(),
+        "every frame sched 5 sent arrived: {p5}"
+    );
+    let port = |p: u16| got.iter().filter(|a| a.port == p).collect::<Vec<_>>();
+    let (a, b) = (port(7001), port(7002));
+    for g in [&a, &b] {
+        assert!(g.windows(2).all(|w| w[0].seq < w[1].seq), "reordered");
+    }
+    // After the change, queue 52 (weight 3) gets about 3/4 of the link.
+    let from = b[0].at;
+    let after_a = a.iter().filter(|x| x.at >= from).count();
+    println!(
+        "flowset added to a busy sched: sched 5 in {} out {} dropped {}; after the change port 7001 {} frames, port 7002 {} frames",
+        p5["in_packets"],
+        p5["out_packets"],
+        p5["dropped"],
+        after_a,
+        b.len()
+    );
+    assert!(b.len() > 2 * after_a, "7002 {} vs 7001 {after_a}", b.len());
 }

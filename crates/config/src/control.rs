@@ -328,4 +328,32 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn pipes_queues_and_scheds_are_deleted_by_number_in_either_order_of_words() {
+        let del = |what, numbers: &[u32]| ControlRequest::Delete {
+            what,
+            numbers: numbers.to_vec(),
+        };
+        for (line, want) in [
+            ("pipe 3 delete", del(Deletable::Pipe, &[3])),
+            ("ipfw queue 4 delete", del(Deletable::Queue, &[4])),
+            ("sched 2 delete", del(Deletable::Sched, &[2])),
+            ("pipe delete 3 7", del(Deletable::Pipe, &[3, 7])),
+            ("ipfw -q sched delete 9", del(Deletable::Sched, &[9])),
+            ("delete 100 200", del(Deletable::Rule, &[100, 200])),
+        ] {
+            assert_eq!(parse_control(line, "<ctl>").unwrap(), want, "{line}");
+        }
+        for (line, want) in [
+            ("queue 4 delete 5", "unexpected '5'"),
+            ("sched delete", "'delete' needs at least one number"),
+            ("pipe 3 delete; pipe 4 config", "must stand alone"),
+            ("queue x delete", "x"),
+        ] {
+            let e = parse_control(line, "<ctl>").unwrap_err();
+            assert!(e.to_string().contains(want), "{line}: {e}");
+            assert!(e.to_string().starts_with("<ctl>:1:"), "{line}: {e}");
+        }
+    }
 }

@@ -84,6 +84,12 @@ pub struct Live {
     pub links: Mutex<Vec<LinkInfo>>,
     pub snaps: Snapshots,
     pub inbox: Arc<Inbox>,
+    /// Where the links' ids are; the RX threads read it.
+    pub routes: Arc<super::SharedRoutes>,
+    /// Flow ids of the pipe set, the `--spare-flows` reserve included.
+    pub total_flows: u32,
+    /// Descriptors a pipe's scheduler holds (a new pipe's capacity).
+    pub capacity: usize,
     pub not_ip: Arc<AtomicU64>,
     pub input: String,
     pub output: String,
@@ -210,29 +216,59 @@ impl Live {
             Ok(c) => c.layout().clone(),
             Err(_) => return Err("run: the classifier is poisoned".into()),
         };
-        let planned = live::plan_change(&running.plan, &plan, &layout)?;
-        let fresh = if planned.classifier {
-            let mut c = Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?;
-            if !same_ids(c.layout(), &layout) {
-                return Err(
-                    "run: the new rules need another flow layout; restart pspat run".into(),
-                );
-            }
-            c.bind_interface(&self.output, OUTPUT_INDEX);
-            c.bind_interface(&self.input, INPUT_INDEX);
-            Some(c)
+        // The new plan's classifier, when rules, tables or links change:
+        // its layout places links added or rebuilt, and it replaces the
+        // running one.
+        let mut fresh = if live::changes_classifier(&running.plan, &plan) {
+            Some(Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?)
         } else {
             None
         };
-        if !planned.ops.is_empty() {
-            self.inbox.submit(planned.ops, APPLY_TIMEOUT)?;
+        let routes = self.routes.get();
+        let planned = live::plan_change(
+            &running.plan,
+            &plan,
+            &live::Room {
+                layout: &layout,
+                new_layout: fresh.as_ref().map_or(&layout, |c| c.layout()),
+                routes: &routes,
+                total: self.total_flows,
+                capacity: self.capacity,
+            },
+        )?;
+        if planned.classifier && fresh.is_none() {
+            return Err(
+                "run: the change needs a new classifier and none was built (internal)".into(),
+            );
         }
-        if let Some(new) = fresh {
+        if let Some(c) = &mut fresh {
+            c.bind_interface(&self.output, OUTPUT_INDEX);
+            c.bind_interface(&self.input, INPUT_INDEX);
+        }
+        let live::Planned {
+            ops,
+            removals,
+            classifier: swap,
+            routes: new_routes,
+            added,
+            removed,
+            log,
+        } = planned;
+        if !ops.is_empty() {
+            self.inbox.submit(ops, APPLY_TIMEOUT)?;
+        }
+        // Links added are in the set now. The routes and the classifier
+        // change together under the classifier's lock (the RX threads read
+        // the routes under it); links deleted get no new packet after this.
+        if let (true, Some(fresh)) = (swap, fresh) {
             let mut c = self
                 .classifier
                 .lock()
                 .map_err(|_| "run: the classifier is poisoned".to_string())?;
-            let old = std::mem::replace(&mut *c, new);
+            if let Some(r) = new_routes {
+                self.routes.set(r);
+            }
+            let old = std::mem::replace(&mut *c, fresh);
             drop(c);
             if let Ok(mut r) = self.retired.lock() {
                 for (n, rc) in old.rule_counters() {
@@ -247,19 +283,49 @@ impl Live {
                 r.stats = sum_stats(&r.stats, &old.stats());
             }
         }
+        if !removals.is_empty() {
+            // Cannot be refused (nothing to check); an error is a bug, and
+            // the rest of the change is in place: reported, not undone.
+            if let Err(e) = self.inbox.submit(removals, APPLY_TIMEOUT) {
+                tracing::error!(target: "pspat::run", origin, "deleting links: {e}");
+            }
+        }
         if let Ok(mut links) = self.links.lock() {
+            for n in &removed {
+                links.retain(|l| !(l.removed && l.number == *n));
+                for l in links.iter_mut().filter(|l| l.number == *n) {
+                    l.removed = true;
+                }
+            }
+            for info in added {
+                match links
+                    .iter_mut()
+                    .find(|l| l.number == info.number && !l.removed)
+                {
+                    Some(l) => *l = info,
+                    None => {
+                        let at = links
+                            .iter()
+                            .position(|l| l.number > info.number)
+                            .unwrap_or(links.len());
+                        links.insert(at, info);
+                    }
+                }
+            }
             refresh_links(&mut links, &plan);
         }
+        let planned_log = log;
+
         pin_rule_numbers(&mut config);
         running.config = config;
         running.plan = plan;
-        for line in &planned.log {
+        for line in &planned_log {
             tracing::info!(target: "pspat::run", origin, "changed: {line}");
         }
-        if planned.log.is_empty() {
+        if planned_log.is_empty() {
             tracing::info!(target: "pspat::run", origin, "no change");
         }
-        Ok(planned.log)
+        Ok(planned_log)
     }
 
     /// SIGHUP: reads the file again and applies the difference.
@@ -320,15 +386,11 @@ impl Live {
                 self.commit(config, "ctl").map(changed)
             }
             ControlRequest::Delete { what, numbers } => {
-                let kind = match what {
-                    Deletable::Pipe => "pipe",
-                    Deletable::Queue => "queue",
-                    _ => "sched",
-                };
-                Err(live::needs_restart(&format!(
-                    "{kind} {} (delete)",
-                    numbers.first().copied().unwrap_or(0)
-                )))
+                let mut config = self.running_config()?;
+                for n in &numbers {
+                    delete_object(&mut config, what, *n, false)?;
+                }
+                self.commit(config, "ctl").map(changed)
             }
             ControlRequest::Flush(Listing::Rules) => {
                 let mut config = self.running_config()?;
@@ -340,10 +402,33 @@ impl Live {
                 config.tables.retain(|x| x.number != t);
                 self.commit(config, "ctl").map(changed)
             }
-            ControlRequest::Flush(what) => Err(live::needs_restart(&format!(
-                "{} (flush)",
-                listing_name(what)
-            ))),
+            ControlRequest::Flush(what) => {
+                let mut config = self.running_config()?;
+                let (kind, numbers): (Deletable, Vec<u32>) = match what {
+                    Listing::Pipes => (
+                        Deletable::Pipe,
+                        config.pipes.iter().map(|p| p.number).collect(),
+                    ),
+                    Listing::Queues => (
+                        Deletable::Queue,
+                        config.queues.iter().map(|q| q.number).collect(),
+                    ),
+                    Listing::Scheds => (
+                        Deletable::Sched,
+                        config.scheds.iter().map(|s| s.number).collect(),
+                    ),
+                    other => {
+                        return Err(format!(
+                            "{}: flush is not supported by pspat run",
+                            listing_name(other)
+                        ))
+                    }
+                };
+                for n in numbers {
+                    delete_object(&mut config, kind, n, true)?;
+                }
+                self.commit(config, "ctl").map(changed)
+            }
             other => Err(format!("{other:?}: not supported by pspat run")),
         }
     }
@@ -367,6 +452,7 @@ impl Live {
                 let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
                 let snaps = self.snaps.lock().map(|s| s.clone()).unwrap_or_default();
                 let mut pipes = pipes_json(&links, &snaps);
+                pipes.retain(|p| !p.removed);
                 if let Some(n) = number {
                     pipes.retain(|p| p.number == Some(n));
                     if pipes.is_empty() {
@@ -385,7 +471,10 @@ impl Live {
                 let c = self.classifier.lock().map_err(|_| "run: poisoned")?;
                 let mut text = String::new();
                 let mut rows = Vec::new();
-                for l in links.iter().filter(|l| l.number != super::PASS_LINK) {
+                for l in links
+                    .iter()
+                    .filter(|l| l.number != super::PASS_LINK && !l.removed)
+                {
                     if number.is_some_and(|n| n != l.number) {
                         continue;
                     }
@@ -533,23 +622,102 @@ fn rule_text(r: &pspat_config::RulePlan) -> String {
     })
 }
 
-/// Whether two layouts give every owner the same ids on the same links
-/// (the flows' parameters may differ: a weight changed live).
-fn same_ids(a: &pspat_classify::FlowLayout, b: &pspat_classify::FlowLayout) -> bool {
-    a.links.len() == b.links.len()
-        && a.links.iter().zip(&b.links).all(|(x, y)| {
-            (x.number, x.kind, x.alg, x.instances) == (y.number, y.kind, y.alg, y.instances)
-                && x.ranges.len() == y.ranges.len()
-                && x.ranges.iter().zip(&y.ranges).all(|(r, t)| {
-                    (r.owner, r.first, r.dynamic, r.overflow)
-                        == (t.owner, t.first, t.dynamic, t.overflow)
-                })
-        })
+/// Takes `pipe N`, `queue N` or `sched N` out of `config` (`N delete`);
+/// a pipe or sched goes with the flowsets that feed it (as ipfw's
+/// `sched N delete` leaves none of its queues attached).
+///
+/// # Errors
+/// One line: it does not exist, a rule still sends to it or to one of its
+/// flowsets (named, with the `delete` to give first), or it is the last
+/// flowset of a sched (delete the sched instead; not checked by a `flush`,
+/// which validation then refuses if a sched is left without flowsets).
+fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> Result<(), String> {
+    use pspat_config::{Action, Parent, Target};
+    let kind = match what {
+        Deletable::Pipe => "pipe",
+        Deletable::Queue => "queue",
+        Deletable::Sched => "sched",
+        Deletable::Rule => "rule",
+    };
+    let exists = match what {
+        Deletable::Pipe => config.pipes.iter().any(|p| p.number == n),
+        Deletable::Queue => config.queues.iter().any(|q| q.number == n),
+        Deletable::Sched => config.scheds.iter().any(|s| s.number == n),
+        Deletable::Rule => config.rules.iter().any(|r| r.number == Some(n)),
+    };
+    if !exists {
+        return Err(format!(
+            "{CTL_FILE}: {kind} {n} delete: {kind} {n} does not exist"
+        ));
+    }
+    // The flowsets that go too: the queue itself, or those feeding the link.
+    let feeds = |p: &Option<Parent>| match (what, p) {
+        (Deletable::Pipe, Some(Parent::Pipe(m))) | (Deletable::Sched, Some(Parent::Sched(m))) => {
+            *m == n
+        }
+        _ => false,
+    };
+    let flowsets: Vec<u32> = config
+        .queues
+        .iter()
+        .filter(|q| (what == Deletable::Queue && q.number == n) || feeds(&q.parent))
+        .map(|q| q.number)
+        .collect();
+    let sends = |a: &Action| match a {
+        Action::Pipe(Target::Number(m)) => what == Deletable::Pipe && *m == n,
+        Action::Queue(Target::Number(m)) => flowsets.contains(m),
+        _ => false,
+    };
+    if let Some(r) = config.rules.iter().find(|r| sends(&r.action)) {
+        let rule = r
+            .number
+            .map_or_else(|| "a rule".into(), |m| format!("rule {m}"));
+        let hint = r
+            .number
+            .map_or_else(String::new, |m| format!(" (delete {m})"));
+        let to = match r.action {
+            Action::Queue(Target::Number(q)) if what != Deletable::Queue => {
+                format!("to its queue {q}")
+            }
+            _ => "to it".into(),
+        };
+        return Err(format!(
+            "{CTL_FILE}: {kind} {n} delete: {rule} still sends {to}; delete the rule first{hint}; nothing changed"
+        ));
+    }
+    if what == Deletable::Queue && !flush {
+        if let Some(Some(Parent::Sched(m))) = config
+            .queues
+            .iter()
+            .find(|q| q.number == n)
+            .map(|q| q.parent)
+        {
+            let others = config
+                .queues
+                .iter()
+                .filter(|q| q.number != n && q.parent == Some(Parent::Sched(m)))
+                .count();
+            if others == 0 {
+                return Err(format!(
+                    "{CTL_FILE}: queue {n} delete: it is the last flowset of sched {m}, which needs one; delete the sched instead (sched {m} delete); nothing changed"
+                ));
+            }
+        }
+    }
+    match what {
+        Deletable::Pipe => config.pipes.retain(|p| p.number != n),
+        Deletable::Sched => config.scheds.retain(|s| s.number != n),
+        Deletable::Rule => config.rules.retain(|r| r.number != Some(n)),
+        Deletable::Queue => {}
+    }
+    config.queues.retain(|q| !flowsets.contains(&q.number));
+    Ok(())
 }
 
 /// Follows a plan's link parameters in the reports.
 pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
-    for l in links {
+    // A deleted link's row keeps what it was, even if its number is back.
+    for l in links.iter_mut().filter(|l| !l.removed) {
         let (link, queue) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
             (Some(p), _) => (&p.link, Some(&p.queue)),
             (None, Some(s)) => (&s.link, None),

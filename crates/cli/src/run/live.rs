@@ -12,42 +12,116 @@
 //!   ([`Pipe::set_queue`]: packets already queued stay);
 //! * a flowset's `weight`, `lmax` and `pri` ([`pspat_sched::Scheduler::change_flow`]:
 //!   queued packets stay in order);
-//! * rules, table entries and the default action (a new classifier).
+//! * rules, table entries and the default action (a new classifier);
+//! * a pipe, or a sched with its flowsets, added ([`LiveOp::Install`]):
+//!   its pipes are built on the control side, each instance given a run of
+//!   free global ids ([`PipeRoutes::free_base`]) out of the reserve the
+//!   set was started with (`--spare-flows`); none free: refused, naming
+//!   the flag;
+//! * a pipe, sched or flowset deleted ([`LiveOp::Remove`]): validation
+//!   already refuses a rule that still sends to it or a flowset that still
+//!   feeds it, unless the same change removes those too;
+//! * a flowset added to or deleted from a running link, a flowset moved to
+//!   another parent, a new scheduler type, `reorder`, or `bw` of a `wf2q+`
+//!   sched (whose virtual clock follows the rate it was built with): the
+//!   link is rebuilt (an install with `replace`), in other free ids, and its
+//!   packets go on in the new pipes ([`PipeSet::replace_link`]; those of
+//!   a deleted flowset are dropped as `flow_removed`); frames routed to
+//!   its old ids before the classifier changed follow them there.
 //!
-//! Refused, with the reason, leaving everything as it was: adding or
-//! removing a pipe, sched or queue, a new mask, parent, scheduler type or
-//! `reorder`, and the seed. They change the flow ids the bridge and the
-//! pipe set were sized for when the daemon started.
+//! Refused, with the reason, leaving everything as it was: a new mask of a
+//! running pipe, sched or flowset (it changes which instance and dynamic
+//! queue a flow has, so its queued packets would have no place), and the
+//! seed (the random streams go on).
 //!
 //! # Applying
 //! The control side plans a change ([`plan_change`]) and hands the
 //! arbiter's part to the [`Inbox`]; the arbiter takes it at the start of
 //! its next `enqueue` or `dequeue` (so between two packets, never inside
 //! one), applies it to every instance of the links it names ([`apply`]),
-//! and answers. Flow parameters go first and are rolled back if one is
-//! refused, so a batch applies whole or not at all.
+//! and answers. Installs are checked first (their keys and ids free), flow
+//! parameters go next and are rolled back if one is refused, so a batch
+//! applies whole or not at all. A change that adds or deletes links runs
+//! in three steps: the first batch (parameters, installs and rebuilds),
+//! then the routes and the classifier replaced together under the
+//! classifier's lock (so a verdict is always mapped by its own
+//! classifier's routes and no frame reaches a link before it is
+//! installed), then a second batch with the deletions (so no new frame
+//! reaches a deleted link). A deleted link's due packets still leave; the
+//! rest of what it held is dropped as `flow_removed` and handed to the
+//! runtime, which counts it ([`PipeSet::remove_link`]); its final counters
+//! go to the reports ([`Gone`]).
 //!
 //! # Cost
 //! Nothing on the packet path but one Acquire load of the inbox's flag per
-//! scheduler call. Applying: O(ids changed × instances) plus what
-//! [`Pipe::reconfigure`] moves; it allocates (control path only).
+//! scheduler call (and, on the RX threads, one Acquire load of the routes'
+//! generation per frame). Applying: O(ids changed × instances) plus what
+//! [`Pipe::reconfigure`] moves, O(members) per install or removal plus the
+//! packets a removed link held; it allocates (control path only).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use pspat_classify::{FlowLayout, FlowOwner};
+use pspat_classify::{FlowLayout, FlowOwner, LinkLayout};
 use pspat_config::{pipe_config, queue_config, sched_config, Change, Plan};
-use pspat_sched::pipe::{PipeConfig, QueueConfig};
-use pspat_sched::{AlgKind, AnyScheduler, FlowId, FlowParams, PipeSet};
+use pspat_sched::pipe::{PipeConfig, PipeCounters, QueueConfig};
+use pspat_sched::{AlgKind, AnyScheduler, FlowId, FlowParams, Pipe, PipeRoutes, PipeSet};
 
-#[cfg(doc)]
-use pspat_sched::Pipe;
+use super::LinkInfo;
+
+/// One instance of a link to install, built by the control side.
+pub struct NewMember {
+    pub instance: u32,
+    /// Its first global id (free in the set when planned).
+    pub base: u32,
+    pub flows: u32,
+    pub pipe: Box<Pipe<AnyScheduler>>,
+}
+
+impl std::fmt::Debug for NewMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "NewMember {{ instance: {}, base: {}, flows: {} }}",
+            self.instance, self.base, self.flows
+        )
+    }
+}
+
+/// Two members are the same install when they take the same ids (the
+/// pipes themselves are not compared).
+impl PartialEq for NewMember {
+    fn eq(&self, other: &Self) -> bool {
+        (self.instance, self.base, self.flows) == (other.instance, other.base, other.flows)
+    }
+}
+
+/// One member's final counters, when the arbiter took it out of the set.
+#[derive(Clone, Copy, Debug)]
+pub struct Gone {
+    pub link: u32,
+    pub counters: PipeCounters,
+    /// The link was deleted (not only rebuilt).
+    pub removed: bool,
+}
 
 /// One change for the arbiter, on every instance of `link`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum LiveOp {
+    /// A link added (`replace` false) or rebuilt (`replace`: its
+    /// instances hand their packets over to the new ones, each old
+    /// per-link flow id `i` becoming `remap[i]`, none when its flowset is
+    /// gone; [`PipeSet::replace_link`]).
+    Install {
+        link: u32,
+        members: Vec<NewMember>,
+        replace: bool,
+        remap: Vec<Option<u32>>,
+    },
+    /// A link deleted: every instance out of the set ([`PipeSet::remove_link`]).
+    Remove { link: u32 },
     /// The link and delay ([`Pipe::reconfigure`]).
     Link { link: u32, config: PipeConfig },
     /// The queue configuration of ids `first..first + len`.
@@ -72,14 +146,70 @@ pub enum LiveOp {
 /// rebuilt, and one log line per change.
 #[derive(Debug, Default)]
 pub struct Planned {
+    /// Applied before the classifier changes: parameters, links added or
+    /// rebuilt.
     pub ops: Vec<LiveOp>,
+    /// Applied after the classifier changed (no new packet goes there):
+    /// links deleted.
+    pub removals: Vec<LiveOp>,
     pub classifier: bool,
+    /// The routes once the change is applied, when links are added,
+    /// rebuilt or deleted.
+    pub routes: Option<PipeRoutes>,
+    /// The reports' view of the links added or rebuilt.
+    pub added: Vec<LinkInfo>,
+    /// Links deleted.
+    pub removed: Vec<u32>,
     pub log: Vec<String>,
+}
+
+/// What planning needs besides the two plans: the flow layouts of the
+/// running classifier and of the new plan's, where the running links' ids
+/// are, the set's size (reserve included) and the descriptors a new
+/// pipe's scheduler holds.
+pub struct Room<'a> {
+    pub layout: &'a FlowLayout,
+    pub new_layout: &'a FlowLayout,
+    pub routes: &'a PipeRoutes,
+    pub total: u32,
+    pub capacity: usize,
+}
+
+/// Whether the change from `old` to `new` needs a new classifier: rules,
+/// tables, the default action, or links and flowsets added or deleted
+/// (parameters of running links do not).
+pub fn changes_classifier(old: &Plan, new: &Plan) -> bool {
+    pspat_config::diff(old, new).iter().any(|c| {
+        !matches!(
+            c,
+            Change::ChangeSched(_)
+                | Change::ChangePipe(_)
+                | Change::ChangeQueue(_)
+                | Change::SetSeed(_)
+        )
+    })
+}
+
+/// The refusal of a link that does not fit in the reserve of flow ids.
+pub fn reserve_exhausted(what: &str, need: u64, free: u64) -> String {
+    format!(
+        "{what} needs {need} flow ids and {free} of the spare ones are free (in one piece); restart pspat run with a larger --spare-flows"
+    )
+}
+
+/// Whether a link's ids are the same in two layouts (its flows' parameters
+/// may differ: a weight changed live).
+pub fn same_link_ids(x: &LinkLayout, y: &LinkLayout) -> bool {
+    (x.number, x.kind, x.alg, x.instances) == (y.number, y.kind, y.alg, y.instances)
+        && x.ranges.len() == y.ranges.len()
+        && x.ranges.iter().zip(&y.ranges).all(|(r, t)| {
+            (r.owner, r.first, r.dynamic, r.overflow) == (t.owner, t.first, t.dynamic, t.overflow)
+        })
 }
 
 /// The refusal of a change that needs a restart.
 pub fn needs_restart(what: &str) -> String {
-    format!("{what} cannot change while pspat run is running (the flow ids of the bridge and the pipes are fixed when it starts); change the file and restart it")
+    format!("{what} cannot change while pspat run is running (docs/RUN.md, What can change live); change the file and restart it")
 }
 
 fn bw_text(bps: u64) -> String {
@@ -144,41 +274,133 @@ fn range(layout: &FlowLayout, owner: FlowOwner) -> Result<(u32, u32, u32), Strin
         .ok_or_else(|| format!("run: no flow ids for {owner:?} (internal)"))
 }
 
-/// Plans the change from `old` to `new` on a daemon whose flow ids are laid
-/// out as `layout` (module docs for what is refused).
+/// Plans the change from `old` to `new` (module docs for what is
+/// refused and how links are added, rebuilt and deleted).
 ///
 /// # Errors
 /// The first change that cannot be made live, one line naming it.
-pub fn plan_change(old: &Plan, new: &Plan, layout: &FlowLayout) -> Result<Planned, String> {
+pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, String> {
+    let layout = room.layout;
     let mut out = Planned::default();
     if old.seed != new.seed {
         return Err(format!("seed {}: {}", new.seed, needs_restart("the seed")));
     }
-    for change in pspat_config::diff(old, new) {
+    let changes = pspat_config::diff(old, new);
+    // Links before and after; a link whose flowsets change is rebuilt.
+    let had = |n: u32| layout.link(n).is_some();
+    let has = |n: u32| room.new_layout.link(n).is_some();
+    let mut touched = BTreeSet::new();
+    for change in &changes {
         match change {
-            Change::AddSched(s) => return Err(needs_restart(&format!("sched {} (new)", s.number))),
-            Change::AddPipe(p) => return Err(needs_restart(&format!("pipe {} (new)", p.number))),
-            Change::AddQueue(q) => return Err(needs_restart(&format!("queue {} (new)", q.number))),
-            Change::RemoveSched(n) => return Err(needs_restart(&format!("sched {n} (removed)"))),
-            Change::RemovePipe(n) => return Err(needs_restart(&format!("pipe {n} (removed)"))),
-            Change::RemoveQueue(n) => return Err(needs_restart(&format!("queue {n} (removed)"))),
+            Change::AddSched(s) => touched.insert(s.number),
+            Change::AddPipe(p) => touched.insert(p.number),
+            Change::RemoveSched(n) | Change::RemovePipe(n) => touched.insert(*n),
+            Change::AddQueue(q) => touched.insert(q.parent.number()),
+            Change::RemoveQueue(n) => match old.queues.get(n) {
+                Some(q) => touched.insert(q.parent.number()),
+                None => false,
+            },
+            // What a running pipe or scheduler cannot take: a new one.
+            Change::ChangeSched(s) => match old.scheds.get(&s.number) {
+                Some(o)
+                    if s.alg != o.alg
+                        || s.link.reorder != o.link.reorder
+                        || (s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps) =>
+                {
+                    touched.insert(s.number)
+                }
+                _ => false,
+            },
+            Change::ChangePipe(p) => match old.pipes.get(&p.number) {
+                Some(o) if p.link.reorder != o.link.reorder => touched.insert(p.number),
+                _ => false,
+            },
+            Change::ChangeQueue(q) => match old.queues.get(&q.number) {
+                Some(o) if o.parent != q.parent => {
+                    touched.insert(o.parent.number()) | touched.insert(q.parent.number())
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+    }
+    let added: Vec<u32> = touched
+        .iter()
+        .copied()
+        .filter(|&n| !had(n) && has(n))
+        .collect();
+    let rebuilt: Vec<u32> = touched
+        .iter()
+        .copied()
+        .filter(|&n| had(n) && has(n))
+        .collect();
+    let removed: Vec<u32> = touched
+        .iter()
+        .copied()
+        .filter(|&n| had(n) && !has(n))
+        .collect();
+    let fresh = |n: u32| added.contains(&n) || rebuilt.contains(&n);
+    for change in changes {
+        match change {
+            Change::AddSched(s) => {
+                out.log
+                    .push(format!("sched {} added: {}", s.number, link_text(&s.link)));
+            }
+            Change::AddPipe(p) => {
+                out.log
+                    .push(format!("pipe {} added: {}", p.number, link_text(&p.link)));
+            }
+            Change::AddQueue(q) => out.log.push(format!(
+                "queue {} added to {}",
+                q.number,
+                parent_text(q.parent)
+            )),
+            Change::RemoveSched(n) => out.log.push(format!("sched {n} deleted")),
+            Change::RemovePipe(n) => out.log.push(format!("pipe {n} deleted")),
+            Change::RemoveQueue(n) => out.log.push(format!("queue {n} deleted")),
+            Change::ChangeSched(s) if s.mask != old.scheds[&s.number].mask => {
+                return Err(needs_restart(&format!("sched {}: its mask", s.number)));
+            }
+            Change::ChangePipe(p) if p.mask != old.pipes[&p.number].mask => {
+                return Err(needs_restart(&format!("pipe {}: its mask", p.number)));
+            }
+            Change::ChangeQueue(q) if q.mask != old.queues[&q.number].mask => {
+                return Err(needs_restart(&format!("queue {}: its mask", q.number)));
+            }
+            Change::ChangeSched(s) if fresh(s.number) => {
+                out.log.push(format!(
+                    "sched {}: type {} {}",
+                    s.number,
+                    s.alg,
+                    link_text(&s.link)
+                ));
+            }
+            Change::ChangePipe(p) if fresh(p.number) => {
+                out.log
+                    .push(format!("pipe {}: {}", p.number, link_text(&p.link)));
+            }
+            Change::ChangeQueue(q) if q.parent != old.queues[&q.number].parent => {
+                out.log.push(format!(
+                    "queue {} moved from {} to {} (its packets in {} are dropped as flow_removed)",
+                    q.number,
+                    parent_text(old.queues[&q.number].parent),
+                    parent_text(q.parent),
+                    parent_text(old.queues[&q.number].parent),
+                ));
+            }
+            Change::ChangeQueue(q) if fresh(q.parent.number()) => {
+                out.log.push(format!(
+                    "queue {}: weight {} lmax {} pri {} {}",
+                    q.number,
+                    q.weight,
+                    q.lmax,
+                    q.pri,
+                    queue_text(&q.queue)
+                ));
+            }
             Change::ChangeSched(s) => {
                 let o = &old.scheds[&s.number];
                 let what = format!("sched {}", s.number);
-                if s.alg != o.alg {
-                    return Err(needs_restart(&format!("{what}: its type")));
-                }
-                if s.mask != o.mask {
-                    return Err(needs_restart(&format!("{what}: its mask")));
-                }
-                if s.link.reorder != o.link.reorder {
-                    return Err(needs_restart(&format!("{what}: reorder")));
-                }
-                if s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps {
-                    return Err(needs_restart(&format!(
-                        "{what}: bw of a wf2q+ sched (its virtual clock follows the rate it was built with)"
-                    )));
-                }
                 if s.link != o.link {
                     let config = sched_config(&s, new.seed).map_err(|e| format!("{what}: {e}"))?;
                     config.validate().map_err(|e| format!("{what}: {e}"))?;
@@ -192,12 +414,6 @@ pub fn plan_change(old: &Plan, new: &Plan, layout: &FlowLayout) -> Result<Planne
             Change::ChangePipe(p) => {
                 let o = &old.pipes[&p.number];
                 let what = format!("pipe {}", p.number);
-                if p.mask != o.mask {
-                    return Err(needs_restart(&format!("{what}: its mask")));
-                }
-                if p.link.reorder != o.link.reorder {
-                    return Err(needs_restart(&format!("{what}: reorder")));
-                }
                 let config = pipe_config(&p, new.seed).map_err(|e| format!("{what}: {e}"))?;
                 config.validate().map_err(|e| format!("{what}: {e}"))?;
                 if p.link != o.link {
@@ -221,12 +437,6 @@ pub fn plan_change(old: &Plan, new: &Plan, layout: &FlowLayout) -> Result<Planne
             Change::ChangeQueue(q) => {
                 let o = &old.queues[&q.number];
                 let what = format!("queue {}", q.number);
-                if q.parent != o.parent {
-                    return Err(needs_restart(&format!("{what}: its sched or pipe")));
-                }
-                if q.mask != o.mask {
-                    return Err(needs_restart(&format!("{what}: its mask")));
-                }
                 let (link, first, len) = range(layout, FlowOwner::Queue(q.number))?;
                 let params = FlowParams {
                     weight: q.weight,
@@ -296,7 +506,112 @@ pub fn plan_change(old: &Plan, new: &Plan, layout: &FlowLayout) -> Result<Planne
             other => return Err(format!("{other:?}: not supported by pspat run")),
         }
     }
+    // Every other link keeps its ids (the classifier's verdicts name them).
+    for l in &room.new_layout.links {
+        if fresh(l.number) {
+            continue;
+        }
+        match layout.link(l.number) {
+            Some(o) if same_link_ids(o, l) => {}
+            _ => {
+                return Err(needs_restart(&format!(
+                    "the flow ids of link {} (its flowsets or masks)",
+                    l.number
+                )))
+            }
+        }
+    }
+    if touched.is_empty() {
+        return Ok(out);
+    }
+    out.classifier = true;
+    let mut routes = room.routes.clone();
+    let mut taken: Vec<(u32, u32)> = Vec::new();
+    for l in room.new_layout.links.iter().filter(|l| fresh(l.number)) {
+        let kind = if new.pipes.contains_key(&l.number) {
+            "pipe"
+        } else {
+            "sched"
+        };
+        let what = format!("{kind} {}", l.number);
+        let lb = super::build_link(new, l, room.capacity)
+            .map_err(|e| format!("{what}: {e:#}"))?
+            .ok_or_else(|| format!("{what}: not in the plan (internal)"))?;
+        let mut members = Vec::with_capacity(lb.pipes.len());
+        for (instance, pipe) in lb.pipes {
+            let Some(base) = room.routes.free_base(room.total, lb.flows, &taken) else {
+                let used = room.routes.used() + taken.iter().map(|t| u64::from(t.1)).sum::<u64>();
+                return Err(reserve_exhausted(
+                    &what,
+                    u64::from(lb.flows) * u64::from(l.instances),
+                    u64::from(room.total).saturating_sub(used),
+                ));
+            };
+            taken.push((base, lb.flows));
+            members.push(NewMember {
+                instance,
+                base,
+                flows: lb.flows,
+                pipe: Box::new(pipe),
+            });
+        }
+        let replace = rebuilt.contains(&l.number);
+        let mut remap = Vec::new();
+        if replace {
+            routes.remove_link(l.number);
+            if let Some(o) = layout.link(l.number) {
+                remap = id_remap(o, l);
+            }
+            out.log.push(format!(
+                "{what} rebuilt (the packets it holds go on in the new one)"
+            ));
+        }
+        for m in &members {
+            routes.insert(l.number, m.instance, m.base, m.flows);
+        }
+        out.ops.push(LiveOp::Install {
+            link: l.number,
+            members,
+            replace,
+            remap,
+        });
+        out.added.push(lb.info);
+    }
+    for &n in &removed {
+        routes.remove_link(n);
+        out.removals.push(LiveOp::Remove { link: n });
+        out.removed.push(n);
+    }
+    out.routes = Some(routes);
     Ok(out)
+}
+
+/// Where each id of a link's old layout is in its new one: the same
+/// owner's id at the same offset, none when the owner is gone or its
+/// range changed size.
+fn id_remap(old: &LinkLayout, new: &LinkLayout) -> Vec<Option<u32>> {
+    let mut out = vec![None; old.flow_count() as usize];
+    for r in &old.ranges {
+        let Some(n) = new.ranges.iter().find(|n| n.owner == r.owner) else {
+            continue;
+        };
+        if n.len() != r.len() {
+            continue;
+        }
+        for i in 0..r.len() {
+            if let Some(slot) = out.get_mut((r.first.0 + i) as usize) {
+                *slot = Some(n.first.0 + i);
+            }
+        }
+    }
+    out
+}
+
+fn parent_text(p: pspat_config::Parent) -> String {
+    match p {
+        pspat_config::Parent::Pipe(n) => format!("pipe {n}"),
+        pspat_config::Parent::Sched(n) => format!("sched {n}"),
+    }
 }
 
 /// The arbiter's inbox of planned changes (module docs).
@@ -400,16 +715,21 @@ impl Inbox {
     }
 }
 
-/// Applies `ops` at `now` to every instance of the links they name: flow
-/// parameters first (rolled back if one is refused), then queues and links
-/// (checked by [`plan_change`], they cannot fail but for a bug, reported).
+/// Applies `ops` at `now` to every instance of the links they name: the
+/// links to install are checked first (their keys and ids free), then
+/// flow parameters (rolled back if one is refused), then queues and links
+/// (checked by [`plan_change`], they cannot fail but for a bug, reported),
+/// then links removed and installed; the final counters of every member
+/// taken out go to `gone`.
 ///
 /// # Errors
-/// The first refusal; with flow parameters nothing stays changed.
+/// The first refusal; with an install or flow parameters refused nothing
+/// stays changed.
 pub fn apply(
     set: &mut PipeSet<AnyScheduler>,
     now: pspat_sched::Instant,
-    ops: &[LiveOp],
+    ops: Vec<LiveOp>,
+    gone: &mut Vec<Gone>,
 ) -> Result<(), String> {
     let instances = |set: &PipeSet<AnyScheduler>, link: u32| -> Vec<u32> {
         set.members()
@@ -419,9 +739,32 @@ pub fn apply(
             .into_iter()
             .collect()
     };
+    let mut taken: Vec<(u32, u32)> = Vec::new();
+    for op in &ops {
+        if let LiveOp::Install {
+            link,
+            members,
+            replace,
+            ..
+        } = op
+        {
+            for m in members {
+                set.check_install(
+                    *link,
+                    m.instance,
+                    m.base,
+                    m.flows,
+                    replace.then_some(*link),
+                    &taken,
+                )
+                .map_err(|e| format!("link {link}: {e}"))?;
+                taken.push((m.base, m.flows));
+            }
+        }
+    }
     let mut done: Vec<(u32, u32, u32, FlowParams)> = Vec::new();
     let mut failure = None;
-    'flows: for op in ops {
+    'flows: for op in &ops {
         if let LiveOp::Flow {
             link,
             first,
@@ -461,21 +804,63 @@ pub fn apply(
                 len,
                 config,
             } => {
-                for inst in instances(set, *link) {
-                    if let Some(pipe) = set.pipe_mut(*link, inst) {
-                        for id in *first..first + len {
-                            pipe.set_queue(FlowId(id), *config)
+                for inst in instances(set, link) {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        for id in first..first + len {
+                            pipe.set_queue(FlowId(id), config)
                                 .map_err(|e| format!("link {link}: queue {id}: {e}"))?;
                         }
                     }
                 }
             }
             LiveOp::Link { link, config } => {
-                for inst in instances(set, *link) {
-                    if let Some(pipe) = set.pipe_mut(*link, inst) {
-                        pipe.reconfigure(now, config)
+                for inst in instances(set, link) {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        pipe.reconfigure(now, &config)
                             .map_err(|e| format!("link {link}: {e}"))?;
                     }
+                }
+            }
+            LiveOp::Install {
+                link,
+                members,
+                replace: false,
+                ..
+            } => {
+                for m in members {
+                    set.install(link, m.instance, m.base, *m.pipe, m.flows)
+                        .map_err(|e| format!("link {link}: {e}"))?;
+                }
+            }
+            LiveOp::Install {
+                link,
+                members,
+                replace: true,
+                remap,
+            } => {
+                let new = members
+                    .into_iter()
+                    .map(|m| (m.instance, m.base, *m.pipe, m.flows))
+                    .collect();
+                let to = |f: FlowId| remap.get(f.index()).copied().flatten().map(FlowId);
+                for (_, counters) in set
+                    .replace_link(link, now, new, &to)
+                    .map_err(|e| format!("link {link}: {e}"))?
+                {
+                    gone.push(Gone {
+                        link,
+                        counters,
+                        removed: false,
+                    });
+                }
+            }
+            LiveOp::Remove { link } => {
+                for (_, counters) in set.remove_link(link, now) {
+                    gone.push(Gone {
+                        link,
+                        counters,
+                        removed: true,
+                    });
                 }
             }
         }

@@ -50,7 +50,9 @@ pub fn render(live: &Live) -> String {
     let mut reg = Registry::with_prefix("pspat");
     let links = live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let snaps = live.snaps.lock().map(|s| s.clone()).unwrap_or_default();
-    let pipes = pipes_json(&links, &snaps);
+    // A pipe deleted while the daemon runs is no longer exported.
+    let mut pipes = pipes_json(&links, &snaps);
+    pipes.retain(|p| !p.removed);
     let (in_p, in_b, out_p, out_b, drops) =
         (counters(), counters(), counters(), counters(), counters());
     let queued: Family<Labels, Gauge> = Family::default();

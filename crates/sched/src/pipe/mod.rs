@@ -83,6 +83,7 @@
 
 pub mod delay;
 pub mod filter;
+mod handover;
 mod link;
 mod live;
 pub mod random;
@@ -91,6 +92,7 @@ mod set;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
+pub use handover::Moved;
 pub use scheduler::PipeScheduler;
 pub use set::{PipeRoutes, PipeSet};
 
@@ -353,9 +355,19 @@ impl<S: Scheduler> Pipe<S> {
         {
             return reject(self, reason);
         }
+        if let Err(reason) = self.accept(now, pkt) {
+            return reject(self, reason);
+        }
+        Ok(())
+    }
+
+    /// Hands an admitted packet to the scheduler and wakes the link as its
+    /// arrival requires (the link already ran up to `now`).
+    fn accept(&mut self, now: Instant, pkt: Packet) -> Result<(), DropReason> {
+        let i = pkt.flow.index();
         let was_empty = self.sched.is_empty();
         if let Err(r) = self.sched.enqueue(now, pkt) {
-            return reject(self, r.reason);
+            return Err(r.reason);
         }
         let st = &mut self.state[i];
         st.slots += 1;
@@ -581,6 +593,59 @@ impl<S: Scheduler> Pipe<S> {
         })?;
         self.state[flow.index()] = QueueState::default();
         Ok(())
+    }
+
+    /// Empties the pipe when it is taken out of service (a pipe or sched
+    /// deleted while it runs): every packet it holds, in the scheduler or
+    /// in the delay line, goes to `out` and is counted as dropped, with
+    /// [`DropReason::FlowRemoved`] (a packet already decided lost after the
+    /// link, a profile loss, keeps its own reason); duplicates not yet
+    /// released are forgotten (they were never counted as held). Afterwards
+    /// [`Pipe::held`] is 0, so `in = out + dropped`. The scheduler is asked
+    /// at `now` and later (a shaper's packets become eligible), at most
+    /// `held` × 64 times; returns the packets it still holds after that (0
+    /// for every scheduler of this crate). Control path: O(held + flows).
+    pub fn purge(&mut self, now: Instant, out: &mut dyn FnMut(Rejected)) -> u64 {
+        let counters = &mut self.counters;
+        let mut t = now;
+        let mut misses = 0u64;
+        let budget = (self.sched.queued() as u64 + 1).saturating_mul(64);
+        while !self.sched.is_empty() && misses < budget {
+            match self.sched.dequeue(t) {
+                Some(pkt) => {
+                    counters.drop(&pkt, DropReason::FlowRemoved);
+                    out(Rejected {
+                        packet: pkt,
+                        reason: DropReason::FlowRemoved,
+                    });
+                }
+                None => {
+                    misses += 1;
+                    t = match self.sched.next_eligible(t) {
+                        Some(e) if e > t => e,
+                        _ => t.saturating_add_nanos(MAX_PROBE_NS),
+                    };
+                }
+            }
+        }
+        for st in &mut self.state {
+            *st = QueueState::default();
+        }
+        while let Some(e) = self.line.pop_due(Instant::MAX) {
+            let reason = match e.fate {
+                Fate::Duplicate => continue,
+                Fate::Transmit => DropReason::FlowRemoved,
+                Fate::Dropped(reason) => reason,
+            };
+            counters.drop(&e.packet, reason);
+            out(Rejected {
+                packet: e.packet,
+                reason,
+            });
+        }
+        self.stalled = false;
+        self.shaper_wait = false;
+        self.sched.queued() as u64
     }
 
     fn check_flow(&self, flow: FlowId) -> Result<(), FlowError> {

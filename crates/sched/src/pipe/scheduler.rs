@@ -30,7 +30,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Fate, Pipe};
+use super::{Fate, Moved, Pipe};
 use crate::{FlowError, FlowId, FlowParams, Instant, Packet, Rejected, Scheduler};
 
 /// A [`Pipe`] behind the [`Scheduler`] trait (module docs).
@@ -66,6 +66,47 @@ impl<S: Scheduler> PipeScheduler<S> {
     /// Duplicates the pipe decided on and this adapter did not hand out.
     pub fn duplicates_not_sent(&self) -> u64 {
         self.duplicates_not_sent
+    }
+
+    /// Takes the pipe out of service (a pipe deleted while it runs): the
+    /// packets already released (due, not yet dequeued) go to `ready`, to
+    /// be sent; the late drops not yet taken and everything the pipe holds
+    /// ([`Pipe::purge`]) go to `dropped`. Returns what the pipe could not
+    /// give up (0 for every scheduler of this crate); `queued()` is that
+    /// afterwards. Control path.
+    pub fn retire(
+        &mut self,
+        now: Instant,
+        ready: &mut dyn FnMut(Packet),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> u64 {
+        while let Some(p) = self.ready.pop_front() {
+            ready(p);
+        }
+        while let Some(r) = self.late.pop_front() {
+            dropped(r);
+        }
+        self.pipe.purge(now, dropped)
+    }
+
+    /// As [`PipeScheduler::retire`], but the packets the pipe holds go to
+    /// `moved` for the pipe that replaces it ([`Pipe::hand_over`]); returns
+    /// when the link is free and what the pipe could not give up.
+    pub fn hand_over(
+        &mut self,
+        now: Instant,
+        remap: &dyn Fn(FlowId) -> Option<FlowId>,
+        ready: &mut dyn FnMut(Packet),
+        moved: &mut dyn FnMut(Moved),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> (Instant, u64) {
+        while let Some(p) = self.ready.pop_front() {
+            ready(p);
+        }
+        while let Some(r) = self.late.pop_front() {
+            dropped(r);
+        }
+        self.pipe.hand_over(now, remap, moved, dropped)
     }
 
     fn pull(&mut self, now: Instant) {

@@ -4,12 +4,29 @@
 //! line and queues.
 //!
 //! # Flow ids
-//! Member `m` owns the global flow ids `base(m) .. base(m) + flows(m)`, in
-//! the order the members were added, without gaps: global id = the member's
-//! base + the member's own (per-link) flow id. [`PipeSet::global`] and
-//! [`PipeRoutes::global`] make the global id from `(link, instance, flow)`;
-//! the set translates back on every call and hands every packet out (or
-//! back, refused) with its global id.
+//! Member `m` owns the global flow ids `base(m) .. base(m) + flows(m)`:
+//! global id = the member's base + the member's own (per-link) flow id.
+//! [`PipeSet::push`] gives the ids in the order the members are added,
+//! without gaps; [`PipeSet::reserve`] then adds free ids at the end, which
+//! [`PipeSet::install`] gives to a member added while the set runs and
+//! [`PipeSet::remove_link`] frees again (a freed range may be reused);
+//! [`PipeSet::replace_link`] moves a link to other free ids, its packets
+//! handed over to the new pipes ([`Pipe::hand_over`]).
+//! [`PipeSet::global`] and [`PipeRoutes::global`] make the global id from
+//! `(link, instance, flow)`; the set translates back on every call and
+//! hands every packet out (or back, refused) with its global id. A free id
+//! is refused like an unknown one, but for the ids of a member replaced by
+//! `replace_link`: until they are taken again, a packet sent there (it was
+//! routed before the replacement) goes to the member that replaced it, its
+//! flow translated, and comes out with that member's global id.
+//!
+//! # Members added and removed while packets flow
+//! Both are control-path calls between two scheduler calls (they allocate).
+//! An installed member starts empty. A removed member's packets are all
+//! accounted for: those already due (released, not yet dequeued) are still
+//! handed out by `dequeue`; everything else it held is handed to
+//! `take_late_drops` with [`DropReason::FlowRemoved`] ([`Pipe::purge`]),
+//! and `queued()` counts both until they are taken.
 //!
 //! # Guarantees
 //! * **Each pipe keeps its own timing.** A member sees exactly the calls a
@@ -34,9 +51,13 @@
 //! sum). `dequeue`, `next_eligible` and `take_late_drops`: O(M) plus the
 //! member's cost; the set is meant for the
 //! handful to a few hundred links and instances of a dummynet
-//! configuration. No allocation after construction.
+//! configuration. `install`, `replace_link` and `remove_link`: O(M) plus
+//! what the old members held. No allocation on the packet path; those
+//! three allocate.
 
-use super::{Pipe, PipeScheduler};
+use std::collections::VecDeque;
+
+use super::{Pipe, PipeCounters, PipeScheduler};
 use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
     Scheduler,
@@ -78,6 +99,48 @@ impl PipeRoutes {
     pub fn entries(&self) -> &[(u32, u32, u32, u32)] {
         &self.entries
     }
+
+    /// Adds (or replaces) the entry of `(link, instance)`, as
+    /// [`PipeSet::install`] does to the set.
+    pub fn insert(&mut self, link: u32, instance: u32, base: u32, flows: u32) {
+        match self
+            .entries
+            .binary_search_by(|e| (e.0, e.1).cmp(&(link, instance)))
+        {
+            Ok(i) => self.entries[i] = (link, instance, base, flows),
+            Err(i) => self.entries.insert(i, (link, instance, base, flows)),
+        }
+    }
+
+    /// Removes every instance of `link`, as [`PipeSet::remove_link`] does.
+    pub fn remove_link(&mut self, link: u32) {
+        self.entries.retain(|e| e.0 != link);
+    }
+
+    /// The first base at which `flows` ids below `total` are used by no
+    /// entry and by none of `taken` (`(base, flows)` ranges), first fit.
+    pub fn free_base(&self, total: u32, flows: u32, taken: &[(u32, u32)]) -> Option<u32> {
+        let mut used: Vec<(u32, u32)> = self
+            .entries
+            .iter()
+            .map(|e| (e.2, e.3))
+            .chain(taken.iter().copied())
+            .collect();
+        used.sort_unstable();
+        let mut at = 0u32;
+        for (base, len) in used {
+            if base >= at && base - at >= flows {
+                break;
+            }
+            at = at.max(base.saturating_add(len));
+        }
+        (u64::from(at) + u64::from(flows) <= u64::from(total)).then_some(at)
+    }
+
+    /// Ids used by the entries.
+    pub fn used(&self) -> u64 {
+        self.entries.iter().map(|e| u64::from(e.3)).sum()
+    }
 }
 
 /// Several pipes, one arbiter (module docs).
@@ -89,8 +152,27 @@ pub struct PipeSet<S> {
     total: u32,
     /// The member `dequeue` tries first.
     turn: usize,
-    /// Σ members' `queued()`, kept by every call that changes one.
+    /// Σ members' `queued()` + `handover` + `purged`, kept by every call
+    /// that changes one.
     queued: usize,
+    /// Due packets of removed members, handed out first by `dequeue`.
+    handover: VecDeque<Packet>,
+    /// Packets of removed members, handed to `take_late_drops`.
+    purged: VecDeque<Rejected>,
+    /// The ids of replaced members, still accepted for their heirs.
+    aliases: Vec<Alias>,
+}
+
+/// The ids `base..base + remap.len()` of a member replaced by
+/// [`PipeSet::replace_link`]: a packet sent there (classified before the
+/// replacement) goes to the heir `(link, instance)`, its flow as `remap`
+/// gives it.
+#[derive(Debug)]
+struct Alias {
+    base: u32,
+    link: u32,
+    instance: u32,
+    remap: Vec<Option<u32>>,
 }
 
 impl<S: Scheduler> Default for PipeSet<S> {
@@ -108,7 +190,292 @@ impl<S: Scheduler> PipeSet<S> {
             total: 0,
             turn: 0,
             queued: 0,
+            handover: VecDeque::new(),
+            purged: VecDeque::new(),
+            aliases: Vec::new(),
         }
+    }
+
+    /// Adds `spare` free ids at the end, for members installed later
+    /// ([`PipeSet::install`]); [`PipeSet::flows`] counts them. Call it
+    /// after the last [`PipeSet::push`] (a push takes the ids after the
+    /// reserve).
+    ///
+    /// # Errors
+    /// A total beyond [`FlowTable::MAX_FLOWS`]; nothing changes then.
+    pub fn reserve(&mut self, spare: u32) -> Result<(), ConfigError> {
+        let total = u64::from(self.total) + u64::from(spare);
+        ConfigError::check_range("pipe set flows", total as usize, 1..=FlowTable::MAX_FLOWS)?;
+        self.total = total as u32;
+        Ok(())
+    }
+
+    /// Whether `pipe` could be installed as `(link, instance)` at `base`
+    /// ([`PipeSet::install`]), ignoring the members of `replacing` (a link
+    /// removed first) and the ranges `taken` (other installs of the same
+    /// change).
+    ///
+    /// # Errors
+    /// The key is in use, the range is used or beyond [`PipeSet::flows`].
+    pub fn check_install(
+        &self,
+        link: u32,
+        instance: u32,
+        base: u32,
+        flows: u32,
+        replacing: Option<u32>,
+        taken: &[(u32, u32)],
+    ) -> Result<(), ConfigError> {
+        let what = || format!("pipe set link {link} instance {instance}");
+        let kept = |m: &&Member<S>| Some(m.link) != replacing;
+        if self
+            .members
+            .iter()
+            .filter(kept)
+            .any(|m| m.link == link && m.instance == instance)
+        {
+            return Err(ConfigError::Invalid {
+                what: what(),
+                reason: "already present".into(),
+            });
+        }
+        let end = u64::from(base) + u64::from(flows);
+        let overlaps =
+            |b: u32, f: u32| u64::from(b) < end && u64::from(base) < u64::from(b) + u64::from(f);
+        if flows == 0
+            || end > u64::from(self.total)
+            || self.members.iter().any(|m| overlaps(m.base, m.flows))
+            || taken.iter().any(|&(b, f)| overlaps(b, f))
+        {
+            return Err(ConfigError::Invalid {
+                what: what(),
+                reason: format!(
+                    "ids {base}..{end} are not free among the set's {} ids",
+                    self.total
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Installs `pipe` as `(link, instance)` with the global ids
+    /// `base..base + flows`, taken from the free ids ([`PipeSet::reserve`],
+    /// or those of a removed member); returns its member index. Control
+    /// path (allocates).
+    ///
+    /// # Errors
+    /// As [`PipeSet::check_install`] (nothing replaced), or `flows` not the
+    /// pipe's count; nothing changes then.
+    pub fn install(
+        &mut self,
+        link: u32,
+        instance: u32,
+        base: u32,
+        pipe: Pipe<S>,
+        flows: u32,
+    ) -> Result<usize, ConfigError> {
+        self.check_install(link, instance, base, flows, None, &[])?;
+        if !Self::owns(&pipe, flows) {
+            return Err(ConfigError::Invalid {
+                what: format!("pipe set link {link} instance {instance}"),
+                reason: format!("{flows} flows is not the pipe's flow count"),
+            });
+        }
+        self.forget_aliases(base, flows);
+        let i = self.bases.partition_point(|&b| b < base);
+        self.members.insert(
+            i,
+            Member {
+                pipe: PipeScheduler::new(pipe),
+                link,
+                instance,
+                base,
+                flows,
+            },
+        );
+        self.bases.insert(i, base);
+        if self.turn > i {
+            self.turn += 1;
+        }
+        Ok(i)
+    }
+
+    /// Removes every instance of `link` at `now` (a pipe or sched deleted
+    /// while it runs; module docs for its packets); returns each removed
+    /// instance's final counters (`in = out + dropped`). Their ids become
+    /// free. Control path.
+    pub fn remove_link(&mut self, link: u32, now: Instant) -> Vec<(u32, PipeCounters)> {
+        self.aliases.retain(|a| a.link != link);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.members.len() {
+            if self.members[i].link != link {
+                i += 1;
+                continue;
+            }
+            let mut m = self.members.remove(i);
+            self.bases.remove(i);
+            if self.turn > i {
+                self.turn -= 1;
+            }
+            let base = m.base;
+            let (handover, purged) = (&mut self.handover, &mut self.purged);
+            let left = m.pipe.retire(
+                now,
+                &mut |mut p: Packet| {
+                    p.flow = FlowId(p.flow.0 + base);
+                    handover.push_back(p);
+                },
+                &mut |r: Rejected| purged.push_back(with_base(r, base)),
+            );
+            // What the member held moved to the two queues, but for what
+            // it could not give up, which is gone with it.
+            self.queued -= left as usize;
+            out.push((m.instance, *m.pipe.pipe().counters()));
+        }
+        if self.turn >= self.members.len() {
+            self.turn = 0;
+        }
+        out
+    }
+
+    /// Replaces every instance of `link` at `now` by the pipes of `new`
+    /// (`(instance, base, pipe, flows)`, ids checked as by
+    /// [`PipeSet::check_install`]), handing each old instance's packets to
+    /// the new instance of the same number ([`Pipe::hand_over`]) with their
+    /// flows as `remap` gives them: due packets are still handed out, the
+    /// others go on in the new pipe; those with no place there (no such
+    /// instance, `remap` refuses the flow, or the new pipe refuses them)
+    /// are handed to `take_late_drops` with [`DropReason::FlowRemoved`].
+    /// Returns each old instance's final counters (moved packets are out
+    /// of its `in` and in the new pipe's). Control path.
+    ///
+    /// # Errors
+    /// A new pipe's key or ids not free, or `flows` not its count; nothing
+    /// changes then.
+    pub fn replace_link(
+        &mut self,
+        link: u32,
+        now: Instant,
+        new: Vec<(u32, u32, Pipe<S>, u32)>,
+        remap: &dyn Fn(FlowId) -> Option<FlowId>,
+    ) -> Result<Vec<(u32, PipeCounters)>, ConfigError> {
+        let mut taken = Vec::with_capacity(new.len());
+        for (instance, base, pipe, flows) in &new {
+            self.check_install(link, *instance, *base, *flows, Some(link), &taken)?;
+            if !Self::owns(pipe, *flows) {
+                return Err(ConfigError::Invalid {
+                    what: format!("pipe set link {link} instance {instance}"),
+                    reason: format!("{flows} flows is not the pipe's flow count"),
+                });
+            }
+            taken.push((*base, *flows));
+        }
+        let mut old = Vec::new();
+        let mut i = 0;
+        while i < self.members.len() {
+            if self.members[i].link == link {
+                old.push(self.members.remove(i));
+                self.bases.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        // Older aliases of the link name members that are gone now.
+        self.aliases.retain(|a| a.link != link);
+        for (instance, base, pipe, flows) in new {
+            self.forget_aliases(base, flows);
+            let at = self.bases.partition_point(|&b| b < base);
+            self.members.insert(
+                at,
+                Member {
+                    pipe: PipeScheduler::new(pipe),
+                    link,
+                    instance,
+                    base,
+                    flows,
+                },
+            );
+            self.bases.insert(at, base);
+        }
+        self.turn = 0;
+        let mut out = Vec::with_capacity(old.len());
+        let mut moved = Vec::new();
+        for mut m in old {
+            let heir = self
+                .members
+                .iter()
+                .position(|n| n.link == link && n.instance == m.instance);
+            let none = |_: FlowId| None;
+            let remap: &dyn Fn(FlowId) -> Option<FlowId> =
+                if heir.is_some() { remap } else { &none };
+            let base = m.base;
+            let (handover, purged) = (&mut self.handover, &mut self.purged);
+            moved.clear();
+            let (free, _left) = m.pipe.hand_over(
+                now,
+                remap,
+                &mut |mut p: Packet| {
+                    p.flow = FlowId(p.flow.0 + base);
+                    handover.push_back(p);
+                },
+                &mut |mv| moved.push(mv),
+                &mut |r: Rejected| purged.push_back(with_base(r, base)),
+            );
+            if let Some(h) = heir {
+                self.aliases.push(Alias {
+                    base,
+                    link,
+                    instance: m.instance,
+                    remap: (0..m.flows)
+                        .map(|f| remap(FlowId(f)).map(|f| f.0))
+                        .collect(),
+                });
+                let n = &mut self.members[h];
+                let nbase = n.base;
+                let pipe = n.pipe.pipe_mut();
+                pipe.continue_link(free);
+                for mv in moved.drain(..) {
+                    if let Err(r) = pipe.adopt(now, mv) {
+                        self.purged.push_back(with_base(r, nbase));
+                    }
+                }
+            }
+            out.push((m.instance, *m.pipe.pipe().counters()));
+        }
+        // What an old pipe could not give up is gone with it.
+        self.queued = self.members.iter().map(|m| m.pipe.queued()).sum::<usize>()
+            + self.handover.len()
+            + self.purged.len();
+        Ok(out)
+    }
+
+    /// Drops the aliases that overlap `base..base + flows` (taken again).
+    fn forget_aliases(&mut self, base: u32, flows: u32) {
+        let end = u64::from(base) + u64::from(flows);
+        self.aliases.retain(|a| {
+            u64::from(a.base) + a.remap.len() as u64 <= u64::from(base) || u64::from(a.base) >= end
+        });
+    }
+
+    /// The member and flow an alias gives `flow`, if any. O(aliases + M).
+    fn alias(&self, flow: FlowId) -> Option<(usize, FlowId)> {
+        let a = self
+            .aliases
+            .iter()
+            .find(|a| flow.0 >= a.base && u64::from(flow.0 - a.base) < a.remap.len() as u64)?;
+        let local = a.remap[(flow.0 - a.base) as usize]?;
+        let i = self
+            .members
+            .iter()
+            .position(|m| m.link == a.link && m.instance == a.instance)?;
+        (local < self.members[i].flows).then_some((i, FlowId(local)))
+    }
+
+    fn owns(pipe: &Pipe<S>, flows: u32) -> bool {
+        flows > 0
+            && pipe.queue_len(FlowId(flows - 1)).is_some()
+            && pipe.queue_len(FlowId(flows)).is_none()
     }
 
     /// Adds `pipe` as `(link, instance)`, whose flow ids are `0..flows`
@@ -136,10 +503,7 @@ impl<S: Scheduler> PipeSet<S> {
             });
         }
         // The pipe knows its flows only through its queue table.
-        let own = flows > 0
-            && pipe.queue_len(FlowId(flows - 1)).is_some()
-            && pipe.queue_len(FlowId(flows)).is_none();
-        if !own {
+        if !Self::owns(&pipe, flows) {
             return Err(ConfigError::Invalid {
                 what: format!("pipe set link {link} instance {instance}"),
                 reason: format!("{flows} flows is not the pipe's flow count"),
@@ -217,7 +581,8 @@ impl<S: Scheduler> PipeSet<S> {
             .bases
             .partition_point(|&b| b <= flow.0)
             .checked_sub(1)?;
-        Some((i, FlowId(flow.0 - self.members[i].base)))
+        let local = flow.0 - self.members[i].base;
+        (local < self.members[i].flows).then_some((i, FlowId(local)))
     }
 
     fn check(&self, flow: FlowId) -> Result<(usize, FlowId), FlowError> {
@@ -235,7 +600,7 @@ fn with_base(mut r: Rejected, base: u32) -> Rejected {
 
 impl<S: Scheduler> Scheduler for PipeSet<S> {
     fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        let Some((i, local)) = self.locate(pkt.flow) else {
+        let Some((i, local)) = self.locate(pkt.flow).or_else(|| self.alias(pkt.flow)) else {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::UnknownFlow,
@@ -250,6 +615,10 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
     }
 
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
+        if let Some(p) = self.handover.pop_front() {
+            self.queued -= 1;
+            return Some(p);
+        }
         let n = self.members.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
@@ -272,11 +641,16 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
         debug_assert_eq!(
             self.queued,
             self.members.iter().map(|m| m.pipe.queued()).sum::<usize>()
+                + self.handover.len()
+                + self.purged.len()
         );
         self.queued
     }
 
     fn next_eligible(&self, now: Instant) -> Option<Instant> {
+        if !self.handover.is_empty() || !self.purged.is_empty() {
+            return Some(now);
+        }
         self.members
             .iter()
             .filter_map(|m| m.pipe.next_eligible(now))
@@ -321,6 +695,10 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
 
     fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
         let mut taken = 0;
+        while let Some(r) = self.purged.pop_front() {
+            taken += 1;
+            out(r);
+        }
         for m in &mut self.members {
             let base = m.base;
             m.pipe.take_late_drops(&mut |r: Rejected| {
@@ -502,5 +880,205 @@ mod tests {
         let (out, _) = drain(&mut set, Instant::ZERO);
         assert_eq!(out.len(), 2);
         assert_eq!(set.queued(), 0);
+    }
+
+    #[test]
+    fn a_member_installed_and_removed_while_packets_flow_keeps_every_packet() {
+        let mut set = PipeSet::new();
+        set.push(1, 0, pipe(Some(8_000_000), 0, 1), 1).unwrap();
+        set.reserve(4).unwrap();
+        assert_eq!(set.flows(), 5);
+        let mut routes = set.routes();
+        // Two ids for link 2: the first free ones after pipe 1's.
+        let base = routes.free_base(set.flows(), 2, &[]).unwrap();
+        assert_eq!(base, 1);
+        assert!(
+            set.check_install(1, 0, base, 2, None, &[]).is_err(),
+            "link 1 instance 0 is taken"
+        );
+        assert!(
+            set.check_install(2, 0, 4, 2, None, &[]).is_err(),
+            "beyond the reserve"
+        );
+        // 8 Mbit/s: 1000 B take 1 ms; 10 ms of delay.
+        set.install(2, 0, base, pipe(Some(8_000_000), 10_000_000, 2), 2)
+            .unwrap();
+        routes.insert(2, 0, base, 2);
+        assert_eq!(routes, set.routes());
+        let two = set.global(2, 0, FlowId(1)).unwrap();
+        assert_eq!(two, FlowId(2));
+        let mut accepted = 0;
+        for i in 0..5 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, i))
+                .unwrap();
+            set.enqueue(Instant::ZERO, Packet::new(two, 1000, 10 + i))
+                .unwrap();
+            accepted += 2;
+        }
+        // At 11.5 ms: pipe 2's first packet is due, the second on its way
+        // (in the delay line), three queued.
+        let now = Instant::from_nanos(11_500_000);
+        assert_eq!(
+            set.next_eligible(Instant::ZERO),
+            Some(Instant::from_nanos(1_000_000))
+        );
+        let mut sent = Vec::new();
+        // Pipe 1's five packets leave at 1..5 ms; pipe 2's first at 11 ms.
+        let mut t = Instant::ZERO;
+        while let Some(e) = set.next_eligible(t) {
+            if e > now {
+                break;
+            }
+            t = e;
+            if let Some(p) = set.dequeue(t) {
+                sent.push(p);
+            }
+        }
+        assert_eq!(sent.len(), 6, "{sent:?}");
+        let gone = set.remove_link(2, now);
+        assert_eq!(gone.len(), 1);
+        let c = gone[0].1;
+        assert_eq!(c.in_packets, 5);
+        assert_eq!(c.out_packets, 1);
+        assert_eq!(c.dropped(DropReason::FlowRemoved), 4);
+        assert_eq!(c.in_packets, c.out_packets + c.dropped_total());
+        assert_eq!(set.queued(), 4, "the purged packets until taken");
+        assert_eq!(set.next_eligible(now), Some(now));
+        let mut late = Vec::new();
+        set.take_late_drops(&mut |r| late.push(r));
+        assert_eq!(late.len(), 4);
+        assert!(late
+            .iter()
+            .all(|r| r.packet.flow == two && r.reason == DropReason::FlowRemoved));
+        assert_eq!(set.queued(), 0);
+        assert_eq!(sent.len() + late.len(), accepted);
+        // The freed ids are refused, then reused.
+        let r = set.enqueue(now, Packet::new(two, 1000, 99)).unwrap_err();
+        assert_eq!(r.reason, DropReason::UnknownFlow);
+        routes.remove_link(2);
+        assert_eq!(routes, set.routes());
+        assert_eq!(routes.free_base(set.flows(), 4, &[]), Some(1));
+        assert_eq!(routes.free_base(set.flows(), 5, &[]), None);
+        set.install(3, 0, 1, pipe(None, 0, 4), 4).unwrap();
+        set.enqueue(now, Packet::new(FlowId(4), 100, 7)).unwrap();
+        assert_eq!(
+            set.dequeue(now).map(|p| (p.flow, p.token)),
+            Some((FlowId(4), 7))
+        );
+    }
+
+    #[test]
+    fn a_removed_member_s_due_packets_are_still_handed_out() {
+        let mut set = PipeSet::new();
+        set.push(1, 0, pipe(None, 1_000, 1), 1).unwrap();
+        set.reserve(1).unwrap();
+        for i in 0..3 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 100, i))
+                .unwrap();
+        }
+        let now = Instant::from_nanos(1_000);
+        // The first dequeue releases all three; one is handed out.
+        assert_eq!(set.dequeue(now).map(|p| p.token), Some(0));
+        let gone = set.remove_link(1, now);
+        assert_eq!(gone[0].1.out_packets, 3, "released before the removal");
+        assert_eq!(set.queued(), 2);
+        let rest: Vec<u64> = std::iter::from_fn(|| set.dequeue(now))
+            .map(|p| p.token)
+            .collect();
+        assert_eq!(rest, [1, 2]);
+        assert_eq!(set.queued(), 0);
+        assert_eq!(set.pipe_count(), 0);
+        assert_eq!(set.next_eligible(now), None);
+    }
+
+    #[test]
+    fn a_replaced_link_hands_its_packets_to_the_new_pipe_in_order_and_on_time() {
+        let drr = |flows: usize| {
+            let sched = SchedulerConfig::new(AlgKind::Drr)
+                .build(FlowTable::uniform(flows).unwrap())
+                .unwrap();
+            let cfg = PipeConfig {
+                bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+                delay_ns: 10_000_000,
+                ..PipeConfig::default()
+            };
+            Pipe::new(cfg, sched, flows).unwrap()
+        };
+        let mut set = PipeSet::new();
+        set.push(2, 0, drr(2), 2).unwrap();
+        set.reserve(3).unwrap();
+        // Flows 0 and 1: 4 packets each; 1000 B take 1 ms.
+        for i in 0..4 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, i))
+                .unwrap();
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 10 + i))
+                .unwrap();
+        }
+        // At 2.5 ms: two packets in the delay line (exits 11 and 12 ms), one
+        // on the link (ends at 3 ms, exit 13 ms), five queued.
+        let now = Instant::from_nanos(2_500_000);
+        assert_eq!(set.dequeue(now), None);
+        // The new pipe has a flowset in the middle: old 1 is new 2.
+        let remap = |f: FlowId| Some(FlowId(if f.0 == 1 { 2 } else { f.0 }));
+        let gone = set
+            .replace_link(2, now, vec![(0, 2, drr(3), 3)], &remap)
+            .unwrap();
+        assert_eq!(gone.len(), 1);
+        let c = gone[0].1;
+        assert_eq!((c.in_packets, c.out_packets, c.dropped_total()), (0, 0, 0));
+        assert_eq!(set.queued(), 8);
+        assert!(
+            set.check_install(9, 0, 0, 2, None, &[]).is_ok(),
+            "the old ids are free"
+        );
+        let (out, late) = drain(&mut set, now);
+        assert!(late.is_empty());
+        assert_eq!(out.len(), 8);
+        let times: Vec<u64> = out.iter().map(|(t, _)| *t / 1_000_000).collect();
+        // In flight: 11, 12, 13 ms; then one packet a ms from 3 ms on.
+        assert_eq!(times, [11, 12, 13, 14, 15, 16, 17, 18]);
+        for flow in [FlowId(2), FlowId(4)] {
+            let tokens: Vec<u64> = out
+                .iter()
+                .filter(|(_, p)| p.flow == flow)
+                .map(|(_, p)| p.token)
+                .collect();
+            assert_eq!(tokens.len(), 4, "{flow:?}: {out:?}");
+            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        }
+        // A packet routed before the replacement, to old flow 1 (global 1):
+        // it goes to new flow 2 (global 4).
+        set.enqueue(now, Packet::new(FlowId(1), 1000, 50)).unwrap();
+        let (out, _) = drain(&mut set, now);
+        let got: Vec<_> = out.iter().map(|(_, p)| (p.flow, p.token)).collect();
+        assert_eq!(got, [(FlowId(4), 50)]);
+        // A flow with no place in the new pipe: dropped as flow_removed.
+        for i in 0..3 {
+            set.enqueue(now, Packet::new(FlowId(4), 1000, 20 + i))
+                .unwrap();
+        }
+        let gone = set
+            .replace_link(2, now, vec![(0, 0, drr(2), 2)], &|f| {
+                (f.0 == 0).then_some(f)
+            })
+            .unwrap();
+        let c = gone[0].1;
+        assert_eq!(c.dropped(DropReason::FlowRemoved), 3);
+        assert_eq!(
+            c.in_packets,
+            8 + 1 + 3,
+            "nine handed out earlier, three dropped now"
+        );
+        let mut late = Vec::new();
+        set.take_late_drops(&mut |r| late.push(r));
+        assert_eq!(late.len(), 3);
+        assert!(late.iter().all(|r| r.packet.flow == FlowId(4)));
+        assert_eq!(set.queued(), 0);
+        // The first replacement's aliases went with the second; the ids
+        // 2..5 are free and refused.
+        let r = set
+            .enqueue(now, Packet::new(FlowId(3), 1000, 60))
+            .unwrap_err();
+        assert_eq!(r.reason, DropReason::UnknownFlow);
     }
 }

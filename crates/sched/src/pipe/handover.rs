@@ -1,0 +1,200 @@
+//! Handing a running pipe's packets over to the pipe that replaces it (a
+//! link rebuilt while it runs, when a flowset is added to it or deleted
+//! from it), between two calls of its owner.
+//!
+//! # Guarantees
+//! * **Nothing lost without a counted reason.** [`Pipe::hand_over`] gives
+//!   up every packet the old pipe holds: those on the link or in the delay
+//!   line with their exit times, then those in the scheduler in its
+//!   service order; a packet whose flow has no place in the new pipe (its
+//!   flowset deleted) is dropped with [`DropReason::FlowRemoved`], and a
+//!   packet already decided lost (a profile loss) keeps its reason. Moved
+//!   packets leave the old pipe's counters (`in` less them, so its
+//!   `in = out + dropped` holds) and enter the new one's with
+//!   [`Pipe::adopt`].
+//! * **Times and order kept.** A moved packet in flight keeps its exit
+//!   time (later only if the new delay line keeps order behind a later
+//!   one, which cannot happen for packets handed over in exit order into
+//!   an empty line); queued packets go to the new scheduler in the old
+//!   one's service order, so each flow keeps its order, and the new link
+//!   starts after the transmission in progress on the old one
+//!   ([`Pipe::continue_link`]). A queued packet is not filtered again (it
+//!   was admitted once).
+//!
+//! What does not carry over: the schedulers' fair-share state (virtual
+//! times, deficits), RED averages and Gilbert-Elliott states, burst
+//! credit.
+//!
+//! # Complexity
+//! O(held packets + flows); control path only.
+
+use super::{Fate, Pipe, PipeCounters};
+use crate::{DropReason, FlowId, Instant, Packet, Rejected, Scheduler};
+
+/// A packet a pipe gives up when it is replaced ([`Pipe::hand_over`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moved {
+    /// It waited in the scheduler.
+    Queued(Packet),
+    /// It was on the link or in the delay line, leaving at `exit`.
+    InFlight {
+        /// Its exit time.
+        exit: Instant,
+        /// The packet.
+        packet: Packet,
+    },
+}
+
+impl<S: Scheduler> Pipe<S> {
+    /// Gives up every packet at `now` (module docs): first runs the link
+    /// up to `now`, then hands the delay line's packets to `moved` in exit
+    /// order and the scheduler's in its service order, each with its flow
+    /// as `remap` gives it in the new pipe; a packet whose flow `remap`
+    /// refuses, and a packet already decided lost, goes to `dropped`
+    /// (counted here). Returns when the link is free (the end of the
+    /// transmission in progress) and the packets the scheduler did not
+    /// give up (0 for every scheduler of this crate, see [`Pipe::purge`]).
+    pub fn hand_over(
+        &mut self,
+        now: Instant,
+        remap: &dyn Fn(FlowId) -> Option<FlowId>,
+        moved: &mut dyn FnMut(Moved),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> (Instant, u64) {
+        self.advance_link(now);
+        let link_free = self.link.busy_until.max(self.link.last_finish);
+        while let Some(e) = self.line.pop_due(Instant::MAX) {
+            match e.fate {
+                Fate::Duplicate => {}
+                Fate::Transmit => give(
+                    &mut self.counters,
+                    remap,
+                    moved,
+                    dropped,
+                    Moved::InFlight {
+                        exit: e.exit,
+                        packet: e.packet,
+                    },
+                ),
+                Fate::Dropped(reason) => {
+                    self.counters.drop(&e.packet, reason);
+                    dropped(Rejected {
+                        packet: e.packet,
+                        reason,
+                    });
+                }
+            }
+        }
+        let mut t = now;
+        let mut misses = 0u64;
+        let budget = (self.sched.queued() as u64 + 1).saturating_mul(64);
+        while !self.sched.is_empty() && misses < budget {
+            match self.sched.dequeue(t) {
+                Some(pkt) => give(
+                    &mut self.counters,
+                    remap,
+                    moved,
+                    dropped,
+                    Moved::Queued(pkt),
+                ),
+                None => {
+                    misses += 1;
+                    t = match self.sched.next_eligible(t) {
+                        Some(e) if e > t => e,
+                        _ => t.saturating_add_nanos(super::MAX_PROBE_NS),
+                    };
+                }
+            }
+        }
+        for st in &mut self.state {
+            *st = Default::default();
+        }
+        self.stalled = false;
+        self.shaper_wait = false;
+        (link_free, self.sched.queued() as u64)
+    }
+
+    /// Takes a packet another pipe gave up ([`Pipe::hand_over`]), at `now`:
+    /// in flight, into the delay line at its exit time; queued, into the
+    /// scheduler without the queue's filters. Counted in `in`.
+    ///
+    /// # Errors
+    /// The packet back with [`DropReason::FlowRemoved`] (counted as dropped
+    /// here): its flow is beyond the pipe's, the delay line is full, or the
+    /// scheduler refuses it.
+    pub fn adopt(&mut self, now: Instant, moved: Moved) -> Result<(), Rejected> {
+        let pkt = match moved {
+            Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
+        };
+        self.counters.in_packets += 1;
+        self.counters.in_bytes += u64::from(pkt.len);
+        let refuse = |pipe: &mut Self| {
+            pipe.counters.drop(&pkt, DropReason::FlowRemoved);
+            Err(Rejected {
+                packet: pkt,
+                reason: DropReason::FlowRemoved,
+            })
+        };
+        if pkt.flow.index() >= self.state.len() {
+            return refuse(self);
+        }
+        match moved {
+            Moved::InFlight { exit, packet } => {
+                if self.line.free() == 0 {
+                    return refuse(self);
+                }
+                self.line.insert(exit, packet, Fate::Transmit);
+                Ok(())
+            }
+            Moved::Queued(packet) => {
+                self.advance_link(now);
+                match self.accept(now, packet) {
+                    Ok(()) => Ok(()),
+                    Err(_) => refuse(self),
+                }
+            }
+        }
+    }
+
+    /// The link is busy until `until` (the transmission in progress on the
+    /// pipe this one replaces): the next packet starts no earlier.
+    pub fn continue_link(&mut self, until: Instant) {
+        self.link.busy_until = self.link.busy_until.max(until);
+        self.link.last_finish = self.link.last_finish.max(until);
+    }
+}
+
+/// One packet given up: to `moved` with its new flow (out of the old
+/// pipe's `in`), or dropped as [`DropReason::FlowRemoved`] when `remap`
+/// has no place for its flow.
+fn give(
+    counters: &mut PipeCounters,
+    remap: &dyn Fn(FlowId) -> Option<FlowId>,
+    moved: &mut dyn FnMut(Moved),
+    dropped: &mut dyn FnMut(Rejected),
+    m: Moved,
+) {
+    let pkt = match m {
+        Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
+    };
+    match remap(pkt.flow) {
+        Some(flow) => {
+            counters.in_packets -= 1;
+            counters.in_bytes -= u64::from(pkt.len);
+            moved(match m {
+                Moved::Queued(p) => Moved::Queued(Packet { flow, ..p }),
+                Moved::InFlight { exit, packet } => Moved::InFlight {
+                    exit,
+                    packet: Packet { flow, ..packet },
+                },
+            });
+        }
+        None => {
+            counters.drop(&pkt, DropReason::FlowRemoved);
+            dropped(Rejected {
+                packet: pkt,
+                reason: DropReason::FlowRemoved,
+            });
+        }
+    }
+}
