@@ -161,6 +161,10 @@ pub struct Args {
     /// (`RuntimeConfig::spin_ns`; 0 parks at once, which suits threads sharing a core).
     #[arg(long, default_value_t = 30)]
     pub arbiter_spin_us: u64,
+    /// Idle arbiters of the arbiters part yield their core while they spin
+    /// (`RuntimeConfig::spin_yields`), for clients sharing their cores.
+    #[arg(long)]
+    pub arbiter_spin_yields: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -188,6 +192,7 @@ impl Default for Args {
             arbiter_alg: "drr".into(),
             arbiter_client_cpu: None,
             arbiter_spin_us: 30,
+            arbiter_spin_yields: false,
             json: false,
         }
     }
@@ -234,6 +239,7 @@ struct Config {
     arbiter_alg: String,
     arbiter_client_cpu: Option<usize>,
     arbiter_spin_us: u64,
+    arbiter_spin_yields: bool,
 }
 
 #[derive(Serialize)]
@@ -571,6 +577,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             arbiter_alg: args.arbiter_alg.clone(),
             arbiter_client_cpu: args.arbiter_client_cpu,
             arbiter_spin_us: args.arbiter_spin_us,
+            arbiter_spin_yields: args.arbiter_spin_yields,
         },
         decision: Vec::new(),
         balance: Vec::new(),
@@ -803,6 +810,7 @@ fn node_run(args: &Args, alg: pspat_sched::AlgKind, links: usize) -> anyhow::Res
         cfg.max_clients = args.arbiter_clients;
         cfg.arbiter_core = Some(e % ncpu);
         cfg.spin_ns = args.arbiter_spin_us * 1_000;
+        cfg.spin_yields = args.arbiter_spin_yields;
         let mut sc = SchedulerConfig::new(alg);
         sc.capacity = args.arbiter_clients * cfg.descriptors_per_client;
         let table = FlowTable::uniform(flows).map_err(|e| usage(format!("--flows: {e}")))?;
@@ -1151,11 +1159,12 @@ fn print(args: &Args, r: &Report) -> anyhow::Result<()> {
     if !r.arbiters.is_empty() {
         writeln!(
             out,
-            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, spinning {} µs when idle, clients {}; CPU ns per released packet from schedstat)",
+            "\narbiters (pspat::node::Node, {}, unlimited links, counting backend; median of {} alternating runs of {} ms; arbiters pinned one per core, spinning {} µs when idle{}, clients {}; CPU ns per released packet from schedstat)",
             args.arbiter_alg,
             args.arbiter_runs,
             args.arbiter_ms,
             args.arbiter_spin_us,
+            if args.arbiter_spin_yields { " (yielding)" } else { "" },
             args.arbiter_client_cpu
                 .map_or("unpinned".to_string(), |c| format!("pinned to CPU {c}"))
         )?;

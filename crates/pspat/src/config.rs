@@ -115,6 +115,14 @@ pub struct RuntimeConfig {
     pub rate_bps: Option<u64>,
     /// T_w: how long the arbiter (and a dispatcher) spins idle before parking, ns.
     pub spin_ns: u64,
+    /// Whether an idle arbiter spends its T_w yielding its core
+    /// (`sched_yield`) instead of pausing in place (default false). For an
+    /// arbiter that shares a core with its clients (fewer cores than
+    /// threads): a client that is ready runs at once, where a pausing
+    /// arbiter would hold the core for T_w and a parked one costs a futex
+    /// wake-up per kick. On a core of its own it only adds a system call
+    /// per empty round.
+    pub spin_yields: bool,
     /// Consecutive empty reads after which a mailbox leaves service
     /// (default 4). Small on purpose: the reference kernel drops a mailbox
     /// from its list as soon as it is drained; here a few reads of grace
@@ -171,6 +179,7 @@ impl Default for RuntimeConfig {
             dispatchers: 0,
             rate_bps: None,
             spin_ns: 30_000,
+            spin_yields: false,
             retire_after_reads: 4,
             backpressure: BackpressurePolicy::ReportOnly,
             lists: 0,

@@ -86,6 +86,7 @@ fn conservation_and_order_with(
         per_client,
         tx_entries,
         DispatchPlacement::Modulo,
+        false,
     );
 }
 
@@ -96,9 +97,11 @@ fn conservation_and_order_placed(
     per_client: u64,
     tx_entries: usize,
     placement: DispatchPlacement,
+    spin_yields: bool,
 ) {
     let mut cfg = RuntimeConfig::default();
     cfg.dispatch_placement = placement;
+    cfg.spin_yields = spin_yields;
     cfg.max_clients = clients;
     cfg.tx_mode = tx_mode;
     cfg.dispatchers = dispatchers;
@@ -198,8 +201,23 @@ fn dispatcher_mode_t2() {
 #[test]
 fn hrw_and_ahrw_placement_keep_every_flow_in_order() {
     for placement in [DispatchPlacement::Hrw, DispatchPlacement::Ahrw] {
-        conservation_and_order_placed(24, TxMode::Dispatcher, 3, 20_000, 64, placement);
+        conservation_and_order_placed(24, TxMode::Dispatcher, 3, 20_000, 64, placement, false);
     }
+}
+
+/// An arbiter that yields its core while idle (`spin_yields`, for cores
+/// shared with clients) loses and reorders nothing either.
+#[test]
+fn an_arbiter_that_yields_while_idle_conserves_and_keeps_order() {
+    conservation_and_order_placed(
+        16,
+        TxMode::Dispatcher,
+        1,
+        10_000,
+        1024,
+        DispatchPlacement::Modulo,
+        true,
+    );
 }
 
 #[test]

@@ -15,7 +15,8 @@
 //!   may be eligible sooner), through the parker's flag-fence-rescan
 //!   protocol (`pspat_mailbox::parker`). Spin only when that is under 2 µs:
 //!   a shaper keeps its own schedule, so a late wake-up never lowers its rate.
-//! * [`Outcome::Idle`]: spin for T_w ([`crate::RuntimeConfig::spin_ns`]),
+//! * [`Outcome::Idle`]: spin for T_w ([`crate::RuntimeConfig::spin_ns`];
+//!   yielding the core instead with [`crate::RuntimeConfig::spin_yields`]),
 //!   then park until a kick (\[E\] §3.1, \[J\] §3.5), with a 100 ms safety
 //!   timeout whose use with work found is counted in
 //!   [`crate::ArbiterStats::unrequested_wakeups_with_work`].
@@ -170,7 +171,11 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                     }
                     let since = *idle_since.get_or_insert(now);
                     if now.saturating_nanos_since(since) < spin_ns {
-                        std::hint::spin_loop();
+                        if self.rt.cfg.spin_yields {
+                            std::thread::yield_now();
+                        } else {
+                            std::hint::spin_loop();
+                        }
                         continue;
                     }
                     let parked = std::time::Instant::now();
