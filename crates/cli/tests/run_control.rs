@@ -37,7 +37,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::run_bed::{check_conservation, pipe, realtime_ns, wait_for, Arrival, Bed};
+use common::run_bed::{
+    check_conservation, pace, pipe, realtime_ns, send_all, wait_for, Arrival, Bed,
+};
 
 /// `pspat ctl --socket SOCKET ARGS...`.
 fn ctl(socket: &Path, args: &[&str]) -> Output {
@@ -167,13 +169,8 @@ fn ctl_changes_the_bandwidth_under_load_within_100ms_and_loses_nothing() {
                 bed.frame(6000, seq, 0, 1000)
             })
             .collect();
-        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-        let mut at = 0;
-        while at < views.len() {
-            at += tx.send_batch(&views[at..]).expect("send");
-        }
-        let next = start + Duration::from_millis(4 * u64::from(round + 1));
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(4), round);
     }
     let shown = ctl(&socket, &["pipe", "show", "1"]);
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
@@ -506,13 +503,8 @@ fn a_pipe_added_and_deleted_under_load_shapes_its_port_and_loses_nothing_uncount
                 batch.push(bed.frame(6002, seq, 0, 1000));
             }
         }
-        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-        let mut at = 0;
-        while at < views.len() {
-            at += tx.send_batch(&views[at..]).expect("send");
-        }
-        let next = start + Duration::from_millis(4 * u64::from(round + 1));
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(4), round);
     }
     std::thread::sleep(Duration::from_millis(300));
     let doc = finish(child);
@@ -612,13 +604,8 @@ fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
                 batch.push(bed.frame(7002, seq, 0, 1000));
             }
         }
-        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-        let mut at = 0;
-        while at < views.len() {
-            at += tx.send_batch(&views[at..]).expect("send");
-        }
-        let next = start + Duration::from_millis(4 * u64::from(round + 1));
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(4), round);
     }
     std::thread::sleep(Duration::from_millis(500));
     let doc = finish(child);

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::run_bed::{check_conservation, pipe, realtime_ns, Arrival, Bed};
+use common::run_bed::{check_conservation, pace, pipe, realtime_ns, send_all, Arrival, Bed};
 
 /// Waits for the daemon to exit; its JSON report.
 fn finish(mut child: Child) -> serde_json::Value {
@@ -200,13 +200,8 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
                 bed.frame(6000, seq, realtime_ns(), 1000)
             })
             .collect();
-        let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-        let mut at = 0;
-        while at < views.len() {
-            at += tx.send_batch(&views[at..]).expect("send");
-        }
-        let next = start + Duration::from_millis(10 * u64::from(round + 1));
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(10), round);
     }
     std::thread::sleep(Duration::from_millis(300));
     let pid = child.id().to_string();

@@ -250,3 +250,18 @@ pub fn check_conservation(doc: &serde_json::Value) {
     let gone = t["transmitted"].as_u64().unwrap() + t["dropped_total"].as_u64().unwrap();
     assert_eq!(received, gone, "received = transmitted + dropped: {t}");
 }
+
+/// Sends every frame of `batch` on `tx`, however many calls it takes.
+pub fn send_all(tx: &mut PacketTx, batch: &[Vec<u8>]) {
+    let views: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
+    let mut at = 0;
+    while at < views.len() {
+        at += tx.send_batch(&views[at..]).expect("send");
+    }
+}
+
+/// Sleeps until the end of round `round` of `period` each since `start`.
+pub fn pace(start: Instant, period: Duration, round: u32) {
+    let next = start + period * (round + 1);
+    std::thread::sleep(next.saturating_duration_since(Instant::now()));
+}
