@@ -235,13 +235,21 @@ impl Bridge {
             .filter_map(|l| l.front().map(Sender::max_frame))
             .min()
             .unwrap_or(1514);
-        // Blocks handed over after 1 ms at most: the latency a lone frame
+        // V2: each frame handed over as soon as the kernel wrote it, in a
+        // slot that holds the longest frame the output takes (a VLAN tag
+        // more, should the kernel keep an inner one in the frame). V3:
+        // blocks handed over after 1 ms at most, the latency a lone frame
         // gets from the ring.
-        let rx_cfg = RxConfig {
-            fanout: (cfg.rx_threads > 1).then_some(cfg.fanout_group),
+        let rx_base = |longest: usize| RxConfig {
+            ring: cfg.rx_ring,
             block_timeout: std::time::Duration::from_millis(1),
+            frame_size: RxConfig::slot_for(longest + 4),
             promiscuous: true,
             ..RxConfig::default()
+        };
+        let rx_cfg = RxConfig {
+            fanout: (cfg.rx_threads > 1).then_some(cfg.fanout_group),
+            ..rx_base(out_max)
         };
         let mut rxs = Vec::with_capacity(cfg.rx_threads);
         for _ in 0..cfg.rx_threads {
@@ -253,19 +261,14 @@ impl Bridge {
         let mut reverse_sockets = Vec::new();
         if cfg.reverse {
             for e in &egress {
-                let reverse_rx = RxConfig {
-                    block_timeout: std::time::Duration::from_millis(1),
-                    promiscuous: true,
-                    ..RxConfig::default()
-                };
-                let rx = PacketRx::open(&e.interface, &reverse_rx)
-                    .map_err(interface_error("output", &e.interface))?;
                 let tx_cfg = TxConfig {
                     qdisc_bypass: cfg.qdisc_bypass,
                     ..TxConfig::default()
                 };
                 let tx = PacketTx::open(&cfg.input, &tx_cfg)
                     .map_err(interface_error("input", &cfg.input))?;
+                let rx = PacketRx::open(&e.interface, &rx_base(tx.max_frame()))
+                    .map_err(interface_error("output", &e.interface))?;
                 reverse_sockets.push((rx, tx));
             }
         }

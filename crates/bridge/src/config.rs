@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pspat_io::parse::FlowKeyKind;
-use pspat_io::IoError;
+use pspat_io::{IoError, RxRing};
 use pspat_sched::SchedulerConfig;
 
 /// The most flows a bridge classifies into.
@@ -143,6 +143,13 @@ pub struct BridgeConfig {
     pub unparsed: Unparsed,
     /// How the dispatchers send.
     pub tx: TxKind,
+    /// The kind of RX ring of every receiving socket (the input's RX
+    /// threads and the reverse direction's): [`RxRing::V2`] hands each
+    /// frame over as soon as the kernel wrote it; [`RxRing::V3`] hands
+    /// blocks over when full or after its 1 ms block timeout, which a lone
+    /// frame waits out at low rates. Either way an idle RX thread sleeps in
+    /// `poll(2)`.
+    pub rx_ring: RxRing,
     /// Skip the kernel's qdisc on the sending sockets
     /// (`PACKET_QDISC_BYPASS`): the arbiter already scheduled the frames.
     pub qdisc_bypass: bool,
@@ -177,8 +184,8 @@ pub struct BridgeConfig {
 
 impl BridgeConfig {
     /// The defaults: one RX thread, one dispatcher, DRR, unshaped, 1 flow
-    /// keyed by 5-tuple, unparsed frames forwarded, sendmmsg with qdisc
-    /// bypass, 64 packets per flow queue, 4096 frames per RX thread, the
+    /// keyed by 5-tuple, unparsed frames forwarded, V2 RX rings, sendmmsg
+    /// with qdisc bypass, 64 packets per flow queue, 4096 frames per RX thread, the
     /// reverse direction forwarded, 1 s of drain.
     pub fn new(input: impl Into<String>, output: impl Into<String>) -> Self {
         BridgeConfig {
@@ -194,6 +201,7 @@ impl BridgeConfig {
             weights: Vec::new(),
             unparsed: Unparsed::Forward,
             tx: TxKind::default(),
+            rx_ring: RxRing::V2,
             qdisc_bypass: true,
             queue_limit: 64,
             descriptors: 4096,

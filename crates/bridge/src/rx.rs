@@ -16,6 +16,16 @@
 //! is what lets the thread reclaim the frame again when the slot comes
 //! back ([`pspat_io::FrameArena`]'s release and reclaim carry the bytes
 //! across threads, with no separate return path).
+//!
+//! The thread waits for its ring in `poll(2)` (at most [`POLL`], to see a
+//! stop request), so an idle bridge costs nothing; with a V2 ring
+//! ([`pspat_io::RxRing`]) it wakes on the first frame, and each call gives
+//! every frame that is ready, up to the ring's batch. Each frame is
+//! submitted on its own (one publishing fence per frame): its bytes must
+//! be copied into the slot the client will give it before it is
+//! submitted, and [`pspat::Client::next_slot`] names only the slot of the
+//! next submit, so a burst ([`pspat::Client::submit_burst`]) could not
+//! place its later frames.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -13,19 +13,30 @@ use std::time::Duration;
 use common::{numbered, send_all, settle, Bed};
 use pspat_bridge::{BridgeConfig, TxKind, Unparsed, Verdict};
 use pspat_io::parse::{FlowKey, FlowKeyKind, ParseError, ParseReason};
+use pspat_io::RxRing;
 use pspat_sched::{AlgKind, FlowId, SchedulerConfig};
 
 #[test]
 fn every_frame_is_forwarded_or_counted_and_flows_keep_their_order() {
-    forward_and_count(1, 1, TxKind::Sendmmsg);
+    forward_and_count(1, 1, TxKind::Sendmmsg, RxRing::V2);
 }
 
 #[test]
 fn two_rx_threads_two_dispatchers_and_the_tx_ring_keep_count_and_order() {
-    forward_and_count(2, 2, TxKind::Ring);
+    forward_and_count(2, 2, TxKind::Ring, RxRing::V2);
 }
 
-fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind) {
+#[test]
+fn the_v3_block_ring_keeps_count_and_order_too() {
+    forward_and_count(1, 1, TxKind::Sendmmsg, RxRing::V3);
+}
+
+#[test]
+fn two_rx_threads_on_v3_rings_keep_count_and_order() {
+    forward_and_count(2, 1, TxKind::Sendmmsg, RxRing::V3);
+}
+
+fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind, ring: RxRing) {
     let Some(bed) = Bed::new() else {
         return;
     };
@@ -33,6 +44,7 @@ fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind) {
     cfg.rx_threads = rx_threads;
     cfg.dispatchers = dispatchers;
     cfg.tx = tx_kind;
+    cfg.rx_ring = ring;
     cfg.flows = 4;
     cfg.flow_key = FlowKeyKind::DstPort;
     cfg.rate_bps = Some(200_000_000);

@@ -102,9 +102,18 @@ struct CompareArgs {
     /// CPU of the senders and receivers.
     #[arg(long, default_value_t = 1)]
     traffic_cpu: usize,
+    /// pspat shape's --rx-ring, comma-separated v2, v3 (default: pspat shape's own); with both, the victim
+    /// experiment runs pspat once with each, in turn (modes pspat-v2, pspat-v3), the others use the first.
+    #[arg(long = "rx-ring", value_delimiter = ',', value_parser = rx_ring_arg)]
+    rx_ring: Vec<pspat_io::RxRing>,
     /// Print one JSON object (`schema_version` 1) instead of the summary.
     #[arg(long)]
     json: bool,
+}
+
+fn rx_ring_arg(text: &str) -> Result<pspat_io::RxRing, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an RX ring (allowed: v2, v3)"))
 }
 
 /// Runs `pspat lab`.
@@ -230,6 +239,12 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     config.alg = a.alg;
     config.shaper_cpu = a.shaper_cpu;
     config.traffic_cpu = a.traffic_cpu;
+    config.rx_rings = a.rx_ring;
+    if config.rx_rings.len() > 2
+        || (config.rx_rings.len() == 2 && config.rx_rings[0] == config.rx_rings[1])
+    {
+        return Err(usage("--rx-ring: give v2, v3, or both once each"));
+    }
     let report = compare::compare(&config).map_err(lab_error)?;
     if a.json {
         crate::traffic::print_json("lab compare", &report)?;

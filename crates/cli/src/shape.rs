@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Egress, Report, TxKind, Unparsed};
 use pspat_io::parse::FlowKeyKind;
+use pspat_io::RxRing;
 
 use crate::units::{self, human_rate, parse_weights};
 use crate::usage;
@@ -68,6 +69,11 @@ pub struct Args {
     /// How dispatchers send: sendmmsg (from the frame pool, default) or ring (a TPACKET_V2 TX ring).
     #[arg(long, default_value = "sendmmsg", value_parser = tx_arg)]
     tx: TxKind,
+    /// RX ring of the receiving sockets: v2 (TPACKET_V2, each frame handed over as soon as it arrives,
+    /// default) or v3 (TPACKET_V3 blocks, handed over when full or after 1 ms: a frame may wait that
+    /// long at low rates). Either way an idle RX thread sleeps in poll(2).
+    #[arg(long = "rx-ring", default_value = "v2", value_parser = rx_ring_arg)]
+    rx_ring: RxRing,
     /// Frames that do not parse (not IP, malformed): forward (in flow 0) or drop (counted by reason).
     #[arg(long, default_value = "forward", value_parser = unparsed_arg)]
     unparsed: Unparsed,
@@ -130,6 +136,11 @@ fn tx_arg(text: &str) -> Result<TxKind, String> {
             units::quote(text)
         )
     })
+}
+
+fn rx_ring_arg(text: &str) -> Result<RxRing, String> {
+    text.parse()
+        .map_err(|_| format!("{} is not an RX ring (allowed: v2, v3)", units::quote(text)))
 }
 
 fn unparsed_arg(text: &str) -> Result<Unparsed, String> {
@@ -293,6 +304,7 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     cfg.dispatchers = in_range("--dispatchers", args.dispatchers, 0, 64)? as usize;
     cfg.rx_threads = in_range("--rx-threads", args.rx_threads, 1, 64)? as usize;
     cfg.tx = args.tx;
+    cfg.rx_ring = args.rx_ring;
     cfg.unparsed = args.unparsed;
     cfg.queue_limit = in_range("--queue-limit", args.queue_limit, 1, 65_536)? as u32;
     let d = in_range("--descriptors", args.descriptors, 64, 65_536)?;
@@ -338,6 +350,7 @@ struct ShapeJson<'a> {
     rate_bps: Option<u64>,
     flow_key: &'static str,
     tx: &'static str,
+    rx_ring: &'static str,
     #[serde(flatten)]
     report: &'a Report,
 }
@@ -561,7 +574,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     });
     eprintln!(
-        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, frames of {} bytes)",
+        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, rx ring {}, frames of {} bytes)",
         cfg.input,
         egress_line(&cfg),
         placed.unwrap_or_default(),
@@ -571,6 +584,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cfg.rx_threads,
         cfg.dispatchers,
         cfg.tx.name(),
+        cfg.rx_ring.name(),
         bridge.frame_size()
     );
     let start = Instant::now();
@@ -598,6 +612,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             rate_bps: cfg.rate_bps,
             flow_key: cfg.flow_key.name(),
             tx: cfg.tx.name(),
+            rx_ring: cfg.rx_ring.name(),
             report: &report,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;

@@ -63,6 +63,7 @@ fn bad_flags_are_one_line_naming_the_flag_and_exit_2() {
     one_line_exit_2(&with(&["--duration", "-3s"]), "--duration");
     one_line_exit_2(&with(&["--alg", "nope"]), "--alg");
     one_line_exit_2(&with(&["--tx", "carrier-pigeon"]), "--tx");
+    one_line_exit_2(&with(&["--rx-ring", "v1"]), "--rx-ring");
     one_line_exit_2(&with(&["--unparsed", "keep"]), "--unparsed");
     one_line_exit_2(&with(&["--queue-limit", "0"]), "--queue-limit");
     one_line_exit_2(&with(&["--descriptors", "100"]), "--descriptors");
@@ -209,6 +210,7 @@ fn sigterm_stops_a_run_and_json_has_the_documented_keys() {
     let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["command"], "shape");
+    assert_eq!(doc["rx_ring"], "v2", "the default RX ring");
     for key in ["received", "transmitted", "in_flight"] {
         assert!(doc[key].is_u64(), "{key}: {doc}");
     }
@@ -234,7 +236,7 @@ fn an_interface_that_disappears_ends_the_run_non_zero_with_counters() {
     let Some(bed) = bed() else {
         return;
     };
-    let (child, stderr) = spawn_ready(&bed, &["--duration", "20s"]);
+    let (child, stderr) = spawn_ready(&bed, &["--duration", "20s", "--rx-ring", "v3"]);
     std::thread::sleep(Duration::from_millis(200));
     bed.into.remove().expect("remove the input pair");
     let started = Instant::now();

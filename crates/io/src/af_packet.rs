@@ -1,22 +1,34 @@
-//! Raw Ethernet frames through Linux AF_PACKET sockets: a TPACKET_V3 RX
-//! ring, TX by `sendmmsg(2)` or by a TPACKET_V2 TX ring.
+//! Raw Ethernet frames through Linux AF_PACKET sockets: an RX ring of
+//! TPACKET_V3 blocks or of TPACKET_V2 frame slots, TX by `sendmmsg(2)` or by
+//! a TPACKET_V2 TX ring.
 //!
 //! Sources: packet(7); the kernel's `Documentation/networking/packet_mmap.rst`
 //! (ring layout, block and frame status words, `PACKET_QDISC_BYPASS`,
 //! `PACKET_FANOUT`) and `net/packet/af_packet.c` (which errors a send or a
-//! poll returns when the bound device goes down or away).
+//! poll returns when the bound device goes down or away, and when `poll(2)`
+//! reports a ring readable).
 //!
-//! * [`PacketRx`]: a socket bound to one interface with a block-based
-//!   TPACKET_V3 ring mapped into this process. The kernel fills a block and
-//!   hands it over when it is full or after [`RxConfig::block_timeout`];
-//!   [`PacketRx::recv_with`] walks the handed-over blocks and gives each
-//!   packet back to the kernel with its block. [`PacketRx::recv_into`]
-//!   copies each packet into a pool frame: the one copy a packet gets
-//!   between reception and transmission. Several RX threads share one
-//!   interface's traffic by hash with [`RxConfig::fanout`] (one socket each,
-//!   same group id). Frames this host sends on the interface are skipped.
-//!   The kernel strips the outer VLAN tag on reception; the copy puts it
-//!   back, so a frame reads as it was on the wire.
+//! * [`PacketRx`]: a socket bound to one interface with a ring mapped into
+//!   this process, of one of two kinds ([`RxConfig::ring`]):
+//!   - [`RxRing::V3`]: blocks. The kernel fills a block and hands it over
+//!     when it is full or after [`RxConfig::block_timeout`] (1 ms at
+//!     least), so at low rates a frame waits up to that long in the ring;
+//!     few status words to touch per frame at high rates.
+//!   - [`RxRing::V2`]: one slot per frame, each with its own status word;
+//!     the kernel hands every frame over as soon as it is written and
+//!     `poll(2)` wakes on the first one, so no timeout delays a frame. A
+//!     frame longer than a slot is truncated to it and counted
+//!     ([`RxStats::truncated`]).
+//!
+//!   [`PacketRx::recv_with`] gives every frame that is ready (never waiting
+//!   for more once one is) and gives each back to the kernel with its
+//!   block or slot; O(1) per frame. [`PacketRx::recv_into`] copies each
+//!   packet into a pool frame: the one copy a packet gets between reception
+//!   and transmission. Several RX threads share one interface's traffic by
+//!   hash with [`RxConfig::fanout`] (one socket each, same group id), with
+//!   either ring. Frames this host sends on the interface are skipped. The
+//!   kernel strips the outer VLAN tag on reception; the copy puts it back,
+//!   so a frame reads as it was on the wire.
 //! * [`PacketTx`]: frames sent by `sendmmsg(2)`, up to [`MAX_BATCH`] per
 //!   system call.
 //! * [`PacketTxRing`]: frames written into a mapped TPACKET_V2 TX ring, then
@@ -188,17 +200,68 @@ impl Batch for PoolBatch<'_> {
     }
 }
 
+/// The kind of ring a [`PacketRx`] maps (module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RxRing {
+    /// TPACKET_V2: one slot per frame, handed over as soon as it is
+    /// written.
+    V2,
+    /// TPACKET_V3: blocks of frames, handed over when full or after the
+    /// block timeout.
+    #[default]
+    V3,
+}
+
+impl RxRing {
+    /// `v2` or `v3`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RxRing::V2 => "v2",
+            RxRing::V3 => "v3",
+        }
+    }
+}
+
+impl std::fmt::Display for RxRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for RxRing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "v2" => Ok(RxRing::V2),
+            "v3" => Ok(RxRing::V3),
+            _ => Err(format!("expected v2 or v3, got {s:?}")),
+        }
+    }
+}
+
 /// Geometry and options of a [`PacketRx`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxConfig {
+    /// The kind of ring (default [`RxRing::V3`]).
+    pub ring: RxRing,
     /// Bytes per ring block: a power of two, a multiple of the page size
     /// (default 256 KiB).
     pub block_size: usize,
     /// Blocks in the ring (default 16: 4 MiB).
     pub blocks: usize,
-    /// How long the kernel fills a block that is not full before handing it
-    /// over (whole milliseconds, at least 1; default 2 ms).
+    /// V3: how long the kernel fills a block that is not full before
+    /// handing it over (whole milliseconds, at least 1; default 2 ms).
+    /// Checked but unused with V2.
     pub block_timeout: Duration,
+    /// V2: bytes per frame slot, its header included: a power of two from
+    /// 2048 up to the block size (default 2048). A slot holds a frame of
+    /// up to [`RxConfig::slot_room`] bytes (VLAN tag removed). Unused with
+    /// V3, whose frames take what they need of a block.
+    pub frame_size: usize,
+    /// V2: the most frames one receive call gives (1..=65536, default
+    /// 256), so that a busy ring still lets the caller look up between
+    /// batches. V3 gives whole blocks.
+    pub max_batch: usize,
     /// `PACKET_FANOUT` group (hash mode) to join, so that several sockets
     /// (one per RX thread) share the interface's traffic by flow. Groups
     /// are per network namespace: every socket of one group must read the
@@ -215,12 +278,40 @@ pub struct RxConfig {
 impl Default for RxConfig {
     fn default() -> Self {
         Self {
+            ring: RxRing::default(),
             block_size: 1 << 18,
             blocks: 16,
             block_timeout: Duration::from_millis(2),
+            frame_size: 2048,
+            max_batch: 256,
             fanout: None,
             promiscuous: false,
         }
+    }
+}
+
+/// Where a V2 RX slot's frame starts when the kernel writes it: after the
+/// header and address (`TPACKET2_HDRLEN`), with room for a 16-byte link
+/// header, aligned (`tpacket_rcv`'s `netoff`), less the 14-byte Ethernet
+/// header.
+const V2_MAC_OFFSET: usize = (std::mem::size_of::<libc::tpacket2_hdr>()
+    .next_multiple_of(libc::TPACKET_ALIGNMENT)
+    + std::mem::size_of::<libc::sockaddr_ll>()
+    + 16)
+    .next_multiple_of(libc::TPACKET_ALIGNMENT)
+    - 14;
+
+impl RxConfig {
+    /// The longest Ethernet frame (VLAN tag removed) a V2 slot of
+    /// `frame_size` bytes holds untruncated.
+    pub const fn slot_room(frame_size: usize) -> usize {
+        frame_size.saturating_sub(V2_MAC_OFFSET)
+    }
+
+    /// The smallest V2 slot size (a power of two, at least 2048) that
+    /// holds an Ethernet frame of `frame_len` bytes (VLAN tag removed).
+    pub fn slot_for(frame_len: usize) -> usize {
+        (frame_len + V2_MAC_OFFSET).next_power_of_two().max(2048)
     }
 }
 
@@ -241,7 +332,7 @@ pub struct RxStats {
     pub too_long: u64,
     /// Frames this host sent on the interface, skipped.
     pub outgoing: u64,
-    /// Ring blocks handed back to the kernel.
+    /// Ring blocks (V3) or frame slots (V2) handed back to the kernel.
     pub blocks: u64,
 }
 
@@ -270,7 +361,8 @@ pub struct RxPacket<'a> {
     pub vlan_tag: Option<(u16, u16)>,
     /// When the kernel received it (realtime clock, since the Unix epoch).
     pub timestamp: Duration,
-    /// The kernel's flow hash of the packet (0 when it computed none).
+    /// The kernel's flow hash of the packet (0 when it computed none, and
+    /// always 0 from a V2 ring, which has no field for it).
     pub rx_hash: u32,
 }
 
@@ -310,16 +402,26 @@ impl RxPacket<'_> {
 const BLOCK_STATUS: usize = 8;
 const BLOCK_NUM_PKTS: usize = 12;
 const BLOCK_FIRST_PKT: usize = 16;
+/// An upper bound of what a V3 block spends on its descriptor and one
+/// frame's header and address before the frame's bytes.
+const V3_OVERHEAD: usize = 256;
 
 /// An AF_PACKET socket receiving one interface's frames through a
-/// TPACKET_V3 ring (module docs).
+/// TPACKET_V3 or TPACKET_V2 ring (module docs).
 pub struct PacketRx {
     // Unmapped before the socket closes (fields drop in this order).
     ring: RingMap,
     fd: OwnedFd,
     interface: String,
+    kind: RxRing,
     block_size: usize,
     blocks: usize,
+    /// V2: bytes per slot, slots per block, slots in all, most per call.
+    frame_size: usize,
+    per_block: usize,
+    frames: usize,
+    max_batch: usize,
+    /// The next block (V3) or slot (V2) the kernel hands over.
     current: usize,
     stats: RxStats,
     /// The errno that reported the link lost, kept so that every later
@@ -331,6 +433,7 @@ impl std::fmt::Debug for PacketRx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PacketRx")
             .field("interface", &self.interface)
+            .field("ring", &self.kind)
             .field("blocks", &self.blocks)
             .field("block_size", &self.block_size)
             .field("stats", &self.stats)
@@ -340,7 +443,7 @@ impl std::fmt::Debug for PacketRx {
 
 impl PacketRx {
     /// Opens a socket on `interface` (in the calling thread's network
-    /// namespace) with a ring of `config`'s geometry.
+    /// namespace) with a ring of `config`'s kind and geometry.
     pub fn open(interface: &str, config: &RxConfig) -> Result<Self, IoError> {
         // SAFETY: sysconf takes and returns integers.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
@@ -358,32 +461,73 @@ impl PacketRx {
                 config.blocks, config.block_size, config.block_timeout
             )));
         }
+        if config.ring == RxRing::V2
+            && (!config.frame_size.is_power_of_two()
+                || config.frame_size < 2048
+                || config.frame_size > config.block_size
+                || !(1..=1 << 16).contains(&config.max_batch))
+        {
+            return Err(IoError::BadConfig(format!(
+                "V2 RX ring of {}-byte slots in {}-byte blocks, {} frames per call: slots must \
+                 be a power of two from 2048 up to the block size, 1 to 65536 frames per call",
+                config.frame_size, config.block_size, config.max_batch
+            )));
+        }
+        let per_block = config.block_size / config.frame_size.max(1);
+        let frames = per_block * config.blocks;
         let (fd, index) = open_bound_socket(interface)?;
-        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        sys::setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            libc::PACKET_VERSION,
-            &version,
-            "select TPACKET_V3",
-        )?;
-        let frame_size = 2048u32;
-        let request = libc::tpacket_req3 {
-            tp_block_size: config.block_size as u32,
-            tp_block_nr: config.blocks as u32,
-            tp_frame_size: frame_size,
-            tp_frame_nr: (config.block_size / frame_size as usize * config.blocks) as u32,
-            tp_retire_blk_tov: timeout_ms as u32,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: libc::TP_FT_REQ_FILL_RXHASH,
-        };
-        sys::setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            libc::PACKET_RX_RING,
-            &request,
-            "set up the RX ring",
-        )?;
+        match config.ring {
+            RxRing::V3 => {
+                let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+                sys::setsockopt(
+                    &fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_VERSION,
+                    &version,
+                    "select TPACKET_V3",
+                )?;
+                let frame_size = 2048u32;
+                let request = libc::tpacket_req3 {
+                    tp_block_size: config.block_size as u32,
+                    tp_block_nr: config.blocks as u32,
+                    tp_frame_size: frame_size,
+                    tp_frame_nr: (config.block_size / frame_size as usize * config.blocks) as u32,
+                    tp_retire_blk_tov: timeout_ms as u32,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: libc::TP_FT_REQ_FILL_RXHASH,
+                };
+                sys::setsockopt(
+                    &fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_RX_RING,
+                    &request,
+                    "set up the RX ring",
+                )?;
+            }
+            RxRing::V2 => {
+                let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+                sys::setsockopt(
+                    &fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_VERSION,
+                    &version,
+                    "select TPACKET_V2",
+                )?;
+                let request = libc::tpacket_req {
+                    tp_block_size: config.block_size as u32,
+                    tp_block_nr: config.blocks as u32,
+                    tp_frame_size: config.frame_size as u32,
+                    tp_frame_nr: frames as u32,
+                };
+                sys::setsockopt(
+                    &fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_RX_RING,
+                    &request,
+                    "set up the RX ring",
+                )?;
+            }
+        }
         let ring = RingMap::new(&fd, config.block_size * config.blocks)?;
         // Frames this host sends are skipped in the ring walk anyway; asking
         // the kernel not to queue them (Linux 4.20+) saves it the work, and
@@ -426,8 +570,13 @@ impl PacketRx {
             fd,
             ring,
             interface: interface.to_owned(),
+            kind: config.ring,
             block_size: config.block_size,
             blocks: config.blocks,
+            frame_size: config.frame_size,
+            per_block,
+            frames,
+            max_batch: config.max_batch,
             current: 0,
             stats: RxStats::default(),
             link_lost: None,
@@ -444,7 +593,23 @@ impl PacketRx {
         self.stats
     }
 
-    /// The kernel's counters since the last call (`PACKET_STATISTICS`).
+    /// The kind of ring this socket reads.
+    pub fn ring(&self) -> RxRing {
+        self.kind
+    }
+
+    /// The longest frame (VLAN tag removed) the ring keeps whole: a V2
+    /// slot's room, or a V3 block less its headers.
+    pub fn max_frame(&self) -> usize {
+        match self.kind {
+            RxRing::V2 => RxConfig::slot_room(self.frame_size),
+            RxRing::V3 => self.block_size.saturating_sub(V3_OVERHEAD),
+        }
+    }
+
+    /// The kernel's counters since the last call (`PACKET_STATISTICS`;
+    /// `freezes` is always 0 with a V2 ring, which the kernel never
+    /// freezes).
     pub fn kernel_stats(&mut self) -> Result<KernelRxStats, IoError> {
         #[derive(Clone, Copy, Default)]
         #[repr(C)]
@@ -484,10 +649,119 @@ impl PacketRx {
         }
     }
 
-    /// Walks every block the kernel handed over (at most the whole ring),
-    /// giving each packet to `on_packet`, then the block back to the kernel.
-    /// Returns how many packets were given.
+    /// Gives every frame the kernel handed over (at most the whole ring, or
+    /// `max_batch` frames of a V2 ring) to `on_packet`. Returns how many
+    /// packets were given.
     fn drain(&mut self, on_packet: &mut dyn FnMut(RxPacket<'_>)) -> usize {
+        match self.kind {
+            RxRing::V2 => self.drain_v2(on_packet),
+            RxRing::V3 => self.drain_v3(on_packet),
+        }
+    }
+
+    /// Counts a packet given and hands it to `on_packet`.
+    fn give(&mut self, packet: RxPacket<'_>, on_packet: &mut dyn FnMut(RxPacket<'_>)) {
+        self.stats.packets += 1;
+        self.stats.bytes += packet.frame_len() as u64;
+        if packet.wire_len > packet.data.len() {
+            self.stats.truncated += 1;
+        }
+        on_packet(packet);
+    }
+
+    /// The status word of V2 slot `index`, shared with the kernel.
+    fn slot_status(&self, index: usize) -> &AtomicU32 {
+        debug_assert!(index < self.frames);
+        // SAFETY: slot `index` lies inside the mapping (index < frames =
+        // per_block × blocks, each block holding per_block whole slots),
+        // its first field `tp_status` is a u32 at a 16-byte aligned offset
+        // of the page-aligned mapping, and the kernel only ever accesses it
+        // as one 32-bit word (with barriers around its own updates), so an
+        // atomic view is sound for as long as `self` (and the mapping)
+        // lives.
+        unsafe { &*self.ring.base().add(self.slot_offset(index)).cast() }
+    }
+
+    /// Where V2 slot `index` starts in the mapping.
+    fn slot_offset(&self, index: usize) -> usize {
+        index / self.per_block * self.block_size + index % self.per_block * self.frame_size
+    }
+
+    /// Walks the V2 slots the kernel handed over, from the next one in
+    /// ring order, giving each packet to `on_packet` and its slot back to
+    /// the kernel right after; stops at the first slot still the kernel's
+    /// or after `max_batch` slots.
+    fn drain_v2(&mut self, on_packet: &mut dyn FnMut(RxPacket<'_>)) -> usize {
+        let mut given = 0;
+        let header_len = std::mem::size_of::<libc::tpacket2_hdr>();
+        let address_at = header_len.next_multiple_of(libc::TPACKET_ALIGNMENT);
+        for _ in 0..self.max_batch {
+            // Acquire: pairs with the kernel's write barrier before it sets
+            // TP_STATUS_USER, so the slot's header and frame are visible.
+            if self.slot_status(self.current).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            let slot = self.slot_offset(self.current);
+            let base = self.ring.base();
+            // SAFETY: the header and the address after it lie inside the
+            // slot (frame_size ≥ 2048 > address_at + sockaddr_ll), which
+            // user space owns until its status goes back to the kernel;
+            // plain integers, read unaligned.
+            let (header, address) = unsafe {
+                (
+                    base.add(slot).cast::<libc::tpacket2_hdr>().read_unaligned(),
+                    base.add(slot + address_at)
+                        .cast::<libc::sockaddr_ll>()
+                        .read_unaligned(),
+                )
+            };
+            let start = usize::from(header.tp_mac);
+            let len = header.tp_snaplen as usize;
+            if start + len <= self.frame_size {
+                if address.sll_pkttype == libc::PACKET_OUTGOING {
+                    self.stats.outgoing += 1;
+                } else {
+                    // SAFETY: `[start, start + len)` lies inside the slot
+                    // (checked), which user space owns until the status
+                    // store below; the slice does not outlive the callback.
+                    let data = unsafe { std::slice::from_raw_parts(base.add(slot + start), len) };
+                    let vlan_tag =
+                        (header.tp_status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+                            let tpid = if header.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                                header.tp_vlan_tpid
+                            } else {
+                                0x8100
+                            };
+                            (tpid, header.tp_vlan_tci)
+                        });
+                    let packet = RxPacket {
+                        data,
+                        wire_len: header.tp_len as usize,
+                        vlan_tag,
+                        timestamp: Duration::new(
+                            u64::from(header.tp_sec),
+                            header.tp_nsec.min(999_999_999),
+                        ),
+                        rx_hash: 0,
+                    };
+                    self.give(packet, on_packet);
+                    given += 1;
+                }
+            }
+            // Release: our reads of the slot happen before the kernel may
+            // refill it (it checks the status before writing).
+            self.slot_status(self.current)
+                .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.stats.blocks += 1;
+            self.current = (self.current + 1) % self.frames;
+        }
+        given
+    }
+
+    /// Walks every V3 block the kernel handed over (at most the whole
+    /// ring), giving each packet to `on_packet`, then the block back to the
+    /// kernel. Returns how many packets were given.
+    fn drain_v3(&mut self, on_packet: &mut dyn FnMut(RxPacket<'_>)) -> usize {
         let mut given = 0;
         for _ in 0..self.blocks {
             // Acquire: pairs with the kernel's write barrier before it sets
@@ -559,12 +833,7 @@ impl PacketRx {
                             ),
                             rx_hash: header.hv1.tp_rxhash,
                         };
-                        self.stats.packets += 1;
-                        self.stats.bytes += packet.frame_len() as u64;
-                        if packet.wire_len > len {
-                            self.stats.truncated += 1;
-                        }
-                        on_packet(packet);
+                        self.give(packet, on_packet);
                         given += 1;
                     }
                 }

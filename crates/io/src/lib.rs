@@ -8,7 +8,8 @@
 //! * [`parse`]: Ethernet, VLAN, IPv4/IPv6, TCP/UDP/ICMP into a [`parse::FlowKey`],
 //!   or a counted reason why not.
 //! * [`af_packet`]: raw Ethernet frames through AF_PACKET sockets: a
-//!   TPACKET_V3 RX ring ([`PacketRx`], with `PACKET_FANOUT`), TX by
+//!   TPACKET_V3 or per-frame TPACKET_V2 RX ring ([`PacketRx`], [`RxRing`],
+//!   with `PACKET_FANOUT`), TX by
 //!   `sendmmsg` ([`PacketTx`]) or by a TX ring ([`PacketTxRing`]), with
 //!   `PACKET_QDISC_BYPASS` as an option; typed errors ([`IoError`]).
 //! * [`udp`]: UDP sockets with `sendmmsg`/`recvmmsg` batches and kernel or
@@ -34,7 +35,7 @@ pub mod parse;
 mod sys;
 pub mod udp;
 
-pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
+pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, RxRing, TxConfig};
 pub use error::IoError;
 pub use frames::{ForeignFrame, Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
 pub use huge_pages::HugePageAlloc;

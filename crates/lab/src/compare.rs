@@ -13,7 +13,9 @@
 //! * **Victim** (\[J\] §6.6): one flow at 4000 packets/s of 1500-byte frames
 //!   with weight 50 among greedy 1500-byte senders of weight 1 that
 //!   overload the rate R; the figure is the victim's one-way latency,
-//!   against the victim alone through the bare bridge (`unloaded`).
+//!   against the victim alone through the bare bridge (`unloaded`). With
+//!   several RX rings asked for ([`CompareConfig::rx_rings`]), mode pspat
+//!   runs once with each, in turn within every repeat.
 //! * **Local senders** (\[J\] Fig. 7 and 9, the papers' own setting): S
 //!   greedy sender threads of one process in the sender namespace, one
 //!   flow each, 60-byte frames, through the bare bridge; the figure is
@@ -47,6 +49,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use pspat_io::RxRing;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -98,6 +101,10 @@ pub struct CompareConfig {
     pub local_dispatchers: usize,
     /// The experiments run, among [`EXPERIMENTS`].
     pub experiments: Vec<String>,
+    /// pspat shape's `--rx-ring` (empty: its default). With several, the
+    /// victim experiment runs mode pspat once with each, in turn, labelled
+    /// `pspat-v2`, `pspat-v3`; every other run uses the first.
+    pub rx_rings: Vec<RxRing>,
 }
 
 /// The experiments' names, in the order they run.
@@ -136,6 +143,7 @@ impl CompareConfig {
             local_senders: if quick { vec![1, 4] } else { vec![1, 2, 4, 8] },
             local_dispatchers: 0,
             experiments: EXPERIMENTS.iter().map(|e| (*e).to_owned()).collect(),
+            rx_rings: Vec::new(),
         }
     }
 
@@ -270,9 +278,11 @@ pub struct VictimResult {
     pub none_p99_us: Option<f64>,
     /// Under overload, HTB.
     pub htb_p99_us: Option<f64>,
-    /// Under overload, pspat shape.
+    /// Under overload, pspat shape (with several RX rings, the first's).
     pub pspat_p99_us: Option<f64>,
-    /// Full percentiles per mode (`unloaded`, `none`, `htb`, `pspat`).
+    /// Full percentiles per mode (`unloaded`, `none`, `htb`, `pspat`; with
+    /// several RX rings `pspat-v2`, `pspat-v3` instead of `pspat`), each
+    /// the run with the median p99 over the repeats.
     pub latency: BTreeMap<String, Latency>,
     /// The victim's packets sent but not received, per mode (summed over
     /// repeats).
@@ -517,6 +527,8 @@ struct Runner<'a> {
     exe: String,
     pspat_missing: Option<String>,
     runs: Vec<RunRecord>,
+    /// pspat shape's `--rx-ring` for the next runs (None: its default).
+    rx_ring: Option<RxRing>,
 }
 
 impl Runner<'_> {
@@ -554,6 +566,9 @@ impl Runner<'_> {
             self.config.traffic_cpu.to_string(),
         ]);
         all.extend(["--rx-cpus".into(), self.config.traffic_cpu.to_string()]);
+        if let Some(ring) = self.rx_ring {
+            all.extend(["--rx-ring".into(), ring.name().into()]);
+        }
         all.push("--json".into());
         Proc::spawn("pspat shape", "ip", &all)
     }
@@ -1014,6 +1029,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         exe: config.exe.display().to_string(),
         pspat_missing: None,
         runs: Vec::new(),
+        rx_ring: config.rx_rings.first().copied(),
     };
     let fast = 10_000_000_000u64;
 
@@ -1199,8 +1215,28 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                 .map_or(0, |&s| s.saturating_sub(r.flow0_received));
         }
         runner.runs.push(r);
-        for &mode in &config.modes {
-            let label = mode_label(mode);
+        // Mode pspat once per RX ring asked for (labelled by ring when
+        // there are several), the others once.
+        let rings = if config.rx_rings.len() > 1 {
+            config.rx_rings.iter().map(|&r| Some(r)).collect()
+        } else {
+            vec![config.rx_rings.first().copied()]
+        };
+        let turns = config.modes.iter().flat_map(|&mode| {
+            let per_mode = if mode == Mode::Pspat {
+                rings.clone()
+            } else {
+                vec![None]
+            };
+            per_mode.into_iter().map(move |ring| (mode, ring))
+        });
+        for (mode, ring) in turns.collect::<Vec<_>>() {
+            let label = match (mode, ring) {
+                (Mode::Pspat, Some(RxRing::V2)) if rings.len() > 1 => "pspat-v2",
+                (Mode::Pspat, Some(RxRing::V3)) if rings.len() > 1 => "pspat-v3",
+                _ => mode_label(mode),
+            };
+            runner.rx_ring = ring.or(config.rx_rings.first().copied());
             let r = runner.run(
                 &mut lab,
                 &Point {
@@ -1226,6 +1262,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
             runner.runs.push(r);
         }
     }
+    runner.rx_ring = config.rx_rings.first().copied();
     let local_senders = if config.runs("local_senders") {
         local_senders(config, &mut runner, &mut lab)?
     } else {
@@ -1248,7 +1285,10 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         unloaded_p99_us: p99("unloaded"),
         none_p99_us: p99("none"),
         htb_p99_us: p99("htb"),
-        pspat_p99_us: p99("pspat"),
+        pspat_p99_us: p99("pspat").or_else(|| {
+            let first = config.rx_rings.first()?;
+            p99(&format!("pspat-{}", first.name()))
+        }),
         latency,
         victim_not_received: victim_lost,
     };
@@ -1260,12 +1300,12 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
             && runner
                 .runs
                 .iter()
-                .any(|r| r.mode == "pspat" && r.error.is_none()),
+                .any(|r| r.mode.starts_with("pspat") && r.error.is_none()),
         pspat_unavailable_reason: runner.pspat_missing.clone().or_else(|| {
             runner
                 .runs
                 .iter()
-                .find(|r| r.mode == "pspat" && r.error.is_some())
+                .find(|r| r.mode.starts_with("pspat") && r.error.is_some())
                 .and_then(|r| r.error.clone())
         }),
         throughput,
@@ -1625,6 +1665,7 @@ pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
         exe: config.exe.display().to_string(),
         pspat_missing: None,
         runs: Vec::new(),
+        rx_ring: None,
     };
     let n = config.weights.len();
     let mut weights = vec![config.victim_weight];
