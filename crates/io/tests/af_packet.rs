@@ -9,38 +9,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use pspat_io::af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
-use pspat_io::netns::{self, Namespace, VethPair};
+use pspat_io::netns;
 use pspat_io::parse::{ParseLimits, ParseReason, ParseStats};
 use pspat_io::{FramePool, IoError};
 
-const MAGIC: &[u8; 8] = b"pspat-io";
+use common::{sequence_of, test_bed};
 
-fn test_bed() -> Option<(Namespace, Namespace, VethPair)> {
-    if let Some(reason) = netns::unavailable() {
-        println!("skipped: {reason}");
-        return None;
-    }
-    let ns_a = Namespace::create().expect("create namespace a");
-    let ns_b = Namespace::create().expect("create namespace b");
-    let pair = VethPair::create(&ns_a, &ns_b).expect("create the veth pair");
-    Some((ns_a, ns_b, pair))
-}
-
-/// A 60-byte UDP frame carrying the marker and a sequence number, from
-/// source port `1000 + flow`.
+/// A numbered 60-byte frame (18 bytes of payload).
 fn numbered(seq: u32, flow: u16) -> Vec<u8> {
-    let mut payload = MAGIC.to_vec();
-    payload.extend_from_slice(&seq.to_be_bytes());
-    payload.resize(18, 0xee);
-    common::udp4(1000 + flow, 2000, &payload)
-}
-
-fn sequence_of(frame: &[u8]) -> Option<u32> {
-    let payload = frame.get(42..)?;
-    if !payload.starts_with(MAGIC) {
-        return None;
-    }
-    Some(u32::from_be_bytes(payload.get(8..12)?.try_into().ok()?))
+    common::numbered(seq, flow, 18)
 }
 
 /// One receive call of up to `timeout`: the sequence numbers of the

@@ -7,44 +7,15 @@ mod common;
 use std::time::{Duration, Instant};
 
 use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, RxRing, TxConfig};
-use pspat_io::netns::{self, Namespace, VethPair};
 use pspat_io::{FramePool, IoError};
 
-const MAGIC: &[u8; 8] = b"pspat-v2";
-
-fn test_bed() -> Option<(Namespace, Namespace, VethPair)> {
-    if let Some(reason) = netns::unavailable() {
-        println!("skipped: {reason}");
-        return None;
-    }
-    let ns_a = Namespace::create().expect("create namespace a");
-    let ns_b = Namespace::create().expect("create namespace b");
-    let pair = VethPair::create(&ns_a, &ns_b).expect("create the veth pair");
-    Some((ns_a, ns_b, pair))
-}
+use common::{numbered, sequence_of, test_bed};
 
 fn v2() -> RxConfig {
     RxConfig {
         ring: RxRing::V2,
         ..RxConfig::default()
     }
-}
-
-/// A UDP frame carrying the marker and a sequence number, from source port
-/// `1000 + flow`, padded to `payload` bytes of payload.
-fn numbered(seq: u32, flow: u16, payload_len: usize) -> Vec<u8> {
-    let mut payload = MAGIC.to_vec();
-    payload.extend_from_slice(&seq.to_be_bytes());
-    payload.resize(payload_len.max(12), (seq % 251) as u8);
-    common::udp4(1000 + flow, 2000, &payload)
-}
-
-fn sequence_of(frame: &[u8]) -> Option<u32> {
-    let payload = frame.get(42..)?;
-    if !payload.starts_with(MAGIC) {
-        return None;
-    }
-    Some(u32::from_be_bytes(payload.get(8..12)?.try_into().ok()?))
 }
 
 /// Sends every frame of `frames` (retrying while the kernel has no room).

@@ -1,9 +1,45 @@
-//! Frames for the tests: valid ones built with etherparse, malformed ones
-//! built by hand, each with the parse reason it must be counted under.
+//! Frames for the tests: valid ones built with etherparse, numbered ones,
+//! malformed ones built by hand, each with the parse reason it must be
+//! counted under; and the two-namespace veth bed of the AF_PACKET tests.
 #![allow(dead_code)]
 
 use etherparse::PacketBuilder;
+use pspat_io::netns::{self, Namespace, VethPair};
 use pspat_io::parse::ParseReason;
+
+/// The marker at the start of a numbered frame's payload.
+pub const MAGIC: &[u8; 8] = b"pspat-io";
+
+/// Two namespaces joined by a veth pair, or `None` (printing why) where
+/// namespaces are unavailable.
+pub fn test_bed() -> Option<(Namespace, Namespace, VethPair)> {
+    if let Some(reason) = netns::unavailable() {
+        println!("skipped: {reason}");
+        return None;
+    }
+    let ns_a = Namespace::create().expect("create namespace a");
+    let ns_b = Namespace::create().expect("create namespace b");
+    let pair = VethPair::create(&ns_a, &ns_b).expect("create the veth pair");
+    Some((ns_a, ns_b, pair))
+}
+
+/// A UDP frame carrying the marker and a sequence number, from source port
+/// `1000 + flow`, its payload padded to `payload_len` bytes (at least 12).
+pub fn numbered(seq: u32, flow: u16, payload_len: usize) -> Vec<u8> {
+    let mut payload = MAGIC.to_vec();
+    payload.extend_from_slice(&seq.to_be_bytes());
+    payload.resize(payload_len.max(12), (seq % 251) as u8);
+    udp4(1000 + flow, 2000, &payload)
+}
+
+/// The sequence number of a frame [`numbered`] built.
+pub fn sequence_of(frame: &[u8]) -> Option<u32> {
+    let payload = frame.get(42..)?;
+    if !payload.starts_with(MAGIC) {
+        return None;
+    }
+    Some(u32::from_be_bytes(payload.get(8..12)?.try_into().ok()?))
+}
 
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
