@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use pspat_io::af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
+use pspat_io::af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, RxRing, TxConfig};
 use pspat_io::netns;
 use pspat_io::parse::{ParseLimits, ParseReason, ParseStats};
 use pspat_io::{FramePool, IoError};
@@ -132,11 +132,19 @@ fn tx_ring_frames_cross_the_veth_pair_intact_with_qdisc_bypass() {
 
 #[test]
 fn fanout_spreads_flows_over_two_sockets_and_loses_none() {
+    // Both RX rings: the block ring (V3) and the per-frame ring (V2).
+    for (ring, group) in [(RxRing::V3, 7), (RxRing::V2, 9)] {
+        fanout_over_two_sockets(ring, group);
+    }
+}
+
+fn fanout_over_two_sockets(ring: RxRing, group: u16) {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
     let config = RxConfig {
-        fanout: Some(7),
+        fanout: Some(group),
+        ring,
         ..RxConfig::default()
     };
     let (mut rx1, mut rx2) = ns_b

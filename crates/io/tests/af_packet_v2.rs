@@ -257,56 +257,6 @@ fn a_vlan_tag_the_kernel_removed_is_put_back() {
 }
 
 #[test]
-fn fanout_spreads_flows_over_two_v2_sockets_and_loses_none() {
-    let Some((ns_a, ns_b, pair)) = test_bed() else {
-        return;
-    };
-    let config = RxConfig {
-        fanout: Some(9),
-        ..v2()
-    };
-    let (mut rx1, mut rx2) = ns_b
-        .run(|| {
-            (
-                PacketRx::open(&pair.b, &config).expect("open RX 1"),
-                PacketRx::open(&pair.b, &config).expect("open RX 2"),
-            )
-        })
-        .unwrap();
-    let mut tx = ns_a
-        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
-        .unwrap()
-        .expect("open TX");
-    let (mut got1, mut got2) = (Vec::new(), Vec::new());
-    for first in (0..256u32).step_by(32) {
-        let frames: Vec<Vec<u8>> = (first..first + 32)
-            .map(|s| numbered(s, (s % 64) as u16, 18))
-            .collect();
-        send_all(&mut tx, &frames);
-        let target = got1.len() + got2.len() + 32;
-        let deadline = Instant::now() + Duration::from_secs(1);
-        while got1.len() + got2.len() < target && Instant::now() < deadline {
-            for (rx, got) in [(&mut rx1, &mut got1), (&mut rx2, &mut got2)] {
-                rx.recv_with(Duration::from_millis(5), |p| {
-                    got.extend(sequence_of(p.data));
-                })
-                .unwrap();
-            }
-        }
-    }
-    assert!(!got1.is_empty() && !got2.is_empty(), "{got1:?} / {got2:?}");
-    let mut all: Vec<u32> = got1.iter().chain(&got2).copied().collect();
-    all.sort_unstable();
-    assert_eq!(all, (0..256).collect::<Vec<_>>());
-    let flows = |got: &[u32]| {
-        got.iter()
-            .map(|s| s % 64)
-            .collect::<std::collections::BTreeSet<_>>()
-    };
-    assert!(flows(&got1).is_disjoint(&flows(&got2)));
-}
-
-#[test]
 fn a_bad_v2_geometry_is_refused() {
     let Some((_ns_a, ns_b, pair)) = test_bed() else {
         return;
