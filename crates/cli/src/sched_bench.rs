@@ -17,6 +17,8 @@ use serde::Serialize;
 
 use crate::usage;
 
+mod front;
+
 const AFTER_HELP: &str = concat!(
     pspat_cli::units_help!(),
     "\n\n\
@@ -62,12 +64,26 @@ pub struct Args {
     /// Print the talk's table: several flow counts, one column per algorithm.
     #[arg(long)]
     pub sweep: bool,
+    /// Put the algorithm behind `pspat run`'s per-packet path: each flow is a source address,
+    /// classified into its own dynamic queue (mask src-ip), then a pipe (filters, link, delay
+    /// line) around the algorithm. One flowset only. Compare with the same run without it.
+    #[arg(long)]
+    pub dummynet: bool,
+    /// With --dummynet: the pipe's delay (e.g. 10us; the harness's clock moves one packet time
+    /// per dequeue at 1 byte per ns). Default 0.
+    #[arg(long, value_parser = crate::units::duration_arg, requires = "dummynet")]
+    pub delay: Option<Duration>,
 }
 
 /// One measured configuration.
 #[derive(Serialize)]
 struct Cell {
     alg: String,
+    /// The algorithm behind the classifier and a pipe (`--dummynet`).
+    dummynet: bool,
+    /// The pipe's delay with `--dummynet`, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_ns: Option<u64>,
     flowsets: String,
     flows: usize,
     qmin: u64,
@@ -113,6 +129,8 @@ struct Plan {
     iterations: Option<u64>,
     target: Duration,
     repeat: u32,
+    /// `--dummynet` and its delay, ns.
+    dummynet: Option<u64>,
 }
 
 /// One harness run on a fresh scheduler: `warmup` untimed steps, then
@@ -122,6 +140,21 @@ fn timed_run(plan: &Plan, warmup: u64, iterations: u64) -> anyhow::Result<(Durat
     let mut cfg = SchedulerConfig::new(plan.alg);
     cfg.capacity = usize::try_from(plan.qmax)
         .map_err(|_| usage(format!("--qmax {} is too large", plan.qmax)))?;
+    if let Some(delay_ns) = plan.dummynet {
+        let set = plan.flowsets.sets()[0];
+        let (classifier, table) = front::DummynetFront::<pspat_sched::Fifo>::classifier(
+            plan.flowsets.flows(),
+            set.weight,
+        )?;
+        let sched = cfg.build(table)?;
+        return sched.visit(DummynetRun {
+            plan,
+            warmup,
+            iterations,
+            classifier,
+            delay_ns,
+        });
+    }
     let sched = cfg.build(plan.flowsets.flow_table()?)?;
     // The harness runs on the concrete algorithm, as an embedder's loop
     // would: through `AnyScheduler` every enqueue and dequeue would also
@@ -153,6 +186,38 @@ impl VisitScheduler for TimedRun<'_> {
     }
 }
 
+/// [`TimedRun`] with the algorithm behind the classifier and a pipe.
+struct DummynetRun<'a> {
+    plan: &'a Plan,
+    warmup: u64,
+    iterations: u64,
+    classifier: pspat_classify::Classifier,
+    delay_ns: u64,
+}
+
+impl VisitScheduler for DummynetRun<'_> {
+    type Output = anyhow::Result<(Duration, RunStats)>;
+
+    fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
+        let set = self.plan.flowsets.sets()[0];
+        let flows = self.plan.flowsets.flows();
+        let front = front::DummynetFront::new(
+            self.classifier,
+            sched,
+            flows,
+            set.len,
+            self.plan.qmax,
+            self.delay_ns,
+        )?;
+        TimedRun {
+            plan: self.plan,
+            warmup: self.warmup,
+            iterations: self.iterations,
+        }
+        .visit(front)
+    }
+}
+
 fn measure(plan: &Plan) -> anyhow::Result<Cell> {
     // Warm-up: one full fill and drain cycle, untimed.
     let warmup = 2 * plan.qmax + 2;
@@ -179,6 +244,8 @@ fn measure(plan: &Plan) -> anyhow::Result<Cell> {
     let median = samples[samples.len() / 2];
     Ok(Cell {
         alg: plan.alg.name().to_string(),
+        dummynet: plan.dummynet.is_some(),
+        delay_ns: plan.dummynet,
         flowsets: plan.spec.clone(),
         flows: plan.flowsets.flows(),
         qmin: plan.qmin,
@@ -257,7 +324,20 @@ fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow:
         pspat_cli::memory::available(),
     )
     .map_err(usage)?;
+    let dummynet = if args.dummynet {
+        if flowsets.sets().len() != 1 {
+            return Err(usage(format!(
+                "--dummynet takes one flowset (one weight and length for every source), got {} in {spec:?}",
+                flowsets.sets().len()
+            )));
+        }
+        let delay = args.delay.unwrap_or_default();
+        Some(u64::try_from(delay.as_nanos()).map_err(|_| usage("--delay is too long"))?)
+    } else {
+        None
+    };
     Ok(Plan {
+        dummynet,
         alg,
         flowsets,
         spec: spec.to_string(),
@@ -274,6 +354,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.sweep {
+        if args.dummynet {
+            return Err(usage(
+                "--dummynet cannot be combined with --sweep (name one flowset with --flowsets)",
+            ));
+        }
         if args.flowsets.is_some() {
             return Err(usage(
                 "--flowsets cannot be combined with --sweep (the sweep fixes its rows)",
@@ -358,6 +443,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "sched-bench: alg {} flowsets {} ({} flows), qmin {} qmax {}",
             cell.alg, cell.flowsets, cell.flows, cell.qmin, cell.qmax
         )?;
+        if let Some(d) = cell.delay_ns {
+            writeln!(
+                out,
+                "behind the classifier (one dynamic queue per source, mask src-ip) and a pipe \
+                 (link at 1 byte/ns, delay {})",
+                crate::units::format_duration(Duration::from_nanos(d))
+            )?;
+        }
         writeln!(
             out,
             "{} iterations x {} runs: {} enqueues, {} dequeues, {} drops per run",

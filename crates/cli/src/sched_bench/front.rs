@@ -1,0 +1,223 @@
+//! `sched-bench --dummynet`: the algorithm behind the per-packet path of
+//! `pspat run`, so that its cost can be set against the bare algorithm in
+//! the same harness (docs/BENCHMARKS.md, section 13).
+//!
+//! Each harness flow `f` is a UDP source address (`10.0.0.0 + f`, one
+//! destination, fixed ports). A packet goes through:
+//! 1. the classifier ([`pspat_classify::Classifier::classify`]): one rule
+//!    (`add 100 queue 1 ip from any to any`, after a `deny` rule that does
+//!    not match, so rule matching is paid for two rules), a flowset with
+//!    `mask src-ip 0xffffffff` and one dynamic queue per source, created on
+//!    its first packet (the warm-up creates them all);
+//! 2. the pipe ([`pspat_sched::Pipe`] behind [`pspat_sched::PipeScheduler`]):
+//!    the queue's filters (a slot limit as large as the harness's backlog),
+//!    the algorithm, a link and the delay line (`--delay`).
+//!
+//! # Time
+//! The harness advances its clock by one nanosecond per step, enqueue or
+//! dequeue. The front keeps a clock of its own that moves only when the
+//! harness dequeues, by one packet time at a link rate of one byte per
+//! nanosecond (8 Gbit/s): each dequeue lets the link finish exactly one
+//! packet, so the backlog stays in the algorithm, as in the bare run, and
+//! the delay line holds the packets of the last `--delay`.
+//!
+//! # Complexity
+//! Per packet, the classifier's rule scan (two rules) and one dynamic-queue
+//! lookup, then the pipe's enqueue and release: O(1) over the algorithm's
+//! own cost.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use anyhow::Context;
+use pspat_classify::{Classifier, ClassifierLimits, OverflowPolicy, PacketKey, Verdict};
+use pspat_sched::pipe::{QueueConfig, QueueLimit};
+use pspat_sched::{
+    FlowId, FlowTable, Instant, Packet, Pipe, PipeConfig, PipeScheduler, Rate, Rejected, Scheduler,
+};
+
+/// The configuration the classifier is built from (`{weight}` filled in).
+const CONFIG: &str = "sched 1 config type fifo\n\
+                      queue 1 config weight {weight} sched 1 mask src-ip 0xffffffff\n\
+                      add 50 deny tcp from any to any dst-port 22\n\
+                      add 100 queue 1 ip from any to any\n";
+
+/// Bits of a token that carry the harness's own token; the harness flow
+/// rides above them.
+const TOKEN_BITS: u32 = 40;
+
+/// The first source address (`10.0.0.0`).
+const FIRST_SOURCE: u32 = 0x0a00_0000;
+
+/// The classifier and a pipe around an algorithm, as one [`Scheduler`] the
+/// harness drives with its own flow ids.
+pub(super) struct DummynetFront<S> {
+    classifier: Classifier,
+    pipe: PipeScheduler<S>,
+    destination: IpAddr,
+    /// The front's clock, ns (module docs).
+    clock: u64,
+    /// Nanoseconds the link takes per packet (its length in bytes).
+    packet_ns: u64,
+}
+
+/// The link's rate: one byte per nanosecond.
+const LINK_BPS: u64 = 8_000_000_000;
+
+impl<S: Scheduler> DummynetFront<S> {
+    /// The classifier for `flows` sources of weight `weight`, and the flow
+    /// table the algorithm must be built over (the flowset's dynamic
+    /// queues).
+    pub(super) fn classifier(flows: usize, weight: u32) -> anyhow::Result<(Classifier, FlowTable)> {
+        let text = CONFIG.replace("{weight}", &weight.to_string());
+        let plan = pspat_config::parse_ipfw(&text, "sched-bench --dummynet")
+            .and_then(|c| c.validate(&pspat_config::NoProfiles))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("the --dummynet configuration")?;
+        let limits = ClassifierLimits {
+            queues_per_flowset: u32::try_from(flows).context("too many flows")?,
+            overflow: OverflowPolicy::Drop,
+            idle_expiry_ns: u64::MAX,
+            ..ClassifierLimits::default()
+        };
+        let classifier =
+            Classifier::from_plan(&plan, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let table = classifier
+            .layout()
+            .link(1)
+            .context("sched 1 in the --dummynet configuration")?
+            .flow_table()?;
+        Ok((classifier, table))
+    }
+
+    /// The front around `sched`, built over the table
+    /// [`DummynetFront::classifier`] returned, for packets of `len` bytes,
+    /// with room for `backlog` packets and a delay of `delay_ns`.
+    pub(super) fn new(
+        classifier: Classifier,
+        sched: S,
+        flows: usize,
+        len: u32,
+        backlog: u64,
+        delay_ns: u64,
+    ) -> anyhow::Result<Self> {
+        let packet_ns = u64::from(len.max(1));
+        // The delay line holds what left the link in the last `delay_ns`,
+        // one packet per `packet_ns`, plus room for the one in flight.
+        let line = (delay_ns / packet_ns + 64).next_power_of_two();
+        let config = PipeConfig {
+            bw: Some(Rate::checked("--dummynet link", LINK_BPS)?),
+            delay_ns,
+            queue: QueueConfig {
+                limit: QueueLimit::Slots(u32::try_from(backlog).unwrap_or(u32::MAX)),
+                ..QueueConfig::default()
+            },
+            delay_line_capacity: usize::try_from(line).context("--delay is too long")?,
+            ..PipeConfig::default()
+        };
+        let pipe = Pipe::new(config, sched, flows)?;
+        Ok(DummynetFront {
+            classifier,
+            pipe: PipeScheduler::new(pipe),
+            destination: IpAddr::V4(Ipv4Addr::new(10, 199, 0, 1)),
+            clock: 0,
+            packet_ns,
+        })
+    }
+
+    /// Dynamic queues the classifier holds.
+    #[cfg(test)]
+    pub(super) fn dynamic_queues(&self) -> u32 {
+        self.classifier.flowset_stats(1).map_or(0, |s| s.live)
+    }
+}
+
+impl<S: Scheduler> Scheduler for DummynetFront<S> {
+    fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
+        let now = Instant::from_nanos(self.clock);
+        let source = IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE.wrapping_add(pkt.flow.0)));
+        let key = PacketKey::new(source, self.destination, 17, 1000, 80);
+        match self.classifier.classify(now, &key, pkt.len) {
+            Verdict::Enqueue(place) => {
+                let token =
+                    (u64::from(pkt.flow.0) << TOKEN_BITS) | (pkt.token & ((1 << TOKEN_BITS) - 1));
+                self.pipe
+                    .enqueue(now, Packet::new(place.flow, pkt.len, token))
+                    .map_err(|r| Rejected {
+                        packet: pkt,
+                        reason: r.reason,
+                    })
+            }
+            // Every source has a queue (the cap is the flow count) and the
+            // rule matches every UDP packet: a refusal here is a bug in
+            // the set-up, reported as the harness's drop.
+            Verdict::Pass | Verdict::Drop(_) => Err(Rejected {
+                packet: pkt,
+                reason: pspat_sched::DropReason::Policy,
+            }),
+        }
+    }
+
+    fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
+        self.clock += self.packet_ns;
+        let p = self.pipe.dequeue(Instant::from_nanos(self.clock))?;
+        Some(Packet::new(
+            FlowId((p.token >> TOKEN_BITS) as u32),
+            p.len,
+            p.token & ((1 << TOKEN_BITS) - 1),
+        ))
+    }
+
+    fn queued(&self) -> usize {
+        self.pipe.queued()
+    }
+
+    fn name(&self) -> &'static str {
+        "dummynet-front"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_eval::harness::{Flowsets, Harness};
+    use pspat_sched::{AlgKind, SchedulerConfig, VisitScheduler};
+
+    struct Check {
+        classifier: Classifier,
+        flows: usize,
+    }
+
+    impl VisitScheduler for Check {
+        type Output = ();
+        fn visit<S: Scheduler + Send + 'static>(self, sched: S) {
+            let front =
+                DummynetFront::new(self.classifier, sched, self.flows, 60, 20_000, 5_000).unwrap();
+            let sets = Flowsets::parse("1:60:1000").unwrap();
+            let mut h = Harness::new(front, &sets, 1000, 20_000).unwrap();
+            let stats = h.run(200_000);
+            assert_eq!(stats.drops, 0, "every packet finds its queue");
+            assert!(stats.dequeues > 50_000, "packets leave: {stats:?}");
+            assert_eq!(
+                stats.enqueues,
+                stats.dequeues - stats.empty_dequeues + h.pending(),
+                "every packet dequeued or held: {stats:?}"
+            );
+            assert_eq!(h.scheduler().queued() as u64, h.pending());
+            assert_eq!(h.scheduler().dynamic_queues(), 1000, "one queue per source");
+        }
+    }
+
+    #[test]
+    fn each_source_gets_a_queue_and_every_packet_comes_back() {
+        for alg in ["qfq", "drr", "fifo"] {
+            let (classifier, table) =
+                DummynetFront::<pspat_sched::Fifo>::classifier(1000, 1).unwrap();
+            let mut cfg = SchedulerConfig::new(AlgKind::parse(alg).unwrap());
+            cfg.capacity = 20_000;
+            cfg.build(table).unwrap().visit(Check {
+                classifier,
+                flows: 1000,
+            });
+        }
+    }
+}
