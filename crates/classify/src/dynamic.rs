@@ -337,16 +337,26 @@ impl DynTable {
         Lookup::Created(s)
     }
 
+    /// Every live entry (stale ones included until reclaimed), oldest use
+    /// first: its slot, its key and its last use in nanoseconds. O(live).
+    #[cfg_attr(not(test), allow(dead_code))] // read by the daemon's per-queue views
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u32, &MaskedKey, u64)> + '_ {
+        let mut s = self.head;
+        std::iter::from_fn(move || {
+            if s == NIL {
+                return None;
+            }
+            let slot = &self.slots[s as usize];
+            let item = (s, &slot.key, slot.last_seen);
+            s = slot.next;
+            Some(item)
+        })
+    }
+
     /// Every live slot (stale ones included until reclaimed), oldest first.
     #[cfg(test)]
     pub(crate) fn live_slots(&self) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut s = self.head;
-        while s != NIL {
-            out.push(s);
-            s = self.slots[s as usize].next;
-        }
-        out
+        self.entries().map(|(slot, _, _)| slot).collect()
     }
 }
 
@@ -376,6 +386,8 @@ mod tests {
         assert_eq!(d.lookup(&key(3), t(30)), Lookup::Created(2));
         assert_eq!(d.lookup(&key(4), t(40)), Lookup::Full);
         assert_eq!(d.live_slots(), vec![1, 0, 2]);
+        let last: Vec<(MaskedKey, u64)> = d.entries().map(|(_, k, at)| (*k, at)).collect();
+        assert_eq!(last, vec![(key(2), 10), (key(1), 20), (key(3), 30)]);
         // key 2 last used at 10: stale at 110; the lookup reclaims it first.
         assert_eq!(d.lookup(&key(4), t(110)), Lookup::Created(1));
         let s = d.stats();
