@@ -337,6 +337,57 @@ impl DynTable {
         Lookup::Created(s)
     }
 
+    /// The latest time the table has seen, nanoseconds.
+    pub(crate) fn latest(&self) -> u64 {
+        self.latest
+    }
+
+    /// Takes in an entry of another table: `key`, last used at `last_seen`
+    /// ns. Entries come in the other table's [`DynTable::entries`] order
+    /// (oldest period first), so the LRU list stays ordered. A key already
+    /// live keeps its slot and the later use; a new key takes a free slot.
+    /// Nothing expires here. Returns the slot, `None` when no slot is free.
+    pub(crate) fn carry(&mut self, key: &MaskedKey, last_seen: u64) -> Option<u32> {
+        self.latest = self.latest.max(last_seen);
+        let h = self.hash(key);
+        let tag = (h as u32) as u64;
+        let mask = self.index_mask;
+        let mut i = tag as usize & mask;
+        loop {
+            let e = self.index[i];
+            if e == EMPTY {
+                break;
+            }
+            let s = e as u32;
+            if e >> 32 == tag && self.slots[s as usize].key == *key {
+                let slot = &mut self.slots[s as usize];
+                if last_seen > slot.last_seen {
+                    slot.last_seen = last_seen;
+                    if self.tail != s {
+                        self.unlink(s);
+                        self.push_tail(s);
+                    }
+                }
+                return Some(s);
+            }
+            i = (i + 1) & mask;
+        }
+        if self.free == NIL {
+            return None;
+        }
+        let s = self.free;
+        self.free = self.slots[s as usize].next;
+        self.index[i] = (tag << 32) | u64::from(s);
+        let slot = &mut self.slots[s as usize];
+        slot.key = *key;
+        slot.hash = tag as u32;
+        slot.last_seen = last_seen;
+        self.push_tail(s);
+        self.stats.live += 1;
+        self.stats.created += 1;
+        Some(s)
+    }
+
     /// Every live entry (stale ones included until reclaimed), oldest use
     /// first: its slot, its key and its last use in nanoseconds. O(live).
     #[cfg_attr(not(test), allow(dead_code))] // read by the daemon's per-queue views

@@ -163,6 +163,38 @@ impl CompiledMask {
     }
 }
 
+impl CompiledMask {
+    /// A key another mask made (`k`), masked again by this one, in
+    /// `instance`: the key a packet of `k` gets under this mask when the
+    /// bits the other mask dropped are zero. Exact (the packet's own key
+    /// under this mask) when this mask keeps no bit the other dropped;
+    /// otherwise every packet of `k` gets the one key the zeros give. The
+    /// families stay.
+    pub(crate) fn remask(&self, k: &MaskedKey, instance: u32) -> MaskedKey {
+        let w = &k.0;
+        let s6 = (w[9] >> 28) & 1 == 1;
+        let d6 = (w[9] >> 29) & 1 == 1;
+        let sm = if s6 { self.src6 } else { [self.src4, 0, 0, 0] };
+        let dm = if d6 { self.dst6 } else { [self.dst4, 0, 0, 0] };
+        let meta = (w[9] & 0xf_ffff & self.label)
+            | (((w[9] >> 20) & 0xff & u32::from(self.proto)) << 20)
+            | (w[9] & (0b11 << 28));
+        MaskedKey([
+            w[0] & sm[0],
+            w[1] & sm[1],
+            w[2] & sm[2],
+            w[3] & sm[3],
+            w[4] & dm[0],
+            w[5] & dm[1],
+            w[6] & dm[2],
+            w[7] & dm[3],
+            w[8] & self.ports,
+            meta,
+            instance,
+        ])
+    }
+}
+
 /// A masked 5-tuple plus the scheduler instance it belongs to: source (4
 /// words), destination (4), ports, flow label|protocol|families, instance.
 /// 44 bytes.
@@ -212,6 +244,54 @@ impl MaskedKey {
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
+
+    proptest::proptest! {
+        /// Masking again by a coarser (or the same) mask gives the key the
+        /// packet itself gets under it; by a finer one, a key that keeps
+        /// only what both masks keep.
+        #[test]
+        fn remasking_by_a_coarser_mask_is_masking_the_packet(
+            src in proptest::prelude::any::<u32>(),
+            dst in proptest::prelude::any::<u128>(),
+            v6 in proptest::prelude::any::<bool>(),
+            sport in proptest::prelude::any::<u16>(),
+            dport in proptest::prelude::any::<u16>(),
+            proto in proptest::prelude::any::<u8>(),
+            label in proptest::prelude::any::<u32>(),
+            fine in 0u32..=32,
+            coarse in 0u32..=32,
+            inst in 0u32..8,
+        ) {
+            let (fine, coarse) = (fine.max(coarse), fine.min(coarse));
+            let mask = |bits: u32, ports: bool| {
+                let mut m = FlowMask::default();
+                m.set(pspat_config::MaskField::SrcIp, &format!("/{bits}")).unwrap();
+                m.set(pspat_config::MaskField::DstIp6, &format!("/{}", bits * 4)).unwrap();
+                m.set(pspat_config::MaskField::Proto, "0xff").unwrap();
+                if ports {
+                    m.set(pspat_config::MaskField::DstPort, "0xffff").unwrap();
+                }
+                CompiledMask::new(&m)
+            };
+            let k = PacketKey {
+                flow_label: label,
+                ..PacketKey::new(
+                    IpAddr::V4(Ipv4Addr::from(src)),
+                    if v6 { IpAddr::V6(Ipv6Addr::from(dst)) } else { IpAddr::V4(Ipv4Addr::from(dst as u32)) },
+                    proto,
+                    sport,
+                    dport,
+                )
+            };
+            let (Some(f), Some(c)) = (mask(fine, true), mask(coarse, false)) else {
+                return Ok(());
+            };
+            proptest::prop_assert_eq!(c.remask(&f.apply(&k, 0), inst), c.apply(&k, inst));
+            proptest::prop_assert_eq!(f.remask(&f.apply(&k, 3), inst), f.apply(&k, inst));
+            // Finer: what both keep.
+            proptest::prop_assert_eq!(f.remask(&c.apply(&k, 0), inst), c.apply(&k, inst));
+        }
+    }
 
     #[test]
     fn masks_each_family_with_its_own_fields() {

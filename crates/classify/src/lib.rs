@@ -112,6 +112,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod carry;
 mod dynamic;
 mod key;
 mod layout;
@@ -123,6 +124,7 @@ use std::net::IpAddr;
 use pspat_config::{Action, DefaultAction, Plan, Target};
 use pspat_sched::{FlowId, FlowTable, Instant};
 
+pub use carry::{CarryOver, LinkMoves};
 pub use dynamic::DynamicStats;
 pub use key::{PacketDirection, PacketKey};
 pub use layout::{FlowLayout, FlowOwner, FlowRange, LinkKind, LinkLayout};
