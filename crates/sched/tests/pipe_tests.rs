@@ -10,3 +10,5 @@ mod pipe_timing;
 mod pipe_random;
 // Random configurations and arrivals: conservation, order, never early.
 mod pipe_prop;
+// Live changes: a new seed, a link rebuilt with its instances moved.
+mod pipe_live;

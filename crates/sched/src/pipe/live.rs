@@ -13,8 +13,17 @@
 //! * **Nothing is dropped by a change.** Queued packets stay; a smaller
 //!   queue limit only refuses later arrivals ([`Pipe::set_queue`]).
 //!
-//! What cannot change on a running pipe: `reorder` (the delay line's kind)
-//! and the seed (its random streams go on). The delay line only grows.
+//! * **A new seed continues the streams.** [`Pipe::reseed`] gives each
+//!   random stream (loss, Gilbert-Elliott, RED, duplication, jitter,
+//!   profile) the position it had, in the new seed's sequence: from the
+//!   change on, the pipe draws what a pipe started with the new seed would
+//!   draw after as many draws. Replay after a change therefore means: the
+//!   same arrivals, the same seed, and the same change made after the same
+//!   draws give the same run; the draws before the change are the old
+//!   seed's.
+//!
+//! What cannot change on a running pipe: `reorder` (the delay line's kind).
+//! The delay line only grows.
 //!
 //! # Complexity
 //! O(packets the link moves up to `now`) plus, when the delay line grows,
@@ -28,7 +37,8 @@ impl<S: Scheduler> Pipe<S> {
     /// Gives the running pipe `config`'s link (`bw`, `burst`), delay,
     /// jitter, profile and a delay line at least `config`'s capacity, at
     /// `now` (module docs). `config.queue` and `config.seed` are not used:
-    /// queues change with [`Pipe::set_queue`], and the random streams go on.
+    /// queues change with [`Pipe::set_queue`], the seed with
+    /// [`Pipe::reseed`].
     ///
     /// # Errors
     /// A bad configuration, or a change of `reorder`; nothing changes then.
@@ -54,6 +64,19 @@ impl<S: Scheduler> Pipe<S> {
             self.link.busy_until = self.link.busy_until.max(now);
         }
         Ok(())
+    }
+}
+
+impl<S: Scheduler> Pipe<S> {
+    /// Continues every random stream from its position in `seed`'s
+    /// sequence (module docs; [`super::random::Streams::reseed`]).
+    pub fn reseed(&mut self, seed: u64) {
+        self.rng.reseed(seed);
+    }
+
+    /// The seed the pipe's random streams follow now.
+    pub fn seed(&self) -> u64 {
+        self.rng.seed()
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Streams {
     pub jitter: Rng,
     /// Delay-profile samples.
     pub profile: Rng,
+    /// The seed the streams were derived from.
+    seed: u64,
 }
 
 impl Streams {
@@ -73,7 +75,53 @@ impl Streams {
             duplicate: next(),
             jitter: next(),
             profile: next(),
+            seed,
         }
+    }
+
+    /// The seed the streams are derived from now.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Gives every stream the state it would have if it had been derived
+    /// from `seed` ([`Streams::new`]) and had made the draws it made since:
+    /// each stream keeps its position and continues the new seed's
+    /// sequence from there. (Each stream is a WyRand generator, whose state
+    /// moves by one fixed constant per 64-bit draw, so its position is its
+    /// state less its first state.)
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::pipe::random::Streams;
+    /// let (mut a, mut b) = (Streams::new(1), Streams::new(2));
+    /// for _ in 0..5 {
+    ///     a.loss.u64(..);
+    ///     b.loss.u64(..);
+    /// }
+    /// a.reseed(2);
+    /// assert_eq!(a.loss.u64(..), b.loss.u64(..));
+    /// assert_eq!(a.jitter.u64(..), b.jitter.u64(..));
+    /// ```
+    pub fn reseed(&mut self, seed: u64) {
+        let (old, new) = (Streams::new(self.seed), Streams::new(seed));
+        let pairs = [
+            (&mut self.loss, &old.loss, &new.loss),
+            (
+                &mut self.gilbert_elliott,
+                &old.gilbert_elliott,
+                &new.gilbert_elliott,
+            ),
+            (&mut self.red, &old.red, &new.red),
+            (&mut self.duplicate, &old.duplicate, &new.duplicate),
+            (&mut self.jitter, &old.jitter, &new.jitter),
+            (&mut self.profile, &old.profile, &new.profile),
+        ];
+        for (rng, first, first_new) in pairs {
+            let advanced = rng.get_seed().wrapping_sub(first.get_seed());
+            rng.seed(first_new.get_seed().wrapping_add(advanced));
+        }
+        self.seed = seed;
     }
 }
 

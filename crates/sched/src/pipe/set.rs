@@ -11,7 +11,9 @@
 //! [`PipeSet::install`] gives to a member added while the set runs and
 //! [`PipeSet::remove_link`] frees again (a freed range may be reused);
 //! [`PipeSet::replace_link`] moves a link to other free ids, its packets
-//! handed over to the new pipes ([`Pipe::hand_over`]).
+//! handed over to the new pipes ([`Pipe::hand_over`]), and
+//! [`PipeSet::replace_link_moving`] also moves packets between instances
+//! (a mask changed).
 //! [`PipeSet::global`] and [`PipeRoutes::global`] make the global id from
 //! `(link, instance, flow)`; the set translates back on every call and
 //! hands every packet out (or back, refused) with its global id. A free id
@@ -55,8 +57,10 @@
 //! what the old members held. No allocation on the packet path; those
 //! three allocate.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
+use super::handover::Moved;
 use super::{Pipe, PipeCounters, PipeScheduler};
 use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
@@ -165,15 +169,18 @@ pub struct PipeSet<S> {
 
 /// The ids `base..base + remap.len()` of a member replaced by
 /// [`PipeSet::replace_link`]: a packet sent there (classified before the
-/// replacement) goes to the heir `(link, instance)`, its flow as `remap`
-/// gives it.
+/// replacement) goes to the heir instance of `link` and the flow `remap`
+/// gives it (packed: instance in the high half, flow in the low one,
+/// [`NO_HEIR`] for none).
 #[derive(Debug)]
 struct Alias {
     base: u32,
     link: u32,
-    instance: u32,
-    remap: Vec<Option<u32>>,
+    remap: Vec<u64>,
 }
+
+/// An alias entry with no heir.
+const NO_HEIR: u64 = u64::MAX;
 
 impl<S: Scheduler> Default for PipeSet<S> {
     fn default() -> Self {
@@ -360,6 +367,31 @@ impl<S: Scheduler> PipeSet<S> {
         new: Vec<(u32, u32, Pipe<S>, u32)>,
         remap: &dyn Fn(FlowId) -> Option<FlowId>,
     ) -> Result<Vec<(u32, PipeCounters)>, ConfigError> {
+        self.replace_link_moving(link, now, new, &|instance, f| {
+            remap(f).map(|g| (instance, g))
+        })
+    }
+
+    /// [`PipeSet::replace_link`] where a packet may also change instance
+    /// (a mask of the link changed): `moves(old instance, old flow)` gives
+    /// its new instance and flow. Each old queue's packets go, in the old
+    /// scheduler's service order, to the queue `moves` gives; packets in
+    /// flight from several old instances that meet in one new instance
+    /// enter its delay line in exit order (each keeps its exit time), and
+    /// a new instance's link starts when the last of the old instances
+    /// that fed it is free. A flow whose packets are all in one old queue
+    /// keeps its order. Old ids stay accepted for their heirs as in
+    /// [`PipeSet::replace_link`]. Control path.
+    ///
+    /// # Errors
+    /// As [`PipeSet::replace_link`]; nothing changes then.
+    pub fn replace_link_moving(
+        &mut self,
+        link: u32,
+        now: Instant,
+        new: Vec<(u32, u32, Pipe<S>, u32)>,
+        moves: &dyn Fn(u32, FlowId) -> Option<(u32, FlowId)>,
+    ) -> Result<Vec<(u32, PipeCounters)>, ConfigError> {
         let mut taken = Vec::with_capacity(new.len());
         for (instance, base, pipe, flows) in &new {
             self.check_install(link, *instance, *base, *flows, Some(link), &taken)?;
@@ -383,6 +415,8 @@ impl<S: Scheduler> PipeSet<S> {
         }
         // Older aliases of the link name members that are gone now.
         self.aliases.retain(|a| a.link != link);
+        let mut heirs: Vec<(u32, u32)> = new.iter().map(|n| (n.0, n.3)).collect();
+        heirs.sort_unstable();
         for (instance, base, pipe, flows) in new {
             self.forget_aliases(base, flows);
             let at = self.bases.partition_point(|&b| b < base);
@@ -399,49 +433,97 @@ impl<S: Scheduler> PipeSet<S> {
             self.bases.insert(at, base);
         }
         self.turn = 0;
+        // Where a packet of (old instance, flow) goes, if its heir exists.
+        let place = |instance: u32, f: FlowId| {
+            moves(instance, f).filter(|(i, g)| {
+                heirs
+                    .binary_search_by_key(i, |h| h.0)
+                    .is_ok_and(|k| g.0 < heirs[k].1)
+            })
+        };
         let mut out = Vec::with_capacity(old.len());
-        let mut moved = Vec::new();
+        // (new instance, packet) in hand-over order; (new instance, free).
+        let mut moved: Vec<(u32, Moved)> = Vec::new();
+        let mut frees: Vec<(u32, Instant)> = Vec::new();
         for mut m in old {
-            let heir = self
-                .members
-                .iter()
-                .position(|n| n.link == link && n.instance == m.instance);
-            let none = |_: FlowId| None;
-            let remap: &dyn Fn(FlowId) -> Option<FlowId> =
-                if heir.is_some() { remap } else { &none };
+            let instance = m.instance;
+            let target = Cell::new(0u32);
+            let remap = |f: FlowId| {
+                let p = place(instance, f);
+                if let Some((i, _)) = p {
+                    target.set(i);
+                }
+                p.map(|p| p.1)
+            };
             let base = m.base;
             let (handover, purged) = (&mut self.handover, &mut self.purged);
-            moved.clear();
+            let first = moved.len();
             let (free, _left) = m.pipe.hand_over(
                 now,
-                remap,
+                &remap,
                 &mut |mut p: Packet| {
                     p.flow = FlowId(p.flow.0 + base);
                     handover.push_back(p);
                 },
-                &mut |mv| moved.push(mv),
+                &mut |mv| moved.push((target.get(), mv)),
                 &mut |r: Rejected| purged.push_back(with_base(r, base)),
             );
-            if let Some(h) = heir {
-                self.aliases.push(Alias {
-                    base,
-                    link,
-                    instance: m.instance,
-                    remap: (0..m.flows)
-                        .map(|f| remap(FlowId(f)).map(|f| f.0))
-                        .collect(),
-                });
-                let n = &mut self.members[h];
-                let nbase = n.base;
-                let pipe = n.pipe.pipe_mut();
-                pipe.continue_link(free);
-                for mv in moved.drain(..) {
-                    if let Err(r) = pipe.adopt(now, mv) {
-                        self.purged.push_back(with_base(r, nbase));
-                    }
+            // Every heir this instance fed, and its namesake, start after it.
+            if heirs.binary_search_by_key(&instance, |h| h.0).is_ok() {
+                frees.push((instance, free));
+            }
+            for (t, _) in &moved[first..] {
+                if frees.last() != Some(&(*t, free)) {
+                    frees.push((*t, free));
                 }
             }
-            out.push((m.instance, *m.pipe.pipe().counters()));
+            self.aliases.push(Alias {
+                base,
+                link,
+                remap: (0..m.flows)
+                    .map(|f| {
+                        place(instance, FlowId(f))
+                            .map_or(NO_HEIR, |(i, g)| (u64::from(i) << 32) | u64::from(g.0))
+                    })
+                    .collect(),
+            });
+            out.push((instance, *m.pipe.pipe().counters()));
+        }
+        // Into each heir: its link continues, then the packets in flight in
+        // exit order, then the queued ones in hand-over order.
+        moved.sort_by_key(|(t, mv)| {
+            (
+                *t,
+                match mv {
+                    Moved::InFlight { .. } => 0u8,
+                    Moved::Queued(_) => 1,
+                },
+                match mv {
+                    Moved::InFlight { exit, .. } => *exit,
+                    Moved::Queued(_) => Instant::ZERO,
+                },
+            )
+        });
+        for (instance, _) in &heirs {
+            let Some(n) = self
+                .members
+                .iter_mut()
+                .find(|n| n.link == link && n.instance == *instance)
+            else {
+                continue;
+            };
+            let nbase = n.base;
+            let pipe = n.pipe.pipe_mut();
+            for (_, free) in frees.iter().filter(|f| f.0 == *instance) {
+                pipe.continue_link(*free);
+            }
+            let from = moved.partition_point(|(t, _)| t < instance);
+            let to = moved.partition_point(|(t, _)| t <= instance);
+            for (_, mv) in &moved[from..to] {
+                if let Err(r) = pipe.adopt(now, *mv) {
+                    self.purged.push_back(with_base(r, nbase));
+                }
+            }
         }
         // What an old pipe could not give up is gone with it.
         self.queued = self.members.iter().map(|m| m.pipe.queued()).sum::<usize>()
@@ -464,11 +546,15 @@ impl<S: Scheduler> PipeSet<S> {
             .aliases
             .iter()
             .find(|a| flow.0 >= a.base && u64::from(flow.0 - a.base) < a.remap.len() as u64)?;
-        let local = a.remap[(flow.0 - a.base) as usize]?;
+        let packed = a.remap[(flow.0 - a.base) as usize];
+        if packed == NO_HEIR {
+            return None;
+        }
+        let (instance, local) = ((packed >> 32) as u32, packed as u32);
         let i = self
             .members
             .iter()
-            .position(|m| m.link == a.link && m.instance == a.instance)?;
+            .position(|m| m.link == a.link && m.instance == instance)?;
         (local < self.members[i].flows).then_some((i, FlowId(local)))
     }
 
