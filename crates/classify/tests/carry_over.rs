@@ -220,7 +220,10 @@ fn masks_added_and_removed() {
     );
     let one = place(&mut new, 50_000_000, &keys()[0]);
     for b in &before {
-        assert_eq!(moves.get(b.instance, b.flow), Some((one.instance, one.flow)));
+        assert_eq!(
+            moves.get(b.instance, b.flow),
+            Some((one.instance, one.flow))
+        );
     }
     // Overflow: the new table is too small; under the shared policy the
     // rest goes to the overflow queue, under Drop nowhere.
@@ -230,10 +233,13 @@ fn masks_added_and_removed() {
             ..limits(4, 8)
         };
         let old_text = plan_text("", "mask src-ip 0xffffffff src-port 0xffff", "");
-        let mut old = classifier(&old_text, &ClassifierLimits {
-            queues_per_flowset: 64,
-            ..lim.clone()
-        });
+        let mut old = classifier(
+            &old_text,
+            &ClassifierLimits {
+                queues_per_flowset: 64,
+                ..lim.clone()
+            },
+        );
         let before: Vec<Placement> = keys().iter().map(|k| place(&mut old, 0, k)).collect();
         let new_text = plan_text("", "mask src-ip 0xffffffff", "");
         let mut new = classifier(&new_text, &lim);
@@ -264,5 +270,7 @@ fn a_flowset_moved_or_deleted_has_no_place() {
         "sched 4 config type qfq bw 8Mbit/s\nqueue 42 config sched 4\nadd 100 queue 42 ip from any to any\n",
         &lim,
     );
-    assert!(before.iter().all(|b| moves.get(b.instance, b.flow).is_none()));
+    assert!(before
+        .iter()
+        .all(|b| moves.get(b.instance, b.flow).is_none()));
 }
