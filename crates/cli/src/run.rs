@@ -1573,30 +1573,26 @@ mod tests {
                     add 100 queue 1 ip from any to any\n";
         let (old, b) = built(base);
         let layout = b.classifier.layout();
-        let refused = |text: &str, want: &str| {
-            let e = plan_live(&old, &plan_of(text), &b).unwrap_err();
-            assert!(e.contains(want), "{e}");
-            assert!(e.contains("restart"), "{e}");
-        };
-        refused(
-            &base.replace("weight 2", "weight 2 mask src-ip 0xff"),
-            "queue 1: its mask",
+        // A new seed: every running link's streams, nothing rebuilt.
+        let p = plan_live(&old, &plan_of(&format!("{base}seed 7\n")), &b).unwrap();
+        assert_eq!(
+            p.ops,
+            [
+                live::LiveOp::Seed {
+                    link: 2,
+                    seed: pspat_config::pipe_seed(7, 2)
+                },
+                live::LiveOp::Seed {
+                    link: 4,
+                    seed: pspat_config::pipe_seed(7, 4)
+                }
+            ]
         );
-        refused(
-            &base.replace(
-                "pipe 2 config bw 1Mbit/s",
-                "pipe 2 config bw 1Mbit/s mask dst-ip 0xff",
-            ),
-            "pipe 2: its mask",
-        );
-        refused(
-            &base.replace("wf2q+ bw 4Mbit/s", "qfq bw 4Mbit/s mask src-ip 0xff"),
-            "sched 4: its mask",
-        );
-        refused(&format!("{base}seed 7\n"), "seed");
-        // A new type, a wf2q+ sched's bw, reorder, a flowset's parent: the
-        // link is rebuilt (a new scheduler), the others keep their ids.
-        let rebuilt = |text: &str, links: &[u32]| {
+        assert!(p.log[0].starts_with("seed 7: "), "{:?}", p.log);
+        // A new type, a wf2q+ sched's bw, reorder, a flowset's parent, a
+        // mask: the link is rebuilt (a new scheduler), the others keep
+        // their ids; a mask's rebuild moves packets by key (`remask`).
+        let rebuilt_as = |text: &str, links: &[u32], remasked: bool| {
             let p = plan_live(&old, &plan_of(text), &b).unwrap();
             let got: Vec<u32> = p
                 .ops
@@ -1605,14 +1601,37 @@ mod tests {
                     live::LiveOp::Install {
                         link,
                         replace: true,
+                        remask,
                         ..
-                    } => Some(*link),
+                    } => {
+                        assert_eq!(*remask, remasked, "{text}");
+                        Some(*link)
+                    }
                     _ => None,
                 })
                 .collect();
             assert_eq!(got, links, "{text}: {:?}", p.log);
             assert!(p.log.iter().any(|l| l.contains("rebuilt")), "{:?}", p.log);
         };
+        let rebuilt = |text: &str, links: &[u32]| rebuilt_as(text, links, false);
+        rebuilt_as(
+            &base.replace("weight 2", "weight 2 mask src-ip 0xff"),
+            &[4],
+            true,
+        );
+        rebuilt_as(
+            &base.replace(
+                "pipe 2 config bw 1Mbit/s",
+                "pipe 2 config bw 1Mbit/s mask dst-ip 0xff",
+            ),
+            &[2],
+            true,
+        );
+        rebuilt_as(
+            &base.replace("wf2q+ bw 4Mbit/s", "qfq bw 4Mbit/s mask src-ip 0xff"),
+            &[4],
+            true,
+        );
         rebuilt(&base.replace("wf2q+ bw 4", "qfq bw 4"), &[4]);
         rebuilt(&base.replace("wf2q+ bw 4", "wf2q+ bw 8"), &[4]);
         rebuilt(
@@ -1738,10 +1757,10 @@ mod tests {
         assert!(e.starts_with("<ctl>:1:27: "), "{e}");
         let r = live.request("pipe 1 config plr 1.5");
         assert!(r.error.unwrap().starts_with("<ctl>:1:"));
-        // Refused: a new mask; the running plan stays.
+        // Refused: duplication; the running plan stays.
         let before = live.plan();
-        let r = live.request("pipe 1 config mask src-ip 0xff");
-        assert!(r.error.unwrap().contains("restart"));
+        let r = live.request("pipe 1 config duplicate 0.5");
+        assert!(r.error.unwrap().contains("duplicate"));
         assert_eq!(live.plan(), before);
         // Rules: add, show, delete; the counters of a replaced classifier stay.
         live.classifier.lock().unwrap().classify(
@@ -2149,17 +2168,17 @@ mod tests {
                      add 100 pipe 1 udp from any to any dst-port 5001\n\
                      add 200 pipe 2 udp from any to any dst-port 5002\n";
         let (live, stop, arbiter) = live_at(first, file.clone());
-        // A new pipe with its rule, and a new mask (refused): nothing applied.
+        // A new pipe with its rule, and duplication (refused): nothing applied.
         std::fs::write(
             &file,
             first.replace(
                 "pipe 1 config bw 5Mbit/s",
-                "pipe 1 config bw 5Mbit/s mask src-ip 0xff",
+                "pipe 1 config bw 5Mbit/s duplicate 0.1",
             ) + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
         )
         .unwrap();
         let e = live.reload().unwrap_err();
-        assert!(e.contains("pipe 1: its mask"), "{e}");
+        assert!(e.contains("pipe 1: duplicate"), "{e}");
         assert!(live.routes.get().global(3, 0, FlowId(0)).is_none());
         assert!(!live.plan().pipes.contains_key(&3));
         // Pipe 2 gone while rule 200 stays: refused, nothing changed.
@@ -2360,6 +2379,134 @@ mod tests {
         assert_eq!(
             (four.in_packets, four.out_packets, four.dropped_total),
             (40, 40, 0)
+        );
+    }
+
+    #[test]
+    fn a_mask_changed_on_a_busy_sched_moves_every_packet_to_its_new_queue_in_order() {
+        // One dynamic queue per (source, port), then one per source (a
+        // coarser mask), then an instance per source as well (finer).
+        let text = "sched 4 config type drr bw 8Mbit/s delay 5ms\n\
+                    queue 1 config sched 4 queue 100 mask src-ip 0xffffffff dst-port 0xffff\n\
+                    add 100 queue 1 udp from any to any\n";
+        let (plan, mut b) = built_spare(text, 32);
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let snaps: Snapshots = Arc::default();
+        let total = b.set.flows();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox));
+        // Token: flow * 1000 + sequence; flows 0..4 are (source, port).
+        let flows = [
+            ("10.199.0.1", 5001),
+            ("10.199.0.1", 5002),
+            ("10.199.0.2", 5001),
+            ("10.199.0.2", 5002),
+        ];
+        let mut old_ids = std::collections::BTreeSet::new();
+        for seq in 0..10 {
+            for (f, (src, port)) in flows.iter().enumerate() {
+                old_ids.insert(offer(&mut b, &mut set, src, *port, f as u64 * 1000 + seq));
+            }
+        }
+        assert_eq!(old_ids.len(), 4);
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        drive(&mut set, &mut now, 7_500_000, &mut exits);
+        let change = |b: &mut Built,
+                      set: &mut Observed,
+                      old: &Plan,
+                      new_text: &str,
+                      now: &mut pspat_sched::Instant,
+                      exits: &mut Vec<(u64, u64)>| {
+            let new = plan_of(new_text);
+            let mut fresh = Classifier::from_plan(&new, &limits()).unwrap();
+            let mut planned = live::plan_change(
+                old,
+                &new,
+                &live::Room {
+                    layout: b.classifier.layout(),
+                    new_layout: fresh.layout(),
+                    routes: &b.routes,
+                    total,
+                    capacity: 1024,
+                },
+            )
+            .unwrap();
+            assert!(live::remasks(&planned.ops), "{:?}", planned.log);
+            let carry = fresh.carry_dynamic_from(&b.classifier);
+            assert!(live::fill_moves(&mut planned.ops, &carry));
+            std::thread::scope(|s| {
+                let ops = std::mem::take(&mut planned.ops);
+                let h = s.spawn(|| inbox.submit(ops, Duration::from_secs(10)));
+                while !inbox.is_pending() {
+                    std::thread::yield_now();
+                }
+                let until = now.as_nanos() + 1_000_000;
+                drive(set, now, until, exits);
+                h.join().unwrap().unwrap();
+            });
+            fresh.bind_interface("in", INPUT_INDEX);
+            b.classifier = fresh;
+            b.routes = planned.routes.unwrap();
+            new
+        };
+        let coarser = text.replace(" dst-port 0xffff", "");
+        let plan2 = change(&mut b, &mut set, &plan, &coarser, &mut now, &mut exits);
+        // New packets of a flow find the queue its packets went to.
+        let mut new_ids = std::collections::BTreeSet::new();
+        for (f, (src, port)) in flows.iter().enumerate() {
+            new_ids.insert(offer(&mut b, &mut set, src, *port, f as u64 * 1000 + 10));
+        }
+        assert_eq!(new_ids.len(), 2, "one queue per source");
+        assert!(
+            new_ids.is_disjoint(&old_ids),
+            "the sched moved to other ids"
+        );
+        drive(&mut set, &mut now, 20_000_000, &mut exits);
+        // A finer sched mask: an instance per source.
+        let finer = coarser.replace("delay 5ms", "delay 5ms mask src-ip 0xffffffff");
+        change(&mut b, &mut set, &plan2, &finer, &mut now, &mut exits);
+        for (f, (src, port)) in flows.iter().enumerate() {
+            offer(&mut b, &mut set, src, *port, f as u64 * 1000 + 11);
+        }
+        drive(&mut set, &mut now, 1_000_000_000, &mut exits);
+        let mut late = Vec::new();
+        set.take_late_drops(&mut |r| late.push(r));
+        assert!(late.is_empty(), "{late:?}");
+        assert_eq!(exits.len(), 48, "every packet left");
+        // Each flow keeps its order across the coarser mask; across the
+        // finer one its carried packets keep theirs, and its next packet
+        // (in its own instance, on its own link) may overtake them (docs).
+        for f in 0..4u64 {
+            let mut tokens: Vec<u64> = exits
+                .iter()
+                .map(|e| e.0)
+                .filter(|t| t / 1000 == f)
+                .collect();
+            let last = tokens.iter().position(|t| t % 1000 == 11).unwrap();
+            tokens.remove(last);
+            assert_eq!(
+                tokens,
+                (0..11).map(|s| f * 1000 + s).collect::<Vec<_>>(),
+                "flow {f}"
+            );
+        }
+        // Up to the second change (20 ms) the link sends a packet a ms
+        // with no pause at the first (7.5 ms): the 15th leaves at 20 ms.
+        let times: Vec<u64> = exits.iter().map(|e| e.1).take(15).collect();
+        assert_eq!(
+            times,
+            (1..=15u64)
+                .map(|i| i * 1_000_000 + 5_000_000)
+                .collect::<Vec<_>>()
+        );
+        drop(set);
+        let snaps = snaps.lock().unwrap().clone();
+        let pipes = pipes_json(&b.links, &snaps);
+        let four = pipes.iter().find(|p| p.number == Some(4)).unwrap();
+        assert_eq!(
+            (four.in_packets, four.out_packets, four.dropped_total),
+            (48, 48, 0)
         );
     }
 }

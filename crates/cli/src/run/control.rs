@@ -16,9 +16,13 @@
 //!   daemon's own user and root are served ([`authorised`]).
 //! * **Counters survive a classifier change.** A rule or table change
 //!   builds a new classifier; the old one's rule counters and statistics
-//!   are kept and added to the new one's in every report. Dynamic queues
-//!   and instances are assigned afresh by the new classifier (a flow of a
-//!   masked flowset may get another slot; docs/RUN.md).
+//!   are kept and added to the new one's in every report.
+//! * **Dynamic queues and instances survive a classifier change.** The new
+//!   classifier takes the running one's dynamic entries under the
+//!   classifier's lock ([`Classifier::carry_dynamic_from`]): with the same
+//!   masks every flow keeps its slot; with a new mask each entry is masked
+//!   again, and the arbiter moves the packets to their new instances and
+//!   queues while the lock is held (docs/RUN.md, *What can change live*).
 //!
 //! # Protocol
 //! One request per connection: the client writes one line (ipfw words) and
@@ -246,7 +250,7 @@ impl Live {
             c.bind_interface(&self.input, INPUT_INDEX);
         }
         let live::Planned {
-            ops,
+            mut ops,
             removals,
             classifier: swap,
             routes: new_routes,
@@ -254,17 +258,42 @@ impl Live {
             removed,
             log,
         } = planned;
+        // A mask changed: where each packet goes depends on the dynamic
+        // entries of the running classifier, so it is read, the arbiter
+        // moves the packets and the classifier is replaced under one hold
+        // of the classifier's lock (no entry is created in between; the RX
+        // threads wait).
+        let mut held = None;
+        if live::remasks(&ops) {
+            let c = self
+                .classifier
+                .lock()
+                .map_err(|_| "run: the classifier is poisoned".to_string())?;
+            if let Some(f) = fresh.as_mut() {
+                let carry = f.carry_dynamic_from(&c);
+                live::fill_moves(&mut ops, &carry);
+            }
+            held = Some(c);
+        }
         if !ops.is_empty() {
             self.inbox.submit(ops, APPLY_TIMEOUT)?;
         }
         // Links added are in the set now. The routes and the classifier
         // change together under the classifier's lock (the RX threads read
         // the routes under it); links deleted get no new packet after this.
-        if let (true, Some(fresh)) = (swap, fresh) {
-            let mut c = self
-                .classifier
-                .lock()
-                .map_err(|_| "run: the classifier is poisoned".to_string())?;
+        if let (true, Some(mut fresh)) = (swap, fresh) {
+            let mut c = match held.take() {
+                Some(c) => c,
+                None => {
+                    let c = self
+                        .classifier
+                        .lock()
+                        .map_err(|_| "run: the classifier is poisoned".to_string())?;
+                    // Dynamic queues and instances stay where they are.
+                    fresh.carry_dynamic_from(&c);
+                    c
+                }
+            };
             if let Some(r) = new_routes {
                 self.routes.set(r);
             }
@@ -283,6 +312,7 @@ impl Live {
                 r.stats = sum_stats(&r.stats, &old.stats());
             }
         }
+        drop(held);
         if !removals.is_empty() {
             // Cannot be refused (nothing to check); an error is a bug, and
             // the rest of the change is in place: reported, not undone.

@@ -29,10 +29,19 @@
 //!   a deleted flowset are dropped as `flow_removed`); frames routed to
 //!   its old ids before the classifier changed follow them there.
 //!
-//! Refused, with the reason, leaving everything as it was: a new mask of a
-//! running pipe, sched or flowset (it changes which instance and dynamic
-//! queue a flow has, so its queued packets would have no place), and the
-//! seed (the random streams go on).
+//! * a new mask of a running pipe, sched or flowset: the link is rebuilt,
+//!   and each old `(instance, flow)` goes to the instance and dynamic queue
+//!   its key, masked again, has under the new masks
+//!   ([`LiveOp::Install`] with `remask`; the moves come from
+//!   [`pspat_classify::Classifier::carry_dynamic_from`], read, applied and
+//!   the classifier replaced under one hold of the classifier's lock);
+//! * the seed ([`LiveOp::Seed`]): every running pipe's random streams
+//!   continue from their positions in the new seed's sequence
+//!   ([`Pipe::reseed`]); links built by the same change start with it.
+//!
+//! A rule or table change keeps dynamic queues and instances: the new
+//! classifier takes the running one's entries (same masks: the same
+//! slots), so flow ids and queued packets stay put.
 //!
 //! # Applying
 //! The control side plans a change ([`plan_change`]) and hands the
@@ -64,7 +73,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use pspat_classify::{FlowLayout, FlowOwner, LinkLayout};
+use pspat_classify::{CarryOver, FlowLayout, FlowOwner, LinkLayout, LinkMoves};
 use pspat_config::{pipe_config, queue_config, sched_config, Change, Plan};
 use pspat_sched::pipe::{PipeConfig, PipeCounters, QueueConfig};
 use pspat_sched::{AlgKind, AnyScheduler, FlowId, FlowParams, Pipe, PipeRoutes, PipeSet};
@@ -114,12 +123,24 @@ pub enum LiveOp {
     /// instances hand their packets over to the new ones, each old
     /// per-link flow id `i` becoming `remap[i]`, none when its flowset is
     /// gone; [`PipeSet::replace_link`]).
+    ///
+    /// With `remask` (a mask of the link or of a flowset on it changed),
+    /// packets may change instance: `moves`, filled in by the control side
+    /// from the two classifiers under the classifier's lock
+    /// ([`pspat_classify::Classifier::carry_dynamic_from`]), says where
+    /// each `(instance, flow)` goes ([`PipeSet::replace_link_moving`]).
     Install {
         link: u32,
         members: Vec<NewMember>,
         replace: bool,
         remap: Vec<Option<u32>>,
+        remask: bool,
+        moves: Option<LinkMoves>,
     },
+    /// Every instance's random streams continue in the sequence of
+    /// `seed` (the link's seed, before the instance is mixed in;
+    /// [`Pipe::reseed`]).
+    Seed { link: u32, seed: u64 },
     /// A link deleted: every instance out of the set ([`PipeSet::remove_link`]).
     Remove { link: u32 },
     /// The link and delay ([`Pipe::reconfigure`]).
@@ -176,18 +197,47 @@ pub struct Room<'a> {
 }
 
 /// Whether the change from `old` to `new` needs a new classifier: rules,
-/// tables, the default action, or links and flowsets added or deleted
-/// (parameters of running links do not).
+/// tables, the default action, links and flowsets added or deleted, or a
+/// link rebuilt (parameters of running links do not).
 pub fn changes_classifier(old: &Plan, new: &Plan) -> bool {
-    pspat_config::diff(old, new).iter().any(|c| {
-        !matches!(
-            c,
-            Change::ChangeSched(_)
-                | Change::ChangePipe(_)
-                | Change::ChangeQueue(_)
-                | Change::SetSeed(_)
-        )
+    pspat_config::diff(old, new).iter().any(|c| match c {
+        Change::ChangeSched(_) | Change::ChangePipe(_) | Change::ChangeQueue(_) => {
+            rebuilds(old, c).is_some()
+        }
+        Change::SetSeed(_) => false,
+        _ => true,
     })
+}
+
+/// The links a change of a running sched, pipe or flowset rebuilds (a new
+/// scheduler, delay line, parent or mask), and whether a mask changed.
+fn rebuilds(old: &Plan, change: &Change) -> Option<(Vec<u32>, bool)> {
+    match change {
+        Change::ChangeSched(s) => match old.scheds.get(&s.number) {
+            Some(o) if s.mask != o.mask => Some((vec![s.number], true)),
+            Some(o)
+                if s.alg != o.alg
+                    || s.link.reorder != o.link.reorder
+                    || (s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps) =>
+            {
+                Some((vec![s.number], false))
+            }
+            _ => None,
+        },
+        Change::ChangePipe(p) => match old.pipes.get(&p.number) {
+            Some(o) if p.mask != o.mask => Some((vec![p.number], true)),
+            Some(o) if p.link.reorder != o.link.reorder => Some((vec![p.number], false)),
+            _ => None,
+        },
+        Change::ChangeQueue(q) => match old.queues.get(&q.number) {
+            Some(o) if o.parent != q.parent => {
+                Some((vec![o.parent.number(), q.parent.number()], q.mask != o.mask))
+            }
+            Some(o) if o.mask != q.mask => Some((vec![q.parent.number()], true)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The refusal of a link that does not fit in the reserve of flow ids.
@@ -282,15 +332,23 @@ fn range(layout: &FlowLayout, owner: FlowOwner) -> Result<(u32, u32, u32), Strin
 pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, String> {
     let layout = room.layout;
     let mut out = Planned::default();
-    if old.seed != new.seed {
-        return Err(format!("seed {}: {}", new.seed, needs_restart("the seed")));
-    }
     let changes = pspat_config::diff(old, new);
     // Links before and after; a link whose flowsets change is rebuilt.
     let had = |n: u32| layout.link(n).is_some();
     let has = |n: u32| room.new_layout.link(n).is_some();
     let mut touched = BTreeSet::new();
+    // Links whose instances or dynamic queues change with a mask.
+    let mut remasked = BTreeSet::new();
     for change in &changes {
+        if let Some((links, mask)) = rebuilds(old, change) {
+            for n in links {
+                touched.insert(n);
+                if mask {
+                    remasked.insert(n);
+                }
+            }
+            continue;
+        }
         match change {
             Change::AddSched(s) => touched.insert(s.number),
             Change::AddPipe(p) => touched.insert(p.number),
@@ -299,27 +357,6 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::RemoveQueue(n) => match old.queues.get(n) {
                 Some(q) => touched.insert(q.parent.number()),
                 None => false,
-            },
-            // What a running pipe or scheduler cannot take: a new one.
-            Change::ChangeSched(s) => match old.scheds.get(&s.number) {
-                Some(o)
-                    if s.alg != o.alg
-                        || s.link.reorder != o.link.reorder
-                        || (s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps) =>
-                {
-                    touched.insert(s.number)
-                }
-                _ => false,
-            },
-            Change::ChangePipe(p) => match old.pipes.get(&p.number) {
-                Some(o) if p.link.reorder != o.link.reorder => touched.insert(p.number),
-                _ => false,
-            },
-            Change::ChangeQueue(q) => match old.queues.get(&q.number) {
-                Some(o) if o.parent != q.parent => {
-                    touched.insert(o.parent.number()) | touched.insert(q.parent.number())
-                }
-                _ => false,
             },
             _ => false,
         };
@@ -359,13 +396,32 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::RemovePipe(n) => out.log.push(format!("pipe {n} deleted")),
             Change::RemoveQueue(n) => out.log.push(format!("queue {n} deleted")),
             Change::ChangeSched(s) if s.mask != old.scheds[&s.number].mask => {
-                return Err(needs_restart(&format!("sched {}: its mask", s.number)));
+                out.log.push(format!(
+                    "sched {}: new mask, type {} {} (its instances and dynamic queues are carried over)",
+                    s.number,
+                    s.alg,
+                    link_text(&s.link)
+                ));
             }
             Change::ChangePipe(p) if p.mask != old.pipes[&p.number].mask => {
-                return Err(needs_restart(&format!("pipe {}: its mask", p.number)));
+                out.log.push(format!(
+                    "pipe {}: new mask, {} (its instances are carried over)",
+                    p.number,
+                    link_text(&p.link)
+                ));
             }
-            Change::ChangeQueue(q) if q.mask != old.queues[&q.number].mask => {
-                return Err(needs_restart(&format!("queue {}: its mask", q.number)));
+            Change::ChangeQueue(q)
+                if q.mask != old.queues[&q.number].mask
+                    && q.parent == old.queues[&q.number].parent =>
+            {
+                out.log.push(format!(
+                    "queue {}: new mask, weight {} lmax {} pri {} {} (its dynamic queues are carried over)",
+                    q.number,
+                    q.weight,
+                    q.lmax,
+                    q.pri,
+                    queue_text(&q.queue)
+                ));
             }
             Change::ChangeSched(s) if fresh(s.number) => {
                 out.log.push(format!(
@@ -502,7 +558,21 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                 out.log
                     .push(format!("default {}", format!("{a:?}").to_lowercase()));
             }
-            Change::SetSeed(_) => return Err(needs_restart("the seed")),
+            Change::SetSeed(seed) => {
+                // Links built by this change take the new seed already.
+                for l in &layout.links {
+                    if fresh(l.number) || !has(l.number) {
+                        continue;
+                    }
+                    out.ops.push(LiveOp::Seed {
+                        link: l.number,
+                        seed: pspat_config::pipe_seed(seed, l.number),
+                    });
+                }
+                out.log.push(format!(
+                    "seed {seed}: every pipe's random streams continue from their positions in the new seed's sequence"
+                ));
+            }
             other => return Err(format!("{other:?}: not supported by pspat run")),
         }
     }
@@ -574,6 +644,8 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             members,
             replace,
             remap,
+            remask: replace && remasked.contains(&l.number),
+            moves: None,
         });
         out.added.push(lb.info);
     }
@@ -612,6 +684,32 @@ fn parent_text(p: pspat_config::Parent) -> String {
         pspat_config::Parent::Pipe(n) => format!("pipe {n}"),
         pspat_config::Parent::Sched(n) => format!("sched {n}"),
     }
+}
+
+/// Gives each install of a link whose masks changed the moves `carry`
+/// found for it; true when some install needs them.
+pub fn fill_moves(ops: &mut [LiveOp], carry: &CarryOver) -> bool {
+    let mut any = false;
+    for op in ops {
+        if let LiveOp::Install {
+            link,
+            remask: true,
+            moves,
+            ..
+        } = op
+        {
+            *moves = carry.link(*link).cloned();
+            any = true;
+        }
+    }
+    any
+}
+
+/// Whether some install of `ops` moves packets between instances or
+/// dynamic queues (a mask changed): its moves come from the classifiers.
+pub fn remasks(ops: &[LiveOp]) -> bool {
+    ops.iter()
+        .any(|op| matches!(op, LiveOp::Install { remask: true, .. }))
 }
 
 /// The arbiter's inbox of planned changes (module docs).
@@ -837,21 +935,31 @@ pub fn apply(
                 members,
                 replace: true,
                 remap,
+                moves,
+                ..
             } => {
                 let new = members
                     .into_iter()
                     .map(|m| (m.instance, m.base, *m.pipe, m.flows))
                     .collect();
                 let to = |f: FlowId| remap.get(f.index()).copied().flatten().map(FlowId);
-                for (_, counters) in set
-                    .replace_link(link, now, new, &to)
-                    .map_err(|e| format!("link {link}: {e}"))?
-                {
+                let replaced = match &moves {
+                    Some(m) => set.replace_link_moving(link, now, new, &|i, f| m.get(i, f)),
+                    None => set.replace_link(link, now, new, &to),
+                };
+                for (_, counters) in replaced.map_err(|e| format!("link {link}: {e}"))? {
                     gone.push(Gone {
                         link,
                         counters,
                         removed: false,
                     });
+                }
+            }
+            LiveOp::Seed { link, seed } => {
+                for inst in instances(set, link) {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        pipe.reseed(super::instance_seed(seed, inst));
+                    }
                 }
             }
             LiveOp::Remove { link } => {
