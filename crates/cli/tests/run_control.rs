@@ -26,6 +26,10 @@
 //! * A flowset added to a sched whose queue is full: the sched is rebuilt
 //!   with its packets in it; nothing is dropped but by the queue limit,
 //!   no port is reordered, and the new flowset gets its weight's share.
+//! * A flowset's mask made coarser, then the seed changed, while four
+//!   ports keep the sched's queues full: nothing is dropped but by the
+//!   queue limit, no port is reordered, the merged ports share one queue,
+//!   and the link's longest gap around each change is printed and bounded.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -644,4 +648,156 @@ fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
         b.len()
     );
     assert!(b.len() > 2 * after_a, "7002 {} vs 7001 {after_a}", b.len());
+}
+
+/// The longest gap between two consecutive arrivals of `got` within
+/// ±`span` ns of `around`, and where it starts relative to `around`, ms.
+fn longest_gap(got: &[&Arrival], around: u64, span: u64) -> (f64, f64) {
+    let near: Vec<&&Arrival> = got
+        .iter()
+        .filter(|a| a.at + span >= around && a.at <= around + span)
+        .collect();
+    near.windows(2)
+        .max_by_key(|w| w[1].at - w[0].at)
+        .map_or((0.0, 0.0), |w| {
+            (
+                (w[1].at - w[0].at) as f64 / 1e6,
+                (w[0].at as f64 - around as f64) / 1e6,
+            )
+        })
+}
+
+#[test]
+fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
+    let Some(bed) = Bed::new("ctl-live-mask", 251) else {
+        return;
+    };
+    // One dynamic queue per destination port (7001..7004), 8 Mbit/s.
+    let config = "\
+        sched 5 config type drr bw 8Mbit/s delay 2ms\n\
+        queue 51 config sched 5 queue 50 mask dst-port 0xffff\n\
+        add 100 queue 51 udp from any to any\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    // Rounds of 4 ms for 3 s, 3 frames of 1000 bytes per port (24 Mbit/s:
+    // every queue stays full). At 1 s the mask becomes coarser (0xfffe:
+    // 7002 and 7003 share a queue); at 2 s the seed changes.
+    let ports = [7001u16, 7002, 7003, 7004];
+    let start = Instant::now();
+    let mut seq = 0u32;
+    let mut asked = [0u64; 2];
+    let mut answered = [0u64; 2];
+    for round in 0..750u32 {
+        let change: Option<(usize, &str, &str)> = match round {
+            250 => Some((0, "queue 51 config mask dst-port 0xfffe", "queue 51: new mask")),
+            500 => Some((1, "seed 9", "seed 9: ")),
+            _ => None,
+        };
+        if let Some((i, line, want)) = change {
+            asked[i] = realtime_ns();
+            let doc = ctl_json(&socket, &[line]);
+            answered[i] = realtime_ns();
+            let changes: Vec<&str> = doc["result"]["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c.as_str())
+                .collect();
+            assert!(changes.iter().any(|c| c.starts_with(want)), "{changes:?}");
+            if i == 0 {
+                assert!(
+                    changes.iter().any(|c| c.starts_with("sched 5 rebuilt")),
+                    "{changes:?}"
+                );
+            }
+        }
+        let mut batch: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..3 {
+            for port in ports {
+                seq += 1;
+                batch.push(bed.frame(port, seq, 0, 1000));
+            }
+        }
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(4), round);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let p5 = pipe(&doc, 5);
+    // Nothing lost but by the queue limit: no frame of the moved queues
+    // was dropped as flow_removed, none arrived for unknown ids.
+    assert!(p5["dropped"]["flow_removed"].is_null(), "{p5}");
+    assert!(
+        doc["totals"]["dropped"]["unknown_flow"].is_null(),
+        "{}",
+        doc["totals"]
+    );
+    assert_eq!(
+        p5["in_packets"].as_u64().unwrap(),
+        p5["out_packets"].as_u64().unwrap() + p5["dropped_total"].as_u64().unwrap(),
+        "{p5}"
+    );
+    assert_eq!(
+        got.len() as u64,
+        p5["out_packets"].as_u64().unwrap(),
+        "every frame sched 5 sent arrived: {p5}"
+    );
+    // Each port's order is kept (a coarser mask merges whole queues).
+    let all: Vec<&Arrival> = got.iter().collect();
+    let mut worst = (0.0f64, 0.0f64);
+    for port in ports {
+        let g: Vec<&Arrival> = got.iter().filter(|a| a.port == port).collect();
+        assert!(g.len() > 100, "port {port}: {}", g.len());
+        assert!(g.windows(2).all(|w| w[0].seq < w[1].seq), "port {port} reordered");
+        let gap = longest_gap(&g, asked[0], 200_000_000);
+        if gap.0 > worst.0 {
+            worst = gap;
+        }
+    }
+    // The link's longest gap around each change, and around a calm moment
+    // (0.5 s before the first), within ±200 ms.
+    let link_gap = longest_gap(&all, asked[0], 200_000_000);
+    let seed_gap = longest_gap(&all, asked[1], 200_000_000);
+    let calm = longest_gap(&all, asked[0] - 500_000_000, 200_000_000);
+    // The share after the change: 7002 and 7003 share one queue, so each
+    // gets about half of what 7001 gets.
+    let after = |port: u16| {
+        got.iter()
+            .filter(|a| a.port == port && a.at > answered[0] + 100_000_000 && a.at < asked[1])
+            .count()
+    };
+    println!(
+        "mask dst-port 0xffff -> 0xfffe under load: ctl answered in {:.2} ms; longest gap of the link \
+         within ±200 ms {:.3} ms (from {:+.1} ms), of a port {:.3} ms (from {:+.1} ms); calm: link {:.3} ms; \
+         seed change answered in {:.2} ms, longest link gap {:.3} ms; after the mask change 7001 {} 7002 {} 7003 {} 7004 {} frames; \
+         sched 5 in {} out {} dropped {}",
+        (answered[0] - asked[0]) as f64 / 1e6,
+        link_gap.0,
+        link_gap.1,
+        worst.0,
+        worst.1,
+        calm.0,
+        (answered[1] - asked[1]) as f64 / 1e6,
+        seed_gap.0,
+        after(7001),
+        after(7002),
+        after(7003),
+        after(7004),
+        p5["in_packets"],
+        p5["out_packets"],
+        p5["dropped"]
+    );
+    // A 1000-byte frame takes 1 ms at 8 Mbit/s: the link never pauses for
+    // long across either change.
+    assert!(link_gap.0 < 50.0, "link gap {} ms", link_gap.0);
+    assert!(seed_gap.0 < 50.0, "link gap {} ms", seed_gap.0);
+    assert!(
+        after(7002) + after(7003) < after(7001) * 3 / 2,
+        "7002 and 7003 share a queue"
+    );
 }
