@@ -692,7 +692,11 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
     let mut answered = [0u64; 2];
     for round in 0..750u32 {
         let change: Option<(usize, &str, &str)> = match round {
-            250 => Some((0, "queue 51 config mask dst-port 0xfffe", "queue 51: new mask")),
+            250 => Some((
+                0,
+                "queue 51 config mask dst-port 0xfffe",
+                "queue 51: new mask",
+            )),
             500 => Some((1, "seed 9", "seed 9: ")),
             _ => None,
         };
@@ -753,7 +757,10 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
     for port in ports {
         let g: Vec<&Arrival> = got.iter().filter(|a| a.port == port).collect();
         assert!(g.len() > 100, "port {port}: {}", g.len());
-        assert!(g.windows(2).all(|w| w[0].seq < w[1].seq), "port {port} reordered");
+        assert!(
+            g.windows(2).all(|w| w[0].seq < w[1].seq),
+            "port {port} reordered"
+        );
         let gap = longest_gap(&g, asked[0], 200_000_000);
         if gap.0 > worst.0 {
             worst = gap;
