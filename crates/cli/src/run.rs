@@ -2509,4 +2509,51 @@ mod tests {
             (48, 48, 0)
         );
     }
+
+    #[test]
+    fn a_rule_change_keeps_dynamic_queues_and_a_mask_change_merges_them() {
+        let (live, stop, arbiter) = live_of(
+            "sched 4 config type drr bw 8Mbit/s\n\
+             queue 1 config sched 4 mask src-ip 0xffffffff\n\
+             add 100 queue 1 udp from any to any\n",
+        );
+        let place = |src: &str| -> (u32, FlowId, bool) {
+            match live.classifier.lock().unwrap().classify(
+                pspat_sched::Instant::ZERO,
+                &key(src, 5001),
+                100,
+            ) {
+                Decision::Enqueue(p) => (p.instance, p.flow, p.new_queue),
+                d => panic!("{d:?}"),
+            }
+        };
+        let srcs = ["10.199.0.1", "10.199.0.2", "10.199.0.3"];
+        let before: Vec<_> = srcs.iter().map(|s| place(s)).collect();
+        assert!(before.iter().all(|p| p.2), "{before:?}");
+        // A rule: a new classifier, the same dynamic queues.
+        let r = live.request("add 50 deny tcp from any to any");
+        assert!(r.ok, "{r:?}");
+        let after: Vec<_> = srcs.iter().map(|s| place(s)).collect();
+        for (b, a) in before.iter().zip(&after) {
+            assert_eq!((b.0, b.1, false), *a);
+        }
+        // A coarser mask: one queue for the /24, found by every source.
+        let r = live.request("queue 1 config mask src-ip 0xffffff00");
+        assert!(r.ok, "{r:?}");
+        assert!(r.text.contains("queue 1: new mask"), "{}", r.text);
+        assert!(r.text.contains("sched 4 rebuilt"), "{}", r.text);
+        let merged: Vec<_> = srcs.iter().map(|s| place(s)).collect();
+        assert!(
+            merged.iter().all(|m| (m.1, m.2) == (merged[0].1, false)),
+            "{merged:?}"
+        );
+        // The seed: accepted, nothing rebuilt.
+        let r = live.request("seed 11");
+        assert!(r.ok, "{r:?}");
+        assert!(r.text.starts_with("changed: seed 11: "), "{}", r.text);
+        assert_eq!(live.plan().seed, 11);
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        arbiter.join().unwrap();
+    }
 }
