@@ -14,9 +14,9 @@
 //!   around the change is printed.
 //! * `pspat ctl` as another user: refused by the socket's mode, and, with
 //!   the mode opened, by the daemon's peer-credential check.
-//! * SIGHUP: the file's difference is applied (a new pipe included); an
-//!   invalid file or one that cannot be applied live is refused and the
-//!   running configuration stays.
+//! * SIGHUP: the file's difference is applied (a new pipe and a new mask
+//!   included); an invalid file or one that cannot be applied live is
+//!   refused and the running configuration stays.
 //! * A pipe added and deleted under load: with pipe 1 carrying one port, a
 //!   pipe 2 and a rule for a second port are added through `pspat ctl`;
 //!   the second port is shaped at pipe 2's rate; the rule and pipe 2 are
@@ -339,14 +339,14 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     std::fs::write(bed.config(), "pipe 1 config bw 10Mbit/s delya 5ms\n").unwrap();
     let line = hup(&mut child, &rx, "reload refused");
     assert!(line.contains("run.ipfw:1:"), "{line}");
-    // A new mask cannot be applied live: refused, nothing changes.
+    // Duplication cannot be applied: refused, nothing changes.
     std::fs::write(
         bed.config(),
-        "pipe 1 config bw 20Mbit/s mask src-ip 0xff\nadd 100 pipe 1 udp from any to any\n",
+        "pipe 1 config bw 20Mbit/s duplicate 0.1\nadd 100 pipe 1 udp from any to any\n",
     )
     .unwrap();
     let line = hup(&mut child, &rx, "reload refused");
-    assert!(line.contains("pipe 1: its mask"), "{line}");
+    assert!(line.contains("pipe 1: duplicate"), "{line}");
     let doc = ctl_json(&socket, &["pipe", "show"]);
     assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 10_000_000);
     // A new pipe and its rule: added.
@@ -360,6 +360,20 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     hup(&mut child, &rx, "reloaded");
     let doc = ctl_json(&socket, &["pipe", "show", "2"]);
     assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 3_000_000);
+    // A new mask: pipe 2 rebuilt with instances.
+    std::fs::write(
+        bed.config(),
+        "pipe 1 config bw 10Mbit/s delay 10ms\npipe 2 config bw 3Mbit/s mask src-ip 0xffffffff\n\
+         add 100 pipe 1 udp from any to any dst-port 6000\n\
+         add 200 pipe 2 udp from any to any dst-port 6002\n",
+    )
+    .unwrap();
+    hup(&mut child, &rx, "reloaded");
+    let doc = ctl_json(&socket, &["pipe", "show", "2"]);
+    assert!(
+        doc["result"]["pipes"][0]["instances"].as_u64().unwrap() > 1,
+        "{doc}"
+    );
     let doc = finish(child);
     assert_eq!(pipe(&doc, 1)["bw_bps"], 10_000_000);
     assert_eq!(pipe(&doc, 2)["bw_bps"], 3_000_000);
