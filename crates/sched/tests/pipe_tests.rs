@@ -10,3 +10,5 @@ mod pipe_timing;
 mod pipe_random;
 // Random configurations and arrivals: conservation, order, never early.
 mod pipe_prop;
+// The pipe behind the Scheduler trait: a duplicate marks its original.
+mod pipe_copies;
