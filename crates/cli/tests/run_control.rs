@@ -645,3 +645,49 @@ fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
     );
     assert!(b.len() > 2 * after_a, "7002 {} vs 7001 {after_a}", b.len());
 }
+
+/// `duplicate` set live: `pspat ctl pipe 1 config duplicate 1` on a
+/// running daemon; the frames before the change arrive once, those after
+/// it twice, the copy right behind its original; `pipe show` and the final
+/// report count the copies.
+#[test]
+fn ctl_sets_duplicate_on_a_running_pipe() {
+    let Some(bed) = Bed::new("ctl-dup", 251) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config bw 50Mbit/s\n\
+        add 100 pipe 1 udp from any to any dst-port 6000\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let send = |tx: &mut pspat_io::PacketTx, seqs: std::ops::Range<u32>| {
+        for seq in seqs {
+            let f = bed.frame(6000, seq, 0, 300);
+            assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    send(&mut tx, 0..200);
+    std::thread::sleep(Duration::from_millis(200));
+    let doc = ctl_json(&socket, &["pipe", "1", "config", "duplicate", "1"]);
+    assert_eq!(doc["result"]["changes"].as_array().unwrap().len(), 1);
+    send(&mut tx, 200..400);
+    std::thread::sleep(Duration::from_millis(300));
+    let shown = ctl(&socket, &["pipe", "show", "1"]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(shown.contains("duplicated 200 pkt"), "{shown}");
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let seqs: Vec<u32> = got.iter().map(|a| a.seq).collect();
+    let want: Vec<u32> = (0..200).chain((200..400).flat_map(|s| [s, s])).collect();
+    assert_eq!(seqs, want);
+    let p1 = pipe(&doc, 1);
+    assert_eq!(p1["duplicates"], 200, "{p1}");
+    assert_eq!(p1["out_packets"], 400, "{p1}");
+    assert_eq!(doc["totals"]["duplicated"], 200, "{}", doc["totals"]);
+    assert_eq!(doc["totals"]["transmitted"], 600, "{}", doc["totals"]);
+}

@@ -44,7 +44,7 @@ use serde_json::json;
 
 use super::live::{self, Inbox};
 use super::{
-    classifier_json, limit_text, pipe_table, pipes_json, rate_text, refuse_duplication, LinkInfo,
+    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo,
     RuleJson, Snapshots, INPUT_INDEX, OUTPUT_INDEX,
 };
 
@@ -211,7 +211,6 @@ impl Live {
                 .unwrap_or_default(),
         };
         let plan = config.validate(&loader).map_err(|e| e.to_string())?;
-        refuse_duplication(&config).map_err(|e| e.to_string())?;
         let layout = match self.classifier.lock() {
             Ok(c) => c.layout().clone(),
             Err(_) => return Err("run: the classifier is poisoned".into()),
