@@ -26,6 +26,8 @@
 //! * A flowset added to a sched whose queue is full: the sched is rebuilt
 //!   with its packets in it; nothing is dropped but by the queue limit,
 //!   no port is reordered, and the new flowset gets its weight's share.
+//! * `duplicate` set live through `pspat ctl`: later frames sent twice and
+//!   counted (`pipe show`, metrics, report).
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -648,8 +650,8 @@ fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
 
 /// `duplicate` set live: `pspat ctl pipe 1 config duplicate 1` on a
 /// running daemon; the frames before the change arrive once, those after
-/// it twice, the copy right behind its original; `pipe show` and the final
-/// report count the copies.
+/// it twice, the copy right behind its original; `pipe show`, the metrics
+/// and the final report count the copies.
 #[test]
 fn ctl_sets_duplicate_on_a_running_pipe() {
     let Some(bed) = Bed::new("ctl-dup", 251) else {
@@ -659,7 +661,12 @@ fn ctl_sets_duplicate_on_a_running_pipe() {
         pipe 1 config bw 50Mbit/s\n\
         add 100 pipe 1 udp from any to any dst-port 6000\n\
         default deny\n";
-    let (child, _log) = bed.start(config, &[]);
+    let (mut child, log) = bed.start(config, &["--metrics", "127.0.0.1:0"]);
+    let line = wait_for(&log, "run: metrics: http://", &mut child);
+    let addr = line
+        .trim_start_matches("run: metrics: http://")
+        .trim_end_matches("/metrics")
+        .to_string();
     let socket = bed.socket();
     let collector = bed.receiver();
     let mut tx = bed.sender_socket();
@@ -679,6 +686,14 @@ fn ctl_sets_duplicate_on_a_running_pipe() {
     let shown = ctl(&socket, &["pipe", "show", "1"]);
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     assert!(shown.contains("duplicated 200 pkt"), "{shown}");
+    let (status, body) = http_get(&bed, &addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for want in [
+        "pspat_pipe_duplicates_total{pipe=\"1\"} 200",
+        "pspat_pipe_out_packets_total{pipe=\"1\"} 400",
+    ] {
+        assert!(body.contains(want), "{want} not in\n{body}");
+    }
     let doc = finish(child);
     let got = collector.finish();
     check_conservation(&doc);

@@ -14,6 +14,9 @@
 //!   10 Mbit/s ± 2% (frame bytes over arrival time, steady state), the
 //!   excess dropped at the pipe's queue limit and counted; two RX threads
 //!   (PACKET_FANOUT) share the one classifier.
+//! * Duplication: 2000 numbered frames through `duplicate 0.2` arrive once
+//!   or twice (the copy right behind its original); the copies received
+//!   are the daemon's count, within the binomial 99.9% interval.
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
