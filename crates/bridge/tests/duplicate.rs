@@ -11,15 +11,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{numbered, send_all, settle, Bed};
-use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, TxKind};
+use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, Report, TxKind};
 use pspat_io::parse::FlowKeyKind;
 use pspat_sched::pipe::{PipeConfig, PipeScheduler, QueueConfig, QueueLimit};
 use pspat_sched::{AlgKind, FlowTable, Pipe, SchedulerConfig};
 
+/// The final report, the `(flow, seq)` the receiver got in arrival order,
+/// the frames sent and the receiver's kernel ring drops.
+type Outcome = (Report, Vec<(u16, u32)>, u64, u64);
+
 /// Sends `per_flow` numbered frames on each of 4 flows through a FIFO pipe
-/// duplicating with probability `p`; returns the final report and what the
-/// receiver got, in arrival order (`None` without root).
-fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<(pspat_bridge::report::Report, Vec<(u16, u32)>, u64, u64)> {
+/// duplicating with probability `p` (`None` without root).
+fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<Outcome> {
     let bed = Bed::new()?;
     let mut cfg: BridgeConfig = bed.config();
     cfg.flows = 4;
@@ -51,7 +54,11 @@ fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<(pspat_bridge::report::Repor
         .flat_map(|seq| (0..4u16).map(move |f| numbered(5000 + f, seq, 200)))
         .collect();
     let sent = send_all(&mut sock, &frames, 16, Duration::from_micros(500));
-    assert_eq!(sent, frames.len() as u64, "the sender's kernel took every frame");
+    assert_eq!(
+        sent,
+        frames.len() as u64,
+        "the sender's kernel took every frame"
+    );
     let live = settle(&bridge, sent, Duration::from_secs(10));
     assert!(live.conserved, "{live:?}");
     std::thread::sleep(Duration::from_millis(200));
@@ -62,9 +69,13 @@ fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<(pspat_bridge::report::Repor
 
 /// Checks the accounting of a run and returns how many frames arrived as
 /// a copy (the same `(flow, seq)` right after itself).
-fn check(report: &pspat_bridge::report::Report, got: &[(u16, u32)], sent: u64, far_drops: u64) -> u64 {
+fn check(report: &Report, got: &[(u16, u32)], sent: u64, far_drops: u64) -> u64 {
     assert!(report.conserved, "{report:?}");
-    assert_eq!((report.in_flight, report.dropped_total), (0, 0), "{report:?}");
+    assert_eq!(
+        (report.in_flight, report.dropped_total),
+        (0, 0),
+        "{report:?}"
+    );
     assert_eq!(report.received, sent);
     // Every frame received and every copy went out.
     assert_eq!(report.transmitted, report.received + report.duplicated);

@@ -281,7 +281,10 @@ fn run_duplicates_frames_with_the_pipe_s_probability_and_counts_each_copy() {
     for &s in &seqs {
         count[s as usize] += 1;
     }
-    assert!(count.iter().all(|&c| c == 1 || c == 2), "every frame once or twice");
+    assert!(
+        count.iter().all(|&c| c == 1 || c == 2),
+        "every frame once or twice"
+    );
     let copies = count.iter().filter(|&&c| c == 2).count() as u64;
     let t = &doc["totals"];
     let p1 = pipe(&doc, 1);
@@ -293,7 +296,11 @@ fn run_duplicates_frames_with_the_pipe_s_probability_and_counts_each_copy() {
     assert_eq!(t["duplicated"].as_u64(), Some(copies), "{t}");
     assert_eq!(p1["duplicates"].as_u64(), Some(copies), "{p1}");
     assert_eq!(p1["out_packets"].as_u64(), Some(u64::from(n)), "{p1}");
-    assert_eq!(t["transmitted"].as_u64(), Some(u64::from(n) + copies), "{t}");
+    assert_eq!(
+        t["transmitted"].as_u64(),
+        Some(u64::from(n) + copies),
+        "{t}"
+    );
     let (mean, sd) = (f64::from(n) * 0.2, (f64::from(n) * 0.2 * 0.8).sqrt());
     assert!(
         (copies as f64 - mean).abs() <= 3.2905 * sd,

@@ -139,10 +139,7 @@ fn a_pipe_set_hands_the_marks_on_with_its_global_flow_ids() {
         }
     }
     assert_eq!(out.len() as u64, n);
-    assert!(out
-        .iter()
-        .filter(|p| p.flow.0 < 2)
-        .all(|p| p.copies() == 1));
+    assert!(out.iter().filter(|p| p.flow.0 < 2).all(|p| p.copies() == 1));
     let marked = out.iter().filter(|p| p.copies() == 2).count() as u64;
     assert!(out
         .iter()

@@ -44,8 +44,8 @@ use serde_json::json;
 
 use super::live::{self, Inbox};
 use super::{
-    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo,
-    RuleJson, Snapshots, INPUT_INDEX, OUTPUT_INDEX,
+    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, RuleJson, Snapshots,
+    INPUT_INDEX, OUTPUT_INDEX,
 };
 
 /// The file name errors in a request carry.
