@@ -64,6 +64,7 @@ impl<S: Scheduler> Locked<S> {
                 flow: p.flow,
                 len: p.len,
                 cookie: p.token,
+                copies: 1,
             })
         });
     }
@@ -153,6 +154,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                     flow: FlowId(i as u32),
                     len,
                     cookie: 0,
+                    copies: 1,
                 }];
                 go.wait();
                 let period = 1_000_000_000 / pps.max(1);

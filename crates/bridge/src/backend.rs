@@ -9,6 +9,13 @@
 //! reclaims it when the runtime offers that slot again. Every packet it is
 //! given is counted once: sent, or dropped under a [`TxReason`].
 //!
+//! A packet a pipe duplicated ([`TxPacket::copies`] = 2) is sent twice, the
+//! copy right after the original in the same batch (the same frame named
+//! twice, [`PacketTx::send_frames_picked`]). The copy is counted
+//! `duplicated` when the backend takes the packet, and then sent or dropped
+//! like any frame, so `received + duplicated = sent + dropped + in flight`
+//! holds for the bridge; the runtime counts the packet once.
+//!
 //! Cost per packet: one compare-exchange and one store on the frame's
 //! state word, three counter stores; one system call per batch of up to
 //! [`pspat_io::af_packet::MAX_BATCH`] frames.
@@ -40,10 +47,16 @@ impl Sender {
         }
     }
 
-    fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
+    /// Sends `frames[picks[0]]`, `frames[picks[1]]`, ...
+    fn send_frames(
+        &mut self,
+        arena: &FrameArena,
+        frames: &[Frame],
+        picks: &[u32],
+    ) -> Result<usize, IoError> {
         match self {
-            Sender::Mmsg(s) => s.send_frames(arena, frames),
-            Sender::Ring(s) => s.send_frames(arena, frames),
+            Sender::Mmsg(s) => s.send_frames_picked(arena, frames, picks),
+            Sender::Ring(s) => s.send_frames_picked(arena, frames, picks),
         }
     }
 }
@@ -57,8 +70,12 @@ pub struct AfPacketTx {
     sender: Option<Sender>,
     arena: Arc<FrameArena>,
     counters: Arc<TxShared>,
+    /// The batch's frames, one per packet (`pkts` alongside).
     frames: Vec<Frame>,
     pkts: Vec<TxPacket>,
+    /// What is sent, in order: indices into `frames`, a duplicated packet's
+    /// twice in a row (the second is its copy).
+    picks: Vec<u32>,
     link_lost: bool,
     calls: u32,
 }
@@ -75,34 +92,53 @@ impl AfPacketTx {
             counters,
             frames: Vec::with_capacity(MAX_BATCH),
             pkts: Vec::with_capacity(MAX_BATCH),
+            picks: Vec::with_capacity(MAX_BATCH),
             link_lost: false,
             calls: 0,
         }
     }
 
-    fn drop_pkt(&self, p: &TxPacket, reason: TxReason) {
+    /// `copy`: the second send of a duplicated packet (its original
+    /// finished the packet for the flow's queue limit).
+    fn drop_pkt(&self, p: &TxPacket, reason: TxReason, copy: bool) {
         let f = p.flow.0 as usize;
         let c = &self.counters;
         c.drops[f * NTX + reason as usize].add(1);
-        c.done[p.client as usize * c.flows + f].add(1);
+        if !copy {
+            c.done[p.client as usize * c.flows + f].add(1);
+        }
     }
 
-    fn sent_pkt(&self, p: &TxPacket) {
+    fn sent_pkt(&self, p: &TxPacket, copy: bool) {
         let f = p.flow.0 as usize;
         let c = &self.counters;
         c.sent[f].add(1);
         c.sent_bytes[f].add(u64::from(p.len));
-        c.done[p.client as usize * c.flows + f].add(1);
+        if !copy {
+            c.done[p.client as usize * c.flows + f].add(1);
+        }
     }
 
-    /// Sends `self.frames` (with `self.pkts` alongside), counting each.
+    /// Whether send `i` of the batch is a copy (it names the frame the one
+    /// before it named).
+    fn is_copy(&self, i: usize) -> bool {
+        i > 0 && self.picks[i] == self.picks[i - 1]
+    }
+
+    /// The packet of send `i` and whether it is a copy.
+    fn pick(&self, i: usize) -> (&TxPacket, bool) {
+        (&self.pkts[self.picks[i] as usize], self.is_copy(i))
+    }
+
+    /// Sends `self.picks` (frames of `self.frames`, with `self.pkts`
+    /// alongside), counting each send.
     fn flush(&mut self) {
         let mut at = 0;
         let mut full_since: Option<Instant> = None;
-        while at < self.frames.len() {
+        while at < self.picks.len() {
             let reason = match (&mut self.sender, self.link_lost) {
                 (Some(sender), false) => {
-                    match sender.send_frames(&self.arena, &self.frames[at..]) {
+                    match sender.send_frames(&self.arena, &self.frames, &self.picks[at..]) {
                         Ok(0) => {
                             let since = *full_since.get_or_insert_with(Instant::now);
                             if since.elapsed() < FULL_BUDGET {
@@ -113,14 +149,16 @@ impl AfPacketTx {
                         }
                         Ok(n) => {
                             for i in at..at + n {
-                                self.sent_pkt(&self.pkts[i]);
+                                let (p, copy) = self.pick(i);
+                                self.sent_pkt(p, copy);
                             }
                             at += n;
                             full_since = None;
                             continue;
                         }
                         Err(IoError::FrameTooLong { .. }) => {
-                            self.drop_pkt(&self.pkts[at], TxReason::TxTooLong);
+                            let (p, copy) = self.pick(at);
+                            self.drop_pkt(p, TxReason::TxTooLong, copy);
                             at += 1;
                             continue;
                         }
@@ -139,11 +177,13 @@ impl AfPacketTx {
                 (None, false) => TxReason::TxError,
             };
             // The rest of the batch goes with this reason.
-            for i in at..self.frames.len() {
-                self.drop_pkt(&self.pkts[i], reason);
+            for i in at..self.picks.len() {
+                let (p, copy) = self.pick(i);
+                self.drop_pkt(p, reason, copy);
             }
-            at = self.frames.len();
+            at = self.picks.len();
         }
+        self.picks.clear();
         for frame in self.frames.drain(..) {
             // The token is this arena's own (reclaimed from it): release
             // cannot fail.
@@ -160,15 +200,27 @@ impl TxBackend for AfPacketTx {
         }
         self.calls = self.calls.wrapping_add(1);
         for p in pkts {
+            let copies = usize::from(p.copies.clamp(1, 2));
+            if copies == 2 {
+                let f = p.flow.0 as usize;
+                self.counters.duplicated[f].add(1);
+            }
+            if self.picks.len() + copies > MAX_BATCH {
+                self.flush();
+            }
             match self.arena.reclaim(p.cookie as u32) {
                 Ok(frame) => {
+                    let i = self.frames.len() as u32;
                     self.frames.push(frame);
                     self.pkts.push(*p);
-                    if self.frames.len() == MAX_BATCH {
-                        self.flush();
+                    self.picks.extend(std::iter::repeat_n(i, copies));
+                }
+                Err(_) => {
+                    self.drop_pkt(p, TxReason::FrameState, false);
+                    if copies == 2 {
+                        self.drop_pkt(p, TxReason::FrameState, true);
                     }
                 }
-                Err(_) => self.drop_pkt(p, TxReason::FrameState),
             }
         }
         self.flush();

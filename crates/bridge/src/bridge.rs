@@ -606,9 +606,13 @@ impl Bridge {
             })
             .collect();
         let mut tx_total = vec![0u64; ne];
+        let mut dup_total = vec![0u64; ne];
         for (e, list) in tx.iter().enumerate() {
             for t in list {
                 for (f, flow) in fl.iter_mut().enumerate() {
+                    let d = t.duplicated[f].read();
+                    flow.duplicated += d;
+                    dup_total[e] += d;
                     flow.transmitted += t.sent[f].read();
                     flow.bytes += t.sent_bytes[f].read();
                     for reason in TxReason::ALL {
@@ -668,11 +672,13 @@ impl Bridge {
                 }
             }
         }
+        r.duplicated = fl.iter().map(|f| f.duplicated).sum();
         r.transmitted = fl.iter().map(|f| f.transmitted).sum();
         r.transmitted_bytes = fl.iter().map(|f| f.bytes).sum();
         r.dropped_total = r.dropped.values().sum();
-        let mut conserved = r.received >= r.transmitted + r.dropped_total;
-        r.in_flight = r.received.saturating_sub(r.transmitted + r.dropped_total);
+        let entered = r.received + r.duplicated;
+        let mut conserved = entered >= r.transmitted + r.dropped_total;
+        r.in_flight = entered.saturating_sub(r.transmitted + r.dropped_total);
         // One arbiter reason names the per-flow arbiter drops; several are
         // lumped as `arbiter`.
         let arbiter_name = match arbiter_all.keys().collect::<Vec<_>>().as_slice() {
@@ -685,8 +691,9 @@ impl Bridge {
             let e = usize::from(self.egress_of[f]);
             admitted[e] += flow.received.saturating_sub(rx_flow_dropped[f]);
             let gone = flow.transmitted + flow.dropped.values().sum::<u64>();
-            conserved &= flow.received >= gone;
-            let rest = flow.received.saturating_sub(gone);
+            let entered = flow.received + flow.duplicated;
+            conserved &= entered >= gone;
+            let rest = entered.saturating_sub(gone);
             if final_report {
                 add(&mut flow.dropped, &arbiter_name, rest);
                 residual[e] += rest;
@@ -708,7 +715,7 @@ impl Bridge {
                             && s.in_flight == 0
                             && residual[e] == arbiter[e].values().sum::<u64>()
                             && s.submitted == admitted[e]
-                            && s.transmitted == sent + tx_total[e];
+                            && s.transmitted + dup_total[e] == sent + tx_total[e];
                     }
                 }
                 _ => conserved = false,
@@ -741,6 +748,7 @@ impl Bridge {
             let g = &mut out[usize::from(self.egress_of[f])];
             g.flows += 1;
             g.received += flow.received;
+            g.duplicated += flow.duplicated;
             g.transmitted += flow.transmitted;
             g.bytes += flow.bytes;
             g.in_flight += flow.in_flight;

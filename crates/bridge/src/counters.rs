@@ -204,10 +204,14 @@ pub(crate) struct TxShared {
     /// Per (RX thread, flow): frames finished (sent or dropped), for the
     /// per-flow queue limit.
     pub(crate) done: Box<[Counter]>,
-    /// Per flow: frames sent, their bytes, drops by [`TxReason`].
+    /// Per flow: frames sent (copies included), their bytes, drops by
+    /// [`TxReason`].
     pub(crate) sent: Box<[Counter]>,
     pub(crate) sent_bytes: Box<[Counter]>,
     pub(crate) drops: Box<[Counter]>,
+    /// Per flow: copies of duplicated packets the backend was given (each
+    /// then sent or dropped, like a frame received).
+    pub(crate) duplicated: Box<[Counter]>,
     pub(crate) cpu: AtomicU64,
     pub(crate) error: ErrorSlot,
 }
@@ -220,6 +224,7 @@ impl TxShared {
             sent: counters(flows),
             sent_bytes: counters(flows),
             drops: counters(flows * NTX),
+            duplicated: counters(flows),
             cpu: AtomicU64::new(0),
             error: ErrorSlot::default(),
         }

@@ -23,8 +23,9 @@
 //!   into the ring). Frames are the runtime's descriptors
 //!   ([`pspat::Client::next_slot`]): no separate return path, no
 //!   allocation per packet on the shaped path.
-//! * **Conservation** ([`report`]): `received = transmitted + dropped (by
-//!   reason) + in_flight`, in total and per flow, live and final; after
+//! * **Conservation** ([`report`]): `received + duplicated = transmitted +
+//!   dropped (by reason) + in_flight` (`duplicated`: copies of packets a
+//!   pipe duplicated), in total and per flow, live and final; after
 //!   [`Bridge::stop`] `in_flight == 0`, also when an interface was lost.
 //!   The kernel's own ring drops are reported apart (`not_received`).
 //! * **Order**: frames of one flow read by one RX thread leave in arrival

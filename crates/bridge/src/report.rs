@@ -1,8 +1,11 @@
 //! What a bridge counted: [`Report`], live ([`crate::Bridge::report`]) or
 //! final ([`crate::Bridge::stop`]).
 //!
-//! Conservation, in total and per flow: `received = transmitted +
-//! dropped (by reason) + in_flight`. `received` counts every frame the
+//! Conservation, in total and per flow: `received + duplicated =
+//! transmitted + dropped (by reason) + in_flight`, where `duplicated`
+//! counts the copies of packets a pipe duplicated (`duplicate`): a copy
+//! enters the bridge at its transmitter, and is then sent (counted in
+//! `transmitted`) or dropped like any frame. `received` counts every frame the
 //! input ring gave; frames the kernel dropped because the ring was full
 //! never reached the bridge and are reported apart as `not_received`.
 //! Drop reasons come from three places: the RX threads ([`crate::RxReason`]
@@ -33,13 +36,15 @@ pub struct FlowReport {
     pub received: u64,
     /// Their bytes.
     pub received_bytes: u64,
-    /// Frames sent on the output interface.
+    /// Copies of its packets a pipe duplicated (each sent or dropped).
+    pub duplicated: u64,
+    /// Frames sent on the output interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
     pub bytes: u64,
     /// Drops by reason (zero counts omitted).
     pub dropped: BTreeMap<String, u64>,
-    /// `received - transmitted - dropped`.
+    /// `received + duplicated - transmitted - dropped`.
     pub in_flight: u64,
 }
 
@@ -71,8 +76,8 @@ pub struct ParseReport {
 
 /// One egress interface's totals: the sums over the flows placed on it
 /// (each flow has one egress), so frames dropped before classification are
-/// in none. Conservation per interface: `received = transmitted + dropped +
-/// in_flight`.
+/// in none. Conservation per interface: `received + duplicated =
+/// transmitted + dropped + in_flight`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct EgressReport {
     /// The interface.
@@ -86,7 +91,9 @@ pub struct EgressReport {
     pub flows: u32,
     /// Frames of its flows the bridge received.
     pub received: u64,
-    /// Frames sent on it.
+    /// Copies of its flows' packets a pipe duplicated.
+    pub duplicated: u64,
+    /// Frames sent on it (copies included).
     pub transmitted: u64,
     /// Their bytes.
     pub bytes: u64,
@@ -117,7 +124,10 @@ pub struct Report {
     pub received: u64,
     /// Their bytes.
     pub received_bytes: u64,
-    /// Frames sent on the output interface.
+    /// Copies of packets a pipe duplicated (`duplicate`): extra frames the
+    /// transmitters were given, each then sent or dropped.
+    pub duplicated: u64,
+    /// Frames sent on the output interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
     pub transmitted_bytes: u64,
@@ -140,7 +150,8 @@ pub struct Report {
     pub reverse: ReverseReport,
     /// Where the threads ran.
     pub threads: Vec<ThreadPlace>,
-    /// Whether `received = transmitted + dropped + in_flight` held, in total
+    /// Whether `received + duplicated = transmitted + dropped + in_flight`
+    /// held, in total
     /// and for every flow, and (final report) the runtime's own accounts
     /// agree.
     pub conserved: bool,

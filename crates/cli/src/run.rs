@@ -42,7 +42,6 @@ use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Report, Verdict};
 use pspat_classify::{
     Classifier, ClassifierLimits, ClassifierStats, PacketDirection, PacketKey, Verdict as Decision,
 };
-use pspat_config::model::{Site, SiteKind};
 use pspat_config::{
     parse_file_text, pipe_config, queue_config, sched_config, Action, Config, FsProfiles, Plan,
     Target,
@@ -153,47 +152,7 @@ fn load(path: &Path) -> anyhow::Result<(Config, Plan)> {
         base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
     };
     let plan = config.validate(&loader).map_err(|e| usage(e.to_string()))?;
-    refuse_duplication(&config)?;
     Ok((config, plan))
-}
-
-/// `duplicate` needs a packet sent twice; the runtime sends each once.
-fn refuse_duplication(config: &Config) -> anyhow::Result<()> {
-    let pipes = config.pipes.iter().enumerate().map(|(i, p)| {
-        (
-            SiteKind::Pipe,
-            i,
-            format!("pipe {}", p.number),
-            p.queue.duplicate,
-        )
-    });
-    let queues = config.queues.iter().enumerate().map(|(i, q)| {
-        (
-            SiteKind::Queue,
-            i,
-            format!("queue {}", q.number),
-            q.params.duplicate,
-        )
-    });
-    for (kind, index, owner, dup) in pipes.chain(queues) {
-        if dup.is_some_and(|p| p > 0.0) {
-            let site = Site {
-                kind,
-                index,
-                sub: 0,
-                field: "duplicate",
-            };
-            let (line, col) = config
-                .sources
-                .get(&site)
-                .map_or((0, 0), |p| (p.line, p.column));
-            return Err(usage(format!(
-                "{}:{line}:{col}: {owner}: duplicate is not supported by pspat run (the runtime sends each packet once); remove it",
-                config.sources.file
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// What one member of the set is, for the reports.
@@ -598,6 +557,8 @@ struct PipeJson {
     in_bytes: u64,
     out_packets: u64,
     out_bytes: u64,
+    /// Copies sent after their original (`duplicate`), not in `out_*`.
+    duplicates: u64,
     dropped: BTreeMap<&'static str, u64>,
     dropped_total: u64,
     queued: u64,
@@ -629,6 +590,9 @@ struct TotalsJson {
     received_bytes: u64,
     transmitted: u64,
     transmitted_bytes: u64,
+    /// Copies of duplicated packets: `received + duplicated = transmitted +
+    /// dropped_total + in_flight`.
+    duplicated: u64,
     dropped: BTreeMap<String, u64>,
     dropped_total: u64,
     in_flight: u64,
@@ -686,6 +650,7 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 p.in_bytes += c.in_bytes;
                 p.out_packets += c.out_packets;
                 p.out_bytes += c.out_bytes;
+                p.duplicates += c.duplicates;
                 for r in DropReason::ALL {
                     let n = c.dropped(r);
                     if n > 0 {
@@ -797,6 +762,9 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
             p.dropped_total,
             reasons(&p.dropped)
         )?;
+        if p.duplicates > 0 {
+            writeln!(out, "       duplicated {} pkt", p.duplicates)?;
+        }
     }
     Ok(())
 }
@@ -1189,6 +1157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         received_bytes: report.received_bytes,
         transmitted: report.transmitted,
         transmitted_bytes: report.transmitted_bytes,
+        duplicated: report.duplicated,
         dropped: report.dropped.clone(),
         dropped_total: report.dropped_total,
         in_flight: report.in_flight,
@@ -1266,9 +1235,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 reasons(&report.reverse.dropped)
             )?;
         }
+        let dup = if totals.duplicated > 0 {
+            format!(" + duplicated {}", totals.duplicated)
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "accounting: received {} = transmitted {} + dropped {} + in flight {}: {}; pipes: in = out + dropped: {}",
+            "accounting: received {}{dup} = transmitted {} + dropped {} + in flight {}: {}; pipes: in = out + dropped: {}",
             totals.received,
             totals.transmitted,
             totals.dropped_total,

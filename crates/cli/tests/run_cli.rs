@@ -66,27 +66,31 @@ fn a_bad_line_is_reported_with_file_line_and_column() {
 }
 
 #[test]
-fn duplication_is_refused_at_its_position() {
+fn duplication_is_accepted_in_both_syntaxes() {
     let p = file(
         "dup.ipfw",
-        "pipe 1 config bw 10Mbit/s\nqueue 3 config pipe 1 duplicate 0.01\n",
-    );
-    let f = p.to_str().unwrap();
-    let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x1"]);
-    assert_eq!(
-        err,
-        format!("pspat: {f}:2:33: queue 3: duplicate is not supported by pspat run (the runtime sends each packet once); remove it")
+        "pipe 1 config bw 10Mbit/s\nqueue 3 config pipe 1 duplicate 0.01\nadd 100 queue 3 ip from any to any\n",
     );
     let t = file(
         "dup.toml",
         "[[pipe]]\nnumber = 1\nbw = \"10Mbit/s\"\nduplicate = 0.5\n",
     );
-    let tf = t.to_str().unwrap();
-    let err = usage_error(&["run", tf, "--dry-run"]);
-    assert!(
-        err.starts_with(&format!("pspat: {tf}:4:13: pipe 1: duplicate")),
-        "{err}"
-    );
+    for f in [p.to_str().unwrap(), t.to_str().unwrap()] {
+        let out = pspat(&["run", f, "--dry-run"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{f}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.starts_with(&format!("run: {f}: ")), "{text}");
+        assert!(text.contains("00001:  10.000 Mbit/s"), "{text}");
+    }
+    // A bad probability is still refused at its position.
+    let bad = file("dup-bad.ipfw", "pipe 1 config duplicate 1.5\n");
+    let f = bad.to_str().unwrap();
+    let err = usage_error(&["run", f, "--dry-run"]);
+    assert!(err.starts_with(&format!("pspat: {f}:1:")), "{err}");
 }
 
 #[test]

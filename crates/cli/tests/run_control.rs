@@ -30,6 +30,8 @@
 //!   ports keep the sched's queues full: nothing is dropped but by the
 //!   queue limit, no port is reordered, the merged ports share one queue,
 //!   and the link's longest gap around each change is printed and bounded.
+//! * `duplicate` set live through `pspat ctl`: later frames sent twice and
+//!   counted (`pipe show`, metrics, report).
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -822,4 +824,61 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
         after(7002) + after(7003) < after(7001) * 3 / 2,
         "7002 and 7003 share a queue"
     );
+/// `duplicate` set live: `pspat ctl pipe 1 config duplicate 1` on a
+/// running daemon; the frames before the change arrive once, those after
+/// it twice, the copy right behind its original; `pipe show`, the metrics
+/// and the final report count the copies.
+#[test]
+fn ctl_sets_duplicate_on_a_running_pipe() {
+    let Some(bed) = Bed::new("ctl-dup", 251) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config bw 50Mbit/s\n\
+        add 100 pipe 1 udp from any to any dst-port 6000\n\
+        default deny\n";
+    let (mut child, log) = bed.start(config, &["--metrics", "127.0.0.1:0"]);
+    let line = wait_for(&log, "run: metrics: http://", &mut child);
+    let addr = line
+        .trim_start_matches("run: metrics: http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let send = |tx: &mut pspat_io::PacketTx, seqs: std::ops::Range<u32>| {
+        for seq in seqs {
+            let f = bed.frame(6000, seq, 0, 300);
+            assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    send(&mut tx, 0..200);
+    std::thread::sleep(Duration::from_millis(200));
+    let doc = ctl_json(&socket, &["pipe", "1", "config", "duplicate", "1"]);
+    assert_eq!(doc["result"]["changes"].as_array().unwrap().len(), 1);
+    send(&mut tx, 200..400);
+    std::thread::sleep(Duration::from_millis(300));
+    let shown = ctl(&socket, &["pipe", "show", "1"]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(shown.contains("duplicated 200 pkt"), "{shown}");
+    let (status, body) = http_get(&bed, &addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for want in [
+        "pspat_pipe_duplicates_total{pipe=\"1\"} 200",
+        "pspat_pipe_out_packets_total{pipe=\"1\"} 400",
+    ] {
+        assert!(body.contains(want), "{want} not in\n{body}");
+    }
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let seqs: Vec<u32> = got.iter().map(|a| a.seq).collect();
+    let want: Vec<u32> = (0..200).chain((200..400).flat_map(|s| [s, s])).collect();
+    assert_eq!(seqs, want);
+    let p1 = pipe(&doc, 1);
+    assert_eq!(p1["duplicates"], 200, "{p1}");
+    assert_eq!(p1["out_packets"], 400, "{p1}");
+    assert_eq!(doc["totals"]["duplicated"], 200, "{}", doc["totals"]);
+    assert_eq!(doc["totals"]["transmitted"], 600, "{}", doc["totals"]);
 }

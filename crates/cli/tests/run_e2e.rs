@@ -14,6 +14,9 @@
 //!   10 Mbit/s ± 2% (frame bytes over arrival time, steady state), the
 //!   excess dropped at the pipe's queue limit and counted; two RX threads
 //!   (PACKET_FANOUT) share the one classifier.
+//! * Duplication: 2000 numbered frames through `duplicate 0.2` arrive once
+//!   or twice (the copy right behind its original); the copies received
+//!   are the daemon's count, within the binomial 99.9% interval.
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -231,4 +234,77 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
         p1["dropped_total"]
     );
     assert!((rate / 10e6 - 1.0).abs() <= 0.02, "rate {rate} bit/s");
+}
+
+/// `duplicate 0.2`: 2000 numbered UDP frames through the pipe; every frame
+/// arrives once or twice, the copy right behind its original; the copies
+/// the receiver counts are the daemon's (`totals.duplicated`, the pipe's
+/// `duplicates`), within the binomial 99.9% interval of 0.2 × 2000.
+#[test]
+fn run_duplicates_frames_with_the_pipe_s_probability_and_counts_each_copy() {
+    let Some(bed) = Bed::new("dup", 250) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config duplicate 0.2\n\
+        add 100 pipe 1 udp from any to any dst-port 7000\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let n = 2000u32;
+    let start = Instant::now();
+    for round in 0..n / 20 {
+        let batch: Vec<Vec<u8>> = (round * 20..(round + 1) * 20)
+            .map(|seq| bed.frame(7000, seq, realtime_ns(), 200))
+            .collect();
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(5), round);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let seqs: Vec<u32> = got
+        .iter()
+        .filter(|a| a.port == 7000)
+        .map(|a| a.seq)
+        .collect();
+    // In order, each once or twice in a row.
+    let mut count = vec![0u32; n as usize];
+    for w in seqs.windows(2) {
+        assert!(w[0] <= w[1], "{} after {}", w[1], w[0]);
+    }
+    for &s in &seqs {
+        count[s as usize] += 1;
+    }
+    assert!(
+        count.iter().all(|&c| c == 1 || c == 2),
+        "every frame once or twice"
+    );
+    let copies = count.iter().filter(|&&c| c == 2).count() as u64;
+    let t = &doc["totals"];
+    let p1 = pipe(&doc, 1);
+    println!(
+        "duplicate 0.2: {n} frames, {copies} copies received; daemon: duplicated {}, pipe duplicates {}",
+        t["duplicated"], p1["duplicates"]
+    );
+    assert_eq!(t["received"].as_u64(), Some(u64::from(n)), "{t}");
+    assert_eq!(t["duplicated"].as_u64(), Some(copies), "{t}");
+    assert_eq!(p1["duplicates"].as_u64(), Some(copies), "{p1}");
+    assert_eq!(p1["out_packets"].as_u64(), Some(u64::from(n)), "{p1}");
+    assert_eq!(
+        t["transmitted"].as_u64(),
+        Some(u64::from(n) + copies),
+        "{t}"
+    );
+    let (mean, sd) = (f64::from(n) * 0.2, (f64::from(n) * 0.2 * 0.8).sqrt());
+    assert!(
+        (copies as f64 - mean).abs() <= 3.2905 * sd,
+        "{copies} copies, expected {mean} ± {:.1}",
+        3.2905 * sd
+    );
 }

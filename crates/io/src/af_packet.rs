@@ -200,6 +200,40 @@ impl Batch for PoolBatch<'_> {
     }
 }
 
+/// Pool frames sent in the order `picks` names them, a frame as many times
+/// as it is named (a duplicated packet: the same bytes twice).
+struct PickedBatch<'a> {
+    arena: &'a FrameArena,
+    frames: &'a [Frame],
+    picks: &'a [u32],
+}
+
+impl PickedBatch<'_> {
+    /// Checks every pick and token up front, so that `frame` cannot fail.
+    fn check(&self) -> Result<(), IoError> {
+        for &i in self.picks.iter().take(MAX_BATCH) {
+            let frame = self.frames.get(i as usize).ok_or(IoError::BadPick {
+                pick: i,
+                frames: self.frames.len(),
+            })?;
+            self.arena.bytes(frame)?;
+        }
+        Ok(())
+    }
+}
+
+impl Batch for PickedBatch<'_> {
+    fn count(&self) -> usize {
+        self.picks.len()
+    }
+    fn frame(&self, i: usize) -> &[u8] {
+        self.frames
+            .get(self.picks[i] as usize)
+            .and_then(|f| self.arena.bytes(f).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// The kind of ring a [`PacketRx`] maps (module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RxRing {
@@ -1051,6 +1085,25 @@ impl PacketTx {
         self.send(&batch)
     }
 
+    /// Sends `frames[picks[0]]`, `frames[picks[1]]`, ... like
+    /// [`PacketTx::send_frames`] (no copy): a frame named twice is sent
+    /// twice (a duplicated packet); returns how many picks were sent.
+    /// [`IoError::BadPick`] for a pick beyond `frames`.
+    pub fn send_frames_picked(
+        &mut self,
+        arena: &FrameArena,
+        frames: &[Frame],
+        picks: &[u32],
+    ) -> Result<usize, IoError> {
+        let batch = PickedBatch {
+            arena,
+            frames,
+            picks,
+        };
+        batch.check()?;
+        self.send(&batch)
+    }
+
     fn send<B: Batch + ?Sized>(&mut self, batch: &B) -> Result<usize, IoError> {
         let offered = batch.count().min(MAX_BATCH);
         let count = self
@@ -1212,6 +1265,25 @@ impl PacketTxRing {
     /// the ring); the tokens stay the caller's.
     pub fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
         let batch = PoolBatch { arena, frames };
+        batch.check()?;
+        self.send(&batch)
+    }
+
+    /// Sends `frames[picks[0]]`, `frames[picks[1]]`, ... like
+    /// [`PacketTxRing::send_frames`]: a frame named twice is copied into
+    /// the ring twice (a duplicated packet); returns how many picks were
+    /// sent. [`IoError::BadPick`] for a pick beyond `frames`.
+    pub fn send_frames_picked(
+        &mut self,
+        arena: &FrameArena,
+        frames: &[Frame],
+        picks: &[u32],
+    ) -> Result<usize, IoError> {
+        let batch = PickedBatch {
+            arena,
+            frames,
+            picks,
+        };
         batch.check()?;
         self.send(&batch)
     }

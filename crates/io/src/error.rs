@@ -50,6 +50,15 @@ pub enum IoError {
         /// The most this socket sends in one frame.
         max: usize,
     },
+    /// A batch names a frame beyond the frames given
+    /// ([`crate::PacketTx::send_frames_picked`]).
+    #[error("pick {pick} names no frame of the {frames} given")]
+    BadPick {
+        /// The pick.
+        pick: u32,
+        /// Frames given.
+        frames: usize,
+    },
     /// A frame token that is not of the arena given.
     #[error(transparent)]
     Frame(#[from] crate::frames::FrameError),

@@ -727,6 +727,7 @@ mod tests {
                 flow: FlowId((i % 2) as u32),
                 len: 60,
                 cookie: 1000 + i,
+                copies: 1,
             })
             .collect();
         tx.transmit(pspat_sched::Instant::ZERO, &pkts);

@@ -337,7 +337,11 @@ impl<B: TxBackend> Client<B> {
         let mut got = false;
         while let Some(g) = grants.pop() {
             got = true;
-            let Grant { desc, dropped } = Grant::decode(g);
+            let Grant {
+                desc,
+                dropped,
+                copies,
+            } = Grant::decode(g);
             if !dropped {
                 let d = &self.shared.descs[desc as usize];
                 // Relaxed: our own stores.
@@ -347,6 +351,7 @@ impl<B: TxBackend> Client<B> {
                     flow: FlowId((meta >> 32) as u32),
                     len: meta as u32,
                     cookie: d.cookie.load(Ordering::Relaxed),
+                    copies,
                 });
             }
             self.free.free(desc);

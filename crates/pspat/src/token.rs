@@ -8,9 +8,9 @@
 //! | word | written by | read by | layout |
 //! |---|---|---|---|
 //! | client slot | client (`submit`) | arbiter (collect) | `desc << 40 \| flow << 16 \| len` (the client is implied by the mailbox) |
-//! | scheduler token | arbiter | arbiter (release) | `client << 32 \| desc` in [`pspat_sched::Packet::token`] |
-//! | TX slot | arbiter | dispatcher | the token with bit 63 set (non-zero) |
-//! | grant | arbiter | client (client-transmit mode) | bit 63, bit 62 = dropped, `desc` in the low 32 bits |
+//! | scheduler token | arbiter | arbiter (release) | `client << 32 \| desc` in [`pspat_sched::Packet::token`]; bit 63 is the pipe's copy mark ([`pspat_sched::Packet::COPY_BIT`]), set by the scheduler, read and cleared at release |
+//! | TX slot | arbiter | dispatcher | the token with bit 63 set (non-zero), bit 31 = send twice |
+//! | grant | arbiter | client (client-transmit mode) | bit 63, bit 62 = dropped, bit 61 = send twice, `desc` in the low 32 bits |
 //!
 //! Every mailbox word must be non-zero (zero marks an empty slot): the client
 //! slot is, because `len >= 1`; the TX slot and grant carry bit 63.
@@ -21,13 +21,18 @@
 
 use std::num::NonZeroU64;
 
-use pspat_sched::FlowId;
+use pspat_sched::{FlowId, Packet};
 
 /// Flow ids must be below this to fit the client slot (24 bits).
 pub const MAX_FLOW_ID: u32 = 1 << 24;
 
 const MARK: u64 = 1 << 63;
 const DROPPED: u64 = 1 << 62;
+/// In a grant: transmit the descriptor twice.
+const GRANT_COPY: u64 = 1 << 61;
+/// In a TX slot: transmit the descriptor twice (a bit `desc < 2^24` leaves
+/// free).
+const SLOT_COPY: u64 = 1 << 31;
 
 /// One descriptor of one client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,25 +48,40 @@ impl DescRef {
         (u64::from(self.client) << 32) | u64::from(self.desc)
     }
 
-    /// Inverse of [`DescRef::token`].
+    /// Inverse of [`DescRef::token`]; ignores the copy mark
+    /// ([`pspat_sched::Packet::COPY_BIT`]) a pipe may have set.
     #[inline]
     pub(crate) fn from_token(token: u64) -> Self {
+        let token = token & !Packet::COPY_BIT;
         DescRef {
             client: (token >> 32) as u32,
             desc: token as u32,
         }
     }
 
-    /// The word a dispatcher's TX mailbox carries.
+    /// The descriptor of a released packet and how many times to send it
+    /// ([`pspat_sched::Packet::copies`]: 1, or 2 for a pipe's duplicate).
     #[inline]
-    pub(crate) fn tx_slot(self) -> NonZeroU64 {
-        NonZeroU64::new(self.token() | MARK).unwrap_or(NonZeroU64::MIN)
+    pub(crate) fn released(p: &Packet) -> (Self, u8) {
+        (Self::from_token(p.token), p.copies())
+    }
+
+    /// The word a dispatcher's TX mailbox carries, for a packet sent
+    /// `copies` times (1 or 2).
+    #[inline]
+    pub(crate) fn tx_slot(self, copies: u8) -> NonZeroU64 {
+        let copy = if copies > 1 { SLOT_COPY } else { 0 };
+        NonZeroU64::new(self.token() | MARK | copy).unwrap_or(NonZeroU64::MIN)
     }
 
     /// Inverse of [`DescRef::tx_slot`].
     #[inline]
-    pub(crate) fn from_tx_slot(v: NonZeroU64) -> Self {
-        Self::from_token(v.get() & !MARK)
+    pub(crate) fn from_tx_slot(v: NonZeroU64) -> (Self, u8) {
+        let v = v.get();
+        (
+            Self::from_token(v & !(MARK | SLOT_COPY)),
+            1 + u8::from(v & SLOT_COPY != 0),
+        )
     }
 }
 
@@ -102,12 +122,17 @@ impl ClientSlot {
 pub(crate) struct Grant {
     pub(crate) desc: u32,
     pub(crate) dropped: bool,
+    /// Times to transmit it (1, or 2 for a pipe's duplicate).
+    pub(crate) copies: u8,
 }
 
 impl Grant {
     #[inline]
     pub(crate) fn encode(self) -> NonZeroU64 {
-        let v = MARK | if self.dropped { DROPPED } else { 0 } | u64::from(self.desc);
+        let v = MARK
+            | if self.dropped { DROPPED } else { 0 }
+            | if self.copies > 1 { GRANT_COPY } else { 0 }
+            | u64::from(self.desc);
         NonZeroU64::new(v).unwrap_or(NonZeroU64::MIN)
     }
 
@@ -117,6 +142,7 @@ impl Grant {
         Grant {
             desc: v as u32,
             dropped: v & DROPPED != 0,
+            copies: 1 + u8::from(v & GRANT_COPY != 0),
         }
     }
 }
@@ -146,15 +172,25 @@ mod tests {
         for (client, desc) in [(0, 0), (1023, 1 << 20), ((1 << 31) - 1, (1 << 24) - 1)] {
             let r = DescRef { client, desc };
             assert_eq!(DescRef::from_token(r.token()), r);
-            assert_eq!(DescRef::from_tx_slot(r.tx_slot()), r);
-            assert_ne!(r.tx_slot().get() & MARK, 0);
+            for copies in [1, 2] {
+                assert_eq!(DescRef::from_tx_slot(r.tx_slot(copies)), (r, copies));
+                assert_ne!(r.tx_slot(copies).get() & MARK, 0);
+            }
+            // The pipe's copy mark is read and cleared at release.
+            let p = Packet::new(FlowId(3), 60, r.token());
+            assert_eq!(DescRef::released(&p), (r, 1));
+            assert_eq!(DescRef::released(&p.with_copy()), (r, 2));
         }
     }
 
     #[test]
     fn grants_carry_the_descriptor_and_the_drop_flag() {
-        for dropped in [false, true] {
-            let g = Grant { desc: 42, dropped };
+        for (dropped, copies) in [(false, 1), (false, 2), (true, 1)] {
+            let g = Grant {
+                desc: (1 << 24) - 1,
+                dropped,
+                copies,
+            };
             assert_eq!(Grant::decode(g.encode()), g);
         }
     }

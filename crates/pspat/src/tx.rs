@@ -14,7 +14,7 @@
 use pspat_sched::{FlowId, Instant};
 
 /// A released packet as a backend sees it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxPacket {
     /// Submitting client.
     pub client: u32,
@@ -25,6 +25,25 @@ pub struct TxPacket {
     /// The client's opaque value given to [`crate::Client::submit`] (a buffer
     /// index, a sequence number, a timestamp...).
     pub cookie: u64,
+    /// How many times to send it: 1, or 2 when a pipe duplicated it
+    /// (`duplicate`, [`pspat_sched::Packet::copies`]): the backend sends the
+    /// same bytes again right after the original. The runtime counts the
+    /// packet once in [`crate::Stats`]' `transmitted`; counting the copy is
+    /// the backend's (it may fail to send one but not the other).
+    pub copies: u8,
+}
+
+impl Default for TxPacket {
+    /// Client 0, flow 0, length 0, cookie 0, sent once.
+    fn default() -> Self {
+        TxPacket {
+            client: 0,
+            flow: FlowId(0),
+            len: 0,
+            cookie: 0,
+            copies: 1,
+        }
+    }
 }
 
 /// Sends released packets somewhere. Implementations must not block for

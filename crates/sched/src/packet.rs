@@ -47,8 +47,48 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// The bit of [`Packet::token`] a [`crate::PipeScheduler`] sets on a
+    /// packet it hands out to be sent twice (a `duplicate` decision of its
+    /// pipe). Callers of that adapter keep it clear in the tokens they
+    /// enqueue (pspat's runtime does: its tokens are below 2^63) and clear
+    /// it with [`Packet::without_copy`] before they read their token.
+    pub const COPY_BIT: u64 = 1 << 63;
+
     /// A descriptor for `len` bytes of `flow`, identified by `token`.
     pub const fn new(flow: FlowId, len: u32, token: u64) -> Self {
         Packet { flow, len, token }
+    }
+
+    /// How many times the packet is to be sent: 2 when [`Packet::COPY_BIT`]
+    /// is set, else 1.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::{FlowId, Packet};
+    /// let p = Packet::new(FlowId(0), 60, 42);
+    /// assert_eq!((p.copies(), p.with_copy().copies()), (1, 2));
+    /// assert_eq!(p.with_copy().without_copy(), p);
+    /// ```
+    #[inline]
+    pub const fn copies(&self) -> u8 {
+        1 + (self.token >> 63) as u8
+    }
+
+    /// The packet marked to be sent twice.
+    #[inline]
+    pub const fn with_copy(self) -> Self {
+        Packet {
+            token: self.token | Self::COPY_BIT,
+            ..self
+        }
+    }
+
+    /// The packet with the mark cleared: the token as it was enqueued.
+    #[inline]
+    pub const fn without_copy(self) -> Self {
+        Packet {
+            token: self.token & !Self::COPY_BIT,
+            ..self
+        }
     }
 }

@@ -12,3 +12,5 @@ mod pipe_random;
 mod pipe_prop;
 // Live changes: a new seed, a link rebuilt with its instances moved.
 mod pipe_live;
+// The pipe behind the Scheduler trait: a duplicate marks its original.
+mod pipe_copies;

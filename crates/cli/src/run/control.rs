@@ -48,8 +48,8 @@ use serde_json::json;
 
 use super::live::{self, Inbox};
 use super::{
-    classifier_json, limit_text, pipe_table, pipes_json, rate_text, refuse_duplication, LinkInfo,
-    RuleJson, Snapshots, INPUT_INDEX, OUTPUT_INDEX,
+    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, RuleJson, Snapshots,
+    INPUT_INDEX, OUTPUT_INDEX,
 };
 
 /// The file name errors in a request carry.
@@ -215,7 +215,6 @@ impl Live {
                 .unwrap_or_default(),
         };
         let plan = config.validate(&loader).map_err(|e| e.to_string())?;
-        refuse_duplication(&config).map_err(|e| e.to_string())?;
         let layout = match self.classifier.lock() {
             Ok(c) => c.layout().clone(),
             Err(_) => return Err("run: the classifier is poisoned".into()),

@@ -313,6 +313,9 @@ fn queue_text(q: &pspat_config::QueueSetPlan) -> String {
     if q.gemodel.is_some() {
         s.push_str(" gemodel");
     }
+    if q.duplicate > 0.0 {
+        s.push_str(&format!(" duplicate {}", q.duplicate));
+    }
     s
 }
 

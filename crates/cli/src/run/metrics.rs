@@ -6,7 +6,8 @@
 //! arbiter last published them (at most 100 ms old, docs/RUN.md) and the
 //! rule counters, and encodes it in the OpenMetrics text format
 //! (prometheus-client). Per pipe (label `pipe`, `pass` for the pass pipe):
-//! packets and bytes in and out, drops by `reason`, packets held, the
+//! packets and bytes in and out, copies sent by `duplicate`, drops by
+//! `reason`, packets held, the
 //! configured rate and delay; per rule (label `rule`, `default`): packets
 //! and bytes; the classifier's decisions and drops by reason.
 //!
@@ -55,6 +56,7 @@ pub fn render(live: &Live) -> String {
     pipes.retain(|p| !p.removed);
     let (in_p, in_b, out_p, out_b, drops) =
         (counters(), counters(), counters(), counters(), counters());
+    let dups = counters();
     let queued: Family<Labels, Gauge> = Family::default();
     let rate: Family<Labels, Gauge> = Family::default();
     let delay: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
@@ -65,6 +67,7 @@ pub fn render(live: &Live) -> String {
         in_b.get_or_create(&l).inc_by(p.in_bytes);
         out_p.get_or_create(&l).inc_by(p.out_packets);
         out_b.get_or_create(&l).inc_by(p.out_bytes);
+        dups.get_or_create(&l).inc_by(p.duplicates);
         queued
             .get_or_create(&l)
             .set(i64::try_from(p.queued).unwrap_or(i64::MAX));
@@ -88,6 +91,11 @@ pub fn render(live: &Live) -> String {
     reg.register("pipe_in_bytes", "Bytes offered to the pipe", in_b);
     reg.register("pipe_out_packets", "Packets the pipe sent", out_p);
     reg.register("pipe_out_bytes", "Bytes the pipe sent", out_b);
+    reg.register(
+        "pipe_duplicates",
+        "Copies the pipe sent right after their original (duplicate), not in out",
+        dups,
+    );
     reg.register(
         "pipe_dropped_packets",
         "Packets the pipe dropped, by reason",

@@ -246,9 +246,13 @@ pub fn check_conservation(doc: &serde_json::Value) {
     assert_eq!(t["in_flight"], 0, "{t}");
     assert_eq!(t["conserved"], true, "{t}");
     assert_eq!(t["pipes_conserved"], true, "{t}");
-    let received = t["received"].as_u64().unwrap();
+    // A pipe's copies (`duplicate`) enter at the transmitters.
+    let received = t["received"].as_u64().unwrap() + t["duplicated"].as_u64().unwrap();
     let gone = t["transmitted"].as_u64().unwrap() + t["dropped_total"].as_u64().unwrap();
-    assert_eq!(received, gone, "received = transmitted + dropped: {t}");
+    assert_eq!(
+        received, gone,
+        "received + duplicated = transmitted + dropped: {t}"
+    );
 }
 
 /// Sends every frame of `batch` on `tx`, however many calls it takes.

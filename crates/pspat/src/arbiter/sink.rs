@@ -133,6 +133,7 @@ impl<B: TxBackend> Sink<B> {
                         Grant {
                             desc: r.desc,
                             dropped: true,
+                            copies: 1,
                         },
                     );
                 }
@@ -154,7 +155,7 @@ impl<B: TxBackend> Sink<B> {
                 batch, recycler, ..
             } => {
                 for p in released {
-                    let r = DescRef::from_token(p.token);
+                    let (r, copies) = DescRef::released(p);
                     let cookie = if write_descs {
                         clients[r.client as usize].as_ref().map_or(0, |c| {
                             // Relaxed: published by the client's Release
@@ -171,6 +172,7 @@ impl<B: TxBackend> Sink<B> {
                         flow: p.flow,
                         len: p.len,
                         cookie,
+                        copies,
                     });
                     recycler.mark(r.client, r.desc);
                 }
@@ -194,7 +196,8 @@ impl<B: TxBackend> Sink<B> {
                 debug_assert!(backlog.iter().all(|b| b.is_empty()));
                 for p in released {
                     let d = placer.place(p.flow);
-                    let v = DescRef::from_token(p.token).tx_slot();
+                    let (r, copies) = DescRef::released(p);
+                    let v = r.tx_slot(copies);
                     pushed[d] = true;
                     if !backlog[d].is_empty() || tx[d].push(v).is_err() {
                         backlog[d].push_back(v);
@@ -203,7 +206,7 @@ impl<B: TxBackend> Sink<B> {
             }
             Sink::Grant => {
                 for p in released {
-                    let r = DescRef::from_token(p.token);
+                    let (r, copies) = DescRef::released(p);
                     if let Some(g) = clients[r.client as usize]
                         .as_mut()
                         .and_then(|c| c.grants.as_mut())
@@ -213,6 +216,7 @@ impl<B: TxBackend> Sink<B> {
                             Grant {
                                 desc: r.desc,
                                 dropped: false,
+                                copies,
                             },
                         );
                     }
@@ -294,7 +298,7 @@ impl<B: TxBackend> Sink<B> {
         let mut n = 0;
         for q in backlog.iter_mut() {
             for v in q.drain(..) {
-                let r = DescRef::from_tx_slot(v);
+                let (r, _) = DescRef::from_tx_slot(v);
                 if clients[r.client as usize].is_none() {
                     unreachable_client();
                 }

@@ -12,16 +12,24 @@
 //! * A packet dropped after the scheduler (a profile loss) is handed to
 //!   [`Scheduler::take_late_drops`] with its reason, and counts as queued
 //!   until taken.
-//! * A duplicate ([`crate::pipe::Fate::Duplicate`]) is *not* handed out: a
-//!   runtime sends each accepted packet once. It is counted in
-//!   [`PipeScheduler::duplicates_not_sent`] (and in the pipe's own
-//!   `duplicates`); a host that can send a buffer twice should drive the
-//!   [`Pipe`] directly.
+//! * A duplicate ([`crate::pipe::Fate::Duplicate`]) is not a packet of
+//!   its own: the pipe puts it right behind its original (same exit time),
+//!   so the adapter marks the original, already waiting to be handed out,
+//!   with [`Packet::COPY_BIT`] in its token ([`Packet::copies`] is then 2),
+//!   and the caller sends that buffer twice, the copy right after the
+//!   original. The caller clears the mark ([`Packet::without_copy`]) before
+//!   it reads its token, so the tokens it enqueues must leave that bit
+//!   clear (a token with it set would come out as a copy). Marked packets
+//!   are counted in [`PipeScheduler::copies_marked`] and in the pipe's own
+//!   `duplicates`; the two agree (a copy whose original is not the last
+//!   packet waiting cannot happen, and would be counted in
+//!   [`PipeScheduler::duplicates_not_sent`]).
 //!
 //! # Conservation
 //! `queued() = pipe.held() + packets released but not yet dequeued + late
 //! drops not yet taken`, so accepted = dequeued + dropped late + queued at
-//! every step.
+//! every step (a marked packet is one packet dequeued; its copy is counted
+//! apart, in the pipe's `duplicates`).
 //!
 //! # Cost
 //! O(1) per packet on top of the pipe; the two small queues grow to the
@@ -39,6 +47,7 @@ pub struct PipeScheduler<S> {
     pipe: Pipe<S>,
     ready: VecDeque<Packet>,
     late: VecDeque<Rejected>,
+    copies_marked: u64,
     duplicates_not_sent: u64,
 }
 
@@ -49,6 +58,7 @@ impl<S: Scheduler> PipeScheduler<S> {
             pipe,
             ready: VecDeque::with_capacity(256),
             late: VecDeque::with_capacity(64),
+            copies_marked: 0,
             duplicates_not_sent: 0,
         }
     }
@@ -63,7 +73,14 @@ impl<S: Scheduler> PipeScheduler<S> {
         &mut self.pipe
     }
 
-    /// Duplicates the pipe decided on and this adapter did not hand out.
+    /// Packets handed out marked to be sent twice ([`Packet::copies`]).
+    pub fn copies_marked(&self) -> u64 {
+        self.copies_marked
+    }
+
+    /// Duplicates the pipe decided on that this adapter could not mark (their
+    /// original was not the last packet waiting; never expected, as the pipe
+    /// puts a copy right behind its original).
     pub fn duplicates_not_sent(&self) -> u64 {
         self.duplicates_not_sent
     }
@@ -110,14 +127,23 @@ impl<S: Scheduler> PipeScheduler<S> {
     }
 
     fn pull(&mut self, now: Instant) {
-        let (ready, late, dups) = (
+        let (ready, late, marked, lost) = (
             &mut self.ready,
             &mut self.late,
+            &mut self.copies_marked,
             &mut self.duplicates_not_sent,
         );
         self.pipe.release(now, &mut |e| match e.fate {
             Fate::Transmit => ready.push_back(e.packet),
-            Fate::Duplicate => *dups += 1,
+            Fate::Duplicate => match ready.back_mut() {
+                // The copy follows its original at once (same exit time,
+                // next in the line), so the original is the last one waiting.
+                Some(p) if p.token == e.packet.token && p.copies() == 1 => {
+                    *p = p.with_copy();
+                    *marked += 1;
+                }
+                _ => *lost += 1,
+            },
             Fate::Dropped(reason) => late.push_back(Rejected {
                 packet: e.packet,
                 reason,

@@ -1,0 +1,147 @@
+//! A pipe's `duplicate` through the bridge: a packet the pipe marks is sent
+//! twice on the output interface, the copy right after the original, and
+//! counted `duplicated` so that `received + duplicated = transmitted +
+//! dropped + in_flight`. In-process, inside a namespace between a sender
+//! and a receiver namespace; needs root (else prints "skipped: <reason>").
+//! Run under the lab lock, one test at a time (fixed interface names).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{numbered, send_all, settle, Bed};
+use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, Report, TxKind};
+use pspat_io::parse::FlowKeyKind;
+use pspat_sched::pipe::{PipeConfig, PipeScheduler, QueueConfig, QueueLimit};
+use pspat_sched::{AlgKind, FlowTable, Pipe, SchedulerConfig};
+
+/// The final report, the `(flow, seq)` the receiver got in arrival order,
+/// the frames sent and the receiver's kernel ring drops.
+type Outcome = (Report, Vec<(u16, u32)>, u64, u64);
+
+/// Sends `per_flow` numbered frames on each of 4 flows through a FIFO pipe
+/// duplicating with probability `p` (`None` without root).
+fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<Outcome> {
+    let bed = Bed::new()?;
+    let mut cfg: BridgeConfig = bed.config();
+    cfg.flows = 4;
+    cfg.flow_key = FlowKeyKind::DstPort;
+    cfg.tx = tx;
+    let pipe_cfg = PipeConfig {
+        delay_line_capacity: 8_192,
+        queue: QueueConfig {
+            limit: QueueLimit::Slots(100_000),
+            duplicate: p,
+            ..QueueConfig::default()
+        },
+        seed: 99,
+        ..PipeConfig::default()
+    };
+    let fifo = SchedulerConfig::new(AlgKind::Fifo)
+        .build(FlowTable::uniform(4).unwrap())
+        .unwrap();
+    let sched = PipeScheduler::new(Pipe::new(pipe_cfg, fifo, 4).unwrap());
+    let classifier = HashClassifier::new(&cfg);
+    let bridge = bed
+        .bridge
+        .run(|| Bridge::start_custom(cfg, sched, |_| {}, move |_| classifier.clone()))
+        .expect("enter the bridge namespace")
+        .expect("start the bridge");
+    let receiver = bed.receiver();
+    let mut sock = bed.sender_socket();
+    let frames: Vec<Vec<u8>> = (0..per_flow)
+        .flat_map(|seq| (0..4u16).map(move |f| numbered(5000 + f, seq, 200)))
+        .collect();
+    let sent = send_all(&mut sock, &frames, 16, Duration::from_micros(500));
+    assert_eq!(
+        sent,
+        frames.len() as u64,
+        "the sender's kernel took every frame"
+    );
+    let live = settle(&bridge, sent, Duration::from_secs(10));
+    assert!(live.conserved, "{live:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    let report = bridge.stop().expect("stop");
+    let (got, far_drops) = receiver.finish();
+    Some((report, got, sent, far_drops))
+}
+
+/// Checks the accounting of a run and returns how many frames arrived as
+/// a copy (the same `(flow, seq)` right after itself).
+fn check(report: &Report, got: &[(u16, u32)], sent: u64, far_drops: u64) -> u64 {
+    assert!(report.conserved, "{report:?}");
+    assert_eq!(
+        (report.in_flight, report.dropped_total),
+        (0, 0),
+        "{report:?}"
+    );
+    assert_eq!(report.received, sent);
+    // Every frame received and every copy went out.
+    assert_eq!(report.transmitted, report.received + report.duplicated);
+    assert_eq!(report.transmitted, got.len() as u64 + far_drops);
+    let per_flow: u64 = report.flows.iter().map(|f| f.duplicated).sum();
+    assert_eq!(per_flow, report.duplicated);
+    for f in &report.flows {
+        assert_eq!(f.received + f.duplicated, f.transmitted, "flow {}", f.flow);
+    }
+    // Per flow, the sequence numbers arrive in order, each once or twice
+    // in a row (the copy right behind its original).
+    let mut by_flow: BTreeMap<u16, Vec<u32>> = BTreeMap::new();
+    for (port, seq) in got {
+        by_flow.entry(*port).or_default().push(*seq);
+    }
+    let mut copies = 0u64;
+    for (port, seqs) in &by_flow {
+        for w in seqs.windows(2) {
+            assert!(w[1] >= w[0], "flow {port}: {} after {}", w[1], w[0]);
+            if w[1] == w[0] {
+                copies += 1;
+            }
+        }
+        let mut run = 1;
+        for w in seqs.windows(2) {
+            run = if w[1] == w[0] { run + 1 } else { 1 };
+            assert!(run <= 2, "flow {port}: {} three times", w[0]);
+        }
+    }
+    copies
+}
+
+#[test]
+fn duplicate_one_sends_every_frame_twice_in_a_row() {
+    let Some((report, got, sent, far_drops)) = run(1.0, TxKind::Sendmmsg, 500) else {
+        return;
+    };
+    let copies = check(&report, &got, sent, far_drops);
+    assert_eq!(report.duplicated, sent);
+    assert_eq!(report.transmitted, 2 * sent);
+    if far_drops == 0 {
+        assert_eq!(copies, sent);
+    }
+}
+
+#[test]
+fn duplicated_frames_are_sent_twice_and_counted_on_both_senders() {
+    for tx in [TxKind::Sendmmsg, TxKind::Ring] {
+        let Some((report, got, sent, far_drops)) = run(0.2, tx, 500) else {
+            return;
+        };
+        let copies = check(&report, &got, sent, far_drops);
+        println!(
+            "{tx:?}: {sent} frames, duplicated {}, transmitted {}, copies received {copies}, far-end ring drops {far_drops}",
+            report.duplicated, report.transmitted
+        );
+        // duplicate 0.2 over 2000 frames: within the 99.9% interval.
+        let (mean, sd) = (sent as f64 * 0.2, (sent as f64 * 0.2 * 0.8).sqrt());
+        assert!(
+            (report.duplicated as f64 - mean).abs() <= 3.2905 * sd,
+            "{tx:?}: {} copies of {sent}, expected {mean} ± {:.0}",
+            report.duplicated,
+            3.2905 * sd
+        );
+        if far_drops == 0 {
+            assert_eq!(copies, report.duplicated, "{tx:?}");
+        }
+    }
+}
