@@ -52,31 +52,27 @@ impl Sender {
 /// frames are dropped as `tx_full`.
 const FULL_BUDGET: Duration = Duration::from_millis(2);
 
-/// The dispatchers' (or the arbiter's) backend (module docs).
-pub struct AfPacketTx {
+/// One direction's sending side: its socket, counters and batch.
+struct Lane {
     sender: Option<Sender>,
-    arena: Arc<FrameArena>,
     counters: Arc<TxShared>,
+    /// The first runtime client id of this direction: packet `p` counts in
+    /// `done[(p.client - first_client) * flows + flow]`.
+    first_client: u32,
     frames: Vec<Frame>,
     pkts: Vec<TxPacket>,
     link_lost: bool,
-    calls: u32,
 }
 
-impl AfPacketTx {
-    pub(crate) fn new(
-        sender: Option<Sender>,
-        arena: Arc<FrameArena>,
-        counters: Arc<TxShared>,
-    ) -> Self {
-        AfPacketTx {
+impl Lane {
+    fn new(sender: Option<Sender>, counters: Arc<TxShared>, first_client: u32) -> Self {
+        Lane {
             sender,
-            arena,
             counters,
+            first_client,
             frames: Vec::with_capacity(MAX_BATCH),
             pkts: Vec::with_capacity(MAX_BATCH),
             link_lost: false,
-            calls: 0,
         }
     }
 
@@ -84,7 +80,7 @@ impl AfPacketTx {
         let f = p.flow.0 as usize;
         let c = &self.counters;
         c.drops[f * NTX + reason as usize].add(1);
-        c.done[p.client as usize * c.flows + f].add(1);
+        c.done[(p.client - self.first_client) as usize * c.flows + f].add(1);
     }
 
     fn sent_pkt(&self, p: &TxPacket) {
@@ -92,49 +88,47 @@ impl AfPacketTx {
         let c = &self.counters;
         c.sent[f].add(1);
         c.sent_bytes[f].add(u64::from(p.len));
-        c.done[p.client as usize * c.flows + f].add(1);
+        c.done[(p.client - self.first_client) as usize * c.flows + f].add(1);
     }
 
     /// Sends `self.frames` (with `self.pkts` alongside), counting each.
-    fn flush(&mut self) {
+    fn flush(&mut self, arena: &FrameArena) {
         let mut at = 0;
         let mut full_since: Option<Instant> = None;
         while at < self.frames.len() {
             let reason = match (&mut self.sender, self.link_lost) {
-                (Some(sender), false) => {
-                    match sender.send_frames(&self.arena, &self.frames[at..]) {
-                        Ok(0) => {
-                            let since = *full_since.get_or_insert_with(Instant::now);
-                            if since.elapsed() < FULL_BUDGET {
-                                std::thread::yield_now();
-                                continue;
-                            }
-                            TxReason::TxFull
-                        }
-                        Ok(n) => {
-                            for i in at..at + n {
-                                self.sent_pkt(&self.pkts[i]);
-                            }
-                            at += n;
-                            full_since = None;
+                (Some(sender), false) => match sender.send_frames(arena, &self.frames[at..]) {
+                    Ok(0) => {
+                        let since = *full_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() < FULL_BUDGET {
+                            std::thread::yield_now();
                             continue;
                         }
-                        Err(IoError::FrameTooLong { .. }) => {
-                            self.drop_pkt(&self.pkts[at], TxReason::TxTooLong);
-                            at += 1;
-                            continue;
-                        }
-                        Err(e) if e.is_link_lost() => {
-                            self.link_lost = true;
-                            self.counters.error.set(e.to_string());
-                            TxReason::LinkLost
-                        }
-                        Err(e) => {
-                            self.counters.error.set(e.to_string());
-                            TxReason::TxError
-                        }
+                        TxReason::TxFull
                     }
-                }
+                    Ok(n) => {
+                        for i in at..at + n {
+                            self.sent_pkt(&self.pkts[i]);
+                        }
+                        at += n;
+                        full_since = None;
+                        continue;
+                    }
+                    Err(IoError::FrameTooLong { .. }) => {
+                        self.drop_pkt(&self.pkts[at], TxReason::TxTooLong);
+                        at += 1;
+                        continue;
+                    }
+                    Err(e) if e.is_link_lost() => {
+                        self.link_lost = true;
+                        self.counters.error.set(e.to_string());
+                        TxReason::LinkLost
+                    }
+                    Err(e) => {
+                        self.counters.error.set(e.to_string());
+                        TxReason::TxError
+                    }
+                },
                 (_, true) => TxReason::LinkLost,
                 (None, false) => TxReason::TxError,
             };
@@ -147,30 +141,85 @@ impl AfPacketTx {
         for frame in self.frames.drain(..) {
             // The token is this arena's own (reclaimed from it): release
             // cannot fail.
-            let _ = self.arena.release(frame);
+            let _ = arena.release(frame);
         }
         self.pkts.clear();
+    }
+}
+
+/// The dispatchers' (or the arbiter's) backend (module docs). With a
+/// shaped reverse direction it has two lanes: packets of clients below the
+/// reverse lane's first client id go out on the output interface, the
+/// others on the input interface, each counted in its direction's
+/// counters.
+pub struct AfPacketTx {
+    forward: Lane,
+    reverse: Option<Lane>,
+    arena: Arc<FrameArena>,
+    calls: u32,
+}
+
+impl AfPacketTx {
+    pub(crate) fn new(
+        sender: Option<Sender>,
+        arena: Arc<FrameArena>,
+        counters: Arc<TxShared>,
+    ) -> Self {
+        AfPacketTx {
+            forward: Lane::new(sender, counters, 0),
+            reverse: None,
+            arena,
+            calls: 0,
+        }
+    }
+
+    /// Adds the reverse lane: clients from `first_client` on send with
+    /// `sender`, counted in `counters`.
+    pub(crate) fn with_reverse(
+        mut self,
+        sender: Option<Sender>,
+        counters: Arc<TxShared>,
+        first_client: u32,
+    ) -> Self {
+        self.reverse = Some(Lane::new(sender, counters, first_client));
+        self
     }
 }
 
 impl TxBackend for AfPacketTx {
     fn transmit(&mut self, _now: pspat_sched::Instant, pkts: &[TxPacket]) {
         if self.calls.is_multiple_of(64) {
-            note_cpu(&self.counters.cpu);
-        }
-        self.calls = self.calls.wrapping_add(1);
-        for p in pkts {
-            match self.arena.reclaim(p.cookie as u32) {
-                Ok(frame) => {
-                    self.frames.push(frame);
-                    self.pkts.push(*p);
-                    if self.frames.len() == MAX_BATCH {
-                        self.flush();
-                    }
-                }
-                Err(_) => self.drop_pkt(p, TxReason::FrameState),
+            note_cpu(&self.forward.counters.cpu);
+            if let Some(r) = &self.reverse {
+                note_cpu(&r.counters.cpu);
             }
         }
-        self.flush();
+        self.calls = self.calls.wrapping_add(1);
+        let AfPacketTx {
+            forward,
+            reverse,
+            arena,
+            ..
+        } = self;
+        for p in pkts {
+            let lane = match reverse {
+                Some(r) if p.client >= r.first_client => r,
+                _ => &mut *forward,
+            };
+            match arena.reclaim(p.cookie as u32) {
+                Ok(frame) => {
+                    lane.frames.push(frame);
+                    lane.pkts.push(*p);
+                    if lane.frames.len() == MAX_BATCH {
+                        lane.flush(arena);
+                    }
+                }
+                Err(_) => lane.drop_pkt(p, TxReason::FrameState),
+            }
+        }
+        forward.flush(arena);
+        if let Some(r) = reverse {
+            r.flush(arena);
+        }
     }
 }
