@@ -774,11 +774,28 @@ impl Bridge {
                     add(&mut r.dropped, reason, *n);
                 }
             }
-            // Shaped: each direction's flows' residue, under the arbiter's
-            // name (the runtime counts its drops for both directions).
+            // Shaped: the runtime counts its drops by reason for both
+            // directions together. When one direction alone lost frames
+            // there, they are its own, by reason; otherwise each direction
+            // counts its flows' residue under the arbiter's name.
             Some(rev) => {
-                add(&mut r.dropped, &arbiter_name, fwd.residual.iter().sum());
-                add(&mut rev.dropped, &arbiter_name, rev.residual.iter().sum());
+                let (f, b) = (fwd.residual.iter().sum(), rev.residual.iter().sum());
+                let whole = match (f, b) {
+                    (_, 0) => Some(&mut r.dropped),
+                    (0, _) => Some(&mut rev.dropped),
+                    _ => None,
+                };
+                match whole {
+                    Some(map) => {
+                        for (reason, n) in &arbiter_all {
+                            add(map, reason, *n);
+                        }
+                    }
+                    None => {
+                        add(&mut r.dropped, &arbiter_name, f);
+                        add(&mut rev.dropped, &arbiter_name, b);
+                    }
+                }
             }
         }
         r.received = fwd.received;
