@@ -9,6 +9,10 @@
 //! --out ─▶ reverse thread ─▶ --in                                    (unshaped)
 //! ```
 //!
+//! When a rule names a direction or an interface (or with
+//! `--shape-reverse`), `--out` has RX threads of its own instead, and every
+//! frame is classified in two passes, as ipfw on a bridge ([`bridged`]).
+//!
 //! The configuration file is read once (`.toml` is TOML, any other name
 //! ipfw lines); an error is one line `file:line:col: message`, exit 2.
 //! Each dummynet link (pipe or sched number) and each of its instances is
