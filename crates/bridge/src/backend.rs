@@ -65,11 +65,13 @@ impl Sender {
 /// frames are dropped as `tx_full`.
 const FULL_BUDGET: Duration = Duration::from_millis(2);
 
-/// The dispatchers' (or the arbiter's) backend (module docs).
-pub struct AfPacketTx {
+/// One direction's sending side: its socket, counters and batch.
+struct Lane {
     sender: Option<Sender>,
-    arena: Arc<FrameArena>,
     counters: Arc<TxShared>,
+    /// The first runtime client id of this direction: packet `p` counts in
+    /// `done[(p.client - first_client) * flows + flow]`.
+    first_client: u32,
     /// The batch's frames, one per packet (`pkts` alongside).
     frames: Vec<Frame>,
     pkts: Vec<TxPacket>,
@@ -77,45 +79,39 @@ pub struct AfPacketTx {
     /// twice in a row (the second is its copy).
     picks: Vec<u32>,
     link_lost: bool,
-    calls: u32,
 }
 
-impl AfPacketTx {
-    pub(crate) fn new(
-        sender: Option<Sender>,
-        arena: Arc<FrameArena>,
-        counters: Arc<TxShared>,
-    ) -> Self {
-        AfPacketTx {
+impl Lane {
+    fn new(sender: Option<Sender>, counters: Arc<TxShared>, first_client: u32) -> Self {
+        Lane {
             sender,
-            arena,
             counters,
+            first_client,
             frames: Vec::with_capacity(MAX_BATCH),
             pkts: Vec::with_capacity(MAX_BATCH),
             picks: Vec::with_capacity(MAX_BATCH),
             link_lost: false,
-            calls: 0,
         }
     }
 
-    /// `copy`: the second send of a duplicated packet (its original
-    /// finished the packet for the flow's queue limit).
+    /// Counts `p` dropped for `reason`; a copy does not end its packet.
     fn drop_pkt(&self, p: &TxPacket, reason: TxReason, copy: bool) {
         let f = p.flow.0 as usize;
         let c = &self.counters;
         c.drops[f * NTX + reason as usize].add(1);
         if !copy {
-            c.done[p.client as usize * c.flows + f].add(1);
+            c.done[(p.client - self.first_client) as usize * c.flows + f].add(1);
         }
     }
 
+    /// Counts `p` sent; a copy does not end its packet.
     fn sent_pkt(&self, p: &TxPacket, copy: bool) {
         let f = p.flow.0 as usize;
         let c = &self.counters;
         c.sent[f].add(1);
         c.sent_bytes[f].add(u64::from(p.len));
         if !copy {
-            c.done[p.client as usize * c.flows + f].add(1);
+            c.done[(p.client - self.first_client) as usize * c.flows + f].add(1);
         }
     }
 
@@ -130,15 +126,41 @@ impl AfPacketTx {
         (&self.pkts[self.picks[i] as usize], self.is_copy(i))
     }
 
+    /// Takes `p` into the batch (twice if it is duplicated), flushing first
+    /// if it would not fit.
+    fn push(&mut self, arena: &FrameArena, p: &TxPacket) {
+        let copies = usize::from(p.copies.clamp(1, 2));
+        if copies == 2 {
+            self.counters.duplicated[p.flow.0 as usize].add(1);
+        }
+        if self.picks.len() + copies > MAX_BATCH {
+            self.flush(arena);
+        }
+        match arena.reclaim(p.cookie as u32) {
+            Ok(frame) => {
+                let i = self.frames.len() as u32;
+                self.frames.push(frame);
+                self.pkts.push(*p);
+                self.picks.extend(std::iter::repeat_n(i, copies));
+            }
+            Err(_) => {
+                self.drop_pkt(p, TxReason::FrameState, false);
+                if copies == 2 {
+                    self.drop_pkt(p, TxReason::FrameState, true);
+                }
+            }
+        }
+    }
+
     /// Sends `self.picks` (frames of `self.frames`, with `self.pkts`
     /// alongside), counting each send.
-    fn flush(&mut self) {
+    fn flush(&mut self, arena: &FrameArena) {
         let mut at = 0;
         let mut full_since: Option<Instant> = None;
         while at < self.picks.len() {
             let reason = match (&mut self.sender, self.link_lost) {
                 (Some(sender), false) => {
-                    match sender.send_frames(&self.arena, &self.frames, &self.picks[at..]) {
+                    match sender.send_frames(arena, &self.frames, &self.picks[at..]) {
                         Ok(0) => {
                             let since = *full_since.get_or_insert_with(Instant::now);
                             if since.elapsed() < FULL_BUDGET {
@@ -187,42 +209,76 @@ impl AfPacketTx {
         for frame in self.frames.drain(..) {
             // The token is this arena's own (reclaimed from it): release
             // cannot fail.
-            let _ = self.arena.release(frame);
+            let _ = arena.release(frame);
         }
         self.pkts.clear();
+    }
+}
+
+/// The dispatchers' (or the arbiter's) backend (module docs). With a
+/// shaped reverse direction it has two lanes: packets of clients below the
+/// reverse lane's first client id go out on the output interface, the
+/// others on the input interface, each counted in its direction's
+/// counters.
+pub struct AfPacketTx {
+    forward: Lane,
+    reverse: Option<Lane>,
+    arena: Arc<FrameArena>,
+    calls: u32,
+}
+
+impl AfPacketTx {
+    pub(crate) fn new(
+        sender: Option<Sender>,
+        arena: Arc<FrameArena>,
+        counters: Arc<TxShared>,
+    ) -> Self {
+        AfPacketTx {
+            forward: Lane::new(sender, counters, 0),
+            reverse: None,
+            arena,
+            calls: 0,
+        }
+    }
+
+    /// Adds the reverse lane: clients from `first_client` on send with
+    /// `sender`, counted in `counters`.
+    pub(crate) fn with_reverse(
+        mut self,
+        sender: Option<Sender>,
+        counters: Arc<TxShared>,
+        first_client: u32,
+    ) -> Self {
+        self.reverse = Some(Lane::new(sender, counters, first_client));
+        self
     }
 }
 
 impl TxBackend for AfPacketTx {
     fn transmit(&mut self, _now: pspat_sched::Instant, pkts: &[TxPacket]) {
         if self.calls.is_multiple_of(64) {
-            note_cpu(&self.counters.cpu);
+            note_cpu(&self.forward.counters.cpu);
+            if let Some(r) = &self.reverse {
+                note_cpu(&r.counters.cpu);
+            }
         }
         self.calls = self.calls.wrapping_add(1);
+        let AfPacketTx {
+            forward,
+            reverse,
+            arena,
+            ..
+        } = self;
         for p in pkts {
-            let copies = usize::from(p.copies.clamp(1, 2));
-            if copies == 2 {
-                let f = p.flow.0 as usize;
-                self.counters.duplicated[f].add(1);
-            }
-            if self.picks.len() + copies > MAX_BATCH {
-                self.flush();
-            }
-            match self.arena.reclaim(p.cookie as u32) {
-                Ok(frame) => {
-                    let i = self.frames.len() as u32;
-                    self.frames.push(frame);
-                    self.pkts.push(*p);
-                    self.picks.extend(std::iter::repeat_n(i, copies));
-                }
-                Err(_) => {
-                    self.drop_pkt(p, TxReason::FrameState, false);
-                    if copies == 2 {
-                        self.drop_pkt(p, TxReason::FrameState, true);
-                    }
-                }
-            }
+            let lane = match reverse {
+                Some(r) if p.client >= r.first_client => r,
+                _ => &mut *forward,
+            };
+            lane.push(arena, p);
         }
-        self.flush();
+        forward.flush(arena);
+        if let Some(r) = reverse {
+            r.flush(arena);
+        }
     }
 }

@@ -40,6 +40,11 @@ pub struct Bridge {
     rx: Vec<Arc<RxShared>>,
     /// The transmitters' counters, by egress interface.
     tx: Vec<TxList>,
+    /// A shaped reverse direction ([`BridgeConfig::shape_reverse`]): its
+    /// RX threads, their counters and the transmitters' reverse counters.
+    rev_rx_threads: Vec<JoinHandle<Vec<Frame>>>,
+    rev_rx: Vec<Arc<RxShared>>,
+    rev_tx: Option<TxList>,
     /// The reverse threads' counters, by egress interface.
     reverse: Vec<Arc<ReverseShared>>,
     started: Instant,
@@ -48,6 +53,31 @@ pub struct Bridge {
 }
 
 type TxList = Arc<Mutex<Vec<Arc<TxShared>>>>;
+
+/// One direction's counters summed ([`Bridge::tally`]).
+#[derive(Default)]
+struct Tally {
+    flows: Vec<FlowReport>,
+    received: u64,
+    received_bytes: u64,
+    not_received: u64,
+    parse: crate::report::ParseReport,
+    /// Drops by the RX threads and the transmitters, by reason.
+    dropped: BTreeMap<String, u64>,
+    /// Frames the RX threads did not drop (they were submitted).
+    rx_admitted: u64,
+    /// By egress interface: frames of its flows submitted, sent and
+    /// dropped by the transmitters, and left over (final: the runtime's).
+    admitted: Vec<u64>,
+    sent: Vec<u64>,
+    tx_dropped: Vec<u64>,
+    residual: Vec<u64>,
+    /// By egress interface: copies of duplicated packets its transmitters
+    /// were given.
+    duplicated: Vec<u64>,
+    /// Every flow's `received + duplicated >= transmitted + dropped`.
+    conserved: bool,
+}
 
 impl std::fmt::Debug for Bridge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,12 +99,16 @@ fn interface_error<'a>(
     }
 }
 
-fn open_sender(cfg: &BridgeConfig, output: &str) -> Result<Sender, BridgeError> {
+fn open_sender(
+    cfg: &BridgeConfig,
+    role: &'static str,
+    output: &str,
+) -> Result<Sender, BridgeError> {
     let tx_cfg = TxConfig {
         qdisc_bypass: cfg.qdisc_bypass,
         ..TxConfig::default()
     };
-    let err = interface_error("output", output);
+    let err = interface_error(role, output);
     Ok(match cfg.tx {
         TxKind::Sendmmsg => Sender::Mmsg(PacketTx::open(output, &tx_cfg).map_err(err)?),
         TxKind::Ring => Sender::Ring(PacketTxRing::open(output, &tx_cfg).map_err(err)?),
@@ -226,7 +260,7 @@ impl Bridge {
         for e in &egress {
             let mut list = VecDeque::with_capacity(nsend);
             for _ in 0..nsend {
-                list.push_back(open_sender(&cfg, &e.interface)?);
+                list.push_back(open_sender(&cfg, "output", &e.interface)?);
             }
             senders.push(list);
         }
@@ -258,8 +292,31 @@ impl Bridge {
                     .map_err(interface_error("input", &cfg.input))?,
             );
         }
+        // A shaped reverse direction: its senders on the input, its RX
+        // sockets on the output (own fanout group: a group id is bound to
+        // one interface).
+        let shaped = cfg.shape_reverse;
+        let mut rev_senders: VecDeque<Sender> = VecDeque::new();
+        let mut rev_rxs = Vec::new();
+        let mut in_max = out_max;
+        if shaped {
+            for _ in 0..nsend {
+                rev_senders.push_back(open_sender(&cfg, "input", &cfg.input)?);
+            }
+            in_max = rev_senders.front().map_or(out_max, Sender::max_frame);
+            let rev_cfg = RxConfig {
+                fanout: (cfg.rx_threads > 1).then_some(cfg.fanout_group ^ 0x8000),
+                ..rx_base(in_max)
+            };
+            for _ in 0..cfg.rx_threads {
+                rev_rxs.push(
+                    PacketRx::open(&cfg.output, &rev_cfg)
+                        .map_err(interface_error("output", &cfg.output))?,
+                );
+            }
+        }
         let mut reverse_sockets = Vec::new();
-        if cfg.reverse {
+        if cfg.reverse && !shaped {
             for e in &egress {
                 let tx_cfg = TxConfig {
                     qdisc_bypass: cfg.qdisc_bypass,
@@ -274,17 +331,19 @@ impl Bridge {
         }
         // A frame holds the longest frame the output takes, VLAN tag
         // included.
-        let frame_size = (out_max + 4).next_multiple_of(pspat_io::frames::FRAME_ALIGN);
+        let frame_size = (out_max.max(in_max) + 4).next_multiple_of(pspat_io::frames::FRAME_ALIGN);
         let d = cfg.descriptors;
-        let mut pool = FramePool::new(d * cfg.rx_threads * ne, frame_size)?;
+        let directions = if shaped { 2 } else { 1 };
+        let mut pool = FramePool::new(d * cfg.rx_threads * ne * directions, frame_size)?;
         let arena = Arc::clone(pool.arena());
         let mut runtimes = Vec::with_capacity(ne);
         let mut arbiter_tids = Vec::with_capacity(ne);
         let mut tx_lists: Vec<TxList> = Vec::with_capacity(ne);
+        let rev_tx_list: TxList = Arc::new(Mutex::new(Vec::new()));
         for (e, mut senders) in egress.iter().zip(senders) {
             let sched = build(&cfg, e, out_max)?;
             let mut rt_cfg = RuntimeConfig::default();
-            rt_cfg.max_clients = cfg.rx_threads;
+            rt_cfg.max_clients = cfg.rx_threads * directions;
             rt_cfg.descriptors_per_client = d;
             rt_cfg.dispatchers = cfg.dispatchers;
             rt_cfg.rate_bps = e.rate_bps;
@@ -297,14 +356,26 @@ impl Bridge {
             let tx_list: TxList = Arc::new(Mutex::new(Vec::new()));
             let factory = {
                 let tx_list = Arc::clone(&tx_list);
+                let rev_tx_list = Arc::clone(&rev_tx_list);
                 let arena = Arc::clone(&arena);
                 let rx_threads = cfg.rx_threads;
+                // Only one egress with a shaped reverse (validated): the
+                // reverse senders all go to this runtime's transmitters.
+                let mut rev_senders = std::mem::take(&mut rev_senders);
                 move |_owner: TxOwner| {
                     let counters = Arc::new(TxShared::new(rx_threads, flows));
                     if let Ok(mut list) = tx_list.lock() {
                         list.push(Arc::clone(&counters));
                     }
-                    AfPacketTx::new(senders.pop_front(), Arc::clone(&arena), counters)
+                    let tx = AfPacketTx::new(senders.pop_front(), Arc::clone(&arena), counters);
+                    if !shaped {
+                        return tx;
+                    }
+                    let rev = Arc::new(TxShared::new(rx_threads, flows));
+                    if let Ok(mut list) = rev_tx_list.lock() {
+                        list.push(Arc::clone(&rev));
+                    }
+                    tx.with_reverse(rev_senders.pop_front(), rev, rx_threads as u32)
                 }
             };
             // The new arbiter is the thread of that name that was not there
@@ -326,8 +397,10 @@ impl Bridge {
             .iter()
             .map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
             .collect();
-        // Frame (k·E + e)·D + s belongs to RX thread k's slot s on egress e.
-        let mut tokens: Vec<Vec<Vec<Option<Frame>>>> = (0..cfg.rx_threads)
+        // Frame (k·E + e)·D + s belongs to RX thread k's slot s on egress e
+        // (k in rx_threads..2·rx_threads: the shaped reverse direction's RX
+        // thread k - rx_threads, E = 1).
+        let mut tokens: Vec<Vec<Vec<Option<Frame>>>> = (0..cfg.rx_threads * directions)
             .map(|_| (0..ne).map(|_| (0..d).map(|_| None).collect()).collect())
             .collect();
         while let Some(frame) = pool.alloc() {
@@ -335,6 +408,7 @@ impl Bridge {
             let (group, s) = (i / d, i % d);
             tokens[group / ne][group % ne][s] = Some(frame);
         }
+        let rev_tokens = tokens.split_off(cfg.rx_threads);
         let mut bridge = Bridge {
             weights,
             egress,
@@ -346,6 +420,9 @@ impl Bridge {
             reverse_threads: Vec::new(),
             rx: Vec::new(),
             tx: tx_lists,
+            rev_rx_threads: Vec::new(),
+            rev_rx: Vec::new(),
+            rev_tx: shaped.then(|| Arc::clone(&rev_tx_list)),
             reverse: Vec::new(),
             started: Instant::now(),
             _pool: pool,
@@ -372,6 +449,7 @@ impl Bridge {
                 rx,
                 st: RxState {
                     index: k,
+                    group: k,
                     clients,
                     classifier: make_classifier(k),
                     arena: Arc::clone(&arena),
@@ -395,6 +473,49 @@ impl Bridge {
                 .spawn(move || thread.run())
                 .map_err(|source| BridgeError::Spawn { name, source })?;
             bridge.rx_threads.push(handle);
+        }
+        let rev_tx: Vec<Arc<TxShared>> = rev_tx_list.lock().map(|l| l.clone()).unwrap_or_default();
+        let in_limits = ParseLimits::for_mtu(in_max.saturating_sub(14));
+        for (k, (rx, tokens)) in rev_rxs.into_iter().zip(rev_tokens).enumerate() {
+            let id = bridge.cfg.rx_threads + k;
+            let client = bridge.runtimes[0].client()?;
+            if client.id() as usize != id {
+                return Err(BridgeError::Runtime(pspat::RuntimeError::Thread {
+                    what: format!("reverse RX thread {k}"),
+                    reason: format!("runtime client id {} instead of {id}", client.id()),
+                }));
+            }
+            let counters = Arc::new(RxShared::new(flows));
+            bridge.rev_rx.push(Arc::clone(&counters));
+            let cpus = &bridge.cfg.rx_cpus;
+            let thread = RxThread {
+                rx,
+                st: RxState {
+                    index: k,
+                    group: id,
+                    clients: vec![client],
+                    classifier: make_classifier(id),
+                    arena: Arc::clone(&arena),
+                    tokens,
+                    counters,
+                    tx: vec![rev_tx.clone()],
+                    egress_of: Arc::clone(&egress_of),
+                    flows,
+                    queue_limit: u64::from(bridge.cfg.queue_limit),
+                    out_max: in_max,
+                    limits: in_limits,
+                    stop: Arc::clone(&stop),
+                    cpu: (!cpus.is_empty()).then(|| cpus[id % cpus.len()]),
+                    admitted: vec![0; flows],
+                    scratch: vec![0; frame_size],
+                },
+            };
+            let name = format!("pspat-rrx-{k}");
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || thread.run())
+                .map_err(|source| BridgeError::Spawn { name, source })?;
+            bridge.rev_rx_threads.push(handle);
         }
         for (e, (rx, tx)) in reverse_sockets.into_iter().enumerate() {
             let counters = Arc::new(ReverseShared::default());
@@ -440,6 +561,15 @@ impl Bridge {
         self.frame_size
     }
 
+    /// The transmitters' counters of a shaped reverse direction (empty
+    /// without one).
+    fn rev_tx_counters(&self) -> Vec<Arc<TxShared>> {
+        self.rev_tx
+            .as_ref()
+            .and_then(|l| l.lock().ok().map(|l| l.clone()))
+            .unwrap_or_default()
+    }
+
     fn tx_counters(&self) -> Vec<Vec<Arc<TxShared>>> {
         self.tx
             .iter()
@@ -452,11 +582,14 @@ impl Bridge {
     /// stopped.
     pub fn failure(&self) -> Option<String> {
         let tx = self.tx_counters();
+        let rev_tx = self.rev_tx_counters();
         let slots = self
             .rx
             .iter()
             .map(|r| &r.error)
             .chain(tx.iter().flatten().map(|t| &t.error))
+            .chain(self.rev_rx.iter().map(|r| &r.error))
+            .chain(rev_tx.iter().map(|t| &t.error))
             .chain(self.reverse.iter().map(|r| &r.error));
         for slot in slots {
             if slot.is_set() {
@@ -484,6 +617,12 @@ impl Bridge {
                 cpu: read_cpu(&r.cpu),
             })
             .collect();
+        for (k, r) in self.rev_rx.iter().enumerate() {
+            out.push(ThreadPlace {
+                thread: format!("rx-reverse-{k}"),
+                cpu: read_cpu(&r.cpu),
+            });
+        }
         for (e, tid) in self.arbiter_tids.iter().enumerate() {
             out.push(ThreadPlace {
                 thread: if one {
@@ -541,6 +680,12 @@ impl Bridge {
                 Err(_) => panicked = Some(format!("RX thread {k}")),
             }
         }
+        for (k, h) in self.rev_rx_threads.drain(..).enumerate() {
+            match h.join() {
+                Ok(tokens) => drop(tokens),
+                Err(_) => panicked = Some(format!("reverse RX thread {k}")),
+            }
+        }
         for h in self.reverse_threads.drain(..) {
             if h.join().is_err() {
                 panicked = Some("reverse thread".into());
@@ -586,44 +731,11 @@ impl Bridge {
     /// The counters: live (`stats` is `None`), or final with every
     /// runtime's final statistics (by egress interface).
     fn collect(&self, stats: Option<&[Stats]>, final_report: bool) -> Report {
-        let flows = self.cfg.flows as usize;
         let ne = self.egress.len();
         let tx = self.tx_counters();
-        let mut r = Report {
-            elapsed_s: self.started.elapsed().as_secs_f64(),
-            final_report,
-            ..Report::default()
-        };
-        // Transmitters first, RX threads last (counters module docs).
-        let mut fl: Vec<FlowReport> = (0..flows)
-            .map(|f| FlowReport {
-                flow: f as u32,
-                weight: self.weights.get(f).copied().unwrap_or(1),
-                egress: self.egress[usize::from(self.egress_of[f])]
-                    .interface
-                    .clone(),
-                ..FlowReport::default()
-            })
-            .collect();
-        let mut tx_total = vec![0u64; ne];
-        let mut dup_total = vec![0u64; ne];
-        for (e, list) in tx.iter().enumerate() {
-            for t in list {
-                for (f, flow) in fl.iter_mut().enumerate() {
-                    let d = t.duplicated[f].read();
-                    flow.duplicated += d;
-                    dup_total[e] += d;
-                    flow.transmitted += t.sent[f].read();
-                    flow.bytes += t.sent_bytes[f].read();
-                    for reason in TxReason::ALL {
-                        let n = t.drops[f * NTX + reason as usize].read();
-                        add(&mut flow.dropped, reason.name(), n);
-                        add(&mut r.dropped, reason.name(), n);
-                        tx_total[e] += n;
-                    }
-                }
-            }
-        }
+        // Transmitters first, RX threads last (counters module docs): the
+        // reverse direction's transmitters are read before any RX thread.
+        let rev_tx = self.rev_tx_counters();
         let arbiter: Vec<BTreeMap<String, u64>> = (0..ne)
             .map(|e| {
                 stats
@@ -634,35 +746,219 @@ impl Bridge {
             .collect();
         let mut arbiter_all = BTreeMap::new();
         for (reason, n) in arbiter.iter().flatten() {
-            add(&mut r.dropped, reason, *n);
             add(&mut arbiter_all, reason, *n);
         }
-        let mut rx_admitted = 0u64;
+        // One arbiter reason names the per-flow arbiter drops; several are
+        // lumped as `arbiter`.
+        let arbiter_name = match arbiter_all.keys().collect::<Vec<_>>().as_slice() {
+            [one] => (*one).clone(),
+            _ => "arbiter".to_string(),
+        };
+        let mut fwd = self.tally(&self.rx, &tx, &arbiter_name, final_report);
+        let mut rev = self.rev_tx.is_some().then(|| {
+            self.tally(
+                &self.rev_rx,
+                std::slice::from_ref(&rev_tx),
+                &arbiter_name,
+                final_report,
+            )
+        });
+        let mut r = Report {
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            final_report,
+            ..Report::default()
+        };
+        r.dropped = std::mem::take(&mut fwd.dropped);
+        match &mut rev {
+            // Unshaped reverse: every arbiter drop is the forward
+            // direction's, by reason.
+            None => {
+                for (reason, n) in &arbiter_all {
+                    add(&mut r.dropped, reason, *n);
+                }
+            }
+            // Shaped: the runtime counts its drops by reason for both
+            // directions together. When one direction alone lost frames
+            // there, they are its own, by reason; otherwise each direction
+            // counts its flows' residue under the arbiter's name.
+            Some(rev) => {
+                let (f, b) = (fwd.residual.iter().sum(), rev.residual.iter().sum());
+                let whole = match (f, b) {
+                    (_, 0) => Some(&mut r.dropped),
+                    (0, _) => Some(&mut rev.dropped),
+                    _ => None,
+                };
+                match whole {
+                    Some(map) => {
+                        for (reason, n) in &arbiter_all {
+                            add(map, reason, *n);
+                        }
+                    }
+                    None => {
+                        add(&mut r.dropped, &arbiter_name, f);
+                        add(&mut rev.dropped, &arbiter_name, b);
+                    }
+                }
+            }
+        }
+        r.received = fwd.received;
+        r.received_bytes = fwd.received_bytes;
+        r.not_received = fwd.not_received;
+        r.parse = std::mem::take(&mut fwd.parse);
+        let fl = std::mem::take(&mut fwd.flows);
+        r.duplicated = fl.iter().map(|f| f.duplicated).sum();
+        r.transmitted = fl.iter().map(|f| f.transmitted).sum();
+        r.transmitted_bytes = fl.iter().map(|f| f.bytes).sum();
+        r.dropped_total = r.dropped.values().sum();
+        let entered = r.received + r.duplicated;
+        let mut conserved = fwd.conserved && entered >= r.transmitted + r.dropped_total;
+        r.in_flight = entered.saturating_sub(r.transmitted + r.dropped_total);
+        let mut rev_in_flight = 0;
+        if let Some(rev) = &mut rev {
+            let transmitted: u64 = rev.flows.iter().map(|f| f.transmitted).sum();
+            let dropped_total: u64 = rev.dropped.values().sum();
+            let entered = rev.received + rev.duplicated.iter().sum::<u64>();
+            rev.conserved &= entered >= transmitted + dropped_total;
+            rev_in_flight = entered.saturating_sub(transmitted + dropped_total);
+            if final_report {
+                rev.conserved &= rev_in_flight == 0;
+            }
+            conserved &= rev.conserved;
+        }
+        if final_report {
+            // The runtimes' own accounts must agree with the bridge's.
+            match stats {
+                Some(s) if s.len() == ne => {
+                    conserved &=
+                        r.in_flight == 0 && fwd.admitted.iter().sum::<u64>() == fwd.rx_admitted;
+                    for (e, s) in s.iter().enumerate() {
+                        let (mut residual, mut submitted, mut gone, mut copies) = (
+                            fwd.residual[e],
+                            fwd.admitted[e],
+                            fwd.sent[e] + fwd.tx_dropped[e],
+                            fwd.duplicated[e],
+                        );
+                        if let (0, Some(rev)) = (e, &rev) {
+                            conserved &= rev.admitted[0] == rev.rx_admitted;
+                            residual += rev.residual[0];
+                            submitted += rev.admitted[0];
+                            gone += rev.sent[0] + rev.tx_dropped[0];
+                            copies += rev.duplicated[0];
+                        }
+                        // The runtime counts a duplicated packet once; the
+                        // transmitters count its copy apart.
+                        conserved &= s.conserved()
+                            && s.in_flight == 0
+                            && residual == arbiter[e].values().sum::<u64>()
+                            && s.submitted == submitted
+                            && s.transmitted + copies == gone;
+                    }
+                }
+                _ => conserved = false,
+            }
+        }
+        r.egress = self.egress_reports(&fl);
+        r.conserved = conserved;
+        r.flows = fl;
+        r.reverse = match rev {
+            None => self.reverse_report(),
+            Some(rev) => ReverseReport {
+                enabled: true,
+                shaped: true,
+                received: rev.received,
+                received_bytes: rev.received_bytes,
+                duplicated: rev.duplicated.iter().sum(),
+                transmitted: rev.flows.iter().map(|f| f.transmitted).sum(),
+                bytes: rev.flows.iter().map(|f| f.bytes).sum(),
+                dropped_total: rev.dropped.values().sum(),
+                dropped: rev.dropped,
+                in_flight: rev_in_flight,
+                not_received: rev.not_received,
+                conserved: rev.conserved,
+            },
+        };
+        r.error = self.failure();
+        r
+    }
+
+    /// One direction's counters: its RX threads' and its transmitters' (by
+    /// egress interface), per flow. Each flow's residue (received, not
+    /// finished) is its in-flight count while the bridge runs and, in a
+    /// final tally, counted dropped under `arbiter_name` (what the runtime
+    /// dropped); `dropped` holds the RX threads' and transmitters' drops
+    /// only.
+    fn tally(
+        &self,
+        rx: &[Arc<RxShared>],
+        tx: &[Vec<Arc<TxShared>>],
+        arbiter_name: &str,
+        final_report: bool,
+    ) -> Tally {
+        let flows = self.cfg.flows as usize;
+        let ne = tx.len();
+        let mut t = Tally {
+            flows: (0..flows)
+                .map(|f| FlowReport {
+                    flow: f as u32,
+                    weight: self.weights.get(f).copied().unwrap_or(1),
+                    egress: self.egress[usize::from(self.egress_of[f])]
+                        .interface
+                        .clone(),
+                    ..FlowReport::default()
+                })
+                .collect(),
+            tx_dropped: vec![0; ne],
+            sent: vec![0; ne],
+            residual: vec![0; ne],
+            admitted: vec![0; ne],
+            duplicated: vec![0; ne],
+            conserved: true,
+            ..Tally::default()
+        };
+        for (e, list) in tx.iter().enumerate() {
+            for c in list {
+                for (f, flow) in t.flows.iter_mut().enumerate() {
+                    let d = c.duplicated[f].read();
+                    flow.duplicated += d;
+                    t.duplicated[e] += d;
+                    let sent = c.sent[f].read();
+                    flow.transmitted += sent;
+                    t.sent[e] += sent;
+                    flow.bytes += c.sent_bytes[f].read();
+                    for reason in TxReason::ALL {
+                        let n = c.drops[f * NTX + reason as usize].read();
+                        add(&mut flow.dropped, reason.name(), n);
+                        add(&mut t.dropped, reason.name(), n);
+                        t.tx_dropped[e] += n;
+                    }
+                }
+            }
+        }
         let mut rx_flow_dropped = vec![0u64; flows];
-        for c in &self.rx {
+        for c in rx {
             let frames = c.frames.read();
-            r.received += frames;
-            r.received_bytes += c.bytes.read();
-            r.not_received += c.kernel_drops.read();
-            r.parse.parsed += c.parsed.read();
+            t.received += frames;
+            t.received_bytes += c.bytes.read();
+            t.not_received += c.kernel_drops.read();
+            t.parse.parsed += c.parsed.read();
             let mut dropped_here = 0;
             for reason in RxReason::ALL {
                 let n = c.drops[reason as usize].read();
-                add(&mut r.dropped, reason.name(), n);
+                add(&mut t.dropped, reason.name(), n);
                 dropped_here += n;
             }
             for reason in ParseReason::ALL {
                 add(
-                    &mut r.parse.refused,
+                    &mut t.parse.refused,
                     reason.counter_name(),
                     c.refused[reason.index()].read(),
                 );
                 let n = c.unparsed[reason.index()].read();
-                add(&mut r.dropped, reason.counter_name(), n);
+                add(&mut t.dropped, reason.counter_name(), n);
                 dropped_here += n;
             }
-            rx_admitted += frames.saturating_sub(dropped_here);
-            for (f, flow) in fl.iter_mut().enumerate() {
+            t.rx_admitted += frames.saturating_sub(dropped_here);
+            for (f, flow) in t.flows.iter_mut().enumerate() {
                 flow.received += c.received[f].read();
                 flow.received_bytes += c.received_bytes[f].read();
                 for reason in RxReason::ALL {
@@ -672,61 +968,25 @@ impl Bridge {
                 }
             }
         }
-        r.duplicated = fl.iter().map(|f| f.duplicated).sum();
-        r.transmitted = fl.iter().map(|f| f.transmitted).sum();
-        r.transmitted_bytes = fl.iter().map(|f| f.bytes).sum();
-        r.dropped_total = r.dropped.values().sum();
-        let entered = r.received + r.duplicated;
-        let mut conserved = entered >= r.transmitted + r.dropped_total;
-        r.in_flight = entered.saturating_sub(r.transmitted + r.dropped_total);
-        // One arbiter reason names the per-flow arbiter drops; several are
-        // lumped as `arbiter`.
-        let arbiter_name = match arbiter_all.keys().collect::<Vec<_>>().as_slice() {
-            [one] => (*one).clone(),
-            _ => "arbiter".to_string(),
-        };
-        let mut residual = vec![0u64; ne];
-        let mut admitted = vec![0u64; ne];
-        for (f, flow) in fl.iter_mut().enumerate() {
-            let e = usize::from(self.egress_of[f]);
-            admitted[e] += flow.received.saturating_sub(rx_flow_dropped[f]);
+        for (f, flow) in t.flows.iter_mut().enumerate() {
+            let e = if ne == 1 {
+                0
+            } else {
+                usize::from(self.egress_of[f])
+            };
+            t.admitted[e] += flow.received.saturating_sub(rx_flow_dropped[f]);
             let gone = flow.transmitted + flow.dropped.values().sum::<u64>();
             let entered = flow.received + flow.duplicated;
-            conserved &= entered >= gone;
+            t.conserved &= entered >= gone;
             let rest = entered.saturating_sub(gone);
             if final_report {
-                add(&mut flow.dropped, &arbiter_name, rest);
-                residual[e] += rest;
+                add(&mut flow.dropped, arbiter_name, rest);
+                t.residual[e] += rest;
             } else {
                 flow.in_flight = rest;
             }
         }
-        if final_report {
-            // The runtimes' own accounts must agree with the bridge's.
-            match stats {
-                Some(s) if s.len() == ne => {
-                    conserved &= r.in_flight == 0 && admitted.iter().sum::<u64>() == rx_admitted;
-                    for (e, s) in s.iter().enumerate() {
-                        let sent: u64 = tx[e]
-                            .iter()
-                            .map(|t| (0..flows).map(|f| t.sent[f].read()).sum::<u64>())
-                            .sum();
-                        conserved &= s.conserved()
-                            && s.in_flight == 0
-                            && residual[e] == arbiter[e].values().sum::<u64>()
-                            && s.submitted == admitted[e]
-                            && s.transmitted + dup_total[e] == sent + tx_total[e];
-                    }
-                }
-                _ => conserved = false,
-            }
-        }
-        r.egress = self.egress_reports(&fl);
-        r.conserved = conserved;
-        r.flows = fl;
-        r.reverse = self.reverse_report();
-        r.error = self.failure();
-        r
+        t
     }
 
     /// Per egress interface, the sums over its flows.
@@ -792,6 +1052,10 @@ impl Bridge {
             out.received += c.received.read();
             out.not_received += c.kernel_drops.read();
         }
+        out.dropped_total = out.dropped.values().sum();
+        let gone = out.transmitted + out.dropped_total;
+        out.conserved = out.received >= gone;
+        out.in_flight = out.received.saturating_sub(gone);
         out
     }
 }
@@ -802,6 +1066,9 @@ impl Drop for Bridge {
         // Release: as in `stop`.
         self.stop.store(true, Ordering::Release);
         for h in self.rx_threads.drain(..) {
+            let _ = h.join();
+        }
+        for h in self.rev_rx_threads.drain(..) {
             let _ = h.join();
         }
         for h in self.reverse_threads.drain(..) {

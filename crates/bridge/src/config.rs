@@ -165,6 +165,15 @@ pub struct BridgeConfig {
     pub descriptors: usize,
     /// Forward the reverse direction (`output` to `input`, unshaped) too.
     pub reverse: bool,
+    /// Shape the reverse direction too: `rx_threads` more RX threads read
+    /// `output` and are clients of the same runtime (client ids
+    /// `rx_threads..2·rx_threads`), classified by `make_classifier(k)` for
+    /// `k` in that range; the transmitters send each packet on the
+    /// interface of its direction (`input` for those clients). Replaces the
+    /// unshaped reverse thread (`reverse` is then ignored). One egress
+    /// interface only (`extra_outputs` empty). The reverse RX sockets'
+    /// fanout group is `fanout_group ^ 0x8000`.
+    pub shape_reverse: bool,
     /// Core to pin the arbiter to (of `output`, and of every extra egress
     /// that names none).
     pub arbiter_cpu: Option<usize>,
@@ -206,6 +215,7 @@ impl BridgeConfig {
             queue_limit: 64,
             descriptors: 4096,
             reverse: true,
+            shape_reverse: false,
             arbiter_cpu: None,
             dispatcher_cpu: None,
             rx_cpus: Vec::new(),
@@ -294,6 +304,12 @@ impl BridgeConfig {
                         .into(),
                 );
             }
+        }
+        if self.shape_reverse && egress.len() > 1 {
+            return bad(
+                "shape_reverse",
+                "the reverse direction can be shaped with one egress interface only".into(),
+            );
         }
         if !(1..=MAX_RX_THREADS).contains(&self.rx_threads) {
             return bad(

@@ -12,6 +12,12 @@
 //!  --out ─▶ reverse thread (ring, sendmmsg) ─▶ --in                       (unshaped)
 //! ```
 //!
+//! With [`BridgeConfig::shape_reverse`] the reverse direction is shaped
+//! instead: `rx_threads` more RX threads read the output interface as
+//! clients `rx_threads..2·rx_threads` of the same runtime, and the
+//! transmitters send their packets on the input interface; each direction
+//! is counted apart ([`ReverseReport`]).
+//!
 //! With several egress interfaces ([`BridgeConfig::extra_outputs`]) each
 //! has its own runtime (arbiter, dispatchers) and reverse thread, and every
 //! flow is placed on one of them by weighted HRW on their rates

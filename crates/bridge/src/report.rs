@@ -53,16 +53,35 @@ pub struct FlowReport {
 pub struct ReverseReport {
     /// Whether it is forwarded at all.
     pub enabled: bool,
-    /// Frames its ring gave.
+    /// Whether it is shaped ([`crate::BridgeConfig::shape_reverse`]): its
+    /// frames went through the classifier and the runtime like the forward
+    /// direction's, and the fields below count them alone.
+    pub shaped: bool,
+    /// Frames its ring (its RX threads' rings) gave.
     pub received: u64,
-    /// Frames sent on the input interface.
+    /// Their bytes (counted when shaped; 0 otherwise).
+    pub received_bytes: u64,
+    /// Copies of its packets a pipe duplicated (shaped only; each then sent
+    /// or dropped).
+    pub duplicated: u64,
+    /// Frames sent on the input interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// Drops by reason (zero counts omitted).
+    /// Drops by reason (zero counts omitted); when shaped, the runtime's
+    /// drops of its flows are counted under the arbiter's reason (as the
+    /// forward flows' in a final report).
     pub dropped: BTreeMap<String, u64>,
+    /// The sum of `dropped`.
+    pub dropped_total: u64,
+    /// `received + duplicated - transmitted - dropped_total`: in the runtime (shaped) or
+    /// in the thread's batch (unshaped); 0 in a final report.
+    pub in_flight: u64,
     /// Frames the kernel dropped because its ring was full.
     pub not_received: u64,
+    /// `received + duplicated = transmitted + dropped_total + in_flight` for the
+    /// direction and each of its flows (and, final, `in_flight == 0`).
+    pub conserved: bool,
 }
 
 /// Parse outcomes of every frame received (forwarded or not).

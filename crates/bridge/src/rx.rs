@@ -51,7 +51,12 @@ pub(crate) struct RxThread<C> {
 
 /// Everything of an RX thread but its socket.
 pub(crate) struct RxState<C> {
+    /// The thread's position among the RX threads of its direction (its
+    /// `done` counters in the transmitters' blocks).
     pub(crate) index: usize,
+    /// Its frames' group in the pool: `index` for the input's RX threads,
+    /// `rx_threads + index` for a shaped reverse direction's.
+    pub(crate) group: usize,
     /// One client per egress interface.
     pub(crate) clients: Vec<Client<AfPacketTx>>,
     pub(crate) classifier: C,
@@ -181,7 +186,7 @@ impl<C: Classifier> RxState<C> {
             return self.drop_flow(f, RxReason::MailboxFull);
         };
         let d = self.tokens[e].len();
-        let index = ((self.index * self.tokens.len() + e) * d) as u32 + slot;
+        let index = ((self.group * self.tokens.len() + e) * d) as u32 + slot;
         let token = match self.tokens[e][slot as usize].take() {
             Some(t) => Ok(t),
             // Back from the transmitter (or dropped by the runtime): the slot

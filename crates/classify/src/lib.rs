@@ -664,28 +664,101 @@ impl Classifier {
         n
     }
 
-    /// Rule matching: the target, or the verdict when there is none.
-    #[inline]
-    fn decide(&mut self, key: &PacketKey, len: u32) -> Result<Chosen, Verdict> {
+    /// Classifies one bridged packet of `len` bytes crossing from interface
+    /// index `ingress` to `egress`, as ipfw sees it on a bridge: two passes
+    /// through the rules, first `in` on `ingress` (`recv`, `via`), then
+    /// `out` on `egress` (`xmit`, `via`). The first pass whose outcome is a
+    /// pipe, a queue or a drop (a `deny` rule, `default deny`) decides; a
+    /// pass that ends in `allow` (a rule or `default allow`) hands the
+    /// packet to the next, and the last pass's outcome stands. Each pass
+    /// counts the rule it matched (or the default) once; the packet counts
+    /// once in [`ClassifierStats`]. `key.direction` and `key.ifindex` are
+    /// ignored (each pass sets its own).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_classify::{Classifier, ClassifierLimits, PacketKey, Verdict};
+    /// use pspat_sched::Instant;
+    /// let text = "pipe 1 config delay 20ms\n\
+    ///             add 100 pipe 1 ip from any to any out xmit eth1\n\
+    ///             default allow\n";
+    /// let plan = pspat_config::parse_ipfw(text, "x").unwrap().validate(&pspat_config::NoProfiles).unwrap();
+    /// let mut c = Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap();
+    /// c.bind_interface("eth0", 1);
+    /// c.bind_interface("eth1", 2);
+    /// let key = PacketKey::new("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 1, 0, 0);
+    /// // eth0 -> eth1: seen `out xmit eth1` on the second pass.
+    /// assert!(matches!(c.classify_bridged(Instant::ZERO, &key, 1, 2, 84), Verdict::Enqueue(p) if p.link == 1));
+    /// // eth1 -> eth0: no rule in either pass.
+    /// assert_eq!(c.classify_bridged(Instant::ZERO, &key, 2, 1, 84), Verdict::Pass);
+    /// ```
+    pub fn classify_bridged(
+        &mut self,
+        now: Instant,
+        key: &PacketKey,
+        ingress: u32,
+        egress: u32,
+        len: u32,
+    ) -> Verdict {
         self.stats.packets += 1;
-        let mut matched = None;
+        let mut k = *key;
+        k.direction = PacketDirection::In;
+        k.ifindex = ingress;
+        let mut matched = self.first_match(&k, len);
+        let allowed = match matched {
+            Some((RuleAction::Allow, _)) => true,
+            None => self.default_action == DefaultAction::Allow,
+            Some(_) => false,
+        };
+        if allowed {
+            k.direction = PacketDirection::Out;
+            k.ifindex = egress;
+            matched = self.first_match(&k, len);
+        }
+        let (chosen, instance) = match self
+            .resolve(matched)
+            .and_then(|c| self.instance(now, &k, c).map(|i| (c, i)))
+        {
+            Ok(x) => x,
+            Err(v) => return v,
+        };
+        let hashed = self.queue_key(&k, chosen, instance);
+        self.finish(now, chosen, instance, hashed)
+    }
+
+    /// The first rule `key` matches, with its tablearg, counted in that
+    /// rule's counters; `None` (counted in the default's) when none does.
+    #[inline]
+    fn first_match(&mut self, key: &PacketKey, len: u32) -> Option<(RuleAction, Option<u32>)> {
         for r in &mut self.rules {
             if let Some(arg) = r.matches(key, &self.local, &self.tables) {
                 r.counters.packets += 1;
                 r.counters.bytes += u64::from(len);
-                matched = Some((r.action, arg));
-                break;
+                return Some((r.action, arg));
             }
         }
+        self.default_counters.packets += 1;
+        self.default_counters.bytes += u64::from(len);
+        None
+    }
+
+    /// Rule matching: the target, or the verdict when there is none.
+    #[inline]
+    fn decide(&mut self, key: &PacketKey, len: u32) -> Result<Chosen, Verdict> {
+        self.stats.packets += 1;
+        let matched = self.first_match(key, len);
+        self.resolve(matched)
+    }
+
+    /// The target of a match (or of the default action), or the verdict
+    /// when there is none.
+    #[inline]
+    fn resolve(&mut self, matched: Option<(RuleAction, Option<u32>)>) -> Result<Chosen, Verdict> {
         match matched {
-            None => {
-                self.default_counters.packets += 1;
-                self.default_counters.bytes += u64::from(len);
-                Err(match self.default_action {
-                    DefaultAction::Allow => self.pass(),
-                    DefaultAction::Deny => self.drop(DropReason::DefaultDeny),
-                })
-            }
+            None => Err(match self.default_action {
+                DefaultAction::Allow => self.pass(),
+                DefaultAction::Deny => self.drop(DropReason::DefaultDeny),
+            }),
             Some((RuleAction::Allow, _)) => Err(self.pass()),
             Some((RuleAction::Deny, _)) => Err(self.drop(DropReason::RuleDeny)),
             Some((RuleAction::Pipe(i), _)) => Ok(Chosen::Pipe(i)),

@@ -11,6 +11,8 @@ use pspat_classify::{
 };
 use pspat_sched::{FlowId, Instant};
 
+mod bridged;
+
 fn plan(text: &str) -> pspat_config::Plan {
     pspat_config::parse_ipfw(text, "test.ipfw")
         .unwrap()

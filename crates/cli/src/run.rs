@@ -9,6 +9,10 @@
 //! --out ─▶ reverse thread ─▶ --in                                    (unshaped)
 //! ```
 //!
+//! When a rule names a direction or an interface (or with
+//! `--shape-reverse`), `--out` has RX threads of its own instead, and every
+//! frame is classified in two passes, as ipfw on a bridge ([`bridged`]).
+//!
 //! The configuration file is read once (`.toml` is TOML, any other name
 //! ipfw lines); an error is one line `file:line:col: message`, exit 2.
 //! Each dummynet link (pipe or sched number) and each of its instances is
@@ -57,6 +61,7 @@ use pspat_sched::{
 use crate::units::{self, human_rate};
 use crate::usage;
 
+mod bridged;
 mod control;
 mod live;
 mod metrics;
@@ -129,6 +134,10 @@ pub struct Args {
     /// port 0 picks a free port, printed as `run: metrics: http://ADDR/metrics`).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Shape the --out to --in direction too (two-pass classification, as ipfw on a bridge),
+    /// even when no rule names a direction or an interface (with one, it is on anyway).
+    #[arg(long = "shape-reverse")]
+    shape_reverse: bool,
 }
 
 /// A whole number in `LO..=HI`, for clap: the error names the range.
@@ -872,6 +881,10 @@ struct RxClassifier {
     not_ip: Arc<AtomicU64>,
     start: Instant,
     ifindex: u32,
+    /// With a shaped reverse direction: the interface the frame leaves by;
+    /// each frame is then classified in two passes (`in` on `ifindex`,
+    /// `out` on this one: [`Classifier::classify_bridged`]).
+    egress: Option<u32>,
 }
 
 impl pspat_bridge::Classifier for RxClassifier {
@@ -897,7 +910,10 @@ impl pspat_bridge::Classifier for RxClassifier {
                 // the routes and the classifier together under it, so a
                 // verdict is always mapped by the routes of its classifier.
                 self.shared.refresh(&mut self.routes, &mut self.generation);
-                c.classify(now, &pk, len)
+                match self.egress {
+                    Some(egress) => c.classify_bridged(now, &pk, self.ifindex, egress, len),
+                    None => c.classify(now, &pk, len),
+                }
             }
             Err(_) => return Verdict::Filtered,
         };
@@ -953,7 +969,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         hash_seed: seed,
         ..ClassifierLimits::default()
     };
-    let capacity = descriptors * rx_threads;
+    let shape_reverse = args.shape_reverse || bridged::names_a_direction(&plan);
+    // Every descriptor of both directions fits every pipe.
+    let capacity = descriptors * rx_threads * if shape_reverse { 2 } else { 1 };
     let spare = args.spare_flows.map(|n| n as u32);
     let mut built = build(&plan, &limits, capacity, spare)?;
     if args.dry_run {
@@ -1000,6 +1018,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // only bounds a flow to the descriptors.
     cfg.queue_limit = descriptors.min(65_536) as u32;
     cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
+    cfg.shape_reverse = shape_reverse;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
     init_logs();
@@ -1059,15 +1078,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
     let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
-    let make = |_k: usize| RxClassifier {
-        classifier: Arc::clone(&classifier),
-        shared: Arc::clone(&shared_routes),
-        routes: routes.clone(),
-        generation: 0,
-        pass,
-        not_ip: Arc::clone(&not_ip),
-        start,
-        ifindex: INPUT_INDEX,
+    // RX threads rx_threads.. read --out (the shaped reverse direction).
+    let make = |k: usize| {
+        let (ingress, egress) = bridged::interfaces(k, rx_threads, INPUT_INDEX, OUTPUT_INDEX);
+        RxClassifier {
+            classifier: Arc::clone(&classifier),
+            shared: Arc::clone(&shared_routes),
+            routes: routes.clone(),
+            generation: 0,
+            pass,
+            not_ip: Arc::clone(&not_ip),
+            start,
+            ifindex: ingress,
+            egress: shape_reverse.then_some(egress),
+        }
     };
     let bridge = Bridge::start_custom(
         cfg.clone(),
@@ -1095,6 +1119,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!(target: "pspat::run", "control socket {}", s.display());
     }
     tracing::info!(target: "pspat::run", "ready: {input} -> {output} ({})", args.config.display());
+    if shape_reverse {
+        tracing::info!(
+            target: "pspat::run",
+            "the reverse direction {output} -> {input} is shaped too (two passes: in, then out)"
+        );
+    }
     eprintln!(
         "run: ready: {} -> {} ({}: {} link(s), {} pipe instance(s), {} flow ids + {} spare, {} rule(s), {} RX thread(s), {} dispatcher(s))",
         input,
@@ -1224,7 +1254,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             totals.in_flight,
             totals.not_received
         )?;
-        if report.reverse.enabled {
+        if report.reverse.shaped {
+            let r = &report.reverse;
+            writeln!(
+                out,
+                "reverse {} -> {} (shaped): received {} ({} bytes) transmitted {} ({} bytes) dropped {} ({}) in flight {}; not received (kernel ring full) {}; accounting: {}",
+                output,
+                input,
+                r.received,
+                r.received_bytes,
+                r.transmitted,
+                r.bytes,
+                r.dropped_total,
+                reasons(&r.dropped),
+                r.in_flight,
+                r.not_received,
+                if r.conserved { "holds" } else { "FAILS" }
+            )?;
+        } else if report.reverse.enabled {
             writeln!(
                 out,
                 "reverse {} -> {} (unshaped): received {} transmitted {} dropped {}",

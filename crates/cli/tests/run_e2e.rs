@@ -17,6 +17,11 @@
 //! * Duplication: 2000 numbered frames through `duplicate 0.2` arrive once
 //!   or twice (the copy right behind its original); the copies received
 //!   are the daemon's count, within the binomial 99.9% interval.
+//! * Both directions (rules naming interfaces shape the reverse direction
+//!   too, classified in two passes as ipfw on a bridge): `ping` through 20 ms
+//!   `in recv` each way, and through 30 ms `out xmit` + 10 ms `in recv`,
+//!   measures 40 ms plus the bridge's own latency (min in [40, 41] ms, average
+//!   at most 42 ms); each direction is counted apart and conserved.
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -307,4 +312,135 @@ fn run_duplicates_frames_with_the_pipe_s_probability_and_counts_each_copy() {
         "{copies} copies, expected {mean} ± {:.1}",
         3.2905 * sd
     );
+/// `ping -c COUNT -i 0.2` from the sender to the receiver through a running
+/// bridge; its output and (min, avg) RTT in ms.
+fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
+    let out = bed
+        .sender
+        .run(|| {
+            Command::new("ping")
+                .args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "2"])
+                .arg(format!("10.199.{subnet}.2"))
+                .output()
+        })
+        .unwrap()
+        .expect("run ping");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "ping failed: {text}");
+    let rtt: Vec<f64> = text
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .and_then(|l| l.split('=').nth(1))
+        .map(|v| {
+            v.trim()
+                .trim_end_matches(" ms")
+                .split('/')
+                .map(|x| x.parse::<f64>().unwrap())
+                .collect()
+        })
+        .expect("ping's rtt line");
+    (text, rtt[0], rtt[1])
+}
+
+/// The checks of a shaped reverse direction: its report, conservation in
+/// both directions, and each pipe's share of the echoes.
+fn check_both_directions(doc: &serde_json::Value, echoes: u64, pipes: [(u64, u64); 2]) {
+    check_conservation(doc);
+    let r = &doc["reverse"];
+    assert_eq!(r["shaped"], true, "{r}");
+    assert_eq!(r["conserved"], true, "{r}");
+    assert_eq!(r["in_flight"], 0, "{r}");
+    let received = r["received"].as_u64().unwrap();
+    let gone = r["transmitted"].as_u64().unwrap() + r["dropped_total"].as_u64().unwrap();
+    assert_eq!(
+        received, gone,
+        "reverse: received = transmitted + dropped: {r}"
+    );
+    assert!(received >= echoes, "{r}");
+    for (number, least) in pipes {
+        let p = pipe(doc, number);
+        assert!(
+            p["out_packets"].as_u64().unwrap() >= least,
+            "pipe {number}: {p}"
+        );
+        assert_eq!(p["dropped_total"], 0, "pipe {number}: {p}");
+    }
+}
+
+#[test]
+fn run_delays_each_direction_by_its_in_recv_pipe() {
+    let subnet = 251;
+    let Some(bed) = Bed::new("both", subnet) else {
+        return;
+    };
+    // dummynet on a bridge: one pipe per direction, picked by the interface
+    // each frame came in by.
+    let config = format!(
+        "pipe 1 config delay 20ms\n\
+         pipe 2 config delay 20ms\n\
+         add 100 pipe 1 ip from any to any in recv {}\n\
+         add 200 pipe 2 ip from any to any in recv {}\n\
+         default allow\n",
+        bed.into.b, bed.out.a
+    );
+    let (child, _log) = bed.start(&config, &["--duration", "7"]);
+    let (text, min_rtt, avg_rtt) = ping_through(&bed, subnet, 25);
+    println!("{text}");
+    let doc = finish(child);
+    println!(
+        "ping through delay 20ms each way (in recv): min {min_rtt} avg {avg_rtt} ms; reverse {}",
+        doc["reverse"]
+    );
+    check_both_directions(&doc, 25, [(1, 25), (2, 25)]);
+    // 20 ms + 20 ms, plus what the bridge costs in each direction.
+    assert!(
+        (40.0..=41.0).contains(&min_rtt),
+        "min RTT {min_rtt} ms, not in [40, 41]"
+    );
+    assert!(avg_rtt <= 42.0, "average RTT {avg_rtt} ms");
+}
+
+#[test]
+fn run_applies_out_xmit_to_the_forward_and_in_recv_to_the_reverse_direction() {
+    let subnet = 252;
+    let Some(bed) = Bed::new("xmit", subnet) else {
+        return;
+    };
+    // Forward frames (in on --in) match no `in` rule, pass the default and
+    // meet rule 100 on their `out` pass by --out; echo replies come in by
+    // --out and meet rule 200 on their `in` pass.
+    let config = format!(
+        "pipe 1 config delay 30ms\n\
+         pipe 2 config delay 10ms\n\
+         add 100 pipe 1 ip from any to any out xmit {out}\n\
+         add 200 pipe 2 ip from any to any in recv {out}\n\
+         default allow\n",
+        out = bed.out.a
+    );
+    let (child, _log) = bed.start(&config, &["--duration", "7"]);
+    let (text, min_rtt, avg_rtt) = ping_through(&bed, subnet, 25);
+    println!("{text}");
+    let doc = finish(child);
+    println!(
+        "ping through delay 30ms out xmit + 10ms in recv: min {min_rtt} avg {avg_rtt} ms; rules {}",
+        doc["rules"]
+    );
+    check_both_directions(&doc, 25, [(1, 25), (2, 25)]);
+    assert!(
+        (40.0..=41.0).contains(&min_rtt),
+        "min RTT {min_rtt} ms, not in [40, 41]"
+    );
+    assert!(avg_rtt <= 42.0, "average RTT {avg_rtt} ms");
+    // Each echo request counted by the default (its `in` pass) and rule 100
+    // (its `out` pass); each reply by rule 200 alone.
+    let rules = doc["rules"].as_array().unwrap();
+    let count = |n: Option<u64>| {
+        rules
+            .iter()
+            .find(|r| r["number"].as_u64() == n)
+            .map(|r| r["packets"].as_u64().unwrap())
+            .unwrap()
+    };
+    assert!(count(Some(100)) >= 25 && count(Some(200)) >= 25);
+    assert!(count(None) >= count(Some(100)));
 }
