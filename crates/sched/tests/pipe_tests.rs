@@ -10,3 +10,5 @@ mod pipe_timing;
 mod pipe_random;
 // Random configurations and arrivals: conservation, order, never early.
 mod pipe_prop;
+// Per-queue counters: conservation per queue, sums, shared configurations.
+mod pipe_queues;
