@@ -116,6 +116,7 @@ mod dynamic;
 mod key;
 mod layout;
 mod rules;
+mod view;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -125,6 +126,7 @@ use pspat_sched::{FlowId, FlowTable, Instant};
 
 pub use dynamic::DynamicStats;
 pub use key::{PacketDirection, PacketKey};
+pub use view::DynamicKey;
 pub use layout::{FlowLayout, FlowOwner, FlowRange, LinkKind, LinkLayout};
 pub use rules::RuleCounters;
 
