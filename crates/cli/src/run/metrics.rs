@@ -140,6 +140,14 @@ pub fn render(live: &Live) -> String {
         "The classifier's decisions (drops by reason)",
         decisions,
     );
+    let (view, _) = live.queue_view();
+    super::qstats::register_metrics(&mut reg, &view, &live.queues, &|link| {
+        if link == super::PASS_LINK {
+            "pass".to_string()
+        } else {
+            link.to_string()
+        }
+    });
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &reg);
