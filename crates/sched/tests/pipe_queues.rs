@@ -221,6 +221,9 @@ fn queue_configurations_are_shared_and_per_flow_state_stays_small() {
     // Queue state, configuration index and counters: the pipe's share of
     // the memory of a dynamic queue (docs/RUN.md, Memory).
     let per_flow = Pipe::<AnyScheduler>::PER_FLOW_BYTES;
-    println!("pipe per-flow bytes: {per_flow}");
+    println!(
+        "pipe per-flow bytes: {per_flow} (a queue configuration, {} B, is shared by index)",
+        std::mem::size_of::<QueueConfig>()
+    );
     assert!(per_flow <= 96, "{per_flow}");
 }

@@ -863,4 +863,97 @@ mod tests {
         assert!(m.contains("pspat_sojourn_unmeasured_packets_total 0"), "{m}");
     }
 
+
+    fn rss_bytes() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kb * 1024
+    }
+
+    /// Builds `text` with `queues` dynamic queues per flowset, sends one
+    /// packet through each (so every per-queue structure is written) and
+    /// returns the growth of the resident set and the classifier's and
+    /// scheduler's own estimates.
+    fn grown(text: &str, queues: u32) -> (u64, f64) {
+        use crate::run::{build, INPUT_INDEX};
+        use pspat_classify::{ClassifierLimits, PacketDirection, PacketKey, Verdict};
+        let plan = pspat_config::parse_ipfw(text, "t.ipfw")
+            .unwrap()
+            .validate(&pspat_config::NoProfiles)
+            .unwrap();
+        let limits = ClassifierLimits {
+            queues_per_flowset: queues,
+            ..ClassifierLimits::default()
+        };
+        let before = rss_bytes();
+        let mut b = build(&plan, &limits, 1024, Some(0)).unwrap();
+        for i in 0..queues {
+            let src = std::net::Ipv4Addr::from(0x0a00_0000 + i);
+            let mut k = PacketKey::new(src.into(), "10.199.9.9".parse().unwrap(), 17, 1, 2);
+            k.ifindex = INPUT_INDEX;
+            k.direction = PacketDirection::In;
+            let Verdict::Enqueue(p) = b.classifier.classify(pspat_sched::Instant::ZERO, &k, 100)
+            else {
+                panic!("not enqueued");
+            };
+            let flow = b.routes.global(p.link, p.instance, p.flow).unwrap();
+            b.set
+                .enqueue(pspat_sched::Instant::ZERO, Packet::new(flow, 100, u64::from(i)))
+                .unwrap();
+            assert!(b.set.dequeue(pspat_sched::Instant::ZERO).is_some());
+        }
+        let grown = rss_bytes().saturating_sub(before);
+        let classifier = b.classifier.memory_estimate().bytes_per_slot();
+        drop(b);
+        (grown, classifier)
+    }
+
+    /// The memory of one dynamic queue (docs/RUN.md, *Memory*): the growth
+    /// of the resident set between 2 000 and 62 000 queues, against the sum
+    /// of the parts. Run alone (the resident set is the process's):
+    /// `cargo test -p pspat-cli --bin pspat memory_per_dynamic_queue -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "measures the process's resident set: run alone"]
+    fn memory_per_dynamic_queue() {
+        let pipe_part = Pipe::<AnyScheduler>::PER_FLOW_BYTES as f64;
+        for (what, text, alg) in [
+            (
+                "FIFO pipe, masked flowset",
+                "pipe 1 config\n\
+                 queue 1 config pipe 1 mask src-ip 0xffffffff\n\
+                 add 100 queue 1 udp from any to any\n",
+                AlgKind::Fifo,
+            ),
+            (
+                "QFQ sched, masked flowset",
+                "sched 1 config type qfq\n\
+                 queue 1 config sched 1 mask src-ip 0xffffffff\n\
+                 add 100 queue 1 udp from any to any\n",
+                AlgKind::Qfq,
+            ),
+        ] {
+            let (small, large) = (2_000u32, 62_000u32);
+            let (g1, _) = grown(text, small);
+            let (g2, classifier) = grown(text, large);
+            let measured = g2.saturating_sub(g1) as f64 / f64::from(large - small);
+            let mut sc = SchedulerConfig::new(alg);
+            sc.capacity = 1024;
+            let sched = (sc.memory_estimate(large as usize + 1) - sc.memory_estimate(small as usize + 1))
+                as f64
+                / f64::from(large - small);
+            let sum = classifier + pipe_part + sched;
+            println!(
+                "{what}: measured {measured:.0} B per dynamic queue; parts: classifier {classifier:.1} + pipe {pipe_part:.0} + scheduler {sched:.0} = {sum:.0} B (bridge counters apart)"
+            );
+            assert!(
+                (measured - sum).abs() <= 0.3 * sum,
+                "{what}: measured {measured:.0} B, parts {sum:.0} B"
+            );
+        }
+    }
+
 }
