@@ -126,9 +126,9 @@ use pspat_sched::{FlowId, FlowTable, Instant};
 
 pub use dynamic::DynamicStats;
 pub use key::{PacketDirection, PacketKey};
-pub use view::DynamicKey;
 pub use layout::{FlowLayout, FlowOwner, FlowRange, LinkKind, LinkLayout};
 pub use rules::RuleCounters;
+pub use view::DynamicKey;
 
 use dynamic::{DynTable, Lookup};
 use key::{CompiledMask, MaskedKey};

@@ -78,7 +78,10 @@ fn metrics(bed: &Bed, addr: &str) -> String {
     write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n").expect("an HTTP answer").1.to_string()
+    text.split_once("\r\n\r\n")
+        .expect("an HTTP answer")
+        .1
+        .to_string()
 }
 
 #[test]
@@ -125,7 +128,10 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
         serde_json::from_str(&ctl(&bed.socket(), true, &["pipe", "show", "1"])).unwrap();
     let p = &doc["result"]["pipes"][0];
     assert_eq!(doc["result"]["queues_fresh"], true, "{doc}");
-    assert_eq!((p["queues_total"].as_u64(), p["queues_omitted"].as_u64()), (Some(5), Some(0)));
+    assert_eq!(
+        (p["queues_total"].as_u64(), p["queues_omitted"].as_u64()),
+        (Some(5), Some(0))
+    );
     let rows = p["queues"].as_array().unwrap();
     assert_eq!(rows.len(), 5);
     let mut dropped = 0;
@@ -160,7 +166,9 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
     let text = ctl(&bed.socket(), false, &["pipe", "show", "1"]);
     println!("{text}");
     assert!(
-        text.contains("BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp"),
+        text.contains(
+            "BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp"
+        ),
         "{text}"
     );
     let row = text
@@ -181,7 +189,10 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
     let rows = q["queues"].as_array().unwrap();
     assert_eq!(rows.len(), 100);
     for r in rows {
-        assert_eq!((r["flowset"].as_u64(), r["in_packets"].as_u64()), (Some(21), Some(1)));
+        assert_eq!(
+            (r["flowset"].as_u64(), r["in_packets"].as_u64()),
+            (Some(21), Some(1))
+        );
         assert_eq!(r["out_packets"], 1);
         let src = r["src"].as_str().unwrap();
         let host: u8 = src.rsplit('.').next().unwrap().parse().unwrap();
@@ -222,9 +233,15 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
         m.contains("pspat_queue_in_packets_total{pipe=\"2\",flowset=\"other\",instance=\"other\",bucket=\"other\"} 56"),
         "{m}"
     );
-    assert!(m.contains("pspat_sojourn_unmeasured_packets_total 0"), "{m}");
+    assert!(
+        m.contains("pspat_sojourn_unmeasured_packets_total 0"),
+        "{m}"
+    );
 
     let doc = finish(child);
     check_conservation(&doc);
-    assert_eq!(pipe(&doc, 1)["in_packets"].as_u64(), Some(counts.iter().sum()));
+    assert_eq!(
+        pipe(&doc, 1)["in_packets"].as_u64(),
+        Some(counts.iter().sum())
+    );
 }

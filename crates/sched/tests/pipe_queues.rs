@@ -93,7 +93,7 @@ fn run_mixed(alg: AlgKind) {
         p.release(now, &mut |_| out += 1);
         check(&p, FLOWS);
         // Flow 0 sends a third of the packets; the others share the rest.
-        let f = if next(&mut x) % 3 == 0 {
+        let f = if next(&mut x).is_multiple_of(3) {
             0
         } else {
             1 + next(&mut x) % 4
@@ -176,8 +176,11 @@ fn late_drops_and_a_purge_are_counted_in_their_queue() {
     };
     let mut p = pipe(AlgKind::Fifo, 3, cfg);
     for i in 0..9u32 {
-        p.enqueue(Instant::ZERO, Packet::new(FlowId(i % 3), 1000, u64::from(i)))
-            .unwrap();
+        p.enqueue(
+            Instant::ZERO,
+            Packet::new(FlowId(i % 3), 1000, u64::from(i)),
+        )
+        .unwrap();
     }
     assert_eq!(p.queue_len(FlowId(2)).map(|q| q.0), Some(3));
     let mut purged = 0;
@@ -202,7 +205,8 @@ fn queue_configurations_are_shared_and_per_flow_state_stays_small() {
         ..QueueConfig::default()
     };
     for f in 0..1000 {
-        p.set_queue(FlowId(f), if f % 2 == 0 { a } else { b }).unwrap();
+        p.set_queue(FlowId(f), if f % 2 == 0 { a } else { b })
+            .unwrap();
     }
     assert_eq!(p.queue_config(FlowId(10)), Some(&a));
     assert_eq!(p.queue_config(FlowId(11)), Some(&b));

@@ -479,7 +479,8 @@ impl Live {
                     pipe_table(&mut text, std::slice::from_ref(p)).map_err(|e| e.to_string())?;
                     let link = p.number.unwrap_or(super::PASS_LINK);
                     let lq = view.iter().find(|l| l.link == link);
-                    let (queues, total) = lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
+                    let (queues, total) =
+                        lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
                     text.extend_from_slice(qstats::table(queues, total).as_bytes());
                     let mut row = serde_json::to_value(p).map_err(|e| e.to_string())?;
                     if let (Some(o), serde_json::Value::Object(q)) =

@@ -199,8 +199,7 @@ impl Recorder {
 
     /// The set handed `pkt` out at `now_ns`.
     pub fn left(&mut self, now_ns: u64, pkt: &Packet, set: &PipeSet<AnyScheduler>) {
-        let (Some(i), Some((link, _, _))) = (self.slot(pkt.token), set.member_of(pkt.flow))
-        else {
+        let (Some(i), Some((link, _, _))) = (self.slot(pkt.token), set.member_of(pkt.flow)) else {
             self.unmeasured += 1;
             return;
         };
@@ -478,7 +477,10 @@ pub const METRIC_BUCKETS: u32 = 64;
 
 /// A sojourn histogram as prometheus-client encodes one (fixed values).
 #[derive(Debug, Default)]
-struct FixedHist(Mutex<(f64, u64, Vec<(f64, u64)>)>);
+struct FixedHist(Mutex<HistValues>);
+
+/// Sum (s), count, and `(upper bound, count)` per bucket (not cumulative).
+type HistValues = (f64, u64, Vec<(f64, u64)>);
 
 impl prometheus_client::encoding::EncodeMetric for FixedHist {
     fn encode(
@@ -486,9 +488,7 @@ impl prometheus_client::encoding::EncodeMetric for FixedHist {
         mut encoder: prometheus_client::encoding::MetricEncoder,
     ) -> Result<(), std::fmt::Error> {
         let v = self.0.lock().map_err(|_| std::fmt::Error)?;
-        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-            v.0, v.1, &v.2, None,
-        )
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(v.0, v.1, &v.2, None)
     }
 
     fn metric_type(&self) -> prometheus_client::metrics::MetricType {
@@ -599,7 +599,11 @@ pub fn register_metrics(
         "Packets in the dynamic queue now",
         len_p,
     );
-    reg.register("queue_length_bytes", "Bytes in the dynamic queue now", len_b);
+    reg.register(
+        "queue_length_bytes",
+        "Bytes in the dynamic queue now",
+        len_b,
+    );
     let fam = Family::<Labels, FixedHist>::default();
     for (link, h) in &hists {
         let mut buckets: Vec<(f64, u64)> = BUCKETS_NS
@@ -683,7 +687,10 @@ mod tests {
         assert!(fresh && !snap.truncated);
         assert_eq!(snap.rows.len(), 4);
         let l1 = snap.links.iter().find(|l| l.link == 1).unwrap();
-        assert_eq!((l1.queues, l1.counters.in_packets, l1.queued_packets), (3, 9, 7));
+        assert_eq!(
+            (l1.queues, l1.counters.in_packets, l1.queued_packets),
+            (3, 9, 7)
+        );
         let r = snap
             .rows
             .iter()
@@ -767,10 +774,7 @@ mod tests {
                 };
                 let flow = b.routes.global(p.link, p.instance, p.flow).unwrap();
                 // Refusals (the queue limit) are counted in the queue.
-                let _ = obs.enqueue(
-                    pspat_sched::Instant::ZERO,
-                    Packet::new(flow, 1000, token),
-                );
+                let _ = obs.enqueue(pspat_sched::Instant::ZERO, Packet::new(flow, 1000, token));
                 token += 1;
             }
         };
@@ -801,7 +805,14 @@ mod tests {
         let got: Vec<(Option<String>, u64, u64, u64)> = pipe1
             .rows
             .iter()
-            .map(|r| (r.src.clone(), r.in_packets, r.dropped, r.in_packets - r.out_packets - r.dropped))
+            .map(|r| {
+                (
+                    r.src.clone(),
+                    r.in_packets,
+                    r.dropped,
+                    r.in_packets - r.out_packets - r.dropped,
+                )
+            })
             .collect();
         // Busiest first; 1 on the link and 3 queued at most per instance.
         assert!(pipe1.rows.iter().all(|r| r.queued_packets <= 3));
@@ -814,12 +825,18 @@ mod tests {
             ]
         );
         for r in &pipe1.rows {
-            assert_eq!((r.bucket, r.flowset, r.dst.as_deref()), (r.instance, None, Some("0.0.0.0")));
+            assert_eq!(
+                (r.bucket, r.flowset, r.dst.as_deref()),
+                (r.instance, None, Some("0.0.0.0"))
+            );
         }
         let text = table(&pipe1.rows, pipe1.total.queues);
         assert!(text.starts_with("BKT Prot ___Source IP/port____"), "{text}");
         let line = text.lines().nth(1).unwrap();
-        assert!(line.contains("ip          10.0.0.3/0             0.0.0.0/0        9     9000"), "{line}");
+        assert!(
+            line.contains("ip          10.0.0.3/0             0.0.0.0/0        9     9000"),
+            "{line}"
+        );
         let sched = view.iter().find(|l| l.link == 2).unwrap();
         assert_eq!((sched.total.queues, sched.rows.len()), (65, 65));
         for r in &sched.rows {
@@ -829,7 +846,13 @@ mod tests {
         // At most MAX_SHOWN rows, the rest counted.
         let few = &sched.rows[..3];
         let j = json_fields(few, 120);
-        assert_eq!((j["queues"].as_array().unwrap().len(), j["queues_omitted"].as_u64()), (3, Some(117)));
+        assert_eq!(
+            (
+                j["queues"].as_array().unwrap().len(),
+                j["queues_omitted"].as_u64()
+            ),
+            (3, Some(117))
+        );
         // Drain, then the histograms and the metrics.
         while let Some(t) = obs.next_eligible(now) {
             now = now.max(t);
@@ -856,13 +879,21 @@ mod tests {
         // 1000-byte packets at 8 Mbit/s: 1 ms each; 75 sojourns measured.
         let count = |pipe: &str| {
             let key = format!("pspat_pipe_sojourn_seconds_count{{pipe=\"{pipe}\"}} ");
-            m.lines().find_map(|l| l.strip_prefix(key.as_str())).map(|v| v.parse::<u64>().unwrap())
+            m.lines()
+                .find_map(|l| l.strip_prefix(key.as_str()))
+                .map(|v| v.parse::<u64>().unwrap())
         };
         assert_eq!((count("1"), count("2")), (Some(10), Some(65)));
-        assert!(m.contains("pspat_pipe_sojourn_seconds_bucket{le=\"0.0005\",pipe=\"2\"} 0") || m.contains("pspat_pipe_sojourn_seconds_bucket{pipe=\"2\",le=\"0.0005\"} 0"), "{m}");
-        assert!(m.contains("pspat_sojourn_unmeasured_packets_total 0"), "{m}");
+        assert!(
+            m.contains("pspat_pipe_sojourn_seconds_bucket{le=\"0.0005\",pipe=\"2\"} 0")
+                || m.contains("pspat_pipe_sojourn_seconds_bucket{pipe=\"2\",le=\"0.0005\"} 0"),
+            "{m}"
+        );
+        assert!(
+            m.contains("pspat_sojourn_unmeasured_packets_total 0"),
+            "{m}"
+        );
     }
-
 
     fn rss_bytes() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -902,7 +933,10 @@ mod tests {
             };
             let flow = b.routes.global(p.link, p.instance, p.flow).unwrap();
             b.set
-                .enqueue(pspat_sched::Instant::ZERO, Packet::new(flow, 100, u64::from(i)))
+                .enqueue(
+                    pspat_sched::Instant::ZERO,
+                    Packet::new(flow, 100, u64::from(i)),
+                )
                 .unwrap();
             assert!(b.set.dequeue(pspat_sched::Instant::ZERO).is_some());
         }
@@ -942,8 +976,8 @@ mod tests {
             let measured = g2.saturating_sub(g1) as f64 / f64::from(large - small);
             let mut sc = SchedulerConfig::new(alg);
             sc.capacity = 1024;
-            let sched = (sc.memory_estimate(large as usize + 1) - sc.memory_estimate(small as usize + 1))
-                as f64
+            let sched = (sc.memory_estimate(large as usize + 1)
+                - sc.memory_estimate(small as usize + 1)) as f64
                 / f64::from(large - small);
             let sum = classifier + pipe_part + sched;
             println!(
@@ -955,5 +989,4 @@ mod tests {
             );
         }
     }
-
 }

@@ -436,15 +436,13 @@ impl<S: Scheduler> Pipe<S> {
             gilbert_elliott: &mut self.rng.gilbert_elliott,
             red: &mut self.rng.red,
         };
-        if let Err(reason) =
-            self.state[i].admit(
+        if let Err(reason) = self.state[i].admit(
             &self.configs[usize::from(self.queues[i])],
             pkt.len,
             now,
             self.red_unit_ns,
             rngs,
-        )
-        {
+        ) {
             return reject(self, reason);
         }
         if let Err(reason) = self.accept(now, pkt) {
