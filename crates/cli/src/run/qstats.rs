@@ -21,7 +21,8 @@
 //! RX threads are the clients), allocated once; [`Recorder::left`] adds
 //! `now − entered` to its pipe's histogram when the set hands it out.
 //! Dropped packets are not in it. A token outside the table (none in
-//! `pspat run`) is counted as unmeasured.
+//! `pspat run`), and a packet handed out after its pipe was deleted (no
+//! member owns its flow id any more), are counted as unmeasured.
 //!
 //! # Cost
 //! Per packet: one store at entry; a binary search of the member
