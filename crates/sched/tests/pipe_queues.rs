@@ -231,3 +231,50 @@ fn queue_configurations_are_shared_and_per_flow_state_stays_small() {
     );
     assert!(per_flow <= 96, "{per_flow}");
 }
+
+#[test]
+fn packets_handed_over_to_a_new_pipe_are_counted_in_their_new_queues() {
+    let cfg = || PipeConfig {
+        bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+        delay_ns: 2_000_000,
+        ..PipeConfig::default()
+    };
+    let mut old = pipe(AlgKind::Drr, 2, cfg());
+    for i in 0..10u32 {
+        old.enqueue(
+            Instant::ZERO,
+            Packet::new(FlowId(i % 2), 1000, u64::from(i)),
+        )
+        .unwrap();
+    }
+    // At 2.5 ms: two packets in the delay line, one on the link, seven queued.
+    let now = Instant::from_nanos(2_500_000);
+    old.release(now, &mut |_| {});
+    let mut moved = Vec::new();
+    let mut dropped = 0;
+    // Old flow 1 becomes new flow 2; old flow 0 has no place (dropped).
+    old.hand_over(
+        now,
+        &|f| (f.0 == 1).then_some(FlowId(2)),
+        &mut |m| moved.push(m),
+        &mut |_| dropped += 1,
+    );
+    assert_eq!(moved.len() + dropped, 10);
+    let mut new = pipe(AlgKind::Drr, 3, cfg());
+    for m in moved {
+        new.adopt(now, m).unwrap();
+    }
+    check(&new, 3);
+    let c = *new.flow_counters(FlowId(2)).unwrap();
+    assert_eq!(c.in_packets, 5);
+    let mut out = 0;
+    let mut t = now;
+    while let Some(e) = new.poll_at() {
+        t = t.max(e);
+        new.release(t, &mut |_| out += 1);
+        check(&new, 3);
+    }
+    let c = *new.flow_counters(FlowId(2)).unwrap();
+    assert_eq!((c.in_packets, c.out_packets, c.held()), (5, 5, 0));
+    assert_eq!(out, 5);
+}
