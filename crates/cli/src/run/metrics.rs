@@ -8,13 +8,14 @@
 //! (prometheus-client). Per pipe (label `pipe`, `pass` for the pass pipe):
 //! packets and bytes in and out, drops by `reason`, packets held, the
 //! configured rate and delay; per rule (label `rule`, `default`): packets
-//! and bytes; the classifier's decisions and drops by reason.
+//! and bytes; the classifier's decisions and drops by reason; per queue
+//! and the sojourn histograms, from the arbiter on request (run/qstats.rs).
 //!
 //! The responder is a few lines over [`TcpListener`]: one request per
 //! connection, answered in turn by one thread; anything but `GET /metrics`
-//! is answered 404 or 405. Cost: O(pipes + rules) per scrape, off the
-//! packet path (it reads what the arbiter publishes and takes the
-//! classifier's lock once).
+//! is answered 404 or 405. Cost: O(pipes + rules + queues) per scrape, off
+//! the packet path (it reads what the arbiter publishes, asks it for the
+//! queues, and takes the classifier's lock twice).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
