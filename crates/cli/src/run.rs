@@ -501,17 +501,23 @@ impl Observed {
                     removed: g.removed,
                 });
             }
+            if let Some(q) = &mut self.queues {
+                q.touched();
+            }
             self.publish();
             self.inbox.answer(id, r);
         }
         if let Some(q) = &mut self.queues {
-            q.poll(&self.set);
+            q.poll(now.as_nanos(), &self.set);
         }
     }
 
     fn after(&mut self, now: pspat_sched::Instant) {
         self.dirty = true;
         self.last = self.last.max(now);
+        if let (true, Some(q)) = (self.set.is_empty(), &mut self.queues) {
+            q.emptied(now.as_nanos(), &self.set);
+        }
         if now >= self.next || self.set.is_empty() {
             self.publish();
             let step = if self.set.is_empty() {
@@ -533,6 +539,9 @@ impl Drop for Observed {
 impl Scheduler for Observed {
     fn enqueue(&mut self, now: pspat_sched::Instant, pkt: Packet) -> Result<(), Rejected> {
         self.take_changes(now);
+        if let Some(q) = &mut self.queues {
+            q.touched();
+        }
         let r = self.set.enqueue(now, pkt);
         if let (Ok(()), Some(q)) = (&r, &mut self.queues) {
             q.entered(now.as_nanos(), pkt.token);

@@ -14,6 +14,12 @@
 //! [`FETCH_WAIT`] for that answer; without one (an arbiter asleep on a
 //! long delay line) it takes the last copy and says it is not fresh.
 //!
+//! An idle arbiter sleeps up to 100 ms, so while someone asked within the
+//! last [`WATCHED_NS`], the arbiter also copies the queues when its pipes
+//! empty (at most every [`IDLE_COPY_NS`]) and marks the copy current: a
+//! reader then takes it at once (nothing moved since), until the next
+//! packet arrives.
+//!
 //! # Sojourn times
 //! [`Recorder::entered`] notes the arbiter's `now` when the pipe set takes
 //! a packet, in a table indexed by the packet's descriptor (the runtime's
@@ -35,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use pspat_sched::{AnyScheduler, FlowCounters, FlowId, Packet, PipeSet};
+use pspat_sched::{AnyScheduler, FlowCounters, FlowId, Packet, PipeSet, Scheduler};
 
 /// Queues whose counters one request copies at most (all of them are in
 /// the per-link totals).
@@ -43,6 +49,13 @@ pub const MAX_ROWS: usize = 8192;
 
 /// How long a reader waits for the arbiter's answer.
 pub const FETCH_WAIT: Duration = Duration::from_millis(300);
+
+/// How long after a request the arbiter copies the queues when its pipes
+/// empty, ns.
+pub const WATCHED_NS: u64 = 10_000_000_000;
+
+/// The least time between two copies made because the pipes emptied, ns.
+pub const IDLE_COPY_NS: u64 = 100_000_000;
 
 /// Upper bounds of the sojourn histogram's buckets, ns (then +Inf).
 pub const BUCKETS_NS: [u64; 14] = [
@@ -123,6 +136,11 @@ pub struct Board {
     /// snapshot is in place (pairs with the reader's Acquire load).
     answered: AtomicU64,
     snapshot: Mutex<Snapshot>,
+    /// The copy is current: the pipes are empty and nothing arrived since
+    /// it was made. Stored with Release after the copy is in place (pairs
+    /// with the reader's Acquire load), cleared by the arbiter when a
+    /// packet arrives.
+    current: std::sync::atomic::AtomicBool,
     hists: Mutex<Vec<(u32, Hist)>>,
     unmeasured: AtomicU64,
 }
@@ -132,6 +150,14 @@ impl Board {
     /// the copy and whether it answers this request (`false`: the last one
     /// the arbiter made, perhaps older).
     pub fn fetch(&self, wait: Duration) -> (Snapshot, bool) {
+        // Acquire: pairs with the Release store in `Recorder::copy_idle`.
+        if self.current.load(Ordering::Acquire) {
+            let snap = self.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
+            // Still current after the copy was read: it was exact.
+            if self.current.load(Ordering::Acquire) {
+                return (snap, true);
+            }
+        }
         // Release: pairs with the Acquire load in `Recorder::poll`.
         let want = self.requested.fetch_add(1, Ordering::Release) + 1;
         let deadline = Instant::now() + wait;
@@ -168,6 +194,12 @@ pub struct Recorder {
     hists: Vec<(u32, Hist)>,
     unmeasured: u64,
     scratch: Snapshot,
+    /// Copy the queues when the pipes empty until then (ns).
+    watched_until: u64,
+    /// When the last copy was made because the pipes emptied (ns).
+    last_idle_copy: Option<u64>,
+    /// `board.current` is set.
+    current: bool,
 }
 
 impl Recorder {
@@ -181,6 +213,9 @@ impl Recorder {
             hists: Vec::new(),
             unmeasured: 0,
             scratch: Snapshot::default(),
+            watched_until: 0,
+            last_idle_copy: None,
+            current: false,
         }
     }
 
@@ -195,6 +230,17 @@ impl Recorder {
         match self.slot(token) {
             Some(i) => self.entered[i] = now_ns,
             None => self.unmeasured += 1,
+        }
+    }
+
+    /// The counters may change (a packet offered, a live change): the copy
+    /// is no longer current. One branch when it was not.
+    pub fn touched(&mut self) {
+        if self.current {
+            self.current = false;
+            // Relaxed: the reader that still sees `true` takes a copy that
+            // was exact an instant ago.
+            self.board.current.store(false, Ordering::Relaxed);
         }
     }
 
@@ -226,14 +272,49 @@ impl Recorder {
             .store(self.unmeasured, Ordering::Relaxed);
     }
 
-    /// Answers a waiting request, if any: copies the queues of `set`.
-    pub fn poll(&mut self, set: &PipeSet<AnyScheduler>) {
+    /// Answers a waiting request, if any, at `now_ns`: copies the queues
+    /// of `set`.
+    pub fn poll(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
         // Acquire: pairs with the Release in `Board::fetch`.
         let want = self.board.requested.load(Ordering::Acquire);
         if want == self.seen {
             return;
         }
         self.seen = want;
+        self.watched_until = now_ns.saturating_add(WATCHED_NS);
+        self.copy(set);
+        // Release: pairs with the Acquire loads in `Board::fetch`.
+        self.board.answered.store(want, Ordering::Release);
+        if set.is_empty() {
+            self.mark_current();
+        }
+    }
+
+    /// The pipes of `set` emptied at `now_ns`: while someone watches, and
+    /// at most every [`IDLE_COPY_NS`], copies the queues and marks the copy
+    /// current (module docs).
+    pub fn emptied(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
+        if self.current
+            || now_ns >= self.watched_until
+            || self
+                .last_idle_copy
+                .is_some_and(|t| now_ns.saturating_sub(t) < IDLE_COPY_NS)
+        {
+            return;
+        }
+        self.last_idle_copy = Some(now_ns);
+        self.copy(set);
+        self.mark_current();
+    }
+
+    fn mark_current(&mut self) {
+        self.current = true;
+        // Release: pairs with the Acquire loads in `Board::fetch`.
+        self.board.current.store(true, Ordering::Release);
+    }
+
+    /// Copies the queues of `set` into the board.
+    fn copy(&mut self, set: &PipeSet<AnyScheduler>) {
         let s = &mut self.scratch;
         s.rows.clear();
         s.links.clear();
@@ -281,8 +362,6 @@ impl Recorder {
         if let Ok(mut out) = self.board.snapshot.lock() {
             out.clone_from(&self.scratch);
         }
-        // Release: pairs with the Acquire loads in `Board::fetch`.
-        self.board.answered.store(want, Ordering::Release);
     }
 }
 
@@ -674,7 +753,7 @@ mod tests {
             }
         }
         // Nothing asked yet: nothing copied.
-        rec.poll(&set);
+        rec.poll(0, &set);
         assert!(board.snapshot.lock().unwrap().rows.is_empty());
         let reader = {
             let board = Arc::clone(&board);
@@ -683,7 +762,7 @@ mod tests {
         while board.requested.load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }
-        rec.poll(&set);
+        rec.poll(0, &set);
         let (snap, fresh) = reader.join().unwrap();
         assert!(fresh && !snap.truncated);
         assert_eq!(snap.rows.len(), 4);
@@ -726,6 +805,32 @@ mod tests {
         let (snap, fresh) = board.fetch(Duration::from_millis(5));
         assert!(!fresh);
         assert_eq!(snap.rows.len(), 4);
+        assert_eq!(
+            snap.links
+                .iter()
+                .map(|l| l.counters.out_packets)
+                .sum::<u64>(),
+            0
+        );
+        // Watched (a request within WATCHED_NS): the pipes emptied, so the
+        // arbiter copies them and a reader takes the copy at once.
+        let t = now.as_nanos();
+        rec.emptied(t, &set);
+        let (snap, fresh) = board.fetch(Duration::ZERO);
+        assert!(fresh);
+        assert_eq!(
+            snap.links
+                .iter()
+                .map(|l| l.counters.out_packets)
+                .sum::<u64>(),
+            12
+        );
+        // A packet arrives: the copy is no longer current.
+        rec.touched();
+        assert!(!board.fetch(Duration::ZERO).1);
+        // Not watched any more: no copy when the pipes empty.
+        rec.emptied(t + WATCHED_NS, &set);
+        assert!(!board.fetch(Duration::ZERO).1);
     }
 
     /// Through the daemon's own pieces: the classifier and pipes `build`
