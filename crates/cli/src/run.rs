@@ -515,9 +515,6 @@ impl Observed {
     fn after(&mut self, now: pspat_sched::Instant) {
         self.dirty = true;
         self.last = self.last.max(now);
-        if let (true, Some(q)) = (self.set.is_empty(), &mut self.queues) {
-            q.emptied(now.as_nanos(), &self.set);
-        }
         if now >= self.next || self.set.is_empty() {
             self.publish();
             let step = if self.set.is_empty() {
@@ -553,8 +550,13 @@ impl Scheduler for Observed {
     fn dequeue(&mut self, now: pspat_sched::Instant) -> Option<Packet> {
         self.take_changes(now);
         let p = self.set.dequeue(now);
-        if let (Some(pkt), Some(q)) = (&p, &mut self.queues) {
-            q.left(now.as_nanos(), pkt, &self.set);
+        if let Some(q) = &mut self.queues {
+            if let Some(pkt) = &p {
+                q.left(now.as_nanos(), pkt, &self.set);
+            }
+            if self.set.is_empty() {
+                q.emptied(now.as_nanos(), &self.set);
+            }
         }
         if p.is_some() || self.dirty {
             self.after(now);

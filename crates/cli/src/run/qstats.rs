@@ -14,11 +14,12 @@
 //! [`FETCH_WAIT`] for that answer; without one (an arbiter asleep on a
 //! long delay line) it takes the last copy and says it is not fresh.
 //!
-//! An idle arbiter sleeps up to 100 ms, so while someone asked within the
-//! last [`WATCHED_NS`], the arbiter also copies the queues when its pipes
-//! empty (at most every [`IDLE_COPY_NS`]) and marks the copy current: a
-//! reader then takes it at once (nothing moved since), until the next
-//! packet arrives.
+//! An idle arbiter sleeps up to 100 ms, so the arbiter also copies the
+//! queues when its pipes are empty and the counters moved since its last
+//! copy, and marks the copy current: a reader then takes it at once
+//! (nothing moved since), until the next packet arrives. Those copies take
+//! at most 1% of the arbiter's time: after a copy that took `d`, the next
+//! waits at least `100·d` ([`IDLE_COPY_FACTOR`]).
 //!
 //! # Sojourn times
 //! [`Recorder::entered`] notes the arbiter's `now` when the pipe set takes
@@ -50,12 +51,9 @@ pub const MAX_ROWS: usize = 8192;
 /// How long a reader waits for the arbiter's answer.
 pub const FETCH_WAIT: Duration = Duration::from_millis(300);
 
-/// How long after a request the arbiter copies the queues when its pipes
-/// empty, ns.
-pub const WATCHED_NS: u64 = 10_000_000_000;
-
-/// The least time between two copies made because the pipes emptied, ns.
-pub const IDLE_COPY_NS: u64 = 100_000_000;
+/// A copy made because the pipes emptied waits this many times the
+/// duration of the previous one.
+pub const IDLE_COPY_FACTOR: u64 = 100;
 
 /// Upper bounds of the sojourn histogram's buckets, ns (then +Inf).
 pub const BUCKETS_NS: [u64; 14] = [
@@ -194,10 +192,8 @@ pub struct Recorder {
     hists: Vec<(u32, Hist)>,
     unmeasured: u64,
     scratch: Snapshot,
-    /// Copy the queues when the pipes empty until then (ns).
-    watched_until: u64,
-    /// When the last copy was made because the pipes emptied (ns).
-    last_idle_copy: Option<u64>,
+    /// No copy because the pipes emptied before this (arbiter ns).
+    next_idle_copy: u64,
     /// `board.current` is set.
     current: bool,
 }
@@ -213,8 +209,7 @@ impl Recorder {
             hists: Vec::new(),
             unmeasured: 0,
             scratch: Snapshot::default(),
-            watched_until: 0,
-            last_idle_copy: None,
+            next_idle_copy: 0,
             current: false,
         }
     }
@@ -281,8 +276,7 @@ impl Recorder {
             return;
         }
         self.seen = want;
-        self.watched_until = now_ns.saturating_add(WATCHED_NS);
-        self.copy(set);
+        self.copy(now_ns, set);
         // Release: pairs with the Acquire loads in `Board::fetch`.
         self.board.answered.store(want, Ordering::Release);
         if set.is_empty() {
@@ -290,20 +284,14 @@ impl Recorder {
         }
     }
 
-    /// The pipes of `set` emptied at `now_ns`: while someone watches, and
-    /// at most every [`IDLE_COPY_NS`], copies the queues and marks the copy
-    /// current (module docs).
+    /// The pipes of `set` are empty at `now_ns`: unless the copy is
+    /// current or the last copy was too recent ([`IDLE_COPY_FACTOR`]),
+    /// copies the queues and marks the copy current (module docs).
     pub fn emptied(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
-        if self.current
-            || now_ns >= self.watched_until
-            || self
-                .last_idle_copy
-                .is_some_and(|t| now_ns.saturating_sub(t) < IDLE_COPY_NS)
-        {
+        if self.current || now_ns < self.next_idle_copy {
             return;
         }
-        self.last_idle_copy = Some(now_ns);
-        self.copy(set);
+        self.copy(now_ns, set);
         self.mark_current();
     }
 
@@ -313,8 +301,10 @@ impl Recorder {
         self.board.current.store(true, Ordering::Release);
     }
 
-    /// Copies the queues of `set` into the board.
-    fn copy(&mut self, set: &PipeSet<AnyScheduler>) {
+    /// Copies the queues of `set` into the board at `now_ns`.
+    fn copy(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
+        // The daemon's side may read the clock (crates/sched does not).
+        let started = Instant::now();
         let s = &mut self.scratch;
         s.rows.clear();
         s.links.clear();
@@ -362,6 +352,8 @@ impl Recorder {
         if let Ok(mut out) = self.board.snapshot.lock() {
             out.clone_from(&self.scratch);
         }
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.next_idle_copy = now_ns.saturating_add(took.saturating_mul(IDLE_COPY_FACTOR));
     }
 }
 
@@ -812,9 +804,9 @@ mod tests {
                 .sum::<u64>(),
             0
         );
-        // Watched (a request within WATCHED_NS): the pipes emptied, so the
-        // arbiter copies them and a reader takes the copy at once.
-        let t = now.as_nanos();
+        // The pipes emptied: the arbiter copies them and a reader takes the
+        // copy at once.
+        let t = now.as_nanos() + 1_000_000_000;
         rec.emptied(t, &set);
         let (snap, fresh) = board.fetch(Duration::ZERO);
         assert!(fresh);
@@ -828,9 +820,11 @@ mod tests {
         // A packet arrives: the copy is no longer current.
         rec.touched();
         assert!(!board.fetch(Duration::ZERO).1);
-        // Not watched any more: no copy when the pipes empty.
-        rec.emptied(t + WATCHED_NS, &set);
+        // Not again within 100 times the last copy's duration.
+        rec.emptied(t, &set);
         assert!(!board.fetch(Duration::ZERO).1);
+        rec.emptied(t + 1_000_000_000, &set);
+        assert!(board.fetch(Duration::ZERO).1);
     }
 
     /// Through the daemon's own pieces: the classifier and pipes `build`
