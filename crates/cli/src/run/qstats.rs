@@ -1041,6 +1041,15 @@ mod tests {
             assert!(b.set.dequeue(pspat_sched::Instant::ZERO).is_some());
         }
         let grown = rss_bytes().saturating_sub(before);
+        // The cost of one copy of every queue (the arbiter's side).
+        let board = Arc::new(Board::default());
+        let mut rec = Recorder::new(Arc::clone(&board), 1, 64);
+        for _ in 0..2 {
+            board.requested.fetch_add(1, Ordering::Release);
+            let t = Instant::now();
+            rec.poll(0, &b.set);
+            println!("copy of {queues} queues: {:?}", t.elapsed());
+        }
         let classifier = b.classifier.memory_estimate().bytes_per_slot();
         drop(b);
         (grown, classifier)
