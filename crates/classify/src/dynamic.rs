@@ -390,7 +390,6 @@ impl DynTable {
 
     /// Every live entry (stale ones included until reclaimed), oldest use
     /// first: its slot, its key and its last use in nanoseconds. O(live).
-    #[cfg_attr(not(test), allow(dead_code))] // read by the daemon's per-queue views
     pub(crate) fn entries(&self) -> impl Iterator<Item = (u32, &MaskedKey, u64)> + '_ {
         let mut s = self.head;
         std::iter::from_fn(move || {

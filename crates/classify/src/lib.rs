@@ -117,6 +117,7 @@ mod dynamic;
 mod key;
 mod layout;
 mod rules;
+mod view;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -129,6 +130,7 @@ pub use dynamic::DynamicStats;
 pub use key::{PacketDirection, PacketKey};
 pub use layout::{FlowLayout, FlowOwner, FlowRange, LinkKind, LinkLayout};
 pub use rules::RuleCounters;
+pub use view::DynamicKey;
 
 use dynamic::{DynTable, Lookup};
 use key::{CompiledMask, MaskedKey};

@@ -611,3 +611,62 @@ fn bad_limits_are_typed_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn dynamic_queues_and_instances_name_their_flow_ids_and_masked_keys() {
+    let text = "pipe 2 config bw 1Mbit/s mask src-ip 0xffffff00\n\
+                sched 4 config type qfq mask dst-ip 0xffffffff\n\
+                queue 1 config sched 4 mask src-ip 0xffffffff src-port 0xffff\n\
+                add 100 pipe 2 udp from any to any dst-port 53\n\
+                add 200 queue 1 ip from any to any\n";
+    let mut c = classifier(text, &limits(8, 1_000_000_000, OverflowPolicy::Drop));
+    assert_eq!(c.dynamic_queues(7), None, "no such flowset");
+    assert_eq!(c.dynamic_instances(9), None, "no such link");
+    assert_eq!(c.dynamic_queues(1), Some(vec![]));
+    // Three sources to one destination, one to another.
+    let mut seen = HashMap::new();
+    for (i, (src, dst, sport)) in [
+        ("10.1.0.1", "10.2.0.1", 1000),
+        ("10.1.0.2", "10.2.0.1", 1001),
+        ("10.1.0.3", "10.2.0.1", 1002),
+        ("10.1.0.1", "10.2.0.9", 1000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = placed(c.classify(t(i as u64), &udp(ip(src), ip(dst), sport, 80), 100));
+        seen.insert((p.instance, p.flow), (src, dst, sport));
+    }
+    let queues = c.dynamic_queues(1).unwrap();
+    assert_eq!(queues.len(), 4);
+    for (instance, flow, key) in &queues {
+        let (src, _, sport) = seen[&(*instance, *flow)];
+        assert_eq!(key.src, ip(src));
+        assert_eq!(key.src_port, sport);
+        // Outside the mask: zero.
+        assert_eq!(key.dst, ip("0.0.0.0"));
+        assert_eq!((key.dst_port, key.proto), (0, 0));
+    }
+    let instances = c.dynamic_instances(4).unwrap();
+    assert_eq!(instances.len(), 2);
+    let dsts: HashSet<IpAddr> = instances.iter().map(|(_, k)| k.dst).collect();
+    assert_eq!(dsts, HashSet::from([ip("10.2.0.1"), ip("10.2.0.9")]));
+    for (instance, k) in &instances {
+        let from_queue = seen
+            .iter()
+            .filter(|((i, _), _)| i == instance)
+            .map(|(_, v)| ip(v.1))
+            .collect::<HashSet<_>>();
+        assert_eq!(from_queue, HashSet::from([k.dst]));
+    }
+    // The masked pipe: its instances by /24 of the source, IPv6 decoded too.
+    c.classify(t(10), &udp(ip("192.0.2.77"), ip("10.2.0.1"), 5, 53), 100);
+    c.classify(
+        t(11),
+        &udp(ip("2001:db8::1"), ip("2001:db8::2"), 5, 53),
+        100,
+    );
+    let pipe = c.dynamic_instances(2).unwrap();
+    let srcs: Vec<IpAddr> = pipe.iter().map(|(_, k)| k.src).collect();
+    assert_eq!(srcs, vec![ip("192.0.2.0"), ip("::")], "{pipe:?}");
+}

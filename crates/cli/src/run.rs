@@ -65,6 +65,7 @@ mod bridged;
 mod control;
 mod live;
 mod metrics;
+mod qstats;
 
 pub use control::default_socket;
 
@@ -403,6 +404,8 @@ struct Observed {
     last: pspat_sched::Instant,
     next: pspat_sched::Instant,
     dirty: bool,
+    /// Per-queue copies and sojourn times (run/qstats.rs).
+    queues: Option<qstats::Recorder>,
 }
 
 impl Observed {
@@ -415,9 +418,16 @@ impl Observed {
             last: pspat_sched::Instant::ZERO,
             next: pspat_sched::Instant::ZERO,
             dirty: true,
+            queues: None,
         };
         o.publish();
         o
+    }
+
+    /// Also answers per-queue requests and measures sojourn times.
+    fn with_queues(mut self, recorder: qstats::Recorder) -> Self {
+        self.queues = Some(recorder);
+        self
     }
 
     fn publish(&mut self) {
@@ -432,6 +442,9 @@ impl Observed {
             out.clear();
             out.extend(snaps);
             out.extend(self.gone.iter().copied());
+        }
+        if let Some(q) = &self.queues {
+            q.publish();
         }
         self.dirty = false;
     }
@@ -456,8 +469,14 @@ impl Observed {
                     removed: g.removed,
                 });
             }
+            if let Some(q) = &mut self.queues {
+                q.touched();
+            }
             self.publish();
             self.inbox.answer(id, r);
+        }
+        if let Some(q) = &mut self.queues {
+            q.poll(now.as_nanos(), &self.set);
         }
     }
 
@@ -485,7 +504,13 @@ impl Drop for Observed {
 impl Scheduler for Observed {
     fn enqueue(&mut self, now: pspat_sched::Instant, pkt: Packet) -> Result<(), Rejected> {
         self.take_changes(now);
+        if let Some(q) = &mut self.queues {
+            q.touched();
+        }
         let r = self.set.enqueue(now, pkt);
+        if let (Ok(()), Some(q)) = (&r, &mut self.queues) {
+            q.entered(now.as_nanos(), pkt.token);
+        }
         self.after(now);
         r
     }
@@ -493,6 +518,14 @@ impl Scheduler for Observed {
     fn dequeue(&mut self, now: pspat_sched::Instant) -> Option<Packet> {
         self.take_changes(now);
         let p = self.set.dequeue(now);
+        if let Some(q) = &mut self.queues {
+            if let Some(pkt) = &p {
+                q.left(now.as_nanos(), pkt, &self.set);
+            }
+            if self.set.is_empty() {
+                q.emptied(now.as_nanos(), &self.set);
+            }
+        }
         if p.is_some() || self.dirty {
             self.after(now);
         }
@@ -1054,7 +1087,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let not_ip = Arc::new(AtomicU64::new(0));
     let inbox = Arc::new(live::Inbox::default());
     let shared_routes = Arc::new(SharedRoutes::new(routes.clone()));
-    let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox));
+    let board = Arc::new(qstats::Board::default());
+    let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox)).with_queues(
+        qstats::Recorder::new(Arc::clone(&board), rx_threads, descriptors),
+    );
     let mut config = config;
     control::pin_rule_numbers(&mut config);
     let live = Arc::new(control::Live {
@@ -1075,6 +1111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         not_ip: Arc::clone(&not_ip),
         input: input.clone(),
         output: output.clone(),
+        queues: board,
     });
     let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
@@ -1720,7 +1757,9 @@ mod tests {
         let snaps: Snapshots = Arc::default();
         let set = std::mem::take(&mut b.set);
         let set_flows = set.flows();
-        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox));
+        let board = Arc::new(qstats::Board::default());
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox))
+            .with_queues(qstats::Recorder::new(Arc::clone(&board), 1, 1024));
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let arbiter = std::thread::spawn(move || {
@@ -1748,6 +1787,7 @@ mod tests {
             not_ip: Arc::default(),
             input: "pspat-in".into(),
             output: "pspat-out".into(),
+            queues: board,
         });
         (live, stop, arbiter)
     }

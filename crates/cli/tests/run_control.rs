@@ -824,6 +824,8 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
         after(7002) + after(7003) < after(7001) * 3 / 2,
         "7002 and 7003 share a queue"
     );
+}
+
 /// `duplicate` set live: `pspat ctl pipe 1 config duplicate 1` on a
 /// running daemon; the frames before the change arrive once, those after
 /// it twice, the copy right behind its original; `pipe show`, the metrics

@@ -315,6 +315,8 @@ fn run_duplicates_frames_with_the_pipe_s_probability_and_counts_each_copy() {
         "{copies} copies, expected {mean} ± {:.1}",
         3.2905 * sd
     );
+}
+
 /// Whether `ping` can run here; says so when it cannot (CI installs
 /// Debian's iputils-ping, `.ci/run`).
 fn ping_missing() -> bool {

@@ -69,7 +69,7 @@ pub use flow::{FlowParams, FlowTable, DEFAULT_LMAX, MAX_WEIGHT, MIN_WEIGHT, PRIO
 pub use hier::{Hierarchy, HierarchyConfig, NodeConfig};
 pub use link::LinkEmulator;
 pub use packet::{FlowId, Packet, MAX_PACKET_LEN};
-pub use pipe::{Exit, Fate, Pipe, PipeConfig, PipeRoutes, PipeScheduler, PipeSet};
+pub use pipe::{Exit, Fate, FlowCounters, Pipe, PipeConfig, PipeRoutes, PipeScheduler, PipeSet};
 pub use place::PlaceError;
 pub use prio::Prio;
 pub use qfq::Qfq;

@@ -14,3 +14,5 @@ mod pipe_prop;
 mod pipe_live;
 // The pipe behind the Scheduler trait: a duplicate marks its original.
 mod pipe_copies;
+// Per-queue counters: conservation per queue, sums, shared configurations.
+mod pipe_queues;

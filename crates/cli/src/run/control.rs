@@ -47,6 +47,7 @@ use pspat_config::{
 use serde_json::json;
 
 use super::live::{self, Inbox};
+use super::qstats;
 use super::{
     classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, RuleJson, Snapshots,
     INPUT_INDEX, OUTPUT_INDEX,
@@ -97,6 +98,8 @@ pub struct Live {
     pub not_ip: Arc<AtomicU64>,
     pub input: String,
     pub output: String,
+    /// Per-queue copies from the arbiter (run/qstats.rs).
+    pub queues: Arc<super::qstats::Board>,
 }
 
 /// The answer to one request.
@@ -462,6 +465,16 @@ impl Live {
         }
     }
 
+    /// The per-queue rows, asked of the arbiter now (run/qstats.rs), and
+    /// whether they are fresh (the arbiter answered within the wait).
+    pub fn queue_view(&self) -> (Vec<qstats::LinkQueues>, bool) {
+        let (snap, fresh) = self.queues.fetch(qstats::FETCH_WAIT);
+        match self.classifier.lock() {
+            Ok(c) => (qstats::resolve(&snap, &c), fresh),
+            Err(_) => (Vec::new(), false),
+        }
+    }
+
     fn running_config(&self) -> Result<Config, String> {
         self.running
             .lock()
@@ -488,11 +501,27 @@ impl Live {
                         return Err(missing("pipe", n));
                     }
                 }
+                let (view, fresh) = self.queue_view();
                 let mut text = Vec::new();
-                pipe_table(&mut text, &pipes).map_err(|e| e.to_string())?;
+                let mut rows = Vec::new();
+                for p in &pipes {
+                    pipe_table(&mut text, std::slice::from_ref(p)).map_err(|e| e.to_string())?;
+                    let link = p.number.unwrap_or(super::PASS_LINK);
+                    let lq = view.iter().find(|l| l.link == link);
+                    let (queues, total) =
+                        lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
+                    text.extend_from_slice(qstats::table(queues, total).as_bytes());
+                    let mut row = serde_json::to_value(p).map_err(|e| e.to_string())?;
+                    if let (Some(o), serde_json::Value::Object(q)) =
+                        (row.as_object_mut(), qstats::json_fields(queues, total))
+                    {
+                        o.extend(q);
+                    }
+                    rows.push(row);
+                }
                 Ok((
                     String::from_utf8_lossy(&text).into_owned(),
-                    json!({ "pipes": pipes }),
+                    json!({ "pipes": rows, "queues_fresh": fresh }),
                 ))
             }
             Listing::Scheds => {
@@ -539,6 +568,7 @@ impl Live {
                 Ok((text, json!({ "scheds": rows })))
             }
             Listing::Queues => {
+                let (view, fresh) = self.queue_view();
                 let c = self.classifier.lock().map_err(|_| "run: poisoned")?;
                 let mut text = String::new();
                 let mut rows = Vec::new();
@@ -552,6 +582,17 @@ impl Live {
                     };
                     let qc = queue_config(&q.queue);
                     let dynamic = c.flowset_stats(q.number);
+                    let link = match q.parent {
+                        pspat_config::Parent::Pipe(n) | pspat_config::Parent::Sched(n) => n,
+                    };
+                    let mine: Vec<qstats::QueueJson> = view
+                        .iter()
+                        .filter(|l| l.link == link)
+                        .flat_map(|l| l.rows.iter())
+                        .filter(|r| r.flowset == Some(q.number))
+                        .cloned()
+                        .collect();
+                    let total = mine.len() as u64;
                     text.push_str(&format!(
                         "q{:05}: {parent} weight {} lmax {} pri {} {} plr {}{}\n",
                         q.number,
@@ -565,7 +606,8 @@ impl Live {
                             d.live, d.capacity, d.created, d.expired, d.overflowed
                         )),
                     ));
-                    rows.push(json!({
+                    text.push_str(&qstats::table(&mine, total));
+                    let mut row = json!({
                         "number": q.number,
                         "parent": parent,
                         "weight": q.weight,
@@ -577,12 +619,18 @@ impl Live {
                             "capacity": d.capacity, "live": d.live, "created": d.created,
                             "expired": d.expired, "overflowed": d.overflowed,
                         })),
-                    }));
+                    });
+                    if let (Some(o), serde_json::Value::Object(f)) =
+                        (row.as_object_mut(), qstats::json_fields(&mine, total))
+                    {
+                        o.extend(f);
+                    }
+                    rows.push(row);
                 }
                 if let (Some(n), true) = (number, rows.is_empty()) {
                     return Err(missing("queue", n));
                 }
-                Ok((text, json!({ "queues": rows })))
+                Ok((text, json!({ "queues": rows, "queues_fresh": fresh })))
             }
             Listing::Rules => {
                 let (rules, stats) = self.rules_and_stats(&plan);

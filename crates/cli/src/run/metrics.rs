@@ -9,13 +9,14 @@
 //! packets and bytes in and out, copies sent by `duplicate`, drops by
 //! `reason`, packets held, the
 //! configured rate and delay; per rule (label `rule`, `default`): packets
-//! and bytes; the classifier's decisions and drops by reason.
+//! and bytes; the classifier's decisions and drops by reason; per queue
+//! and the sojourn histograms, from the arbiter on request (run/qstats.rs).
 //!
 //! The responder is a few lines over [`TcpListener`]: one request per
 //! connection, answered in turn by one thread; anything but `GET /metrics`
-//! is answered 404 or 405. Cost: O(pipes + rules) per scrape, off the
-//! packet path (it reads what the arbiter publishes and takes the
-//! classifier's lock once).
+//! is answered 404 or 405. Cost: O(pipes + rules + queues) per scrape, off
+//! the packet path (it reads what the arbiter publishes, asks it for the
+//! queues, and takes the classifier's lock twice).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -148,6 +149,14 @@ pub fn render(live: &Live) -> String {
         "The classifier's decisions (drops by reason)",
         decisions,
     );
+    let (view, _) = live.queue_view();
+    super::qstats::register_metrics(&mut reg, &view, &live.queues, &|link| {
+        if link == super::PASS_LINK {
+            "pass".to_string()
+        } else {
+            link.to_string()
+        }
+    });
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &reg);

@@ -348,16 +348,17 @@ impl QueueConfig {
 /// What a queue holds and remembers between packets.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct QueueState {
-    /// Packets held in the scheduler for this queue.
-    pub slots: u64,
+    /// Packets held in the scheduler for this queue (a scheduler holds at
+    /// most [`crate::FlowTable::MAX_FLOWS`]-sized capacities, far below 2^32).
+    pub slots: u32,
+    /// Gilbert-Elliott state: true in the bad state.
+    pub ge_bad: bool,
     /// Bytes held in the scheduler for this queue.
     pub bytes: u64,
     /// RED's state.
     pub red: RedState,
     /// When the queue last became empty (RED's idle time).
     pub empty_since: Instant,
-    /// Gilbert-Elliott state: true in the bad state.
-    pub ge_bad: bool,
 }
 
 /// The random streams the filters draw from.
@@ -388,7 +389,11 @@ impl QueueState {
         }
         let bytes_unit = matches!(cfg.limit, QueueLimit::Bytes(_));
         if let Some(red) = &cfg.red {
-            let q = if bytes_unit { self.bytes } else { self.slots };
+            let q = if bytes_unit {
+                self.bytes
+            } else {
+                u64::from(self.slots)
+            };
             let idle = now.saturating_nanos_since(self.empty_since);
             if self
                 .red
@@ -398,7 +403,7 @@ impl QueueState {
             }
         }
         let full = match cfg.limit {
-            QueueLimit::Slots(n) => self.slots >= u64::from(n),
+            QueueLimit::Slots(n) => self.slots >= n,
             QueueLimit::Bytes(b) => self.bytes + u64::from(len) > b,
         };
         if full {

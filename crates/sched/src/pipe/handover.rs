@@ -126,10 +126,9 @@ impl<S: Scheduler> Pipe<S> {
         let pkt = match moved {
             Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
         };
-        self.counters.in_packets += 1;
-        self.counters.in_bytes += u64::from(pkt.len);
+        self.count_in(&pkt);
         let refuse = |pipe: &mut Self| {
-            pipe.counters.drop(&pkt, DropReason::FlowRemoved);
+            pipe.count_drop(&pkt, DropReason::FlowRemoved);
             Err(Rejected {
                 packet: pkt,
                 reason: DropReason::FlowRemoved,

@@ -34,7 +34,7 @@
 //!   `reorder` is set (jitter is then free to reorder); a flow's order
 //!   through the scheduler is the scheduler's contract.
 //! * **Conservation.** `in = out + dropped + held` at every instant
-//!   ([`PipeCounters`], [`Pipe::held`]); every dropped packet is handed back
+//!   ([`PipeCounters`], [`Pipe::held`]), and per queue ([`FlowCounters`]); every dropped packet is handed back
 //!   to the caller with its [`DropReason`] (by [`Pipe::enqueue`] or as an
 //!   [`Exit`] with [`Fate::Dropped`]); duplicates are counted apart.
 //! * **Determinism.** No clock, no thread, no allocation after
@@ -241,6 +241,50 @@ impl PipeCounters {
     }
 }
 
+/// Counters of one queue (flow slot) of a pipe: dummynet's per-queue
+/// `Tot_pkt/bytes` and `Drp`, plus what left. 40 bytes.
+///
+/// `in = out + dropped + held` per queue, where held is what the queue has
+/// in the scheduler ([`Pipe::queue_len`]) plus its packets on the link and
+/// in the delay line; the sums over the queues are the pipe's
+/// [`PipeCounters`] (but for packets refused with
+/// [`DropReason::UnknownFlow`], which belong to no queue).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// Packets offered to the queue.
+    pub in_packets: u64,
+    /// Bytes offered.
+    pub in_bytes: u64,
+    /// Packets handed out with [`Fate::Transmit`].
+    pub out_packets: u64,
+    /// Bytes handed out with [`Fate::Transmit`].
+    pub out_bytes: u64,
+    /// Packets dropped, any reason (the pipe's counters keep the reasons).
+    pub dropped_packets: u64,
+}
+
+impl FlowCounters {
+    /// Packets offered and not yet out or dropped: queued, on the link or
+    /// in the delay line.
+    pub fn held(&self) -> u64 {
+        self.in_packets
+            .saturating_sub(self.out_packets + self.dropped_packets)
+    }
+}
+
+/// Counts a drop in the pipe's counters and in its queue's.
+fn count_drop(
+    counters: &mut PipeCounters,
+    flows: &mut [FlowCounters],
+    pkt: &Packet,
+    reason: DropReason,
+) {
+    counters.drop(pkt, reason);
+    if let Some(f) = flows.get_mut(pkt.flow.index()) {
+        f.dropped_packets += 1;
+    }
+}
+
 /// A dummynet pipe around a scheduler (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Pipe<S> {
@@ -250,8 +294,13 @@ pub struct Pipe<S> {
     delay_ns: u64,
     profile: Option<DelayProfile>,
     jitter: Option<Jitter>,
-    queues: Vec<QueueConfig>,
+    /// The distinct queue configurations (few: one per flowset).
+    configs: Vec<QueueConfig>,
+    /// Per flow: its configuration's index in `configs`.
+    queues: Vec<u16>,
     state: Vec<QueueState>,
+    /// Per flow: its counters.
+    flow_counters: Vec<FlowCounters>,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
     red_unit_ns: Option<u64>,
@@ -284,8 +333,10 @@ impl<S: Scheduler> Pipe<S> {
             delay_ns: config.delay_ns,
             profile: config.profile,
             jitter: config.jitter,
-            queues: vec![config.queue; flows],
+            configs: vec![config.queue],
+            queues: vec![0; flows],
             state: vec![QueueState::default(); flows],
+            flow_counters: vec![FlowCounters::default(); flows],
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
@@ -305,17 +356,53 @@ impl<S: Scheduler> Pipe<S> {
     pub fn set_queue(&mut self, flow: FlowId, config: QueueConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let slots = self.queues.len();
-        let q = self.queues.get_mut(flow.index()).ok_or_else(|| {
-            ConfigError::out_of_range("pipe queue", flow.0, format!("0..{slots}"))
-        })?;
-        *q = config;
-        self.any_duplicate = self.queues.iter().any(|q| q.duplicate > 0.0);
+        if flow.index() >= slots {
+            return Err(ConfigError::out_of_range(
+                "pipe queue",
+                flow.0,
+                format!("0..{slots}"),
+            ));
+        }
+        let at = match self.configs.iter().position(|c| *c == config) {
+            Some(at) => at,
+            None => {
+                // A configuration no flow uses any more makes room first.
+                let mut used = vec![false; self.configs.len()];
+                for (i, &q) in self.queues.iter().enumerate() {
+                    if i != flow.index() {
+                        used[usize::from(q)] = true;
+                    }
+                }
+                match used.iter().position(|u| !u) {
+                    Some(free) => {
+                        self.configs[free] = config;
+                        free
+                    }
+                    None if self.configs.len() <= usize::from(u16::MAX) => {
+                        self.configs.push(config);
+                        self.configs.len() - 1
+                    }
+                    None => {
+                        return Err(ConfigError::out_of_range(
+                            "distinct queue configurations of a pipe",
+                            self.configs.len() + 1,
+                            "1..=65536",
+                        ))
+                    }
+                }
+            }
+        };
+        // `at` fits: `configs` never exceeds 65 536 entries.
+        self.queues[flow.index()] = at as u16;
+        self.any_duplicate = self.configs.iter().any(|q| q.duplicate > 0.0);
         Ok(())
     }
 
     /// The configuration of queue `flow`.
     pub fn queue_config(&self, flow: FlowId) -> Option<&QueueConfig> {
-        self.queues.get(flow.index())
+        self.queues
+            .get(flow.index())
+            .map(|&q| &self.configs[usize::from(q)])
     }
 
     /// Offers `pkt` at `now` (first moving the link up to `now`, so the
@@ -328,11 +415,10 @@ impl<S: Scheduler> Pipe<S> {
     /// [`DropReason::BurstLoss`], [`DropReason::Red`],
     /// [`DropReason::FlowLimit`], or the scheduler's own.
     pub fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
-        self.counters.in_packets += 1;
-        self.counters.in_bytes += u64::from(pkt.len);
+        self.count_in(&pkt);
         self.advance_link(now);
         let reject = |pipe: &mut Self, reason| {
-            pipe.counters.drop(&pkt, reason);
+            count_drop(&mut pipe.counters, &mut pipe.flow_counters, &pkt, reason);
             Err(Rejected {
                 packet: pkt,
                 reason,
@@ -350,15 +436,34 @@ impl<S: Scheduler> Pipe<S> {
             gilbert_elliott: &mut self.rng.gilbert_elliott,
             red: &mut self.rng.red,
         };
-        if let Err(reason) =
-            self.state[i].admit(&self.queues[i], pkt.len, now, self.red_unit_ns, rngs)
-        {
+        if let Err(reason) = self.state[i].admit(
+            &self.configs[usize::from(self.queues[i])],
+            pkt.len,
+            now,
+            self.red_unit_ns,
+            rngs,
+        ) {
             return reject(self, reason);
         }
         if let Err(reason) = self.accept(now, pkt) {
             return reject(self, reason);
         }
         Ok(())
+    }
+
+    /// Counts `pkt` in, in the pipe's counters and its queue's.
+    fn count_in(&mut self, pkt: &Packet) {
+        self.counters.in_packets += 1;
+        self.counters.in_bytes += u64::from(pkt.len);
+        if let Some(f) = self.flow_counters.get_mut(pkt.flow.index()) {
+            f.in_packets += 1;
+            f.in_bytes += u64::from(pkt.len);
+        }
+    }
+
+    /// Counts a drop of `pkt`, in the pipe's counters and its queue's.
+    fn count_drop(&mut self, pkt: &Packet, reason: DropReason) {
+        count_drop(&mut self.counters, &mut self.flow_counters, pkt, reason);
     }
 
     /// Hands an admitted packet to the scheduler and wakes the link as its
@@ -409,9 +514,13 @@ impl<S: Scheduler> Pipe<S> {
                     Fate::Transmit => {
                         self.counters.out_packets += 1;
                         self.counters.out_bytes += u64::from(e.packet.len);
+                        if let Some(f) = self.flow_counters.get_mut(e.packet.flow.index()) {
+                            f.out_packets += 1;
+                            f.out_bytes += u64::from(e.packet.len);
+                        }
                     }
                     Fate::Duplicate => self.counters.duplicates += 1,
-                    Fate::Dropped(reason) => self.counters.drop(&e.packet, reason),
+                    Fate::Dropped(reason) => self.count_drop(&e.packet, reason),
                 }
                 out(Exit {
                     packet: e.packet,
@@ -479,7 +588,7 @@ impl<S: Scheduler> Pipe<S> {
         let i = pkt.flow.index();
         if let Some(st) = self.state.get_mut(i) {
             st.slots = st.slots.saturating_sub(1);
-            st.bytes = st.bytes.saturating_sub(u64::from(pkt.len));
+            st.bytes = st.bytes.saturating_sub(pkt.len.into());
             if st.slots == 0 {
                 st.empty_since = start;
             }
@@ -505,7 +614,7 @@ impl<S: Scheduler> Pipe<S> {
             };
         }
         let exit = self.line.insert(wish, pkt, Fate::Transmit);
-        let dup = self.queues.get(i).map_or(0.0, |q| q.duplicate);
+        let dup = self.queue_config(pkt.flow).map_or(0.0, |q| q.duplicate);
         if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {
             self.line.insert(exit, pkt, Fate::Duplicate);
         }
@@ -530,8 +639,26 @@ impl<S: Scheduler> Pipe<S> {
     /// Packets queued for `flow` and their bytes (what its limit and RED
     /// see), `None` beyond the pipe's flows.
     pub fn queue_len(&self, flow: FlowId) -> Option<(u64, u64)> {
-        self.state.get(flow.index()).map(|s| (s.slots, s.bytes))
+        self.state
+            .get(flow.index())
+            .map(|s| (u64::from(s.slots), s.bytes))
     }
+
+    /// The counters of queue `flow`, `None` beyond the pipe's flows.
+    pub fn flow_counters(&self, flow: FlowId) -> Option<&FlowCounters> {
+        self.flow_counters.get(flow.index())
+    }
+
+    /// Every queue's counters, indexed by flow id.
+    pub fn all_flow_counters(&self) -> &[FlowCounters] {
+        &self.flow_counters
+    }
+
+    /// Bytes of per-flow state the pipe keeps for each of its flows (queue
+    /// state, configuration index, counters), not counting the scheduler's.
+    pub const PER_FLOW_BYTES: usize = std::mem::size_of::<QueueState>()
+        + std::mem::size_of::<u16>()
+        + std::mem::size_of::<FlowCounters>();
 
     /// The RED average of queue `flow`.
     pub fn red_average(&self, flow: FlowId) -> Option<f64> {
@@ -586,9 +713,9 @@ impl<S: Scheduler> Pipe<S> {
         purge: &mut dyn FnMut(Rejected),
     ) -> Result<(), FlowError> {
         self.check_flow(flow)?;
-        let counters = &mut self.counters;
+        let (counters, flows) = (&mut self.counters, &mut self.flow_counters);
         self.sched.remove_flow(flow, &mut |r: Rejected| {
-            counters.drop(&r.packet, r.reason);
+            count_drop(counters, flows, &r.packet, r.reason);
             purge(r);
         })?;
         self.state[flow.index()] = QueueState::default();
@@ -606,14 +733,14 @@ impl<S: Scheduler> Pipe<S> {
     /// `held` × 64 times; returns the packets it still holds after that (0
     /// for every scheduler of this crate). Control path: O(held + flows).
     pub fn purge(&mut self, now: Instant, out: &mut dyn FnMut(Rejected)) -> u64 {
-        let counters = &mut self.counters;
+        let (counters, flows) = (&mut self.counters, &mut self.flow_counters);
         let mut t = now;
         let mut misses = 0u64;
         let budget = (self.sched.queued() as u64 + 1).saturating_mul(64);
         while !self.sched.is_empty() && misses < budget {
             match self.sched.dequeue(t) {
                 Some(pkt) => {
-                    counters.drop(&pkt, DropReason::FlowRemoved);
+                    count_drop(counters, flows, &pkt, DropReason::FlowRemoved);
                     out(Rejected {
                         packet: pkt,
                         reason: DropReason::FlowRemoved,
@@ -637,7 +764,7 @@ impl<S: Scheduler> Pipe<S> {
                 Fate::Transmit => DropReason::FlowRemoved,
                 Fate::Dropped(reason) => reason,
             };
-            counters.drop(&e.packet, reason);
+            count_drop(counters, flows, &e.packet, reason);
             out(Rejected {
                 packet: e.packet,
                 reason,

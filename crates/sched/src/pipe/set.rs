@@ -628,6 +628,15 @@ impl<S: Scheduler> PipeSet<S> {
             .map(|m| FlowId(m.base + flow.0))
     }
 
+    /// The `(link, instance)` of the member holding global id `flow`, and
+    /// the flow's id in it (a per-queue view or a per-pipe histogram keyed
+    /// by the packets the set hands out). O(log M).
+    pub fn member_of(&self, flow: FlowId) -> Option<(u32, u32, FlowId)> {
+        let (i, local) = self.locate(flow)?;
+        let m = &self.members[i];
+        Some((m.link, m.instance, local))
+    }
+
     /// The routing table of the members.
     pub fn routes(&self) -> PipeRoutes {
         let mut entries: Vec<_> = self

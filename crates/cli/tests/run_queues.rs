@@ -1,0 +1,247 @@
+//! Per-queue rows of a running `pspat run` end to end: frames from several
+//! source addresses through `mask src-ip` (a masked pipe: one instance per
+//! source) and a masked flowset (one dynamic queue per source), then
+//! `pspat ctl pipe show --json`, `queue show --json`, the text layout and
+//! the metrics, checked against what was sent. The daemon runs between
+//! three namespaces of the test's own (common/run_bed.rs); run it under
+//! the lab lock, single-threaded.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+mod common;
+
+use common::run_bed::{check_conservation, pipe, wait_for, Bed};
+use etherparse::PacketBuilder;
+
+/// `pspat ctl --socket SOCKET [--json] WORDS...`: stdout, which must be a success.
+fn ctl(socket: &Path, json: bool, words: &[&str]) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pspat"));
+    cmd.arg("ctl").arg("--socket").arg(socket);
+    if json {
+        cmd.arg("--json");
+    }
+    let out = cmd.args(words).output().expect("run pspat ctl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "pspat ctl {words:?}: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// A UDP frame from 10.199.`subnet`.`host` to the receiver, port `dport`.
+fn frame(subnet: u8, host: u8, dport: u16, len: usize) -> Vec<u8> {
+    let payload = vec![0xab; len - 42];
+    let mut out = Vec::with_capacity(len);
+    PacketBuilder::ethernet2([2, 0x99, 0, 0, subnet, host], [2, 0x99, 0, 0, subnet, 2])
+        .ipv4([10, 199, subnet, host], [10, 199, subnet, 2], 64)
+        .udp(4000 + u16::from(host), dport)
+        .write(&mut out, &payload)
+        .expect("build");
+    out
+}
+
+fn finish(mut child: Child) -> serde_json::Value {
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "pspat run failed: {status}\n{stdout}");
+    serde_json::from_str(&stdout).expect("one JSON object")
+}
+
+/// `GET /metrics` from inside the bridge's namespace.
+fn metrics(bed: &Bed, addr: &str) -> String {
+    use std::io::Write;
+    let mut stream = bed
+        .bridge
+        .run(|| std::net::TcpStream::connect(addr))
+        .unwrap()
+        .expect("connect to the metrics endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n")
+        .expect("an HTTP answer")
+        .1
+        .to_string()
+}
+
+#[test]
+fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
+    const SUBNET: u8 = 252;
+    let Some(bed) = Bed::new("queues", SUBNET) else {
+        return;
+    };
+    // Pipe 1: one instance per source, 20 slots each, 1 Mbit/s (8 ms per
+    // 1000-byte frame), so a burst overflows its queue. Queue 21: one
+    // dynamic queue per source.
+    let (mut child, rx) = bed.start(
+        "pipe 1 config bw 1Mbit/s delay 5ms queue 20 mask src-ip 0xffffffff\n\
+         sched 2 config type qfq bw 50Mbit/s\n\
+         queue 21 config sched 2 mask src-ip 0xffffffff\n\
+         add 100 pipe 1 udp from any to any dst-port 6000\n\
+         add 200 queue 21 udp from any to any dst-port 7000\n\
+         default deny\n",
+        &["--metrics", "127.0.0.1:0", "--max-queues", "200"],
+    );
+    let line = wait_for(&rx, "run: metrics: http://", &mut child);
+    let addr = line
+        .trim_start_matches("run: metrics: http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let mut tx = bed.sender_socket();
+    // Sources .10 to .14 send 5, 10, 20, 40 and 60 frames to pipe 1 at once.
+    let counts = [5u64, 10, 20, 40, 60];
+    for (i, &n) in counts.iter().enumerate() {
+        let f = frame(SUBNET, 10 + i as u8, 6000, 1000);
+        for _ in 0..n {
+            assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+        }
+    }
+    // 120 sources (.100 to .219) send one frame each to queue 21.
+    for host in 100..220u8 {
+        let f = frame(SUBNET, host, 7000, 200);
+        assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+    }
+    // Each instance of pipe 1 empties within 21 frames × 8 ms + 5 ms.
+    std::thread::sleep(Duration::from_millis(800));
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&ctl(&bed.socket(), true, &["pipe", "show", "1"])).unwrap();
+    let p = &doc["result"]["pipes"][0];
+    assert_eq!(doc["result"]["queues_fresh"], true, "{doc}");
+    assert_eq!(
+        (p["queues_total"].as_u64(), p["queues_omitted"].as_u64()),
+        (Some(5), Some(0))
+    );
+    let rows = p["queues"].as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    let mut dropped = 0;
+    for (k, r) in rows.iter().enumerate() {
+        // Busiest first: .14 (60 frames) down to .10 (5).
+        let i = counts.len() - 1 - k;
+        let src = format!("10.199.{SUBNET}.{}", 10 + i);
+        assert_eq!(r["src"].as_str(), Some(src.as_str()), "{r}");
+        assert_eq!(r["in_packets"].as_u64(), Some(counts[i]), "{r}");
+        assert_eq!(r["in_bytes"].as_u64(), Some(counts[i] * 1000));
+        assert_eq!(r["bucket"], r["instance"]);
+        assert_eq!(r["dst"].as_str(), Some("0.0.0.0"), "outside the mask");
+        assert_eq!(r["queued_packets"], 0, "drained");
+        let (inp, out, drp) = (
+            r["in_packets"].as_u64().unwrap(),
+            r["out_packets"].as_u64().unwrap(),
+            r["dropped"].as_u64().unwrap(),
+        );
+        assert_eq!(inp, out + drp, "{r}");
+        // The link takes one, the queue 20: a burst of 40 or 60 (sent in
+        // far less than 20 × 8 ms) overflows it, 5 to 20 do not.
+        if counts[i] <= 21 {
+            assert_eq!(drp, 0, "{r}");
+        } else {
+            assert!(drp > 0 && drp <= counts[i] - 21, "{r}");
+        }
+        dropped += drp;
+    }
+    assert!(dropped > 0);
+    assert_eq!(p["dropped_total"].as_u64(), Some(dropped));
+    // The text: dummynet's header and one row per source under the pipe.
+    let text = ctl(&bed.socket(), false, &["pipe", "show", "1"]);
+    println!("{text}");
+    assert!(
+        text.contains(
+            "BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp"
+        ),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!("10.199.{SUBNET}.14/0")))
+        .unwrap_or_else(|| panic!("no row of .14 in\n{text}"));
+    assert!(row.contains("   60    60000"), "{row}");
+
+    // Queue 21: 120 dynamic queues, the busiest 100 shown, 20 omitted.
+    let doc: serde_json::Value =
+        serde_json::from_str(&ctl(&bed.socket(), true, &["queue", "show", "21"])).unwrap();
+    let q = &doc["result"]["queues"][0];
+    assert_eq!(
+        (q["queues_total"].as_u64(), q["queues_omitted"].as_u64()),
+        (Some(120), Some(20)),
+        "{q}"
+    );
+    let rows = q["queues"].as_array().unwrap();
+    assert_eq!(rows.len(), 100);
+    for r in rows {
+        assert_eq!(
+            (r["flowset"].as_u64(), r["in_packets"].as_u64()),
+            (Some(21), Some(1))
+        );
+        assert_eq!(r["out_packets"], 1);
+        let src = r["src"].as_str().unwrap();
+        let host: u8 = src.rsplit('.').next().unwrap().parse().unwrap();
+        assert!((100..220).contains(&host), "{src}");
+    }
+    let text = ctl(&bed.socket(), false, &["queue", "show", "21"]);
+    assert!(text.contains("... 20 more queue(s) not shown"), "{text}");
+
+    // The metrics: a series per instance of pipe 1, the sojourn histogram.
+    let m = metrics(&bed, &addr);
+    let prow = &serde_json::from_str::<serde_json::Value>(&ctl(
+        &bed.socket(),
+        true,
+        &["pipe", "show", "1"],
+    ))
+    .unwrap()["result"]["pipes"][0]["queues"][0]
+        .clone();
+    let want = format!(
+        "pspat_queue_in_packets_total{{pipe=\"1\",flowset=\"-\",instance=\"{0}\",bucket=\"{0}\"}} 60",
+        prow["instance"]
+    );
+    assert!(m.contains(&want), "{want} not in\n{m}");
+    let count = m
+        .lines()
+        .find_map(|l| l.strip_prefix("pspat_pipe_sojourn_seconds_count{pipe=\"1\"} "))
+        .and_then(|v| v.parse::<u64>().ok());
+    let out: u64 = counts.iter().sum::<u64>() - dropped;
+    assert_eq!(count, Some(out), "{m}");
+    let sum = m
+        .lines()
+        .find_map(|l| l.strip_prefix("pspat_pipe_sojourn_seconds_sum{pipe=\"1\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    // Every frame waits at least its 8 ms on the link and the 5 ms delay.
+    assert!(sum >= out as f64 * 0.013, "{sum} s over {out}");
+    // Queue 21's buckets beyond 63 are summed under "other".
+    assert!(
+        m.contains("pspat_queue_in_packets_total{pipe=\"2\",flowset=\"other\",instance=\"other\",bucket=\"other\"} 56"),
+        "{m}"
+    );
+    assert!(
+        m.contains("pspat_sojourn_unmeasured_packets_total 0"),
+        "{m}"
+    );
+
+    let doc = finish(child);
+    check_conservation(&doc);
+    assert_eq!(
+        pipe(&doc, 1)["in_packets"].as_u64(),
+        Some(counts.iter().sum())
+    );
+}
