@@ -1089,7 +1089,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let shared_routes = Arc::new(SharedRoutes::new(routes.clone()));
     let board = Arc::new(qstats::Board::default());
     let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox)).with_queues(
-        qstats::Recorder::new(Arc::clone(&board), rx_threads, descriptors),
+        // A shaped reverse direction's RX threads are clients too
+        // (rx_threads..2 * rx_threads).
+        qstats::Recorder::new(
+            Arc::clone(&board),
+            rx_threads * if shape_reverse { 2 } else { 1 },
+            descriptors,
+        ),
     );
     let mut config = config;
     control::pin_rule_numbers(&mut config);

@@ -215,6 +215,8 @@ impl Recorder {
     }
 
     fn slot(&self, token: u64) -> Option<usize> {
+        // A duplicated packet leaves with the copy mark in its token.
+        let token = token & !Packet::COPY_BIT;
         let (client, desc) = ((token >> 32) as usize, (token as u32) as usize);
         let i = client.checked_mul(self.per_client)?.checked_add(desc)?;
         (desc < self.per_client && i < self.entered.len()).then_some(i)
@@ -793,6 +795,17 @@ mod tests {
         rec.entered(0, 5u64 << 32);
         rec.publish();
         assert_eq!(board.unmeasured(), 1);
+        // A duplicated packet leaves with the copy mark: still measured.
+        let t = (1u64 << 32) | 3;
+        set.enqueue(now, Packet::new(FlowId(8), 1000, t)).unwrap();
+        rec.entered(now.as_nanos(), t);
+        let left = now.saturating_add_nanos(6_000_000);
+        let p = set.dequeue(left).expect("due after 1 + 5 ms");
+        rec.left(left.as_nanos(), &p.with_copy(), &set);
+        rec.publish();
+        assert_eq!(board.unmeasured(), 1);
+        let hists = board.hists();
+        assert_eq!(hists.iter().find(|h| h.0 == 2).unwrap().1.count, 4);
         // A reader the arbiter does not answer gets the last copy, not fresh.
         let (snap, fresh) = board.fetch(Duration::from_millis(5));
         assert!(!fresh);
