@@ -1824,11 +1824,17 @@ mod tests {
         assert!(e.starts_with("<ctl>:1:27: "), "{e}");
         let r = live.request("pipe 1 config plr 1.5");
         assert!(r.error.unwrap().starts_with("<ctl>:1:"));
-        // Refused: duplication; the running plan stays.
+        // Refused: deleting a pipe a rule sends to; the running plan stays.
         let before = live.plan();
-        let r = live.request("pipe 1 config duplicate 0.5");
-        assert!(r.error.unwrap().contains("duplicate"));
+        let r = live.request("pipe 1 delete");
+        let e = r.error.unwrap();
+        assert!(e.contains("pipe 1") && e.contains("100"), "{e}");
         assert_eq!(live.plan(), before);
+        // Duplication changes live, on the pipe's queue only.
+        let r = live.request("pipe 1 config duplicate 0.5");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(live.plan().pipes[&1].queue.duplicate, 0.5);
+        assert_eq!(live.plan().rules, before.rules);
         // Rules: add, show, delete; the counters of a replaced classifier stay.
         live.classifier.lock().unwrap().classify(
             pspat_sched::Instant::ZERO,
@@ -2235,17 +2241,16 @@ mod tests {
                      add 100 pipe 1 udp from any to any dst-port 5001\n\
                      add 200 pipe 2 udp from any to any dst-port 5002\n";
         let (live, stop, arbiter) = live_at(first, file.clone());
-        // A new pipe with its rule, and duplication (refused): nothing applied.
+        // A new pipe with its rule, and a probability out of range: nothing
+        // applied.
         std::fs::write(
             &file,
-            first.replace(
-                "pipe 1 config bw 5Mbit/s",
-                "pipe 1 config bw 5Mbit/s duplicate 0.1",
-            ) + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
+            first.replace("pipe 1 config bw 5Mbit/s", "pipe 1 config bw 5Mbit/s plr 1.5")
+                + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
         )
         .unwrap();
         let e = live.reload().unwrap_err();
-        assert!(e.contains("pipe 1: duplicate"), "{e}");
+        assert!(e.contains("plr"), "{e}");
         assert!(live.routes.get().global(3, 0, FlowId(0)).is_none());
         assert!(!live.plan().pipes.contains_key(&3));
         // Pipe 2 gone while rule 200 stays: refused, nothing changed.

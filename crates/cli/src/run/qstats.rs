@@ -828,7 +828,8 @@ mod tests {
                 .iter()
                 .map(|l| l.counters.out_packets)
                 .sum::<u64>(),
-            12
+            13,
+            "the 12 drained and the duplicated one"
         );
         // A packet arrives: the copy is no longer current.
         rec.touched();
