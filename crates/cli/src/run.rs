@@ -2245,8 +2245,10 @@ mod tests {
         // applied.
         std::fs::write(
             &file,
-            first.replace("pipe 1 config bw 5Mbit/s", "pipe 1 config bw 5Mbit/s plr 1.5")
-                + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
+            first.replace(
+                "pipe 1 config bw 5Mbit/s",
+                "pipe 1 config bw 5Mbit/s plr 1.5",
+            ) + "pipe 3 config bw 2Mbit/s\nadd 300 pipe 3 udp from any to any dst-port 5003\n",
         )
         .unwrap();
         let e = live.reload().unwrap_err();
