@@ -306,7 +306,9 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     };
     let first = "pipe 1 config bw 5Mbit/s delay 10ms\n\
                  add 100 pipe 1 udp from any to any dst-port 6000\n";
-    let (mut child, rx) = bed.start(first, &[]);
+    // A small reserve: 64 flow ids, room for a pipe's 16 instances but not
+    // for a masked flowset's 256 dynamic queues.
+    let (mut child, rx) = bed.start(first, &["--spare-flows", "64"]);
     let socket = bed.socket();
     let pid = child.id().to_string();
     let hup = |child: &mut Child, rx: &mpsc::Receiver<String>, want: &str| -> String {
@@ -341,14 +343,18 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     std::fs::write(bed.config(), "pipe 1 config bw 10Mbit/s delya 5ms\n").unwrap();
     let line = hup(&mut child, &rx, "reload refused");
     assert!(line.contains("run.ipfw:1:"), "{line}");
-    // Duplication cannot be applied: refused, nothing changes.
+    // A masked flowset whose rebuilt link needs more flow ids than the
+    // reserve has free: refused, nothing changes (not even the bandwidth).
     std::fs::write(
         bed.config(),
-        "pipe 1 config bw 20Mbit/s duplicate 0.1\nadd 100 pipe 1 udp from any to any\n",
+        "pipe 1 config bw 20Mbit/s delay 10ms\n\
+         queue 1 config pipe 1 mask src-ip 0xffffffff\n\
+         add 100 queue 1 udp from any to any dst-port 6000\n\
+         add 200 pipe 1 tcp from any to any\n",
     )
     .unwrap();
     let line = hup(&mut child, &rx, "reload refused");
-    assert!(line.contains("pipe 1: duplicate"), "{line}");
+    assert!(line.contains("--spare-flows"), "{line}");
     let doc = ctl_json(&socket, &["pipe", "show"]);
     assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 10_000_000);
     // A new pipe and its rule: added.
