@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::run_bed::{
-    check_conservation, pace, pipe, realtime_ns, send_all, wait_for, Arrival, Bed,
+    check_conservation, finish, pace, pipe, realtime_ns, send_all, wait_for, Arrival, Bed,
 };
 
 /// `pspat ctl --socket SOCKET ARGS...`.
@@ -97,26 +97,6 @@ fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
         (Some(1), Some("ctl"), Some(true))
     );
     doc
-}
-
-/// Stops the daemon (SIGTERM) and returns its JSON report.
-fn finish(mut child: Child) -> serde_json::Value {
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "pspat run failed: {status}\n{stdout}");
-    serde_json::from_str(&stdout).expect("one JSON object")
 }
 
 #[test]

@@ -387,6 +387,27 @@ fn check_both_directions(doc: &serde_json::Value, echoes: u64, pipes: [(u64, u64
     }
 }
 
+/// Runs `config` (pipes 1 and 2, one per direction, 40 ms in all), pings
+/// 25 times through it and checks both directions' counts and the RTT: min
+/// in [40, 41] ms, average at most 42 ms. The daemon's report.
+fn ping_40ms_round_trip(bed: &Bed, subnet: u8, config: &str, what: &str) -> serde_json::Value {
+    let (child, _log) = bed.start(config, &["--duration", "7"]);
+    let (text, min_rtt, avg_rtt) = ping_through(bed, subnet, 25);
+    println!("{text}");
+    let doc = finish(child);
+    println!(
+        "ping through {what}: min {min_rtt} avg {avg_rtt} ms; reverse {}; rules {}",
+        doc["reverse"], doc["rules"]
+    );
+    check_both_directions(&doc, 25, [(1, 25), (2, 25)]);
+    assert!(
+        (40.0..=41.0).contains(&min_rtt),
+        "min RTT {min_rtt} ms, not in [40, 41]"
+    );
+    assert!(avg_rtt <= 42.0, "average RTT {avg_rtt} ms");
+    doc
+}
+
 #[test]
 fn run_delays_each_direction_by_its_in_recv_pipe() {
     if ping_missing() {
@@ -406,21 +427,8 @@ fn run_delays_each_direction_by_its_in_recv_pipe() {
          default allow\n",
         bed.into.b, bed.out.a
     );
-    let (child, _log) = bed.start(&config, &["--duration", "7"]);
-    let (text, min_rtt, avg_rtt) = ping_through(&bed, subnet, 25);
-    println!("{text}");
-    let doc = finish(child);
-    println!(
-        "ping through delay 20ms each way (in recv): min {min_rtt} avg {avg_rtt} ms; reverse {}",
-        doc["reverse"]
-    );
-    check_both_directions(&doc, 25, [(1, 25), (2, 25)]);
     // 20 ms + 20 ms, plus what the bridge costs in each direction.
-    assert!(
-        (40.0..=41.0).contains(&min_rtt),
-        "min RTT {min_rtt} ms, not in [40, 41]"
-    );
-    assert!(avg_rtt <= 42.0, "average RTT {avg_rtt} ms");
+    ping_40ms_round_trip(&bed, subnet, &config, "delay 20ms each way (in recv)");
 }
 
 #[test]
@@ -443,20 +451,7 @@ fn run_applies_out_xmit_to_the_forward_and_in_recv_to_the_reverse_direction() {
          default allow\n",
         out = bed.out.a
     );
-    let (child, _log) = bed.start(&config, &["--duration", "7"]);
-    let (text, min_rtt, avg_rtt) = ping_through(&bed, subnet, 25);
-    println!("{text}");
-    let doc = finish(child);
-    println!(
-        "ping through delay 30ms out xmit + 10ms in recv: min {min_rtt} avg {avg_rtt} ms; rules {}",
-        doc["rules"]
-    );
-    check_both_directions(&doc, 25, [(1, 25), (2, 25)]);
-    assert!(
-        (40.0..=41.0).contains(&min_rtt),
-        "min RTT {min_rtt} ms, not in [40, 41]"
-    );
-    assert!(avg_rtt <= 42.0, "average RTT {avg_rtt} ms");
+    let doc = ping_40ms_round_trip(&bed, subnet, &config, "delay 30ms out xmit + 10ms in recv");
     // Each echo request counted by the default (its `in` pass) and rule 100
     // (its `out` pass); each reply by rule 200 alone.
     let rules = doc["rules"].as_array().unwrap();

@@ -8,12 +8,12 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 mod common;
 
-use common::run_bed::{check_conservation, pipe, wait_for, Bed};
+use common::run_bed::{check_conservation, finish, pipe, wait_for, Bed};
 use etherparse::PacketBuilder;
 
 /// `pspat ctl --socket SOCKET [--json] WORDS...`: stdout, which must be a success.
@@ -43,25 +43,6 @@ fn frame(subnet: u8, host: u8, dport: u16, len: usize) -> Vec<u8> {
         .write(&mut out, &payload)
         .expect("build");
     out
-}
-
-fn finish(mut child: Child) -> serde_json::Value {
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "pspat run failed: {status}\n{stdout}");
-    serde_json::from_str(&stdout).expect("one JSON object")
 }
 
 /// `GET /metrics` from inside the bridge's namespace.

@@ -1,5 +1,5 @@
 //! The test bed of the `pspat run` end-to-end tests (`run_e2e.rs`,
-//! `run_control.rs`): three namespaces of the test's own (a sender, the
+//! `run_control.rs`, `run_queues.rs`): three namespaces of the test's own (a sender, the
 //! bridge, a receiver) joined by two veth pairs, the daemon started in the
 //! bridge namespace with its control socket in the bed's directory, frames
 //! built and recognised by a marker, and the report's checks. Every name
@@ -7,7 +7,7 @@
 
 #![allow(dead_code)] // each test file uses a part
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -156,6 +156,26 @@ impl Drop for Bed {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Stops the daemon (SIGTERM) and returns its JSON report.
+pub fn finish(mut child: Child) -> serde_json::Value {
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "pspat run failed: {status}\n{stdout}");
+    serde_json::from_str(&stdout).expect("one JSON object")
 }
 
 /// Waits up to 20 s for a stderr line containing `what`.
