@@ -730,7 +730,7 @@ impl Classifier {
 
     /// The first rule `key` matches, with its tablearg, counted in that
     /// rule's counters; `None` (counted in the default's) when none does.
-    #[inline]
+    #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn first_match(&mut self, key: &PacketKey, len: u32) -> Option<(RuleAction, Option<u32>)> {
         for r in &mut self.rules {
             if let Some(arg) = r.matches(key, &self.local, &self.tables) {
@@ -754,7 +754,7 @@ impl Classifier {
 
     /// The target of a match (or of the default action), or the verdict
     /// when there is none.
-    #[inline]
+    #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn resolve(&mut self, matched: Option<(RuleAction, Option<u32>)>) -> Result<Chosen, Verdict> {
         match matched {
             None => Err(match self.default_action {
@@ -788,7 +788,7 @@ impl Classifier {
     }
 
     /// The scheduler instance on the chosen target's link.
-    #[inline]
+    #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn instance(&mut self, now: Instant, key: &PacketKey, chosen: Chosen) -> Result<u32, Verdict> {
         let link = self.link_of(chosen);
         let link = &mut self.links[link];
@@ -805,7 +805,7 @@ impl Classifier {
     }
 
     /// The masked key and its hash, for a masked flowset.
-    #[inline]
+    #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn queue_key(
         &self,
         key: &PacketKey,
@@ -822,7 +822,7 @@ impl Classifier {
     }
 
     /// The flow id, from the masked key when the flowset has a mask.
-    #[inline]
+    #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn finish(
         &mut self,
         now: Instant,
