@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{numbered, send_all, settle, Bed};
+use common::{round_robin, send_and_stop, Bed};
 use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, Report, TxKind};
 use pspat_io::parse::FlowKeyKind;
 use pspat_sched::pipe::{PipeConfig, PipeScheduler, QueueConfig, QueueLimit};
@@ -50,19 +50,8 @@ fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<Outcome> {
         .expect("start the bridge");
     let receiver = bed.receiver();
     let mut sock = bed.sender_socket();
-    let frames: Vec<Vec<u8>> = (0..per_flow)
-        .flat_map(|seq| (0..4u16).map(move |f| numbered(5000 + f, seq, 200)))
-        .collect();
-    let sent = send_all(&mut sock, &frames, 16, Duration::from_micros(500));
-    assert_eq!(
-        sent,
-        frames.len() as u64,
-        "the sender's kernel took every frame"
-    );
-    let live = settle(&bridge, sent, Duration::from_secs(10));
-    assert!(live.conserved, "{live:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    let report = bridge.stop().expect("stop");
+    let frames = round_robin(5000, 4, per_flow, 200);
+    let (report, sent) = send_and_stop(bridge, &mut sock, &frames, 16, Duration::from_micros(500));
     let (got, far_drops) = receiver.finish();
     Some((report, got, sent, far_drops))
 }

@@ -166,6 +166,36 @@ pub fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>], batch: usize, gap: Durati
     sent
 }
 
+/// `per_flow` numbered frames of `len` bytes on each of `flows`
+/// destination ports from `first_port`, the ports in turn.
+pub fn round_robin(first_port: u16, flows: u16, per_flow: u32, len: usize) -> Vec<Vec<u8>> {
+    (0..per_flow)
+        .flat_map(|seq| (0..flows).map(move |f| numbered(first_port + f, seq, len)))
+        .collect()
+}
+
+/// Sends `frames` ([`send_all`]), checks that the sender's kernel took
+/// every one and that the bridge kept count while it settled, and stops it
+/// 200 ms later: the final report and the frames sent.
+pub fn send_and_stop(
+    bridge: Bridge,
+    tx: &mut PacketTx,
+    frames: &[Vec<u8>],
+    batch: usize,
+    gap: Duration,
+) -> (Report, u64) {
+    let sent = send_all(tx, frames, batch, gap);
+    assert_eq!(
+        sent,
+        frames.len() as u64,
+        "the sender's kernel took every frame"
+    );
+    let live = settle(&bridge, sent, Duration::from_secs(10));
+    assert!(live.conserved, "{live:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    (bridge.stop().expect("stop"), sent)
+}
+
 /// Waits until the bridge received `want` frames (or the kernel dropped
 /// the rest) and holds none, or `limit` passed; returns the last report.
 pub fn settle(bridge: &Bridge, want: u64, limit: Duration) -> Report {
