@@ -11,10 +11,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{round_robin, send_and_stop, Bed};
-use pspat_bridge::{Bridge, BridgeConfig, FlowCounters, HashClassifier, Report, TxKind};
+use pspat_bridge::{BridgeConfig, FlowCounters, Report, TxKind};
 use pspat_io::parse::FlowKeyKind;
-use pspat_sched::pipe::{PipeConfig, PipeScheduler, QueueConfig, QueueLimit};
-use pspat_sched::{AlgKind, FlowTable, Pipe, SchedulerConfig};
+use pspat_sched::pipe::{PipeConfig, QueueConfig, QueueLimit};
 
 /// The final report, the `(flow, seq)` the receiver got in arrival order,
 /// the frames sent and the receiver's kernel ring drops.
@@ -40,16 +39,7 @@ fn run(p: f64, tx: TxKind, per_flow: u32, counters: FlowCounters) -> Option<Outc
         seed: 99,
         ..PipeConfig::default()
     };
-    let fifo = SchedulerConfig::new(AlgKind::Fifo)
-        .build(FlowTable::uniform(4).unwrap())
-        .unwrap();
-    let sched = PipeScheduler::new(Pipe::new(pipe_cfg, fifo, 4).unwrap());
-    let classifier = HashClassifier::new(&cfg);
-    let bridge = bed
-        .bridge
-        .run(|| Bridge::start_custom(cfg, sched, |_| {}, move |_| classifier.clone()))
-        .expect("enter the bridge namespace")
-        .expect("start the bridge");
+    let bridge = bed.start_pipe(cfg, pipe_cfg);
     let receiver = bed.receiver();
     let mut sock = bed.sender_socket();
     let frames = round_robin(5000, 4, per_flow, 200);

@@ -9,9 +9,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use etherparse::PacketBuilder;
-use pspat_bridge::{Bridge, BridgeConfig, Report};
+use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, Report};
 use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, TxConfig};
 use pspat_io::netns::{self, Namespace, VethPair};
+use pspat_sched::pipe::{PipeConfig, PipeScheduler};
+use pspat_sched::{AlgKind, FlowTable, Pipe, SchedulerConfig};
 
 pub const MAGIC: &[u8; 8] = b"pspat-br";
 
@@ -64,6 +66,21 @@ impl Bed {
     ) -> Bridge {
         self.bridge
             .run(|| Bridge::start_with(cfg, make))
+            .expect("enter the bridge namespace")
+            .expect("start the bridge")
+    }
+
+    /// A bridge around one dummynet pipe configured by `pipe`, with a FIFO
+    /// queue per flow, classifying with the built-in classifier.
+    pub fn start_pipe(&self, cfg: BridgeConfig, pipe: PipeConfig) -> Bridge {
+        let flows = cfg.flows as usize;
+        let fifo = SchedulerConfig::new(AlgKind::Fifo)
+            .build(FlowTable::uniform(flows).expect("flow table"))
+            .expect("FIFO scheduler");
+        let sched = PipeScheduler::new(Pipe::new(pipe, fifo, flows).expect("pipe"));
+        let classifier = HashClassifier::new(&cfg);
+        self.bridge
+            .run(|| Bridge::start_custom(cfg, sched, |_| {}, move |_| classifier.clone()))
             .expect("enter the bridge namespace")
             .expect("start the bridge")
     }
