@@ -199,8 +199,13 @@ impl Bridge {
     /// the scheduler does not know is dropped by the arbiter
     /// (`unknown_flow`), both counted. The scheduler should hold every
     /// descriptor (`cfg.descriptors × cfg.rx_threads` packets) so that it
-    /// never refuses one for lack of room. One scheduler drives one link:
-    /// `cfg.extra_outputs` must be empty.
+    /// never refuses one for lack of room. A scheduler that drops packets
+    /// itself (a pipe's queue limit, `plr`, RED) should be paired with
+    /// [`crate::FlowCounters::Groups`]: the transmitters never see those
+    /// packets, so with per-flow counting each such drop stays charged to
+    /// its flow's queue limit ([`BridgeConfig::queue_limit`]), and a flow
+    /// with that many drops is refused as `flow_limit` from then on. One
+    /// scheduler drives one link: `cfg.extra_outputs` must be empty.
     ///
     /// # Errors
     /// As [`Bridge::start_with`]; [`BridgeError::Config`] (`extra_outputs`)

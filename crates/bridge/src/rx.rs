@@ -186,7 +186,8 @@ impl<C: Classifier> RxState<C> {
             // frames left, so never more than were submitted). Arbiter
             // drops do not happen while the bridge runs (the scheduler's
             // capacity covers every descriptor), so they cannot leave a
-            // flow stuck.
+            // flow stuck; a scheduler that drops by itself counts its flows
+            // in groups, without this limit (`Bridge::start_custom`).
             let groups = self.grouping.groups();
             let done: u64 = self.tx[e]
                 .iter()
