@@ -70,7 +70,7 @@ struct Lane {
     sender: Option<Sender>,
     counters: Arc<TxShared>,
     /// The first runtime client id of this direction: packet `p` counts in
-    /// `done[(p.client - first_client) * flows + flow]`.
+    /// `done[(p.client - first_client) * groups + group]`.
     first_client: u32,
     /// The batch's frames, one per packet (`pkts` alongside).
     frames: Vec<Frame>,
@@ -96,22 +96,29 @@ impl Lane {
 
     /// Counts `p` dropped for `reason`; a copy does not end its packet.
     fn drop_pkt(&self, p: &TxPacket, reason: TxReason, copy: bool) {
-        let f = p.flow.0 as usize;
         let c = &self.counters;
-        c.drops[f * NTX + reason as usize].add(1);
+        let g = c.grouping.of(p.flow.0);
+        c.drops[g * NTX + reason as usize].add(1);
         if !copy {
-            c.done[(p.client - self.first_client) as usize * c.flows + f].add(1);
+            self.finish(p, g);
         }
+    }
+
+    /// Counts `p` (of counter group `g`) finished, for its RX thread's
+    /// queue limit.
+    fn finish(&self, p: &TxPacket, g: usize) {
+        let c = &self.counters;
+        c.done[(p.client - self.first_client) as usize * c.grouping.groups() + g].add(1);
     }
 
     /// Counts `p` sent; a copy does not end its packet.
     fn sent_pkt(&self, p: &TxPacket, copy: bool) {
-        let f = p.flow.0 as usize;
         let c = &self.counters;
-        c.sent[f].add(1);
-        c.sent_bytes[f].add(u64::from(p.len));
+        let g = c.grouping.of(p.flow.0);
+        c.sent[g].add(1);
+        c.sent_bytes[g].add(u64::from(p.len));
         if !copy {
-            c.done[(p.client - self.first_client) as usize * c.flows + f].add(1);
+            self.finish(p, g);
         }
     }
 
@@ -131,7 +138,8 @@ impl Lane {
     fn push(&mut self, arena: &FrameArena, p: &TxPacket) {
         let copies = usize::from(p.copies.clamp(1, 2));
         if copies == 2 {
-            self.counters.duplicated[p.flow.0 as usize].add(1);
+            let c = &self.counters;
+            c.duplicated[c.grouping.of(p.flow.0)].add(1);
         }
         if self.picks.len() + copies > MAX_BATCH {
             self.flush(arena);

@@ -14,7 +14,9 @@ use pspat_sched::{AnyScheduler, FlowParams, FlowTable, Scheduler};
 use crate::backend::{AfPacketTx, Sender};
 use crate::classify::{Classifier, HashClassifier};
 use crate::config::{BridgeConfig, BridgeError, Egress, TxKind};
-use crate::counters::{read_cpu, ReverseShared, RxReason, RxShared, TxReason, TxShared, NRX, NTX};
+use crate::counters::{
+    read_cpu, Grouping, ReverseShared, RxReason, RxShared, TxReason, TxShared, NRX, NTX,
+};
 use crate::report::{add, EgressReport, FlowReport, Report, ReverseReport, ThreadPlace};
 use crate::reverse::Reverse;
 use crate::rx::{RxState, RxThread};
@@ -27,8 +29,12 @@ pub struct Bridge {
     cfg: BridgeConfig,
     /// The egress interfaces, `output` first (rates and cores resolved).
     egress: Vec<Egress>,
-    /// The egress interface of each flow.
+    /// The egress interface of each flow (empty when the flows are counted
+    /// in groups: one egress interface carries them all).
     egress_of: Arc<[u16]>,
+    /// The counter group of each flow ([`crate::FlowCounters`]).
+    grouping: Grouping,
+    /// The weight of each counter group (its flows' weights summed).
     weights: Vec<u32>,
     /// One runtime per egress interface (taken on stop).
     runtimes: Vec<Runtime<AfPacketTx>>,
@@ -193,8 +199,13 @@ impl Bridge {
     /// the scheduler does not know is dropped by the arbiter
     /// (`unknown_flow`), both counted. The scheduler should hold every
     /// descriptor (`cfg.descriptors × cfg.rx_threads` packets) so that it
-    /// never refuses one for lack of room. One scheduler drives one link:
-    /// `cfg.extra_outputs` must be empty.
+    /// never refuses one for lack of room. A scheduler that drops packets
+    /// itself (a pipe's queue limit, `plr`, RED) should be paired with
+    /// [`crate::FlowCounters::Groups`]: the transmitters never see those
+    /// packets, so with per-flow counting each such drop stays charged to
+    /// its flow's queue limit ([`BridgeConfig::queue_limit`]), and a flow
+    /// with that many drops is refused as `flow_limit` from then on. One
+    /// scheduler drives one link: `cfg.extra_outputs` must be empty.
     ///
     /// # Errors
     /// As [`Bridge::start_with`]; [`BridgeError::Config`] (`extra_outputs`)
@@ -246,13 +257,25 @@ impl Bridge {
     {
         cfg.validate()?;
         let flows = cfg.flows as usize;
-        let weights = cfg.flow_weights();
+        let grouping = Grouping::new(cfg.counter_groups());
+        let groups = grouping.groups();
+        let mut weights = vec![0u32; groups];
+        for (f, w) in cfg.flow_weights().into_iter().enumerate() {
+            let g = grouping.of(f as u32);
+            weights[g] = weights[g].saturating_add(w);
+        }
         let egress = cfg.egress();
         let ne = egress.len();
-        let egress_of: Arc<[u16]> = crate::egress::placement(&cfg)?
-            .into_iter()
-            .map(|e| e as u16)
-            .collect();
+        let egress_of: Arc<[u16]> = if cfg.limits_queues() {
+            crate::egress::placement(&cfg)?
+                .into_iter()
+                .map(|e| e as u16)
+                .collect()
+        } else {
+            // Grouped: one egress interface (validated).
+            Arc::from(Vec::new())
+        };
+        let queue_limit = cfg.limits_queues().then_some(u64::from(cfg.queue_limit));
         // Sockets first: the egress interfaces' MTUs size the frames (the
         // smallest one bounds every frame, whichever interface it takes).
         let nsend = cfg.dispatchers.max(1);
@@ -363,7 +386,7 @@ impl Bridge {
                 // reverse senders all go to this runtime's transmitters.
                 let mut rev_senders = std::mem::take(&mut rev_senders);
                 move |_owner: TxOwner| {
-                    let counters = Arc::new(TxShared::new(rx_threads, flows));
+                    let counters = Arc::new(TxShared::new(rx_threads, grouping));
                     if let Ok(mut list) = tx_list.lock() {
                         list.push(Arc::clone(&counters));
                     }
@@ -371,7 +394,7 @@ impl Bridge {
                     if !shaped {
                         return tx;
                     }
-                    let rev = Arc::new(TxShared::new(rx_threads, flows));
+                    let rev = Arc::new(TxShared::new(rx_threads, grouping));
                     if let Ok(mut list) = rev_tx_list.lock() {
                         list.push(Arc::clone(&rev));
                     }
@@ -413,6 +436,7 @@ impl Bridge {
             weights,
             egress,
             egress_of: Arc::clone(&egress_of),
+            grouping,
             runtimes,
             arbiter_tids,
             stop: Arc::clone(&stop),
@@ -442,7 +466,7 @@ impl Bridge {
                 }
                 clients.push(client);
             }
-            let counters = Arc::new(RxShared::new(flows));
+            let counters = Arc::new(RxShared::new(groups));
             bridge.rx.push(Arc::clone(&counters));
             let cpus = &bridge.cfg.rx_cpus;
             let thread = RxThread {
@@ -458,12 +482,13 @@ impl Bridge {
                     tx: tx.clone(),
                     egress_of: Arc::clone(&egress_of),
                     flows,
-                    queue_limit: u64::from(bridge.cfg.queue_limit),
+                    grouping,
+                    queue_limit,
                     out_max,
                     limits,
                     stop: Arc::clone(&stop),
                     cpu: (!cpus.is_empty()).then(|| cpus[k % cpus.len()]),
-                    admitted: vec![0; flows],
+                    admitted: vec![0; groups],
                     scratch: vec![0; frame_size],
                 },
             };
@@ -485,7 +510,7 @@ impl Bridge {
                     reason: format!("runtime client id {} instead of {id}", client.id()),
                 }));
             }
-            let counters = Arc::new(RxShared::new(flows));
+            let counters = Arc::new(RxShared::new(groups));
             bridge.rev_rx.push(Arc::clone(&counters));
             let cpus = &bridge.cfg.rx_cpus;
             let thread = RxThread {
@@ -501,12 +526,13 @@ impl Bridge {
                     tx: vec![rev_tx.clone()],
                     egress_of: Arc::clone(&egress_of),
                     flows,
-                    queue_limit: u64::from(bridge.cfg.queue_limit),
+                    grouping,
+                    queue_limit,
                     out_max: in_max,
                     limits: in_limits,
                     stop: Arc::clone(&stop),
                     cpu: (!cpus.is_empty()).then(|| cpus[id % cpus.len()]),
-                    admitted: vec![0; flows],
+                    admitted: vec![0; groups],
                     scratch: vec![0; frame_size],
                 },
             };
@@ -551,9 +577,17 @@ impl Bridge {
         &self.egress
     }
 
-    /// The egress interface (position in [`Bridge::egress`]) of each flow.
+    /// The egress interface (position in [`Bridge::egress`]) of each flow;
+    /// empty when the flows are counted in groups
+    /// ([`crate::FlowCounters::Groups`]), which have one egress interface.
     pub fn egress_of(&self) -> &[u16] {
         &self.egress_of
+    }
+
+    /// The egress interface of counter group `g`: its flow's, or with
+    /// groups the one interface.
+    fn group_egress(&self, g: usize) -> usize {
+        self.egress_of.get(g).map_or(0, |&e| usize::from(e))
     }
 
     /// Bytes per frame buffer (the output's longest frame, rounded up).
@@ -882,7 +916,8 @@ impl Bridge {
     }
 
     /// One direction's counters: its RX threads' and its transmitters' (by
-    /// egress interface), per flow. Each flow's residue (received, not
+    /// egress interface), per flow (per counter group when grouped). Each
+    /// flow's residue (received, not
     /// finished) is its in-flight count while the bridge runs and, in a
     /// final tally, counted dropped under `arbiter_name` (what the runtime
     /// dropped); `dropped` holds the RX threads' and transmitters' drops
@@ -894,16 +929,14 @@ impl Bridge {
         arbiter_name: &str,
         final_report: bool,
     ) -> Tally {
-        let flows = self.cfg.flows as usize;
+        let groups = self.grouping.groups();
         let ne = tx.len();
         let mut t = Tally {
-            flows: (0..flows)
-                .map(|f| FlowReport {
-                    flow: f as u32,
-                    weight: self.weights.get(f).copied().unwrap_or(1),
-                    egress: self.egress[usize::from(self.egress_of[f])]
-                        .interface
-                        .clone(),
+            flows: (0..groups)
+                .map(|g| FlowReport {
+                    flow: g as u32,
+                    weight: self.weights.get(g).copied().unwrap_or(1),
+                    egress: self.egress[self.group_egress(g)].interface.clone(),
                     ..FlowReport::default()
                 })
                 .collect(),
@@ -934,7 +967,7 @@ impl Bridge {
                 }
             }
         }
-        let mut rx_flow_dropped = vec![0u64; flows];
+        let mut rx_flow_dropped = vec![0u64; groups];
         for c in rx {
             let frames = c.frames.read();
             t.received += frames;
@@ -969,11 +1002,7 @@ impl Bridge {
             }
         }
         for (f, flow) in t.flows.iter_mut().enumerate() {
-            let e = if ne == 1 {
-                0
-            } else {
-                usize::from(self.egress_of[f])
-            };
+            let e = if ne == 1 { 0 } else { self.group_egress(f) };
             t.admitted[e] += flow.received.saturating_sub(rx_flow_dropped[f]);
             let gone = flow.transmitted + flow.dropped.values().sum::<u64>();
             let entered = flow.received + flow.duplicated;
@@ -1005,7 +1034,7 @@ impl Bridge {
             })
             .collect();
         for (f, flow) in fl.iter().enumerate() {
-            let g = &mut out[usize::from(self.egress_of[f])];
+            let g = &mut out[self.group_egress(f)];
             g.flows += 1;
             g.received += flow.received;
             g.duplicated += flow.duplicated;
@@ -1014,6 +1043,12 @@ impl Bridge {
             g.in_flight += flow.in_flight;
             for (reason, n) in &flow.dropped {
                 add(&mut g.dropped, reason, *n);
+            }
+        }
+        if !self.cfg.limits_queues() {
+            // One egress interface carries every flow (validated).
+            if let Some(g) = out.first_mut() {
+                g.flows = self.cfg.flows;
             }
         }
         for g in &mut out {

@@ -106,6 +106,26 @@ impl std::str::FromStr for TxKind {
     }
 }
 
+/// How finely the bridge breaks its counters down by flow id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowCounters {
+    /// Every flow id has its own counters (received, sent, dropped by
+    /// reason, duplicated: [`crate::FlowReport`]) and its own queue limit
+    /// ([`BridgeConfig::queue_limit`]). The counters take memory per flow
+    /// id ([`BridgeConfig::flow_state_bytes`]).
+    #[default]
+    PerFlow,
+    /// `n` counter groups (1..=[`MAX_FLOWS`]; more than `flows` are not
+    /// used): flow id `f` counts in group `f % n`, and [`crate::Report`]'s
+    /// `flows` holds one entry per group (its `flow` is the group). For a
+    /// scheduler that counts and bounds every queue itself (a dummynet
+    /// pipe set): the bridge keeps no per-flow queue limit
+    /// ([`BridgeConfig::queue_limit`] is not used; an RX thread's
+    /// descriptors bound what it has in the runtime), and its memory does
+    /// not grow with `flows`. One egress interface only.
+    Groups(u32),
+}
+
 /// Everything a [`crate::Bridge`] needs; [`BridgeConfig::new`] fills in the
 /// defaults.
 #[derive(Clone, Debug)]
@@ -160,6 +180,9 @@ pub struct BridgeConfig {
     /// shared buffer with tail drop would give each flow its arrival
     /// share instead.
     pub queue_limit: u32,
+    /// Counters per flow id, or per group of flow ids (then without the
+    /// per-flow queue limit).
+    pub flow_counters: FlowCounters,
     /// Frames (= runtime descriptors) per RX thread, a multiple of 64 in
     /// 64..=65536.
     pub descriptors: usize,
@@ -213,6 +236,7 @@ impl BridgeConfig {
             rx_ring: RxRing::V2,
             qdisc_bypass: true,
             queue_limit: 64,
+            flow_counters: FlowCounters::PerFlow,
             descriptors: 4096,
             reverse: true,
             shape_reverse: false,
@@ -232,6 +256,48 @@ impl BridgeConfig {
         } else {
             self.weights.clone()
         }
+    }
+
+    /// How many counter groups the bridge keeps: `flows` with
+    /// [`FlowCounters::PerFlow`], else the groups asked for (at most
+    /// `flows`).
+    pub fn counter_groups(&self) -> usize {
+        let flows = self.flows.max(1) as usize;
+        match self.flow_counters {
+            FlowCounters::PerFlow => flows,
+            FlowCounters::Groups(n) => (n.max(1) as usize).min(flows),
+        }
+    }
+
+    /// Whether the RX threads bound each flow's queue
+    /// ([`BridgeConfig::queue_limit`]).
+    pub(crate) fn limits_queues(&self) -> bool {
+        self.flow_counters == FlowCounters::PerFlow
+    }
+
+    /// Bytes a bridge started with this configuration keeps for its flows:
+    /// its counter groups in every RX thread's block and every
+    /// transmitter's (`done` per RX thread and group, and the sums), the
+    /// RX threads' admitted counts, the weights per group and, with
+    /// [`FlowCounters::PerFlow`], the egress interface of each flow id.
+    /// What does not depend on the flows (the frame pool, the rings) is
+    /// not counted.
+    pub fn flow_state_bytes(&self) -> usize {
+        use crate::counters::{RX_PER_GROUP, TX_PER_GROUP};
+        const WORD: usize = std::mem::size_of::<u64>();
+        let groups = self.counter_groups();
+        let directions = if self.shape_reverse { 2 } else { 1 };
+        let rx_blocks = self.rx_threads * directions;
+        let tx_blocks = self.egress().len() * self.dispatchers.max(1) * directions;
+        let per_group = rx_blocks * (RX_PER_GROUP + 1) * WORD
+            + tx_blocks * (self.rx_threads + TX_PER_GROUP) * WORD
+            + std::mem::size_of::<u32>();
+        let per_flow = if self.limits_queues() {
+            std::mem::size_of::<u16>()
+        } else {
+            0
+        };
+        groups * per_group + self.flows as usize * per_flow
     }
 
     /// Every egress interface, `output` first, with its rate and arbiter
@@ -371,6 +437,20 @@ impl BridgeConfig {
                 );
             }
         }
+        if let FlowCounters::Groups(n) = self.flow_counters {
+            if !(1..=MAX_FLOWS).contains(&n) {
+                return bad(
+                    "flow_counters",
+                    format!("groups must be 1..={MAX_FLOWS}, got {n}"),
+                );
+            }
+            if egress.len() > 1 {
+                return bad(
+                    "flow_counters",
+                    "flows can be counted in groups with one egress interface only".into(),
+                );
+            }
+        }
         if !(1..=65_536).contains(&self.queue_limit) {
             return bad(
                 "queue_limit",
@@ -454,5 +534,57 @@ impl BridgeError {
             ),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(flows: u32, counters: FlowCounters) -> BridgeConfig {
+        let mut c = BridgeConfig::new("pspat-in", "pspat-out");
+        c.flows = flows;
+        c.flow_counters = counters;
+        c
+    }
+
+    #[test]
+    fn groups_are_counted_within_the_flows_and_need_one_egress() {
+        assert_eq!(cfg(10, FlowCounters::PerFlow).counter_groups(), 10);
+        assert_eq!(cfg(10, FlowCounters::Groups(4)).counter_groups(), 4);
+        assert_eq!(cfg(3, FlowCounters::Groups(4)).counter_groups(), 3);
+        assert!(cfg(10, FlowCounters::Groups(4)).validate().is_ok());
+        let field = |c: BridgeConfig| match c.validate() {
+            Err(BridgeError::Config { field, .. }) => field,
+            other => panic!("expected a configuration error, got {other:?}"),
+        };
+        assert_eq!(field(cfg(10, FlowCounters::Groups(0))), "flow_counters");
+        assert_eq!(
+            field(cfg(10, FlowCounters::Groups(MAX_FLOWS + 1))),
+            "flow_counters"
+        );
+        let mut two = cfg(10, FlowCounters::Groups(1));
+        two.extra_outputs.push(Egress {
+            interface: "pspat-out2".into(),
+            rate_bps: None,
+            arbiter_cpu: None,
+        });
+        assert_eq!(field(two), "flow_counters");
+    }
+
+    #[test]
+    fn grouped_flow_state_does_not_grow_with_the_flows() {
+        let per_flow = |c: FlowCounters| {
+            let (small, large) = (cfg(2_000, c), cfg(62_000, c));
+            (large.flow_state_bytes() - small.flow_state_bytes()) as f64 / 60_000.0
+        };
+        // One RX thread, one transmitter: 6 RX reasons and 5 TX reasons.
+        let own = per_flow(FlowCounters::PerFlow);
+        assert_eq!(own, (8.0 + 1.0) * 8.0 + (1.0 + 8.0) * 8.0 + 4.0 + 2.0);
+        assert_eq!(per_flow(FlowCounters::Groups(1)), 0.0);
+        let mut shaped = cfg(100, FlowCounters::PerFlow);
+        let one = shaped.flow_state_bytes();
+        shaped.shape_reverse = true;
+        assert_eq!(shaped.flow_state_bytes() - one, one - 100 * (4 + 2));
     }
 }

@@ -37,6 +37,46 @@ fn counters(n: usize) -> Box<[Counter]> {
     (0..n).map(|_| Counter::default()).collect()
 }
 
+/// Which counter group a flow id counts in: its own (one group per flow),
+/// or `flow % groups` ([`crate::FlowCounters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grouping {
+    groups: usize,
+}
+
+impl Grouping {
+    /// `groups` counter groups, at least 1.
+    pub(crate) fn new(groups: usize) -> Self {
+        Grouping {
+            groups: groups.max(1),
+        }
+    }
+
+    /// How many groups there are.
+    pub(crate) fn groups(self) -> usize {
+        self.groups
+    }
+
+    /// The group of flow id `flow`.
+    #[inline]
+    pub(crate) fn of(self, flow: u32) -> usize {
+        let f = flow as usize;
+        if f < self.groups {
+            f
+        } else {
+            f % self.groups
+        }
+    }
+}
+
+/// Counters per group in an RX thread's block: `received`,
+/// `received_bytes` and one `flow_drops` per [`RxReason`].
+pub(crate) const RX_PER_GROUP: usize = 2 + NRX;
+/// Counters per group in a transmitter's block, besides one `done` per RX
+/// thread: `sent`, `sent_bytes`, `duplicated` and one `drops` per
+/// [`TxReason`].
+pub(crate) const TX_PER_GROUP: usize = 3 + NTX;
+
 /// Why an RX thread dropped a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxReason {
@@ -165,8 +205,9 @@ pub(crate) struct RxShared {
     /// Parse outcomes of every frame (forwarded or not).
     pub(crate) parsed: Counter,
     pub(crate) refused: [Counter; NPARSE],
-    /// Per flow: frames classified into it, their bytes, and the flow's
-    /// share of `drops` (flow_limit, mailbox_full, closed).
+    /// Per counter group ([`Grouping`]): frames classified into its flows,
+    /// their bytes, and its share of `drops` (flow_limit, mailbox_full,
+    /// closed).
     pub(crate) received: Box<[Counter]>,
     pub(crate) received_bytes: Box<[Counter]>,
     pub(crate) flow_drops: Box<[Counter]>,
@@ -178,7 +219,7 @@ pub(crate) struct RxShared {
 }
 
 impl RxShared {
-    pub(crate) fn new(flows: usize) -> Self {
+    pub(crate) fn new(groups: usize) -> Self {
         RxShared {
             frames: Counter::default(),
             bytes: Counter::default(),
@@ -186,9 +227,9 @@ impl RxShared {
             unparsed: Default::default(),
             parsed: Counter::default(),
             refused: Default::default(),
-            received: counters(flows),
-            received_bytes: counters(flows),
-            flow_drops: counters(flows * NRX),
+            received: counters(groups),
+            received_bytes: counters(groups),
+            flow_drops: counters(groups * NRX),
             kernel_drops: Counter::default(),
             cpu: AtomicU64::new(0),
             error: ErrorSlot::default(),
@@ -200,31 +241,32 @@ impl RxShared {
 /// backend).
 #[derive(Debug)]
 pub(crate) struct TxShared {
-    pub(crate) flows: usize,
-    /// Per (RX thread, flow): frames finished (sent or dropped), for the
-    /// per-flow queue limit.
+    pub(crate) grouping: Grouping,
+    /// Per (RX thread, counter group): frames finished (sent or dropped),
+    /// for the queue limit.
     pub(crate) done: Box<[Counter]>,
-    /// Per flow: frames sent (copies included), their bytes, drops by
-    /// [`TxReason`].
+    /// Per counter group: frames sent (copies included), their bytes,
+    /// drops by [`TxReason`].
     pub(crate) sent: Box<[Counter]>,
     pub(crate) sent_bytes: Box<[Counter]>,
     pub(crate) drops: Box<[Counter]>,
-    /// Per flow: copies of duplicated packets the backend was given (each
-    /// then sent or dropped, like a frame received).
+    /// Per counter group: copies of duplicated packets the backend was
+    /// given (each then sent or dropped, like a frame received).
     pub(crate) duplicated: Box<[Counter]>,
     pub(crate) cpu: AtomicU64,
     pub(crate) error: ErrorSlot,
 }
 
 impl TxShared {
-    pub(crate) fn new(rx_threads: usize, flows: usize) -> Self {
+    pub(crate) fn new(rx_threads: usize, grouping: Grouping) -> Self {
+        let groups = grouping.groups();
         TxShared {
-            flows,
-            done: counters(rx_threads * flows),
-            sent: counters(flows),
-            sent_bytes: counters(flows),
-            drops: counters(flows * NTX),
-            duplicated: counters(flows),
+            grouping,
+            done: counters(rx_threads * groups),
+            sent: counters(groups),
+            sent_bytes: counters(groups),
+            drops: counters(groups * NTX),
+            duplicated: counters(groups),
             cpu: AtomicU64::new(0),
             error: ErrorSlot::default(),
         }
@@ -257,5 +299,40 @@ pub(crate) fn read_cpu(slot: &AtomicU64) -> Option<usize> {
     match slot.load(Ordering::Relaxed) {
         0 => None,
         c => Some(c as usize - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flow_counts_in_its_own_group_or_in_its_residue() {
+        let own = Grouping::new(8);
+        assert_eq!((own.of(0), own.of(7)), (0, 7));
+        let folded = Grouping::new(3);
+        assert_eq!(
+            (0..7).map(|f| folded.of(f)).collect::<Vec<_>>(),
+            [0, 1, 2, 0, 1, 2, 0]
+        );
+        assert_eq!(folded.of(u32::MAX), (u32::MAX % 3) as usize);
+        assert_eq!(Grouping::new(0).groups(), 1);
+    }
+
+    #[test]
+    fn the_blocks_hold_the_counters_per_group_the_estimate_counts() {
+        let groups = 5;
+        let rx = RxShared::new(groups);
+        assert_eq!(
+            rx.received.len() + rx.received_bytes.len() + rx.flow_drops.len(),
+            groups * RX_PER_GROUP
+        );
+        let rx_threads = 3;
+        let tx = TxShared::new(rx_threads, Grouping::new(groups));
+        assert_eq!(tx.done.len(), rx_threads * groups);
+        assert_eq!(
+            tx.sent.len() + tx.sent_bytes.len() + tx.drops.len() + tx.duplicated.len(),
+            groups * TX_PER_GROUP
+        );
     }
 }

@@ -39,7 +39,9 @@
 //!   interface for the bridge's life).
 //! * **Weighted shares**: each flow has its own queue limit
 //!   ([`BridgeConfig::queue_limit`]), so under overload every flow stays
-//!   backlogged and the scheduler's weights decide the shares.
+//!   backlogged and the scheduler's weights decide the shares (unless the
+//!   flows are counted in groups, [`FlowCounters::Groups`], for a
+//!   scheduler that bounds its queues itself).
 //! * **Idle costs nothing**: with no traffic the RX and reverse threads
 //!   block in `poll(2)` (waking every 100 ms to check for a stop), the
 //!   arbiter and dispatchers park.
@@ -72,7 +74,8 @@ pub use backend::{AfPacketTx, Sender};
 pub use bridge::Bridge;
 pub use classify::{Classifier, HashClassifier, Verdict};
 pub use config::{
-    BridgeConfig, BridgeError, Egress, TxKind, Unparsed, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS,
+    BridgeConfig, BridgeError, Egress, FlowCounters, TxKind, Unparsed, MAX_EGRESS, MAX_FLOWS,
+    MAX_RX_THREADS,
 };
 pub use counters::{RxReason, TxReason};
 pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};

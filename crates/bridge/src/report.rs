@@ -22,12 +22,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-/// One flow's counters.
+/// One flow's counters, or one counter group's
+/// ([`crate::FlowCounters::Groups`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FlowReport {
-    /// The flow id.
+    /// The flow id (the group: flow ids `f` with `f % groups == flow`).
     pub flow: u32,
-    /// Its weight.
+    /// Its weight (a group's: its flows' weights summed).
     pub weight: u32,
     /// The egress interface that carries it (the output interface when
     /// there is one).
@@ -161,7 +162,8 @@ pub struct Report {
     pub not_received: u64,
     /// Parse outcomes.
     pub parse: ParseReport,
-    /// Per flow, by id.
+    /// Per flow, by id; per counter group when the bridge counts its flows
+    /// in groups ([`crate::FlowCounters::Groups`]).
     pub flows: Vec<FlowReport>,
     /// Per egress interface, the output interface first.
     pub egress: Vec<EgressReport>,

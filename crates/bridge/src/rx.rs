@@ -38,7 +38,7 @@ use pspat_io::{Frame, FrameArena, PacketRx};
 
 use crate::backend::AfPacketTx;
 use crate::classify::{Classifier, Verdict};
-use crate::counters::{note_cpu, RxReason, RxShared, TxShared, NRX};
+use crate::counters::{note_cpu, Grouping, RxReason, RxShared, TxShared, NRX};
 
 /// How long one wait for the ring lasts: the longest a stop request waits
 /// for an idle RX thread.
@@ -67,15 +67,21 @@ pub(crate) struct RxState<C> {
     pub(crate) counters: Arc<RxShared>,
     /// The transmitters' counters, by egress interface.
     pub(crate) tx: Vec<Vec<Arc<TxShared>>>,
-    /// The egress interface of each flow.
+    /// The egress interface of each flow (empty: every flow takes the
+    /// first).
     pub(crate) egress_of: Arc<[u16]>,
     pub(crate) flows: usize,
-    pub(crate) queue_limit: u64,
+    /// The counter group of each flow.
+    pub(crate) grouping: Grouping,
+    /// Packets of one group (one flow unless grouped) this thread may have
+    /// in the runtime; `None`: no limit but the descriptors.
+    pub(crate) queue_limit: Option<u64>,
     pub(crate) out_max: usize,
     pub(crate) limits: ParseLimits,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) cpu: Option<usize>,
-    /// Frames of each flow this thread submitted (for the queue limit).
+    /// Frames of each counter group this thread submitted (for the queue
+    /// limit).
     pub(crate) admitted: Vec<u64>,
     pub(crate) scratch: Vec<u8>,
 }
@@ -122,9 +128,10 @@ impl<C: Classifier> RxState<C> {
         self.counters.drops[reason as usize].add(1);
     }
 
-    fn drop_flow(&self, flow: usize, reason: RxReason) {
+    /// Counts a drop of a frame of counter group `group`.
+    fn drop_flow(&self, group: usize, reason: RxReason) {
         self.counters.drops[reason as usize].add(1);
-        self.counters.flow_drops[flow * NRX + reason as usize].add(1);
+        self.counters.flow_drops[group * NRX + reason as usize].add(1);
     }
 
     fn handle(&mut self, p: RxPacket<'_>) {
@@ -166,21 +173,29 @@ impl<C: Classifier> RxState<C> {
                 return;
             }
         };
-        let f = flow.0 as usize;
-        let e = usize::from(self.egress_of[f]);
+        let f = self.grouping.of(flow.0);
+        let e = self
+            .egress_of
+            .get(flow.0 as usize)
+            .map_or(0, |&e| usize::from(e));
         c.received[f].add(1);
         c.received_bytes[f].add(len as u64);
-        // The flow's queue: what this thread submitted less what the
-        // transmitters finished (loaded Acquire: counted after the frames
-        // left, so never more than were submitted). Arbiter drops do not
-        // happen while the bridge runs (the scheduler's capacity covers
-        // every descriptor), so they cannot leave a flow stuck.
-        let done: u64 = self.tx[e]
-            .iter()
-            .map(|t| t.done[self.index * self.flows + f].read())
-            .sum();
-        if self.admitted[f].saturating_sub(done) >= self.queue_limit {
-            return self.drop_flow(f, RxReason::FlowLimit);
+        if let Some(limit) = self.queue_limit {
+            // The flow's queue: what this thread submitted less what the
+            // transmitters finished (loaded Acquire: counted after the
+            // frames left, so never more than were submitted). Arbiter
+            // drops do not happen while the bridge runs (the scheduler's
+            // capacity covers every descriptor), so they cannot leave a
+            // flow stuck; a scheduler that drops by itself counts its flows
+            // in groups, without this limit (`Bridge::start_custom`).
+            let groups = self.grouping.groups();
+            let done: u64 = self.tx[e]
+                .iter()
+                .map(|t| t.done[self.index * groups + f].read())
+                .sum();
+            if self.admitted[f].saturating_sub(done) >= limit {
+                return self.drop_flow(f, RxReason::FlowLimit);
+            }
         }
         let Some(slot) = self.clients[e].next_slot() else {
             return self.drop_flow(f, RxReason::MailboxFull);

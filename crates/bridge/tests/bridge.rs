@@ -10,7 +10,7 @@ mod frames;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{numbered, send_all, settle, Bed};
+use common::{numbered, round_robin, send_all, send_and_stop, settle, Bed};
 use pspat_bridge::{BridgeConfig, TxKind, Unparsed, Verdict};
 use pspat_io::parse::{FlowKey, FlowKeyKind, ParseError, ParseReason};
 use pspat_io::RxRing;
@@ -51,20 +51,8 @@ fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind, rin
     let bridge = bed.start(cfg);
     let receiver = bed.receiver();
     let mut tx = bed.sender_socket();
-    let per_flow = 3000u32;
-    let frames: Vec<Vec<u8>> = (0..per_flow)
-        .flat_map(|seq| (0..4u16).map(move |f| numbered(5000 + f, seq, 100)))
-        .collect();
-    let sent = send_all(&mut tx, &frames, 32, Duration::from_micros(300));
-    assert_eq!(
-        sent,
-        frames.len() as u64,
-        "the sender's kernel took every frame"
-    );
-    let live = settle(&bridge, sent, Duration::from_secs(10));
-    assert!(live.conserved, "{live:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    let report = bridge.stop().expect("stop");
+    let frames = round_robin(5000, 4, 3000, 100);
+    let (report, sent) = send_and_stop(bridge, &mut tx, &frames, 32, Duration::from_micros(300));
     let (got, far_kernel_drops) = receiver.finish();
     assert!(report.conserved, "{report:?}");
     assert_eq!(report.in_flight, 0);

@@ -10,22 +10,23 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{numbered, send_all, settle, Bed};
-use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, Report, TxKind};
+use common::{round_robin, send_and_stop, Bed};
+use pspat_bridge::{BridgeConfig, FlowCounters, Report, TxKind};
 use pspat_io::parse::FlowKeyKind;
-use pspat_sched::pipe::{PipeConfig, PipeScheduler, QueueConfig, QueueLimit};
-use pspat_sched::{AlgKind, FlowTable, Pipe, SchedulerConfig};
+use pspat_sched::pipe::{PipeConfig, QueueConfig, QueueLimit};
 
 /// The final report, the `(flow, seq)` the receiver got in arrival order,
 /// the frames sent and the receiver's kernel ring drops.
 type Outcome = (Report, Vec<(u16, u32)>, u64, u64);
 
 /// Sends `per_flow` numbered frames on each of 4 flows through a FIFO pipe
-/// duplicating with probability `p` (`None` without root).
-fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<Outcome> {
+/// duplicating with probability `p`, the bridge counting them by
+/// `counters` (`None` without root).
+fn run(p: f64, tx: TxKind, per_flow: u32, counters: FlowCounters) -> Option<Outcome> {
     let bed = Bed::new()?;
     let mut cfg: BridgeConfig = bed.config();
     cfg.flows = 4;
+    cfg.flow_counters = counters;
     cfg.flow_key = FlowKeyKind::DstPort;
     cfg.tx = tx;
     let pipe_cfg = PipeConfig {
@@ -38,31 +39,11 @@ fn run(p: f64, tx: TxKind, per_flow: u32) -> Option<Outcome> {
         seed: 99,
         ..PipeConfig::default()
     };
-    let fifo = SchedulerConfig::new(AlgKind::Fifo)
-        .build(FlowTable::uniform(4).unwrap())
-        .unwrap();
-    let sched = PipeScheduler::new(Pipe::new(pipe_cfg, fifo, 4).unwrap());
-    let classifier = HashClassifier::new(&cfg);
-    let bridge = bed
-        .bridge
-        .run(|| Bridge::start_custom(cfg, sched, |_| {}, move |_| classifier.clone()))
-        .expect("enter the bridge namespace")
-        .expect("start the bridge");
+    let bridge = bed.start_pipe(cfg, pipe_cfg);
     let receiver = bed.receiver();
     let mut sock = bed.sender_socket();
-    let frames: Vec<Vec<u8>> = (0..per_flow)
-        .flat_map(|seq| (0..4u16).map(move |f| numbered(5000 + f, seq, 200)))
-        .collect();
-    let sent = send_all(&mut sock, &frames, 16, Duration::from_micros(500));
-    assert_eq!(
-        sent,
-        frames.len() as u64,
-        "the sender's kernel took every frame"
-    );
-    let live = settle(&bridge, sent, Duration::from_secs(10));
-    assert!(live.conserved, "{live:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    let report = bridge.stop().expect("stop");
+    let frames = round_robin(5000, 4, per_flow, 200);
+    let (report, sent) = send_and_stop(bridge, &mut sock, &frames, 16, Duration::from_micros(500));
     let (got, far_drops) = receiver.finish();
     Some((report, got, sent, far_drops))
 }
@@ -110,7 +91,9 @@ fn check(report: &Report, got: &[(u16, u32)], sent: u64, far_drops: u64) -> u64 
 
 #[test]
 fn duplicate_one_sends_every_frame_twice_in_a_row() {
-    let Some((report, got, sent, far_drops)) = run(1.0, TxKind::Sendmmsg, 500) else {
+    let Some((report, got, sent, far_drops)) =
+        run(1.0, TxKind::Sendmmsg, 500, FlowCounters::PerFlow)
+    else {
         return;
     };
     let copies = check(&report, &got, sent, far_drops);
@@ -124,7 +107,7 @@ fn duplicate_one_sends_every_frame_twice_in_a_row() {
 #[test]
 fn duplicated_frames_are_sent_twice_and_counted_on_both_senders() {
     for tx in [TxKind::Sendmmsg, TxKind::Ring] {
-        let Some((report, got, sent, far_drops)) = run(0.2, tx, 500) else {
+        let Some((report, got, sent, far_drops)) = run(0.2, tx, 500, FlowCounters::PerFlow) else {
             return;
         };
         let copies = check(&report, &got, sent, far_drops);
@@ -144,4 +127,26 @@ fn duplicated_frames_are_sent_twice_and_counted_on_both_senders() {
             assert_eq!(copies, report.duplicated, "{tx:?}");
         }
     }
+}
+
+#[test]
+fn flows_counted_in_groups_keep_every_frame_and_copy_accounted() {
+    // 4 flows in 3 groups: flows 0 and 3 share group 0.
+    let Some((report, got, sent, far_drops)) =
+        run(0.5, TxKind::Sendmmsg, 500, FlowCounters::Groups(3))
+    else {
+        return;
+    };
+    check(&report, &got, sent, far_drops);
+    assert_eq!(
+        report.flows.iter().map(|f| f.flow).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    let received: Vec<u64> = report.flows.iter().map(|f| f.received).collect();
+    assert_eq!(received, [1000, 500, 500]);
+    assert_eq!(report.flows[0].weight, 2);
+    assert_eq!(report.egress.len(), 1);
+    assert_eq!(report.egress[0].flows, 4);
+    assert_eq!(report.egress[0].transmitted, report.transmitted);
+    assert!(report.duplicated > 0, "{report:?}");
 }

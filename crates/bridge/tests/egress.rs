@@ -9,7 +9,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{numbered, receiver_on, send_all, settle, Receiver};
+use common::{numbered, receiver_on, round_robin, send_all, send_and_stop, settle, Receiver};
 use pspat_bridge::{Bridge, BridgeConfig, Egress, Report};
 use pspat_io::af_packet::{PacketTx, TxConfig};
 use pspat_io::netns::{self, Namespace, VethPair};
@@ -122,19 +122,8 @@ fn two_egress_links_conserve_every_frame_and_keep_each_flow_in_order() {
     let mut tx = bond.sender_socket();
     let per_flow = 1500u32;
     // Ports 5008.. so that port p is flow p % 16 = p - 5008.
-    let frames: Vec<Vec<u8>> = (0..per_flow)
-        .flat_map(|seq| (0..16u16).map(move |f| numbered(5008 + f, seq, 100)))
-        .collect();
-    let sent = send_all(&mut tx, &frames, 32, Duration::from_micros(300));
-    assert_eq!(
-        sent,
-        frames.len() as u64,
-        "the sender's kernel took every frame"
-    );
-    let live = settle(&bridge, sent, Duration::from_secs(10));
-    assert!(live.conserved, "{live:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    let report = bridge.stop().expect("stop");
+    let frames = round_robin(5008, 16, per_flow, 100);
+    let (report, sent) = send_and_stop(bridge, &mut tx, &frames, 32, Duration::from_micros(300));
     let seen = finish(&bond, receivers);
     check_final(&report);
     let got: u64 = seen.values().map(|(g, _)| g.len() as u64).sum();

@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Report, Verdict};
+use pspat_bridge::{Bridge, BridgeConfig, BridgeError, FlowCounters, Report, Verdict};
 use pspat_classify::{
     Classifier, ClassifierLimits, ClassifierStats, PacketDirection, PacketKey, Verdict as Decision,
 };
@@ -192,6 +192,10 @@ struct Built {
 
 /// The default of `--spare-flows`.
 const DEFAULT_SPARE_FLOWS: u32 = 1024;
+
+/// The pipes count every queue and hold its limit: the bridge keeps its
+/// totals (one counter group) and no per-flow queue limit of its own.
+const BRIDGE_COUNTERS: FlowCounters = FlowCounters::Groups(1);
 
 /// One link's pipes (one per instance), built from a plan and its layout.
 struct LinkBuild {
@@ -1046,10 +1050,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.dispatchers = args.dispatchers as usize;
     cfg.descriptors = descriptors;
     cfg.flows = built.set.flows();
+    cfg.flow_counters = BRIDGE_COUNTERS;
     cfg.rate_bps = None;
-    // The pipes hold their own queue limits; the bridge's per-flow limit
-    // only bounds a flow to the descriptors.
-    cfg.queue_limit = descriptors.min(65_536) as u32;
     cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
     cfg.shape_reverse = shape_reverse;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;

@@ -180,14 +180,14 @@ struct PoolBatch<'a> {
     frames: &'a [Frame],
 }
 
-impl PoolBatch<'_> {
-    /// Checks every token against the arena up front, so that `frame`
-    /// cannot fail.
-    fn check(&self) -> Result<(), IoError> {
-        for frame in self.frames.iter().take(MAX_BATCH) {
-            self.arena.bytes(frame)?;
+impl<'a> PoolBatch<'a> {
+    /// The batch, once every token it may send was checked against the
+    /// arena (so that `frame` cannot fail).
+    fn new(arena: &'a FrameArena, frames: &'a [Frame]) -> Result<Self, IoError> {
+        for frame in frames.iter().take(MAX_BATCH) {
+            arena.bytes(frame)?;
         }
-        Ok(())
+        Ok(PoolBatch { arena, frames })
     }
 }
 
@@ -208,17 +208,22 @@ struct PickedBatch<'a> {
     picks: &'a [u32],
 }
 
-impl PickedBatch<'_> {
-    /// Checks every pick and token up front, so that `frame` cannot fail.
-    fn check(&self) -> Result<(), IoError> {
-        for &i in self.picks.iter().take(MAX_BATCH) {
-            let frame = self.frames.get(i as usize).ok_or(IoError::BadPick {
+impl<'a> PickedBatch<'a> {
+    /// The batch, once every pick it may send and its token were checked
+    /// (so that `frame` cannot fail).
+    fn new(arena: &'a FrameArena, frames: &'a [Frame], picks: &'a [u32]) -> Result<Self, IoError> {
+        for &i in picks.iter().take(MAX_BATCH) {
+            let frame = frames.get(i as usize).ok_or(IoError::BadPick {
                 pick: i,
-                frames: self.frames.len(),
+                frames: frames.len(),
             })?;
-            self.arena.bytes(frame)?;
+            arena.bytes(frame)?;
         }
-        Ok(())
+        Ok(PickedBatch {
+            arena,
+            frames,
+            picks,
+        })
     }
 }
 
@@ -1080,9 +1085,7 @@ impl PacketTx {
     /// Sends pool frames like [`PacketTx::send_batch`], straight from the
     /// pool's memory (no copy); the tokens stay the caller's.
     pub fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
-        let batch = PoolBatch { arena, frames };
-        batch.check()?;
-        self.send(&batch)
+        self.send(&PoolBatch::new(arena, frames)?)
     }
 
     /// Sends `frames[picks[0]]`, `frames[picks[1]]`, ... like
@@ -1095,13 +1098,7 @@ impl PacketTx {
         frames: &[Frame],
         picks: &[u32],
     ) -> Result<usize, IoError> {
-        let batch = PickedBatch {
-            arena,
-            frames,
-            picks,
-        };
-        batch.check()?;
-        self.send(&batch)
+        self.send(&PickedBatch::new(arena, frames, picks)?)
     }
 
     fn send<B: Batch + ?Sized>(&mut self, batch: &B) -> Result<usize, IoError> {
@@ -1264,9 +1261,7 @@ impl PacketTxRing {
     /// Sends pool frames like [`PacketTxRing::send_batch`] (one copy, into
     /// the ring); the tokens stay the caller's.
     pub fn send_frames(&mut self, arena: &FrameArena, frames: &[Frame]) -> Result<usize, IoError> {
-        let batch = PoolBatch { arena, frames };
-        batch.check()?;
-        self.send(&batch)
+        self.send(&PoolBatch::new(arena, frames)?)
     }
 
     /// Sends `frames[picks[0]]`, `frames[picks[1]]`, ... like
@@ -1279,13 +1274,7 @@ impl PacketTxRing {
         frames: &[Frame],
         picks: &[u32],
     ) -> Result<usize, IoError> {
-        let batch = PickedBatch {
-            arena,
-            frames,
-            picks,
-        };
-        batch.check()?;
-        self.send(&batch)
+        self.send(&PickedBatch::new(arena, frames, picks)?)
     }
 
     fn send<B: Batch + ?Sized>(&mut self, batch: &B) -> Result<usize, IoError> {

@@ -9,9 +9,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use etherparse::PacketBuilder;
-use pspat_bridge::{Bridge, BridgeConfig, Report};
+use pspat_bridge::{Bridge, BridgeConfig, HashClassifier, Report};
 use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, TxConfig};
 use pspat_io::netns::{self, Namespace, VethPair};
+use pspat_sched::pipe::{PipeConfig, PipeScheduler};
+use pspat_sched::{AlgKind, FlowTable, Pipe, SchedulerConfig};
 
 pub const MAGIC: &[u8; 8] = b"pspat-br";
 
@@ -64,6 +66,21 @@ impl Bed {
     ) -> Bridge {
         self.bridge
             .run(|| Bridge::start_with(cfg, make))
+            .expect("enter the bridge namespace")
+            .expect("start the bridge")
+    }
+
+    /// A bridge around one dummynet pipe configured by `pipe`, with a FIFO
+    /// queue per flow, classifying with the built-in classifier.
+    pub fn start_pipe(&self, cfg: BridgeConfig, pipe: PipeConfig) -> Bridge {
+        let flows = cfg.flows as usize;
+        let fifo = SchedulerConfig::new(AlgKind::Fifo)
+            .build(FlowTable::uniform(flows).expect("flow table"))
+            .expect("FIFO scheduler");
+        let sched = PipeScheduler::new(Pipe::new(pipe, fifo, flows).expect("pipe"));
+        let classifier = HashClassifier::new(&cfg);
+        self.bridge
+            .run(|| Bridge::start_custom(cfg, sched, |_| {}, move |_| classifier.clone()))
             .expect("enter the bridge namespace")
             .expect("start the bridge")
     }
@@ -164,6 +181,36 @@ pub fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>], batch: usize, gap: Durati
         std::thread::sleep(gap);
     }
     sent
+}
+
+/// `per_flow` numbered frames of `len` bytes on each of `flows`
+/// destination ports from `first_port`, the ports in turn.
+pub fn round_robin(first_port: u16, flows: u16, per_flow: u32, len: usize) -> Vec<Vec<u8>> {
+    (0..per_flow)
+        .flat_map(|seq| (0..flows).map(move |f| numbered(first_port + f, seq, len)))
+        .collect()
+}
+
+/// Sends `frames` ([`send_all`]), checks that the sender's kernel took
+/// every one and that the bridge kept count while it settled, and stops it
+/// 200 ms later: the final report and the frames sent.
+pub fn send_and_stop(
+    bridge: Bridge,
+    tx: &mut PacketTx,
+    frames: &[Vec<u8>],
+    batch: usize,
+    gap: Duration,
+) -> (Report, u64) {
+    let sent = send_all(tx, frames, batch, gap);
+    assert_eq!(
+        sent,
+        frames.len() as u64,
+        "the sender's kernel took every frame"
+    );
+    let live = settle(&bridge, sent, Duration::from_secs(10));
+    assert!(live.conserved, "{live:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    (bridge.stop().expect("stop"), sent)
 }
 
 /// Waits until the bridge received `want` frames (or the kernel dropped

@@ -1023,8 +1023,8 @@ mod tests {
     /// packet through each (so every per-queue structure is written) and
     /// returns the growth of the resident set and the classifier's and
     /// scheduler's own estimates.
-    fn grown(text: &str, queues: u32) -> (u64, f64) {
-        use crate::run::{build, INPUT_INDEX};
+    fn grown(text: &str, queues: u32) -> (u64, f64, [usize; 2]) {
+        use crate::run::{build, BRIDGE_COUNTERS, INPUT_INDEX};
         use pspat_classify::{ClassifierLimits, PacketDirection, PacketKey, Verdict};
         let plan = pspat_config::parse_ipfw(text, "t.ipfw")
             .unwrap()
@@ -1065,8 +1065,16 @@ mod tests {
             println!("copy of {queues} queues: {:?}", t.elapsed());
         }
         let classifier = b.classifier.memory_estimate().bytes_per_slot();
+        // The bridge's state for these flow ids, as `pspat run` counts them
+        // and per flow id.
+        let mut bridge = pspat_bridge::BridgeConfig::new("in", "out");
+        bridge.flows = b.set.flows();
+        let bytes = [BRIDGE_COUNTERS, pspat_bridge::FlowCounters::PerFlow].map(|c| {
+            bridge.flow_counters = c;
+            bridge.flow_state_bytes()
+        });
         drop(b);
-        (grown, classifier)
+        (grown, classifier, bytes)
     }
 
     /// The memory of one dynamic queue (docs/RUN.md, *Memory*): the growth
@@ -1094,9 +1102,11 @@ mod tests {
             ),
         ] {
             let (small, large) = (2_000u32, 62_000u32);
-            let (g1, _) = grown(text, small);
-            let (g2, classifier) = grown(text, large);
+            let (g1, _, b1) = grown(text, small);
+            let (g2, classifier, b2) = grown(text, large);
             let measured = g2.saturating_sub(g1) as f64 / f64::from(large - small);
+            let [bridge, per_flow] =
+                [0, 1].map(|i| (b2[i] - b1[i]) as f64 / f64::from(large - small));
             let mut sc = SchedulerConfig::new(alg);
             sc.capacity = 1024;
             let sched = (sc.memory_estimate(large as usize + 1)
@@ -1104,12 +1114,15 @@ mod tests {
                 / f64::from(large - small);
             let sum = classifier + pipe_part + sched;
             println!(
-                "{what}: measured {measured:.0} B per dynamic queue; parts: classifier {classifier:.1} + pipe {pipe_part:.0} + scheduler {sched:.0} = {sum:.0} B (bridge counters apart)"
+                "{what}: measured {measured:.0} B per dynamic queue; parts: classifier {classifier:.1} + pipe {pipe_part:.0} + scheduler {sched:.0} = {sum:.0} B; bridge {bridge:.1} B (counted per flow id: {per_flow:.0} B)"
             );
             assert!(
                 (measured - sum).abs() <= 0.3 * sum,
                 "{what}: measured {measured:.0} B, parts {sum:.0} B"
             );
+            // The bridge counts `pspat run`'s flows in a fixed number of
+            // groups: nothing of it grows with the queues.
+            assert!(bridge < 1.0, "{what}: bridge {bridge} B per queue");
         }
     }
 }
