@@ -229,7 +229,7 @@ impl Ring {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn front(&self) -> Option<&Due> {
         if self.len == 0 {
             None
@@ -239,7 +239,7 @@ impl Ring {
     }
 
     /// Appends `d`; the caller checked that there is room.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, d: Due) {
         let cap = self.slots.len();
         let mut at = self.head + self.len;
@@ -251,7 +251,7 @@ impl Ring {
     }
 
     /// Removes the front entry; the caller checked that there is one.
-    #[inline]
+    #[inline(always)]
     fn pop(&mut self) -> Due {
         let d = self.slots[self.head];
         self.head += 1;
@@ -316,7 +316,7 @@ impl DelayLine {
         matches!(self.line, Line::Heap(_))
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn len(&self) -> usize {
         match &self.line {
             Line::Fifo(r) => r.len,
@@ -324,7 +324,7 @@ impl DelayLine {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn free(&self) -> usize {
         self.capacity - self.len()
     }
@@ -334,7 +334,7 @@ impl DelayLine {
     }
 
     /// The earliest exit time held.
-    #[inline]
+    #[inline(always)]
     pub fn next_exit(&self) -> Option<Instant> {
         match &self.line {
             Line::Fifo(r) => r.front().map(|e| e.exit),
@@ -345,7 +345,7 @@ impl DelayLine {
     /// Inserts a packet with a wished exit time `wish` (at or after its
     /// departure from the link); returns the exit time given (later than
     /// `wish` only to keep order). The caller checked [`DelayLine::free`].
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, wish: Instant, packet: Packet, fate: Fate) -> Instant {
         debug_assert!(self.free() > 0);
         if !matches!(fate, Fate::Duplicate) {
@@ -377,7 +377,7 @@ impl DelayLine {
 
     /// Removes and returns the earliest entry if its exit time is ≤ `now`:
     /// in order-keeping mode one comparison with the ring's front.
-    #[inline]
+    #[inline(always)]
     pub fn pop_due(&mut self, now: Instant) -> Option<Due> {
         let d = match &mut self.line {
             Line::Fifo(r) => {
@@ -397,5 +397,43 @@ impl DelayLine {
             self.originals -= 1;
         }
         Some(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FlowId;
+
+    #[test]
+    fn entries_are_as_small_as_the_docs_say() {
+        assert_eq!(std::mem::size_of::<Due>(), 32);
+        assert_eq!(std::mem::size_of::<Reverse<Entry>>(), 40);
+    }
+
+    #[test]
+    fn a_grown_ring_keeps_its_entries_in_order_across_the_wrap() {
+        let mut line = DelayLine::new(3, false);
+        let pkt = |t| Packet::new(FlowId(0), 100, t);
+        // Fill, pop two, append two: the ring has wrapped.
+        for t in 0..3 {
+            line.insert(Instant::from_nanos(10 * t), pkt(t), Fate::Transmit);
+        }
+        for _ in 0..2 {
+            line.pop_due(Instant::MAX).unwrap();
+        }
+        line.insert(Instant::from_nanos(5), pkt(3), Fate::Transmit); // kept behind 20
+        line.insert(Instant::from_nanos(30), pkt(4), Fate::Duplicate);
+        assert_eq!((line.len(), line.free(), line.originals()), (3, 0, 2));
+        line.grow(8);
+        assert_eq!(line.free(), 5);
+        line.insert(Instant::from_nanos(40), pkt(5), Fate::Transmit);
+        let mut out = Vec::new();
+        while let Some(d) = line.pop_due(Instant::from_nanos(35)) {
+            out.push((d.packet.token, d.exit.as_nanos()));
+        }
+        assert_eq!(out, [(2, 20), (3, 20), (4, 30)]);
+        assert_eq!(line.next_exit(), Some(Instant::from_nanos(40)));
+        assert_eq!(line.originals(), 1);
     }
 }
