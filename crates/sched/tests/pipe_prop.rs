@@ -1,5 +1,6 @@
 //! Random configurations and arrivals: conservation at every step, order
-//! unless reorder, never early, never before arrival, drained at the end.
+//! unless reorder, never early, never before arrival, drained at the end;
+//! the fast and general paths (filters, delay line) give the same outcome.
 
 use std::collections::HashMap;
 
@@ -167,5 +168,151 @@ proptest! {
                 last.insert(flow, e.packet.token);
             }
         }
+    }
+}
+
+/// `q` with the filters a flowset without them has: no plr, RED or
+/// Gilbert-Elliott (so its packets take the pipe's fast path).
+fn without_filters(q: QueueConfig) -> QueueConfig {
+    QueueConfig {
+        plr: 0.0,
+        red: None,
+        gilbert_elliott: None,
+        ..q
+    }
+}
+
+/// `q` with RED configured where it has none, set so that it never drops
+/// nor draws (the average stays below `min_th`): its packets take the
+/// general filter path and keep filter state in the side table, with the
+/// same outcome as `q`. (An inert Gilbert-Elliott would not do: its draws
+/// share one stream with the real ones of other queues.)
+fn with_inert_filters(q: QueueConfig) -> QueueConfig {
+    QueueConfig {
+        red: q.red.or(Some(Red {
+            gentle: false,
+            w_q: 0.5,
+            min_th: u64::MAX - 1,
+            max_th: u64::MAX,
+            max_p: 1.0,
+        })),
+        ..q
+    }
+}
+
+/// What a run shows to its caller, in order: every exit (release time,
+/// exit time, token, flow, fate), every refusal (arrival, token, reason),
+/// the pipe's counters and every queue's.
+type Outcome = (
+    Vec<(Instant, Instant, u64, FlowId, Fate)>,
+    Vec<(Instant, u64, pspat_sched::DropReason)>,
+    pspat_sched::pipe::PipeCounters,
+    Vec<pspat_sched::pipe::FlowCounters>,
+);
+
+/// Runs `arr` through a pipe of `cfg` over `alg` with 4 flows, flow `f`
+/// configured with `queues[f]` when given.
+fn outcome(
+    cfg: PipeConfig,
+    queues: &[Option<QueueConfig>],
+    alg: AlgKind,
+    arr: &[(Instant, Packet)],
+) -> Outcome {
+    let mut sched = SchedulerConfig::new(alg);
+    sched.capacity = 256;
+    let s = sched.build(FlowTable::uniform(4).unwrap()).unwrap();
+    let mut pipe = Pipe::new(cfg, s, 4).unwrap();
+    for (f, q) in queues.iter().enumerate() {
+        if let Some(q) = q {
+            pipe.set_queue(FlowId(f as u32), *q).unwrap();
+        }
+    }
+    let run = drive(&mut pipe, arr);
+    (
+        run.exits
+            .iter()
+            .map(|(now, e)| (*now, e.at, e.packet.token, e.packet.flow, e.fate))
+            .collect(),
+        run.rejected
+            .iter()
+            .map(|(a, r)| (*a, r.packet.token, r.reason))
+            .collect(),
+        *pipe.counters(),
+        pipe.all_flow_counters().to_vec(),
+    )
+}
+
+fn timed(arr: &[(u64, u32, u32)]) -> Vec<(Instant, Packet)> {
+    let mut t = 0;
+    arr.iter()
+        .enumerate()
+        .map(|(i, &(gap, flow, len))| {
+            t += gap;
+            (at(t), Packet::new(FlowId(flow), len, i as u64))
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The fast path (a queue with only a limit) and the general filter
+    /// path give the same exits, times, order, drops and counters: every
+    /// queue of one run is made to take the general path by filters that
+    /// never act. Queues with real filters are mixed in, and per-flow
+    /// configurations are installed after construction (the side table of
+    /// RED and Gilbert-Elliott state then appears late).
+    #[test]
+    fn fast_and_general_filter_paths_agree(
+        cfg in pipe_config(),
+        plain in any::<bool>(),
+        queues in proptest::collection::vec(
+            proptest::option::of((queue_config(), any::<bool>())), 4),
+        alg in prop_oneof![Just(AlgKind::Fifo), Just(AlgKind::Drr), Just(AlgKind::Qfq)],
+        arr in arrivals(),
+    ) {
+        let arr = timed(&arr);
+        let mut fast = cfg.clone();
+        if plain {
+            fast.queue = without_filters(fast.queue);
+        }
+        let fast_queues: Vec<Option<QueueConfig>> = queues
+            .iter()
+            .map(|q| q.map(|(q, plain)| if plain { without_filters(q) } else { q }))
+            .collect();
+        let mut general = fast.clone();
+        general.queue = with_inert_filters(general.queue);
+        let general_queues: Vec<Option<QueueConfig>> =
+            fast_queues.iter().map(|q| q.map(with_inert_filters)).collect();
+        let a = outcome(fast, &fast_queues, alg, &arr);
+        let b = outcome(general, &general_queues, alg, &arr);
+        prop_assert_eq!(a, b);
+    }
+
+    /// Without jitter and profile losses every exit time is non-decreasing
+    /// in link order, so the order-keeping ring and the reordering heap
+    /// must hand out the same exits at the same times in the same order.
+    #[test]
+    fn ring_and_heap_delay_lines_agree_without_jitter(
+        cfg in pipe_config(),
+        alg in prop_oneof![Just(AlgKind::Fifo), Just(AlgKind::Drr), Just(AlgKind::Qfq)],
+        arr in arrivals(),
+    ) {
+        let arr = timed(&arr);
+        let ring = PipeConfig {
+            jitter: None,
+            reorder: false,
+            // A loss level of 1 keeps the profile's airtime and loses nothing.
+            profile: cfg
+                .profile
+                .as_ref()
+                .map(|p| DelayProfile::new(p.table_ns().to_vec(), 1.0).unwrap()),
+            ..cfg
+        };
+        let heap = PipeConfig { reorder: true, ..ring.clone() };
+        let a = outcome(ring, &[], alg, &arr);
+        let b = outcome(heap, &[], alg, &arr);
+        prop_assert!(!a.0.is_empty() || !a.1.is_empty(), "the run did something");
+        prop_assert_eq!(a, b);
     }
 }

@@ -222,14 +222,34 @@ fn queue_configurations_are_shared_and_per_flow_state_stays_small() {
         }
         assert_eq!(p.queue_config(FlowId(999)), Some(&c));
     }
-    // Queue state, configuration index and counters: the pipe's share of
-    // the memory of a dynamic queue (docs/RUN.md, Memory).
+    // Queue length, configuration index and counters: the pipe's share of
+    // the memory of a dynamic queue (docs/RUN.md, Memory). Neither plr nor
+    // a slot limit needs the side table of RED and Gilbert-Elliott state.
     let per_flow = Pipe::<AnyScheduler>::PER_FLOW_BYTES;
+    let filter = Pipe::<AnyScheduler>::PER_FLOW_FILTER_BYTES;
     println!(
-        "pipe per-flow bytes: {per_flow} (a queue configuration, {} B, is shared by index)",
+        "pipe per-flow bytes: {per_flow}, {filter} more with RED or Gilbert-Elliott \
+         (a queue configuration, {} B, is shared by index)",
         std::mem::size_of::<QueueConfig>()
     );
-    assert!(per_flow <= 96, "{per_flow}");
+    assert!(per_flow <= 56, "{per_flow}");
+    assert!(filter <= 40, "{filter}");
+    assert_eq!(p.per_flow_bytes(), per_flow);
+    // The first queue with RED brings the side table, for every queue.
+    let red = QueueConfig {
+        red: Some(pspat_sched::pipe::Red {
+            gentle: false,
+            w_q: 0.1,
+            min_th: 2,
+            max_th: 5,
+            max_p: 0.1,
+        }),
+        ..QueueConfig::default()
+    };
+    p.set_queue(FlowId(7), red).unwrap();
+    assert_eq!(p.per_flow_bytes(), per_flow + filter);
+    assert_eq!(p.queue_config(FlowId(7)), Some(&red));
+    assert_eq!(p.red_average(FlowId(7)), Some(0.0));
 }
 
 #[test]

@@ -36,11 +36,14 @@
 //! before the departure is cut at the departure.
 //!
 //! # Complexity
-//! Order-keeping: O(1) per insert and per exit (a ring). Reordering: O(log n)
-//! (a binary heap). Never allocates after construction.
+//! Order-keeping: O(1) per insert and per exit: a ring of (exit time,
+//! packet, fate), 32 bytes an entry, whose exit times are non-decreasing,
+//! so finding what is due is one comparison with the front. Reordering:
+//! O(log n) (a binary heap, entries tagged with their link order). Never
+//! allocates after construction (growing the line on a live change does).
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use fastrand::Rng;
 
@@ -154,14 +157,20 @@ impl DelayProfile {
     }
 }
 
-/// A packet waiting in the delay line.
+/// A packet leaving the delay line.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Entry {
+pub(crate) struct Due {
     pub exit: Instant,
-    /// Link order, to break ties in the heap.
-    pub seq: u64,
     pub packet: Packet,
     pub fate: Fate,
+}
+
+/// A packet waiting in the reordering line (a heap), with its link order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    due: Due,
+    /// Link order, to break ties in the heap.
+    seq: u64,
 }
 
 impl PartialEq for Entry {
@@ -177,14 +186,87 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> Ordering {
-        (self.exit, self.seq).cmp(&(other.exit, other.seq))
+        (self.due.exit, self.seq).cmp(&(other.due.exit, other.seq))
+    }
+}
+
+/// The order-keeping line: a ring of fixed capacity whose exit times are
+/// non-decreasing from `head` on, so the earliest exit is always at `head`.
+#[derive(Clone, Debug)]
+pub(crate) struct Ring {
+    slots: Box<[Due]>,
+    /// Index of the oldest entry (meaningless when `len == 0`).
+    head: usize,
+    len: usize,
+}
+
+/// What an unused ring slot holds.
+const VACANT: Due = Due {
+    exit: Instant::ZERO,
+    packet: Packet::new(crate::FlowId(0), 0, 0),
+    fate: Fate::Transmit,
+};
+
+impl Ring {
+    fn new(capacity: usize) -> Self {
+        Ring {
+            slots: vec![VACANT; capacity].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// The ring with room for `capacity` entries, the same entries in the same order.
+    fn grown(&self, capacity: usize) -> Self {
+        let mut slots = vec![VACANT; capacity].into_boxed_slice();
+        for (k, s) in slots.iter_mut().take(self.len).enumerate() {
+            *s = self.slots[(self.head + k) % self.slots.len()];
+        }
+        Ring {
+            slots,
+            head: 0,
+            len: self.len,
+        }
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<&Due> {
+        if self.len == 0 {
+            None
+        } else {
+            self.slots.get(self.head)
+        }
+    }
+
+    /// Appends `d`; the caller checked that there is room.
+    #[inline(always)]
+    fn push(&mut self, d: Due) {
+        let cap = self.slots.len();
+        let mut at = self.head + self.len;
+        if at >= cap {
+            at -= cap;
+        }
+        self.slots[at] = d;
+        self.len += 1;
+    }
+
+    /// Removes the front entry; the caller checked that there is one.
+    #[inline(always)]
+    fn pop(&mut self) -> Due {
+        let d = self.slots[self.head];
+        self.head += 1;
+        if self.head == self.slots.len() {
+            self.head = 0;
+        }
+        self.len -= 1;
+        d
     }
 }
 
 /// The line itself: a ring when order is kept, a heap when reordering.
 #[derive(Clone, Debug)]
 pub(crate) enum Line {
-    Fifo(VecDeque<Entry>),
+    Fifo(Ring),
     Heap(BinaryHeap<Reverse<Entry>>),
 }
 
@@ -205,7 +287,7 @@ impl DelayLine {
         let line = if reorder {
             Line::Heap(BinaryHeap::with_capacity(capacity))
         } else {
-            Line::Fifo(VecDeque::with_capacity(capacity))
+            Line::Fifo(Ring::new(capacity))
         };
         DelayLine {
             line,
@@ -222,7 +304,7 @@ impl DelayLine {
         if capacity > self.capacity {
             let more = capacity - self.len();
             match &mut self.line {
-                Line::Fifo(q) => q.reserve(more),
+                Line::Fifo(r) => *r = r.grown(capacity),
                 Line::Heap(h) => h.reserve(more),
             }
             self.capacity = capacity;
@@ -234,13 +316,15 @@ impl DelayLine {
         matches!(self.line, Line::Heap(_))
     }
 
+    #[inline(always)]
     pub fn len(&self) -> usize {
         match &self.line {
-            Line::Fifo(q) => q.len(),
+            Line::Fifo(r) => r.len,
             Line::Heap(h) => h.len(),
         }
     }
 
+    #[inline(always)]
     pub fn free(&self) -> usize {
         self.capacity - self.len()
     }
@@ -250,52 +334,106 @@ impl DelayLine {
     }
 
     /// The earliest exit time held.
+    #[inline(always)]
     pub fn next_exit(&self) -> Option<Instant> {
         match &self.line {
-            Line::Fifo(q) => q.front().map(|e| e.exit),
-            Line::Heap(h) => h.peek().map(|e| e.0.exit),
+            Line::Fifo(r) => r.front().map(|e| e.exit),
+            Line::Heap(h) => h.peek().map(|e| e.0.due.exit),
         }
     }
 
     /// Inserts a packet with a wished exit time `wish` (at or after its
     /// departure from the link); returns the exit time given (later than
     /// `wish` only to keep order). The caller checked [`DelayLine::free`].
+    #[inline(always)]
     pub fn insert(&mut self, wish: Instant, packet: Packet, fate: Fate) -> Instant {
         debug_assert!(self.free() > 0);
-        let exit = match self.line {
-            Line::Fifo(_) => wish.max(self.last_exit),
-            Line::Heap(_) => wish,
-        };
-        self.last_exit = self.last_exit.max(exit);
-        let e = Entry {
-            exit,
-            seq: self.seq,
-            packet,
-            fate,
-        };
-        self.seq += 1;
-        if fate != Fate::Duplicate {
+        if !matches!(fate, Fate::Duplicate) {
             self.originals += 1;
         }
         match &mut self.line {
-            Line::Fifo(q) => q.push_back(e),
-            Line::Heap(h) => h.push(Reverse(e)),
+            Line::Fifo(r) => {
+                // Exit times stay non-decreasing along the ring.
+                let exit = wish.max(self.last_exit);
+                self.last_exit = exit;
+                r.push(Due { exit, packet, fate });
+                exit
+            }
+            Line::Heap(h) => {
+                self.last_exit = self.last_exit.max(wish);
+                h.push(Reverse(Entry {
+                    due: Due {
+                        exit: wish,
+                        packet,
+                        fate,
+                    },
+                    seq: self.seq,
+                }));
+                self.seq += 1;
+                wish
+            }
         }
-        exit
     }
 
-    /// Removes and returns the earliest entry if its exit time is ≤ `now`.
-    pub fn pop_due(&mut self, now: Instant) -> Option<Entry> {
-        if self.next_exit()? > now {
-            return None;
-        }
-        let e = match &mut self.line {
-            Line::Fifo(q) => q.pop_front(),
-            Line::Heap(h) => h.pop().map(|r| r.0),
-        }?;
-        if e.fate != Fate::Duplicate {
+    /// Removes and returns the earliest entry if its exit time is ≤ `now`:
+    /// in order-keeping mode one comparison with the ring's front.
+    #[inline(always)]
+    pub fn pop_due(&mut self, now: Instant) -> Option<Due> {
+        let d = match &mut self.line {
+            Line::Fifo(r) => {
+                if r.front()?.exit > now {
+                    return None;
+                }
+                r.pop()
+            }
+            Line::Heap(h) => {
+                if h.peek()?.0.due.exit > now {
+                    return None;
+                }
+                h.pop()?.0.due
+            }
+        };
+        if !matches!(d.fate, Fate::Duplicate) {
             self.originals -= 1;
         }
-        Some(e)
+        Some(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FlowId;
+
+    #[test]
+    fn entries_are_as_small_as_the_docs_say() {
+        assert_eq!(std::mem::size_of::<Due>(), 32);
+        assert_eq!(std::mem::size_of::<Reverse<Entry>>(), 40);
+    }
+
+    #[test]
+    fn a_grown_ring_keeps_its_entries_in_order_across_the_wrap() {
+        let mut line = DelayLine::new(3, false);
+        let pkt = |t| Packet::new(FlowId(0), 100, t);
+        // Fill, pop two, append two: the ring has wrapped.
+        for t in 0..3 {
+            line.insert(Instant::from_nanos(10 * t), pkt(t), Fate::Transmit);
+        }
+        for _ in 0..2 {
+            line.pop_due(Instant::MAX).unwrap();
+        }
+        line.insert(Instant::from_nanos(5), pkt(3), Fate::Transmit); // kept behind 20
+        line.insert(Instant::from_nanos(30), pkt(4), Fate::Duplicate);
+        assert_eq!((line.len(), line.free(), line.originals()), (3, 0, 2));
+        line.grow(8);
+        assert_eq!(line.free(), 5);
+        line.insert(Instant::from_nanos(40), pkt(5), Fate::Transmit);
+        let mut out = Vec::new();
+        while let Some(d) = line.pop_due(Instant::from_nanos(35)) {
+            out.push((d.packet.token, d.exit.as_nanos()));
+        }
+        assert_eq!(out, [(2, 20), (3, 20), (4, 30)]);
+        assert_eq!(line.next_exit(), Some(Instant::from_nanos(40)));
+        assert_eq!(line.originals(), 1);
     }
 }

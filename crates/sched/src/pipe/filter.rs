@@ -40,6 +40,10 @@
 //!
 //! # Complexity
 //! O(1) per packet (the idle decay takes O(log t) multiplications, t < 256).
+//! A queue whose configuration has no `plr`, RED or Gilbert-Elliott (known
+//! when the configuration is installed) only compares its length with its
+//! limit. RED and Gilbert-Elliott state lives in a side table of 40 bytes a
+//! queue, allocated only once some queue of the pipe configures one of them.
 
 use fastrand::Rng;
 
@@ -345,20 +349,53 @@ impl QueueConfig {
     }
 }
 
-/// What a queue holds and remembers between packets.
+impl QueueConfig {
+    /// Whether the queue runs a filter besides its limit (`plr`, RED,
+    /// Gilbert-Elliott): decided once, when the configuration is installed.
+    pub(crate) fn filters(&self) -> bool {
+        self.plr > 0.0 || self.keeps_state()
+    }
+
+    /// Whether the queue's filters keep state between packets (RED,
+    /// Gilbert-Elliott), kept in the pipe's side table.
+    pub(crate) fn keeps_state(&self) -> bool {
+        self.red.is_some() || self.gilbert_elliott.is_some()
+    }
+
+    /// Whether a packet of `len` bytes finds the queue full.
+    #[inline]
+    pub(crate) fn full(&self, q: &QueueState, len: u32) -> bool {
+        match self.limit {
+            QueueLimit::Slots(n) => q.slots >= n,
+            QueueLimit::Bytes(b) => q.bytes + u64::from(len) > b,
+        }
+    }
+}
+
+/// What every queue holds: its length in the scheduler and its
+/// configuration. 16 bytes.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct QueueState {
+    /// Bytes held in the scheduler for this queue.
+    pub bytes: u64,
     /// Packets held in the scheduler for this queue (a scheduler holds at
     /// most [`crate::FlowTable::MAX_FLOWS`]-sized capacities, far below 2^32).
     pub slots: u32,
-    /// Gilbert-Elliott state: true in the bad state.
-    pub ge_bad: bool,
-    /// Bytes held in the scheduler for this queue.
-    pub bytes: u64,
+    /// Index of the queue's configuration in the pipe's table.
+    pub config: u16,
+}
+
+/// What a queue's RED and Gilbert-Elliott filters remember between
+/// packets: a side table the pipe allocates only once some queue configures
+/// one of them. 40 bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FilterState {
     /// RED's state.
     pub red: RedState,
     /// When the queue last became empty (RED's idle time).
     pub empty_since: Instant,
+    /// Gilbert-Elliott state: true in the bad state.
+    pub ge_bad: bool,
 }
 
 /// The random streams the filters draw from.
@@ -368,47 +405,46 @@ pub(crate) struct FilterRngs<'a> {
     pub red: &'a mut Rng,
 }
 
-impl QueueState {
-    /// Runs the filters for a packet of `len` bytes arriving at `now`;
-    /// `Err` names why it is dropped. Does not count the packet in.
-    pub fn admit(
-        &mut self,
-        cfg: &QueueConfig,
-        len: u32,
-        now: Instant,
-        red_unit_ns: Option<u64>,
-        rngs: FilterRngs<'_>,
-    ) -> Result<(), DropReason> {
-        if cfg.plr > 0.0 && bernoulli(rngs.loss, cfg.plr) {
-            return Err(DropReason::RandomLoss);
-        }
+/// Runs the filters of `cfg` (plr, Gilbert-Elliott, RED, then the limit)
+/// for a packet of `len` bytes arriving at `now` in queue `q`; `Err` names
+/// why it is dropped. `fs` is the queue's entry in the side table, present
+/// whenever `cfg` keeps state. Does not count the packet in.
+pub(crate) fn admit(
+    cfg: &QueueConfig,
+    q: &QueueState,
+    fs: Option<&mut FilterState>,
+    len: u32,
+    now: Instant,
+    red_unit_ns: Option<u64>,
+    rngs: FilterRngs<'_>,
+) -> Result<(), DropReason> {
+    if cfg.plr > 0.0 && bernoulli(rngs.loss, cfg.plr) {
+        return Err(DropReason::RandomLoss);
+    }
+    if let Some(fs) = fs {
         if let Some(ge) = &cfg.gilbert_elliott {
-            if ge.step(&mut self.ge_bad, rngs.gilbert_elliott) {
+            if ge.step(&mut fs.ge_bad, rngs.gilbert_elliott) {
                 return Err(DropReason::BurstLoss);
             }
         }
-        let bytes_unit = matches!(cfg.limit, QueueLimit::Bytes(_));
         if let Some(red) = &cfg.red {
-            let q = if bytes_unit {
-                self.bytes
+            let bytes_unit = matches!(cfg.limit, QueueLimit::Bytes(_));
+            let length = if bytes_unit {
+                q.bytes
             } else {
-                u64::from(self.slots)
+                u64::from(q.slots)
             };
-            let idle = now.saturating_nanos_since(self.empty_since);
-            if self
+            let idle = now.saturating_nanos_since(fs.empty_since);
+            if fs
                 .red
-                .drops(red, q, len, bytes_unit, idle, red_unit_ns, rngs.red)
+                .drops(red, length, len, bytes_unit, idle, red_unit_ns, rngs.red)
             {
                 return Err(DropReason::Red);
             }
         }
-        let full = match cfg.limit {
-            QueueLimit::Slots(n) => self.slots >= n,
-            QueueLimit::Bytes(b) => self.bytes + u64::from(len) > b,
-        };
-        if full {
-            return Err(DropReason::FlowLimit);
-        }
-        Ok(())
     }
+    if cfg.full(q, len) {
+        return Err(DropReason::FlowLimit);
+    }
+    Ok(())
 }

@@ -106,9 +106,7 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
         }
-        for st in &mut self.state {
-            *st = Default::default();
-        }
+        self.reset_queues();
         self.stalled = false;
         self.shaper_wait = false;
         (link_free, self.sched.queued() as u64)

@@ -44,10 +44,35 @@
 //!   (packets wait in the scheduler; [`PipeCounters::link_stalls`] counts
 //!   it): size it for `bw × (delay + jitter + airtime)` / smallest packet.
 //!
-//! # Complexity
+//! # Complexity and cost model
 //! `enqueue`: O(1) plus the scheduler's enqueue plus the link moves it
 //! triggers. `release`: O(1) per packet moved (O(log n) with `reorder`) plus
 //! the scheduler's dequeue. `poll_at`: O(1).
+//!
+//! What a packet costs besides its scheduler, for a queue with only a limit
+//! (no `plr`, RED or Gilbert-Elliott: decided when the configuration is
+//! installed, [`Pipe::new`] or [`Pipe::set_queue`], not per packet):
+//! * in: the pipe's and its queue's counters, one comparison with the
+//!   limit, the queue's length; the link is run only when it is free at or
+//!   before `now` (otherwise one comparison);
+//! * through the link: one 64×64-bit multiply ([`crate::rate::Pacer`]) and
+//!   the burst credit, then one append to the delay line, which, keeping
+//!   order, is a ring whose exit times never decrease;
+//! * out: one comparison with the ring's front, the counters. `release`
+//!   runs the link a second time only when an exit restarted a link stopped
+//!   on a full line.
+//!
+//! The general filter path (plr, then Gilbert-Elliott, then RED, then the
+//! limit) is taken only by queues that configure one of them; profile,
+//! jitter and duplication cost nothing when not configured.
+//!
+//! Memory per queue (flow slot): 16 B (length in packets and bytes,
+//! configuration index) and 40 B of counters, [`Pipe::PER_FLOW_BYTES`];
+//! plus 40 B of RED and Gilbert-Elliott state, [`Pipe::PER_FLOW_FILTER_BYTES`],
+//! for every queue once some queue of the pipe configures RED or
+//! Gilbert-Elliott (a side table, allocated then). A configuration is
+//! stored once and shared by index. The delay line takes 32 B an entry
+//! (48 B with `reorder`).
 //!
 //! # Sources and deviations
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
@@ -102,7 +127,7 @@ use crate::{
     Scheduler, MAX_PACKET_LEN,
 };
 use delay::DelayLine;
-use filter::{FilterRngs, QueueState, RED_AVG_PKT_SIZE};
+use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
 use random::{bernoulli, Streams};
 
@@ -285,6 +310,25 @@ fn count_drop(
     }
 }
 
+/// A queue configuration as the pipe holds it, with what the packet path
+/// needs to know about it decided once, at installation.
+#[derive(Clone, Copy, Debug)]
+struct Installed {
+    config: QueueConfig,
+    /// `plr`, RED or Gilbert-Elliott configured: the packet takes the
+    /// general filter path (otherwise only the limit is checked).
+    filters: bool,
+}
+
+impl Installed {
+    fn new(config: QueueConfig) -> Self {
+        Installed {
+            config,
+            filters: config.filters(),
+        }
+    }
+}
+
 /// A dummynet pipe around a scheduler (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Pipe<S> {
@@ -295,10 +339,12 @@ pub struct Pipe<S> {
     profile: Option<DelayProfile>,
     jitter: Option<Jitter>,
     /// The distinct queue configurations (few: one per flowset).
-    configs: Vec<QueueConfig>,
-    /// Per flow: its configuration's index in `configs`.
-    queues: Vec<u16>,
+    configs: Vec<Installed>,
+    /// Per flow: its length and its configuration's index in `configs`.
     state: Vec<QueueState>,
+    /// Per flow: RED and Gilbert-Elliott state; empty until some
+    /// configuration has RED or Gilbert-Elliott, then one entry per flow.
+    filter_state: Vec<FilterState>,
     /// Per flow: its counters.
     flow_counters: Vec<FlowCounters>,
     rng: Streams,
@@ -333,9 +379,13 @@ impl<S: Scheduler> Pipe<S> {
             delay_ns: config.delay_ns,
             profile: config.profile,
             jitter: config.jitter,
-            configs: vec![config.queue],
-            queues: vec![0; flows],
+            configs: vec![Installed::new(config.queue)],
             state: vec![QueueState::default(); flows],
+            filter_state: if config.queue.keeps_state() {
+                vec![FilterState::default(); flows]
+            } else {
+                Vec::new()
+            },
             flow_counters: vec![FlowCounters::default(); flows],
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
@@ -355,7 +405,7 @@ impl<S: Scheduler> Pipe<S> {
     /// A flow beyond the pipe's flows, or a bad configuration.
     pub fn set_queue(&mut self, flow: FlowId, config: QueueConfig) -> Result<(), ConfigError> {
         config.validate()?;
-        let slots = self.queues.len();
+        let slots = self.state.len();
         if flow.index() >= slots {
             return Err(ConfigError::out_of_range(
                 "pipe queue",
@@ -363,23 +413,23 @@ impl<S: Scheduler> Pipe<S> {
                 format!("0..{slots}"),
             ));
         }
-        let at = match self.configs.iter().position(|c| *c == config) {
+        let at = match self.configs.iter().position(|c| c.config == config) {
             Some(at) => at,
             None => {
                 // A configuration no flow uses any more makes room first.
                 let mut used = vec![false; self.configs.len()];
-                for (i, &q) in self.queues.iter().enumerate() {
+                for (i, q) in self.state.iter().enumerate() {
                     if i != flow.index() {
-                        used[usize::from(q)] = true;
+                        used[usize::from(q.config)] = true;
                     }
                 }
                 match used.iter().position(|u| !u) {
                     Some(free) => {
-                        self.configs[free] = config;
+                        self.configs[free] = Installed::new(config);
                         free
                     }
                     None if self.configs.len() <= usize::from(u16::MAX) => {
-                        self.configs.push(config);
+                        self.configs.push(Installed::new(config));
                         self.configs.len() - 1
                     }
                     None => {
@@ -392,17 +442,23 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
         };
+        if config.keeps_state() && self.filter_state.is_empty() {
+            // The first RED or Gilbert-Elliott queue: the side table
+            // (control path; every queue starts from the default state,
+            // as it would have had the table existed from the start).
+            self.filter_state = vec![FilterState::default(); slots];
+        }
         // `at` fits: `configs` never exceeds 65 536 entries.
-        self.queues[flow.index()] = at as u16;
-        self.any_duplicate = self.configs.iter().any(|q| q.duplicate > 0.0);
+        self.state[flow.index()].config = at as u16;
+        self.any_duplicate = self.configs.iter().any(|q| q.config.duplicate > 0.0);
         Ok(())
     }
 
     /// The configuration of queue `flow`.
     pub fn queue_config(&self, flow: FlowId) -> Option<&QueueConfig> {
-        self.queues
+        self.state
             .get(flow.index())
-            .map(|&q| &self.configs[usize::from(q)])
+            .map(|q| &self.configs[usize::from(q.config)].config)
     }
 
     /// Offers `pkt` at `now` (first moving the link up to `now`, so the
@@ -417,41 +473,41 @@ impl<S: Scheduler> Pipe<S> {
     pub fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.count_in(&pkt);
         self.advance_link(now);
-        let reject = |pipe: &mut Self, reason| {
-            count_drop(&mut pipe.counters, &mut pipe.flow_counters, &pkt, reason);
-            Err(Rejected {
-                packet: pkt,
-                reason,
-            })
-        };
         let i = pkt.flow.index();
-        if i >= self.state.len() {
-            return reject(self, DropReason::UnknownFlow);
-        }
-        if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
-            return reject(self, DropReason::BadLength);
-        }
-        let rngs = FilterRngs {
-            loss: &mut self.rng.loss,
-            gilbert_elliott: &mut self.rng.gilbert_elliott,
-            red: &mut self.rng.red,
+        let reason = match self.state.get(i) {
+            None => DropReason::UnknownFlow,
+            Some(_) if pkt.len == 0 || pkt.len > MAX_PACKET_LEN => DropReason::BadLength,
+            Some(q) => {
+                let inst = &self.configs[usize::from(q.config)];
+                let admitted = if inst.filters {
+                    let rngs = FilterRngs {
+                        loss: &mut self.rng.loss,
+                        gilbert_elliott: &mut self.rng.gilbert_elliott,
+                        red: &mut self.rng.red,
+                    };
+                    let fs = self.filter_state.get_mut(i);
+                    filter::admit(&inst.config, q, fs, pkt.len, now, self.red_unit_ns, rngs)
+                } else if inst.config.full(q, pkt.len) {
+                    // The fast path: no filter but the limit.
+                    Err(DropReason::FlowLimit)
+                } else {
+                    Ok(())
+                };
+                match admitted.and_then(|()| self.accept(now, pkt)) {
+                    Ok(()) => return Ok(()),
+                    Err(reason) => reason,
+                }
+            }
         };
-        if let Err(reason) = self.state[i].admit(
-            &self.configs[usize::from(self.queues[i])],
-            pkt.len,
-            now,
-            self.red_unit_ns,
-            rngs,
-        ) {
-            return reject(self, reason);
-        }
-        if let Err(reason) = self.accept(now, pkt) {
-            return reject(self, reason);
-        }
-        Ok(())
+        self.count_drop(&pkt, reason);
+        Err(Rejected {
+            packet: pkt,
+            reason,
+        })
     }
 
     /// Counts `pkt` in, in the pipe's counters and its queue's.
+    #[inline]
     fn count_in(&mut self, pkt: &Packet) {
         self.counters.in_packets += 1;
         self.counters.in_bytes += u64::from(pkt.len);
@@ -474,9 +530,10 @@ impl<S: Scheduler> Pipe<S> {
         if let Err(r) = self.sched.enqueue(now, pkt) {
             return Err(r.reason);
         }
-        let st = &mut self.state[i];
-        st.slots += 1;
-        st.bytes += u64::from(pkt.len);
+        if let Some(st) = self.state.get_mut(i) {
+            st.slots += 1;
+            st.bytes += u64::from(pkt.len);
+        }
         if was_empty {
             if self.shaper_wait {
                 // The scheduler was emptied (a flow removed) while waiting.
@@ -502,13 +559,17 @@ impl<S: Scheduler> Pipe<S> {
     pub fn release(&mut self, now: Instant, out: &mut impl FnMut(Exit)) {
         loop {
             self.advance_link(now);
-            let mut any = false;
+            // The link stopped only on a full line: once an exit makes
+            // room it runs again (otherwise it stopped on an empty
+            // scheduler or at a start after `now`, which no exit changes,
+            // and nothing new can be due).
+            let mut restarted = false;
             while let Some(e) = self.line.pop_due(now) {
-                any = true;
                 if self.stalled {
                     // Room appeared at this exit: the link restarts then.
                     self.link.busy_until = self.link.busy_until.max(e.exit);
                     self.stalled = false;
+                    restarted = true;
                 }
                 match e.fate {
                     Fate::Transmit => {
@@ -528,7 +589,7 @@ impl<S: Scheduler> Pipe<S> {
                     fate: e.fate,
                 });
             }
-            if !any {
+            if !restarted {
                 break;
             }
         }
@@ -546,8 +607,17 @@ impl<S: Scheduler> Pipe<S> {
         Some(exit.map_or(link, |e| e.min(link)))
     }
 
-    /// Runs the link from where it is up to `now`.
+    /// Runs the link from where it is up to `now`. The common case, a
+    /// link busy past `now`, is one comparison at the caller.
+    #[inline(always)]
     fn advance_link(&mut self, now: Instant) {
+        if self.link.busy_until <= now {
+            self.run_link(now);
+        }
+    }
+
+    /// [`Pipe::advance_link`] once the link is free at or before `now`.
+    fn run_link(&mut self, now: Instant) {
         let need = if self.any_duplicate { 2 } else { 1 };
         while !self.sched.is_empty() {
             let start = self.link.busy_until;
@@ -586,12 +656,16 @@ impl<S: Scheduler> Pipe<S> {
     /// `pkt` leaves the scheduler at `start`: through the link into the line.
     fn move_to_line(&mut self, start: Instant, pkt: Packet) {
         let i = pkt.flow.index();
+        let mut config = None;
         if let Some(st) = self.state.get_mut(i) {
             st.slots = st.slots.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(pkt.len.into());
             if st.slots == 0 {
-                st.empty_since = start;
+                if let Some(fs) = self.filter_state.get_mut(i) {
+                    fs.empty_since = start;
+                }
             }
+            config = Some(usize::from(st.config));
         }
         let (airtime, lost) = match &self.profile {
             Some(p) => p.sample(&mut self.rng.profile),
@@ -614,9 +688,11 @@ impl<S: Scheduler> Pipe<S> {
             };
         }
         let exit = self.line.insert(wish, pkt, Fate::Transmit);
-        let dup = self.queue_config(pkt.flow).map_or(0.0, |q| q.duplicate);
-        if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {
-            self.line.insert(exit, pkt, Fate::Duplicate);
+        if self.any_duplicate {
+            let dup = config.map_or(0.0, |c| self.configs[c].config.duplicate);
+            if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {
+                self.line.insert(exit, pkt, Fate::Duplicate);
+            }
         }
     }
 
@@ -655,14 +731,56 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// Bytes of per-flow state the pipe keeps for each of its flows (queue
-    /// state, configuration index, counters), not counting the scheduler's.
-    pub const PER_FLOW_BYTES: usize = std::mem::size_of::<QueueState>()
-        + std::mem::size_of::<u16>()
-        + std::mem::size_of::<FlowCounters>();
+    /// length and configuration index, 16 B; counters, 40 B), not counting
+    /// the scheduler's, nor [`Pipe::PER_FLOW_FILTER_BYTES`].
+    pub const PER_FLOW_BYTES: usize =
+        std::mem::size_of::<QueueState>() + std::mem::size_of::<FlowCounters>();
 
-    /// The RED average of queue `flow`.
+    /// Bytes more per flow once some queue of the pipe configures RED or
+    /// Gilbert-Elliott (their state, in a side table).
+    pub const PER_FLOW_FILTER_BYTES: usize = std::mem::size_of::<FilterState>();
+
+    /// Bytes of per-flow state this pipe keeps for each of its flows:
+    /// [`Pipe::PER_FLOW_BYTES`], plus [`Pipe::PER_FLOW_FILTER_BYTES`] when
+    /// some queue has RED or Gilbert-Elliott.
+    pub fn per_flow_bytes(&self) -> usize {
+        if self.filter_state.is_empty() {
+            Self::PER_FLOW_BYTES
+        } else {
+            Self::PER_FLOW_BYTES + Self::PER_FLOW_FILTER_BYTES
+        }
+    }
+
+    /// The RED average of queue `flow` (0 while no queue of the pipe has
+    /// RED or Gilbert-Elliott).
     pub fn red_average(&self, flow: FlowId) -> Option<f64> {
-        self.state.get(flow.index()).map(|s| s.red.avg)
+        self.state.get(flow.index()).map(|_| {
+            self.filter_state
+                .get(flow.index())
+                .map_or(0.0, |s| s.red.avg)
+        })
+    }
+
+    /// Empties queue `flow`'s length and filter state (its configuration stays).
+    fn reset_queue(&mut self, i: usize) {
+        if let Some(q) = self.state.get_mut(i) {
+            q.slots = 0;
+            q.bytes = 0;
+        }
+        if let Some(fs) = self.filter_state.get_mut(i) {
+            *fs = FilterState::default();
+        }
+    }
+
+    /// Empties every queue's length and filter state.
+    fn reset_queues(&mut self) {
+        for q in &mut self.state {
+            q.slots = 0;
+            q.bytes = 0;
+        }
+        for fs in &mut self.filter_state {
+            *fs = FilterState::default();
+        }
     }
 
     /// Entries in the delay line (duplicates included).
@@ -689,7 +807,7 @@ impl<S: Scheduler> Pipe<S> {
     pub fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
         self.check_flow(flow)?;
         self.sched.add_flow(flow, params)?;
-        self.state[flow.index()] = QueueState::default();
+        self.reset_queue(flow.index());
         Ok(())
     }
 
@@ -718,7 +836,7 @@ impl<S: Scheduler> Pipe<S> {
             count_drop(counters, flows, &r.packet, r.reason);
             purge(r);
         })?;
-        self.state[flow.index()] = QueueState::default();
+        self.reset_queue(flow.index());
         Ok(())
     }
 
@@ -755,9 +873,8 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
         }
-        for st in &mut self.state {
-            *st = QueueState::default();
-        }
+        self.reset_queues();
+        let (counters, flows) = (&mut self.counters, &mut self.flow_counters);
         while let Some(e) = self.line.pop_due(Instant::MAX) {
             let reason = match e.fate {
                 Fate::Duplicate => continue,
