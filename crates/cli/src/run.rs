@@ -2425,34 +2425,53 @@ mod tests {
             drive(&mut set, &mut now, 1_000_000_000, &mut exits);
             h.join().unwrap().unwrap();
         });
+        // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
+        sched_4_drained(set, &snaps, &b.links, &exits, 40, 40, |exits| {
+            for flow in [0..1000, 1000..2000] {
+                let tokens: Vec<u64> = exits
+                    .iter()
+                    .map(|e| e.0)
+                    .filter(|t| flow.contains(t))
+                    .collect();
+                assert_eq!(tokens.len(), 20);
+                assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+            }
+        });
+    }
+
+    /// The checks after a live change on sched 4 (8 Mbit/s, 5 ms: 1 ms a
+    /// 1000-byte packet): nothing dropped late, all `n` packets left, each
+    /// flow in its order (`in_order`), the first `paced` one a millisecond
+    /// after the delay with no pause at the change, and the sched's counts
+    /// (`n` in, `n` out, none dropped) once the arbiter let go of the set.
+    fn sched_4_drained(
+        mut set: Observed,
+        snaps: &Snapshots,
+        links: &[LinkInfo],
+        exits: &[(u64, u64)],
+        n: u64,
+        paced: u64,
+        in_order: impl FnOnce(&[(u64, u64)]),
+    ) {
         let mut late = Vec::new();
         set.take_late_drops(&mut |r| late.push(r));
         assert!(late.is_empty(), "{late:?}");
-        assert_eq!(exits.len(), 40, "every packet left");
-        for flow in [0..1000, 1000..2000] {
-            let tokens: Vec<u64> = exits
-                .iter()
-                .map(|e| e.0)
-                .filter(|t| flow.contains(t))
-                .collect();
-            assert_eq!(tokens.len(), 20);
-            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-        }
-        // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
-        let times: Vec<u64> = exits.iter().map(|e| e.1).collect();
+        assert_eq!(exits.len() as u64, n, "every packet left");
+        in_order(exits);
+        let times: Vec<u64> = exits.iter().map(|e| e.1).take(paced as usize).collect();
         assert_eq!(
             times,
-            (1..=40u64)
+            (1..=paced)
                 .map(|i| i * 1_000_000 + 5_000_000)
                 .collect::<Vec<_>>()
         );
         drop(set);
         let snaps = snaps.lock().unwrap().clone();
-        let pipes = pipes_json(&b.links, &snaps);
+        let pipes = pipes_json(links, &snaps);
         let four = pipes.iter().find(|p| p.number == Some(4)).unwrap();
         assert_eq!(
             (four.in_packets, four.out_packets, four.dropped_total),
-            (40, 40, 0)
+            (n, n, 0)
         );
     }
 
@@ -2544,44 +2563,27 @@ mod tests {
             offer(&mut b, &mut set, src, *port, f as u64 * 1000 + 11);
         }
         drive(&mut set, &mut now, 1_000_000_000, &mut exits);
-        let mut late = Vec::new();
-        set.take_late_drops(&mut |r| late.push(r));
-        assert!(late.is_empty(), "{late:?}");
-        assert_eq!(exits.len(), 48, "every packet left");
-        // Each flow keeps its order across the coarser mask; across the
-        // finer one its carried packets keep theirs, and its next packet
-        // (in its own instance, on its own link) may overtake them (docs).
-        for f in 0..4u64 {
-            let mut tokens: Vec<u64> = exits
-                .iter()
-                .map(|e| e.0)
-                .filter(|t| t / 1000 == f)
-                .collect();
-            let last = tokens.iter().position(|t| t % 1000 == 11).unwrap();
-            tokens.remove(last);
-            assert_eq!(
-                tokens,
-                (0..11).map(|s| f * 1000 + s).collect::<Vec<_>>(),
-                "flow {f}"
-            );
-        }
         // Up to the second change (20 ms) the link sends a packet a ms
         // with no pause at the first (7.5 ms): the 15th leaves at 20 ms.
-        let times: Vec<u64> = exits.iter().map(|e| e.1).take(15).collect();
-        assert_eq!(
-            times,
-            (1..=15u64)
-                .map(|i| i * 1_000_000 + 5_000_000)
-                .collect::<Vec<_>>()
-        );
-        drop(set);
-        let snaps = snaps.lock().unwrap().clone();
-        let pipes = pipes_json(&b.links, &snaps);
-        let four = pipes.iter().find(|p| p.number == Some(4)).unwrap();
-        assert_eq!(
-            (four.in_packets, four.out_packets, four.dropped_total),
-            (48, 48, 0)
-        );
+        sched_4_drained(set, &snaps, &b.links, &exits, 48, 15, |exits| {
+            // Each flow keeps its order across the coarser mask; across the
+            // finer one its carried packets keep theirs, and its next packet
+            // (in its own instance, on its own link) may overtake them (docs).
+            for f in 0..4u64 {
+                let mut tokens: Vec<u64> = exits
+                    .iter()
+                    .map(|e| e.0)
+                    .filter(|t| t / 1000 == f)
+                    .collect();
+                let last = tokens.iter().position(|t| t % 1000 == 11).unwrap();
+                tokens.remove(last);
+                assert_eq!(
+                    tokens,
+                    (0..11).map(|s| f * 1000 + s).collect::<Vec<_>>(),
+                    "flow {f}"
+                );
+            }
+        });
     }
 
     #[test]
