@@ -6,14 +6,13 @@
 //! three namespaces of the test's own (common/run_bed.rs); run it under
 //! the lab lock, single-threaded.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 mod common;
 
-use common::run_bed::{check_conservation, finish, pipe, wait_for, Bed};
+use common::run_bed::{check_conservation, finish, metrics_addr, pipe, Bed};
 use etherparse::PacketBuilder;
 
 /// `pspat ctl --socket SOCKET [--json] WORDS...`: stdout, which must be a success.
@@ -45,26 +44,6 @@ fn frame(subnet: u8, host: u8, dport: u16, len: usize) -> Vec<u8> {
     out
 }
 
-/// `GET /metrics` from inside the bridge's namespace.
-fn metrics(bed: &Bed, addr: &str) -> String {
-    use std::io::Write;
-    let mut stream = bed
-        .bridge
-        .run(|| std::net::TcpStream::connect(addr))
-        .unwrap()
-        .expect("connect to the metrics endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n")
-        .expect("an HTTP answer")
-        .1
-        .to_string()
-}
-
 #[test]
 fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
     const SUBNET: u8 = 252;
@@ -83,11 +62,7 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
          default deny\n",
         &["--metrics", "127.0.0.1:0", "--max-queues", "200"],
     );
-    let line = wait_for(&rx, "run: metrics: http://", &mut child);
-    let addr = line
-        .trim_start_matches("run: metrics: http://")
-        .trim_end_matches("/metrics")
-        .to_string();
+    let addr = metrics_addr(&rx, &mut child);
     let mut tx = bed.sender_socket();
     // Sources .10 to .14 send 5, 10, 20, 40 and 60 frames to pipe 1 at once.
     let counts = [5u64, 10, 20, 40, 60];
@@ -183,7 +158,7 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
     assert!(text.contains("... 20 more queue(s) not shown"), "{text}");
 
     // The metrics: a series per instance of pipe 1, the sojourn histogram.
-    let m = metrics(&bed, &addr);
+    let (_, m) = bed.http_get(&addr, "/metrics");
     let prow = &serde_json::from_str::<serde_json::Value>(&ctl(
         &bed.socket(),
         true,
