@@ -33,11 +33,49 @@ use prometheus_client::registry::Registry;
 use super::control::Live;
 use super::pipes_json;
 
-type Labels = Vec<(String, String)>;
+pub(super) type Labels = Vec<(String, String)>;
 
 /// Counters of one family, filled from absolute values.
-fn counters() -> Family<Labels, Counter> {
+pub(super) fn counters() -> Family<Labels, Counter> {
     Family::default()
+}
+
+/// Packets and bytes in and out under the same labels, registered
+/// together: the per-pipe, per-queue and per-direction series.
+pub(super) struct InOut {
+    in_p: Family<Labels, Counter>,
+    in_b: Family<Labels, Counter>,
+    out_p: Family<Labels, Counter>,
+    out_b: Family<Labels, Counter>,
+}
+
+impl InOut {
+    pub(super) fn new() -> Self {
+        InOut {
+            in_p: counters(),
+            in_b: counters(),
+            out_p: counters(),
+            out_b: counters(),
+        }
+    }
+
+    /// Adds the four counts (absolute values) under `l`.
+    pub(super) fn add(&self, l: &Labels, [in_p, in_b, out_p, out_b]: [u64; 4]) {
+        self.in_p.get_or_create(l).inc_by(in_p);
+        self.in_b.get_or_create(l).inc_by(in_b);
+        self.out_p.get_or_create(l).inc_by(out_p);
+        self.out_b.get_or_create(l).inc_by(out_b);
+    }
+
+    /// Registers the four families, in that order, each with its `(name,
+    /// help)`.
+    pub(super) fn register(self, reg: &mut Registry, names: [(&str, &str); 4]) {
+        let [a, b, c, d] = names;
+        reg.register(a.0, a.1, self.in_p);
+        reg.register(b.0, b.1, self.in_b);
+        reg.register(c.0, c.1, self.out_p);
+        reg.register(d.0, d.1, self.out_b);
+    }
 }
 
 fn label(pairs: &[(&str, String)]) -> Labels {
@@ -55,19 +93,14 @@ pub fn render(live: &Live) -> String {
     // A pipe deleted while the daemon runs is no longer exported.
     let mut pipes = pipes_json(&links, &snaps);
     pipes.retain(|p| !p.removed);
-    let (in_p, in_b, out_p, out_b, drops) =
-        (counters(), counters(), counters(), counters(), counters());
-    let dups = counters();
+    let (traffic, drops, dups) = (InOut::new(), counters(), counters());
     let queued: Family<Labels, Gauge> = Family::default();
     let rate: Family<Labels, Gauge> = Family::default();
     let delay: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
     for p in &pipes {
         let name = p.number.map_or("pass".to_string(), |n| n.to_string());
         let l = label(&[("pipe", name.clone())]);
-        in_p.get_or_create(&l).inc_by(p.in_packets);
-        in_b.get_or_create(&l).inc_by(p.in_bytes);
-        out_p.get_or_create(&l).inc_by(p.out_packets);
-        out_b.get_or_create(&l).inc_by(p.out_bytes);
+        traffic.add(&l, [p.in_packets, p.in_bytes, p.out_packets, p.out_bytes]);
         dups.get_or_create(&l).inc_by(p.duplicates);
         queued
             .get_or_create(&l)
@@ -84,14 +117,18 @@ pub fn render(live: &Live) -> String {
                 .inc_by(*n);
         }
     }
-    reg.register(
-        "pipe_in_packets",
-        "Packets offered to the pipe (all instances)",
-        in_p,
+    traffic.register(
+        &mut reg,
+        [
+            (
+                "pipe_in_packets",
+                "Packets offered to the pipe (all instances)",
+            ),
+            ("pipe_in_bytes", "Bytes offered to the pipe"),
+            ("pipe_out_packets", "Packets the pipe sent"),
+            ("pipe_out_bytes", "Bytes the pipe sent"),
+        ],
     );
-    reg.register("pipe_in_bytes", "Bytes offered to the pipe", in_b);
-    reg.register("pipe_out_packets", "Packets the pipe sent", out_p);
-    reg.register("pipe_out_bytes", "Bytes the pipe sent", out_b);
     reg.register(
         "pipe_duplicates",
         "Copies the pipe sent right after their original (duplicate), not in out",
