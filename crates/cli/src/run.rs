@@ -393,7 +393,7 @@ const CHANGE_POLL_NS: u64 = 50_000_000;
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
 /// counters copied out every 100 ms of the arbiter's clock, when the set
 /// empties (at most once a millisecond), and when the runtime drops it at
-/// the end (so the final copy is exact).
+/// the end (so the final copy is exact, the per-queue rows' too).
 struct Observed {
     set: PipeSet<AnyScheduler>,
     out: Snapshots,
@@ -497,6 +497,9 @@ impl Observed {
 
 impl Drop for Observed {
     fn drop(&mut self) {
+        if let Some(q) = &mut self.queues {
+            q.finish(self.last.as_nanos(), &self.set);
+        }
         self.publish();
     }
 }
@@ -652,7 +655,11 @@ struct RunJson<'a> {
     input: &'a str,
     output: &'a str,
     elapsed_s: f64,
-    pipes: Vec<PipeJson>,
+    /// Pipe objects with their per-queue rows (`control::pipes_with_queues`).
+    pipes: Vec<serde_json::Value>,
+    /// The per-queue rows are the arbiter's last copy, made as it let go of
+    /// the drained pipes.
+    queues_fresh: bool,
     rules: Vec<RuleJson>,
     classifier: ClassifierJson,
     totals: TotalsJson,
@@ -1239,6 +1246,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         pipes_conserved,
     };
     let classifier = classifier_json(&cstats, not_ip.load(Ordering::Relaxed));
+    // The arbiter's last copy of the queues, made as the runtime dropped
+    // the drained pipes: current, so taken at once.
+    let (view, queues_fresh) = live.queue_view();
+    let (pipe_text, pipe_rows) =
+        control::pipes_with_queues(&pipes, &view).map_err(|e| anyhow::anyhow!("run: {e}"))?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = RunJson {
@@ -1248,7 +1260,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             input: &input,
             output: &output,
             elapsed_s: report.elapsed_s,
-            pipes,
+            pipes: pipe_rows,
+            queues_fresh,
             rules,
             classifier,
             totals,
@@ -1266,7 +1279,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             report.elapsed_s
         )?;
-        pipe_table(&mut out, &pipes)?;
+        out.write_all(pipe_text.as_bytes())?;
+        if !queues_fresh {
+            writeln!(
+                out,
+                "(per-queue rows: the arbiter's last copy before the end, not its final one)"
+            )?;
+        }
         writeln!(out, "rules:")?;
         for r in &rules {
             let n = r.number.map_or("default".into(), |n| format!("{n:05}"));

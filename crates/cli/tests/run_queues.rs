@@ -1,8 +1,8 @@
 //! Per-queue rows of a running `pspat run` end to end: frames from several
 //! source addresses through `mask src-ip` (a masked pipe: one instance per
 //! source) and a masked flowset (one dynamic queue per source), then
-//! `pspat ctl pipe show --json`, `queue show --json`, the text layout and
-//! the metrics, checked against what was sent. The daemon runs between
+//! `pspat ctl pipe show --json`, `queue show --json`, the text layout,
+//! the metrics and the final report's rows, checked against what was sent. The daemon runs between
 //! three namespaces of the test's own (common/run_bed.rs); run it under
 //! the lab lock, single-threaded.
 
@@ -200,4 +200,59 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
         pipe(&doc, 1)["in_packets"].as_u64(),
         Some(counts.iter().sum())
     );
+    // The final report: the same rows under each pipe, final, summing to
+    // the pipe's counts.
+    assert_eq!(doc["queues_fresh"], true);
+    let p1 = pipe(&doc, 1);
+    assert_eq!(
+        (p1["queues_total"].as_u64(), p1["queues_omitted"].as_u64()),
+        (Some(5), Some(0)),
+        "{p1}"
+    );
+    let rows = p1["queues"].as_array().unwrap();
+    let sum = |key: &str| rows.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(
+        (sum("in_packets"), sum("out_packets"), sum("dropped")),
+        (
+            p1["in_packets"].as_u64().unwrap(),
+            p1["out_packets"].as_u64().unwrap(),
+            p1["dropped_total"].as_u64().unwrap()
+        ),
+        "{p1}"
+    );
+    assert_eq!(sum("queued_packets"), 0);
+    let mut sources: Vec<&str> = rows.iter().map(|r| r["src"].as_str().unwrap()).collect();
+    sources.sort_unstable();
+    let want: Vec<String> = (10..15).map(|h| format!("10.199.{SUBNET}.{h}")).collect();
+    assert_eq!(sources, want);
+    // Sched 2: 120 queues of one frame each, the busiest 100 listed.
+    let p2 = pipe(&doc, 2);
+    assert_eq!(
+        (p2["queues_total"].as_u64(), p2["queues_omitted"].as_u64()),
+        (Some(120), Some(20)),
+        "{p2}"
+    );
+    assert_eq!(p2["in_packets"].as_u64(), Some(120));
+    let rows = p2["queues"].as_array().unwrap();
+    assert_eq!(rows.len(), 100);
+    for r in rows {
+        assert_eq!(
+            (
+                r["flowset"].as_u64(),
+                r["in_packets"].as_u64(),
+                r["out_packets"].as_u64()
+            ),
+            (Some(21), Some(1), Some(1)),
+            "{r}"
+        );
+        let host: u8 = r["src"]
+            .as_str()
+            .unwrap()
+            .rsplit('.')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((100..220).contains(&host), "{r}");
+    }
 }

@@ -49,8 +49,8 @@ use serde_json::json;
 use super::live::{self, Inbox};
 use super::qstats;
 use super::{
-    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, RuleJson, Snapshots,
-    INPUT_INDEX, OUTPUT_INDEX,
+    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, PipeJson, RuleJson,
+    Snapshots, INPUT_INDEX, OUTPUT_INDEX,
 };
 
 /// The file name errors in a request carry.
@@ -502,27 +502,8 @@ impl Live {
                     }
                 }
                 let (view, fresh) = self.queue_view();
-                let mut text = Vec::new();
-                let mut rows = Vec::new();
-                for p in &pipes {
-                    pipe_table(&mut text, std::slice::from_ref(p)).map_err(|e| e.to_string())?;
-                    let link = p.number.unwrap_or(super::PASS_LINK);
-                    let lq = view.iter().find(|l| l.link == link);
-                    let (queues, total) =
-                        lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
-                    text.extend_from_slice(qstats::table(queues, total).as_bytes());
-                    let mut row = serde_json::to_value(p).map_err(|e| e.to_string())?;
-                    if let (Some(o), serde_json::Value::Object(q)) =
-                        (row.as_object_mut(), qstats::json_fields(queues, total))
-                    {
-                        o.extend(q);
-                    }
-                    rows.push(row);
-                }
-                Ok((
-                    String::from_utf8_lossy(&text).into_owned(),
-                    json!({ "pipes": rows, "queues_fresh": fresh }),
-                ))
+                let (text, rows) = pipes_with_queues(&pipes, &view)?;
+                Ok((text, json!({ "pipes": rows, "queues_fresh": fresh })))
             }
             Listing::Scheds => {
                 let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
@@ -672,6 +653,37 @@ impl Live {
             }
         }
     }
+}
+
+/// `pipes` as `pipe show` prints them, each with its per-queue rows from
+/// `view` (the 100 busiest, then how many were left out), and as JSON
+/// objects with `queues`, `queues_total` and `queues_omitted`; a pipe
+/// deleted while the daemon ran has none (its queues left with it). Also
+/// the final report's (run.rs).
+///
+/// # Errors
+/// What the table or the JSON encoding refused (neither does in practice).
+pub fn pipes_with_queues(
+    pipes: &[PipeJson],
+    view: &[qstats::LinkQueues],
+) -> Result<(String, Vec<serde_json::Value>), String> {
+    let mut text = Vec::new();
+    let mut rows = Vec::new();
+    for p in pipes {
+        pipe_table(&mut text, std::slice::from_ref(p)).map_err(|e| e.to_string())?;
+        let link = p.number.unwrap_or(super::PASS_LINK);
+        let lq = view.iter().find(|l| l.link == link && !p.removed);
+        let (queues, total) = lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
+        text.extend_from_slice(qstats::table(queues, total).as_bytes());
+        let mut row = serde_json::to_value(p).map_err(|e| e.to_string())?;
+        if let (Some(o), serde_json::Value::Object(q)) =
+            (row.as_object_mut(), qstats::json_fields(queues, total))
+        {
+            o.extend(q);
+        }
+        rows.push(row);
+    }
+    Ok((String::from_utf8_lossy(&text).into_owned(), rows))
 }
 
 fn listing_name(l: Listing) -> String {

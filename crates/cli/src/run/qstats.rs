@@ -14,6 +14,9 @@
 //! [`FETCH_WAIT`] for that answer; without one (an arbiter asleep on a
 //! long delay line) it takes the last copy and says it is not fresh.
 //!
+//! When the runtime drops the pipe set (after the drain at shutdown), the
+//! arbiter makes one last copy ([`Recorder::finish`]) for the final report.
+//!
 //! An idle arbiter sleeps up to 100 ms, so the arbiter also copies the
 //! queues when its pipes are empty and the counters moved since its last
 //! copy, and marks the copy current: a reader then takes it at once
@@ -293,6 +296,14 @@ impl Recorder {
         if self.current || now_ns < self.next_idle_copy {
             return;
         }
+        self.copy(now_ns, set);
+        self.mark_current();
+    }
+
+    /// The arbiter lets go of `set` at `now_ns` (the runtime drops it once
+    /// drained): one last copy of the queues, marked current, so that the
+    /// final report reads it at once.
+    pub fn finish(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
         self.copy(now_ns, set);
         self.mark_current();
     }
