@@ -39,7 +39,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Report, Verdict};
@@ -1125,6 +1125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         input: input.clone(),
         output: output.clone(),
         queues: board,
+        bridge: Mutex::default(),
     });
     let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
@@ -1157,6 +1158,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
+    // In `live` for the metrics; a poisoned lock still holds it.
+    let the_bridge = || live.bridge.lock().unwrap_or_else(PoisonError::into_inner);
+    *the_bridge() = Some(bridge);
     let stop_control = Arc::new(AtomicBool::new(false));
     let control_thread = control::spawn(
         Arc::clone(&live),
@@ -1208,7 +1212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &term,
         start,
         args.duration,
-        || bridge.failure(),
+        || the_bridge().as_ref().and_then(Bridge::failure),
         || {
             let now = pipes_json(&links(), &read());
             let t = start.elapsed().as_secs_f64();
@@ -1226,7 +1230,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(s) = &socket {
         let _ = std::fs::remove_file(s);
     }
-    let report: Report = bridge.stop().map_err(|e| anyhow::anyhow!("run: {e}"))?;
+    let bridge = the_bridge().take();
+    let report: Report = bridge
+        .ok_or_else(|| anyhow::anyhow!("run: the bridge was not kept"))?
+        .stop()
+        .map_err(|e| anyhow::anyhow!("run: {e}"))?;
     let pipes = pipes_json(&links(), &read());
     let (rules, cstats) = live.rules_and_stats(&live.plan());
     let pipes_conserved = pipes
@@ -1813,6 +1821,7 @@ mod tests {
             input: "pspat-in".into(),
             output: "pspat-out".into(),
             queues: board,
+            bridge: Mutex::default(),
         });
         (live, stop, arbiter)
     }

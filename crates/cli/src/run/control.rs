@@ -100,6 +100,10 @@ pub struct Live {
     pub output: String,
     /// Per-queue copies from the arbiter (run/qstats.rs).
     pub queues: Arc<super::qstats::Board>,
+    /// The running bridge, for its counters per direction in the metrics
+    /// (run/metrics.rs); taken out to stop it once the control and metrics
+    /// threads have ended.
+    pub bridge: Mutex<Option<pspat_bridge::Bridge>>,
 }
 
 /// The answer to one request.
