@@ -657,9 +657,6 @@ struct RunJson<'a> {
     elapsed_s: f64,
     /// Pipe objects with their per-queue rows (`control::pipes_with_queues`).
     pipes: Vec<serde_json::Value>,
-    /// The per-queue rows are the arbiter's last copy, made as it let go of
-    /// the drained pipes.
-    queues_fresh: bool,
     rules: Vec<RuleJson>,
     classifier: ClassifierJson,
     totals: TotalsJson,
@@ -1257,6 +1254,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The arbiter's last copy of the queues, made as the runtime dropped
     // the drained pipes: current, so taken at once.
     let (view, queues_fresh) = live.queue_view();
+    if !queues_fresh {
+        eprintln!("run: per-queue rows: the arbiter's last copy before the end, not its final one");
+    }
     let (pipe_text, pipe_rows) =
         control::pipes_with_queues(&pipes, &view).map_err(|e| anyhow::anyhow!("run: {e}"))?;
     let mut out = std::io::stdout().lock();
@@ -1269,7 +1269,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             output: &output,
             elapsed_s: report.elapsed_s,
             pipes: pipe_rows,
-            queues_fresh,
             rules,
             classifier,
             totals,
@@ -1288,12 +1287,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             report.elapsed_s
         )?;
         out.write_all(pipe_text.as_bytes())?;
-        if !queues_fresh {
-            writeln!(
-                out,
-                "(per-queue rows: the arbiter's last copy before the end, not its final one)"
-            )?;
-        }
         writeln!(out, "rules:")?;
         for r in &rules {
             let n = r.number.map_or("default".into(), |n| format!("{n:05}"));
