@@ -44,6 +44,23 @@ pub(super) fn counters() -> Family<Labels, Counter> {
     Family::default()
 }
 
+/// Adds drops by reason (absolute counts) to `drops`, labelled `(key,
+/// value)` and `reason`.
+fn add_drops<R: std::fmt::Display>(
+    drops: &Family<Labels, Counter>,
+    (key, value): (&str, &str),
+    dropped: &std::collections::BTreeMap<R, u64>,
+) {
+    for (reason, n) in dropped {
+        drops
+            .get_or_create(&label(&[
+                (key, value.to_string()),
+                ("reason", reason.to_string()),
+            ]))
+            .inc_by(*n);
+    }
+}
+
 /// Packets and bytes in and out under the same labels, registered
 /// together: the per-pipe, per-queue and per-direction series.
 pub(super) struct InOut {
@@ -112,14 +129,7 @@ pub fn render(live: &Live) -> String {
         rate.get_or_create(&l)
             .set(p.bw_bps.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
         delay.get_or_create(&l).set(p.delay_ns as f64 / 1e9);
-        for (reason, n) in &p.dropped {
-            drops
-                .get_or_create(&label(&[
-                    ("pipe", name.clone()),
-                    ("reason", reason.to_string()),
-                ]))
-                .inc_by(*n);
-        }
+        add_drops(&drops, ("pipe", &name), &p.dropped);
     }
     traffic.register(
         &mut reg,
@@ -250,14 +260,7 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
         in_flight
             .get_or_create(&l)
             .set(i64::try_from(held).unwrap_or(i64::MAX));
-        for (reason, n) in dropped {
-            drops
-                .get_or_create(&label(&[
-                    ("direction", direction.to_string()),
-                    ("reason", reason.clone()),
-                ]))
-                .inc_by(*n);
-        }
+        add_drops(&drops, ("direction", direction), dropped);
     }
     traffic.register(
         reg,
