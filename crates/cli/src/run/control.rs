@@ -962,6 +962,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_pipe_gets_its_own_queues_and_a_deleted_one_none() {
+        let row = |instance: u32, n: u64| qstats::QueueJson {
+            instance,
+            bucket: instance,
+            in_packets: n,
+            in_bytes: n * 100,
+            out_packets: n,
+            out_bytes: n * 100,
+            ..qstats::QueueJson::default()
+        };
+        let view = vec![qstats::LinkQueues {
+            link: 1,
+            rows: (0..105).map(|i| row(i, 200 - u64::from(i))).collect(),
+            total: qstats::LinkTotal {
+                link: 1,
+                queues: 105,
+                ..qstats::LinkTotal::default()
+            },
+        }];
+        let live = PipeJson {
+            number: Some(1),
+            kind: "pipe",
+            ..PipeJson::default()
+        };
+        let deleted = PipeJson {
+            removed: true,
+            ..live.clone()
+        };
+        let two = PipeJson {
+            number: Some(2),
+            ..live.clone()
+        };
+        let (text, rows) = pipes_with_queues(&[live, deleted, two], &view).unwrap();
+        let counts: Vec<(usize, u64, u64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["queues"].as_array().unwrap().len(),
+                    r["queues_total"].as_u64().unwrap(),
+                    r["queues_omitted"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(counts, [(100, 105, 5), (0, 0, 0), (0, 0, 0)]);
+        assert_eq!(rows[0]["queues"][0]["in_packets"], 200);
+        assert_eq!(rows[1]["removed"], true);
+        // The table under pipe 1 only: one header, 100 rows, the rest counted.
+        assert_eq!(text.matches("BKT Prot").count(), 1, "{text}");
+        assert!(
+            text.contains("... 5 more queue(s) not shown (busiest 100 of 105)"),
+            "{text}"
+        );
+        let under_one = text.split("00002:").next().unwrap();
+        assert!(under_one.contains("BKT Prot"), "{text}");
+    }
+
+    #[test]
     fn only_the_owner_and_root_are_authorised() {
         assert!(authorised(1000, 1000));
         assert!(authorised(0, 1000));
