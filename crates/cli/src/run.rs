@@ -39,7 +39,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use pspat_bridge::{Bridge, BridgeConfig, BridgeError, FlowCounters, Report, Verdict};
@@ -397,7 +397,7 @@ const CHANGE_POLL_NS: u64 = 50_000_000;
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
 /// counters copied out every 100 ms of the arbiter's clock, when the set
 /// empties (at most once a millisecond), and when the runtime drops it at
-/// the end (so the final copy is exact).
+/// the end (so the final copy is exact, the per-queue rows' too).
 struct Observed {
     set: PipeSet<AnyScheduler>,
     out: Snapshots,
@@ -501,6 +501,9 @@ impl Observed {
 
 impl Drop for Observed {
     fn drop(&mut self) {
+        if let Some(q) = &mut self.queues {
+            q.finish(self.last.as_nanos(), &self.set);
+        }
         self.publish();
     }
 }
@@ -656,7 +659,8 @@ struct RunJson<'a> {
     input: &'a str,
     output: &'a str,
     elapsed_s: f64,
-    pipes: Vec<PipeJson>,
+    /// Pipe objects with their per-queue rows (`control::pipes_with_queues`).
+    pipes: Vec<serde_json::Value>,
     rules: Vec<RuleJson>,
     classifier: ClassifierJson,
     totals: TotalsJson,
@@ -1120,6 +1124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         input: input.clone(),
         output: output.clone(),
         queues: board,
+        bridge: Mutex::default(),
     });
     let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
@@ -1152,6 +1157,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
+    // In `live` for the metrics; a poisoned lock still holds it.
+    let the_bridge = || live.bridge.lock().unwrap_or_else(PoisonError::into_inner);
+    *the_bridge() = Some(bridge);
     let stop_control = Arc::new(AtomicBool::new(false));
     let control_thread = control::spawn(
         Arc::clone(&live),
@@ -1203,7 +1211,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &term,
         start,
         args.duration,
-        || bridge.failure(),
+        || the_bridge().as_ref().and_then(Bridge::failure),
         || {
             let now = pipes_json(&links(), &read());
             let t = start.elapsed().as_secs_f64();
@@ -1221,7 +1229,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(s) = &socket {
         let _ = std::fs::remove_file(s);
     }
-    let report: Report = bridge.stop().map_err(|e| anyhow::anyhow!("run: {e}"))?;
+    let bridge = the_bridge().take();
+    let report: Report = bridge
+        .ok_or_else(|| anyhow::anyhow!("run: the bridge was not kept"))?
+        .stop()
+        .map_err(|e| anyhow::anyhow!("run: {e}"))?;
     let pipes = pipes_json(&links(), &read());
     let (rules, cstats) = live.rules_and_stats(&live.plan());
     let pipes_conserved = pipes
@@ -1241,6 +1253,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         pipes_conserved,
     };
     let classifier = classifier_json(&cstats, not_ip.load(Ordering::Relaxed));
+    // The arbiter's last copy of the queues, made as the runtime dropped
+    // the drained pipes: current, so taken at once.
+    let (view, queues_fresh) = live.queue_view();
+    if !queues_fresh {
+        eprintln!("run: per-queue rows: the arbiter's last copy before the end, not its final one");
+    }
+    let (pipe_text, pipe_rows) =
+        control::pipes_with_queues(&pipes, &view).map_err(|e| anyhow::anyhow!("run: {e}"))?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = RunJson {
@@ -1250,7 +1270,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             input: &input,
             output: &output,
             elapsed_s: report.elapsed_s,
-            pipes,
+            pipes: pipe_rows,
             rules,
             classifier,
             totals,
@@ -1268,7 +1288,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             report.elapsed_s
         )?;
-        pipe_table(&mut out, &pipes)?;
+        out.write_all(pipe_text.as_bytes())?;
         writeln!(out, "rules:")?;
         for r in &rules {
             let n = r.number.map_or("default".into(), |n| format!("{n:05}"));
@@ -1796,6 +1816,7 @@ mod tests {
             input: "pspat-in".into(),
             output: "pspat-out".into(),
             queues: board,
+            bridge: Mutex::default(),
         });
         (live, stop, arbiter)
     }
@@ -2427,34 +2448,53 @@ mod tests {
             drive(&mut set, &mut now, 1_000_000_000, &mut exits);
             h.join().unwrap().unwrap();
         });
+        // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
+        sched_4_drained(set, &snaps, &b.links, &exits, 40, 40, |exits| {
+            for flow in [0..1000, 1000..2000] {
+                let tokens: Vec<u64> = exits
+                    .iter()
+                    .map(|e| e.0)
+                    .filter(|t| flow.contains(t))
+                    .collect();
+                assert_eq!(tokens.len(), 20);
+                assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+            }
+        });
+    }
+
+    /// The checks after a live change on sched 4 (8 Mbit/s, 5 ms: 1 ms a
+    /// 1000-byte packet): nothing dropped late, all `n` packets left, each
+    /// flow in its order (`in_order`), the first `paced` one a millisecond
+    /// after the delay with no pause at the change, and the sched's counts
+    /// (`n` in, `n` out, none dropped) once the arbiter let go of the set.
+    fn sched_4_drained(
+        mut set: Observed,
+        snaps: &Snapshots,
+        links: &[LinkInfo],
+        exits: &[(u64, u64)],
+        n: u64,
+        paced: u64,
+        in_order: impl FnOnce(&[(u64, u64)]),
+    ) {
         let mut late = Vec::new();
         set.take_late_drops(&mut |r| late.push(r));
         assert!(late.is_empty(), "{late:?}");
-        assert_eq!(exits.len(), 40, "every packet left");
-        for flow in [0..1000, 1000..2000] {
-            let tokens: Vec<u64> = exits
-                .iter()
-                .map(|e| e.0)
-                .filter(|t| flow.contains(t))
-                .collect();
-            assert_eq!(tokens.len(), 20);
-            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-        }
-        // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
-        let times: Vec<u64> = exits.iter().map(|e| e.1).collect();
+        assert_eq!(exits.len() as u64, n, "every packet left");
+        in_order(exits);
+        let times: Vec<u64> = exits.iter().map(|e| e.1).take(paced as usize).collect();
         assert_eq!(
             times,
-            (1..=40u64)
+            (1..=paced)
                 .map(|i| i * 1_000_000 + 5_000_000)
                 .collect::<Vec<_>>()
         );
         drop(set);
         let snaps = snaps.lock().unwrap().clone();
-        let pipes = pipes_json(&b.links, &snaps);
+        let pipes = pipes_json(links, &snaps);
         let four = pipes.iter().find(|p| p.number == Some(4)).unwrap();
         assert_eq!(
             (four.in_packets, four.out_packets, four.dropped_total),
-            (40, 40, 0)
+            (n, n, 0)
         );
     }
 
@@ -2546,44 +2586,27 @@ mod tests {
             offer(&mut b, &mut set, src, *port, f as u64 * 1000 + 11);
         }
         drive(&mut set, &mut now, 1_000_000_000, &mut exits);
-        let mut late = Vec::new();
-        set.take_late_drops(&mut |r| late.push(r));
-        assert!(late.is_empty(), "{late:?}");
-        assert_eq!(exits.len(), 48, "every packet left");
-        // Each flow keeps its order across the coarser mask; across the
-        // finer one its carried packets keep theirs, and its next packet
-        // (in its own instance, on its own link) may overtake them (docs).
-        for f in 0..4u64 {
-            let mut tokens: Vec<u64> = exits
-                .iter()
-                .map(|e| e.0)
-                .filter(|t| t / 1000 == f)
-                .collect();
-            let last = tokens.iter().position(|t| t % 1000 == 11).unwrap();
-            tokens.remove(last);
-            assert_eq!(
-                tokens,
-                (0..11).map(|s| f * 1000 + s).collect::<Vec<_>>(),
-                "flow {f}"
-            );
-        }
         // Up to the second change (20 ms) the link sends a packet a ms
         // with no pause at the first (7.5 ms): the 15th leaves at 20 ms.
-        let times: Vec<u64> = exits.iter().map(|e| e.1).take(15).collect();
-        assert_eq!(
-            times,
-            (1..=15u64)
-                .map(|i| i * 1_000_000 + 5_000_000)
-                .collect::<Vec<_>>()
-        );
-        drop(set);
-        let snaps = snaps.lock().unwrap().clone();
-        let pipes = pipes_json(&b.links, &snaps);
-        let four = pipes.iter().find(|p| p.number == Some(4)).unwrap();
-        assert_eq!(
-            (four.in_packets, four.out_packets, four.dropped_total),
-            (48, 48, 0)
-        );
+        sched_4_drained(set, &snaps, &b.links, &exits, 48, 15, |exits| {
+            // Each flow keeps its order across the coarser mask; across the
+            // finer one its carried packets keep theirs, and its next packet
+            // (in its own instance, on its own link) may overtake them (docs).
+            for f in 0..4u64 {
+                let mut tokens: Vec<u64> = exits
+                    .iter()
+                    .map(|e| e.0)
+                    .filter(|t| t / 1000 == f)
+                    .collect();
+                let last = tokens.iter().position(|t| t % 1000 == 11).unwrap();
+                tokens.remove(last);
+                assert_eq!(
+                    tokens,
+                    (0..11).map(|s| f * 1000 + s).collect::<Vec<_>>(),
+                    "flow {f}"
+                );
+            }
+        });
     }
 
     #[test]

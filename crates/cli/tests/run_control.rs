@@ -33,7 +33,6 @@
 //! * `duplicate` set live through `pspat ctl`: later frames sent twice and
 //!   counted (`pipe show`, metrics, report).
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -44,7 +43,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::run_bed::{
-    check_conservation, finish, pace, pipe, realtime_ns, send_all, wait_for, Arrival, Bed,
+    check_conservation, finish, metrics_addr, pace, pipe, realtime_ns, send_all, wait_for, Arrival,
+    Bed,
 };
 
 /// `pspat ctl --socket SOCKET ARGS...`.
@@ -368,28 +368,6 @@ fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     assert!(!socket.exists(), "the socket is removed at exit");
 }
 
-/// `GET path` over HTTP at `addr`, from inside the bridge's namespace
-/// (where the daemon's loopback is); the status line and the body.
-fn http_get(bed: &Bed, addr: &str, path: &str) -> (String, String) {
-    use std::io::Write;
-    let mut stream = bed
-        .bridge
-        .run(|| std::net::TcpStream::connect(addr))
-        .unwrap()
-        .expect("connect to the metrics endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
-    (
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    )
-}
-
 #[test]
 fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
     let Some(bed) = Bed::new("ctl-metrics", 251) else {
@@ -401,12 +379,8 @@ fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
          default deny\n",
         &["--metrics", "127.0.0.1:0"],
     );
-    let line = wait_for(&rx, "run: metrics: http://", &mut child);
-    let addr = line
-        .trim_start_matches("run: metrics: http://")
-        .trim_end_matches("/metrics")
-        .to_string();
-    assert!(addr.starts_with("127.0.0.1:"), "{line}");
+    let addr = metrics_addr(&rx, &mut child);
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     let mut tx = bed.sender_socket();
     for seq in 0..50u32 {
         let f = bed.frame(6000, seq, 0, 500);
@@ -414,7 +388,7 @@ fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
     }
     // The arbiter publishes at most 100 ms late, and when the pipes empty.
     std::thread::sleep(Duration::from_millis(500));
-    let (status, body) = http_get(&bed, &addr, "/metrics");
+    let (status, body) = bed.http_get(&addr, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     for want in [
         "pspat_pipe_in_packets_total{pipe=\"1\"} 50",
@@ -428,7 +402,7 @@ fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
     ] {
         assert!(body.contains(want), "{want} not in\n{body}");
     }
-    let (status, _) = http_get(&bed, &addr, "/other");
+    let (status, _) = bed.http_get(&addr, "/other");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
     let doc = finish(child);
     check_conservation(&doc);
@@ -826,11 +800,7 @@ fn ctl_sets_duplicate_on_a_running_pipe() {
         add 100 pipe 1 udp from any to any dst-port 6000\n\
         default deny\n";
     let (mut child, log) = bed.start(config, &["--metrics", "127.0.0.1:0"]);
-    let line = wait_for(&log, "run: metrics: http://", &mut child);
-    let addr = line
-        .trim_start_matches("run: metrics: http://")
-        .trim_end_matches("/metrics")
-        .to_string();
+    let addr = metrics_addr(&log, &mut child);
     let socket = bed.socket();
     let collector = bed.receiver();
     let mut tx = bed.sender_socket();
@@ -850,7 +820,7 @@ fn ctl_sets_duplicate_on_a_running_pipe() {
     let shown = ctl(&socket, &["pipe", "show", "1"]);
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     assert!(shown.contains("duplicated 200 pkt"), "{shown}");
-    let (status, body) = http_get(&bed, &addr, "/metrics");
+    let (status, body) = bed.http_get(&addr, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     for want in [
         "pspat_pipe_duplicates_total{pipe=\"1\"} 200",

@@ -1,19 +1,18 @@
 //! Per-queue rows of a running `pspat run` end to end: frames from several
 //! source addresses through `mask src-ip` (a masked pipe: one instance per
 //! source) and a masked flowset (one dynamic queue per source), then
-//! `pspat ctl pipe show --json`, `queue show --json`, the text layout and
-//! the metrics, checked against what was sent. The daemon runs between
+//! `pspat ctl pipe show --json`, `queue show --json`, the text layout,
+//! the metrics and the final report's rows, checked against what was sent. The daemon runs between
 //! three namespaces of the test's own (common/run_bed.rs); run it under
 //! the lab lock, single-threaded.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 mod common;
 
-use common::run_bed::{check_conservation, finish, pipe, wait_for, Bed};
+use common::run_bed::{check_conservation, finish, metrics_addr, pipe, Bed};
 use etherparse::PacketBuilder;
 
 /// `pspat ctl --socket SOCKET [--json] WORDS...`: stdout, which must be a success.
@@ -35,34 +34,20 @@ fn ctl(socket: &Path, json: bool, words: &[&str]) -> String {
 
 /// A UDP frame from 10.199.`subnet`.`host` to the receiver, port `dport`.
 fn frame(subnet: u8, host: u8, dport: u16, len: usize) -> Vec<u8> {
+    frame_to(subnet, host, 2, dport, len)
+}
+
+/// A UDP frame from 10.199.`subnet`.`host` to 10.199.`subnet`.`to`, port
+/// `dport`.
+fn frame_to(subnet: u8, host: u8, to: u8, dport: u16, len: usize) -> Vec<u8> {
     let payload = vec![0xab; len - 42];
     let mut out = Vec::with_capacity(len);
-    PacketBuilder::ethernet2([2, 0x99, 0, 0, subnet, host], [2, 0x99, 0, 0, subnet, 2])
-        .ipv4([10, 199, subnet, host], [10, 199, subnet, 2], 64)
+    PacketBuilder::ethernet2([2, 0x99, 0, 0, subnet, host], [2, 0x99, 0, 0, subnet, to])
+        .ipv4([10, 199, subnet, host], [10, 199, subnet, to], 64)
         .udp(4000 + u16::from(host), dport)
         .write(&mut out, &payload)
         .expect("build");
     out
-}
-
-/// `GET /metrics` from inside the bridge's namespace.
-fn metrics(bed: &Bed, addr: &str) -> String {
-    use std::io::Write;
-    let mut stream = bed
-        .bridge
-        .run(|| std::net::TcpStream::connect(addr))
-        .unwrap()
-        .expect("connect to the metrics endpoint");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n")
-        .expect("an HTTP answer")
-        .1
-        .to_string()
 }
 
 #[test]
@@ -83,11 +68,7 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
          default deny\n",
         &["--metrics", "127.0.0.1:0", "--max-queues", "200"],
     );
-    let line = wait_for(&rx, "run: metrics: http://", &mut child);
-    let addr = line
-        .trim_start_matches("run: metrics: http://")
-        .trim_end_matches("/metrics")
-        .to_string();
+    let addr = metrics_addr(&rx, &mut child);
     let mut tx = bed.sender_socket();
     // Sources .10 to .14 send 5, 10, 20, 40 and 60 frames to pipe 1 at once.
     let counts = [5u64, 10, 20, 40, 60];
@@ -183,7 +164,7 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
     assert!(text.contains("... 20 more queue(s) not shown"), "{text}");
 
     // The metrics: a series per instance of pipe 1, the sojourn histogram.
-    let m = metrics(&bed, &addr);
+    let (_, m) = bed.http_get(&addr, "/metrics");
     let prow = &serde_json::from_str::<serde_json::Value>(&ctl(
         &bed.socket(),
         true,
@@ -225,4 +206,160 @@ fn per_queue_rows_of_a_masked_pipe_and_flowset_match_what_each_source_sent() {
         pipe(&doc, 1)["in_packets"].as_u64(),
         Some(counts.iter().sum())
     );
+    // The final report: the same rows under each pipe, final, summing to
+    // the pipe's counts.
+    let p1 = pipe(&doc, 1);
+    assert_eq!(
+        (p1["queues_total"].as_u64(), p1["queues_omitted"].as_u64()),
+        (Some(5), Some(0)),
+        "{p1}"
+    );
+    let rows = p1["queues"].as_array().unwrap();
+    let sum = |key: &str| rows.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(
+        (sum("in_packets"), sum("out_packets"), sum("dropped")),
+        (
+            p1["in_packets"].as_u64().unwrap(),
+            p1["out_packets"].as_u64().unwrap(),
+            p1["dropped_total"].as_u64().unwrap()
+        ),
+        "{p1}"
+    );
+    assert_eq!(sum("queued_packets"), 0);
+    let mut sources: Vec<&str> = rows.iter().map(|r| r["src"].as_str().unwrap()).collect();
+    sources.sort_unstable();
+    let want: Vec<String> = (10..15).map(|h| format!("10.199.{SUBNET}.{h}")).collect();
+    assert_eq!(sources, want);
+    // Sched 2: 120 queues of one frame each, the busiest 100 listed.
+    let p2 = pipe(&doc, 2);
+    assert_eq!(
+        (p2["queues_total"].as_u64(), p2["queues_omitted"].as_u64()),
+        (Some(120), Some(20)),
+        "{p2}"
+    );
+    assert_eq!(p2["in_packets"].as_u64(), Some(120));
+    let rows = p2["queues"].as_array().unwrap();
+    assert_eq!(rows.len(), 100);
+    for r in rows {
+        assert_eq!(
+            (
+                r["flowset"].as_u64(),
+                r["in_packets"].as_u64(),
+                r["out_packets"].as_u64()
+            ),
+            (Some(21), Some(1), Some(1)),
+            "{r}"
+        );
+        let host: u8 = r["src"]
+            .as_str()
+            .unwrap()
+            .rsplit('.')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((100..220).contains(&host), "{r}");
+    }
+}
+
+/// The value of the series `name` (labels included) in the scrape `m`.
+fn series(m: &str, name: &str) -> Option<u64> {
+    m.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+/// The bridge's series per direction, with the reverse direction shaped:
+/// each direction's frames, drops (a `deny` rule's, `filtered`) and sends
+/// under its own `direction` label, as the final report then counts them.
+#[test]
+fn bridge_metrics_count_each_direction_apart_when_the_reverse_is_shaped() {
+    const SUBNET: u8 = 253;
+    let Some(bed) = Bed::new("directions", SUBNET) else {
+        return;
+    };
+    let (mut child, rx) = bed.start(
+        "pipe 1 config bw 50Mbit/s\n\
+         pipe 2 config bw 50Mbit/s\n\
+         add 100 pipe 1 udp from any to any dst-port 6000\n\
+         add 200 pipe 2 udp from any to any dst-port 6001\n\
+         add 300 deny udp from any to any dst-port 6666\n\
+         default allow\n",
+        &["--metrics", "127.0.0.1:0", "--shape-reverse"],
+    );
+    let addr = metrics_addr(&rx, &mut child);
+    // Forward (sender to receiver): 30 frames to pipe 1, 5 denied.
+    let mut tx = bed.sender_socket();
+    let send = |tx: &mut pspat_io::PacketTx, f: Vec<u8>, n: u32| {
+        for _ in 0..n {
+            assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+        }
+    };
+    send(&mut tx, frame_to(SUBNET, 1, 2, 6000, 500), 30);
+    send(&mut tx, frame_to(SUBNET, 1, 2, 6666, 500), 5);
+    // Reverse (receiver to sender): 50 frames to pipe 2, 9 denied.
+    let mut back = bed
+        .receiver
+        .run(|| pspat_io::PacketTx::open(&bed.out.b, &pspat_io::TxConfig::default()))
+        .unwrap()
+        .expect("open the reverse sender");
+    send(&mut back, frame_to(SUBNET, 2, 1, 6001, 400), 50);
+    send(&mut back, frame_to(SUBNET, 2, 1, 6666, 400), 9);
+    // 80 frames at 50 Mbit/s take under 10 ms; the arbiter publishes the
+    // pipes' counts at most 100 ms late.
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, m) = bed.http_get(&addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for l in m.lines().filter(|l| l.starts_with("pspat_bridge_")) {
+        println!("{l}");
+    }
+    let get = |name: &str| series(&m, name).unwrap_or_else(|| panic!("no {name} in\n{m}"));
+    assert_eq!(get("pspat_pipe_in_packets_total{pipe=\"1\"}"), 30);
+    assert_eq!(get("pspat_pipe_in_packets_total{pipe=\"2\"}"), 50);
+    let mut scraped = Vec::new();
+    for (direction, sent, denied) in [("forward", 30, 5), ("reverse", 50, 9)] {
+        let one = |what: &str| get(&format!("pspat_bridge_{what}{{direction=\"{direction}\"}}"));
+        let filtered = get(&format!(
+            "pspat_bridge_dropped_packets_total{{direction=\"{direction}\",reason=\"filtered\"}}"
+        ));
+        assert_eq!(filtered, denied, "{direction}");
+        let received = one("received_packets_total");
+        let transmitted = one("transmitted_packets_total");
+        // Besides the test's frames, the namespaces' own (IPv6 neighbour
+        // discovery) may cross, allowed.
+        assert!(received >= sent + denied, "{direction}: {received}");
+        assert!(transmitted >= sent, "{direction}: {transmitted}");
+        assert!(one("received_bytes_total") >= (sent + denied) * 400);
+        assert_eq!(one("duplicated_packets_total"), 0);
+        // Every drop reason has its series: received = sent + dropped + held.
+        let prefix = format!("pspat_bridge_dropped_packets_total{{direction=\"{direction}\",");
+        let dropped: u64 = m
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(
+            received,
+            transmitted + dropped + one("in_flight_packets"),
+            "{direction}\n{m}"
+        );
+        scraped.push((received, transmitted));
+    }
+    let doc = finish(child);
+    check_conservation(&doc);
+    let r = &doc["reverse"];
+    assert_eq!(r["shaped"], true, "{r}");
+    assert_eq!(r["conserved"], true, "{r}");
+    // The final report counts the directions as the metrics did.
+    assert_eq!(doc["totals"]["dropped"]["filtered"], 5, "{}", doc["totals"]);
+    assert_eq!(r["dropped"]["filtered"], 9, "{r}");
+    for ((received, transmitted), final_counts) in scraped.iter().zip([
+        (&doc["totals"]["received"], &doc["totals"]["transmitted"]),
+        (&r["received"], &r["transmitted"]),
+    ]) {
+        assert!(final_counts.0.as_u64().unwrap() >= *received, "{doc}");
+        assert!(final_counts.1.as_u64().unwrap() >= *transmitted, "{doc}");
+    }
+    assert_eq!(pipe(&doc, 1)["out_packets"], 30);
+    assert_eq!(pipe(&doc, 2)["out_packets"], 50);
 }

@@ -49,8 +49,8 @@ use serde_json::json;
 use super::live::{self, Inbox};
 use super::qstats;
 use super::{
-    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, RuleJson, Snapshots,
-    INPUT_INDEX, OUTPUT_INDEX,
+    classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, PipeJson, RuleJson,
+    Snapshots, INPUT_INDEX, OUTPUT_INDEX,
 };
 
 /// The file name errors in a request carry.
@@ -100,6 +100,10 @@ pub struct Live {
     pub output: String,
     /// Per-queue copies from the arbiter (run/qstats.rs).
     pub queues: Arc<super::qstats::Board>,
+    /// The running bridge, for its counters per direction in the metrics
+    /// (run/metrics.rs); taken out to stop it once the control and metrics
+    /// threads have ended.
+    pub bridge: Mutex<Option<pspat_bridge::Bridge>>,
 }
 
 /// The answer to one request.
@@ -502,27 +506,8 @@ impl Live {
                     }
                 }
                 let (view, fresh) = self.queue_view();
-                let mut text = Vec::new();
-                let mut rows = Vec::new();
-                for p in &pipes {
-                    pipe_table(&mut text, std::slice::from_ref(p)).map_err(|e| e.to_string())?;
-                    let link = p.number.unwrap_or(super::PASS_LINK);
-                    let lq = view.iter().find(|l| l.link == link);
-                    let (queues, total) =
-                        lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
-                    text.extend_from_slice(qstats::table(queues, total).as_bytes());
-                    let mut row = serde_json::to_value(p).map_err(|e| e.to_string())?;
-                    if let (Some(o), serde_json::Value::Object(q)) =
-                        (row.as_object_mut(), qstats::json_fields(queues, total))
-                    {
-                        o.extend(q);
-                    }
-                    rows.push(row);
-                }
-                Ok((
-                    String::from_utf8_lossy(&text).into_owned(),
-                    json!({ "pipes": rows, "queues_fresh": fresh }),
-                ))
+                let (text, rows) = pipes_with_queues(&pipes, &view)?;
+                Ok((text, json!({ "pipes": rows, "queues_fresh": fresh })))
             }
             Listing::Scheds => {
                 let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
@@ -672,6 +657,37 @@ impl Live {
             }
         }
     }
+}
+
+/// `pipes` as `pipe show` prints them, each with its per-queue rows from
+/// `view` (the 100 busiest, then how many were left out), and as JSON
+/// objects with `queues`, `queues_total` and `queues_omitted`; a pipe
+/// deleted while the daemon ran has none (its queues left with it). Also
+/// the final report's (run.rs).
+///
+/// # Errors
+/// What the table or the JSON encoding refused (neither does in practice).
+pub fn pipes_with_queues(
+    pipes: &[PipeJson],
+    view: &[qstats::LinkQueues],
+) -> Result<(String, Vec<serde_json::Value>), String> {
+    let mut text = Vec::new();
+    let mut rows = Vec::new();
+    for p in pipes {
+        pipe_table(&mut text, std::slice::from_ref(p)).map_err(|e| e.to_string())?;
+        let link = p.number.unwrap_or(super::PASS_LINK);
+        let lq = view.iter().find(|l| l.link == link && !p.removed);
+        let (queues, total) = lq.map_or((&[][..], 0), |l| (&l.rows[..], l.total.queues));
+        text.extend_from_slice(qstats::table(queues, total).as_bytes());
+        let mut row = serde_json::to_value(p).map_err(|e| e.to_string())?;
+        if let (Some(o), serde_json::Value::Object(q)) =
+            (row.as_object_mut(), qstats::json_fields(queues, total))
+        {
+            o.extend(q);
+        }
+        rows.push(row);
+    }
+    Ok((String::from_utf8_lossy(&text).into_owned(), rows))
 }
 
 fn listing_name(l: Listing) -> String {
@@ -944,6 +960,63 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_pipe_gets_its_own_queues_and_a_deleted_one_none() {
+        let row = |instance: u32, n: u64| qstats::QueueJson {
+            instance,
+            bucket: instance,
+            in_packets: n,
+            in_bytes: n * 100,
+            out_packets: n,
+            out_bytes: n * 100,
+            ..qstats::QueueJson::default()
+        };
+        let view = vec![qstats::LinkQueues {
+            link: 1,
+            rows: (0..105).map(|i| row(i, 200 - u64::from(i))).collect(),
+            total: qstats::LinkTotal {
+                link: 1,
+                queues: 105,
+                ..qstats::LinkTotal::default()
+            },
+        }];
+        let live = PipeJson {
+            number: Some(1),
+            kind: "pipe",
+            ..PipeJson::default()
+        };
+        let deleted = PipeJson {
+            removed: true,
+            ..live.clone()
+        };
+        let two = PipeJson {
+            number: Some(2),
+            ..live.clone()
+        };
+        let (text, rows) = pipes_with_queues(&[live, deleted, two], &view).unwrap();
+        let counts: Vec<(usize, u64, u64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["queues"].as_array().unwrap().len(),
+                    r["queues_total"].as_u64().unwrap(),
+                    r["queues_omitted"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(counts, [(100, 105, 5), (0, 0, 0), (0, 0, 0)]);
+        assert_eq!(rows[0]["queues"][0]["in_packets"], 200);
+        assert_eq!(rows[1]["removed"], true);
+        // The table under pipe 1 only: one header, 100 rows, the rest counted.
+        assert_eq!(text.matches("BKT Prot").count(), 1, "{text}");
+        assert!(
+            text.contains("... 5 more queue(s) not shown (busiest 100 of 105)"),
+            "{text}"
+        );
+        let under_one = text.split("00002:").next().unwrap();
+        assert!(under_one.contains("BKT Prot"), "{text}");
+    }
 
     #[test]
     fn only_the_owner_and_root_are_authorised() {

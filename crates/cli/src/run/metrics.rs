@@ -10,13 +10,17 @@
 //! `reason`, packets held, the
 //! configured rate and delay; per rule (label `rule`, `default`): packets
 //! and bytes; the classifier's decisions and drops by reason; per queue
-//! and the sojourn histograms, from the arbiter on request (run/qstats.rs).
+//! and the sojourn histograms, from the arbiter on request (run/qstats.rs);
+//! the bridge's frames in, out, duplicated, dropped by reason, missed and
+//! held, per direction (label `direction`), from a report of the running
+//! bridge.
 //!
 //! The responder is a few lines over [`TcpListener`]: one request per
 //! connection, answered in turn by one thread; anything but `GET /metrics`
-//! is answered 404 or 405. Cost: O(pipes + rules + queues) per scrape, off
-//! the packet path (it reads what the arbiter publishes, asks it for the
-//! queues, and takes the classifier's lock twice).
+//! is answered 404 or 405. Cost: O(pipes + rules + queues + flow ids) per
+//! scrape, off the packet path (it reads what the arbiter publishes, asks
+//! it for the queues, takes the classifier's lock twice, and sums the
+//! bridge's per-flow counters under the lock that keeps the bridge).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -33,11 +37,66 @@ use prometheus_client::registry::Registry;
 use super::control::Live;
 use super::pipes_json;
 
-type Labels = Vec<(String, String)>;
+pub(super) type Labels = Vec<(String, String)>;
 
 /// Counters of one family, filled from absolute values.
-fn counters() -> Family<Labels, Counter> {
+pub(super) fn counters() -> Family<Labels, Counter> {
     Family::default()
+}
+
+/// Adds drops by reason (absolute counts) to `drops`, labelled `(key,
+/// value)` and `reason`.
+fn add_drops<R: std::fmt::Display>(
+    drops: &Family<Labels, Counter>,
+    (key, value): (&str, &str),
+    dropped: &std::collections::BTreeMap<R, u64>,
+) {
+    for (reason, n) in dropped {
+        drops
+            .get_or_create(&label(&[
+                (key, value.to_string()),
+                ("reason", reason.to_string()),
+            ]))
+            .inc_by(*n);
+    }
+}
+
+/// Packets and bytes in and out under the same labels, registered
+/// together: the per-pipe, per-queue and per-direction series.
+pub(super) struct InOut {
+    in_p: Family<Labels, Counter>,
+    in_b: Family<Labels, Counter>,
+    out_p: Family<Labels, Counter>,
+    out_b: Family<Labels, Counter>,
+}
+
+impl InOut {
+    pub(super) fn new() -> Self {
+        InOut {
+            in_p: counters(),
+            in_b: counters(),
+            out_p: counters(),
+            out_b: counters(),
+        }
+    }
+
+    /// Adds the four counts (absolute values) under `l`.
+    pub(super) fn add(&self, l: &Labels, [in_p, in_b, out_p, out_b]: [u64; 4]) {
+        self.in_p.get_or_create(l).inc_by(in_p);
+        self.in_b.get_or_create(l).inc_by(in_b);
+        self.out_p.get_or_create(l).inc_by(out_p);
+        self.out_b.get_or_create(l).inc_by(out_b);
+    }
+
+    /// Registers the four families, in that order, each with its `(name,
+    /// help)`.
+    pub(super) fn register(self, reg: &mut Registry, names: [(&str, &str); 4]) {
+        let [a, b, c, d] = names;
+        reg.register(a.0, a.1, self.in_p);
+        reg.register(b.0, b.1, self.in_b);
+        reg.register(c.0, c.1, self.out_p);
+        reg.register(d.0, d.1, self.out_b);
+    }
 }
 
 fn label(pairs: &[(&str, String)]) -> Labels {
@@ -55,19 +114,14 @@ pub fn render(live: &Live) -> String {
     // A pipe deleted while the daemon runs is no longer exported.
     let mut pipes = pipes_json(&links, &snaps);
     pipes.retain(|p| !p.removed);
-    let (in_p, in_b, out_p, out_b, drops) =
-        (counters(), counters(), counters(), counters(), counters());
-    let dups = counters();
+    let (traffic, drops, dups) = (InOut::new(), counters(), counters());
     let queued: Family<Labels, Gauge> = Family::default();
     let rate: Family<Labels, Gauge> = Family::default();
     let delay: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
     for p in &pipes {
         let name = p.number.map_or("pass".to_string(), |n| n.to_string());
         let l = label(&[("pipe", name.clone())]);
-        in_p.get_or_create(&l).inc_by(p.in_packets);
-        in_b.get_or_create(&l).inc_by(p.in_bytes);
-        out_p.get_or_create(&l).inc_by(p.out_packets);
-        out_b.get_or_create(&l).inc_by(p.out_bytes);
+        traffic.add(&l, [p.in_packets, p.in_bytes, p.out_packets, p.out_bytes]);
         dups.get_or_create(&l).inc_by(p.duplicates);
         queued
             .get_or_create(&l)
@@ -75,23 +129,20 @@ pub fn render(live: &Live) -> String {
         rate.get_or_create(&l)
             .set(p.bw_bps.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
         delay.get_or_create(&l).set(p.delay_ns as f64 / 1e9);
-        for (reason, n) in &p.dropped {
-            drops
-                .get_or_create(&label(&[
-                    ("pipe", name.clone()),
-                    ("reason", reason.to_string()),
-                ]))
-                .inc_by(*n);
-        }
+        add_drops(&drops, ("pipe", &name), &p.dropped);
     }
-    reg.register(
-        "pipe_in_packets",
-        "Packets offered to the pipe (all instances)",
-        in_p,
+    traffic.register(
+        &mut reg,
+        [
+            (
+                "pipe_in_packets",
+                "Packets offered to the pipe (all instances)",
+            ),
+            ("pipe_in_bytes", "Bytes offered to the pipe"),
+            ("pipe_out_packets", "Packets the pipe sent"),
+            ("pipe_out_bytes", "Bytes the pipe sent"),
+        ],
     );
-    reg.register("pipe_in_bytes", "Bytes offered to the pipe", in_b);
-    reg.register("pipe_out_packets", "Packets the pipe sent", out_p);
-    reg.register("pipe_out_bytes", "Bytes the pipe sent", out_b);
     reg.register(
         "pipe_duplicates",
         "Copies the pipe sent right after their original (duplicate), not in out",
@@ -149,6 +200,9 @@ pub fn render(live: &Live) -> String {
         "The classifier's decisions (drops by reason)",
         decisions,
     );
+    if let Some(bridge) = live.bridge.lock().ok().as_ref().and_then(|b| b.as_ref()) {
+        register_bridge(&mut reg, &bridge.report());
+    }
     let (view, _) = live.queue_view();
     super::qstats::register_metrics(&mut reg, &view, &live.queues, &|link| {
         if link == super::PASS_LINK {
@@ -161,6 +215,88 @@ pub fn render(live: &Live) -> String {
     // Writing to a String cannot fail.
     let _ = encode(&mut out, &reg);
     out
+}
+
+/// The bridge's counters by direction (label `direction`): `forward`
+/// (`--in` to `--out`) always, `reverse` when that direction is shaped (its
+/// frames are then counted apart, [`pspat_bridge::ReverseReport`]). `r` is
+/// a report of the running bridge: what the pipes dropped is still in
+/// `in_flight` there (docs/RUN.md, *Metrics*).
+fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
+    let traffic = InOut::new();
+    let (dups, drops, missed) = (counters(), counters(), counters());
+    let in_flight: Family<Labels, Gauge> = Family::default();
+    let forward = [
+        r.received,
+        r.received_bytes,
+        r.transmitted,
+        r.transmitted_bytes,
+    ];
+    let v = &r.reverse;
+    let reverse = [v.received, v.received_bytes, v.transmitted, v.bytes];
+    let mut directions = vec![(
+        "forward",
+        forward,
+        r.duplicated,
+        &r.dropped,
+        r.not_received,
+        r.in_flight,
+    )];
+    if v.shaped {
+        directions.push((
+            "reverse",
+            reverse,
+            v.duplicated,
+            &v.dropped,
+            v.not_received,
+            v.in_flight,
+        ));
+    }
+    for (direction, counts, duplicated, dropped, not_received, held) in directions {
+        let l = label(&[("direction", direction.to_string())]);
+        traffic.add(&l, counts);
+        dups.get_or_create(&l).inc_by(duplicated);
+        missed.get_or_create(&l).inc_by(not_received);
+        in_flight
+            .get_or_create(&l)
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
+        add_drops(&drops, ("direction", direction), dropped);
+    }
+    traffic.register(
+        reg,
+        [
+            (
+                "bridge_received_packets",
+                "Frames the direction's input ring(s) gave the bridge",
+            ),
+            ("bridge_received_bytes", "Their bytes"),
+            (
+                "bridge_transmitted_packets",
+                "Frames the bridge sent in the direction (duplicated copies included)",
+            ),
+            ("bridge_transmitted_bytes", "Their bytes"),
+        ],
+    );
+    reg.register(
+        "bridge_duplicated_packets",
+        "Copies of the direction's packets a pipe duplicated, each then sent or dropped",
+        dups,
+    );
+    reg.register(
+        "bridge_dropped_packets",
+        "Frames the bridge dropped in the direction, by reason (the pipes' drops once the bridge stops)",
+        drops,
+    );
+    reg.register(
+        "bridge_not_received_packets",
+        "Frames the kernel dropped because the direction's ring was full",
+        missed,
+    );
+    reg.register(
+        "bridge_in_flight_packets",
+        "Received and duplicated less transmitted and dropped: in the bridge and its pipes",
+        in_flight,
+    );
 }
 
 /// Binds `addr` (only it).
@@ -236,4 +372,65 @@ pub fn spawn(
                 }
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(r: &pspat_bridge::Report) -> String {
+        let mut reg = Registry::with_prefix("pspat");
+        register_bridge(&mut reg, r);
+        let mut out = String::new();
+        encode(&mut out, &reg).unwrap();
+        out
+    }
+
+    #[test]
+    fn bridge_series_carry_the_direction_and_the_reverse_one_only_when_shaped() {
+        let mut r = pspat_bridge::Report::default();
+        r.received = 12;
+        r.received_bytes = 1200;
+        r.transmitted = 9;
+        r.transmitted_bytes = 900;
+        r.duplicated = 1;
+        r.dropped.insert("filtered".into(), 3);
+        r.in_flight = 1;
+        r.reverse.enabled = true;
+        r.reverse.received = 40;
+        r.reverse.transmitted = 40;
+        let m = encoded(&r);
+        for want in [
+            "pspat_bridge_received_packets_total{direction=\"forward\"} 12",
+            "pspat_bridge_received_bytes_total{direction=\"forward\"} 1200",
+            "pspat_bridge_transmitted_packets_total{direction=\"forward\"} 9",
+            "pspat_bridge_transmitted_bytes_total{direction=\"forward\"} 900",
+            "pspat_bridge_duplicated_packets_total{direction=\"forward\"} 1",
+            "pspat_bridge_dropped_packets_total{direction=\"forward\",reason=\"filtered\"} 3",
+            "pspat_bridge_not_received_packets_total{direction=\"forward\"} 0",
+            "pspat_bridge_in_flight_packets{direction=\"forward\"} 1",
+        ] {
+            assert!(m.contains(want), "{want} not in\n{m}");
+        }
+        // Unshaped, the reverse direction's frames are not counted apart.
+        assert!(!m.contains("reverse"), "{m}");
+        r.reverse.shaped = true;
+        r.reverse.received_bytes = 4000;
+        r.reverse.bytes = 3800;
+        r.reverse.transmitted = 38;
+        r.reverse.dropped.insert("filtered".into(), 2);
+        r.reverse.not_received = 5;
+        let m = encoded(&r);
+        for want in [
+            "pspat_bridge_received_packets_total{direction=\"reverse\"} 40",
+            "pspat_bridge_received_bytes_total{direction=\"reverse\"} 4000",
+            "pspat_bridge_transmitted_packets_total{direction=\"reverse\"} 38",
+            "pspat_bridge_transmitted_bytes_total{direction=\"reverse\"} 3800",
+            "pspat_bridge_dropped_packets_total{direction=\"reverse\",reason=\"filtered\"} 2",
+            "pspat_bridge_not_received_packets_total{direction=\"reverse\"} 5",
+            "pspat_bridge_dropped_packets_total{direction=\"forward\",reason=\"filtered\"} 3",
+        ] {
+            assert!(m.contains(want), "{want} not in\n{m}");
+        }
+    }
 }

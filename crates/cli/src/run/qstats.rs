@@ -14,6 +14,9 @@
 //! [`FETCH_WAIT`] for that answer; without one (an arbiter asleep on a
 //! long delay line) it takes the last copy and says it is not fresh.
 //!
+//! When the runtime drops the pipe set (after the drain at shutdown), the
+//! arbiter makes one last copy ([`Recorder::finish`]) for the final report.
+//!
 //! An idle arbiter sleeps up to 100 ms, so the arbiter also copies the
 //! queues when its pipes are empty and the counters moved since its last
 //! copy, and marks the copy current: a reader then takes it at once
@@ -293,6 +296,14 @@ impl Recorder {
         if self.current || now_ns < self.next_idle_copy {
             return;
         }
+        self.copy(now_ns, set);
+        self.mark_current();
+    }
+
+    /// The arbiter lets go of `set` at `now_ns` (the runtime drops it once
+    /// drained): one last copy of the queues, marked current, so that the
+    /// final report reads it at once.
+    pub fn finish(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
         self.copy(now_ns, set);
         self.mark_current();
     }
@@ -590,13 +601,11 @@ pub fn register_metrics(
     name: &dyn Fn(u32) -> String,
 ) {
     let hists = board.hists();
+    use super::metrics::{counters, InOut, Labels};
     use prometheus_client::metrics::counter::Counter;
     use prometheus_client::metrics::family::Family;
     use prometheus_client::metrics::gauge::Gauge;
-    type Labels = Vec<(String, String)>;
-    let counters = || Family::<Labels, Counter>::default();
-    let (in_p, in_b, out_p, out_b, drops) =
-        (counters(), counters(), counters(), counters(), counters());
+    let (traffic, drops) = (InOut::new(), counters());
     let (len_p, len_b) = (
         Family::<Labels, Gauge>::default(),
         Family::<Labels, Gauge>::default(),
@@ -612,10 +621,7 @@ pub fn register_metrics(
                 ("instance".into(), instance),
                 ("bucket".into(), bucket),
             ];
-            in_p.get_or_create(&l).inc_by(r.in_packets);
-            in_b.get_or_create(&l).inc_by(r.in_bytes);
-            out_p.get_or_create(&l).inc_by(r.out_packets);
-            out_b.get_or_create(&l).inc_by(r.out_bytes);
+            traffic.add(&l, [r.in_packets, r.in_bytes, r.out_packets, r.out_bytes]);
             drops.get_or_create(&l).inc_by(r.dropped);
             len_p.get_or_create(&l).set(gauge(r.queued_packets));
             len_b.get_or_create(&l).set(gauge(r.queued_bytes));
@@ -655,14 +661,15 @@ pub fn register_metrics(
             put("other".into(), "other".into(), "other".into(), &other);
         }
     }
-    reg.register(
-        "queue_in_packets",
-        "Packets offered to the dynamic queue",
-        in_p,
+    traffic.register(
+        reg,
+        [
+            ("queue_in_packets", "Packets offered to the dynamic queue"),
+            ("queue_in_bytes", "Bytes offered to the dynamic queue"),
+            ("queue_out_packets", "Packets the dynamic queue sent"),
+            ("queue_out_bytes", "Bytes the dynamic queue sent"),
+        ],
     );
-    reg.register("queue_in_bytes", "Bytes offered to the dynamic queue", in_b);
-    reg.register("queue_out_packets", "Packets the dynamic queue sent", out_p);
-    reg.register("queue_out_bytes", "Bytes the dynamic queue sent", out_b);
     reg.register(
         "queue_dropped_packets",
         "Packets the dynamic queue dropped (any reason)",

@@ -108,6 +108,29 @@ impl Bed {
         (child, rx)
     }
 
+    /// `GET path` over HTTP at `addr` (the daemon's `--metrics`), from
+    /// inside the bridge's namespace (where the daemon's loopback is): the
+    /// status line and the body.
+    pub fn http_get(&self, addr: &str, path: &str) -> (String, String) {
+        use std::io::Write;
+        let mut stream = self
+            .bridge
+            .run(|| std::net::TcpStream::connect(addr))
+            .unwrap()
+            .expect("connect to the metrics endpoint");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+        (
+            head.lines().next().unwrap_or("").to_string(),
+            body.to_string(),
+        )
+    }
+
     pub fn sender_socket(&self) -> PacketTx {
         self.sender
             .run(|| PacketTx::open(&self.into.a, &TxConfig::default()))
@@ -192,6 +215,15 @@ pub fn wait_for(rx: &mpsc::Receiver<String>, what: &str, child: &mut Child) -> S
             }
         }
     }
+}
+
+/// Waits for the daemon's `run: metrics: http://ADDR/metrics` line and
+/// returns `ADDR`.
+pub fn metrics_addr(rx: &mpsc::Receiver<String>, child: &mut Child) -> String {
+    let line = wait_for(rx, "run: metrics: http://", child);
+    line.trim_start_matches("run: metrics: http://")
+        .trim_end_matches("/metrics")
+        .to_string()
 }
 
 #[derive(Clone, Copy, Debug)]
