@@ -1996,12 +1996,7 @@ mod tests {
         });
         assert_eq!(exits.len(), 80, "every packet left");
         for flow in [0..1000, 1000..2000] {
-            let tokens: Vec<u64> = exits
-                .iter()
-                .map(|e| e.0)
-                .filter(|t| flow.contains(t))
-                .collect();
-            assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+            flow_in_order(&exits, flow);
         }
         // 1 ms per packet: before 10 ms the two flows alternate; in the
         // next 20 ms, flow 2 (weight 9) gets most of the link.
@@ -2451,15 +2446,21 @@ mod tests {
         // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
         sched_4_drained(set, &snaps, &b.links, &exits, 40, 40, |exits| {
             for flow in [0..1000, 1000..2000] {
-                let tokens: Vec<u64> = exits
-                    .iter()
-                    .map(|e| e.0)
-                    .filter(|t| flow.contains(t))
-                    .collect();
-                assert_eq!(tokens.len(), 20);
-                assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+                assert_eq!(flow_in_order(exits, flow), 20);
             }
         });
+    }
+
+    /// Checks that the exits whose tokens fall in `flow` left in token
+    /// order (one flow's packets carry increasing tokens); returns how many.
+    fn flow_in_order(exits: &[(u64, u64)], flow: std::ops::Range<u64>) -> usize {
+        let tokens: Vec<u64> = exits
+            .iter()
+            .map(|e| e.0)
+            .filter(|t| flow.contains(t))
+            .collect();
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        tokens.len()
     }
 
     /// The checks after a live change on sched 4 (8 Mbit/s, 5 ms: 1 ms a
