@@ -134,7 +134,7 @@ pub use view::DynamicKey;
 
 use dynamic::{DynTable, Lookup};
 use key::{CompiledMask, MaskedKey};
-use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction};
+use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction, RuleSet};
 
 /// What happens to a packet whose dynamic queue (or instance) would exceed
 /// the cap.
@@ -362,7 +362,7 @@ struct QueueState {
 /// Rules, tables and masks compiled from a plan (crate docs).
 #[derive(Clone, Debug)]
 pub struct Classifier {
-    rules: Vec<CompiledRule>,
+    rules: RuleSet,
     tables: Vec<LpmTable>,
     local: Vec<IpAddr>,
     default_action: DefaultAction,
@@ -554,7 +554,7 @@ impl Classifier {
             });
         }
         Ok(Classifier {
-            rules,
+            rules: RuleSet::new(rules),
             tables,
             local: Vec::new(),
             default_action: plan.default_action,
@@ -578,7 +578,7 @@ impl Classifier {
     /// rules it now serves. Rebinding is harmless.
     pub fn bind_interface(&mut self, name: &str, ifindex: u32) -> usize {
         let mut n = 0;
-        for r in &mut self.rules {
+        for r in &mut self.rules.rules {
             if let Some(i) = &mut r.iface {
                 if i.names(name) {
                     if !i.bound.contains(&ifindex) {
@@ -732,12 +732,9 @@ impl Classifier {
     /// rule's counters; `None` (counted in the default's) when none does.
     #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn first_match(&mut self, key: &PacketKey, len: u32) -> Option<(RuleAction, Option<u32>)> {
-        for r in &mut self.rules {
-            if let Some(arg) = r.matches(key, &self.local, &self.tables) {
-                r.counters.packets += 1;
-                r.counters.bytes += u64::from(len);
-                return Some((r.action, arg));
-            }
+        let matched = self.rules.first_match(key, len, &self.local, &self.tables);
+        if matched.is_some() {
+            return matched;
         }
         self.default_counters.packets += 1;
         self.default_counters.bytes += u64::from(len);
@@ -891,7 +888,7 @@ impl Classifier {
 
     /// Counters of each rule, in rule order, as `(rule number, counters)`.
     pub fn rule_counters(&self) -> impl Iterator<Item = (u32, RuleCounters)> + '_ {
-        self.rules.iter().map(|r| (r.number, r.counters))
+        self.rules.rules.iter().map(|r| (r.number, r.counters))
     }
 
     /// Packets no rule matched (the default action's counter).
