@@ -20,6 +20,10 @@
 //! address is part of the masked key, so an IPv4 and an IPv6 packet never
 //! share a dynamic queue unless the mask is empty (an empty mask is one queue
 //! and builds no table at all).
+//!
+//! A masked key is eleven 32-bit words ([`MaskedKey`]); a dynamic table
+//! stores and hashes only the words its mask can leave non-zero
+//! ([`KeyLayout`], [`PackedKey`]): two for `mask src-ip 0xffffffff`.
 
 use std::net::IpAddr;
 
@@ -139,12 +143,51 @@ impl CompiledMask {
     pub(crate) fn apply(&self, key: &PacketKey, instance: u32) -> MaskedKey {
         let (s, s6) = words(key.src);
         let (d, d6) = words(key.dst);
+        let ports = (u32::from(key.src_port) << 16) | u32::from(key.dst_port);
+        self.mask_fields(s, s6, d, d6, ports, key.flow_label, key.proto, instance)
+    }
+
+    /// A key another mask made (`k`), masked again by this one, in
+    /// `instance`: the key a packet of `k` gets under this mask when the
+    /// bits the other mask dropped are zero. Exact (the packet's own key
+    /// under this mask) when this mask keeps no bit the other dropped;
+    /// otherwise every packet of `k` gets the one key the zeros give. The
+    /// families stay.
+    pub(crate) fn remask(&self, k: &MaskedKey, instance: u32) -> MaskedKey {
+        let w = &k.0;
+        self.mask_fields(
+            [w[0], w[1], w[2], w[3]],
+            (w[9] >> 28) & 1 == 1,
+            [w[4], w[5], w[6], w[7]],
+            (w[9] >> 29) & 1 == 1,
+            w[8],
+            w[9] & 0xf_ffff,
+            ((w[9] >> 20) & 0xff) as u8,
+            instance,
+        )
+    }
+
+    /// The one masking step of [`CompiledMask::apply`] and
+    /// [`CompiledMask::remask`]: addresses as four words each with their
+    /// families, ports as `src << 16 | dst`, the flow label and protocol.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // the fields of one key, unpacked
+    fn mask_fields(
+        &self,
+        s: [u32; 4],
+        s6: bool,
+        d: [u32; 4],
+        d6: bool,
+        ports: u32,
+        label: u32,
+        proto: u8,
+        instance: u32,
+    ) -> MaskedKey {
         let sm = if s6 { self.src6 } else { [self.src4, 0, 0, 0] };
         let dm = if d6 { self.dst6 } else { [self.dst4, 0, 0, 0] };
-        let ports = ((u32::from(key.src_port) << 16) | u32::from(key.dst_port)) & self.ports;
         // flow label (20 bits) | proto (8 bits) | two family bits.
-        let meta = (key.flow_label & self.label)
-            | (u32::from(key.proto & self.proto) << 20)
+        let meta = (label & self.label)
+            | (u32::from(proto & self.proto) << 20)
             | (u32::from(s6) << 28)
             | (u32::from(d6) << 29);
         MaskedKey([
@@ -156,42 +199,110 @@ impl CompiledMask {
             d[1] & dm[1],
             d[2] & dm[2],
             d[3] & dm[3],
-            ports,
+            ports & self.ports,
             meta,
             instance,
         ])
     }
 }
 
-impl CompiledMask {
-    /// A key another mask made (`k`), masked again by this one, in
-    /// `instance`: the key a packet of `k` gets under this mask when the
-    /// bits the other mask dropped are zero. Exact (the packet's own key
-    /// under this mask) when this mask keeps no bit the other dropped;
-    /// otherwise every packet of `k` gets the one key the zeros give. The
-    /// families stay.
-    pub(crate) fn remask(&self, k: &MaskedKey, instance: u32) -> MaskedKey {
-        let w = &k.0;
-        let s6 = (w[9] >> 28) & 1 == 1;
-        let d6 = (w[9] >> 29) & 1 == 1;
-        let sm = if s6 { self.src6 } else { [self.src4, 0, 0, 0] };
-        let dm = if d6 { self.dst6 } else { [self.dst4, 0, 0, 0] };
-        let meta = (w[9] & 0xf_ffff & self.label)
-            | (((w[9] >> 20) & 0xff & u32::from(self.proto)) << 20)
-            | (w[9] & (0b11 << 28));
-        MaskedKey([
-            w[0] & sm[0],
-            w[1] & sm[1],
-            w[2] & sm[2],
-            w[3] & sm[3],
-            w[4] & dm[0],
-            w[5] & dm[1],
-            w[6] & dm[2],
-            w[7] & dm[3],
-            w[8] & self.ports,
-            meta,
-            instance,
-        ])
+/// Words of a [`MaskedKey`].
+pub(crate) const KEY_WORDS: usize = 11;
+
+/// Which words of a [`MaskedKey`] a mask can leave non-zero, in order: a
+/// dynamic table stores and hashes only those (its [`PackedKey`]s). Word 0
+/// is kept when either source mask keeps bits of it, words 1–3 when the
+/// IPv6 source mask does (likewise 4–7 for the destination), word 8 with a
+/// port mask, word 9 (flow label, protocol, families) always, word 10 (the
+/// instance) only in a flowset's table on a link with instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyLayout {
+    kept: [u8; KEY_WORDS],
+    width: u8,
+}
+
+/// The kept words of a [`MaskedKey`], first [`KeyLayout::width`] words,
+/// then zeros (padded to pairs for the hash).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct PackedKey(pub(crate) [u32; KEY_WORDS + 1]);
+
+impl KeyLayout {
+    /// The layout of `mask`'s keys; `instances`: the instance word varies
+    /// (a flowset's table on a link with an instance mask).
+    pub(crate) fn new(mask: &CompiledMask, instances: bool) -> Self {
+        let can = [
+            mask.src4 | mask.src6[0],
+            mask.src6[1],
+            mask.src6[2],
+            mask.src6[3],
+            mask.dst4 | mask.dst6[0],
+            mask.dst6[1],
+            mask.dst6[2],
+            mask.dst6[3],
+            mask.ports,
+            1,
+            u32::from(instances),
+        ];
+        let mut kept = [0u8; KEY_WORDS];
+        let mut width = 0;
+        for (i, _) in can.iter().enumerate().filter(|(_, c)| **c != 0) {
+            kept[width] = i as u8;
+            width += 1;
+        }
+        KeyLayout {
+            kept,
+            width: width as u8,
+        }
+    }
+
+    /// Every word kept.
+    #[cfg(test)]
+    pub(crate) fn full() -> Self {
+        KeyLayout {
+            kept: std::array::from_fn(|i| i as u8),
+            width: KEY_WORDS as u8,
+        }
+    }
+
+    /// Words kept (1..=11).
+    #[inline]
+    pub(crate) fn width(&self) -> usize {
+        usize::from(self.width)
+    }
+
+    /// The kept words of `k`.
+    #[inline]
+    pub(crate) fn pack(&self, k: &MaskedKey) -> PackedKey {
+        let mut p = PackedKey::default();
+        for (o, &i) in p.0.iter_mut().zip(&self.kept[..self.width()]) {
+            *o = k.0.get(usize::from(i)).copied().unwrap_or(0);
+        }
+        p
+    }
+
+    /// The key `words` (kept words, in order) were packed from; the words
+    /// not kept are zero in every key of the mask.
+    pub(crate) fn unpack(&self, words: &[u32]) -> MaskedKey {
+        let mut k = MaskedKey::default();
+        for (&w, &i) in words.iter().zip(&self.kept[..self.width()]) {
+            if let Some(o) = k.0.get_mut(usize::from(i)) {
+                *o = w;
+            }
+        }
+        k
+    }
+
+    /// A seeded hash of a packed key: one folded multiplication per pair
+    /// of kept words. Not a keyed pseudo-random function: it spreads keys,
+    /// and the seed (chosen per table) keeps precomputed collision sets
+    /// from working everywhere; the bounded table caps what any collision
+    /// set can cost, and keys are always compared whole.
+    #[inline]
+    pub(crate) fn hash(&self, p: &PackedKey, seed: u64) -> u64 {
+        let pairs = self.width().div_ceil(2);
+        p.0.chunks_exact(2).take(pairs).fold(seed ^ K0, |h, c| {
+            fold_mul(h ^ (u64::from(c[0]) | (u64::from(c[1]) << 32)), K1)
+        })
     }
 }
 
@@ -222,23 +333,6 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 
 const K0: u64 = 0xa076_1d64_78bd_642f;
 const K1: u64 = 0xe703_7ed1_a0b4_28db;
-
-impl MaskedKey {
-    /// A seeded hash: six folded multiplications over the eleven words.
-    /// Not a keyed pseudo-random function: it spreads keys, and the seed
-    /// (chosen per classifier) keeps precomputed collision sets from working
-    /// everywhere; the bounded table caps what any collision set can cost.
-    #[inline]
-    pub(crate) fn hash(&self, seed: u64) -> u64 {
-        let w = &self.0;
-        let pair = |i: usize| u64::from(w[i]) | (u64::from(w[i + 1]) << 32);
-        let mut h = seed ^ K0;
-        h = fold_mul(h ^ pair(0), K1 ^ pair(2));
-        h = fold_mul(h ^ pair(4), K1 ^ pair(6));
-        h = fold_mul(h ^ pair(8), K1 ^ u64::from(w[10]));
-        fold_mul(h, K0)
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -290,6 +384,16 @@ mod tests {
             proptest::prop_assert_eq!(f.remask(&f.apply(&k, 3), inst), f.apply(&k, inst));
             // Finer: what both keep.
             proptest::prop_assert_eq!(f.remask(&c.apply(&k, 0), inst), c.apply(&k, inst));
+            // A table's packed form drops only words the mask leaves zero.
+            for m in [f, c] {
+                let layout = KeyLayout::new(&m, true);
+                let mk = m.apply(&k, inst);
+                let packed = layout.pack(&mk);
+                proptest::prop_assert_eq!(layout.unpack(&packed.0[..layout.width()]), mk);
+                proptest::prop_assert!(packed.0[layout.width()..].iter().all(|w| *w == 0));
+                let single = KeyLayout::new(&m, false);
+                proptest::prop_assert_eq!(single.unpack(&single.pack(&m.apply(&k, 0)).0), m.apply(&k, 0));
+            }
         }
     }
 
