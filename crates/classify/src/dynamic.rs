@@ -354,6 +354,12 @@ impl DynTable {
         (p, h)
     }
 
+    /// The hash [`DynTable::lookup_hashed`] expects for a packed key.
+    #[inline]
+    pub(crate) fn hash(&self, key: &PackedKey) -> u64 {
+        self.layout.hash(key, self.seed)
+    }
+
     /// Reads the index entry at `hash`'s home so that a later lookup finds
     /// it in cache; the caller passes the result to `std::hint::black_box`
     /// (so the load happens).
@@ -375,7 +381,7 @@ impl DynTable {
     }
 
     /// The slot of `key`, created if absent and a slot is free or stale.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn lookup(&mut self, key: &MaskedKey, now: Instant) -> Lookup {
         let (p, h) = self.prepare(key);
         self.lookup_hashed(&p, h, now)

@@ -349,6 +349,22 @@ struct Masked {
     table: DynTable,
 }
 
+impl Masked {
+    /// The packed key of `key` in `instance` and its hash.
+    #[inline(always)] // on the per-packet path
+    fn key(&self, key: &PacketKey, instance: u32) -> (PackedKey, u64) {
+        let p = self.mask.pack(self.table.layout(), key, instance);
+        (p, self.table.hash(&p))
+    }
+
+    /// The slot of `key` in `instance`, created if absent.
+    #[inline(always)] // on the per-packet path
+    fn lookup(&mut self, key: &PacketKey, instance: u32, now: Instant) -> Lookup {
+        let (p, h) = self.key(key, instance);
+        self.table.lookup_hashed(&p, h, now)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct LinkState {
     number: u32,
@@ -816,7 +832,7 @@ impl Classifier {
         let link = &mut self.links[link];
         match &mut link.instances {
             None => Ok(0),
-            Some(m) => match m.table.lookup(&m.mask.apply(key, 0), now) {
+            Some(m) => match m.lookup(key, 0, now) {
                 Lookup::Hit(s) | Lookup::Created(s) => Ok(s),
                 Lookup::Full => match link.overflow_instance {
                     Some(s) => Ok(s),
@@ -836,10 +852,10 @@ impl Classifier {
     ) -> Option<(PackedKey, u64)> {
         match chosen {
             Chosen::Pipe(_) => None,
-            Chosen::Queue(i) => self.queues[i]
-                .dynamic
-                .as_ref()
-                .map(|m| m.table.prepare(&m.mask.apply(key, instance))),
+            Chosen::Queue(i) => self.queues[i].dynamic.as_ref().map(|m| {
+                let p = m.mask.pack(m.table.layout(), key, instance);
+                (p, m.table.hash(&p))
+            }),
         }
     }
 
