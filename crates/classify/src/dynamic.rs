@@ -392,6 +392,7 @@ impl DynTable {
     #[inline]
     fn find(&self, key: &PackedKey, h: u64) -> Result<u32, usize> {
         let tag = entry(h, 0);
+        let width = self.stride - KEY;
         let mask = self.index_mask;
         let mut i = (h as u32) as usize & mask;
         loop {
@@ -401,8 +402,8 @@ impl DynTable {
             }
             if e & !SLOT_MASK == tag {
                 let s = e & SLOT_MASK;
-                let at = s as usize * self.stride;
-                if let Some(r) = self.rec.get(at + KEY..at + self.stride) {
+                let at = s as usize * self.stride + KEY;
+                if let Some(r) = self.rec.get(at..at + width) {
                     let diff = r.iter().zip(&key.0).fold(0u32, |acc, (a, b)| acc | (a ^ b));
                     if diff == 0 {
                         return Ok(s);
@@ -418,21 +419,33 @@ impl DynTable {
     #[inline]
     pub(crate) fn lookup_hashed(&mut self, key: &PackedKey, h: u64, now: Instant) -> Lookup {
         let now = self.clock(now);
-        self.reclaim(now, EXPIRE_PER_LOOKUP);
+        if self.head != NIL && self.stale(self.head, now) {
+            self.reclaim(now, EXPIRE_PER_LOOKUP);
+        }
         if let Ok(s) = self.find(key, h) {
             // Stale but not reclaimed yet (more than the per-lookup budget
             // went stale at once): the old entry expires and the key starts
             // afresh in the same slot.
-            let before = self.seen(s);
+            let at = s as usize * self.stride + SEEN;
+            let Some(seen) = self
+                .rec
+                .get_mut(at..at + 2)
+                .and_then(|w| <&mut [u32; 2]>::try_from(w).ok())
+            else {
+                // Not reached: a slot in the index is below the capacity.
+                self.stats.overflowed += 1;
+                return Lookup::Full;
+            };
+            let before = u64::from(seen[0]) | (u64::from(seen[1]) << 32);
+            *seen = [now as u32, (now >> 32) as u32];
             let fresh = now - before < self.idle_ns;
             if !fresh {
                 self.stats.expired += 1;
                 self.stats.created += 1;
             }
-            self.set_seen(s, now);
             // The list is ordered by period of last use: an entry moves
             // only when its period changes.
-            if before >> self.period_shift != now >> self.period_shift && self.tail != s {
+            if (before ^ now) >> self.period_shift != 0 && self.tail != s {
                 self.unlink(s);
                 self.push_tail(s);
             }
