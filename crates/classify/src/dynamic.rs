@@ -404,8 +404,9 @@ impl DynTable {
                 let s = e & SLOT_MASK;
                 let at = s as usize * self.stride + KEY;
                 if let Some(r) = self.rec.get(at..at + width) {
-                    let diff = r.iter().zip(&key.0).fold(0u32, |acc, (a, b)| acc | (a ^ b));
-                    if diff == 0 {
+                    // Word by word with an early exit: a key is a few words,
+                    // and a loop the compiler does not vectorise costs least.
+                    if r.iter().zip(&key.0).all(|(a, b)| a == b) {
                         return Ok(s);
                     }
                 }

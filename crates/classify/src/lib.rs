@@ -377,6 +377,8 @@ struct LinkState {
 struct PipeState {
     number: u32,
     link: usize,
+    /// The link's number (`links[link].number`), for the placement.
+    link_number: u32,
     flow: FlowId,
 }
 
@@ -384,6 +386,8 @@ struct PipeState {
 struct QueueState {
     number: u32,
     link: usize,
+    /// The link's number (`links[link].number`), for the placement.
+    link_number: u32,
     first: FlowId,
     dynamic: Option<Masked>,
     overflow_flow: Option<FlowId>,
@@ -524,6 +528,7 @@ impl Classifier {
             pipes.push(PipeState {
                 number: *number,
                 link,
+                link_number: links[link].number,
                 flow: FlowId(0),
             });
         }
@@ -547,6 +552,7 @@ impl Classifier {
             queues.push(QueueState {
                 number: q.number,
                 link,
+                link_number: links[link].number,
                 first: range.first,
                 dynamic,
                 overflow_flow: range.overflow,
@@ -868,21 +874,21 @@ impl Classifier {
         instance: u32,
         hashed: Option<(PackedKey, u64)>,
     ) -> Verdict {
-        let link = self.links[self.link_of(chosen)].number;
-        let (flow, new_queue) = match chosen {
-            Chosen::Pipe(i) => (self.pipes[i].flow, false),
+        let (link, flow, new_queue) = match chosen {
+            Chosen::Pipe(i) => (self.pipes[i].link_number, self.pipes[i].flow, false),
             Chosen::Queue(i) => {
                 let q = &mut self.queues[i];
+                let link = q.link_number;
                 match (&mut q.dynamic, hashed) {
                     (Some(m), Some((pk, h))) => match m.table.lookup_hashed(&pk, h, now) {
-                        Lookup::Hit(s) => (FlowId(q.first.0 + s), false),
-                        Lookup::Created(s) => (FlowId(q.first.0 + s), true),
+                        Lookup::Hit(s) => (link, FlowId(q.first.0 + s), false),
+                        Lookup::Created(s) => (link, FlowId(q.first.0 + s), true),
                         Lookup::Full => match q.overflow_flow {
-                            Some(f) => (f, false),
+                            Some(f) => (link, f, false),
                             None => return self.drop(DropReason::QueueOverflow),
                         },
                     },
-                    _ => (q.first, false),
+                    _ => (link, q.first, false),
                 }
             }
         };
