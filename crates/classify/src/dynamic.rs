@@ -280,6 +280,13 @@ impl DynTable {
         }
     }
 
+    /// Moves live slot `s` to the tail of the LRU list.
+    #[inline(never)]
+    fn move_to_tail(&mut self, s: u32) {
+        self.unlink(s);
+        self.push_tail(s);
+    }
+
     fn push_tail(&mut self, s: u32) {
         self.set_word(s, PREV, self.tail);
         self.set_word(s, NEXT, NIL);
@@ -327,6 +334,7 @@ impl DynTable {
     }
 
     /// Reclaims stale entries, oldest first, at most `budget` of them.
+    #[inline(never)]
     fn reclaim(&mut self, now: u64, budget: usize) -> usize {
         let mut n = 0;
         while n < budget && self.head != NIL && self.stale(self.head, now) {
@@ -389,7 +397,7 @@ impl DynTable {
 
     /// Where `key` (hash `h`) is: `Ok(slot)`, or `Err(position)` of the
     /// first empty index entry from its home.
-    #[inline]
+    #[inline(always)]
     fn find(&self, key: &PackedKey, h: u64) -> Result<u32, usize> {
         let tag = entry(h, 0);
         let width = self.stride - KEY;
@@ -416,8 +424,9 @@ impl DynTable {
     }
 
     /// [`DynTable::lookup`] with the key packed and hashed
-    /// ([`DynTable::prepare`]).
-    #[inline]
+    /// ([`DynTable::prepare`]). The hit path is inlined into the caller;
+    /// reclaiming and creating are not.
+    #[inline(always)] // the per-packet hit path
     pub(crate) fn lookup_hashed(&mut self, key: &PackedKey, h: u64, now: Instant) -> Lookup {
         let now = self.clock(now);
         if self.head != NIL && self.stale(self.head, now) {
@@ -447,8 +456,7 @@ impl DynTable {
             // The list is ordered by period of last use: an entry moves
             // only when its period changes.
             if (before ^ now) >> self.period_shift != 0 && self.tail != s {
-                self.unlink(s);
-                self.push_tail(s);
+                self.move_to_tail(s);
             }
             return if fresh {
                 Lookup::Hit(s)
@@ -456,7 +464,14 @@ impl DynTable {
                 Lookup::Created(s)
             };
         }
-        // Absent: a free slot, else the oldest entry if it is stale.
+        self.create(key, h, now)
+    }
+
+    /// A new entry for `key` (hash `h`), absent from the table, at `now`
+    /// (ns): a free slot, else the oldest entry if it is stale, else
+    /// [`Lookup::Full`].
+    #[inline(never)]
+    fn create(&mut self, key: &PackedKey, h: u64, now: u64) -> Lookup {
         let s = if self.free != NIL {
             let s = self.free;
             self.free = self.word(s, NEXT);
