@@ -25,12 +25,17 @@
 //!   one).
 //!
 //! # Cost of a lookup
-//! The caller packs and hashes the key once ([`DynTable::prepare`]: one
-//! gather per kept word, one folded 64×64→128-bit multiplication per pair
-//! of kept words: one for `src-ip`). A hit then reads the home entry, and,
-//! when the tag agrees, the slot record (one cache line, or two when a
-//! record straddles a line: records are packed, not line-aligned), compares
-//! the kept words and writes the last use. Keys whose tags differ cost one index read each.
+//! The caller builds the packed key straight from the packet, only the
+//! kept words (`CompiledMask::pack`), and hashes it ([`DynTable::hash`]:
+//! one folded 64×64→128-bit multiplication per pair of kept words, one for
+//! `src-ip`). A hit, inlined into the caller, then checks the oldest entry
+//! for staleness (one record read; reclaiming is out of line), reads the
+//! home entry and, when the tag agrees, the slot record (one cache line, or
+//! two when a record straddles a line: records are packed, not
+//! line-aligned), compares the kept words with an early exit and writes the
+//! last use; it touches the LRU list only when the period of last use
+//! changed. A probe past an entry whose tag differs costs one index read.
+//! Creating an entry is out of line.
 //! Memory per slot: the record plus 8 to 16 B of index (8 B at a
 //! power-of-two capacity): 32 B for `src-ip`, 68 B at most.
 //!
