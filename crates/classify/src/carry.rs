@@ -144,6 +144,7 @@ impl Classifier {
                 (None, None) => vec![Some(0)],
                 (Some(om), Some(nm))
                     if om.mask == nm.mask
+                        && om.table.layout() == nm.table.layout()
                         && om.table.stats().capacity == nm.table.stats().capacity =>
                 {
                     nm.table = om.table.clone();
@@ -154,7 +155,7 @@ impl Classifier {
                     moves.remasked = true;
                     let mut map = vec![new_overflow; old_instances as usize];
                     for (slot, key, last) in om.table.entries() {
-                        let placed = nm.table.carry(&nm.mask.remask(key, 0), last);
+                        let placed = nm.table.carry(&nm.mask.remask(&key, 0), last);
                         out.carried += u64::from(placed.is_some());
                         out.full += u64::from(placed.is_none());
                         if let Some(m) = map.get_mut(slot as usize) {
@@ -213,6 +214,7 @@ impl Classifier {
                     (Some(om), Some(nm))
                         if same_instances
                             && om.mask == nm.mask
+                            && om.table.layout() == nm.table.layout()
                             && om.table.stats().capacity == nm.table.stats().capacity
                             && orange.len() == nrange.len() =>
                     {
@@ -233,7 +235,7 @@ impl Classifier {
                             let Some(Some(to)) = moves.instances.get(at as usize).copied() else {
                                 continue;
                             };
-                            let placed = nm.table.carry(&nm.mask.remask(key, to), last);
+                            let placed = nm.table.carry(&nm.mask.remask(&key, to), last);
                             out.carried += u64::from(placed.is_some());
                             out.full += u64::from(placed.is_none());
                             if let Some(f) = placed.map(|s| nf + s).or(new_flow_overflow) {

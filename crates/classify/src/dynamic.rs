@@ -2,19 +2,42 @@
 //! of a sched): masked key → dense slot, with idle expiry driven by `now`.
 //!
 //! # Structure
-//! * `slots`: `capacity` fixed records (key, hash, last use, LRU links),
-//!   allocated once; a slot number is the dense id handed out.
+//! * `rec`: `capacity` fixed slot records, allocated once, one after the
+//!   other in one array of 32-bit words: LRU links (2 words), last use
+//!   (2 words), then the masked key *packed* to the words its mask can leave
+//!   non-zero ([`KeyLayout`]: 2 words for `src-ip`, at most 11 for `all` on
+//!   a link with instances). A record is 16 B plus 4 B per kept word: 24 B
+//!   for `mask src-ip`, 60 B at most. A slot number is the dense id handed
+//!   out.
 //! * `index`: open addressing with linear probing, `2·capacity` rounded up to
-//!   a power of two entries of 8 bytes (slot number and the hash's low 32
-//!   bits, compared before the key); the load factor stays at most 1/2.
-//!   Removal shifts later entries back (no tombstones), so probe lengths do
-//!   not degrade under churn.
+//!   a power of two entries of 4 bytes (the slot number in 24 bits and a
+//!   7-bit tag from the hash's top bits, compared before the key); the load
+//!   factor stays at most 1/2. The home position comes from the hash's low
+//!   bits. Removal shifts later entries back (no tombstones), so probe
+//!   lengths do not degrade under churn; the homes it needs are computed
+//!   again from the stored keys (the index keeps no hash).
 //! * a free list of slots threaded through the LRU links, and a doubly linked
 //!   list of live slots ordered by *period* of last use (a period is the
-//!   largest power of two nanoseconds not above `idle / 8`): a hit moves its slot to the tail only when the period
-//!   changed since the slot's previous use, so a busy queue costs no list
-//!   work on most packets (the list touches two neighbouring slots, i.e. two
-//!   cache misses, when it moves one).
+//!   largest power of two nanoseconds not above `idle / 8`): a hit moves its
+//!   slot to the tail only when the period changed since the slot's previous
+//!   use, so a busy queue costs no list work on most packets (the list
+//!   touches two neighbouring slots, i.e. two cache misses, when it moves
+//!   one).
+//!
+//! # Cost of a lookup
+//! The caller builds the packed key straight from the packet, only the
+//! kept words (`CompiledMask::pack`), and hashes it ([`DynTable::hash`]:
+//! one folded 64×64→128-bit multiplication per pair of kept words, one for
+//! `src-ip`). A hit, inlined into the caller, then checks the oldest entry
+//! for staleness (one record read; reclaiming is out of line), reads the
+//! home entry and, when the tag agrees, the slot record (one cache line, or
+//! two when a record straddles a line: records are packed, not
+//! line-aligned), compares the kept words with an early exit and writes the
+//! last use; it touches the LRU list only when the period of last use
+//! changed. A probe past an entry whose tag differs costs one index read.
+//! Creating an entry is out of line.
+//! Memory per slot: the record plus 8 to 16 B of index (8 B at a
+//! power-of-two capacity): 32 B for `src-ip`, 68 B at most.
 //!
 //! # Guarantees
 //! * Nothing is allocated after construction, and the table never grows:
@@ -34,39 +57,49 @@
 //!   latest seen is taken as the latest.
 //!
 //! # Complexity
-//! A lookup is O(1) expected (probe length bounded by the load factor), plus
+//! A lookup is O(1) expected (probe length bounded by the load factor; a
+//! probe compares a 7-bit tag and reads a record only on a tag match), plus
 //! at most [`EXPIRE_PER_LOOKUP`] expiries; each entry is expired once per
-//! creation, so the expiry work is amortised O(1) per lookup.
+//! creation, so the expiry work is amortised O(1) per lookup (an eviction
+//! rehashes the stored keys of the entries it shifts back, O(probe length)).
 //! [`DynTable::expire`] is O(expired).
 
 use std::mem::size_of;
 
 use pspat_sched::Instant;
 
-use crate::key::MaskedKey;
+use crate::key::{KeyLayout, MaskedKey, PackedKey};
 
 /// Stale entries reclaimed at most per lookup (at least one creation per
 /// lookup can happen, so two keep the table ahead of the churn).
 pub(crate) const EXPIRE_PER_LOOKUP: usize = 2;
 
 const NIL: u32 = u32::MAX;
-const EMPTY: u64 = u64::MAX;
+
+/// Bits of an index entry that hold the slot number (slots are fewer than
+/// `2^24`, [`crate::MAX_SLOTS`]); the 7 bits above hold the tag, the top bit
+/// is clear in every entry, so [`EMPTY`] is no entry.
+const SLOT_BITS: u32 = 24;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+const EMPTY: u32 = u32::MAX;
+
+/// Words of a slot record before its key: LRU links, then the last use in
+/// nanoseconds as two words (low first).
+const PREV: usize = 0;
+const NEXT: usize = 1;
+const SEEN: usize = 2;
+const KEY: usize = 4;
 
 /// Periods per idle time: the LRU list is ordered by period of last use, so
 /// reclamation may come up to `idle / PERIODS_PER_IDLE` late.
 pub(crate) const PERIODS_PER_IDLE: u64 = 8;
 
-/// One dynamic entry: 64 bytes, one cache line.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(64))]
-pub(crate) struct Slot {
-    key: MaskedKey,
-    /// Low 32 bits of the key's hash (its home in the index).
-    hash: u32,
-    prev: u32,
-    next: u32,
-    /// Last use, nanoseconds.
-    last_seen: u64,
+/// The index entry of slot `s` for a key of hash `h`: the hash's top 7 bits
+/// as a tag, compared before the key (so a probe past another key reads
+/// its slot only once in 128), and the slot.
+#[inline]
+fn entry(h: u64, s: u32) -> u32 {
+    (((h >> 57) as u32) << SLOT_BITS) | s
 }
 
 /// What a lookup found.
@@ -98,8 +131,12 @@ pub struct DynamicStats {
 /// A bounded table of dynamic entries (module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct DynTable {
-    slots: Vec<Slot>,
-    index: Vec<u64>,
+    /// Slot records, `stride` words each: `PREV`, `NEXT`, `SEEN` (two
+    /// words), then the packed key.
+    rec: Vec<u32>,
+    stride: usize,
+    layout: KeyLayout,
+    index: Vec<u32>,
     index_mask: usize,
     free: u32,
     head: u32,
@@ -114,18 +151,22 @@ pub(crate) struct DynTable {
 }
 
 impl DynTable {
-    /// A table of `capacity` slots (1..=2^28, checked by the caller) whose
-    /// entries expire after `idle_ns` (≥ 1) without use.
-    pub(crate) fn new(capacity: u32, idle_ns: u64, seed: u64) -> Self {
-        let cap = capacity.max(1) as usize;
+    /// A table of `capacity` slots (1..=2^24, checked by the caller) whose
+    /// entries expire after `idle_ns` (≥ 1) without use, for keys of
+    /// `layout`.
+    pub(crate) fn new(capacity: u32, idle_ns: u64, seed: u64, layout: KeyLayout) -> Self {
+        let cap = capacity.clamp(1, 1 << SLOT_BITS) as usize;
         let index_len = (2 * cap).next_power_of_two();
-        let mut slots = vec![Slot::default(); cap];
-        for (i, s) in slots.iter_mut().enumerate() {
-            s.next = if i + 1 < cap { (i + 1) as u32 } else { NIL };
-            s.prev = NIL;
+        let stride = KEY + layout.width();
+        let mut rec = vec![0u32; cap * stride];
+        for (i, r) in rec.chunks_exact_mut(stride).enumerate() {
+            r[NEXT] = if i + 1 < cap { (i + 1) as u32 } else { NIL };
+            r[PREV] = NIL;
         }
         DynTable {
-            slots,
+            rec,
+            stride,
+            layout,
             index: vec![EMPTY; index_len],
             index_mask: index_len - 1,
             free: 0,
@@ -142,9 +183,19 @@ impl DynTable {
         }
     }
 
-    /// Bytes this table holds: slots plus index.
+    /// Bytes this table holds: slot records plus index.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * size_of::<Slot>() + self.index.capacity() * size_of::<u64>()
+        (self.rec.capacity() + self.index.capacity()) * size_of::<u32>()
+    }
+
+    /// Bytes of one slot record.
+    pub(crate) fn slot_bytes(&self) -> usize {
+        self.stride * size_of::<u32>()
+    }
+
+    /// The layout of the table's keys.
+    pub(crate) fn layout(&self) -> KeyLayout {
+        self.layout
     }
 
     pub(crate) fn stats(&self) -> DynamicStats {
@@ -156,32 +207,98 @@ impl DynTable {
         self.latest
     }
 
+    #[inline]
+    fn word(&self, s: u32, field: usize) -> u32 {
+        self.rec
+            .get(s as usize * self.stride + field)
+            .copied()
+            .unwrap_or(NIL)
+    }
+
+    #[inline]
+    fn set_word(&mut self, s: u32, field: usize, v: u32) {
+        if let Some(w) = self.rec.get_mut(s as usize * self.stride + field) {
+            *w = v;
+        }
+    }
+
+    #[inline]
+    fn seen(&self, s: u32) -> u64 {
+        let at = s as usize * self.stride + SEEN;
+        match self.rec.get(at..at + 2) {
+            Some(w) => u64::from(w[0]) | (u64::from(w[1]) << 32),
+            None => 0,
+        }
+    }
+
+    #[inline]
+    fn set_seen(&mut self, s: u32, ns: u64) {
+        let at = s as usize * self.stride + SEEN;
+        if let Some(w) = self.rec.get_mut(at..at + 2) {
+            w[0] = ns as u32;
+            w[1] = (ns >> 32) as u32;
+        }
+    }
+
+    /// The packed key slot `s` holds.
+    fn stored(&self, s: u32) -> PackedKey {
+        let at = s as usize * self.stride;
+        let mut p = PackedKey::default();
+        if let Some(r) = self.rec.get(at + KEY..at + self.stride) {
+            for (o, w) in p.0.iter_mut().zip(r) {
+                *o = *w;
+            }
+        }
+        p
+    }
+
+    fn set_stored(&mut self, s: u32, key: &PackedKey) {
+        let at = s as usize * self.stride;
+        if let Some(r) = self.rec.get_mut(at + KEY..at + self.stride) {
+            for (o, w) in r.iter_mut().zip(&key.0) {
+                *o = *w;
+            }
+        }
+    }
+
+    /// The home position in the index of the key slot `s` holds (the hash
+    /// is computed again: the index keeps only a tag of it).
+    fn home(&self, s: u32) -> usize {
+        (self.layout.hash(&self.stored(s), self.seed) as u32) as usize & self.index_mask
+    }
+
     fn stale(&self, slot: u32, now: u64) -> bool {
-        now - self.slots[slot as usize].last_seen >= self.idle_ns
+        now - self.seen(slot) >= self.idle_ns
     }
 
     fn unlink(&mut self, s: u32) {
-        let Slot { prev, next, .. } = self.slots[s as usize];
+        let (prev, next) = (self.word(s, PREV), self.word(s, NEXT));
         if prev == NIL {
             self.head = next;
         } else {
-            self.slots[prev as usize].next = next;
+            self.set_word(prev, NEXT, next);
         }
         if next == NIL {
             self.tail = prev;
         } else {
-            self.slots[next as usize].prev = prev;
+            self.set_word(next, PREV, prev);
         }
     }
 
+    /// Moves live slot `s` to the tail of the LRU list.
+    #[inline(never)]
+    fn move_to_tail(&mut self, s: u32) {
+        self.unlink(s);
+        self.push_tail(s);
+    }
+
     fn push_tail(&mut self, s: u32) {
-        let slot = &mut self.slots[s as usize];
-        slot.prev = self.tail;
-        slot.next = NIL;
+        self.set_word(s, PREV, self.tail);
+        self.set_word(s, NEXT, NIL);
         if self.tail == NIL {
             self.head = s;
         } else {
-            self.slots[self.tail as usize].next = s;
+            self.set_word(self.tail, NEXT, s);
         }
         self.tail = s;
     }
@@ -190,9 +307,12 @@ impl DynTable {
     /// list; it is not put on the free list.
     fn evict(&mut self, s: u32) {
         let mask = self.index_mask;
-        let mut i = self.slots[s as usize].hash as usize & mask;
-        while self.index[i] as u32 != s {
+        let mut i = self.home(s);
+        // The entry is there: every live slot has one.
+        let mut probes = 0;
+        while self.index[i] & SLOT_MASK != s && probes <= mask {
             i = (i + 1) & mask;
+            probes += 1;
         }
         let mut j = i;
         loop {
@@ -201,7 +321,7 @@ impl DynTable {
             if e == EMPTY {
                 break;
             }
-            let home = (e >> 32) as usize & mask;
+            let home = self.home(e & SLOT_MASK);
             let stays = if i <= j {
                 i < home && home <= j
             } else {
@@ -219,12 +339,13 @@ impl DynTable {
     }
 
     /// Reclaims stale entries, oldest first, at most `budget` of them.
+    #[inline(never)]
     fn reclaim(&mut self, now: u64, budget: usize) -> usize {
         let mut n = 0;
         while n < budget && self.head != NIL && self.stale(self.head, now) {
             let s = self.head;
             self.evict(s);
-            self.slots[s as usize].next = self.free;
+            self.set_word(s, NEXT, self.free);
             self.free = s;
             n += 1;
         }
@@ -237,10 +358,19 @@ impl DynTable {
         self.reclaim(now, usize::MAX)
     }
 
-    /// The hash [`DynTable::lookup_hashed`] expects for `key`.
+    /// The packed form of `key` and the hash [`DynTable::lookup_hashed`]
+    /// expects.
     #[inline]
-    pub(crate) fn hash(&self, key: &MaskedKey) -> u64 {
-        key.hash(self.seed)
+    pub(crate) fn prepare(&self, key: &MaskedKey) -> (PackedKey, u64) {
+        let p = self.layout.pack(key);
+        let h = self.layout.hash(&p, self.seed);
+        (p, h)
+    }
+
+    /// The hash [`DynTable::lookup_hashed`] expects for a packed key.
+    #[inline]
+    pub(crate) fn hash(&self, key: &PackedKey) -> u64 {
+        self.layout.hash(key, self.seed)
     }
 
     /// Reads the index entry at `hash`'s home so that a later lookup finds
@@ -248,7 +378,7 @@ impl DynTable {
     /// (so the load happens).
     #[inline]
     pub(crate) fn touch_index(&self, hash: u64) -> u64 {
-        self.index[(hash as u32) as usize & self.index_mask]
+        u64::from(self.index[(hash as u32) as usize & self.index_mask])
     }
 
     /// Reads the slot the index entry at `hash`'s home names, if any (after
@@ -256,61 +386,100 @@ impl DynTable {
     #[inline]
     pub(crate) fn touch_slot(&self, hash: u64) -> u64 {
         let e = self.index[(hash as u32) as usize & self.index_mask];
-        self.slots.get(e as u32 as usize).map_or(e, |s| s.last_seen)
+        if e == EMPTY {
+            u64::from(e)
+        } else {
+            self.seen(e & SLOT_MASK)
+        }
     }
 
     /// The slot of `key`, created if absent and a slot is free or stale.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn lookup(&mut self, key: &MaskedKey, now: Instant) -> Lookup {
-        let h = self.hash(key);
-        self.lookup_hashed(key, h, now)
+        let (p, h) = self.prepare(key);
+        self.lookup_hashed(&p, h, now)
     }
 
-    /// [`DynTable::lookup`] with the key's hash already computed.
-    #[inline]
-    pub(crate) fn lookup_hashed(&mut self, key: &MaskedKey, h: u64, now: Instant) -> Lookup {
-        let now = self.clock(now);
-        self.reclaim(now, EXPIRE_PER_LOOKUP);
-        let tag = (h as u32) as u64;
+    /// Where `key` (hash `h`) is: `Ok(slot)`, or `Err(position)` of the
+    /// first empty index entry from its home.
+    #[inline(always)]
+    fn find(&self, key: &PackedKey, h: u64) -> Result<u32, usize> {
+        let tag = entry(h, 0);
+        let width = self.stride - KEY;
         let mask = self.index_mask;
-        let mut i = tag as usize & mask;
+        let mut i = (h as u32) as usize & mask;
         loop {
             let e = self.index[i];
             if e == EMPTY {
-                break;
+                return Err(i);
             }
-            if e >> 32 == tag {
-                let s = e as u32;
-                if self.slots[s as usize].key == *key {
-                    // Stale but not reclaimed yet (more than the per-lookup
-                    // budget went stale at once): the old entry expires and
-                    // the key starts afresh in the same slot.
-                    let fresh = !self.stale(s, now);
-                    if !fresh {
-                        self.stats.expired += 1;
-                        self.stats.created += 1;
+            if e & !SLOT_MASK == tag {
+                let s = e & SLOT_MASK;
+                let at = s as usize * self.stride + KEY;
+                if let Some(r) = self.rec.get(at..at + width) {
+                    // Word by word with an early exit: a key is a few words,
+                    // and a loop the compiler does not vectorise costs least.
+                    if r.iter().zip(&key.0).all(|(a, b)| a == b) {
+                        return Ok(s);
                     }
-                    let before = self.slots[s as usize].last_seen;
-                    self.slots[s as usize].last_seen = now;
-                    // The list is ordered by period of last use: an entry
-                    // moves only when its period changes.
-                    if before >> self.period_shift != now >> self.period_shift && self.tail != s {
-                        self.unlink(s);
-                        self.push_tail(s);
-                    }
-                    return if fresh {
-                        Lookup::Hit(s)
-                    } else {
-                        Lookup::Created(s)
-                    };
                 }
             }
             i = (i + 1) & mask;
         }
-        // Absent: a free slot, else the oldest entry if it is stale.
+    }
+
+    /// [`DynTable::lookup`] with the key packed and hashed
+    /// ([`DynTable::prepare`]). The hit path is inlined into the caller;
+    /// reclaiming and creating are not.
+    #[inline(always)] // the per-packet hit path
+    pub(crate) fn lookup_hashed(&mut self, key: &PackedKey, h: u64, now: Instant) -> Lookup {
+        let now = self.clock(now);
+        if self.head != NIL && self.stale(self.head, now) {
+            self.reclaim(now, EXPIRE_PER_LOOKUP);
+        }
+        if let Ok(s) = self.find(key, h) {
+            // Stale but not reclaimed yet (more than the per-lookup budget
+            // went stale at once): the old entry expires and the key starts
+            // afresh in the same slot.
+            let at = s as usize * self.stride + SEEN;
+            let Some(seen) = self
+                .rec
+                .get_mut(at..at + 2)
+                .and_then(|w| <&mut [u32; 2]>::try_from(w).ok())
+            else {
+                // Not reached: a slot in the index is below the capacity.
+                self.stats.overflowed += 1;
+                return Lookup::Full;
+            };
+            let before = u64::from(seen[0]) | (u64::from(seen[1]) << 32);
+            *seen = [now as u32, (now >> 32) as u32];
+            let fresh = now - before < self.idle_ns;
+            if !fresh {
+                self.stats.expired += 1;
+                self.stats.created += 1;
+            }
+            // The list is ordered by period of last use: an entry moves
+            // only when its period changes.
+            if (before ^ now) >> self.period_shift != 0 && self.tail != s {
+                self.move_to_tail(s);
+            }
+            return if fresh {
+                Lookup::Hit(s)
+            } else {
+                Lookup::Created(s)
+            };
+        }
+        self.create(key, h, now)
+    }
+
+    /// A new entry for `key` (hash `h`), absent from the table, at `now`
+    /// (ns): a free slot, else the oldest entry if it is stale, else
+    /// [`Lookup::Full`].
+    #[inline(never)]
+    fn create(&mut self, key: &PackedKey, h: u64, now: u64) -> Lookup {
         let s = if self.free != NIL {
             let s = self.free;
-            self.free = self.slots[s as usize].next;
+            self.free = self.word(s, NEXT);
             s
         } else if self.head != NIL && self.stale(self.head, now) {
             let s = self.head;
@@ -322,15 +491,14 @@ impl DynTable {
         };
         // Insert at the first empty position from home (evict() may have
         // shifted entries, so the probe is redone).
-        let mut i = tag as usize & mask;
+        let mask = self.index_mask;
+        let mut i = (h as u32) as usize & mask;
         while self.index[i] != EMPTY {
             i = (i + 1) & mask;
         }
-        self.index[i] = (tag << 32) | u64::from(s);
-        let slot = &mut self.slots[s as usize];
-        slot.key = *key;
-        slot.hash = tag as u32;
-        slot.last_seen = now;
+        self.index[i] = entry(h, s);
+        self.set_stored(s, key);
+        self.set_seen(s, now);
         self.push_tail(s);
         self.stats.live += 1;
         self.stats.created += 1;
@@ -349,56 +517,48 @@ impl DynTable {
     /// Nothing expires here. Returns the slot, `None` when no slot is free.
     pub(crate) fn carry(&mut self, key: &MaskedKey, last_seen: u64) -> Option<u32> {
         self.latest = self.latest.max(last_seen);
-        let h = self.hash(key);
-        let tag = (h as u32) as u64;
-        let mask = self.index_mask;
-        let mut i = tag as usize & mask;
-        loop {
-            let e = self.index[i];
-            if e == EMPTY {
-                break;
-            }
-            let s = e as u32;
-            if e >> 32 == tag && self.slots[s as usize].key == *key {
-                let slot = &mut self.slots[s as usize];
-                if last_seen > slot.last_seen {
-                    slot.last_seen = last_seen;
+        let (p, h) = self.prepare(key);
+        match self.find(&p, h) {
+            Ok(s) => {
+                if last_seen > self.seen(s) {
+                    self.set_seen(s, last_seen);
                     if self.tail != s {
                         self.unlink(s);
                         self.push_tail(s);
                     }
                 }
-                return Some(s);
+                Some(s)
             }
-            i = (i + 1) & mask;
+            Err(_) if self.free == NIL => None,
+            Err(i) => {
+                let s = self.free;
+                self.free = self.word(s, NEXT);
+                self.index[i] = entry(h, s);
+                self.set_stored(s, &p);
+                self.set_seen(s, last_seen);
+                self.push_tail(s);
+                self.stats.live += 1;
+                self.stats.created += 1;
+                Some(s)
+            }
         }
-        if self.free == NIL {
-            return None;
-        }
-        let s = self.free;
-        self.free = self.slots[s as usize].next;
-        self.index[i] = (tag << 32) | u64::from(s);
-        let slot = &mut self.slots[s as usize];
-        slot.key = *key;
-        slot.hash = tag as u32;
-        slot.last_seen = last_seen;
-        self.push_tail(s);
-        self.stats.live += 1;
-        self.stats.created += 1;
-        Some(s)
     }
 
     /// Every live entry (stale ones included until reclaimed), oldest use
     /// first: its slot, its key and its last use in nanoseconds. O(live).
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (u32, &MaskedKey, u64)> + '_ {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u32, MaskedKey, u64)> + '_ {
         let mut s = self.head;
         std::iter::from_fn(move || {
             if s == NIL {
                 return None;
             }
-            let slot = &self.slots[s as usize];
-            let item = (s, &slot.key, slot.last_seen);
-            s = slot.next;
+            let p = self.stored(s);
+            let item = (
+                s,
+                self.layout.unpack(&p.0[..self.layout.width()]),
+                self.seen(s),
+            );
+            s = self.word(s, NEXT);
             Some(item)
         })
     }
@@ -409,9 +569,6 @@ impl DynTable {
         self.entries().map(|(slot, _, _)| slot).collect()
     }
 }
-
-/// Bytes of one slot record.
-pub(crate) const SLOT_BYTES: usize = size_of::<Slot>();
 
 #[cfg(test)]
 mod tests {
@@ -429,14 +586,14 @@ mod tests {
 
     #[test]
     fn hit_create_full_and_expiry() {
-        let mut d = DynTable::new(3, 100, 7);
+        let mut d = DynTable::new(3, 100, 7, KeyLayout::full());
         assert_eq!(d.lookup(&key(1), t(0)), Lookup::Created(0));
         assert_eq!(d.lookup(&key(2), t(10)), Lookup::Created(1));
         assert_eq!(d.lookup(&key(1), t(20)), Lookup::Hit(0));
         assert_eq!(d.lookup(&key(3), t(30)), Lookup::Created(2));
         assert_eq!(d.lookup(&key(4), t(40)), Lookup::Full);
         assert_eq!(d.live_slots(), vec![1, 0, 2]);
-        let last: Vec<(MaskedKey, u64)> = d.entries().map(|(_, k, at)| (*k, at)).collect();
+        let last: Vec<(MaskedKey, u64)> = d.entries().map(|(_, k, at)| (k, at)).collect();
         assert_eq!(last, vec![(key(2), 10), (key(1), 20), (key(3), 30)]);
         // key 2 last used at 10: stale at 110; the lookup reclaims it first.
         assert_eq!(d.lookup(&key(4), t(110)), Lookup::Created(1));
@@ -460,7 +617,7 @@ mod tests {
             use std::collections::HashMap;
             let idle = 80;
             let period = idle / PERIODS_PER_IDLE;
-            let mut d = DynTable::new(cap, idle, 5);
+            let mut d = DynTable::new(cap, idle, 5, KeyLayout::full());
             let mut last: HashMap<u32, (u64, u32)> = HashMap::new(); // key -> (last use, slot)
             let mut now = 0u64;
             for (k, dt) in steps {
@@ -502,9 +659,57 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_one_home_stay_findable_through_expiry() {
+        // 48 keys whose hashes share one home position (and often a tag):
+        // one probe chain of 48 entries, shortened by backward shifts.
+        let idle = 100;
+        let mut d = DynTable::new(4096, idle, 11, KeyLayout::full());
+        let home = |d: &DynTable, k: u32| (d.prepare(&key(k)).1 as u32) as usize & d.index_mask;
+        let target = home(&d, 0);
+        let keys: Vec<u32> = (0..).filter(|&k| home(&d, k) == target).take(48).collect();
+        let tags: std::collections::HashSet<u32> = keys
+            .iter()
+            .map(|&k| entry(d.prepare(&key(k)).1, 0))
+            .collect();
+        assert!(tags.len() < keys.len(), "some keys share the tag too");
+        let slots: Vec<u32> = keys
+            .iter()
+            .map(|&k| match d.lookup(&key(k), t(0)) {
+                Lookup::Created(s) => s,
+                other => panic!("{k}: {other:?}"),
+            })
+            .collect();
+        // Odd keys are used again at 60; even ones go stale at 100.
+        for (i, &k) in keys.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+            assert_eq!(d.lookup(&key(k), t(60)), Lookup::Hit(slots[i]));
+        }
+        assert_eq!(d.expire(t(120)), 24);
+        for (i, &k) in keys.iter().enumerate() {
+            let r = d.lookup(&key(k), t(130));
+            if i % 2 == 1 {
+                assert_eq!(r, Lookup::Hit(slots[i]), "key {k} kept its slot");
+            } else {
+                assert!(matches!(r, Lookup::Created(_)), "key {k}: {r:?}");
+            }
+        }
+        let live = d.index.iter().filter(|&&e| e != EMPTY).count();
+        assert_eq!((d.stats().live as usize, live), (48, 48));
+        let mut again: Vec<u32> = keys
+            .iter()
+            .map(|&k| match d.lookup(&key(k), t(140)) {
+                Lookup::Hit(s) => s,
+                other => panic!("{k}: {other:?}"),
+            })
+            .collect();
+        again.sort_unstable();
+        again.dedup();
+        assert_eq!(again.len(), 48, "distinct slots");
+    }
+
+    #[test]
     fn churn_keeps_every_key_findable() {
         // Many keys through a small table with backward-shift deletions.
-        let mut d = DynTable::new(64, 10, 1);
+        let mut d = DynTable::new(64, 10, 1, KeyLayout::full());
         let mut now = 0;
         for round in 0..200u32 {
             for k in 0..64u32 {

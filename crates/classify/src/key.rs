@@ -20,6 +20,10 @@
 //! address is part of the masked key, so an IPv4 and an IPv6 packet never
 //! share a dynamic queue unless the mask is empty (an empty mask is one queue
 //! and builds no table at all).
+//!
+//! A masked key is eleven 32-bit words ([`MaskedKey`]); a dynamic table
+//! stores and hashes only the words its mask can leave non-zero
+//! ([`KeyLayout`], [`PackedKey`]): two for `mask src-ip 0xffffffff`.
 
 use std::net::IpAddr;
 
@@ -134,19 +138,95 @@ impl CompiledMask {
         })
     }
 
-    /// The masked key of `key` inside scheduler instance `instance`.
-    #[inline]
+    /// The masked key of `key` inside scheduler instance `instance`, all
+    /// eleven words: the definition [`CompiledMask::pack`] is tested
+    /// against (and what [`CompiledMask::remask`] gives back).
+    #[cfg(test)]
     pub(crate) fn apply(&self, key: &PacketKey, instance: u32) -> MaskedKey {
         let (s, s6) = words(key.src);
         let (d, d6) = words(key.dst);
+        let ports = (u32::from(key.src_port) << 16) | u32::from(key.dst_port);
+        self.mask_fields(s, s6, d, d6, ports, key.flow_label, key.proto, instance)
+    }
+
+    /// A key another mask made (`k`), masked again by this one, in
+    /// `instance`: the key a packet of `k` gets under this mask when the
+    /// bits the other mask dropped are zero. Exact (the packet's own key
+    /// under this mask) when this mask keeps no bit the other dropped;
+    /// otherwise every packet of `k` gets the one key the zeros give. The
+    /// families stay.
+    pub(crate) fn remask(&self, k: &MaskedKey, instance: u32) -> MaskedKey {
+        let w = &k.0;
+        self.mask_fields(
+            [w[0], w[1], w[2], w[3]],
+            (w[9] >> 28) & 1 == 1,
+            [w[4], w[5], w[6], w[7]],
+            (w[9] >> 29) & 1 == 1,
+            w[8],
+            w[9] & 0xf_ffff,
+            ((w[9] >> 20) & 0xff) as u8,
+            instance,
+        )
+    }
+
+    /// Word 9 of a masked key: flow label (20 bits) | proto (8 bits) | two
+    /// family bits.
+    #[inline(always)]
+    fn meta(&self, label: u32, proto: u8, s6: bool, d6: bool) -> u32 {
+        (label & self.label)
+            | (u32::from(proto & self.proto) << 20)
+            | (u32::from(s6) << 28)
+            | (u32::from(d6) << 29)
+    }
+
+    /// The packed masked key of `key` in `instance` for a table of
+    /// `layout` (this mask's): `layout.pack(&self.apply(key, instance))`,
+    /// computing only the kept words (the per-packet path).
+    #[inline(always)]
+    pub(crate) fn pack(&self, layout: KeyLayout, key: &PacketKey, instance: u32) -> PackedKey {
+        let mut p = PackedKey::default();
+        let n = put_addr(&mut p, 0, key.src, self.src4, &self.src6, layout.src);
+        let mut n = put_addr(&mut p, n, key.dst, self.dst4, &self.dst6, layout.dst);
+        let mut put = |v: u32| {
+            if let Some(o) = p.0.get_mut(n) {
+                *o = v;
+            }
+            n += 1;
+        };
+        if layout.ports {
+            put(((u32::from(key.src_port) << 16) | u32::from(key.dst_port)) & self.ports);
+        }
+        put(self.meta(
+            key.flow_label,
+            key.proto,
+            key.src.is_ipv6(),
+            key.dst.is_ipv6(),
+        ));
+        if layout.instance {
+            put(instance);
+        }
+        p
+    }
+
+    /// The one masking step of [`CompiledMask::apply`] and
+    /// [`CompiledMask::remask`]: addresses as four words each with their
+    /// families, ports as `src << 16 | dst`, the flow label and protocol.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // the fields of one key, unpacked
+    fn mask_fields(
+        &self,
+        s: [u32; 4],
+        s6: bool,
+        d: [u32; 4],
+        d6: bool,
+        ports: u32,
+        label: u32,
+        proto: u8,
+        instance: u32,
+    ) -> MaskedKey {
         let sm = if s6 { self.src6 } else { [self.src4, 0, 0, 0] };
         let dm = if d6 { self.dst6 } else { [self.dst4, 0, 0, 0] };
-        let ports = ((u32::from(key.src_port) << 16) | u32::from(key.dst_port)) & self.ports;
-        // flow label (20 bits) | proto (8 bits) | two family bits.
-        let meta = (key.flow_label & self.label)
-            | (u32::from(key.proto & self.proto) << 20)
-            | (u32::from(s6) << 28)
-            | (u32::from(d6) << 29);
+        let meta = self.meta(label, proto, s6, d6);
         MaskedKey([
             s[0] & sm[0],
             s[1] & sm[1],
@@ -156,42 +236,140 @@ impl CompiledMask {
             d[1] & dm[1],
             d[2] & dm[2],
             d[3] & dm[3],
-            ports,
+            ports & self.ports,
             meta,
             instance,
         ])
     }
 }
 
-impl CompiledMask {
-    /// A key another mask made (`k`), masked again by this one, in
-    /// `instance`: the key a packet of `k` gets under this mask when the
-    /// bits the other mask dropped are zero. Exact (the packet's own key
-    /// under this mask) when this mask keeps no bit the other dropped;
-    /// otherwise every packet of `k` gets the one key the zeros give. The
-    /// families stay.
-    pub(crate) fn remask(&self, k: &MaskedKey, instance: u32) -> MaskedKey {
-        let w = &k.0;
-        let s6 = (w[9] >> 28) & 1 == 1;
-        let d6 = (w[9] >> 29) & 1 == 1;
-        let sm = if s6 { self.src6 } else { [self.src4, 0, 0, 0] };
-        let dm = if d6 { self.dst6 } else { [self.dst4, 0, 0, 0] };
-        let meta = (w[9] & 0xf_ffff & self.label)
-            | (((w[9] >> 20) & 0xff & u32::from(self.proto)) << 20)
-            | (w[9] & (0b11 << 28));
-        MaskedKey([
-            w[0] & sm[0],
-            w[1] & sm[1],
-            w[2] & sm[2],
-            w[3] & sm[3],
-            w[4] & dm[0],
-            w[5] & dm[1],
-            w[6] & dm[2],
-            w[7] & dm[3],
-            w[8] & self.ports,
-            meta,
-            instance,
-        ])
+/// Words of a [`MaskedKey`].
+pub(crate) const KEY_WORDS: usize = 11;
+
+/// Writes the first `count` words of address `a` masked by `m4` (IPv4) or
+/// `m6` (IPv6) at `p[n..]`; returns `n + count`. An IPv4 address is one
+/// word, the rest stay zero.
+#[inline(always)]
+fn put_addr(p: &mut PackedKey, n: usize, a: IpAddr, m4: u32, m6: &[u32; 4], count: u8) -> usize {
+    let count = usize::from(count);
+    if count > 0 {
+        match a {
+            IpAddr::V4(v4) => {
+                if let Some(o) = p.0.get_mut(n) {
+                    *o = u32::from(v4) & m4;
+                }
+            }
+            IpAddr::V6(_) => {
+                let (w, _) = words(a);
+                for ((o, w), m) in p.0.iter_mut().skip(n).zip(w).zip(m6).take(count) {
+                    *o = w & m;
+                }
+            }
+        }
+    }
+    n + count
+}
+
+/// Which words of a [`MaskedKey`] a mask can leave non-zero: a dynamic
+/// table stores and hashes only those (its [`PackedKey`]s), in this
+/// order: the source address's leading words up to the last one either
+/// source mask keeps bits of (1 for `src-ip`, up to 4 for `src-ip6`), the
+/// destination's likewise, word 8 with a port mask, word 9 (flow label,
+/// protocol, families) always, word 10 (the instance) only in a flowset's
+/// table on a link with instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyLayout {
+    src: u8,
+    dst: u8,
+    ports: bool,
+    instance: bool,
+}
+
+/// The kept words of a [`MaskedKey`], first [`KeyLayout::width`] words,
+/// then zeros (padded to pairs for the hash).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct PackedKey(pub(crate) [u32; KEY_WORDS + 1]);
+
+/// Leading words of an address to keep under masks `m4` and `m6`.
+fn address_words(m4: u32, m6: &[u32; 4]) -> u8 {
+    let can = [m4 | m6[0], m6[1], m6[2], m6[3]];
+    can.iter().rposition(|w| *w != 0).map_or(0, |i| i as u8 + 1)
+}
+
+impl KeyLayout {
+    /// The layout of `mask`'s keys; `instances`: the instance word varies
+    /// (a flowset's table on a link with an instance mask).
+    pub(crate) fn new(mask: &CompiledMask, instances: bool) -> Self {
+        KeyLayout {
+            src: address_words(mask.src4, &mask.src6),
+            dst: address_words(mask.dst4, &mask.dst6),
+            ports: mask.ports != 0,
+            instance: instances,
+        }
+    }
+
+    /// Every word kept.
+    #[cfg(test)]
+    pub(crate) fn full() -> Self {
+        KeyLayout {
+            src: 4,
+            dst: 4,
+            ports: true,
+            instance: true,
+        }
+    }
+
+    /// Positions in a [`MaskedKey`] of the kept words, in packed order.
+    fn kept(&self) -> impl Iterator<Item = usize> {
+        (0..usize::from(self.src))
+            .chain(4..4 + usize::from(self.dst))
+            .chain(self.ports.then_some(8))
+            .chain(std::iter::once(9))
+            .chain(self.instance.then_some(10))
+    }
+
+    /// Words kept (1..=11).
+    #[inline]
+    pub(crate) fn width(&self) -> usize {
+        usize::from(self.src)
+            + usize::from(self.dst)
+            + usize::from(self.ports)
+            + 1
+            + usize::from(self.instance)
+    }
+
+    /// The kept words of `k`.
+    pub(crate) fn pack(&self, k: &MaskedKey) -> PackedKey {
+        let mut p = PackedKey::default();
+        for (o, i) in p.0.iter_mut().zip(self.kept()) {
+            *o = k.0.get(i).copied().unwrap_or(0);
+        }
+        p
+    }
+
+    /// The key `words` (kept words, in order) were packed from; the words
+    /// not kept are zero in every key of the mask.
+    pub(crate) fn unpack(&self, words: &[u32]) -> MaskedKey {
+        let mut k = MaskedKey::default();
+        for (&w, i) in words.iter().zip(self.kept()) {
+            if let Some(o) = k.0.get_mut(i) {
+                *o = w;
+            }
+        }
+        k
+    }
+
+    /// A seeded hash of a packed key: one folded multiplication per pair
+    /// of kept words. Not a keyed pseudo-random function: it spreads keys,
+    /// and the seed (chosen per table) keeps precomputed collision sets
+    /// from working everywhere; the bounded table caps what any collision
+    /// set can cost, and keys are always compared whole.
+    #[inline]
+    pub(crate) fn hash(&self, p: &PackedKey, seed: u64) -> u64 {
+        let pairs = self.width().div_ceil(2);
+        p.0.chunks_exact(2).take(pairs).fold(seed ^ K0, |h, c| {
+            fold_mul(h ^ (u64::from(c[0]) | (u64::from(c[1]) << 32)), K1)
+        })
     }
 }
 
@@ -222,23 +400,6 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 
 const K0: u64 = 0xa076_1d64_78bd_642f;
 const K1: u64 = 0xe703_7ed1_a0b4_28db;
-
-impl MaskedKey {
-    /// A seeded hash: six folded multiplications over the eleven words.
-    /// Not a keyed pseudo-random function: it spreads keys, and the seed
-    /// (chosen per classifier) keeps precomputed collision sets from working
-    /// everywhere; the bounded table caps what any collision set can cost.
-    #[inline]
-    pub(crate) fn hash(&self, seed: u64) -> u64 {
-        let w = &self.0;
-        let pair = |i: usize| u64::from(w[i]) | (u64::from(w[i + 1]) << 32);
-        let mut h = seed ^ K0;
-        h = fold_mul(h ^ pair(0), K1 ^ pair(2));
-        h = fold_mul(h ^ pair(4), K1 ^ pair(6));
-        h = fold_mul(h ^ pair(8), K1 ^ u64::from(w[10]));
-        fold_mul(h, K0)
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -290,6 +451,68 @@ mod tests {
             proptest::prop_assert_eq!(f.remask(&f.apply(&k, 3), inst), f.apply(&k, inst));
             // Finer: what both keep.
             proptest::prop_assert_eq!(f.remask(&c.apply(&k, 0), inst), c.apply(&k, inst));
+            // A table's packed form drops only words the mask leaves zero.
+            for m in [f, c] {
+                let layout = KeyLayout::new(&m, true);
+                let mk = m.apply(&k, inst);
+                let packed = layout.pack(&mk);
+                proptest::prop_assert_eq!(layout.unpack(&packed.0[..layout.width()]), mk);
+                proptest::prop_assert!(packed.0[layout.width()..].iter().all(|w| *w == 0));
+                proptest::prop_assert_eq!(m.pack(layout, &k, inst), packed);
+                let single = KeyLayout::new(&m, false);
+                proptest::prop_assert_eq!(m.pack(single, &k, 0), single.pack(&m.apply(&k, 0)));
+                proptest::prop_assert_eq!(single.unpack(&single.pack(&m.apply(&k, 0)).0), m.apply(&k, 0));
+            }
+        }
+    }
+
+    fn addr(v6: bool, x: u128) -> IpAddr {
+        if v6 {
+            IpAddr::V6(Ipv6Addr::from(x))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(x as u32))
+        }
+    }
+
+    proptest::proptest! {
+        /// The per-packet packing equals packing the full masked key, and
+        /// unpacking gives the full key back, for any mask words, families
+        /// and fields.
+        #[test]
+        fn packing_a_packet_is_packing_its_masked_key(
+            m4 in proptest::prelude::any::<[u32; 2]>(),
+            m6 in proptest::prelude::any::<[u128; 2]>(),
+            zero in proptest::prelude::any::<[bool; 5]>(),
+            ports in proptest::prelude::any::<u32>(),
+            proto in proptest::prelude::any::<u8>(),
+            label in proptest::prelude::any::<u32>(),
+            fam in proptest::prelude::any::<[bool; 2]>(),
+            a in proptest::prelude::any::<[u128; 2]>(),
+            fields in proptest::prelude::any::<(u8, u16, u16, u32)>(),
+            instances in proptest::prelude::any::<bool>(),
+            inst in 0u32..16,
+        ) {
+            let pick = |z: bool, v: u32| if z { 0 } else { v };
+            let m = CompiledMask {
+                src4: pick(zero[0], m4[0]),
+                dst4: pick(zero[1], m4[1]),
+                src6: if zero[2] { [0; 4] } else { words(IpAddr::V6(Ipv6Addr::from(m6[0]))).0 },
+                dst6: if zero[3] { [0; 4] } else { words(IpAddr::V6(Ipv6Addr::from(m6[1]))).0 },
+                ports: pick(zero[4], ports),
+                proto,
+                label: label & 0xf_ffff,
+            };
+            let k = PacketKey {
+                flow_label: fields.3,
+                ..PacketKey::new(addr(fam[0], a[0]), addr(fam[1], a[1]), fields.0, fields.1, fields.2)
+            };
+            let layout = KeyLayout::new(&m, instances);
+            let inst = if instances { inst } else { 0 };
+            let full = m.apply(&k, inst);
+            let packed = m.pack(layout, &k, inst);
+            proptest::prop_assert_eq!(packed, layout.pack(&full));
+            proptest::prop_assert_eq!(layout.unpack(&packed.0[..layout.width()]), full);
+            proptest::prop_assert!(packed.0[layout.width()..].iter().all(|w| *w == 0));
         }
     }
 

@@ -72,12 +72,16 @@
 //!   calls. No allocation per packet: every table is sized at construction
 //!   and never grows.
 //! * Bounded state: dynamic memory is fixed by the limits
-//!   ([`Classifier::memory_estimate`]): a slot record is 64 B (one cache
-//!   line: masked key 44 B, hash, LRU links, last use) and the index holds
-//!   8 B entries for `2·cap` rounded up to a power of two (load factor ≤ 1/2),
-//!   i.e. 16 to 32 B per slot: 80 B per dynamic queue at a power-of-two cap
-//!   (4096, 65 536), at most 96 B otherwise (90.2 B at 5000), below the 128 B
-//!   goal; `memory_per_dynamic_queue_is_at_most_128_bytes` computes it.
+//!   ([`Classifier::memory_estimate`]): a slot record is 16 B (LRU links,
+//!   last use) plus 4 B per word of the masked key the mask can leave
+//!   non-zero (2 words for `mask src-ip`: source and the flow label,
+//!   protocol and family word; the instance word only on a link with
+//!   instances; 11 words at most), and the index holds 4 B entries for
+//!   `2·cap` rounded up to a power of two (load factor ≤ 1/2), i.e. 8 to
+//!   16 B per slot: 32 B per dynamic queue for `mask src-ip` at a
+//!   power-of-two cap (4096, 65 536), 68 B at most for `mask all` on a link
+//!   with instances; `a_table_stores_only_the_words_its_mask_keeps` and
+//!   `memory_per_dynamic_queue_is_at_most_128_bytes` compute it.
 //! * Batches: [`Classifier::classify_batch`] gives the verdicts of
 //!   one-by-one calls while overlapping the cache misses of [`BATCH`]
 //!   packets.
@@ -86,12 +90,22 @@
 //!   counters add up to the packets classified.
 //! * Any key never panics, whatever its families, ports or interface.
 //!
-//! # Complexity
-//! Rule matching is linear in the number of rules (a rule's port lists are
-//! scanned; a table is O(L log n) for L distinct prefix lengths). Each
-//! masked lookup is O(1) expected (open addressing, load ≤ 1/2) plus at
-//! most two expiries, amortised O(1). [`Classifier::expire`] is linear in
-//! what it reclaims.
+//! # Complexity and cost per packet
+//! * Rules: the packet's class (protocol group TCP, UDP, ICMP, ICMPv6 or
+//!   other × source family × direction: one table read) selects the rules
+//!   whose protocol, direction and interface-role conditions it meets, in
+//!   rule order; only those are tried. A rule with no other condition
+//!   (`ip from any to any`, `udp from any to any out`) matches without a
+//!   test; one with ports, addresses or an interface tests just those (a
+//!   port list is scanned; a prefix is one mask and compare; a table is
+//!   O(L log n) for L distinct prefix lengths; `me` and interfaces scan
+//!   their short lists). Matching is linear in the rules of the packet's
+//!   class, at most all of them.
+//! * Each masked lookup: the masked key, packed to its kept words, hashed
+//!   with one multiplication per pair of words, then O(1) expected probes
+//!   (open addressing, load ≤ 1/2, a tag compared before the key) plus at
+//!   most two expiries, amortised O(1) (the `dynamic` module's docs).
+//! * [`Classifier::expire`] is linear in what it reclaims.
 //!
 //! # Example
 //! ```
@@ -133,8 +147,8 @@ pub use rules::RuleCounters;
 pub use view::DynamicKey;
 
 use dynamic::{DynTable, Lookup};
-use key::{CompiledMask, MaskedKey};
-use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction};
+use key::{CompiledMask, KeyLayout, PackedKey};
+use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction, RuleSet};
 
 /// What happens to a packet whose dynamic queue (or instance) would exceed
 /// the cap.
@@ -335,6 +349,22 @@ struct Masked {
     table: DynTable,
 }
 
+impl Masked {
+    /// The packed key of `key` in `instance` and its hash.
+    #[inline(always)] // on the per-packet path
+    fn key(&self, key: &PacketKey, instance: u32) -> (PackedKey, u64) {
+        let p = self.mask.pack(self.table.layout(), key, instance);
+        (p, self.table.hash(&p))
+    }
+
+    /// The slot of `key` in `instance`, created if absent.
+    #[inline(always)] // on the per-packet path
+    fn lookup(&mut self, key: &PacketKey, instance: u32, now: Instant) -> Lookup {
+        let (p, h) = self.key(key, instance);
+        self.table.lookup_hashed(&p, h, now)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct LinkState {
     number: u32,
@@ -347,6 +377,8 @@ struct LinkState {
 struct PipeState {
     number: u32,
     link: usize,
+    /// The link's number (`links[link].number`), for the placement.
+    link_number: u32,
     flow: FlowId,
 }
 
@@ -354,6 +386,8 @@ struct PipeState {
 struct QueueState {
     number: u32,
     link: usize,
+    /// The link's number (`links[link].number`), for the placement.
+    link_number: u32,
     first: FlowId,
     dynamic: Option<Masked>,
     overflow_flow: Option<FlowId>,
@@ -362,7 +396,7 @@ struct QueueState {
 /// Rules, tables and masks compiled from a plan (crate docs).
 #[derive(Clone, Debug)]
 pub struct Classifier {
-    rules: Vec<CompiledRule>,
+    rules: RuleSet,
     tables: Vec<LpmTable>,
     local: Vec<IpAddr>,
     default_action: DefaultAction,
@@ -393,7 +427,7 @@ fn check_limit(
 
 /// A packet between rule matching and its dynamic-queue lookup: target,
 /// instance, masked key and hash.
-type Staged = (Chosen, u32, Option<(MaskedKey, u64)>);
+type Staged = (Chosen, u32, Option<(PackedKey, u64)>);
 
 #[derive(Clone, Copy, Debug)]
 enum Chosen {
@@ -471,7 +505,12 @@ impl Classifier {
             };
             let instances = CompiledMask::new(&mask).map(|mask| Masked {
                 mask,
-                table: DynTable::new(limits.instances_per_sched, idle, next_seed()),
+                table: DynTable::new(
+                    limits.instances_per_sched,
+                    idle,
+                    next_seed(),
+                    KeyLayout::new(&mask, false),
+                ),
             });
             let overflow_instance =
                 (instances.is_some() && shared).then_some(limits.instances_per_sched);
@@ -489,6 +528,7 @@ impl Classifier {
             pipes.push(PipeState {
                 number: *number,
                 link,
+                link_number: links[link].number,
                 flow: FlowId(0),
             });
         }
@@ -499,13 +539,20 @@ impl Classifier {
             let (_, range) = layout
                 .range_of(FlowOwner::Queue(q.number))
                 .ok_or_else(|| ClassifyError::Dangling(format!("queue {}", q.number)))?;
+            let instances = links[link].instances.is_some();
             let dynamic = CompiledMask::new(&q.mask).map(|mask| Masked {
                 mask,
-                table: DynTable::new(limits.queue_slots(q.number), idle, next_seed()),
+                table: DynTable::new(
+                    limits.queue_slots(q.number),
+                    idle,
+                    next_seed(),
+                    KeyLayout::new(&mask, instances),
+                ),
             });
             queues.push(QueueState {
                 number: q.number,
                 link,
+                link_number: links[link].number,
                 first: range.first,
                 dynamic,
                 overflow_flow: range.overflow,
@@ -554,7 +601,7 @@ impl Classifier {
             });
         }
         Ok(Classifier {
-            rules,
+            rules: RuleSet::new(rules),
             tables,
             local: Vec::new(),
             default_action: plan.default_action,
@@ -578,7 +625,7 @@ impl Classifier {
     /// rules it now serves. Rebinding is harmless.
     pub fn bind_interface(&mut self, name: &str, ifindex: u32) -> usize {
         let mut n = 0;
-        for r in &mut self.rules {
+        for r in &mut self.rules.rules {
             if let Some(i) = &mut r.iface {
                 if i.names(name) {
                     if !i.bound.contains(&ifindex) {
@@ -732,12 +779,9 @@ impl Classifier {
     /// rule's counters; `None` (counted in the default's) when none does.
     #[inline(always)] // on the per-packet path of classify and classify_bridged
     fn first_match(&mut self, key: &PacketKey, len: u32) -> Option<(RuleAction, Option<u32>)> {
-        for r in &mut self.rules {
-            if let Some(arg) = r.matches(key, &self.local, &self.tables) {
-                r.counters.packets += 1;
-                r.counters.bytes += u64::from(len);
-                return Some((r.action, arg));
-            }
+        let matched = self.rules.first_match(key, len, &self.local, &self.tables);
+        if matched.is_some() {
+            return matched;
         }
         self.default_counters.packets += 1;
         self.default_counters.bytes += u64::from(len);
@@ -794,7 +838,7 @@ impl Classifier {
         let link = &mut self.links[link];
         match &mut link.instances {
             None => Ok(0),
-            Some(m) => match m.table.lookup(&m.mask.apply(key, 0), now) {
+            Some(m) => match m.lookup(key, 0, now) {
                 Lookup::Hit(s) | Lookup::Created(s) => Ok(s),
                 Lookup::Full => match link.overflow_instance {
                     Some(s) => Ok(s),
@@ -811,12 +855,12 @@ impl Classifier {
         key: &PacketKey,
         chosen: Chosen,
         instance: u32,
-    ) -> Option<(MaskedKey, u64)> {
+    ) -> Option<(PackedKey, u64)> {
         match chosen {
             Chosen::Pipe(_) => None,
             Chosen::Queue(i) => self.queues[i].dynamic.as_ref().map(|m| {
-                let mk = m.mask.apply(key, instance);
-                (mk, m.table.hash(&mk))
+                let p = m.mask.pack(m.table.layout(), key, instance);
+                (p, m.table.hash(&p))
             }),
         }
     }
@@ -828,23 +872,23 @@ impl Classifier {
         now: Instant,
         chosen: Chosen,
         instance: u32,
-        hashed: Option<(MaskedKey, u64)>,
+        hashed: Option<(PackedKey, u64)>,
     ) -> Verdict {
-        let link = self.links[self.link_of(chosen)].number;
-        let (flow, new_queue) = match chosen {
-            Chosen::Pipe(i) => (self.pipes[i].flow, false),
+        let (link, flow, new_queue) = match chosen {
+            Chosen::Pipe(i) => (self.pipes[i].link_number, self.pipes[i].flow, false),
             Chosen::Queue(i) => {
                 let q = &mut self.queues[i];
+                let link = q.link_number;
                 match (&mut q.dynamic, hashed) {
-                    (Some(m), Some((mk, h))) => match m.table.lookup_hashed(&mk, h, now) {
-                        Lookup::Hit(s) => (FlowId(q.first.0 + s), false),
-                        Lookup::Created(s) => (FlowId(q.first.0 + s), true),
+                    (Some(m), Some((pk, h))) => match m.table.lookup_hashed(&pk, h, now) {
+                        Lookup::Hit(s) => (link, FlowId(q.first.0 + s), false),
+                        Lookup::Created(s) => (link, FlowId(q.first.0 + s), true),
                         Lookup::Full => match q.overflow_flow {
-                            Some(f) => (f, false),
+                            Some(f) => (link, f, false),
                             None => return self.drop(DropReason::QueueOverflow),
                         },
                     },
-                    _ => (q.first, false),
+                    _ => (link, q.first, false),
                 }
             }
         };
@@ -891,7 +935,7 @@ impl Classifier {
 
     /// Counters of each rule, in rule order, as `(rule number, counters)`.
     pub fn rule_counters(&self) -> impl Iterator<Item = (u32, RuleCounters)> + '_ {
-        self.rules.iter().map(|r| (r.number, r.counters))
+        self.rules.rules.iter().map(|r| (r.number, r.counters))
     }
 
     /// Packets no rule matched (the default action's counter).
@@ -931,11 +975,9 @@ impl Classifier {
             .iter()
             .filter_map(|l| l.instances.as_ref())
             .chain(self.queues.iter().filter_map(|q| q.dynamic.as_ref()));
-        let mut e = MemoryEstimate {
-            slot_bytes: dynamic::SLOT_BYTES,
-            ..MemoryEstimate::default()
-        };
+        let mut e = MemoryEstimate::default();
         for m in tables {
+            e.slot_bytes = e.slot_bytes.max(m.table.slot_bytes());
             e.dynamic_bytes += m.table.memory_bytes();
             e.dynamic_slots += m.table.stats().capacity as usize;
         }

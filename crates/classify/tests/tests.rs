@@ -532,6 +532,64 @@ fn memory_per_dynamic_queue_is_at_most_128_bytes() {
 }
 
 #[test]
+fn a_table_stores_only_the_words_its_mask_keeps() {
+    // A slot record is 16 B (LRU links, last use) plus 4 B per word the
+    // mask can leave non-zero; the index holds 4 B entries for 2·cap
+    // rounded up to a power of two.
+    let cases = [
+        // Source address and the meta word: 24 B records.
+        (
+            "queue 1 config sched 4 mask src-ip 0xffffffff
+",
+            24,
+        ),
+        // The instance word too, on a link with instances: 28 B.
+        (
+            "queue 1 config sched 4 mask src-ip 0xffffffff
+",
+            28,
+        ),
+        // Everything: both IPv6 addresses, ports, meta, instance: 60 B.
+        (
+            "queue 1 config sched 4 mask all
+",
+            60,
+        ),
+    ];
+    for (i, (queue, record)) in cases.into_iter().enumerate() {
+        let sched = if i == 0 {
+            "sched 4 config type qfq
+"
+        } else {
+            "sched 4 config type qfq mask dst-port 0xffff
+"
+        };
+        let text = format!(
+            "{sched}{queue}add 100 queue 1 ip from any to any
+"
+        );
+        for cap in [4096u32, 5000, 65_536] {
+            let c = classifier(&text, &limits(cap, 1, OverflowPolicy::Drop));
+            let m = c.memory_estimate();
+            assert_eq!(m.slot_bytes, record, "{text}");
+            let cap = cap as usize;
+            let table = |record: usize| cap * record + (2 * cap).next_power_of_two() * 4;
+            // The link's instances, when masked (port and meta words: 24 B
+            // records), `cap` of them.
+            let instances = if i == 0 { 0 } else { table(24) };
+            assert_eq!(
+                m.dynamic_bytes,
+                table(record) + instances,
+                "{text} cap {cap}"
+            );
+            if cap.is_power_of_two() {
+                assert_eq!(table(record), cap * (record + 8), "8 B of index per queue");
+            }
+        }
+    }
+}
+
+#[test]
 fn the_layout_builds_each_links_flow_table() {
     let text = "pipe 1 config bw 1Mbit/s\n\
                 sched 4 config type qfq bw 4Mbit/s\n\
