@@ -23,25 +23,18 @@
 //!   measures 40 ms plus the bridge's own latency (min in [40, 41] ms, average
 //!   at most 42 ms); each direction is counted apart and conserved.
 
-use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::run_bed::{check_conservation, pace, pipe, realtime_ns, send_all, Arrival, Bed};
+use common::run_bed::{
+    check_conservation, pace, pipe, realtime_ns, report_text, send_all, Arrival, Bed,
+};
 
 /// Waits for the daemon to exit; its JSON report.
-fn finish(mut child: Child) -> serde_json::Value {
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "pspat run failed: {status}\n{stdout}");
+fn finish(child: Child) -> serde_json::Value {
+    let stdout = report_text(child);
     // The top-level keys in the order docs/JSON.md lists them (every
     // top-level key is at two spaces of indentation).
     let keys: Vec<&str> = stdout

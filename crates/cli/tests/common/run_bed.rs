@@ -182,13 +182,19 @@ impl Drop for Bed {
 }
 
 /// Stops the daemon (SIGTERM) and returns its JSON report.
-pub fn finish(mut child: Child) -> serde_json::Value {
+pub fn finish(child: Child) -> serde_json::Value {
     let pid = child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap()
         .success());
+    serde_json::from_str(&report_text(child)).expect("one JSON object")
+}
+
+/// Waits for the daemon to exit successfully; the text of its report on
+/// stdout.
+pub fn report_text(mut child: Child) -> String {
     let mut stdout = String::new();
     child
         .stdout
@@ -198,7 +204,7 @@ pub fn finish(mut child: Child) -> serde_json::Value {
         .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "pspat run failed: {status}\n{stdout}");
-    serde_json::from_str(&stdout).expect("one JSON object")
+    stdout
 }
 
 /// Waits up to 20 s for a stderr line containing `what`.
