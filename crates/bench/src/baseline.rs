@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Mutex};
 
 use pspat::{Clock, NullTx, RuntimeError, ShutdownPolicy, TxBackend, TxPacket};
 use pspat_sched::{FlowId, LinkEmulator, Packet, Scheduler, VisitScheduler};
@@ -123,12 +123,12 @@ fn run_baseline<S: Scheduler + Send + 'static>(
     // Per client: submitted, and in none mode transmitted packets and bytes.
     let counters: Arc<Vec<[AtomicU64; 3]>> = Arc::new((0..n).map(|_| Default::default()).collect());
     let sampler = Arc::new(LockedSampler::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let go = Arc::new(Barrier::new(n + 1));
+    let stop_all = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(pspat_mailbox::StartGate::new());
     let mut handles = Vec::new();
     for i in 0..n {
-        let stop = Arc::clone(&stop);
-        let go = Arc::clone(&go);
+        let stop = Arc::clone(&stop_all);
+        let go = Arc::clone(&gate);
         let pin_ok = Arc::clone(pin_ok);
         let locked = locked.clone();
         let counters = Arc::clone(&counters);
@@ -237,10 +237,13 @@ fn run_baseline<S: Scheduler + Send + 'static>(
             .map_err(|e| RuntimeError::Thread {
                 what: format!("client {i}"),
                 reason: e.to_string(),
-            })?;
-        handles.push(h);
+            });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => return Err(crate::start::abandon(e, &stop_all, &gate, handles)),
+        }
     }
-    go.wait();
+    let start = crate::start::open_and_warm_up(&gate, &handles);
     let window = match &locked {
         Some(_) => measure(cfg.duration, progress, &mut || sampler.sample()),
         // Relaxed: a running statistic, paired with the clients' Relaxed
@@ -255,7 +258,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
             Sample::now(read(1), read(2))
         }),
     };
-    stop.store(true, Ordering::Relaxed);
+    stop_all.store(true, Ordering::Relaxed);
     let mut latencies: Vec<u64> = crate::join_clients(handles)?
         .into_iter()
         .flatten()
@@ -303,6 +306,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                 bytes: st.bytes.clone(),
                 dropped_by_reason: st.dropped.clone(),
                 window,
+                start,
                 latencies,
                 arbiter: None,
             })
@@ -320,6 +324,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                 .collect(),
             dropped_by_reason: BTreeMap::new(),
             window,
+            start,
             latencies,
             arbiter: None,
         }),

@@ -40,6 +40,7 @@ mod baseline;
 mod config;
 mod pspat_mode;
 mod report;
+mod start;
 mod victim;
 mod window;
 
@@ -78,6 +79,8 @@ pub(crate) struct Tally {
     pub(crate) bytes: Vec<u64>,
     pub(crate) dropped_by_reason: BTreeMap<String, u64>,
     pub(crate) window: window::Window,
+    /// The clients running when the window opened.
+    pub(crate) start: start::StartReport,
     pub(crate) latencies: Vec<u64>,
     pub(crate) arbiter: Option<ArbiterReport>,
 }
@@ -205,6 +208,8 @@ pub fn run(
         window_transmitted,
         window_bytes,
         throughput_bps: window_bytes as f64 * 8.0 / w.elapsed,
+        clients_running: tally.start.clients_running,
+        warm_up_s: tally.start.wait_s,
         per_client,
         arbiter: tally.arbiter,
         victim,

@@ -2,7 +2,7 @@
 //! runs the scheduler and the link emulator on its own core.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 use pspat::{NullTx, Runtime, RuntimeConfig, RuntimeError, Submission};
 use pspat_sched::{FlowId, Scheduler, VisitScheduler};
@@ -12,6 +12,7 @@ use crate::report::ArbiterReport;
 use crate::victim::{victim_capacity, wait_until};
 use crate::window::{measure, Sample};
 use crate::{pin_to, BenchConfig, Progress, Tally};
+use pspat_mailbox::StartGate;
 
 pub(crate) fn run_pspat(
     cfg: &BenchConfig,
@@ -32,13 +33,16 @@ pub(crate) fn run_pspat(
         cap,
         clock,
     })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let go = Arc::new(Barrier::new(cfg.total_clients() + 1));
+    let stop_all = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(StartGate::new());
     let mut handles = Vec::new();
     for i in 0..cfg.total_clients() {
-        let mut c = rt.client()?;
-        let stop = Arc::clone(&stop);
-        let go = Arc::clone(&go);
+        let mut c = match rt.client() {
+            Ok(c) => c,
+            Err(e) => return Err(crate::start::abandon(e, &stop_all, &gate, handles)),
+        };
+        let stop = Arc::clone(&stop_all);
+        let go = Arc::clone(&gate);
         let pin_ok = Arc::clone(pin_ok);
         let is_victim = i == cfg.clients;
         let len = if is_victim {
@@ -118,10 +122,13 @@ pub(crate) fn run_pspat(
             .map_err(|e| RuntimeError::Thread {
                 what: format!("client {i}"),
                 reason: e.to_string(),
-            })?;
-        handles.push(h);
+            });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => return Err(crate::start::abandon(e, &stop_all, &gate, handles)),
+        }
     }
-    go.wait();
+    let start = crate::start::open_and_warm_up(&gate, &handles);
     let window = measure(cfg.duration, progress, &mut || {
         let st = rt.stats();
         Sample::now(
@@ -131,7 +138,7 @@ pub(crate) fn run_pspat(
     });
     // Relaxed: pairs with nothing; the joins below order everything the
     // clients did before this thread reads their results.
-    stop.store(true, Ordering::Relaxed);
+    stop_all.store(true, Ordering::Relaxed);
     let mut backends: Vec<NullTx> = crate::join_clients(handles)?
         .into_iter()
         .flatten()
@@ -155,6 +162,7 @@ pub(crate) fn run_pspat(
         bytes: st.clients.iter().map(|c| c.transmitted_bytes).collect(),
         dropped_by_reason: st.dropped_by_reason(),
         window,
+        start,
         latencies,
         arbiter: Some(ArbiterReport {
             rounds: a.rounds,

@@ -53,6 +53,12 @@ pub struct BenchReport {
     pub window_bytes: u64,
     /// `window_bytes` × 8 / `duration_s`, bit/s.
     pub throughput_bps: f64,
+    /// Client threads (the victim included) that had been scheduled at
+    /// least once when the measured window opened; the window waits for
+    /// all of them, for at most 10 s.
+    pub clients_running: usize,
+    /// Time from releasing the clients to opening the window, s.
+    pub warm_up_s: f64,
     /// Per client (the victim last).
     pub per_client: Vec<ClientReport>,
     /// Pspat mode only.

@@ -83,12 +83,17 @@ pub mod inbox;
 pub mod mailbox;
 pub mod parker;
 pub mod recycle;
+pub mod start_gate;
 mod sync;
 
 pub use client_list::{try_retire, ClientList, NO_CLIENT};
 pub use inbox::{Inbox, Ticket};
 pub use parker::{publish_fence, Parker, Wake};
-pub use recycle::{FreeDescriptors, Recycler, ReturnedSet, MAX_DESCRIPTORS};
+pub use recycle::{
+    return_batch, FreeDescriptors, Recycler, ReturnedSet, MAX_DESCRIPTORS, MAX_RETURN_HOLD_NS,
+};
+pub use start_gate::StartGate;
+pub use sync::Thread;
 
 pub use mailbox::{
     mailbox, mailbox_with_line, CapacityError, Consumer, Full, Producer, SlotValue,

@@ -394,11 +394,45 @@ pub struct Recycler {
     words: usize,
     /// Descriptors per owner.
     descriptors: usize,
-    /// `[owner * words + word]`: descriptors marked since the last flush.
-    pending: Vec<u64>,
-    /// Indices into `pending` that are non-zero, each once.
+    /// `[owner * words + word]`: what is marked in each word.
+    state: Vec<WordState>,
+    /// Words marked since the last [`Recycler::flush`], each once (some
+    /// may have been returned by `flush_batches` since).
     dirty: Vec<usize>,
+    /// Words whose count reached `batch` since they were last returned.
+    ready: Vec<usize>,
+    /// Words with a non-zero `pending`.
+    held: usize,
+    /// The descriptors a word gathers before [`Recycler::flush_batches`]
+    /// returns it ([`return_batch`]).
+    batch: u32,
+    /// When `flush_batches` first kept a word back since the last flush of
+    /// everything, ns on the caller's clock.
+    held_since: Option<u64>,
 }
+
+/// One 64-descriptor word of one owner, as the recycler sees it: 16 bytes,
+/// so a mark touches one line.
+#[derive(Clone, Copy, Debug, Default)]
+struct WordState {
+    /// Descriptors marked since the word was last returned.
+    pending: u64,
+    /// How many bits `pending` holds.
+    count: u32,
+    /// The word is on `dirty`.
+    listed: bool,
+}
+
+/// How many descriptors an owner of `descriptors` waits for when it runs
+/// out (a client asks for this many free before it goes on), and so how
+/// many a word gathers before [`Recycler::flush_batches`] returns it: a
+/// sixteenth of the pool, 1 to 64.
+pub fn return_batch(descriptors: usize) -> usize {
+    (descriptors / 16).clamp(1, 64)
+}
+
+/// The longest [`Recycler::flush_batches`] keeps a descriptor back, ns.
+pub const MAX_RETURN_HOLD_NS: u64 = 500_000;
 
 impl Recycler {
     /// For owners `0..owners`, each with descriptors
@@ -411,9 +445,13 @@ impl Recycler {
         Recycler {
             words,
             descriptors,
-            pending: vec![0; total],
+            state: vec![WordState::default(); total],
             // At most one entry per word: never grows.
             dirty: Vec::with_capacity(total),
+            ready: Vec::with_capacity(total),
+            held: 0,
+            batch: return_batch(descriptors) as u32,
+            held_since: None,
         }
     }
 
@@ -424,15 +462,34 @@ impl Recycler {
         let idx = (owner as usize)
             .saturating_mul(self.words)
             .saturating_add(desc as usize / 64);
-        if desc as usize >= self.descriptors || idx >= self.pending.len() {
-            debug_assert!(false, "owner {owner} descriptor {desc} out of range");
+        let word = match self.state.get_mut(idx) {
+            Some(w) if (desc as usize) < self.descriptors => w,
+            _ => {
+                debug_assert!(false, "owner {owner} descriptor {desc} out of range");
+                return;
+            }
+        };
+        let bit = 1 << (desc % 64);
+        if word.pending & bit != 0 {
+            // Marked already: a second mark changes nothing.
             return;
         }
-        if self.pending[idx] == 0 {
-            // Within the capacity reserved for every word: no allocation.
-            self.dirty.push(idx);
+        if word.pending == 0 {
+            self.held += 1;
+            // A word returned by `flush_batches` stays listed until the
+            // next full flush.
+            if !word.listed {
+                word.listed = true;
+                // Within the capacity reserved for every word: no allocation.
+                self.dirty.push(idx);
+            }
         }
-        self.pending[idx] |= 1 << (desc % 64);
+        word.pending |= bit;
+        word.count += 1;
+        if word.count == self.batch {
+            // Once per word between two returns of it: within capacity.
+            self.ready.push(idx);
+        }
     }
 
     /// Publishes every pending return: one `fetch_or` (Release) per dirty
@@ -441,24 +498,75 @@ impl Recycler {
     /// call happens-before that reuse.
     pub fn flush<'a>(&mut self, returned_set_of: impl Fn(u32) -> &'a ReturnedSet) {
         for &idx in &self.dirty {
-            let owner = (idx / self.words) as u32;
-            // Release inside `give_back`: pairs with the owner's Acquire
-            // swap in `FreeDescriptors::alloc`.
-            returned_set_of(owner).give_back(idx % self.words, self.pending[idx]);
-            self.pending[idx] = 0;
+            let word = &mut self.state[idx];
+            if word.pending != 0 {
+                // Release inside `give_back`: pairs with the owner's Acquire
+                // swap in `FreeDescriptors::alloc`.
+                returned_set_of((idx / self.words) as u32)
+                    .give_back(idx % self.words, word.pending);
+            }
+            *word = WordState::default();
         }
         self.dirty.clear();
+        self.ready.clear();
+        self.held = 0;
+        self.held_since = None;
     }
 
-    /// 64-descriptor words marked since the last flush: the `fetch_or`s the
+    /// Returns only the words that gathered a batch ([`return_batch`] of
+    /// the owner's pool) and keeps the others for a later call, unless some
+    /// word has been kept since [`MAX_RETURN_HOLD_NS`] before `now_ns` (the
+    /// caller's clock): then it returns everything, as [`Recycler::flush`].
+    /// O(words returned).
+    ///
+    /// For a transmitter that is busy: with many owners each round marks
+    /// about one descriptor per owner, and one `fetch_or` per descriptor
+    /// into lines the owners also write costs more than the rest of the
+    /// hand-off. An owner that ran out waits for a batch anyway before it
+    /// goes on, so holding less than a batch delays no waiting owner (an
+    /// owner whose descriptors are nearly all free waits for nothing), and
+    /// the hold is bounded in time. A transmitter that runs out of work
+    /// calls [`Recycler::flush`], so nothing is kept while it sleeps.
+    pub fn flush_batches<'a>(
+        &mut self,
+        now_ns: u64,
+        returned_set_of: impl Fn(u32) -> &'a ReturnedSet,
+    ) {
+        if let Some(t) = self.held_since {
+            if now_ns.saturating_sub(t) >= MAX_RETURN_HOLD_NS {
+                return self.flush(returned_set_of);
+            }
+        }
+        for &idx in &self.ready {
+            let word = &mut self.state[idx];
+            // Release inside `give_back`, as in `flush`.
+            returned_set_of((idx / self.words) as u32).give_back(idx % self.words, word.pending);
+            word.pending = 0;
+            word.count = 0;
+        }
+        self.held -= self.ready.len();
+        self.ready.clear();
+        if self.held == 0 {
+            self.held_since = None;
+        } else if self.held_since.is_none() {
+            self.held_since = Some(now_ns);
+        }
+    }
+
+    /// True while some marked descriptor has not been returned.
+    pub fn holds_any(&self) -> bool {
+        self.held > 0
+    }
+
+    /// 64-descriptor words marked and not yet returned: the `fetch_or`s the
     /// next [`Recycler::flush`] will issue.
     pub fn dirty_words(&self) -> usize {
-        self.dirty.len()
+        self.held
     }
 
     /// Owners this recycler accepts: `0..owners()`.
     pub fn owners(&self) -> usize {
-        self.pending.len().checked_div(self.words).unwrap_or(0)
+        self.state.len().checked_div(self.words).unwrap_or(0)
     }
 
     /// Accepts owners `0..owners` from now on (the runtime grew its client
@@ -467,12 +575,18 @@ impl Recycler {
     /// to them): flush first, or shrink only past owners that are gone.
     pub fn resize_owners(&mut self, owners: usize) {
         let total = owners.saturating_mul(self.words);
-        if total < self.pending.len() {
+        if total < self.state.len() {
             self.dirty.retain(|&i| i < total);
+            self.ready.retain(|&i| i < total);
+            self.held = self.state[..total]
+                .iter()
+                .filter(|w| w.pending != 0)
+                .count();
         }
-        self.pending.resize(total, 0);
+        self.state.resize(total, WordState::default());
         // Room for one entry per word, so `mark` never allocates.
         self.dirty.reserve(total.saturating_sub(self.dirty.len()));
+        self.ready.reserve(total.saturating_sub(self.ready.len()));
     }
 }
 
@@ -586,6 +700,89 @@ mod tests {
         f.free(d);
         f.free(d);
         assert_eq!(f.available(), 64);
+    }
+
+    /// Takes back every descriptor `set` holds for an owner of `n` whose
+    /// descriptors were all in flight.
+    fn returned_now(set: &ReturnedSet, n: usize) -> Vec<u32> {
+        let mut f = FreeDescriptors::new(n);
+        let empty = ReturnedSet::new(n);
+        for _ in 0..n {
+            f.alloc(&empty).unwrap();
+        }
+        let mut back = Vec::new();
+        while let Some(d) = f.alloc(set) {
+            back.push(d);
+        }
+        back.sort_unstable();
+        back
+    }
+
+    #[test]
+    fn flush_batches_returns_a_word_once_it_holds_a_batch() {
+        // 128 descriptors per owner: a batch is 8.
+        assert_eq!(return_batch(128), 8);
+        let sets: Vec<ReturnedSet> = (0..2).map(|_| ReturnedSet::new(128)).collect();
+        let mut r = Recycler::new(2, 128);
+        for d in 0..7 {
+            r.mark(0, d);
+        }
+        r.mark(1, 64);
+        r.flush_batches(0, |o| &sets[o as usize]);
+        assert!(
+            sets[0].is_empty() && sets[1].is_empty(),
+            "nothing makes a batch yet"
+        );
+        assert!(r.holds_any());
+        assert_eq!(r.dirty_words(), 2);
+        r.mark(0, 7);
+        r.flush_batches(1_000, |o| &sets[o as usize]);
+        assert_eq!(returned_now(&sets[0], 128), (0..8).collect::<Vec<_>>());
+        assert!(
+            sets[1].is_empty(),
+            "owner 1's single descriptor is still kept"
+        );
+        assert_eq!(r.dirty_words(), 1);
+        // The word returned is marked again from zero.
+        r.mark(0, 3);
+        r.flush(|o| &sets[o as usize]);
+        assert!(!r.holds_any());
+        assert_eq!(returned_now(&sets[0], 128), [3]);
+        assert_eq!(returned_now(&sets[1], 128), [64]);
+    }
+
+    #[test]
+    fn flush_batches_keeps_nothing_longer_than_the_hold_limit() {
+        let set = ReturnedSet::new(1024);
+        let mut r = Recycler::new(1, 1024);
+        r.mark(0, 9);
+        let t0 = 5_000;
+        r.flush_batches(t0, |_| &set);
+        r.mark(0, 700);
+        r.flush_batches(t0 + MAX_RETURN_HOLD_NS - 1, |_| &set);
+        assert!(set.is_empty() && r.holds_any());
+        r.flush_batches(t0 + MAX_RETURN_HOLD_NS, |_| &set);
+        assert!(!r.holds_any());
+        assert_eq!(returned_now(&set, 1024), [9, 700]);
+        // The limit counts from the first hold after the flush of everything.
+        r.mark(0, 1);
+        r.flush_batches(t0 + 2 * MAX_RETURN_HOLD_NS, |_| &set);
+        assert!(set.is_empty());
+        r.flush_batches(t0 + 3 * MAX_RETURN_HOLD_NS - 1, |_| &set);
+        assert!(set.is_empty());
+        r.flush_batches(t0 + 3 * MAX_RETURN_HOLD_NS, |_| &set);
+        assert_eq!(returned_now(&set, 1024), [1]);
+    }
+
+    #[test]
+    fn small_pools_return_every_descriptor_at_once() {
+        // A pool of 16 or fewer descriptors has a batch of one.
+        let set = ReturnedSet::new(16);
+        let mut r = Recycler::new(1, 16);
+        r.mark(0, 15);
+        r.flush_batches(0, |_| &set);
+        assert!(!r.holds_any());
+        assert_eq!(returned_now(&set, 16), [15]);
     }
 
     #[test]

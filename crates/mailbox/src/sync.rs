@@ -18,6 +18,25 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Orde
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Mutex};
 
+#[cfg(loom)]
+pub use loom::thread::Thread;
+/// A thread's handle, as `std::thread::current()` gives it (loom's under
+/// loom).
+#[cfg(not(loom))]
+pub use std::thread::Thread;
+
+/// Parks the calling thread until it is unparked (or spuriously).
+#[cfg(not(loom))]
+pub(crate) fn park_until_unparked() {
+    std::thread::park();
+}
+
+/// Parks the calling thread until it is unparked.
+#[cfg(loom)]
+pub(crate) fn park_until_unparked() {
+    loom::thread::park();
+}
+
 /// The handle of one thread, set at most once, readable from any thread.
 #[cfg(not(loom))]
 #[derive(Debug, Default)]

@@ -508,3 +508,37 @@ fn inbox_loses_nothing_and_publishes_effects() {
         assert_eq!(inbox.applied(), 2);
     });
 }
+
+/// The start gate: two waiters and an opener. No waiter leaves before the
+/// gate opened, each sees what the opener wrote before opening, and every
+/// waiter leaves (a lost wake-up would leave one parked: a deadlock loom
+/// reports).
+#[test]
+fn start_gate_releases_every_waiter_after_open() {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    use loom::sync::Arc;
+    use pspat_mailbox::StartGate;
+
+    model(|| {
+        let gate = Arc::new(StartGate::new());
+        let setting = Arc::new(AtomicU64::new(0));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (gate, setting) = (Arc::clone(&gate), Arc::clone(&setting));
+                thread::spawn(move || {
+                    gate.wait();
+                    // Relaxed: ordered by the gate (its Release/Acquire
+                    // flag, and unpark before the park that returns).
+                    assert_eq!(setting.load(Ordering::Relaxed), 7);
+                })
+            })
+            .collect();
+        // Relaxed: published by `open`.
+        setting.store(7, Ordering::Relaxed);
+        gate.open(waiters.iter().map(|h| h.thread()));
+        for h in waiters {
+            h.join().unwrap();
+        }
+        assert_eq!(gate.left(), 2);
+    });
+}

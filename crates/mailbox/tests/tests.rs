@@ -12,6 +12,11 @@ mod vectors;
 #[cfg(not(loom))]
 mod model;
 
+/// Random descriptor lifecycles through the recycler (batched returns
+/// with a hold limit) against a set model.
+#[cfg(not(loom))]
+mod recycle_model;
+
 /// Two threads, every sequence number once and in order.
 #[cfg(not(loom))]
 mod stress;

@@ -97,6 +97,12 @@ impl<B: TxBackend> Dispatcher<B> {
         }
         let n = self.batch.len();
         if n == 0 {
+            // Out of work: return what recycling kept back for a batch, so
+            // no descriptor waits while this dispatcher does.
+            if self.recycler.holds_any() {
+                let known = &self.known;
+                self.recycler.flush(|c| returned_set(known, c));
+            }
             return 0;
         }
         if !self.failed {
@@ -125,10 +131,10 @@ impl<B: TxBackend> Dispatcher<B> {
         self.done[self.index].store(self.sent, Ordering::Release);
         self.rx.release();
         let known = &self.known;
-        self.recycler.flush(|c| match known[c as usize].as_deref() {
-            Some(s) => &*s.returned,
-            None => unreachable_client(),
-        });
+        // Those that make a batch for their owner; the rest at the latest
+        // when this dispatcher runs out of work.
+        self.recycler
+            .flush_batches(now.as_nanos(), |c| returned_set(known, c));
         n
     }
 
@@ -176,5 +182,14 @@ impl<B: TxBackend> Dispatcher<B> {
     /// Hands the backend back (virtual-time driver).
     pub(crate) fn into_backend(self) -> B {
         self.backend
+    }
+}
+
+/// The set client `c` takes its returned descriptors from; `known` holds
+/// every client this dispatcher has seen a packet of.
+fn returned_set(known: &[Option<Arc<ClientShared>>], c: u32) -> &pspat_mailbox::ReturnedSet {
+    match known[c as usize].as_deref() {
+        Some(s) => &s.returned,
+        None => unreachable_client(),
     }
 }

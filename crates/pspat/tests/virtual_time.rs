@@ -504,3 +504,66 @@ fn control_changes_apply_between_rounds_and_count_what_they_purge() {
         .collect();
     assert!(flow0.windows(2).all(|w| w[0] < w[1]), "{flow0:?}");
 }
+
+#[test]
+fn descriptors_come_back_in_batches_while_busy_and_all_when_idle() {
+    // 128 descriptors per client: a batch is 8. While rounds keep working,
+    // a client's returned descriptors wait until they make a batch or have
+    // waited `MAX_RETURN_HOLD_NS`; a round without work returns the rest.
+    let mut c = cfg();
+    c.descriptors_per_client = 128;
+    c.mailbox_entries = 256;
+    c.rate_bps = Some(1_000_000_000); // 8 ns per byte
+    let sched = SchedulerConfig::new(AlgKind::Fifo)
+        .build(FlowTable::uniform(2).unwrap())
+        .unwrap();
+    let mut rt = ManualRuntime::new(c, sched, |_| NullTx::new()).unwrap();
+    let mut small = rt.client().unwrap();
+    let mut big = rt.client().unwrap();
+    for i in 0..3 {
+        small.submit(sub(0, 60, i)).unwrap();
+    }
+    for i in 0..120 {
+        big.submit(sub(1, 1500, i)).unwrap();
+    }
+    // A round every 12 µs (one 1500-byte packet): every round works, for
+    // 1.44 ms in all.
+    let step = 12_000;
+    let hold = pspat_mailbox::MAX_RETURN_HOLD_NS;
+    let mut now = 0;
+    let mut small_back_at = None;
+    let mut big_in_flight = Vec::new();
+    while now < 2 * hold {
+        assert_eq!(rt.round(at(now)), Outcome::Worked, "at {now} ns");
+        if small_back_at.is_none() && small.in_flight() == 0 {
+            small_back_at = Some(now);
+        }
+        big_in_flight.push(big.in_flight());
+        now += step;
+    }
+    // The small client's 3 descriptors left in the first rounds and came
+    // back at the first round past the hold limit, not one round earlier.
+    let back = small_back_at.expect("the hold limit returned them");
+    assert!(back >= hold && back < hold + step, "back at {back} ns");
+    // The big client's come back 8 at a time (or all at the hold limit):
+    // its count of packets in flight only ever drops by 8 between rounds,
+    // except at the round that reached the hold limit.
+    for (k, w) in big_in_flight.windows(2).enumerate() {
+        let t = (k as u64 + 1) * step;
+        let drop = w[0] - w[1];
+        assert!(
+            drop == 0 || drop == 8 || (t >= hold && t < hold + step),
+            "{drop} came back at {t} ns"
+        );
+    }
+    assert!(big_in_flight.last().unwrap() < &120);
+    // A round 1 ns after the last one has no work (the link is busy): it
+    // returns everything that left.
+    let sent_before = rt.stats().transmitted;
+    let idle = rt.round(at(now - step + 1));
+    assert!(matches!(idle, Outcome::Busy { .. }), "{idle:?}");
+    assert_eq!(big.in_flight() as u64, 123 - sent_before);
+    drop((small, big));
+    let done = rt.finish(at(now)).unwrap();
+    assert_eq!(done.stats.transmitted, 123);
+}

@@ -191,6 +191,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         }
         self.sink
             .flush(self.rt.clock.now(), &self.rt, &self.clients);
+        self.sink.return_all(&self.clients);
         // Release: pairs with the dispatchers' Acquire load; every TX push
         // happens before it.
         self.rt.arbiter_done.store(true, Ordering::Release);

@@ -74,6 +74,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 self.stats.busy_rounds += 1;
                 return Outcome::Worked;
             }
+            self.sink.return_all(&self.clients);
             return self.why_nothing_left(now);
         }
         if self.sched.is_empty() {
@@ -91,6 +92,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             self.stats.busy_rounds += 1;
             return Outcome::Worked;
         }
+        // 4'. nothing more to do: return what recycling kept back for a
+        // batch, so no descriptor waits while the arbiter does.
+        self.sink.return_all(&self.clients);
         self.why_nothing_left(now)
     }
 

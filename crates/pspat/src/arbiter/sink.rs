@@ -5,7 +5,9 @@
 //!
 //! The sink also owns what follows a decision: counting transmitted packets,
 //! returning descriptors to their owners (one `fetch_or` per client and
-//! 64-descriptor word per round, [`pspat_mailbox::Recycler`]) and waking
+//! 64-descriptor word once it holds a batch for its owner, or when the round
+//! found no work, or after at most [`pspat_mailbox::MAX_RETURN_HOLD_NS`]:
+//! [`pspat_mailbox::Recycler::flush_batches`]) and waking
 //! dispatchers. The transmit mode is matched here and nowhere else in the
 //! arbiter.
 //!
@@ -225,8 +227,24 @@ impl<B: TxBackend> Sink<B> {
         }
     }
 
-    /// End of round: transmit (T = 0), count, return descriptors, wake
-    /// dispatchers.
+    /// Returns every descriptor the sink still keeps back (see
+    /// [`Recycler::flush_batches`]): called when a round found no work, so
+    /// nothing is kept while the arbiter waits, and at exit.
+    pub(crate) fn return_all(&mut self, clients: &[Option<ArbClient>]) {
+        let (Sink::Direct { recycler, .. } | Sink::Dispatch { recycler, .. }) = self else {
+            return;
+        };
+        if recycler.holds_any() {
+            recycler.flush(|c| match clients[c as usize].as_ref() {
+                Some(c) => &*c.shared.returned,
+                None => unreachable_client(),
+            });
+        }
+    }
+
+    /// End of round: transmit (T = 0), count, return descriptors (those
+    /// that make a batch for their owner, [`Recycler::flush_batches`]),
+    /// wake dispatchers.
     pub(crate) fn flush(&mut self, now: Instant, rt: &Shared, clients: &[Option<ArbClient>]) {
         let owner = |c: u32| match clients[c as usize].as_ref() {
             Some(c) => &*c.shared.returned,
@@ -260,7 +278,7 @@ impl<B: TxBackend> Sink<B> {
                     }
                     batch.clear();
                 }
-                recycler.flush(owner);
+                recycler.flush_batches(now.as_nanos(), owner);
             }
             Sink::Dispatch {
                 pushed, recycler, ..
@@ -275,7 +293,7 @@ impl<B: TxBackend> Sink<B> {
                         }
                     }
                 }
-                recycler.flush(owner);
+                recycler.flush_batches(now.as_nanos(), owner);
             }
             Sink::Grant => {}
         }
