@@ -235,10 +235,7 @@ impl<B: TxBackend> Sink<B> {
             return;
         };
         if recycler.holds_any() {
-            recycler.flush(|c| match clients[c as usize].as_ref() {
-                Some(c) => &*c.shared.returned,
-                None => unreachable_client(),
-            });
+            recycler.flush(|c| returned_set(clients, c));
         }
     }
 
@@ -246,10 +243,7 @@ impl<B: TxBackend> Sink<B> {
     /// that make a batch for their owner, [`Recycler::flush_batches`]),
     /// wake dispatchers.
     pub(crate) fn flush(&mut self, now: Instant, rt: &Shared, clients: &[Option<ArbClient>]) {
-        let owner = |c: u32| match clients[c as usize].as_ref() {
-            Some(c) => &*c.shared.returned,
-            None => unreachable_client(),
-        };
+        let owner = |c: u32| returned_set(clients, c);
         match self {
             Sink::Direct {
                 backend,
@@ -371,6 +365,14 @@ fn push_grant(g: &mut Producer<NonZeroU64>, grant: Grant) {
     // (sized in `Runtime::client`), and each is in flight at most once.
     while g.push(v).is_err() {
         std::hint::spin_loop();
+    }
+}
+
+/// The set client `c` takes its returned descriptors from.
+fn returned_set(clients: &[Option<ArbClient>], c: u32) -> &pspat_mailbox::ReturnedSet {
+    match clients[c as usize].as_ref() {
+        Some(c) => &c.shared.returned,
+        None => unreachable_client(),
     }
 }
 
