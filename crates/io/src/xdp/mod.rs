@@ -154,7 +154,9 @@ pub enum XdpError {
         queues: Option<u32>,
     },
     /// The queue already has an AF_XDP socket (of this or another
-    /// process).
+    /// process). The kernel lets go of a closed socket's queue in deferred
+    /// work, so a socket reopened on a queue just closed may see this for
+    /// a moment: retry briefly.
     #[error("queue {queue} of {interface:?} already has an AF_XDP socket")]
     QueueBusy {
         /// The interface.
