@@ -332,6 +332,11 @@ fn load(map: &OwnedFd) -> Result<OwnedFd, XdpError> {
     let mut code = PROGRAM;
     let fd = map.as_raw_fd().to_ne_bytes();
     code[MAP_FD_SLOT][4..8].copy_from_slice(&fd);
+    load_code(&code)
+}
+
+/// Loads `code` as an XDP program (see [`load`]).
+fn load_code(code: &[[u8; 8]]) -> Result<OwnedFd, XdpError> {
     let attempt = |log: Option<&mut Vec<u8>>| -> io::Result<OwnedFd> {
         let mut attr = Attr::new()
             .u32(0, BPF_PROG_TYPE_XDP)
@@ -428,6 +433,23 @@ mod tests {
         let log = b"a\nb\n\nc\nd\0garbage";
         assert_eq!(last_lines(log, 2), "c\nd");
         assert_eq!(last_lines(b"", 3), "");
+    }
+
+    #[test]
+    fn a_refused_program_carries_the_verifier_log() {
+        // SAFETY: geteuid takes nothing and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("skipped: loading a BPF program needs root");
+            return;
+        }
+        // `exit` with r0 never written: the verifier refuses it.
+        let code = [insn(EXIT, 0, 0, 0, 0)];
+        match load_code(&code) {
+            Err(XdpError::VerifierRefused { log, .. }) => {
+                assert!(log.contains("R0 !read_ok"), "log: {log}");
+            }
+            other => panic!("expected a verifier refusal, got {other:?}"),
+        }
     }
 
     #[test]
