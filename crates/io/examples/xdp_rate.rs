@@ -52,7 +52,7 @@ impl Receiver {
 
 /// A receiving socket of either kind, behind one call.
 enum Socket {
-    Xdp(XdpSocket),
+    Xdp(Box<XdpSocket>),
     Packet(PacketRx),
 }
 
@@ -69,7 +69,7 @@ impl Socket {
             let deadline = Instant::now() + Duration::from_secs(2);
             loop {
                 match ns.run(|| XdpSocket::open(interface, 0, &config)) {
-                    Ok(Ok(socket)) => return Ok(Socket::Xdp(socket)),
+                    Ok(Ok(socket)) => return Ok(Socket::Xdp(Box::new(socket))),
                     Ok(Err(XdpError::QueueBusy { .. })) if Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(10));
                     }
