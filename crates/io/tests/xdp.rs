@@ -372,3 +372,29 @@ fn bad_input_is_refused_with_typed_errors() {
         .expect("open after the refusals");
     assert_eq!(xsk.queue(), 0);
 }
+
+#[test]
+fn a_removed_link_is_reported_lost_on_every_later_call() {
+    let Some((_ns_a, ns_b, pair)) = test_bed() else {
+        return;
+    };
+    let mut xsk = ns_b
+        .run(|| XdpSocket::open(&pair.b, 0, &XdpConfig::default()))
+        .unwrap()
+        .expect("open the AF_XDP socket");
+    pair.remove().expect("remove the pair");
+    for _ in 0..2 {
+        let outcome = xsk.recv_with(Duration::from_millis(50), |_| {});
+        assert!(
+            matches!(outcome, Err(XdpError::Io(ref e)) if e.is_link_lost()),
+            "{outcome:?}"
+        );
+    }
+    let frame = frame(0);
+    let outcome = xsk.send_batch(&[&frame]);
+    assert!(
+        matches!(outcome, Err(XdpError::Io(ref e)) if e.is_link_lost()),
+        "{outcome:?}"
+    );
+    assert_eq!(xsk.stats().tx_queued, 0, "nothing queued on a lost link");
+}

@@ -49,6 +49,10 @@
 //!   (then completed or in flight, [`XdpSocket::in_flight`]), refused with
 //!   an error ([`XdpStats::tx_failed`]), or left to the caller when the
 //!   returned count is below the batch.
+//! * A socket whose interface goes away reports [`IoError::LinkLost`]
+//!   (inside [`XdpError::Io`]) from the next receive (once the ring is
+//!   drained) or send, and from every call after: open a new socket once
+//!   the interface is back.
 //! * With `XDP_USE_NEED_WAKEUP` (on by default,
 //!   [`XdpConfig::need_wakeup`]) the kernel sets a flag on the fill and TX
 //!   rings when it wants a system call to go on; this socket makes the
@@ -395,6 +399,9 @@ pub struct XdpSocket {
     zero_copy: bool,
     max_batch: u32,
     stats: XdpStats,
+    /// The errno that reported the link lost, kept so that every later
+    /// call reports it again.
+    link_lost: Option<i32>,
 }
 
 impl std::fmt::Debug for XdpSocket {
@@ -642,6 +649,7 @@ impl XdpSocket {
             zero_copy: options & XDP_OPTIONS_ZEROCOPY != 0,
             max_batch: config.max_batch,
             stats: XdpStats::default(),
+            link_lost: None,
         })
     }
 
@@ -700,7 +708,9 @@ impl XdpSocket {
     /// `on_frame`, waiting up to `timeout` for the first when none is
     /// ready. Returns how many frames were given (0 after a timeout);
     /// [`IoError::LinkLost`] (inside [`XdpError::Io`]) when the interface
-    /// went away.
+    /// went away and every frame received before was given; from then on
+    /// every call says so again (open a new socket once the interface is
+    /// back).
     pub fn recv_with(
         &mut self,
         timeout: Duration,
@@ -710,6 +720,7 @@ impl XdpSocket {
         if given > 0 {
             return Ok(given);
         }
+        self.check_link()?;
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -722,11 +733,32 @@ impl XdpSocket {
                 // The kernel reports an unbound socket (its interface
                 // gone) by the socket's error, not by poll's events.
                 if let Some(error) = sys::take_socket_error(&self.fd) {
-                    return Err(classify("receive", &self.interface, error).into());
+                    return Err(self.note_error("receive", error));
                 }
                 return Ok(0);
             }
         }
+    }
+
+    /// [`IoError::LinkLost`] once the link was reported lost.
+    fn check_link(&self) -> Result<(), XdpError> {
+        match self.link_lost {
+            Some(errno) => Err(IoError::LinkLost {
+                interface: self.interface.clone(),
+                source: io::Error::from_raw_os_error(errno),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Classifies a system error of this socket, remembering a lost link.
+    fn note_error(&mut self, operation: &'static str, error: io::Error) -> XdpError {
+        let error = classify(operation, &self.interface, error);
+        if let IoError::LinkLost { source, .. } = &error {
+            self.link_lost = source.raw_os_error().or(Some(libc::ENETDOWN));
+        }
+        error.into()
     }
 
     /// Hands the ready frames to `on_frame` and lends each back to the
@@ -800,9 +832,7 @@ impl XdpSocket {
                 error.raw_os_error(),
                 Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
             ) {
-                return Err(
-                    classify("wake the fill ring (recvfrom)", &self.interface, error).into(),
-                );
+                return Err(self.note_error("wake the fill ring (recvfrom)", error));
             }
         }
         Ok(())
@@ -831,6 +861,7 @@ impl XdpSocket {
     /// [`IoError::FrameTooLong`] or [`XdpError::FrameTooShort`] when the
     /// first frame cannot be sent (a later one ends the batch before it).
     pub fn send_batch(&mut self, frames: &[&[u8]]) -> Result<usize, XdpError> {
+        self.check_link()?;
         self.reap();
         let offered = frames
             .len()
@@ -859,7 +890,9 @@ impl XdpSocket {
                 return Err(error.into());
             }
         };
-        for (i, frame) in frames[..count].iter().enumerate() {
+        let mut written = 0u32;
+        for frame in &frames[..count] {
+            // `count` ≤ free frames (`offered`): the list does not run dry.
             let Some(addr) = self.tx_free.pop() else {
                 break;
             };
@@ -877,19 +910,20 @@ impl XdpSocket {
                 );
             }
             self.tx.write(
-                i as u32,
+                written,
                 XdpDesc {
                     addr,
                     len: frame.len() as u32,
                     options: 0,
                 },
             );
+            written += 1;
             self.stats.tx_bytes += frame.len() as u64;
         }
-        self.tx.produce(count as u32);
-        self.stats.tx_queued += count as u64;
-        self.kick_tx(count)?;
-        Ok(count)
+        self.tx.produce(written);
+        self.stats.tx_queued += u64::from(written);
+        self.kick_tx(written as usize)?;
+        Ok(written as usize)
     }
 
     /// Asks the kernel to send what the TX ring holds, when it wants to be
@@ -925,7 +959,7 @@ impl XdpSocket {
                 // No memory for a socket buffer now: the frames stay queued
                 // for the next kick.
                 Some(libc::ENOBUFS) => return Ok(()),
-                _ => return Err(classify("send (sendto)", &self.interface, error).into()),
+                _ => return Err(self.note_error("send (sendto)", error)),
             }
         }
         Ok(())
