@@ -7,8 +7,8 @@
 //! or `pspat-io = { ..., features = ["xdp"] }` in a crate's manifest;
 //! without the feature none of this is compiled. Nothing is compiled to
 //! BPF at build time and no C library is linked: the program is six
-//! instructions written as constants ([`program`] explains each one) and
-//! loaded with the `bpf(2)` system call.
+//! instructions written as constants and loaded with the `bpf(2)` system
+//! call (see *The redirect program* below).
 //!
 //! Sources: the kernel's `Documentation/networking/af_xdp.rst` (UMEM,
 //! rings, bind flags, `XDP_USE_NEED_WAKEUP`, `XDP_STATISTICS`),
@@ -27,14 +27,37 @@
 //!   `XDP_MMAP_OFFSETS` gives: fill (frame addresses this process lends
 //!   the kernel for reception), RX (descriptors of received frames),
 //!   TX (descriptors of frames to send) and completion (addresses of sent
-//!   frames coming back). [`ring`] states the protocol and its orderings:
-//!   every index this process reads is an Acquire load pairing with the
-//!   kernel's release of it, every index it writes a Release store
-//!   pairing with the kernel's acquire.
+//!   frames coming back). Each index has one writer: this process
+//!   produces into fill and TX, the kernel into RX and completion. Every
+//!   index this process reads is an Acquire load pairing with the
+//!   kernel's release of it (the entries, and the frame bytes an RX
+//!   descriptor points to, are visible); every index it writes is a
+//!   Release store pairing with the kernel's acquire (entries written, or
+//!   reads of given-back slots done, before the index moves). Before it
+//!   reads a ring's need-wakeup flag after publishing, a full fence pairs
+//!   with the kernel's barrier between setting the flag and its last look
+//!   at the ring (`xdp/ring.rs` has the details).
 //! * An [`XdpProgram`] attached to the interface (mode
 //!   [`XdpConfig::attach`]) whose XSKMAP holds this socket at its queue,
 //!   and the socket bound to (interface, queue) with `XDP_COPY`, or
 //!   `XDP_ZEROCOPY` when [`XdpConfig::zero_copy`] asks.
+//!
+//! # The redirect program
+//!
+//! | # | instruction              | meaning                                            |
+//! |---|--------------------------|----------------------------------------------------|
+//! | 0 | `r2 = *(u32 *)(r1 + 16)` | the frame's queue (`xdp_md.rx_queue_index`)        |
+//! | 1 | `r1 = map_fd` (2 slots)  | the XSKMAP, its descriptor patched in at load time |
+//! | 3 | `r3 = 2`                 | `XDP_PASS`, the verdict when the slot is empty     |
+//! | 4 | `call 51`                | `r0 = bpf_redirect_map(r1, r2, r3)`                |
+//! | 5 | `exit`                   | return `r0`                                        |
+//!
+//! Loaded with `BPF_PROG_LOAD` (type XDP, license "Dual BSD/GPL"; a
+//! refusal carries the verifier log's last lines,
+//! [`XdpError::VerifierRefused`]) and attached with `BPF_LINK_CREATE`
+//! (attach type `BPF_XDP`, driver or skb flags): the link's descriptor is
+//! the attachment, so dropping the socket, or the process ending or
+//! panicking, detaches it; no program stays on the interface.
 //!
 //! # Receiving and sending
 //!
