@@ -97,7 +97,7 @@ fn bind(fd: &OwnedFd, interface: &str, index: i32, protocol: u16) -> Result<(), 
 }
 
 /// The interface's MTU.
-fn mtu(fd: &OwnedFd, interface: &str) -> Result<usize, IoError> {
+pub(crate) fn mtu(fd: &OwnedFd, interface: &str) -> Result<usize, IoError> {
     let c_name = sys::interface_name(interface)?;
     // SAFETY: an all-zero ifreq is valid (see sys::interface_index_and_flags).
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -124,9 +124,9 @@ fn mtu(fd: &OwnedFd, interface: &str) -> Result<usize, IoError> {
 /// (`packet_snd` in `net/packet/af_packet.c`), and a TX ring frame holds
 /// at most `ring_room` bytes.
 #[derive(Debug, Clone, Copy)]
-struct FrameLimit {
-    mtu: usize,
-    ring_room: usize,
+pub(crate) struct FrameLimit {
+    pub(crate) mtu: usize,
+    pub(crate) ring_room: usize,
 }
 
 impl FrameLimit {
@@ -138,7 +138,7 @@ impl FrameLimit {
 
     /// Checks the first `count` frames; returns how many from the front
     /// may be sent, or an error when not even the first.
-    fn admit<'a>(
+    pub(crate) fn admit<'a>(
         &self,
         frames: impl Iterator<Item = &'a [u8]>,
         count: usize,

@@ -14,6 +14,8 @@
 //!   `PACKET_QDISC_BYPASS` as an option; typed errors ([`IoError`]).
 //! * [`udp`]: UDP sockets with `sendmmsg`/`recvmmsg` batches and kernel or
 //!   user timestamps, for unprivileged local senders.
+//! * `xdp` (cargo feature `xdp`, off by default): AF_XDP sockets on one
+//!   interface queue, with the redirect program loaded at run time.
 //! * [`netns`]: test-bed support (namespaces and veth pairs that remove
 //!   themselves), for this workspace's tests and examples.
 //!
@@ -34,6 +36,8 @@ pub mod offload;
 pub mod parse;
 mod sys;
 pub mod udp;
+#[cfg(feature = "xdp")]
+pub mod xdp;
 
 pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, RxRing, TxConfig};
 pub use error::IoError;

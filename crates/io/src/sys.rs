@@ -161,6 +161,17 @@ unsafe impl Send for RingMap {}
 impl RingMap {
     /// Maps `len` bytes of the socket's rings (RX ring first, then TX).
     pub(crate) fn new(fd: &OwnedFd, len: usize) -> Result<Self, IoError> {
+        Self::with_offset(fd, len, 0, "mmap the packet ring")
+    }
+
+    /// Maps `len` bytes of what the socket offers at byte `offset` (an
+    /// AF_XDP socket names each of its rings by such an offset).
+    pub(crate) fn with_offset(
+        fd: &OwnedFd,
+        len: usize,
+        offset: libc::off_t,
+        operation: &'static str,
+    ) -> Result<Self, IoError> {
         // SAFETY: a fresh shared mapping of the socket's ring at an address
         // the kernel chooses; nothing existing is replaced.
         let ptr = unsafe {
@@ -170,7 +181,7 @@ impl RingMap {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED | libc::MAP_LOCKED,
                 fd.as_raw_fd(),
-                0,
+                offset,
             )
         };
         let ptr = if ptr == libc::MAP_FAILED {
@@ -183,17 +194,46 @@ impl RingMap {
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_SHARED,
                     fd.as_raw_fd(),
-                    0,
+                    offset,
                 )
             }
         } else {
             ptr
         };
         if ptr == libc::MAP_FAILED {
-            return Err(last_os("mmap the packet ring"));
+            return Err(last_os(operation));
         }
-        let base = NonNull::new(ptr.cast()).ok_or_else(|| last_os("mmap the packet ring"))?;
+        let base = NonNull::new(ptr.cast()).ok_or_else(|| last_os(operation))?;
         Ok(Self { base, len })
+    }
+
+    /// A private, zero-filled, page-aligned area of `len` bytes, its pages
+    /// populated up front (an AF_XDP socket's packet buffers).
+    #[cfg(feature = "xdp")]
+    pub(crate) fn anonymous(len: usize, operation: &'static str) -> Result<Self, IoError> {
+        // SAFETY: a fresh private anonymous mapping at an address the
+        // kernel chooses; nothing existing is replaced.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(last_os(operation));
+        }
+        let base = NonNull::new(ptr.cast()).ok_or_else(|| last_os(operation))?;
+        Ok(Self { base, len })
+    }
+
+    /// The mapping's length in bytes.
+    #[cfg(feature = "xdp")]
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     /// The mapping's first byte.
