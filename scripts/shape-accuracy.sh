@@ -14,7 +14,10 @@
 # its error against the configured rate and whether it is within 0.5%; the
 # senders' own rate is printed too, so a sender that cannot offer the rate is
 # seen. RUNS rounds (default 5), rates alternated; SHAPE_ARGS adds flags to
-# `pspat shape` (e.g. "--tx ring"). The lab is removed on exit.
+# `pspat shape` (e.g. "--tx ring", or "--arbiter-cpu 0 --rx-cpus 0
+# --dispatchers 0" for the whole shaper on CPU 0); TRAFFIC_CPU pins the
+# senders and the receiver to that CPU (default: unpinned). The lab is
+# removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/pspat}
@@ -23,6 +26,8 @@ RATES=${RATES:-"10M 100M 1G"}
 SENDERS=${SENDERS:-2}
 SIZE=${SIZE:-1514}
 SENT_FOR=${DURATION:-6}
+TRAFFIC_PIN=()
+[ -n "${TRAFFIC_CPU:-}" ] && TRAFFIC_PIN=(--cpu "$TRAFFIC_CPU")
 OFFER=${OFFER:-1.5}
 [ "$(id -u)" = 0 ] || { echo "shape-accuracy: needs root (network namespaces)" >&2; exit 2; }
 [ "$SENT_FOR" -ge 4 ] || { echo "shape-accuracy: DURATION must be at least 4 (seconds)" >&2; exit 2; }
@@ -45,11 +50,11 @@ one_run() { # rate -> "received_bps offered_bps"
   shaper=$!
   for _ in $(seq 100); do grep -q 'ready' "$tmp/shaper.err" 2>/dev/null && break; sleep 0.1; done
   ip netns exec pspat-lab-rcv "$BIN" traffic recv --flows 1 --duration "$((SENT_FOR + 1))s" \
-    --steady-skip 2s --steady-span "${span}s" --json > "$tmp/recv.json" 2>/dev/null &
+    --steady-skip 2s --steady-span "${span}s" "${TRAFFIC_PIN[@]}" --json > "$tmp/recv.json" 2>/dev/null &
   recv=$!
   sleep 0.3
   ip netns exec pspat-lab-snd "$BIN" traffic send --flows 1 --threads "$SENDERS" --size "$SIZE" \
-    --rate "$(awk -v b="$(bits "$rate")" -v o="$OFFER" 'BEGIN { printf "%.0f", b * o }')" --duration "${SENT_FOR}s" --json > "$tmp/send.json" 2>/dev/null
+    --rate "$(awk -v b="$(bits "$rate")" -v o="$OFFER" 'BEGIN { printf "%.0f", b * o }')" --duration "${SENT_FOR}s" "${TRAFFIC_PIN[@]}" --json > "$tmp/send.json" 2>/dev/null
   wait "$recv"
   kill -INT "$shaper"; wait "$shaper" || true
   python3 -c '

@@ -29,7 +29,7 @@ enum Action {
     /// Remove the lab, whatever state it is in.
     Down,
     /// Run the experiments through the bare bridge, HTB and pspat shape (and local senders: direct, HTB, pspat).
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -84,6 +84,16 @@ struct CompareArgs {
     /// Dispatcher threads of the local senders' pspat runtime, on the traffic CPU (0: the arbiter sends, on the shaper CPU).
     #[arg(long, default_value_t = 0)]
     local_dispatchers: usize,
+    /// pspat shape's dispatcher threads, on the traffic CPU (0: its arbiter transmits, on the shaper CPU).
+    #[arg(long, default_value_t = 0)]
+    shape_dispatchers: usize,
+    /// CPU of pspat shape's RX threads (default: the shaper CPU).
+    #[arg(long)]
+    shape_rx_cpu: Option<usize>,
+    /// Packets one flow may hold, in both shapers: pspat shape's --queue-limit and a pfifo under each HTB class
+    /// (1000: what HTB gives a class without a queue of its own on veth).
+    #[arg(long, default_value_t = pspat_lab::topology::DEFAULT_QUEUE_LIMIT)]
+    queue_limit: u32,
     /// The experiments to run, comma-separated, among throughput, split_10_1, victim, local_senders (default: all).
     #[arg(long, value_delimiter = ',')]
     experiments: Vec<String>,
@@ -133,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Action::Compare(a) => compare_cmd(a),
+        Action::Compare(a) => compare_cmd(*a),
     }
 }
 
@@ -155,6 +165,7 @@ fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
         rate_bps: a.rate,
         weights,
         base_port: a.port,
+        leaf_limit: None,
     };
     plan.commands().map_err(|e| usage(e.to_string()))?;
     let lab = pspat_lab::Lab::up(mode, Some(&plan)).map_err(lab_error)?;
@@ -185,6 +196,7 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     for (flag, cpu) in [
         ("--shaper-cpu", a.shaper_cpu),
         ("--traffic-cpu", a.traffic_cpu),
+        ("--shape-rx-cpu", a.shape_rx_cpu.unwrap_or(a.shaper_cpu)),
     ] {
         if cpu >= online {
             return Err(usage(format!(
@@ -219,6 +231,9 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
         config.local_senders = a.local_senders;
     }
     config.local_dispatchers = a.local_dispatchers;
+    config.shape_dispatchers = a.shape_dispatchers;
+    config.shape_rx_cpu = a.shape_rx_cpu;
+    config.queue_limit = a.queue_limit;
     if let Some(bad) = a
         .experiments
         .iter()

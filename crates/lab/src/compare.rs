@@ -55,7 +55,9 @@ use serde_json::Value;
 
 use crate::procstat;
 use crate::stop;
-use crate::topology::{self, HtbPlan, Lab, LabError, Mode, NS_RCV, NS_SHP, NS_SND};
+use crate::topology::{
+    self, HtbPlan, Lab, LabError, Mode, DEFAULT_QUEUE_LIMIT, NS_RCV, NS_SHP, NS_SND,
+};
 use crate::traffic::Latency;
 
 /// The first flow's port in every experiment. A multiple of 64 so that
@@ -105,6 +107,19 @@ pub struct CompareConfig {
     /// victim experiment runs mode pspat once with each, in turn, labelled
     /// `pspat-v2`, `pspat-v3`; every other run uses the first.
     pub rx_rings: Vec<RxRing>,
+    /// Packets one flow may hold, the same for both shapers: pspat
+    /// shape's `--queue-limit` and a `pfifo` of this limit under each HTB
+    /// class (default [`DEFAULT_QUEUE_LIMIT`], what HTB gives a class
+    /// without a queue of its own on a veth device).
+    pub queue_limit: u32,
+    /// pspat shape's `--dispatchers`: dispatcher threads on the traffic
+    /// CPU; 0 (the default, the reference's mode): the arbiter transmits,
+    /// on the shaper CPU.
+    pub shape_dispatchers: usize,
+    /// CPU of pspat shape's RX threads (`None`, the default: the shaper
+    /// CPU, so that the whole shaper has one core and the traffic the
+    /// other).
+    pub shape_rx_cpu: Option<usize>,
 }
 
 /// The experiments' names, in the order they run.
@@ -144,6 +159,9 @@ impl CompareConfig {
             local_dispatchers: 0,
             experiments: EXPERIMENTS.iter().map(|e| (*e).to_owned()).collect(),
             rx_rings: Vec::new(),
+            queue_limit: DEFAULT_QUEUE_LIMIT,
+            shape_dispatchers: 0,
+            shape_rx_cpu: None,
         }
     }
 
@@ -298,6 +316,10 @@ pub struct CompareReport {
     pub duration_s: f64,
     /// Where processes ran.
     pub pinning: String,
+    /// Packets one flow may hold in either shaper (`--queue-limit`).
+    pub queue_limit: u32,
+    /// pspat shape's dispatcher threads (0: the arbiter transmitted).
+    pub shape_dispatchers: usize,
     /// Whether `pspat shape` ran.
     pub pspat_available: bool,
     /// Why not.
@@ -558,14 +580,27 @@ impl Runner<'_> {
         all.extend(["--flows".into(), spec.weights.len().to_string()]);
         all.extend(["--flow-key".into(), "dst-port".into()]);
         all.extend(["--weights".into(), join(&pspat_weights(&spec.weights))]);
+        all.extend(["--queue-limit".into(), self.config.queue_limit.to_string()]);
         // The arbiter alone on the shaper CPU, its RX threads and
-        // dispatcher beside the traffic.
+        // dispatchers beside the traffic (none: the arbiter transmits).
         all.extend(["--arbiter-cpu".into(), self.config.shaper_cpu.to_string()]);
         all.extend([
-            "--dispatcher-cpu".into(),
-            self.config.traffic_cpu.to_string(),
+            "--dispatchers".into(),
+            self.config.shape_dispatchers.to_string(),
         ]);
-        all.extend(["--rx-cpus".into(), self.config.traffic_cpu.to_string()]);
+        if self.config.shape_dispatchers > 0 {
+            all.extend([
+                "--dispatcher-cpu".into(),
+                self.config.traffic_cpu.to_string(),
+            ]);
+        }
+        all.extend([
+            "--rx-cpus".into(),
+            self.config
+                .shape_rx_cpu
+                .unwrap_or(self.config.shaper_cpu)
+                .to_string(),
+        ]);
         if let Some(ring) = self.rx_ring {
             all.extend(["--rx-ring".into(), ring.name().into()]);
         }
@@ -617,6 +652,7 @@ impl Runner<'_> {
             rate_bps: shape.rate_bps,
             weights: shape.weights.clone(),
             base_port: BASE_PORT,
+            leaf_limit: Some(self.config.queue_limit),
         };
         lab.set_mode(mode, Some(&plan))?;
         eprintln!(
@@ -875,6 +911,7 @@ fn local_senders(
             rate_bps: fast,
             weights: weights.clone(),
             base_port: BASE_PORT,
+            leaf_limit: Some(config.queue_limit),
         };
         let mut per_mode: BTreeMap<&str, [Vec<f64>; 2]> = BTreeMap::new();
         let mut pspat_dropped = 0u64;
@@ -981,6 +1018,14 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
             "--local-dispatchers must be 0..=64".into(),
         ));
     }
+    if config.shape_dispatchers > 64 {
+        return Err(LabError::Config(
+            "--shape-dispatchers must be 0..=64".into(),
+        ));
+    }
+    if !(1..=65_536).contains(&config.queue_limit) {
+        return Err(LabError::Config("--queue-limit must be 1..=65536".into()));
+    }
     if config.local_senders.iter().any(|&s| s == 0 || s > 256) {
         return Err(LabError::Config(
             "--local-senders must be 1..=256 each".into(),
@@ -1003,9 +1048,21 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         what: format!("cannot create {}", config.out.display()),
         source,
     })?;
+    let rx_cpu = config.shape_rx_cpu.unwrap_or(config.shaper_cpu);
+    let shape_tx = if config.shape_dispatchers == 0 {
+        format!(
+            "pspat shape's arbiter (which transmits) on cpu {} (--arbiter-cpu), its RX threads on cpu {rx_cpu}",
+            config.shaper_cpu
+        )
+    } else {
+        format!(
+            "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads on cpu {rx_cpu}, its {} dispatcher(s) on cpu {}",
+            config.shaper_cpu, config.shape_dispatchers, config.traffic_cpu
+        )
+    };
     let pinning = format!(
-        "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads and dispatcher on cpu {}; senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
-        config.shaper_cpu, config.traffic_cpu, config.traffic_cpu, config.traffic_cpu
+        "{shape_tx}; senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
+        config.traffic_cpu, config.traffic_cpu
     );
     let pinning = if config.runs("local_senders") {
         if config.local_dispatchers == 0 {
@@ -1296,6 +1353,8 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         quick: config.quick,
         duration_s: config.duration.as_secs_f64(),
         pinning,
+        queue_limit: config.queue_limit,
+        shape_dispatchers: config.shape_dispatchers,
         pspat_available: runner.pspat_missing.is_none()
             && runner
                 .runs
@@ -1438,10 +1497,11 @@ fn cell(v: Option<f64>, digits: usize) -> String {
 pub fn summary(report: &CompareReport) -> String {
     let mut s = String::from("# pspat lab compare\n\n");
     s += &format!(
-        "Runs of {} s each{}. Pinning: {}.\n\n",
+        "Runs of {} s each{}. Pinning: {}. Each flow may hold {} packets in either shaper (pspat shape's `--queue-limit`, a `pfifo` under each HTB class).\n\n",
         report.duration_s,
         if report.quick { " (--quick)" } else { "" },
-        report.pinning
+        report.pinning,
+        report.queue_limit
     );
     if let Some(reason) = &report.pspat_unavailable_reason {
         s += &format!("**pspat figures are missing**: {reason}.\n\n");
@@ -1502,7 +1562,7 @@ pub fn summary(report: &CompareReport) -> String {
     }
     if !report.local_senders.is_empty() {
         s += "\n## Local senders (60-byte frames, greedy, Mpps at the receiver)\n\n";
-        s += "Sender threads of one process: `direct` sendmmsg with no qdisc, `htb` sendmmsg through HTB on the sender's veth, `pspat` submitting to a pspat runtime whose arbiter sends.\n\n";
+        s += "Sender threads of one process: `direct` sendmmsg with no qdisc, `htb` sendmmsg through HTB on the sender's veth, `pspat` submitting to a pspat runtime (whose arbiter or dispatchers send: see Pinning).\n\n";
         s += "| senders | direct | htb | pspat | pspat / direct | CPU s/Mpkt direct | htb | pspat | pspat dropped |\n|---|---|---|---|---|---|---|---|---|\n";
         for r in &report.local_senders {
             let ratio = match (r.pspat_mpps, r.direct_mpps) {

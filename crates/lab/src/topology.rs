@@ -130,14 +130,24 @@ pub struct HtbPlan {
     pub weights: Vec<u32>,
     /// The first flow's destination port.
     pub base_port: u16,
+    /// Each class's queue, packets: a `pfifo` of this limit under every
+    /// leaf class (`None`: the kernel's default leaf queue, the device's
+    /// `txqueuelen` packets).
+    pub leaf_limit: Option<u32>,
 }
+
+/// The default per-flow queue of a comparison, packets: what HTB gives a
+/// leaf class without a queue of its own on a veth device (its
+/// `txqueuelen`, 1000), so that pspat and HTB hold the same per flow.
+pub const DEFAULT_QUEUE_LIMIT: u32 = 1000;
 
 impl HtbPlan {
     /// The `tc` commands (arguments after `tc -n pspat-lab-shp`) that build
     /// the plan on `pspat-shout`. Class `1:1` holds the rate; flow `i` is
     /// class `1:<hex 0x10 + i>` with rate `R·wᵢ/Σw`, ceil `R`, burst 64 KiB
     /// and a quantum of 1514 bytes times its weight over the smallest
-    /// (clamped to HTB's 200 000), matched by a u32 filter on its port.
+    /// (clamped to HTB's 200 000), matched by a u32 filter on its port,
+    /// with a `pfifo` of [`HtbPlan::leaf_limit`] packets when one is given.
     /// Frames no filter matches (none in the lab) leave unshaped through
     /// HTB's direct queue.
     pub fn commands(&self) -> Result<Vec<Vec<String>>, LabError> {
@@ -157,6 +167,11 @@ impl HtbPlan {
         }
         if usize::from(self.base_port) + self.weights.len() > 65_536 {
             return Err(LabError::Config("htb flow ports pass 65535".into()));
+        }
+        if self.leaf_limit == Some(0) {
+            return Err(LabError::Config(
+                "htb leaf queue limit must be at least 1".into(),
+            ));
         }
         let dev = SHP_OUT.to_owned();
         let total: u64 = self.weights.iter().map(|&w| u64::from(w)).sum();
@@ -181,6 +196,12 @@ impl HtbPlan {
                 "class", "add", "dev", &dev, "parent", "1:1", "classid", &class, "htb", "rate",
                 &share, "ceil", &rate, "burst", "64k", "cburst", "64k", "quantum", &quantum,
             ]));
+            if let Some(limit) = self.leaf_limit {
+                let limit = limit.to_string();
+                out.push(s(&[
+                    "qdisc", "add", "dev", &dev, "parent", &class, "pfifo", "limit", &limit,
+                ]));
+            }
             let port = (usize::from(self.base_port) + i).to_string();
             out.push(s(&[
                 "filter", "add", "dev", &dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
@@ -486,6 +507,7 @@ mod tests {
             rate_bps: 110_000_000,
             weights: vec![10, 1],
             base_port: 5000,
+            leaf_limit: None,
         };
         let commands = plan.commands().expect("valid");
         // qdisc, root class, then a class and a filter per flow.
@@ -508,6 +530,7 @@ mod tests {
             rate_bps: 1_000_000,
             weights: vec![],
             base_port: 5000,
+            leaf_limit: None,
         };
         assert!(plan.commands().is_err());
         plan.weights = vec![1, 0];
@@ -519,5 +542,34 @@ mod tests {
         plan.base_port = 65_535;
         plan.weights = vec![1, 1];
         assert!(plan.commands().is_err());
+        plan.base_port = 5000;
+        plan.leaf_limit = Some(0);
+        assert!(plan.commands().is_err());
+    }
+
+    #[test]
+    fn htb_plan_gives_each_class_the_leaf_queue_asked_for() {
+        let plan = HtbPlan {
+            rate_bps: 10_000_000,
+            weights: vec![1, 1],
+            base_port: 5000,
+            leaf_limit: Some(256),
+        };
+        let commands: Vec<String> = plan
+            .commands()
+            .expect("valid")
+            .iter()
+            .map(|c| c.join(" "))
+            .collect();
+        // qdisc, root class, then a class, its queue and a filter per flow.
+        assert_eq!(commands.len(), 2 + 2 * 3);
+        assert_eq!(
+            commands[3],
+            "qdisc add dev pspat-shout parent 1:10 pfifo limit 256"
+        );
+        assert_eq!(
+            commands[6],
+            "qdisc add dev pspat-shout parent 1:11 pfifo limit 256"
+        );
     }
 }
