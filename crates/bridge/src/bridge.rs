@@ -9,7 +9,7 @@ use std::time::Instant;
 use pspat::{Runtime, RuntimeConfig, ShutdownPolicy, Stats, TxOwner};
 use pspat_io::parse::{ParseLimits, ParseReason};
 use pspat_io::{Frame, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
-use pspat_sched::{AnyScheduler, FlowParams, FlowTable, Scheduler};
+use pspat_sched::{AnyScheduler, DropReason, FlowParams, FlowTable, Scheduler};
 
 use crate::backend::{AfPacketTx, Sender};
 use crate::classify::{Classifier, HashClassifier};
@@ -766,6 +766,10 @@ impl Bridge {
     /// runtime's final statistics (by egress interface).
     fn collect(&self, stats: Option<&[Stats]>, final_report: bool) -> Report {
         let ne = self.egress.len();
+        // Live: what the runtimes dropped so far (the pipes' limits, losses,
+        // RED), read before any transmitter or RX counter, so that every
+        // frame counted here is one the RX counters below already hold.
+        let live_drops = stats.is_none().then(|| self.live_arbiter_drops());
         let tx = self.tx_counters();
         // Transmitters first, RX threads last (counters module docs): the
         // reverse direction's transmitters are read before any RX thread.
@@ -833,6 +837,19 @@ impl Bridge {
                         add(&mut rev.dropped, &arbiter_name, b);
                     }
                 }
+            }
+        }
+        if let Some([forward, reverse]) = live_drops {
+            for (reason, n) in forward {
+                add(&mut r.dropped, &reason, n);
+            }
+            // Reverse clients exist only when the reverse is shaped.
+            let target = match &mut rev {
+                Some(rev) => &mut rev.dropped,
+                None => &mut r.dropped,
+            };
+            for (reason, n) in reverse {
+                add(target, &reason, n);
             }
         }
         r.received = fwd.received;
@@ -913,6 +930,35 @@ impl Bridge {
         };
         r.error = self.failure();
         r
+    }
+
+    /// The running runtimes' drops by reason so far, per direction: the
+    /// forward RX threads are runtime clients `0..rx_threads`, the shaped
+    /// reverse's `rx_threads..2·rx_threads` (checked when they were made).
+    fn live_arbiter_drops(&self) -> [BTreeMap<String, u64>; 2] {
+        let mut out = [BTreeMap::new(), BTreeMap::new()];
+        for rt in &self.runtimes {
+            let stats = rt.stats();
+            for c in &stats.clients {
+                let direction = usize::from(c.id as usize >= self.cfg.rx_threads);
+                for (reason, &n) in DropReason::ALL.iter().zip(c.dropped_by_reason.iter()) {
+                    if n > 0 {
+                        add(&mut out[direction], reason.as_str(), n);
+                    }
+                }
+            }
+            // A departed client's drops (none while the bridge runs: its
+            // RX threads hold their clients to the end) are the forward's.
+            for (reason, &n) in DropReason::ALL
+                .iter()
+                .zip(stats.departed.dropped_by_reason.iter())
+            {
+                if n > 0 {
+                    add(&mut out[0], reason.as_str(), n);
+                }
+            }
+        }
+        out
     }
 
     /// One direction's counters: its RX threads' and its transmitters' (by

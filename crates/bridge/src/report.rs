@@ -13,10 +13,13 @@
 //! (`shutdown`, `queue_full`, `fault`, ...), and the transmitters
 //! ([`crate::TxReason`]). Frames dropped before they were classified
 //! (parse refusals, `too_long`, `filtered`, `bad_flow`) count in the totals
-//! but in no flow. A live report computes `in_flight` as the rest (the
-//! arbiter's drops are then part of it: per flow they are only known once
-//! the bridge stopped); a final report has `in_flight == 0` and gives each
-//! flow its arbiter drops.
+//! but in no flow. A live report counts the arbiter's drops by reason in
+//! the totals of their direction (the runtime counts them per RX thread,
+//! and each direction has its own), so its `in_flight` is what the bridge
+//! and its scheduler hold; per flow and per egress interface it computes
+//! `in_flight` as the rest, the arbiter's drops included (per flow they
+//! are only known once the bridge stopped). A final report has
+//! `in_flight == 0` and gives each flow its arbiter drops.
 
 use std::collections::BTreeMap;
 

@@ -281,8 +281,10 @@ fn bridge_metrics_count_each_direction_apart_when_the_reverse_is_shaped() {
     let (mut child, rx) = bed.start(
         "pipe 1 config bw 50Mbit/s\n\
          pipe 2 config bw 50Mbit/s\n\
+         pipe 3 config plr 1\n\
          add 100 pipe 1 udp from any to any dst-port 6000\n\
          add 200 pipe 2 udp from any to any dst-port 6001\n\
+         add 250 pipe 3 udp from any to any dst-port 6002\n\
          add 300 deny udp from any to any dst-port 6666\n\
          default allow\n",
         &["--metrics", "127.0.0.1:0", "--shape-reverse"],
@@ -297,6 +299,9 @@ fn bridge_metrics_count_each_direction_apart_when_the_reverse_is_shaped() {
     };
     send(&mut tx, frame_to(SUBNET, 1, 2, 6000, 500), 30);
     send(&mut tx, frame_to(SUBNET, 1, 2, 6666, 500), 5);
+    // 7 forward and 11 reverse frames into a pipe that loses everything:
+    // dropped by the arbiter, by reason, while the daemon runs.
+    send(&mut tx, frame_to(SUBNET, 1, 2, 6002, 500), 7);
     // Reverse (receiver to sender): 50 frames to pipe 2, 9 denied.
     let mut back = bed
         .receiver
@@ -305,6 +310,7 @@ fn bridge_metrics_count_each_direction_apart_when_the_reverse_is_shaped() {
         .expect("open the reverse sender");
     send(&mut back, frame_to(SUBNET, 2, 1, 6001, 400), 50);
     send(&mut back, frame_to(SUBNET, 2, 1, 6666, 400), 9);
+    send(&mut back, frame_to(SUBNET, 2, 1, 6002, 400), 11);
     // 80 frames at 50 Mbit/s take under 10 ms; the arbiter publishes the
     // pipes' counts at most 100 ms late.
     std::thread::sleep(Duration::from_millis(500));
@@ -317,19 +323,26 @@ fn bridge_metrics_count_each_direction_apart_when_the_reverse_is_shaped() {
     assert_eq!(get("pspat_pipe_in_packets_total{pipe=\"1\"}"), 30);
     assert_eq!(get("pspat_pipe_in_packets_total{pipe=\"2\"}"), 50);
     let mut scraped = Vec::new();
-    for (direction, sent, denied) in [("forward", 30, 5), ("reverse", 50, 9)] {
+    for (direction, sent, denied, lost) in [("forward", 30, 5, 7), ("reverse", 50, 9, 11)] {
         let one = |what: &str| get(&format!("pspat_bridge_{what}{{direction=\"{direction}\"}}"));
         let filtered = get(&format!(
             "pspat_bridge_dropped_packets_total{{direction=\"{direction}\",reason=\"filtered\"}}"
         ));
         assert_eq!(filtered, denied, "{direction}");
+        // The pipe's losses are counted live in their direction, not held
+        // as in flight until the final report.
+        let random_loss = get(&format!(
+            "pspat_bridge_dropped_packets_total{{direction=\"{direction}\",reason=\"random_loss\"}}"
+        ));
+        assert_eq!(random_loss, lost, "{direction}\n{m}");
+        assert!(one("in_flight_packets") < lost, "{direction}\n{m}");
         let received = one("received_packets_total");
         let transmitted = one("transmitted_packets_total");
         // Besides the test's frames, the namespaces' own (IPv6 neighbour
         // discovery) may cross, allowed.
-        assert!(received >= sent + denied, "{direction}: {received}");
+        assert!(received >= sent + denied + lost, "{direction}: {received}");
         assert!(transmitted >= sent, "{direction}: {transmitted}");
-        assert!(one("received_bytes_total") >= (sent + denied) * 400);
+        assert!(one("received_bytes_total") >= (sent + denied + lost) * 400);
         assert_eq!(one("duplicated_packets_total"), 0);
         // Every drop reason has its series: received = sent + dropped + held.
         let prefix = format!("pspat_bridge_dropped_packets_total{{direction=\"{direction}\",");
@@ -353,6 +366,12 @@ fn bridge_metrics_count_each_direction_apart_when_the_reverse_is_shaped() {
     // The final report counts the directions as the metrics did.
     assert_eq!(doc["totals"]["dropped"]["filtered"], 5, "{}", doc["totals"]);
     assert_eq!(r["dropped"]["filtered"], 9, "{r}");
+    assert_eq!(
+        doc["totals"]["dropped"]["random_loss"], 7,
+        "{}",
+        doc["totals"]
+    );
+    assert_eq!(r["dropped"]["random_loss"], 11, "{r}");
     for ((received, transmitted), final_counts) in scraped.iter().zip([
         (&doc["totals"]["received"], &doc["totals"]["transmitted"]),
         (&r["received"], &r["transmitted"]),
