@@ -22,8 +22,9 @@
 //!   was admitted once).
 //!
 //! What does not carry over: the schedulers' fair-share state (virtual
-//! times, deficits), RED averages and Gilbert-Elliott states, burst
-//! credit.
+//! times, deficits) and burst credit. RED averages and Gilbert-Elliott
+//! states are carried by [`crate::PipeSet::replace_link_moving`], queue by
+//! queue, where one old queue continues in one new queue.
 //!
 //! # Complexity
 //! O(held packets + flows); control path only.

@@ -761,6 +761,20 @@ impl<S: Scheduler> Pipe<S> {
         })
     }
 
+    /// Queue `flow`'s RED and Gilbert-Elliott state, when the pipe keeps
+    /// any (a rebuilt link carries it to the queue's heir).
+    pub(crate) fn filter_state_of(&self, flow: FlowId) -> Option<FilterState> {
+        self.filter_state.get(flow.index()).copied()
+    }
+
+    /// Gives queue `flow` the filter state `fs` (a rebuilt link's, for the
+    /// queue that continues it); no effect in a pipe that keeps none.
+    pub(crate) fn carry_filter_state(&mut self, flow: FlowId, fs: FilterState) {
+        if let Some(s) = self.filter_state.get_mut(flow.index()) {
+            *s = fs;
+        }
+    }
+
     /// Empties queue `flow`'s length and filter state (its configuration stays).
     fn reset_queue(&mut self, i: usize) {
         if let Some(q) = self.state.get_mut(i) {

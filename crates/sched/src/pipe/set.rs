@@ -58,8 +58,9 @@
 //! three allocate.
 
 use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
+use super::filter::FilterState;
 use super::handover::Moved;
 use super::{Pipe, PipeCounters, PipeScheduler};
 use crate::{
@@ -354,8 +355,11 @@ impl<S: Scheduler> PipeSet<S> {
     /// others go on in the new pipe; those with no place there (no such
     /// instance, `remap` refuses the flow, or the new pipe refuses them)
     /// are handed to `take_late_drops` with [`DropReason::FlowRemoved`].
-    /// Returns each old instance's final counters (moved packets are out
-    /// of its `in` and in the new pipe's). Control path.
+    /// A queue's RED average and Gilbert-Elliott state go on in the queue
+    /// that continues it, when that queue continues only it and both
+    /// pipes keep such state (queues merged by a coarser mask start
+    /// afresh). Returns each old instance's final counters (moved packets
+    /// are out of its `in` and in the new pipe's). Control path.
     ///
     /// # Errors
     /// A new pipe's key or ids not free, or `flows` not its count; nothing
@@ -442,6 +446,10 @@ impl<S: Scheduler> PipeSet<S> {
             })
         };
         let mut out = Vec::with_capacity(old.len());
+        // RED and Gilbert-Elliott states by heir (new instance, flow): the
+        // state of the one old queue that continues there, and how many
+        // old queues meet there (several: merged, the heir starts afresh).
+        let mut carried: BTreeMap<(u32, u32), (u32, FilterState)> = BTreeMap::new();
         // (new instance, packet) in hand-over order; (new instance, free).
         let mut moved: Vec<(u32, Moved)> = Vec::new();
         let mut frees: Vec<(u32, Instant)> = Vec::new();
@@ -457,6 +465,16 @@ impl<S: Scheduler> PipeSet<S> {
             };
             let base = m.base;
             let (handover, purged) = (&mut self.handover, &mut self.purged);
+            // Read before the hand-over, which empties the old queues.
+            for f in 0..m.flows {
+                let Some(fs) = m.pipe.pipe().filter_state_of(FlowId(f)) else {
+                    break;
+                };
+                if let Some((i, g)) = place(instance, FlowId(f)) {
+                    let e = carried.entry((i, g.0)).or_insert((0, fs));
+                    e.0 += 1;
+                }
+            }
             let first = moved.len();
             let (free, _left) = m.pipe.hand_over(
                 now,
@@ -516,6 +534,12 @@ impl<S: Scheduler> PipeSet<S> {
             let pipe = n.pipe.pipe_mut();
             for (_, free) in frees.iter().filter(|f| f.0 == *instance) {
                 pipe.continue_link(*free);
+            }
+            for (&(_, g), &(_, fs)) in carried
+                .range((*instance, 0)..=(*instance, u32::MAX))
+                .filter(|(_, (count, _))| *count == 1)
+            {
+                pipe.carry_filter_state(FlowId(g), fs);
             }
             let from = moved.partition_point(|(t, _)| t < instance);
             let to = moved.partition_point(|(t, _)| t <= instance);
@@ -808,7 +832,7 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipe::{DelayProfile, PipeConfig};
+    use crate::pipe::{DelayProfile, PipeConfig, QueueConfig};
     use crate::rate::Rate;
     use crate::{AlgKind, AnyScheduler, SchedulerConfig};
 
@@ -1175,5 +1199,68 @@ mod tests {
             .enqueue(now, Packet::new(FlowId(3), 1000, 60))
             .unwrap_err();
         assert_eq!(r.reason, DropReason::UnknownFlow);
+    }
+
+    #[test]
+    fn a_rebuilt_link_carries_red_averages_to_the_queues_that_continue_them() {
+        let red_drr = |flows: usize| {
+            let sched = SchedulerConfig::new(AlgKind::Drr)
+                .build(FlowTable::uniform(flows).unwrap())
+                .unwrap();
+            let cfg = PipeConfig {
+                bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+                queue: QueueConfig {
+                    red: Some(crate::pipe::Red {
+                        gentle: false,
+                        w_q: 0.5,
+                        min_th: 50,
+                        max_th: 100,
+                        max_p: 0.1,
+                    }),
+                    ..QueueConfig::default()
+                },
+                ..PipeConfig::default()
+            };
+            Pipe::new(cfg, sched, flows).unwrap()
+        };
+        let mut set = PipeSet::new();
+        set.push(2, 0, red_drr(3), 3).unwrap();
+        set.reserve(9).unwrap();
+        // Queues 0 and 1 of the old link build RED averages (well below
+        // min_th: nothing dropped); queue 2 stays empty.
+        for i in 0..6 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, i))
+                .unwrap();
+        }
+        for i in 0..3 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 1000, 10 + i))
+                .unwrap();
+        }
+        let avg = |set: &PipeSet<AnyScheduler>, f: u32| {
+            let m = set.members.iter().find(|m| m.link == 2).unwrap();
+            m.pipe.pipe().red_average(FlowId(f)).unwrap()
+        };
+        let (a0, a1) = (avg(&set, 0), avg(&set, 1));
+        assert!(a0 > a1 && a1 > 0.0, "{a0} {a1}");
+        // Rebuilt with a flowset in front: old 0 is new 1, old 1 is new 2,
+        // old 2 is new 3; new 0 is new.
+        let now = Instant::from_nanos(100);
+        set.replace_link(2, now, vec![(0, 3, red_drr(4), 4)], &|f| {
+            Some(FlowId(f.0 + 1))
+        })
+        .unwrap();
+        assert_eq!(avg(&set, 1), a0, "old queue 0 continues as 1");
+        assert_eq!(avg(&set, 2), a1, "old queue 1 continues as 2");
+        assert_eq!(avg(&set, 0), 0.0, "a new queue starts afresh");
+        // Rebuilt again, old 1, 2 and 3 merged into one queue (a coarser
+        // mask): that queue starts afresh; new 0 continues old 0 alone.
+        set.replace_link(2, now, vec![(0, 7, red_drr(2), 2)], &|f| {
+            Some(FlowId(u32::from(f.0 >= 1)))
+        })
+        .unwrap();
+        assert_eq!(avg(&set, 1), 0.0, "merged queues start afresh");
+        let (out, late) = drain(&mut set, now);
+        assert!(late.is_empty());
+        assert_eq!(out.len(), 9, "every packet goes on");
     }
 }
