@@ -9,24 +9,13 @@ use std::time::{Duration, Instant};
 use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, RxRing, TxConfig};
 use pspat_io::{FramePool, IoError};
 
-use common::{numbered, sequence_of, test_bed};
+use common::{numbered, send_all, sequence_of, test_bed};
 
 fn v2() -> RxConfig {
     RxConfig {
         ring: RxRing::V2,
         ..RxConfig::default()
     }
-}
-
-/// Sends every frame of `frames` (retrying while the kernel has no room).
-fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>]) {
-    let views: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    let mut offset = 0;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while offset < views.len() && Instant::now() < deadline {
-        offset += tx.send_batch(&views[offset..]).expect("send");
-    }
-    assert_eq!(offset, views.len(), "every frame was taken");
 }
 
 /// Receives numbered frames (copies of the ring's bytes, VLAN tag restored)

@@ -14,7 +14,7 @@ use pspat_io::netns::Namespace;
 use pspat_io::xdp::{AttachMode, XdpConfig, XdpError, XdpSocket};
 use pspat_io::IoError;
 
-use common::{numbered, sequence_of, test_bed};
+use common::{numbered, send_all, sequence_of, test_bed};
 
 /// Payload sizes the numbered frames cycle through (frames of 60, 242 and
 /// 1442 bytes).
@@ -52,18 +52,6 @@ fn link_details(namespace: &Namespace, interface: &str) -> String {
 /// Whether `ip -d link show` lists an XDP program on `interface`.
 fn has_xdp_program(namespace: &Namespace, interface: &str) -> bool {
     link_details(namespace, interface).contains("prog/xdp")
-}
-
-/// Sends every frame of `frames` by AF_PACKET (retrying while the kernel
-/// has no room).
-fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>]) {
-    let views: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    let mut offset = 0;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while offset < views.len() && Instant::now() < deadline {
-        offset += tx.send_batch(&views[offset..]).expect("send");
-    }
-    assert_eq!(offset, views.len(), "every frame was taken");
 }
 
 /// Receives numbered frames through the AF_XDP socket until `want`

@@ -3,7 +3,10 @@
 //! counted under; and the two-namespace veth bed of the AF_PACKET tests.
 #![allow(dead_code)]
 
+use std::time::{Duration, Instant};
+
 use etherparse::PacketBuilder;
+use pspat_io::af_packet::PacketTx;
 use pspat_io::netns::{self, Namespace, VethPair};
 use pspat_io::parse::ParseReason;
 
@@ -189,4 +192,16 @@ pub fn malformed() -> Vec<(&'static str, Vec<u8>, ParseReason)> {
         ),
         ("frame above the MTU", oversize, ParseReason::OversizeFrame),
     ]
+}
+
+/// Sends every frame of `frames` by AF_PACKET, retrying while the kernel
+/// has no room (for at most two seconds); asserts that all were taken.
+pub fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>]) {
+    let views: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    let mut offset = 0;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while offset < views.len() && Instant::now() < deadline {
+        offset += tx.send_batch(&views[offset..]).expect("send");
+    }
+    assert_eq!(offset, views.len(), "every frame was taken");
 }
