@@ -9,36 +9,13 @@ use std::time::{Duration, Instant};
 use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, RxRing, TxConfig};
 use pspat_io::{FramePool, IoError};
 
-use common::{numbered, send_all, sequence_of, test_bed};
+use common::{numbered, receive_numbered, send_all, sequence_of, test_bed};
 
 fn v2() -> RxConfig {
     RxConfig {
         ring: RxRing::V2,
         ..RxConfig::default()
     }
-}
-
-/// Receives numbered frames (copies of the ring's bytes, VLAN tag restored)
-/// until `want` arrived or two seconds passed; returns them with the
-/// largest count one call gave.
-fn receive(rx: &mut PacketRx, want: usize) -> (Vec<Vec<u8>>, usize) {
-    let mut got = Vec::new();
-    let mut largest = 0;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while got.len() < want && Instant::now() < deadline {
-        let given = rx
-            .recv_with(Duration::from_millis(20), |p| {
-                let mut buffer = vec![0u8; p.frame_len()];
-                let n = p.copy_into(&mut buffer).expect("fits its own length");
-                buffer.truncate(n);
-                if sequence_of(&buffer).is_some() {
-                    got.push(buffer);
-                }
-            })
-            .expect("receive");
-        largest = largest.max(given);
-    }
-    (got, largest)
 }
 
 #[test]
@@ -70,7 +47,7 @@ fn frames_arrive_intact_in_order_in_batches_of_at_most_max_batch() {
             .map(|s| numbered(s, 3, [18, 200, 1400][s as usize % 3]))
             .collect();
         send_all(&mut tx, &frames);
-        let (got, most) = receive(&mut rx, 64);
+        let (got, most) = receive_numbered(&mut rx, 64);
         largest = largest.max(most);
         received.extend(got);
     }
@@ -132,7 +109,7 @@ fn a_full_ring_drops_in_the_kernel_and_counts_it() {
         kernel_drops += k.drops;
         std::thread::sleep(Duration::from_millis(5));
     }
-    let (got, _) = receive(&mut rx, 4);
+    let (got, _) = receive_numbered(&mut rx, 4);
     let seqs: Vec<u32> = got.iter().filter_map(|f| sequence_of(f)).collect();
     assert!(seqs.len() <= 4, "a four-slot ring kept {seqs:?}");
     assert!(kernel_packets >= 32, "the kernel saw {kernel_packets}");
@@ -144,7 +121,7 @@ fn a_full_ring_drops_in_the_kernel_and_counts_it() {
     assert_eq!(seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "in order");
     // The ring works again once read.
     send_all(&mut tx, &[numbered(100, 1, 18)]);
-    let (got, _) = receive(&mut rx, 1);
+    let (got, _) = receive_numbered(&mut rx, 1);
     assert_eq!(got, [numbered(100, 1, 18)]);
 }
 

@@ -14,7 +14,7 @@ use pspat_io::netns::Namespace;
 use pspat_io::xdp::{AttachMode, XdpConfig, XdpError, XdpSocket};
 use pspat_io::IoError;
 
-use common::{numbered, send_all, sequence_of, test_bed};
+use common::{numbered, receive_numbered, send_all, sequence_of, test_bed};
 
 /// Payload sizes the numbered frames cycle through (frames of 60, 242 and
 /// 1442 bytes).
@@ -63,25 +63,6 @@ fn receive_xdp(rx: &mut XdpSocket, want: usize) -> Vec<Vec<u8>> {
         rx.recv_with(Duration::from_millis(20), |bytes| {
             if sequence_of(bytes).is_some() {
                 got.push(bytes.to_vec());
-            }
-        })
-        .expect("receive");
-    }
-    got
-}
-
-/// Receives numbered frames through an AF_PACKET ring until `want`
-/// arrived or two seconds passed.
-fn receive_packet(rx: &mut PacketRx, want: usize) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while got.len() < want && Instant::now() < deadline {
-        rx.recv_with(Duration::from_millis(20), |p| {
-            let mut buffer = vec![0u8; p.frame_len()];
-            let n = p.copy_into(&mut buffer).expect("fits its own length");
-            buffer.truncate(n);
-            if sequence_of(&buffer).is_some() {
-                got.push(buffer);
             }
         })
         .expect("receive");
@@ -204,7 +185,7 @@ fn frames_sent_by_xdp_arrive(need_wakeup: bool) {
             offset += xsk.send_batch(&views[offset..]).expect("send");
         }
         assert_eq!(offset, views.len(), "every frame queued");
-        received.extend(receive_packet(&mut rx, frames.len()));
+        received.extend(receive_numbered(&mut rx, frames.len()).0);
     }
     assert!(
         xsk.complete(Duration::from_secs(2)).expect("complete"),
@@ -274,7 +255,7 @@ fn dropping_the_socket_detaches_the_program_and_traffic_passes_again() {
         .expect("open AF_PACKET TX");
     let frames: Vec<Vec<u8>> = (0..20).map(frame).collect();
     send_all(&mut tx, &frames);
-    let got = receive_packet(&mut rx, frames.len());
+    let got = receive_numbered(&mut rx, frames.len()).0;
     assert_eq!(got, frames, "the stack's path sees every frame again");
 }
 

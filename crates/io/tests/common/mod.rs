@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use etherparse::PacketBuilder;
-use pspat_io::af_packet::PacketTx;
+use pspat_io::af_packet::{PacketRx, PacketTx};
 use pspat_io::netns::{self, Namespace, VethPair};
 use pspat_io::parse::ParseReason;
 
@@ -204,4 +204,27 @@ pub fn send_all(tx: &mut PacketTx, frames: &[Vec<u8>]) {
         offset += tx.send_batch(&views[offset..]).expect("send");
     }
     assert_eq!(offset, views.len(), "every frame was taken");
+}
+
+/// Receives numbered frames (copies of the ring's bytes, VLAN tag restored)
+/// until `want` arrived or two seconds passed; returns them with the
+/// largest count one call gave.
+pub fn receive_numbered(rx: &mut PacketRx, want: usize) -> (Vec<Vec<u8>>, usize) {
+    let mut got = Vec::new();
+    let mut largest = 0;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got.len() < want && Instant::now() < deadline {
+        let given = rx
+            .recv_with(Duration::from_millis(20), |p| {
+                let mut buffer = vec![0u8; p.frame_len()];
+                let n = p.copy_into(&mut buffer).expect("fits its own length");
+                buffer.truncate(n);
+                if sequence_of(&buffer).is_some() {
+                    got.push(buffer);
+                }
+            })
+            .expect("receive");
+        largest = largest.max(given);
+    }
+    (got, largest)
 }
