@@ -939,22 +939,18 @@ impl Bridge {
         let mut out = [BTreeMap::new(), BTreeMap::new()];
         for rt in &self.runtimes {
             let stats = rt.stats();
-            for c in &stats.clients {
+            let by_client = stats.clients.iter().map(|c| {
                 let direction = usize::from(c.id as usize >= self.cfg.rx_threads);
-                for (reason, &n) in DropReason::ALL.iter().zip(c.dropped_by_reason.iter()) {
+                (direction, &c.dropped_by_reason)
+            });
+            // A departed client's drops (none while the bridge runs: its
+            // RX threads hold their clients to the end) are the forward's.
+            let departed = std::iter::once((0, &stats.departed.dropped_by_reason));
+            for (direction, by) in by_client.chain(departed) {
+                for (reason, &n) in DropReason::ALL.iter().zip(by.iter()) {
                     if n > 0 {
                         add(&mut out[direction], reason.as_str(), n);
                     }
-                }
-            }
-            // A departed client's drops (none while the bridge runs: its
-            // RX threads hold their clients to the end) are the forward's.
-            for (reason, &n) in DropReason::ALL
-                .iter()
-                .zip(stats.departed.dropped_by_reason.iter())
-            {
-                if n > 0 {
-                    add(&mut out[0], reason.as_str(), n);
                 }
             }
         }

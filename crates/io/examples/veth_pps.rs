@@ -6,26 +6,17 @@
 //! Needs root (it makes two namespaces and a veth pair, removed at the
 //! end). Run: `cargo run --release -p pspat-io --example veth_pps [seconds]`.
 //! Figures from a loaded machine are indications, not results.
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pspat_io::af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig, MAX_BATCH};
 use pspat_io::netns::{self, Namespace, VethPair};
-use pspat_io::IoError;
 
-const FRAME: [u8; 60] = {
-    let mut frame = [0u8; 60];
-    // Destination and source MAC (locally administered), EtherType 0x88b5
-    // (local experimental): the receiving stack ignores it.
-    frame[0] = 0x02;
-    frame[5] = 0x02;
-    frame[6] = 0x02;
-    frame[11] = 0x01;
-    frame[12] = 0x88;
-    frame[13] = 0xb5;
-    frame
-};
+use common::FRAME;
+use pspat_io::IoError;
 
 struct Outcome {
     sent: u64,

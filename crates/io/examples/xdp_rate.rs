@@ -10,26 +10,17 @@
 //! `cargo run --release -p pspat-io --features xdp --example xdp_rate
 //! [seconds per run]`. Figures from a loaded machine are indications, not
 //! results: the load average is printed before and after.
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pspat_io::af_packet::{PacketRx, PacketTx, RxConfig, RxRing, TxConfig, MAX_BATCH};
 use pspat_io::netns::{self, Namespace, VethPair};
-use pspat_io::xdp::{AttachMode, XdpConfig, XdpError, XdpSocket};
 
-const FRAME: [u8; 60] = {
-    let mut frame = [0u8; 60];
-    // Destination and source MAC (locally administered), EtherType 0x88b5
-    // (local experimental): the receiving stack ignores it.
-    frame[0] = 0x02;
-    frame[5] = 0x02;
-    frame[6] = 0x02;
-    frame[11] = 0x01;
-    frame[12] = 0x88;
-    frame[13] = 0xb5;
-    frame
-};
+use common::FRAME;
+use pspat_io::xdp::{AttachMode, XdpConfig, XdpError, XdpSocket};
 
 const ROUNDS: usize = 5;
 
