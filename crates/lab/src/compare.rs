@@ -1048,18 +1048,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         what: format!("cannot create {}", config.out.display()),
         source,
     })?;
-    let rx_cpu = config.shape_rx_cpu.unwrap_or(config.shaper_cpu);
-    let shape_tx = if config.shape_dispatchers == 0 {
-        format!(
-            "pspat shape's arbiter (which transmits) on cpu {} (--arbiter-cpu), its RX threads on cpu {rx_cpu}",
-            config.shaper_cpu
-        )
-    } else {
-        format!(
-            "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads on cpu {rx_cpu}, its {} dispatcher(s) on cpu {}",
-            config.shaper_cpu, config.shape_dispatchers, config.traffic_cpu
-        )
-    };
+    let shape_tx = shape_placement(config);
     let pinning = format!(
         "{shape_tx}; senders and receivers on cpu {} (--cpu); kernel forwarding in modes none and htb runs in the senders' softirq context, on cpu {}",
         config.traffic_cpu, config.traffic_cpu
@@ -1698,6 +1687,23 @@ pub struct DemoReport {
     pub error: Option<String>,
 }
 
+/// Where `pspat shape`'s threads run under `config`, in words (the
+/// summaries' pinning line).
+fn shape_placement(config: &CompareConfig) -> String {
+    let rx_cpu = config.shape_rx_cpu.unwrap_or(config.shaper_cpu);
+    if config.shape_dispatchers == 0 {
+        format!(
+            "pspat shape's arbiter (which transmits) on cpu {} (--arbiter-cpu), its RX threads on cpu {rx_cpu}",
+            config.shaper_cpu
+        )
+    } else {
+        format!(
+            "pspat shape's arbiter on cpu {} (--arbiter-cpu), its RX threads on cpu {rx_cpu}, its {} dispatcher(s) on cpu {}",
+            config.shaper_cpu, config.shape_dispatchers, config.traffic_cpu
+        )
+    }
+}
+
 /// Weighted greedy flows and a paced victim through `pspat shape` in the
 /// lab (built here, removed on return, on error and on Ctrl-C): the real
 /// traffic version of `pspat demo`. The greedy flows offer 1.5 times the
@@ -1716,8 +1722,9 @@ pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
         ..CompareConfig::new(config.exe.clone(), false)
     };
     let pinning = format!(
-        "pspat shape's arbiter on cpu {}, its RX threads and dispatcher on cpu {}; senders and receiver on cpu {}",
-        compare.shaper_cpu, compare.traffic_cpu, compare.traffic_cpu
+        "{}; senders and receiver on cpu {}",
+        shape_placement(&compare),
+        compare.traffic_cpu
     );
     let mut lab = Lab::up(Mode::Pspat, None)?;
     let mut runner = Runner {
