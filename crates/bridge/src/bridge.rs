@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pspat::{Runtime, RuntimeConfig, ShutdownPolicy, Stats, TxOwner};
 use pspat_io::parse::{ParseLimits, ParseReason};
@@ -40,9 +40,6 @@ pub struct Bridge {
     runtimes: Vec<Runtime<AfPacketTx>>,
     /// The thread id of each runtime's arbiter, when it could be told.
     arbiter_tids: Vec<Option<u32>>,
-    /// Whether the kernel took [`BridgeConfig::time_slice`] for the
-    /// arbiters and dispatchers (`None`: none was asked).
-    time_slice_taken: Option<bool>,
     stop: Arc<AtomicBool>,
     rx_threads: Vec<JoinHandle<Vec<Frame>>>,
     reverse_threads: Vec<JoinHandle<()>>,
@@ -126,39 +123,19 @@ fn open_sender(
 
 /// Thread ids of this process's threads named `name`.
 fn tids_named(name: &str) -> BTreeSet<u32> {
-    tids_where(|comm| comm == name)
-}
-
-/// The ids of this process's threads whose name (`comm`, at most 15
-/// bytes) passes `keep`.
-fn tids_where(keep: impl Fn(&str) -> bool) -> BTreeSet<u32> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return BTreeSet::new();
     };
     tasks
         .flatten()
         .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| keep(c.trim_end()))
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
         })
         .filter_map(|t| t.file_name().to_str().and_then(|n| n.parse().ok()))
         .collect()
 }
 
-/// Asks for `slice` on thread `tid` (0: the caller); whether the kernel
-/// took it. A refusal leaves the thread on the kernel's default slice,
-/// which costs latency, never packets.
-pub(crate) fn ask_time_slice(tid: u32, slice: Option<Duration>) -> bool {
-    slice.is_some_and(|s| pspat_io::cpu::set_time_slice(tid, s).unwrap_or(false))
-}
-
 impl Bridge {
-    /// The time slice asked for the bridge's threads and whether the
-    /// kernel took it for the arbiters and dispatchers (`None`: the
-    /// kernel's default was kept, [`BridgeConfig::time_slice`]).
-    pub fn time_slice(&self) -> Option<(Duration, bool)> {
-        self.cfg.time_slice.zip(self.time_slice_taken)
-    }
-
     /// Starts a bridge with the built-in classifier ([`HashClassifier`]).
     ///
     /// # Errors
@@ -438,19 +415,6 @@ impl Bridge {
             });
             tx_lists.push(tx_list);
         }
-        // The runtimes' threads (every arbiter and dispatcher of this
-        // process) on the configured slice; the RX and reverse threads ask
-        // for theirs when they start.
-        let slice_tids =
-            tids_where(|comm| comm == "pspat-arbiter" || comm.starts_with("pspat-dispatch"));
-        let time_slice_taken = cfg.time_slice.map(|_| {
-            // Every thread asked, not only those before the first refusal.
-            let taken: Vec<bool> = slice_tids
-                .iter()
-                .map(|&tid| ask_time_slice(tid, cfg.time_slice))
-                .collect();
-            taken.iter().all(|&t| t)
-        });
         let stop = Arc::new(AtomicBool::new(false));
         let tx: Vec<Vec<Arc<TxShared>>> = tx_lists
             .iter()
@@ -475,7 +439,6 @@ impl Bridge {
             grouping,
             runtimes,
             arbiter_tids,
-            time_slice_taken,
             stop: Arc::clone(&stop),
             rx_threads: Vec::new(),
             reverse_threads: Vec::new(),
@@ -525,7 +488,6 @@ impl Bridge {
                     limits,
                     stop: Arc::clone(&stop),
                     cpu: (!cpus.is_empty()).then(|| cpus[k % cpus.len()]),
-                    time_slice: bridge.cfg.time_slice,
                     admitted: vec![0; groups],
                     scratch: vec![0; frame_size],
                 },
@@ -570,7 +532,6 @@ impl Bridge {
                     limits: in_limits,
                     stop: Arc::clone(&stop),
                     cpu: (!cpus.is_empty()).then(|| cpus[id % cpus.len()]),
-                    time_slice: bridge.cfg.time_slice,
                     admitted: vec![0; groups],
                     scratch: vec![0; frame_size],
                 },
@@ -590,7 +551,6 @@ impl Bridge {
                 tx,
                 counters,
                 stop: Arc::clone(&stop),
-                time_slice: bridge.cfg.time_slice,
             };
             let name = if ne == 1 {
                 "pspat-reverse".to_string()

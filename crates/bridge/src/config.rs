@@ -212,23 +212,13 @@ pub struct BridgeConfig {
     pub fanout_group: u16,
     /// Seed of the built-in classifier's flow hash.
     pub hash_seed: u64,
-    /// The kernel time slice asked for the bridge's threads (arbiters,
-    /// dispatchers, RX and reverse threads), so that one of them waking on
-    /// a busy core preempts the running one instead of waiting for its
-    /// slice to end at a timer tick ([`pspat_io::cpu::set_time_slice`]);
-    /// `None`: the kernel's default.
-    pub time_slice: Option<Duration>,
 }
-
-/// The default [`BridgeConfig::time_slice`]: the shortest the kernel takes.
-pub const DEFAULT_TIME_SLICE: Duration = pspat_io::cpu::TIME_SLICE_RANGE.0;
 
 impl BridgeConfig {
     /// The defaults: one RX thread, one dispatcher, DRR, unshaped, 1 flow
     /// keyed by 5-tuple, unparsed frames forwarded, V2 RX rings, sendmmsg
     /// with qdisc bypass, 64 packets per flow queue, 4096 frames per RX thread, the
-    /// reverse direction forwarded, 1 s of drain, threads on 100 µs time
-    /// slices.
+    /// reverse direction forwarded, 1 s of drain.
     pub fn new(input: impl Into<String>, output: impl Into<String>) -> Self {
         BridgeConfig {
             input: input.into(),
@@ -256,7 +246,6 @@ impl BridgeConfig {
             drain: Duration::from_secs(1),
             fanout_group: (std::process::id() & 0xffff) as u16,
             hash_seed: 0x7073_7061_7462_7267,
-            time_slice: Some(DEFAULT_TIME_SLICE),
         }
     }
 
@@ -343,15 +332,6 @@ impl BridgeConfig {
                     self.input
                 ),
             );
-        }
-        if let Some(slice) = self.time_slice {
-            let (min, max) = pspat_io::cpu::TIME_SLICE_RANGE;
-            if slice < min || slice > max {
-                return bad(
-                    "time_slice",
-                    format!("a time slice of {slice:?} is outside {min:?}..={max:?}"),
-                );
-            }
         }
         let egress = self.egress();
         if egress.len() > MAX_EGRESS {

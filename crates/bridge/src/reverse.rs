@@ -23,8 +23,6 @@ pub(crate) struct Reverse {
     pub(crate) tx: PacketTx,
     pub(crate) counters: Arc<ReverseShared>,
     pub(crate) stop: Arc<AtomicBool>,
-    /// The kernel time slice to ask for ([`crate::BridgeConfig::time_slice`]).
-    pub(crate) time_slice: Option<std::time::Duration>,
 }
 
 struct Batch {
@@ -40,9 +38,7 @@ impl Reverse {
             mut tx,
             counters,
             stop,
-            time_slice,
         } = self;
-        crate::bridge::ask_time_slice(0, time_slice);
         let max = tx.max_frame();
         let mut batch = Batch {
             buffers: (0..MAX_BATCH).map(|_| vec![0u8; max + 4]).collect(),

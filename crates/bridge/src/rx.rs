@@ -80,8 +80,6 @@ pub(crate) struct RxState<C> {
     pub(crate) limits: ParseLimits,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) cpu: Option<usize>,
-    /// The kernel time slice to ask for ([`crate::BridgeConfig::time_slice`]).
-    pub(crate) time_slice: Option<Duration>,
     /// Frames of each counter group this thread submitted (for the queue
     /// limit).
     pub(crate) admitted: Vec<u64>,
@@ -96,7 +94,6 @@ impl<C: Classifier> RxThread<C> {
         if let Some(cpu) = st.cpu {
             core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
         }
-        crate::bridge::ask_time_slice(0, st.time_slice);
         let mut last_kernel = Instant::now();
         // Acquire: pairs with the Release store of `Bridge::stop`.
         while !st.stop.load(Ordering::Acquire) {

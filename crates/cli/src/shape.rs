@@ -107,29 +107,6 @@ pub struct Args {
     /// CPUs to pin the RX threads to, comma separated (thread k on the (k mod n)-th).
     #[arg(long = "rx-cpus", allow_hyphen_values = true)]
     rx_cpus: Option<String>,
-    /// The kernel time slice asked for the shaper's threads, 100us..=100ms, so a thread that wakes on a
-    /// busy core preempts the running one; `default` keeps the kernel's.
-    #[arg(long = "time-slice", default_value = "100us", value_parser = time_slice_arg, allow_hyphen_values = true)]
-    time_slice: TimeSlice,
-}
-
-/// `--time-slice`: a duration, or `default` for the kernel's.
-#[derive(Clone, Copy, Debug)]
-struct TimeSlice(Option<Duration>);
-
-fn time_slice_arg(text: &str) -> Result<TimeSlice, String> {
-    if text.trim() == "default" {
-        return Ok(TimeSlice(None));
-    }
-    let d = units::duration_arg(text)?;
-    let (min, max) = pspat_io::cpu::TIME_SLICE_RANGE;
-    if d < min || d > max {
-        return Err(format!(
-            "{} is outside 100us..=100ms (or `default`)",
-            units::quote(text)
-        ));
-    }
-    Ok(TimeSlice(Some(d)))
 }
 
 /// A whole number in `LO..=HI`, for clap: the error names the range.
@@ -358,21 +335,8 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     if let Some(list) = &args.rx_cpus {
         cfg.rx_cpus = cpu_list("--rx-cpus", list)?;
     }
-    cfg.time_slice = args.time_slice.0;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
     Ok(cfg)
-}
-
-/// How the threads' time slice turned out, for the ready line and the table.
-fn time_slice_words(slice: Option<(Duration, bool)>) -> String {
-    match slice {
-        Some((d, true)) => format!("time slice {} µs", d.as_micros()),
-        Some((d, false)) => format!(
-            "time slice {} µs not taken by this kernel (before 6.12): its default",
-            d.as_micros()
-        ),
-        None => "the kernel's time slice".to_string(),
-    }
 }
 
 /// `pspat shape --json` (docs/JSON.md).
@@ -387,10 +351,6 @@ struct ShapeJson<'a> {
     flow_key: &'static str,
     tx: &'static str,
     rx_ring: &'static str,
-    /// The time slice asked for the threads, µs (`null`: the kernel's).
-    time_slice_us: Option<f64>,
-    /// Whether the kernel took it (`null` when none was asked).
-    time_slice_taken: Option<bool>,
     #[serde(flatten)]
     report: &'a Report,
 }
@@ -614,7 +574,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     });
     eprintln!(
-        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, rx ring {}, frames of {} bytes, {})",
+        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, rx ring {}, frames of {} bytes)",
         cfg.input,
         egress_line(&cfg),
         placed.unwrap_or_default(),
@@ -625,10 +585,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cfg.dispatchers,
         cfg.tx.name(),
         cfg.rx_ring.name(),
-        bridge.frame_size(),
-        time_slice_words(bridge.time_slice())
+        bridge.frame_size()
     );
-    let time_slice = bridge.time_slice();
     let start = Instant::now();
     let mut prev = bridge.report();
     let failure = crate::supervise::until_stopped(
@@ -655,15 +613,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             flow_key: cfg.flow_key.name(),
             tx: cfg.tx.name(),
             rx_ring: cfg.rx_ring.name(),
-            time_slice_us: cfg.time_slice.map(|d| d.as_secs_f64() * 1e6),
-            time_slice_taken: time_slice.map(|(_, taken)| taken),
             report: &report,
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         table(&mut out, &cfg, &report)?;
-        writeln!(out, "{}", time_slice_words(time_slice))?;
     }
     out.flush()?;
     if let Some(f) = failure.or(report.error.clone()) {

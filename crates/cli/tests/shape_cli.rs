@@ -69,9 +69,6 @@ fn bad_flags_are_one_line_naming_the_flag_and_exit_2() {
     one_line_exit_2(&with(&["--descriptors", "100"]), "--descriptors");
     one_line_exit_2(&with(&["--arbiter-cpu", "100000"]), "--arbiter-cpu");
     one_line_exit_2(&with(&["--rx-cpus", "0,x"]), "--rx-cpus");
-    one_line_exit_2(&with(&["--time-slice", "50us"]), "--time-slice");
-    one_line_exit_2(&with(&["--time-slice", "1s"]), "--time-slice");
-    one_line_exit_2(&with(&["--time-slice", "short"]), "--time-slice");
     one_line_exit_2(
         &["--in", "pspat-a-name-far-too-long", "--out", "pspat-o"],
         "--in",
@@ -214,8 +211,6 @@ fn sigterm_stops_a_run_and_json_has_the_documented_keys() {
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["command"], "shape");
     assert_eq!(doc["rx_ring"], "v2", "the default RX ring");
-    assert_eq!(doc["time_slice_us"], 100.0, "the default time slice");
-    assert!(doc["time_slice_taken"].is_boolean(), "{doc}");
     for key in ["received", "transmitted", "in_flight"] {
         assert!(doc[key].is_u64(), "{key}: {doc}");
     }
