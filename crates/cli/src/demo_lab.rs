@@ -164,6 +164,13 @@ fn print(r: &DemoReport, json: bool) -> anyhow::Result<()> {
         "victim one-way latency (µs): p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}  ({} samples)",
         l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us, l.samples
     )?;
+    if let Some(a) = &r.victim_arrival_latency {
+        writeln!(
+            out,
+            "  to its arrival at the receiver's socket: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
+            a.p50_us, a.p90_us, a.p99_us, a.p999_us, a.max_us
+        )?;
+    }
     if let Some(e) = &r.error {
         writeln!(out, "incomplete: {e}")?;
     }

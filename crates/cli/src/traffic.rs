@@ -142,6 +142,10 @@ struct RecvArgs {
     /// udp, or tcp for one bulk stream on --port.
     #[arg(long, value_enum, default_value = "udp")]
     proto: ProtoArg,
+    /// Also measure latency to each packet's arrival at the socket (the kernel's receive timestamp), apart from
+    /// latency to when it is read (UDP).
+    #[arg(long = "arrival-latency")]
+    arrival_latency: bool,
     /// Print one JSON object (`schema_version` 1) instead of a table.
     #[arg(long)]
     json: bool,
@@ -267,6 +271,7 @@ fn recv(a: RecvArgs) -> anyhow::Result<ExitCode> {
         cpus: a.cpu,
         proto: a.proto.into(),
         steady: a.steady_skip.zip(a.steady_span),
+        arrival_latency: a.arrival_latency,
     };
     config.check().map_err(|e| usage(e.to_string()))?;
     let report = traffic::recv(&config).context("traffic recv")?;

@@ -11,6 +11,18 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(t.tv_nsec as u64)
 }
 
+/// `CLOCK_REALTIME` minus `CLOCK_MONOTONIC`, in nanoseconds: what turns a
+/// kernel receive timestamp (`SO_TIMESTAMPNS`, realtime) into this module's
+/// clock. Read between two monotonic readings; it moves only when the
+/// realtime clock is stepped or slewed.
+pub fn realtime_offset_ns() -> i128 {
+    let before = monotonic_ns();
+    let t = clock_gettime(ClockId::Realtime);
+    let after = monotonic_ns();
+    let real = i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+    real - i128::from(before / 2 + after / 2)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -19,5 +31,17 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         let b = super::monotonic_ns();
         assert!(b >= a + 1_000_000, "{a} then {b}");
+    }
+
+    #[test]
+    fn the_realtime_offset_is_steady() {
+        let a = super::realtime_offset_ns();
+        let b = super::realtime_offset_ns();
+        // Two readings a moment apart agree to well under a millisecond.
+        assert!((a - b).abs() < 1_000_000, "{a} then {b}");
+        assert!(
+            a > 0,
+            "realtime is past the epoch, monotonic counts from boot"
+        );
     }
 }

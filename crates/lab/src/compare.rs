@@ -201,8 +201,11 @@ pub struct RunRecord {
     pub flow_bytes: Vec<u64>,
     /// Packets of flow 0 (the victim) received, whole run.
     pub flow0_received: u64,
-    /// Latency of flow 0 (the victim).
+    /// Latency of flow 0 (the victim), to when the receiver read it.
     pub flow0_latency: Latency,
+    /// Latency of flow 0 to its arrival at the receiver's socket (the
+    /// kernel's receive timestamp; victim and demo runs).
+    pub flow0_arrival_latency: Option<Latency>,
     /// `pspat shape --json` (mode pspat).
     pub shaper: Option<Value>,
     /// The sender's runtime accounting (`traffic send --via pspat`: its
@@ -302,6 +305,10 @@ pub struct VictimResult {
     /// several RX rings `pspat-v2`, `pspat-v3` instead of `pspat`), each
     /// the run with the median p99 over the repeats.
     pub latency: BTreeMap<String, Latency>,
+    /// The same to the victim's arrival at the receiver's socket (the
+    /// kernel's receive timestamp), before the receiving thread's wait
+    /// for its core; each the run with the median arrival p99.
+    pub arrival_latency: BTreeMap<String, Latency>,
     /// The victim's packets sent but not received, per mode (summed over
     /// repeats).
     pub victim_not_received: BTreeMap<String, u64>,
@@ -638,6 +645,7 @@ impl Runner<'_> {
             flow_bytes: Vec::new(),
             flow0_received: 0,
             flow0_latency: Latency::default(),
+            flow0_arrival_latency: None,
             shaper: None,
             sender_pspat: Vec::new(),
             error: None,
@@ -682,7 +690,9 @@ impl Runner<'_> {
                 "--json",
             ]
             .map(String::from)
-            .to_vec(),
+            .into_iter()
+            .chain(matches!(experiment, "victim" | "demo").then(|| "--arrival-latency".to_string()))
+            .collect(),
         )?;
         if let Err(e) = receiver.wait_for("traffic: ready", Duration::from_secs(5)) {
             record.error = Some(e);
@@ -787,6 +797,7 @@ impl Runner<'_> {
                 record.pps = r.steady_pps.unwrap_or(r.pps);
                 record.flow_bytes = r.flows.iter().map(|f| f.steady_bytes).collect();
                 record.flow0_latency = r.flows.first().map(|f| f.latency).unwrap_or_default();
+                record.flow0_arrival_latency = r.flows.first().and_then(|f| f.arrival_latency);
                 record.flow0_received = r.flows.first().map_or(0, |f| f.packets);
             }
             Err(e) => record.error = Some(format!("receiver JSON: {e}")),
@@ -826,6 +837,8 @@ struct RecvFlow {
     packets: u64,
     steady_bytes: u64,
     latency: Latency,
+    #[serde(default)]
+    arrival_latency: Option<Latency>,
 }
 
 fn mode_label(mode: Mode) -> &'static str {
@@ -1231,6 +1244,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         extra: Vec::new(),
     };
     let mut latency: BTreeMap<String, Vec<Latency>> = BTreeMap::new();
+    let mut arrival: BTreeMap<String, Vec<Latency>> = BTreeMap::new();
     let mut victim_lost: BTreeMap<String, u64> = BTreeMap::new();
     let victim_repeats = if config.runs("victim") {
         config.repeat
@@ -1255,6 +1269,9 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                 .entry("unloaded".into())
                 .or_default()
                 .push(r.flow0_latency);
+            if let Some(a) = r.flow0_arrival_latency {
+                arrival.entry("unloaded".into()).or_default().push(a);
+            }
             *victim_lost.entry("unloaded".into()).or_default() += r
                 .sent_by_sender
                 .first()
@@ -1300,6 +1317,9 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
                     .entry(label.into())
                     .or_default()
                     .push(r.flow0_latency);
+                if let Some(a) = r.flow0_arrival_latency {
+                    arrival.entry(label.into()).or_default().push(a);
+                }
                 *victim_lost.entry(label.into()).or_default() += r
                     .sent_by_sender
                     .first()
@@ -1316,14 +1336,17 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
     };
     drop(lab);
     // With repeats, keep the run with the median p99 per mode.
-    let latency: BTreeMap<String, Latency> = latency
-        .into_iter()
-        .filter_map(|(m, mut v)| {
-            v.sort_by(|a, b| a.p99_us.total_cmp(&b.p99_us));
-            let median = v.get(v.len() / 2).copied()?;
-            Some((m, median))
-        })
-        .collect();
+    let median_p99 = |runs: BTreeMap<String, Vec<Latency>>| -> BTreeMap<String, Latency> {
+        runs.into_iter()
+            .filter_map(|(m, mut v)| {
+                v.sort_by(|a, b| a.p99_us.total_cmp(&b.p99_us));
+                let median = v.get(v.len() / 2).copied()?;
+                Some((m, median))
+            })
+            .collect()
+    };
+    let latency = median_p99(latency);
+    let arrival_latency = median_p99(arrival);
     let p99 = |m: &str| latency.get(m).map(|l| l.p99_us);
     let victim = VictimResult {
         rate_bps: config.victim_rate_bps,
@@ -1336,6 +1359,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
             p99(&format!("pspat-{}", first.name()))
         }),
         latency,
+        arrival_latency,
         victim_not_received: victim_lost,
     };
     let mut report = CompareReport {
@@ -1548,6 +1572,16 @@ pub fn summary(report: &CompareReport) -> String {
                     .map_or("-".into(), u64::to_string)
             );
         }
+        if !report.victim.arrival_latency.is_empty() {
+            s += "\nTo the victim's arrival at the receiver's socket (the kernel's receive timestamp), before the receiving thread waits for its core:\n\n";
+            s += "| mode | samples | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|\n";
+            for (mode, l) in &report.victim.arrival_latency {
+                s += &format!(
+                    "| {mode} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+                    l.samples, l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.max_us
+                );
+            }
+        }
     }
     if !report.local_senders.is_empty() {
         s += "\n## Local senders (60-byte frames, greedy, Mpps at the receiver)\n\n";
@@ -1673,8 +1707,12 @@ pub struct DemoReport {
     pub pinning: String,
     /// Per flow, the victim first.
     pub flows: Vec<DemoFlow>,
-    /// The victim's one-way latency (sender to receiver, one clock).
+    /// The victim's one-way latency (sender to receiver, one clock), to
+    /// when the receiver read it.
     pub victim_latency: Latency,
+    /// The same to its arrival at the receiver's socket (the kernel's
+    /// receive timestamp).
+    pub victim_arrival_latency: Option<Latency>,
     /// Packets the senders sent.
     pub sent: u64,
     /// Packets the receiver got.
@@ -1801,6 +1839,7 @@ pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
         pinning,
         flows,
         victim_latency: record.flow0_latency,
+        victim_arrival_latency: record.flow0_arrival_latency,
         sent: record.sent,
         received: record.received,
         decisions_per_s: transmitted.map(|t| t as f64 / config.duration.as_secs_f64()),

@@ -662,6 +662,7 @@ mod tests {
                 cpus: Vec::new(),
                 proto: Proto::Udp,
                 steady: None,
+                arrival_latency: false,
             };
             let sender = SendConfig {
                 dst: Ipv4Addr::LOCALHOST,

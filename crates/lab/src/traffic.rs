@@ -570,6 +570,11 @@ pub struct RecvConfig {
     /// (`steady_*`), so that shares and rates leave out the start and the
     /// drain after the senders stop.
     pub steady: Option<(Duration, Duration)>,
+    /// Also measure each packet's one-way latency to its arrival at the
+    /// socket (the kernel's receive timestamp, `SO_TIMESTAMPNS`), apart from
+    /// the latency to when the receiving thread reads it: the difference is
+    /// the receiver's own wait for its core.
+    pub arrival_latency: bool,
 }
 
 impl RecvConfig {
@@ -657,8 +662,11 @@ pub struct FlowReceived {
     /// Datagrams too short to carry the header, or whose flow id is not
     /// this port.
     pub malformed: u64,
-    /// One-way latency.
+    /// One-way latency, to when the receiving thread read the packet.
     pub latency: Latency,
+    /// One-way latency to the packet's arrival at the socket (the kernel's
+    /// receive timestamp); `null` unless asked for (`--arrival-latency`).
+    pub arrival_latency: Option<Latency>,
     /// Packets inside the steady window (0 without one).
     pub steady_packets: u64,
     /// Frame bytes inside the steady window.
@@ -710,6 +718,8 @@ struct FlowState {
     first_ns: u64,
     last_ns: u64,
     histogram: Histogram<u64>,
+    /// To arrival at the socket (with `arrival_latency`).
+    arrival: Option<Histogram<u64>>,
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -733,8 +743,12 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
     }
     let mut sockets = Vec::with_capacity(config.flows);
     for i in 0..config.flows {
-        let socket =
-            UdpBatchSocket::bind((config.bind, config.base_port + i as u16), Timestamps::None)?;
+        let timestamps = if config.arrival_latency {
+            Timestamps::Kernel
+        } else {
+            Timestamps::None
+        };
+        let socket = UdpBatchSocket::bind((config.bind, config.base_port + i as u16), timestamps)?;
         sockets.push(socket);
     }
     ready(&format!(
@@ -762,6 +776,7 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
                     deadline,
                     first_arrival: &first_arrival,
                     steady,
+                    arrival_latency: config.arrival_latency,
                 };
                 scope.spawn(move || recv_flow(flow, port, &socket, &shared))
             })
@@ -783,6 +798,7 @@ pub fn recv(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
         let _ = all.add(&state.histogram);
         let mut received = state.received;
         received.latency = latency(&state.histogram);
+        received.arrival_latency = state.arrival.as_ref().map(latency);
         flows.push(received);
     }
     let window_s = if last > first {
@@ -835,6 +851,8 @@ struct Shared<'a> {
     first_arrival: &'a AtomicU64,
     /// `(skip, span)` in ns.
     steady: Option<(u64, u64)>,
+    /// [`RecvConfig::arrival_latency`].
+    arrival_latency: bool,
 }
 
 fn recv_flow(
@@ -854,6 +872,7 @@ fn recv_flow(
         first_ns: 0,
         last_ns: 0,
         histogram: new_histogram(),
+        arrival: shared.arrival_latency.then(new_histogram),
     };
     let mut streams: HashMap<SocketAddr, StreamState> = HashMap::new();
     let mut storage = vec![[0u8; 2048]; MAX_BATCH];
@@ -870,6 +889,11 @@ fn recv_flow(
             continue;
         }
         let now = monotonic_ns();
+        // Per batch: kernel timestamps are realtime, the senders' monotonic.
+        let offset = state
+            .arrival
+            .as_ref()
+            .map(|_| crate::clock::realtime_offset_ns());
         if state.received.packets == 0 {
             state.first_ns = now;
         }
@@ -917,6 +941,11 @@ fn recv_flow(
                 r.lost = r.lost.saturating_sub(1);
             }
             let _ = state.histogram.record(now.saturating_sub(sent_ns).max(1));
+            if let (Some(h), Some(offset), Some(at)) = (&mut state.arrival, offset, m.timestamp) {
+                let arrived = i128::try_from(at.as_nanos()).unwrap_or(i128::MAX) - offset;
+                let ns = u64::try_from(arrived - i128::from(sent_ns)).unwrap_or(0);
+                let _ = h.record(ns.max(1));
+            }
         }
     }
     state.received.streams = streams.len();
@@ -1067,6 +1096,7 @@ mod tests {
             cpus: Vec::new(),
             proto: Proto::Udp,
             steady: None,
+            arrival_latency: true,
         };
         let mut sender = config(vec![3, 1], 1);
         sender.base_port = port;
@@ -1086,6 +1116,23 @@ mod tests {
         );
         assert_eq!(received.reordered, 0);
         assert_eq!(received.latency.samples, received.packets);
+        // Every packet also has its arrival at the socket, which comes
+        // before the thread reads it.
+        for flow in &received.flows {
+            let arrival = flow.arrival_latency.expect("arrival latency asked for");
+            assert_eq!(arrival.samples, flow.packets, "{flow:?}");
+            assert!(arrival.min_us > 0.0, "{arrival:?}");
+            // Percentiles of the same packets: arrival ≤ read per packet, so
+            // per percentile too (hdrhistogram's buckets: 0.1% apart).
+            assert!(
+                arrival.p50_us <= flow.latency.p50_us * 1.001,
+                "{arrival:?} {flow:?}"
+            );
+            assert!(
+                arrival.max_us <= flow.latency.max_us * 1.001,
+                "{arrival:?} {flow:?}"
+            );
+        }
         // Weights 3:1 at a paced rate: the heavy flow has three times the
         // packets, give or take the last interval of each stream.
         let (heavy, light) = (sent.flows[0].packets, sent.flows[1].packets);
