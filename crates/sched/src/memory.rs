@@ -2,41 +2,41 @@
 //! built, so a front end can refuse one the machine cannot hold.
 //!
 //! The packet arena ([`crate::PacketQueues`]) dominates: chunks of
-//! [`CHUNK_PACKETS`] packets (64 bytes each, plus an 8-byte link and
-//! free-list entry), about `capacity / 4 + min(flows, capacity)` of them,
-//! and one 64-byte FIFO header per queue. Per-flow algorithm state (weights,
-//! deficits, timestamps, ranks) and the algorithm's fixed tables are added
-//! from per-algorithm constants measured on x86-64 (resident bytes after
-//! filling the arena); the test `crates/cli/tests/memory_estimate.rs` checks
-//! the whole estimate within ±30% of the measured growth of the resident
-//! set. The figure is what the configuration needs at full load: an empty
+//! [`crate::queue::CHUNK_PACKETS`] packets (64 bytes each, plus an 8-byte
+//! link and free-list entry), about `capacity / 4 + 1.5 · min(queues,
+//! capacity)` of them, and one 12-byte record per queue, counted as one
+//! queue per flow (FIFO keeps one queue for all flows and PRIO one per
+//! priority, so for them the figure is an upper bound). Per-flow algorithm
+//! state (weights, deficits, timestamps, ranks) and the algorithm's fixed
+//! tables are added from per-algorithm constants measured on x86-64
+//! (resident bytes after filling the arena); the test
+//! `crates/cli/tests/memory_estimate.rs` checks the whole estimate within
+//! ±30% of the measured growth of the resident set. The figure is what the configuration needs at full load: an empty
 //! scheduler may touch less.
 
-use crate::queue::CHUNK_PACKETS;
+use crate::queue::arena_chunks;
 use crate::{AlgKind, SchedulerConfig};
 
 /// Bytes of one arena chunk (four 16-byte packets, cache-line aligned).
 const CHUNK_BYTES: u64 = 64;
 /// Per chunk besides its packets: its link and its free-list entry.
 const CHUNK_OVERHEAD_BYTES: u64 = 8;
-/// One FIFO header (head, tail, length and a three-packet stage, aligned).
-const FIFO_BYTES: u64 = 64;
+/// One queue's record (oldest packet's slot, tail chunk, length).
+const FIFO_BYTES: u64 = 12;
 
 impl SchedulerConfig {
     /// The bytes this configuration needs over `flows` flows once its arena
     /// is full; see the module docs for what is counted.
     pub fn memory_estimate(&self, flows: usize) -> u64 {
         let flows = flows.max(1) as u64;
-        let arena = |capacity: u64, queues: u64| -> u64 {
-            let chunks =
-                (capacity.div_ceil(CHUNK_PACKETS as u64) + queues.min(capacity)).min(capacity);
-            chunks * (CHUNK_BYTES + CHUNK_OVERHEAD_BYTES) + queues * FIFO_BYTES
-        };
-        let capacity = self.capacity as u64;
+        // One queue per flow: FIFO and PRIO keep fewer, so the figure is
+        // an upper bound for them.
+        let chunks = arena_chunks(flows as usize, self.capacity) as u64;
+        let arena = chunks * (CHUNK_BYTES + CHUNK_OVERHEAD_BYTES) + flows * FIFO_BYTES;
         let (per_flow, fixed) = algorithm_state(self.alg);
         // The hierarchy included: measured at one arena's worth of
         // `capacity` packets, like the flat algorithms.
-        arena(capacity, flows) + flows * per_flow + fixed
+        arena + flows * per_flow + fixed
     }
 }
 

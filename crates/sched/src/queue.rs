@@ -1,34 +1,36 @@
 //! Indexed FIFO queues over one preallocated packet arena.
 //!
 //! Every algorithm keeps its packets here: queue `i` is usually flow `i`
-//! (PRIO uses one queue per priority). Each queue has a 64-byte record
-//! holding its bookkeeping and a *stage* of up to [`STAGE_PACKETS`] of its
-//! newest packets; older packets sit in an arena of 64-byte *chunks* of
-//! [`CHUNK_PACKETS`] packets, a singly linked list per queue whose links live
-//! in a separate array. A push writes into the stage; when the stage is full
-//! the push moves the staged packets and the new one into a fresh chunk in
-//! one go (a *spill*). A pop takes from the head chunk while the queue has
-//! chunks, then from the stage. Free chunks sit on a stack of indices, so
-//! `push` and `pop` are O(1) and nothing allocates after
-//! [`PacketQueues::new`].
+//! (PRIO uses one queue per priority). The packets sit in an arena of
+//! 64-byte *chunks* of [`CHUNK_PACKETS`] packets; a queue is a singly linked
+//! list of chunks whose links live in a separate array, filled at the tail
+//! and consumed at the head. Each queue has a 12-byte record: the arena
+//! slot of its oldest packet, its tail chunk and its length (the slot of its
+//! newest packet follows from those). A push writes into the tail chunk, or
+//! into a fresh chunk once the tail chunk is full (or the queue was empty);
+//! a pop takes from the head chunk and gives it back once it is consumed
+//! (or the queue empties). Free chunks sit on a stack of indices, so `push`
+//! and `pop` are O(1) and nothing allocates after [`PacketQueues::new`].
 //!
 //! Why this layout: with deep queues over many flows (the dummynet harness
 //! keeps up to 20 packets per flow over 32k flows, about 650 000 packets)
 //! almost every access to another flow's packets misses the cache, so the
-//! layout decides the cost.
-//! * A push touches one line, the queue's record (bookkeeping and stage
-//!   together), and, once every [`CHUNK_PACKETS`] pushes, a fresh chunk from
-//!   the top of the free stack: the chunk most recently freed, usually
-//!   still cached; when it is not (a long fill after a long drain), each
-//!   spill prefetches the chunk [`SPILL_AHEAD`] spills further down the
-//!   stack, so the miss is paid while other work goes on. A push never
-//!   writes into an older, colder chunk, except to set one link in the
-//!   compact link array.
-//! * Chunks are always full when written, and a chunk holds four packets (the
-//!   links are elsewhere), so a burst from one flow (DRR serves a flow until
-//!   its credit runs out) misses once per four packets; a queue of at most
-//!   [`STAGE_PACKETS`] packets (the common case of many short queues) has no
-//!   chunk at all.
+//! layout decides the cost; with many short queues (a dynamic queue per
+//! address) the per-queue record decides the memory.
+//! * The records are small and dense (five to a cache line), so a pass over
+//!   many flows reads a fifth of the lines a 64-byte record would, and a
+//!   queue costs 12 bytes while it holds nothing.
+//! * A push touches the queue's record and its tail chunk (the packets
+//!   before it in the same chunk were pushed by the same queue), or, once
+//!   every [`CHUNK_PACKETS`] pushes, a fresh chunk from the top of the free
+//!   stack: the chunk most recently freed, usually still cached; when it is
+//!   not (a long fill after a long drain), each such push prefetches the
+//!   chunk [`FRESH_AHEAD`] takes further down the stack, so the miss is paid
+//!   while other work goes on.
+//! * A chunk holds four packets (the links are elsewhere), so a burst from
+//!   one flow (DRR serves a flow until its credit runs out) misses once per
+//!   four packets, and the pop of a chunk's first packet prefetches the next
+//!   chunk of the queue.
 //! * A [`Scout`] walks a queue's chain ahead of its consumer, for algorithms
 //!   that know which queues they serve next (DRR). The walk reads the link
 //!   array (4 bytes per chunk, mostly cached) and prefetches each chunk, so
@@ -39,18 +41,32 @@
 //! crate stays free of `unsafe`): unlike a load, a prefetch does not hold up
 //! retirement while its line is on the way.
 //!
+//! # Record fields and their widths
+//! * `start: u32`, the arena slot of the oldest packet: chunk `start / 4`,
+//!   position `start % 4`. Below 4 × chunks ≤ 4 × capacity ≤ 2³² − 4, as
+//!   [`PacketQueues::new`] refuses a capacity above
+//!   [`PacketQueues::MAX_CAPACITY`] (2³⁰ − 1) with a [`ConfigError`].
+//! * `tail: u32`, the chunk holding the newest packet (below the chunk
+//!   count, so below 2³⁰).
+//! * `len: u32`, the packets in the queue, at most the capacity.
+//!
+//! The newest packet is at position `(start + len − 1) % 4` of the tail
+//! chunk: every chunk between the head and the tail is full.
+//!
 //! # Guarantees
 //! * FIFO within each queue.
 //! * The arena holds exactly `capacity` packets, however they are spread
 //!   over the queues: a full arena or a queue at its limit refuses with
-//!   [`DropReason`] and hands the packet back. (A queue's chunks are full but
-//!   for its head chunk, which holds at least one packet, so a queue whose
-//!   chunks hold a packets has at most 1 + (a − 1)/4 chunks, and
-//!   ⌈capacity/4⌉ + min(queues, capacity) chunks always suffice; that many
-//!   are allocated, and never more than `capacity`.)
-//! * Memory: 64 bytes per queue, plus 72 bytes per chunk (the chunk, its
+//!   [`DropReason`] and hands the packet back. (A queue of a packets whose
+//!   oldest sits at position h ≤ 3 of its head chunk spans ⌈(h + a)/4⌉ ≤
+//!   ⌈(a + 3)/4⌉ ≤ a/4 + 3/2 chunks, and at most min(queues, capacity)
+//!   queues hold packets, so ⌈capacity/4⌉ + ⌈3·min(queues, capacity)/2⌉
+//!   chunks always suffice; that many are allocated, and never more than
+//!   `capacity`, as every chunk in use holds a packet.)
+//! * Memory: 12 bytes per queue, plus 72 bytes per chunk (the chunk, its
 //!   link and its free-stack slot): about 18 bytes per packet of capacity
-//!   and up to 72 more per queue.
+//!   and up to 108 more per queue that may hold packets (queues beyond the
+//!   capacity add 12 bytes each).
 
 use crate::{ConfigError, DropReason, Packet, Rejected};
 
@@ -59,11 +75,12 @@ const NIL: u32 = u32::MAX;
 /// Packets per arena chunk (one 64-byte cache line; links are kept apart).
 pub const CHUNK_PACKETS: usize = 4;
 
-/// Packets a queue's record holds itself (its newest ones).
-pub const STAGE_PACKETS: usize = 3;
+/// `CHUNK_PACKETS` as the `u32` of the record's slot arithmetic.
+const CHUNK: u32 = CHUNK_PACKETS as u32;
 
-/// How many spills ahead a push prefetches the free stack's chunks.
-const SPILL_AHEAD: usize = 8;
+/// How many fresh-chunk takes ahead a push prefetches the free stack's
+/// chunks.
+const FRESH_AHEAD: usize = 8;
 
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
@@ -71,39 +88,53 @@ struct Chunk {
     pkts: [Packet; CHUNK_PACKETS],
 }
 
-/// One queue in one cache line: its chunk list (`head`, `tail`, and how
-/// many packets of the head chunk were consumed), its length and its stage
-/// (a ring: `stage_len` packets from `stage_start`).
+/// One queue's record (12 bytes; see the module docs for each field's
+/// range). While `len` is 0, `start` is 0 and `tail` means nothing.
 #[derive(Clone, Copy)]
-#[repr(C, align(64))]
 struct Fifo {
-    head: u32,
+    /// Arena slot of the oldest packet: chunk `start / 4`, position `start % 4`.
+    start: u32,
+    /// The chunk holding the newest packet.
     tail: u32,
-    /// Packets in the queue: in its chunks, then in its stage.
+    /// Packets in the queue.
     len: u32,
-    head_off: u8,
-    stage_start: u8,
-    stage_len: u8,
-    stage: [Packet; STAGE_PACKETS],
 }
 
 impl Fifo {
-    /// Packets held in chunks.
+    /// The chunk holding the oldest packet.
     #[inline(always)]
-    fn in_chunks(&self) -> u32 {
-        self.len - u32::from(self.stage_len)
+    fn head(&self) -> u32 {
+        self.start / CHUNK
+    }
+
+    /// The oldest packet's position in its chunk.
+    #[inline(always)]
+    fn head_off(&self) -> usize {
+        (self.start % CHUNK) as usize
+    }
+
+    /// Where the next push goes in the tail chunk; 0 when the tail chunk is
+    /// full (or the queue empty), so the push takes a fresh chunk. The sum
+    /// wraps at 2³², a multiple of 4, so the position stays exact.
+    #[inline(always)]
+    fn next_off(&self) -> usize {
+        (self.start.wrapping_add(self.len) % CHUNK) as usize
+    }
+
+    /// Chunks the queue spans.
+    #[inline(always)]
+    fn chunks(&self) -> u32 {
+        (self.start % CHUNK + self.len).div_ceil(CHUNK)
     }
 }
 
 const EMPTY_FIFO: Fifo = Fifo {
-    head: NIL,
+    start: 0,
     tail: NIL,
     len: 0,
-    head_off: 0,
-    stage_start: 0,
-    stage_len: 0,
-    stage: [Packet::new(crate::FlowId(0), 0, 0); STAGE_PACKETS],
 };
+
+const _: () = assert!(std::mem::size_of::<Fifo>() == 12);
 
 /// A read-ahead cursor over one queue's chunks; see [`PacketQueues::scout`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,21 +180,10 @@ pub struct PacketQueues {
     per_queue_limit: u32,
 }
 
-/// A stage position: the stage is a ring of [`STAGE_PACKETS`] slots, and
-/// `i` is below twice that.
-#[inline(always)]
-fn wrap(i: usize) -> usize {
-    if i >= STAGE_PACKETS {
-        i - STAGE_PACKETS
-    } else {
-        i
-    }
-}
-
 /// Copies a packet field by field: a packet written in pieces just before
-/// (by the caller, or by a recent push into a stage) would make one 16-byte
-/// copy wait for those stores to reach the cache (a store-forwarding
-/// stall), and with them for every older store still missing the cache.
+/// (by the caller) would make one 16-byte copy wait for those stores to
+/// reach the cache (a store-forwarding stall), and with them for every
+/// older store still missing the cache.
 #[inline(always)]
 fn put(dst: &mut Packet, src: &Packet) {
     dst.flow = src.flow;
@@ -171,8 +191,17 @@ fn put(dst: &mut Packet, src: &Packet) {
     dst.token = src.token;
 }
 
+/// Chunks an arena of `capacity` packets over `queues` queues allocates
+/// (the bound of the module docs). Below `capacity` + 1 ≤ 2³⁰ for the
+/// accepted sizes.
+pub(crate) fn arena_chunks(queues: usize, capacity: usize) -> usize {
+    let active = queues.min(capacity);
+    (capacity.div_ceil(CHUNK_PACKETS) + active + active.div_ceil(2)).min(capacity)
+}
+
 impl PacketQueues {
-    /// Largest arena accepted, in packets (chunk indices are `u32`).
+    /// Largest arena accepted, in packets (a record's `start` is an arena
+    /// slot, 4 × chunks, in a `u32`).
     pub const MAX_CAPACITY: usize = (u32::MAX / 4) as usize;
 
     /// `queues` empty FIFOs over room for `capacity` packets, each FIFO
@@ -198,8 +227,7 @@ impl PacketQueues {
                 "1.. packets",
             ));
         }
-        // See the module docs for the bound; below u32::MAX by MAX_CAPACITY.
-        let n_chunks = (capacity.div_ceil(CHUNK_PACKETS) + queues.min(capacity)).min(capacity);
+        let n_chunks = arena_chunks(queues, capacity);
         let chunks = vec![
             Chunk {
                 pkts: [Packet::default(); CHUNK_PACKETS],
@@ -241,47 +269,35 @@ impl PacketQueues {
                 reason: DropReason::FlowLimit,
             });
         }
-        let staged = usize::from(fifo.stage_len);
-        let spill = staged == STAGE_PACKETS;
+        let off = fifo.next_off();
+        let fresh = off == 0;
         // The chunk bound (module docs) makes the free stack non-empty
         // whenever `total < capacity`; the second test only keeps this
         // panic-free should that reasoning ever be wrong.
-        if self.total >= self.capacity || (spill && self.free_len == 0) {
+        if self.total >= self.capacity || (fresh && self.free_len == 0) {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::QueueFull,
             });
         }
-        if spill {
+        if fresh {
             self.free_len -= 1;
             let c = self.free[self.free_len];
-            // A chunk a later spill will take: start loading it now so that
-            // its fill does not stall on the miss.
-            let ahead = self.free_len.saturating_sub(SPILL_AHEAD);
+            // A chunk a later push will take: start loading it now so that
+            // its write does not stall on the miss.
+            let ahead = self.free_len.saturating_sub(FRESH_AHEAD);
             if let Some(&n) = self.free.get(ahead) {
                 prefetch_chunk(&self.chunks, n);
             }
-            let chunk = &mut self.chunks[c as usize];
-            let start = usize::from(fifo.stage_start);
-            for (i, dst) in chunk.pkts[..STAGE_PACKETS].iter_mut().enumerate() {
-                put(dst, &fifo.stage[wrap(start + i)]);
-            }
-            put(&mut chunk.pkts[STAGE_PACKETS], &pkt);
-            if fifo.in_chunks() == 0 {
-                fifo.head = c;
-                fifo.head_off = 0;
+            put(&mut self.chunks[c as usize].pkts[0], &pkt);
+            if fifo.len == 0 {
+                fifo.start = c * CHUNK;
             } else {
                 self.links[fifo.tail as usize] = c;
             }
             fifo.tail = c;
-            fifo.stage_start = 0;
-            fifo.stage_len = 0;
         } else {
-            put(
-                &mut fifo.stage[wrap(usize::from(fifo.stage_start) + staged)],
-                &pkt,
-            );
-            fifo.stage_len += 1;
+            put(&mut self.chunks[fifo.tail as usize].pkts[off], &pkt);
         }
         fifo.len += 1;
         self.total += 1;
@@ -295,28 +311,30 @@ impl PacketQueues {
         if fifo.len == 0 {
             return None;
         }
-        let in_chunks = fifo.in_chunks();
+        let c = fifo.head();
+        let off = fifo.head_off();
+        let pkt = self.chunks[c as usize].pkts[off];
         fifo.len -= 1;
         self.total -= 1;
-        if in_chunks == 0 {
-            let start = usize::from(fifo.stage_start);
-            let pkt = fifo.stage[start];
-            fifo.stage_len -= 1;
-            fifo.stage_start = wrap(start + 1) as u8;
-            return Some(pkt);
-        }
-        let c = fifo.head;
-        let pkt = self.chunks[c as usize].pkts[usize::from(fifo.head_off)];
-        fifo.head_off += 1;
-        if usize::from(fifo.head_off) == CHUNK_PACKETS {
-            fifo.head = self.links[c as usize];
-            fifo.head_off = 0;
+        if fifo.len == 0 || off == CHUNK_PACKETS - 1 {
+            // The head chunk is consumed (or the queue is empty): give it
+            // back, and go on to the next one if there is one. An empty
+            // queue's `start` is a chunk's first slot, so that its next
+            // push takes a fresh chunk.
+            fifo.start = if fifo.len == 0 {
+                0
+            } else {
+                self.links[c as usize] * CHUNK
+            };
             self.free[self.free_len] = c;
             self.free_len += 1;
-        } else if fifo.head_off == 1 && in_chunks as usize > CHUNK_PACKETS {
-            // The queue has another chunk: start loading it now, so the pop
-            // that reaches it finds it in cache.
-            prefetch_chunk(&self.chunks, self.links[c as usize]);
+        } else {
+            fifo.start += 1;
+            if off == 0 && fifo.len as usize >= CHUNK_PACKETS {
+                // The queue has another chunk: start loading it now, so the
+                // pop that reaches it finds it in cache.
+                prefetch_chunk(&self.chunks, self.links[c as usize]);
+            }
         }
         Some(pkt)
     }
@@ -327,37 +345,33 @@ impl PacketQueues {
         let fifo = self.fifos.get(q)?;
         if fifo.len == 0 {
             None
-        } else if fifo.in_chunks() == 0 {
-            Some(&fifo.stage[usize::from(fifo.stage_start)])
         } else {
-            Some(&self.chunks[fifo.head as usize].pkts[usize::from(fifo.head_off)])
+            Some(&self.chunks[fifo.head() as usize].pkts[fifo.head_off()])
         }
     }
 
     /// Starts a read-ahead of the first `max_chunks` chunks (at least one)
-    /// of queue `q`: reads its record (with the stage) and prefetches its
-    /// head chunk and that chunk's link now, and each
-    /// [`PacketQueues::scout_step`] prefetches the next ones. For
-    /// an algorithm that knows which queues it will serve a few steps from
-    /// now: several scouts walking different queues keep several independent
-    /// cache misses in flight. A hint only: the contents never change, and a
-    /// scout made stale by later pushes and pops only fetches lines in vain
-    /// (every step is bounds-checked and the walk ends after `max_chunks`).
+    /// of queue `q`: reads its record and prefetches its head chunk and
+    /// that chunk's link now, and each [`PacketQueues::scout_step`]
+    /// prefetches the next ones. For an algorithm that knows which queues
+    /// it will serve a few steps from now: several scouts walking different
+    /// queues keep several independent cache misses in flight. A hint only:
+    /// the contents never change, and a scout made stale by later pushes
+    /// and pops only fetches lines in vain (every step is bounds-checked
+    /// and the walk ends after `max_chunks`).
     #[inline]
     pub fn scout(&self, q: usize, max_chunks: u32) -> Scout {
         match self.fifos.get(q) {
-            Some(f) if f.in_chunks() != 0 => {
-                self.prefetch_chunk_and_link(f.head);
-                let chunks = (u32::from(f.head_off) + f.in_chunks()).div_ceil(CHUNK_PACKETS as u32);
+            Some(f) if f.len != 0 => {
+                self.prefetch_chunk_and_link(f.head());
                 Scout {
-                    chunk: f.head,
-                    left: chunks.min(max_chunks).saturating_sub(1),
+                    chunk: f.head(),
+                    left: f.chunks().min(max_chunks).saturating_sub(1),
                 }
             }
             _ => Scout::DONE,
         }
     }
-
     /// Moves `scout` one chunk along its queue: reads the link (prefetched
     /// by the step before) and prefetches the chunk it names and that
     /// chunk's link; nothing when the walk is over.
@@ -389,26 +403,21 @@ impl PacketQueues {
     /// The packets of queue `q`, oldest first (nothing for a queue that
     /// does not exist). O(1) per packet.
     pub fn iter(&self, q: usize) -> impl Iterator<Item = &Packet> + '_ {
-        let (fifo, in_chunks) = match self.fifos.get(q) {
-            Some(f) => (Some(f), f.in_chunks() as usize),
-            None => (None, 0),
+        let (mut chunk, mut off, len) = match self.fifos.get(q) {
+            Some(f) => (f.head(), f.head_off(), f.len as usize),
+            None => (NIL, 0, 0),
         };
-        let mut chunk = fifo.map_or(NIL, |f| f.head);
-        let mut off = fifo.map_or(0, |f| usize::from(f.head_off));
-        let chunked = (0..in_chunks).map(move |_| {
+        (0..len).map(move |_| {
             let p = &self.chunks[chunk as usize].pkts[off];
             off += 1;
             if off == CHUNK_PACKETS {
                 off = 0;
+                // The tail chunk's link is stale, but it is read only
+                // after the queue's last packet, and never followed.
                 chunk = self.links[chunk as usize];
             }
             p
-        });
-        let staged = fifo.into_iter().flat_map(|f| {
-            let start = usize::from(f.stage_start);
-            (0..usize::from(f.stage_len)).map(move |i| &f.stage[wrap(start + i)])
-        });
-        chunked.chain(staged)
+        })
     }
 
     /// Removes from queue `q` every packet for which `keep` is false,
@@ -502,27 +511,83 @@ mod tests {
         assert_eq!(q.total(), 0);
     }
 
+    /// Scout steps over queue `q`: the chunks it spans, less the head one.
+    fn scout_steps(q: &PacketQueues, i: usize) -> u32 {
+        let mut s = q.scout(i, u32::MAX);
+        let mut steps = 0;
+        while !s.is_done() {
+            q.scout_step(&mut s);
+            steps += 1;
+        }
+        steps
+    }
+
     #[test]
-    fn a_stage_that_wrapped_spills_in_arrival_order() {
+    fn a_queue_crosses_chunks_in_order_and_gives_each_back() {
         let mut q = PacketQueues::new(1, 16, None).unwrap();
         let pkt = |t| Packet::new(FlowId(0), 1, t);
+        assert_eq!(q.free_len, arena_chunks(1, 16));
         for t in 0..3 {
             q.push(0, pkt(t)).unwrap();
         }
-        // Popping from the stage moves its start, so the next push wraps
-        // around the ring; the one after spills the stage (oldest first)
-        // and itself into a chunk.
+        assert_eq!(q.free_len, arena_chunks(1, 16) - 1, "one chunk in use");
         assert_eq!(q.pop(0).unwrap().token, 0);
-        q.push(0, pkt(3)).unwrap();
-        assert_eq!(q.scout(0, 4), Scout::DONE, "no chunk yet");
-        q.push(0, pkt(4)).unwrap();
-        assert_ne!(q.scout(0, 4), Scout::DONE, "the spill made a chunk");
-        q.push(0, pkt(5)).unwrap();
-        q.push(0, pkt(6)).unwrap();
-        assert_eq!(q.front(0).map(|p| p.token), Some(1));
+        assert_eq!(q.pop(0).unwrap().token, 1);
+        // The oldest packet sits at position 2 of the head chunk; six more
+        // packets fill that chunk and spill into a second one.
+        for t in 3..9 {
+            q.push(0, pkt(t)).unwrap();
+        }
+        assert_eq!(q.len(0), 7);
+        assert_eq!(q.free_len, arena_chunks(1, 16) - 3);
+        assert_eq!(scout_steps(&q, 0), 2, "three chunks: 2 + 7 slots");
+        assert_eq!(q.front(0).map(|p| p.token), Some(2));
+        assert_eq!(q.pop(0).unwrap().token, 2);
+        assert_eq!(q.pop(0).unwrap().token, 3);
+        assert_eq!(
+            q.free_len,
+            arena_chunks(1, 16) - 2,
+            "the head chunk came back"
+        );
         let order: Vec<u64> = std::iter::from_fn(|| q.pop(0).map(|p| p.token)).collect();
-        assert_eq!(order, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(order, [4, 5, 6, 7, 8]);
+        assert_eq!(
+            q.free_len,
+            arena_chunks(1, 16),
+            "an empty queue holds no chunk"
+        );
         assert_eq!(q.total(), 0);
+    }
+
+    #[test]
+    fn queues_straddling_two_chunks_still_reach_capacity() {
+        // The worst case of the chunk bound: every queue holds two packets
+        // in two chunks (the last slot of one, the first of the next).
+        for queues in [1usize, 2, 3, 5, 8] {
+            let capacity = 2 * queues + 2;
+            let mut q = PacketQueues::new(queues, capacity, None).unwrap();
+            let mut token = 0;
+            for i in 0..queues {
+                for _ in 0..4 {
+                    q.push(i, Packet::new(FlowId(0), 1, token)).unwrap();
+                    token += 1;
+                }
+                for _ in 0..3 {
+                    q.pop(i).unwrap();
+                }
+                q.push(i, Packet::new(FlowId(0), 1, token)).unwrap();
+                token += 1;
+                assert_eq!(scout_steps(&q, i), 1, "queue {i} spans two chunks");
+            }
+            while q.total() < capacity {
+                q.push(0, Packet::new(FlowId(0), 1, token)).unwrap();
+                token += 1;
+            }
+            assert_eq!(
+                q.push(0, Packet::default()).unwrap_err().reason,
+                DropReason::QueueFull
+            );
+        }
     }
 
     #[test]
@@ -564,17 +629,15 @@ mod tests {
         assert!(q.scout(7, 16).is_done());
         for n in 1..=20u64 {
             q.push(0, Packet::new(FlowId(0), 1, n)).unwrap();
-            // Every 4th push spills the stage (3) and the new packet into a
-            // chunk, so n pushed packets fill n / 4 chunks and leave n % 4
-            // in the stage: the scout loads the head chunk now and one more
-            // per step.
+            // n pushed packets fill ⌈n / 4⌉ chunks: the scout loads the
+            // head chunk now and one more per step.
             let mut s = q.scout(0, 16);
             let mut steps = 0;
             while !s.is_done() {
                 q.scout_step(&mut s);
                 steps += 1;
             }
-            assert_eq!(steps, (n / CHUNK_PACKETS as u64).saturating_sub(1));
+            assert_eq!(steps, n.div_ceil(CHUNK_PACKETS as u64) - 1);
             let mut capped = q.scout(0, 2);
             q.scout_step(&mut capped);
             assert!(capped.is_done());
