@@ -214,10 +214,19 @@ pub struct BridgeConfig {
     pub hash_seed: u64,
 }
 
+/// The default [`BridgeConfig::queue_limit`]: what Linux gives a qdisc
+/// class on a veth or Ethernet device with no queue of its own (its
+/// `txqueuelen`). The limit counts a flow's frames from reception to the
+/// end of their send, so it must cover what the path holds while the
+/// transmitter catches up; 64 lost up to a tenth of a 1 Gbit/s link on a
+/// 2-vCPU guest whose arbiter shared its core with the RX thread
+/// (docs/BENCHMARKS.md, section 11).
+pub const DEFAULT_QUEUE_LIMIT: u32 = 1000;
+
 impl BridgeConfig {
     /// The defaults: one RX thread, one dispatcher, DRR, unshaped, 1 flow
     /// keyed by 5-tuple, unparsed frames forwarded, V2 RX rings, sendmmsg
-    /// with qdisc bypass, 64 packets per flow queue, 4096 frames per RX thread, the
+    /// with qdisc bypass, [`DEFAULT_QUEUE_LIMIT`] packets per flow queue, 4096 frames per RX thread, the
     /// reverse direction forwarded, 1 s of drain.
     pub fn new(input: impl Into<String>, output: impl Into<String>) -> Self {
         BridgeConfig {
@@ -235,7 +244,7 @@ impl BridgeConfig {
             tx: TxKind::default(),
             rx_ring: RxRing::V2,
             qdisc_bypass: true,
-            queue_limit: 64,
+            queue_limit: DEFAULT_QUEUE_LIMIT,
             flow_counters: FlowCounters::PerFlow,
             descriptors: 4096,
             reverse: true,

@@ -80,7 +80,7 @@ pub struct Args {
     /// Packets one flow may hold in the bridge (per RX thread), 1..=65536; above it, dropped as flow_limit.
     #[arg(
         long = "queue-limit",
-        default_value_t = 64,
+        default_value_t = i64::from(pspat_bridge::DEFAULT_QUEUE_LIMIT),
         allow_negative_numbers = true, value_parser = ranged::<1, 65536>
     )]
     queue_limit: i64,
