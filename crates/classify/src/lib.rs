@@ -858,10 +858,10 @@ impl Classifier {
     ) -> Option<(PackedKey, u64)> {
         match chosen {
             Chosen::Pipe(_) => None,
-            Chosen::Queue(i) => self.queues[i].dynamic.as_ref().map(|m| {
-                let p = m.mask.pack(m.table.layout(), key, instance);
-                (p, m.table.hash(&p))
-            }),
+            Chosen::Queue(i) => match &self.queues[i].dynamic {
+                Some(m) => Some(m.key(key, instance)),
+                None => None,
+            },
         }
     }
 
