@@ -67,7 +67,12 @@
 //! register saves cost about as much as the packet's bookkeeping), and so
 //! is the move of each packet through the link into the line; `enqueue`,
 //! which mostly finds the link busy, pays one comparison and calls the
-//! link loop out of line only when it is free.
+//! link loop out of line only when it is free. Together, in and out, about
+//! 190 instructions a packet besides the scheduler's (callgrind, a
+//! limit-only queue at one packet per release, as `pspat sched-bench
+//! --dummynet` drives it through [`PipeScheduler`]): a third in the delay
+//! line's append and exit, the rest in the counters, the limit, the link's
+//! pacer and the loop's checks.
 //!
 //! The general filter path (plr, then Gilbert-Elliott, then RED, then the
 //! limit) is taken only by queues that configure one of them; profile,
