@@ -28,14 +28,17 @@
 //! The caller builds the packed key straight from the packet, only the
 //! kept words (`CompiledMask::pack`), and hashes it ([`DynTable::hash`]:
 //! one folded 64×64→128-bit multiplication per pair of kept words, one for
-//! `src-ip`). A hit, inlined into the caller, then checks the oldest entry
-//! for staleness (one record read; reclaiming is out of line), reads the
-//! home entry and, when the tag agrees, the slot record (one cache line, or
-//! two when a record straddles a line: records are packed, not
-//! line-aligned), compares the kept words with an early exit and writes the
-//! last use; it touches the LRU list only when the period of last use
-//! changed. A probe past an entry whose tag differs costs one index read.
-//! Creating an entry is out of line.
+//! `src-ip`; the number of pairs is fixed with the layout). A hit, inlined
+//! into the caller, then compares `now` with the instant the oldest entry
+//! goes stale, which the table keeps (set whenever the LRU list's head
+//! changes; no record is read, and the reclaim check, out of line, runs
+//! only once that instant has passed), reads the home entry and, when the
+//! tag agrees, the slot record (one cache line, or two when a record
+//! straddles a line: records are packed, not line-aligned), compares the
+//! kept words with an early exit and writes the last use; it touches the
+//! LRU list only when the period of last use changed. A probe past an
+//! entry whose tag differs costs one index read. Creating an entry is out
+//! of line.
 //! Memory per slot: the record plus 8 to 16 B of index (8 B at a
 //! power-of-two capacity): 32 B for `src-ip`, 68 B at most.
 //!
@@ -140,6 +143,13 @@ pub(crate) struct DynTable {
     index_mask: usize,
     free: u32,
     head: u32,
+    /// A lower bound of the instant the head of the LRU list goes stale
+    /// (its last use plus the idle time; `u64::MAX` with no head): a
+    /// lookup before it skips the reclaim check without reading the
+    /// head's record. Exact when the head is set; a hit on the head that
+    /// keeps it in place leaves it lower, which costs one reclaim call
+    /// (that finds nothing and sets it again).
+    head_stale_at: u64,
     tail: u32,
     seed: u64,
     idle_ns: u64,
@@ -171,6 +181,7 @@ impl DynTable {
             index_mask: index_len - 1,
             free: 0,
             head: NIL,
+            head_stale_at: u64::MAX,
             tail: NIL,
             seed,
             idle_ns: idle_ns.max(1),
@@ -274,7 +285,7 @@ impl DynTable {
     fn unlink(&mut self, s: u32) {
         let (prev, next) = (self.word(s, PREV), self.word(s, NEXT));
         if prev == NIL {
-            self.head = next;
+            self.set_head(next);
         } else {
             self.set_word(prev, NEXT, next);
         }
@@ -282,6 +293,30 @@ impl DynTable {
             self.tail = prev;
         } else {
             self.set_word(next, PREV, prev);
+        }
+    }
+
+    /// Makes `s` (or [`NIL`]) the head of the LRU list, with the instant
+    /// it goes stale.
+    #[inline]
+    fn set_head(&mut self, s: u32) {
+        self.head = s;
+        self.head_stale_at = if s == NIL {
+            u64::MAX
+        } else {
+            self.seen(s).saturating_add(self.idle_ns)
+        };
+    }
+
+    /// Whether `head_stale_at` is a lower bound of the head's staleness
+    /// instant (`u64::MAX` with no head): the lookup's skipped check is
+    /// then never one that would have reclaimed.
+    #[cfg(test)]
+    pub(crate) fn head_deadline_holds(&self) -> bool {
+        if self.head == NIL {
+            self.head_stale_at == u64::MAX
+        } else {
+            self.head_stale_at <= self.seen(self.head).saturating_add(self.idle_ns)
         }
     }
 
@@ -296,7 +331,7 @@ impl DynTable {
         self.set_word(s, PREV, self.tail);
         self.set_word(s, NEXT, NIL);
         if self.tail == NIL {
-            self.head = s;
+            self.set_head(s);
         } else {
             self.set_word(self.tail, NEXT, s);
         }
@@ -349,6 +384,9 @@ impl DynTable {
             self.free = s;
             n += 1;
         }
+        // The head may have been used since it became the head.
+        let head = self.head;
+        self.set_head(head);
         n
     }
 
@@ -368,7 +406,7 @@ impl DynTable {
     }
 
     /// The hash [`DynTable::lookup_hashed`] expects for a packed key.
-    #[inline]
+    #[inline(always)] // on the per-packet path
     pub(crate) fn hash(&self, key: &PackedKey) -> u64 {
         self.layout.hash(key, self.seed)
     }
@@ -434,7 +472,9 @@ impl DynTable {
     #[inline(always)] // the per-packet hit path
     pub(crate) fn lookup_hashed(&mut self, key: &PackedKey, h: u64, now: Instant) -> Lookup {
         let now = self.clock(now);
-        if self.head != NIL && self.stale(self.head, now) {
+        if now >= self.head_stale_at {
+            // Out of line: reclaims what is stale, oldest first, and
+            // refreshes `head_stale_at`.
             self.reclaim(now, EXPIRE_PER_LOOKUP);
         }
         if let Ok(s) = self.find(key, h) {
@@ -605,6 +645,30 @@ mod tests {
         assert!(matches!(d.lookup(&key(1), t(5)), Lookup::Created(_)));
     }
 
+    #[test]
+    fn a_head_used_again_in_its_period_expires_from_its_last_use() {
+        // idle 800 ns: periods of 64 ns. Key 1 is the head; its second use
+        // (at 20, same period) leaves it at the head with the deadline
+        // cached from its first use (800).
+        let mut d = DynTable::new(4, 800, 3, KeyLayout::full());
+        assert_eq!(d.lookup(&key(1), t(0)), Lookup::Created(0));
+        assert_eq!(d.lookup(&key(2), t(10)), Lookup::Created(1));
+        assert_eq!(d.lookup(&key(1), t(20)), Lookup::Hit(0));
+        assert!(d.head_deadline_holds());
+        // Past the cached deadline, before the real one (820): the check
+        // runs, reclaims nothing, and moves the deadline.
+        assert_eq!(d.lookup(&key(2), t(805)), Lookup::Hit(1));
+        assert_eq!(d.stats().expired, 0);
+        assert!(d.head_deadline_holds());
+        // At the real deadline key 1 is reclaimed, and its key starts afresh.
+        assert_eq!(d.lookup(&key(3), t(820)), Lookup::Created(0));
+        assert_eq!((d.stats().expired, d.stats().live), (1, 2));
+        assert!(matches!(d.lookup(&key(1), t(821)), Lookup::Created(_)));
+        assert!(d.head_deadline_holds());
+        assert_eq!(d.expire(t(u64::MAX)), 3);
+        assert!(d.head_deadline_holds());
+    }
+
     proptest::proptest! {
         /// Against a model of last uses: a hit is never stale, a creation
         /// reuses only a free or stale slot, `Full` never leaves an entry
@@ -648,6 +712,8 @@ mod tests {
                         }
                     }
                 }
+                // The cached deadline never lets a stale head go unchecked.
+                proptest::prop_assert!(d.head_deadline_holds());
                 let live = d.live_slots();
                 let mut sorted = live.clone();
                 sorted.sort_unstable();

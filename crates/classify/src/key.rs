@@ -283,6 +283,9 @@ pub(crate) struct KeyLayout {
     dst: u8,
     ports: bool,
     instance: bool,
+    /// Pairs of kept words the hash folds (`width` halved, rounded up),
+    /// computed once rather than per packet.
+    pairs: u8,
 }
 
 /// The kept words of a [`MaskedKey`], first [`KeyLayout::width`] words,
@@ -305,6 +308,17 @@ impl KeyLayout {
             dst: address_words(mask.dst4, &mask.dst6),
             ports: mask.ports != 0,
             instance: instances,
+            pairs: 0,
+        }
+        .with_pairs()
+    }
+
+    /// The layout with its `pairs` set from its fields.
+    fn with_pairs(self) -> Self {
+        KeyLayout {
+            // At most 11 words: 6 pairs.
+            pairs: self.width().div_ceil(2) as u8,
+            ..self
         }
     }
 
@@ -316,7 +330,9 @@ impl KeyLayout {
             dst: 4,
             ports: true,
             instance: true,
+            pairs: 0,
         }
+        .with_pairs()
     }
 
     /// Positions in a [`MaskedKey`] of the kept words, in packed order.
@@ -364,12 +380,13 @@ impl KeyLayout {
     /// and the seed (chosen per table) keeps precomputed collision sets
     /// from working everywhere; the bounded table caps what any collision
     /// set can cost, and keys are always compared whole.
-    #[inline]
+    #[inline(always)] // on the per-packet path
     pub(crate) fn hash(&self, p: &PackedKey, seed: u64) -> u64 {
-        let pairs = self.width().div_ceil(2);
-        p.0.chunks_exact(2).take(pairs).fold(seed ^ K0, |h, c| {
-            fold_mul(h ^ (u64::from(c[0]) | (u64::from(c[1]) << 32)), K1)
-        })
+        p.0.chunks_exact(2)
+            .take(usize::from(self.pairs))
+            .fold(seed ^ K0, |h, c| {
+                fold_mul(h ^ (u64::from(c[0]) | (u64::from(c[1]) << 32)), K1)
+            })
     }
 }
 
