@@ -24,12 +24,13 @@
 //! What does not carry over: the schedulers' fair-share state (virtual
 //! times, deficits) and burst credit. RED averages and Gilbert-Elliott
 //! states are carried by [`crate::PipeSet::replace_link_moving`], queue by
-//! queue, where one old queue continues in one new queue.
+//! queue, where one old queue continues in one new queue; so are the
+//! queues' counters, summed where several old queues meet in one.
 //!
 //! # Complexity
 //! O(held packets + flows); control path only.
 
-use super::{Fate, Pipe, PipeCounters};
+use super::{count_drop, Fate, FlowCounters, Pipe, PipeCounters};
 use crate::{DropReason, FlowId, Instant, Packet, Rejected, Scheduler};
 
 /// A packet a pipe gives up when it is replaced ([`Pipe::hand_over`]).
@@ -69,6 +70,7 @@ impl<S: Scheduler> Pipe<S> {
                 Fate::Duplicate => {}
                 Fate::Transmit => give(
                     &mut self.counters,
+                    &mut self.flow_counters,
                     remap,
                     moved,
                     dropped,
@@ -78,7 +80,12 @@ impl<S: Scheduler> Pipe<S> {
                     },
                 ),
                 Fate::Dropped(reason) => {
-                    self.counters.drop(&e.packet, reason);
+                    count_drop(
+                        &mut self.counters,
+                        &mut self.flow_counters,
+                        &e.packet,
+                        reason,
+                    );
                     dropped(Rejected {
                         packet: e.packet,
                         reason,
@@ -93,6 +100,7 @@ impl<S: Scheduler> Pipe<S> {
             match self.sched.dequeue(t) {
                 Some(pkt) => give(
                     &mut self.counters,
+                    &mut self.flow_counters,
                     remap,
                     moved,
                     dropped,
@@ -163,10 +171,13 @@ impl<S: Scheduler> Pipe<S> {
 }
 
 /// One packet given up: to `moved` with its new flow (out of the old
-/// pipe's `in`), or dropped as [`DropReason::FlowRemoved`] when `remap`
+/// pipe's `in`; its queue's counters keep it as held, for
+/// [`crate::PipeSet::replace_link_moving`] to take out of what the queue's
+/// heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
 /// has no place for its flow.
 fn give(
     counters: &mut PipeCounters,
+    flows: &mut [FlowCounters],
     remap: &dyn Fn(FlowId) -> Option<FlowId>,
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
@@ -188,7 +199,7 @@ fn give(
             });
         }
         None => {
-            counters.drop(&pkt, DropReason::FlowRemoved);
+            count_drop(counters, flows, &pkt, DropReason::FlowRemoved);
             dropped(Rejected {
                 packet: pkt,
                 reason: DropReason::FlowRemoved,

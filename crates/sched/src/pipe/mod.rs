@@ -801,6 +801,19 @@ impl<S: Scheduler> Pipe<S> {
         }
     }
 
+    /// Adds `c` to queue `flow`'s counters (what the old queues a rebuilt
+    /// link's queue continues had counted); no effect beyond the pipe's
+    /// flows.
+    pub(crate) fn carry_flow_counters(&mut self, flow: FlowId, c: &FlowCounters) {
+        if let Some(f) = self.flow_counters.get_mut(flow.index()) {
+            f.in_packets += c.in_packets;
+            f.in_bytes += c.in_bytes;
+            f.out_packets += c.out_packets;
+            f.out_bytes += c.out_bytes;
+            f.dropped_packets += c.dropped_packets;
+        }
+    }
+
     /// Empties queue `flow`'s length and filter state (its configuration stays).
     fn reset_queue(&mut self, i: usize) {
         if let Some(q) = self.state.get_mut(i) {

@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::filter::FilterState;
 use super::handover::Moved;
-use super::{Pipe, PipeCounters, PipeScheduler};
+use super::{FlowCounters, Pipe, PipeCounters, PipeScheduler};
 use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
     Scheduler,
@@ -450,6 +450,9 @@ impl<S: Scheduler> PipeSet<S> {
         // state of the one old queue that continues there, and how many
         // old queues meet there (several: merged, the heir starts afresh).
         let mut carried: BTreeMap<(u32, u32), (u32, FilterState)> = BTreeMap::new();
+        // Counters by heir: the sum of the old queues that meet there, less
+        // the packets moved into it (its `adopt` counts them in again).
+        let mut inherited: BTreeMap<(u32, u32), FlowCounters> = BTreeMap::new();
         // (new instance, packet) in hand-over order; (new instance, free).
         let mut moved: Vec<(u32, Moved)> = Vec::new();
         let mut frees: Vec<(u32, Instant)> = Vec::new();
@@ -486,6 +489,17 @@ impl<S: Scheduler> PipeSet<S> {
                 &mut |mv| moved.push((target.get(), mv)),
                 &mut |r: Rejected| purged.push_back(with_base(r, base)),
             );
+            // After the hand-over, which counted its drops in the queues.
+            for (f, c) in m.pipe.pipe().all_flow_counters().iter().enumerate() {
+                if let Some((i, g)) = place(instance, FlowId(f as u32)) {
+                    let e = inherited.entry((i, g.0)).or_default();
+                    e.in_packets += c.in_packets;
+                    e.in_bytes += c.in_bytes;
+                    e.out_packets += c.out_packets;
+                    e.out_bytes += c.out_bytes;
+                    e.dropped_packets += c.dropped_packets;
+                }
+            }
             // Every heir this instance fed, and its namesake, start after it.
             if heirs.binary_search_by_key(&instance, |h| h.0).is_ok() {
                 frees.push((instance, free));
@@ -506,6 +520,13 @@ impl<S: Scheduler> PipeSet<S> {
                     .collect(),
             });
             out.push((instance, *m.pipe.pipe().counters()));
+        }
+        for (t, mv) in &moved {
+            let (Moved::Queued(p) | Moved::InFlight { packet: p, .. }) = mv;
+            if let Some(c) = inherited.get_mut(&(*t, p.flow.0)) {
+                c.in_packets = c.in_packets.saturating_sub(1);
+                c.in_bytes = c.in_bytes.saturating_sub(u64::from(p.len));
+            }
         }
         // Into each heir: its link continues, then the packets in flight in
         // exit order, then the queued ones in hand-over order.
@@ -540,6 +561,9 @@ impl<S: Scheduler> PipeSet<S> {
                 .filter(|(_, (count, _))| *count == 1)
             {
                 pipe.carry_filter_state(FlowId(g), fs);
+            }
+            for (&(_, g), c) in inherited.range((*instance, 0)..=(*instance, u32::MAX)) {
+                pipe.carry_flow_counters(FlowId(g), c);
             }
             let from = moved.partition_point(|(t, _)| t < instance);
             let to = moved.partition_point(|(t, _)| t <= instance);
@@ -1262,5 +1286,73 @@ mod tests {
         let (out, late) = drain(&mut set, now);
         assert!(late.is_empty());
         assert_eq!(out.len(), 9, "every packet goes on");
+    }
+
+    #[test]
+    fn a_rebuilt_link_carries_each_queues_counters_to_its_heir() {
+        let drr = |flows: usize, limit: u32| {
+            let sched = SchedulerConfig::new(AlgKind::Drr)
+                .build(FlowTable::uniform(flows).unwrap())
+                .unwrap();
+            let cfg = PipeConfig {
+                bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+                queue: QueueConfig {
+                    limit: crate::pipe::QueueLimit::Slots(limit),
+                    ..QueueConfig::default()
+                },
+                ..PipeConfig::default()
+            };
+            Pipe::new(cfg, sched, flows).unwrap()
+        };
+        let counters = |set: &PipeSet<AnyScheduler>, f: u32| {
+            let m = set.members.iter().find(|m| m.link == 2).unwrap();
+            *m.pipe.pipe().flow_counters(FlowId(f)).unwrap()
+        };
+        let mut set = PipeSet::new();
+        set.push(2, 0, drr(3, 4), 3).unwrap();
+        set.reserve(9).unwrap();
+        // Queue 0: 6 offered, one on the link and 4 queued, 1 over its
+        // limit; queue 1: 3 held.
+        for i in 0..6 {
+            let _ = set.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, i));
+        }
+        for i in 0..3 {
+            set.enqueue(Instant::ZERO, Packet::new(FlowId(1), 500, 10 + i))
+                .unwrap();
+        }
+        let before = counters(&set, 0);
+        assert_eq!((before.in_packets, before.dropped_packets), (6, 1));
+        // Old 0 continues as new 1, old 1 as new 2, new 0 is new.
+        let now = Instant::from_nanos(100);
+        set.replace_link(2, now, vec![(0, 3, drr(4, 64), 4)], &|f| {
+            Some(FlowId(f.0 + 1))
+        })
+        .unwrap();
+        let c1 = counters(&set, 1);
+        assert_eq!((c1.in_packets, c1.in_bytes), (6, 6000), "{c1:?}");
+        assert_eq!((c1.dropped_packets, c1.held()), (1, 5), "{c1:?}");
+        let c2 = counters(&set, 2);
+        assert_eq!((c2.in_packets, c2.held(), c2.dropped_packets), (3, 3, 0));
+        assert_eq!(counters(&set, 0), FlowCounters::default());
+        // Merged by a coarser mask: new 1 sums old 1, 2 and 3.
+        set.replace_link(2, now, vec![(0, 7, drr(2, 64), 2)], &|f| {
+            Some(FlowId(u32::from(f.0 >= 1)))
+        })
+        .unwrap();
+        let (out, late) = drain(&mut set, now);
+        assert!(late.is_empty());
+        assert_eq!(out.len(), 8, "every held packet goes on");
+        let merged = counters(&set, 1);
+        assert_eq!(
+            (
+                merged.in_packets,
+                merged.out_packets,
+                merged.dropped_packets
+            ),
+            (9, 8, 1),
+            "{merged:?}"
+        );
+        assert_eq!((merged.in_bytes, merged.out_bytes), (7500, 6500));
+        assert_eq!(merged.held(), 0);
     }
 }
