@@ -1225,27 +1225,36 @@ mod tests {
         assert_eq!(r.reason, DropReason::UnknownFlow);
     }
 
+    /// A DRR pipe of `flows` queues configured as `queue` at 8 Mbit/s.
+    fn drr_at_8m(flows: usize, queue: QueueConfig) -> Pipe<AnyScheduler> {
+        let sched = SchedulerConfig::new(AlgKind::Drr)
+            .build(FlowTable::uniform(flows).unwrap())
+            .unwrap();
+        let cfg = PipeConfig {
+            bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+            queue,
+            ..PipeConfig::default()
+        };
+        Pipe::new(cfg, sched, flows).unwrap()
+    }
+
     #[test]
     fn a_rebuilt_link_carries_red_averages_to_the_queues_that_continue_them() {
         let red_drr = |flows: usize| {
-            let sched = SchedulerConfig::new(AlgKind::Drr)
-                .build(FlowTable::uniform(flows).unwrap())
-                .unwrap();
-            let cfg = PipeConfig {
-                bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
-                queue: QueueConfig {
-                    red: Some(crate::pipe::Red {
-                        gentle: false,
-                        w_q: 0.5,
-                        min_th: 50,
-                        max_th: 100,
-                        max_p: 0.1,
-                    }),
+            let red = crate::pipe::Red {
+                gentle: false,
+                w_q: 0.5,
+                min_th: 50,
+                max_th: 100,
+                max_p: 0.1,
+            };
+            drr_at_8m(
+                flows,
+                QueueConfig {
+                    red: Some(red),
                     ..QueueConfig::default()
                 },
-                ..PipeConfig::default()
-            };
-            Pipe::new(cfg, sched, flows).unwrap()
+            )
         };
         let mut set = PipeSet::new();
         set.push(2, 0, red_drr(3), 3).unwrap();
@@ -1291,18 +1300,11 @@ mod tests {
     #[test]
     fn a_rebuilt_link_carries_each_queues_counters_to_its_heir() {
         let drr = |flows: usize, limit: u32| {
-            let sched = SchedulerConfig::new(AlgKind::Drr)
-                .build(FlowTable::uniform(flows).unwrap())
-                .unwrap();
-            let cfg = PipeConfig {
-                bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
-                queue: QueueConfig {
-                    limit: crate::pipe::QueueLimit::Slots(limit),
-                    ..QueueConfig::default()
-                },
-                ..PipeConfig::default()
+            let queue = QueueConfig {
+                limit: crate::pipe::QueueLimit::Slots(limit),
+                ..QueueConfig::default()
             };
-            Pipe::new(cfg, sched, flows).unwrap()
+            drr_at_8m(flows, queue)
         };
         let counters = |set: &PipeSet<AnyScheduler>, f: u32| {
             let m = set.members.iter().find(|m| m.link == 2).unwrap();
