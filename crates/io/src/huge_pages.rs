@@ -7,16 +7,24 @@
 //! pages the same data needs 512 times fewer TLB entries. Dataplanes
 //! (DPDK, the kernel's own direct map) run on huge pages for this reason.
 //!
-//! [`HugePageAlloc`] is the system allocator with one change: a block of
-//! at least [`MIN_HUGE_BLOCK`] bytes is aligned to a huge page, rounded up
-//! to whole huge pages (it wastes less than half of what it uses) and
-//! given `madvise(MADV_HUGEPAGE)`, so Linux backs it with huge pages when
-//! `/sys/kernel/mm/transparent_hugepage/enabled` is `always` or `madvise`
-//! (the usual defaults). Small blocks are the system allocator's own; on
-//! other systems, or when the kernel refuses the advice, large blocks are
-//! ordinary (aligned) ones. The advice changes where memory lives, never
-//! what a program computes. The cost: large blocks are rounded up, and
-//! the kernel may compact memory when such a block is first touched.
+//! [`HugePageAlloc`] is the system allocator with one change: on Linux a
+//! block of at least [`MIN_HUGE_BLOCK`] bytes is mapped on its own
+//! (`mmap`), aligned to a huge page (one below 2 MiB is rounded up to one
+//! huge page: it wastes less than half of what it uses; a longer one keeps
+//! its length, so the part after its last whole huge page stays on base
+//! pages, resident only where written) and given `madvise(MADV_HUGEPAGE)`,
+//! so Linux backs its whole huge pages with huge pages when `/sys/kernel/mm/transparent_hugepage/enabled` is `always` or
+//! `madvise` (the usual defaults). A fresh mapping reads as zero, so a
+//! zeroed table (`vec![0; n]`) costs memory only where it is written, as
+//! `calloc` gives it (the system allocator zeroes a block aligned beyond
+//! its own alignment by writing every byte, which would make the whole
+//! rounded block resident at once), and a freed block goes back to the
+//! system at once. Small blocks are the system allocator's own; on other
+//! systems large blocks are ordinary (aligned) ones, and when the kernel
+//! refuses the advice they are ordinary pages. The advice changes where
+//! memory lives, never what a program computes. The cost: a touched huge
+//! page is resident whole, and the kernel may compact memory when such a
+//! block is first touched.
 //!
 //! Install it in a binary with
 //! `#[global_allocator] static ALLOC: pspat_io::HugePageAlloc = pspat_io::HugePageAlloc;`
@@ -39,64 +47,129 @@ pub const MIN_HUGE_BLOCK: usize = HUGE_PAGE / 2;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HugePageAlloc;
 
+/// Granularity of a mapping's length: 64 KiB, a multiple of every base
+/// page size Linux uses (4, 16 and 64 KiB), so both ends of a block mapped
+/// on its own fall on page boundaries.
+const MAP_GRANULE: usize = 64 << 10;
+
 /// The layout a block is really allocated with: a large block is aligned to
-/// a huge page and rounded up to whole huge pages (so it wastes less than
-/// half of what it uses), a small one is left alone.
+/// a huge page; below one huge page it is rounded up to one (so it wastes
+/// less than half of what it uses, for the one TLB entry), above it to the
+/// next [`MAP_GRANULE`], so its whole huge pages are huge and only the part
+/// after the last of them is on base pages, which cost memory only where
+/// written. A small block is left alone.
 fn placed(layout: Layout) -> Layout {
     if layout.size() < MIN_HUGE_BLOCK {
         return layout;
     }
-    layout
-        .size()
-        .checked_next_multiple_of(HUGE_PAGE)
+    let rounded = if layout.size() <= HUGE_PAGE {
+        Some(HUGE_PAGE)
+    } else {
+        layout.size().checked_next_multiple_of(MAP_GRANULE)
+    };
+    rounded
         .and_then(|size| Layout::from_size_align(size, layout.align().max(HUGE_PAGE)).ok())
         .unwrap_or(layout)
 }
 
-/// Advises huge pages for a block allocated with `placed`'s layout, if
-/// `placed` put it on whole huge pages.
-fn advise(ptr: *mut u8, placed: Layout) {
-    if ptr.is_null() || placed.size() < MIN_HUGE_BLOCK || placed.align() < HUGE_PAGE {
-        return;
+/// Maps a block of `placed`'s layout (aligned to at least a huge page, a
+/// whole number of base pages long) straight from the kernel: anonymous memory, zero until written, so
+/// a zeroed block costs no page until it is touched, and an unmapped one
+/// goes back to the system at once. Advised with `MADV_HUGEPAGE`. Null when
+/// the kernel refuses.
+#[cfg(target_os = "linux")]
+fn map_block(placed: Layout) -> *mut u8 {
+    let Some(len) = placed.size().checked_add(placed.align()) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: an anonymous private mapping at an address the kernel
+    // chooses touches no existing memory; the result is checked below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return std::ptr::null_mut();
     }
-    #[cfg(target_os = "linux")]
-    // SAFETY: the block `[ptr, ptr + size)` was just allocated for us, and
-    // is aligned to a huge page (checked above), as madvise requires a
-    // page-aligned start. MADV_HUGEPAGE changes only how the kernel backs
-    // those pages, never their contents or mapping; a failure (THP
-    // disabled, an old kernel) returns -1 and is ignored, leaving ordinary
-    // pages.
+    let start = base as usize;
+    let aligned = start.next_multiple_of(placed.align());
+    let head = aligned - start;
+    let tail = len - head - placed.size();
+    // SAFETY: `[start, start + head)` and `[aligned + size, start + len)`
+    // lie inside the mapping just made and outside the block returned, and
+    // both start on a page boundary (the mapping starts on one; the
+    // alignment and the size are multiples of `MAP_GRANULE`).
     unsafe {
-        libc::madvise(ptr.cast(), placed.size(), libc::MADV_HUGEPAGE);
+        if head > 0 {
+            libc::munmap(base, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + placed.size()) as *mut libc::c_void, tail);
+        }
+        // Advice only: a refusal leaves ordinary pages.
+        libc::madvise(
+            aligned as *mut libc::c_void,
+            placed.size(),
+            libc::MADV_HUGEPAGE,
+        );
     }
+    aligned as *mut u8
 }
 
-// SAFETY: every block comes from `System` with the layout `placed` derives
-// from the caller's, which is at least as large and as aligned, and goes
-// back to it with that same derived layout (`placed` is a pure function of
-// the caller's layout, which the GlobalAlloc contract makes the caller
-// repeat). `advise` neither moves, resizes nor frees a block.
+/// Whether `placed` (from [`placed`]) is a large block, which [`map_block`]
+/// maps on Linux.
+fn is_mapped(placed: Layout) -> bool {
+    cfg!(target_os = "linux") && placed.size() >= MIN_HUGE_BLOCK && placed.align() >= HUGE_PAGE
+}
+
+// SAFETY: every block is either the system allocator's (small blocks, and
+// large ones off Linux) or a mapping of its own (`map_block`); `dealloc` and
+// `realloc` tell the two apart from the caller's layout exactly as `alloc`
+// did (`placed` is a pure function of the layout), so each block goes back
+// where it came from.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let placed = placed(layout);
-        // SAFETY: `placed` has a non-zero size (at least the caller's).
-        let ptr = unsafe { System.alloc(placed) };
-        advise(ptr, placed);
-        ptr
+        if is_mapped(placed) {
+            #[cfg(target_os = "linux")]
+            return map_block(placed);
+        }
+        // SAFETY: `placed` has a non-zero size (at least `layout`'s, which
+        // the caller guarantees non-zero).
+        unsafe { System.alloc(placed) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let placed = placed(layout);
-        // SAFETY: as for `alloc`.
-        let ptr = unsafe { System.alloc_zeroed(placed) };
-        advise(ptr, placed);
-        ptr
+        if is_mapped(placed) {
+            // A fresh anonymous mapping reads as zero.
+            #[cfg(target_os = "linux")]
+            return map_block(placed);
+        }
+        // SAFETY: as in `alloc`.
+        unsafe { System.alloc_zeroed(placed) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by System with `placed(layout)`
-        // (see `alloc`), `layout` being the caller's, as it guarantees.
-        unsafe { System.dealloc(ptr, placed(layout)) }
+        let placed = placed(layout);
+        if is_mapped(placed) {
+            // SAFETY: the caller gives back a block this allocator returned
+            // for `layout`, so `map_block` mapped exactly `placed.size()`
+            // bytes at `ptr`.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::munmap(ptr.cast(), placed.size());
+            }
+            return;
+        }
+        // SAFETY: the system allocator returned `ptr` for `placed`.
+        unsafe { System.dealloc(ptr, placed) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -105,21 +178,24 @@ unsafe impl GlobalAlloc for HugePageAlloc {
             return std::ptr::null_mut();
         };
         let new = placed(new_layout);
-        if old == layout && new == new_layout {
-            // SAFETY: both small: System allocated `ptr` with `layout`, and
-            // the caller guarantees `new_size`.
-            return unsafe { System.realloc(ptr, layout, new_size) };
+        if !is_mapped(old) && !is_mapped(new) {
+            // SAFETY: both layouts are the system allocator's own, and
+            // `ptr` is its block for `old`.
+            return unsafe { System.realloc(ptr, old, new.size()) };
         }
-        // SAFETY: `new` has a non-zero size.
-        let moved = unsafe { System.alloc(new) };
+        if old == new {
+            // The same mapping holds the new size.
+            return ptr;
+        }
+        // SAFETY: `new_layout` is non-zero-sized (the caller's contract).
+        let moved = unsafe { self.alloc(new_layout) };
         if !moved.is_null() {
-            advise(moved, new);
-            // SAFETY: both blocks are live, distinct, and hold at least the
-            // smaller of the two requested sizes; then the old block goes
-            // back with the layout it was allocated with.
+            // SAFETY: both blocks are live, distinct and at least
+            // `min(old size, new size)` long; `ptr` was allocated for
+            // `layout` and is not used after this call.
             unsafe {
                 std::ptr::copy_nonoverlapping(ptr, moved, layout.size().min(new_size));
-                System.dealloc(ptr, old);
+                self.dealloc(ptr, layout);
             }
         }
         moved
@@ -140,7 +216,8 @@ mod tests {
             Layout::from_size_align(HUGE_PAGE, HUGE_PAGE).unwrap()
         );
         let big = Layout::from_size_align(3 * HUGE_PAGE + 1, 8).unwrap();
-        assert_eq!(placed(big).size(), 4 * HUGE_PAGE);
+        assert_eq!(placed(big).size(), 3 * HUGE_PAGE + MAP_GRANULE);
+        assert_eq!(placed(big).align(), HUGE_PAGE);
     }
 
     #[test]
@@ -165,6 +242,45 @@ mod tests {
                 assert_eq!(*q.add(size - 1), 7);
                 HugePageAlloc.dealloc(q, Layout::from_size_align(2 * size, 64).unwrap());
             }
+        }
+    }
+
+    /// Resident bytes of this process.
+    fn resident() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: usize = statm.split(' ').nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_zeroed_large_block_costs_memory_only_where_written() {
+        let size = 64 << 20;
+        let layout = Layout::from_size_align(size, 8).unwrap();
+        let before = resident();
+        // SAFETY: the block is allocated for `layout`, read and written
+        // only inside its `size` bytes, and freed once with that layout.
+        unsafe {
+            let p = HugePageAlloc.alloc_zeroed(layout);
+            assert!(!p.is_null());
+            assert_eq!(p as usize % HUGE_PAGE, 0);
+            let untouched = resident().saturating_sub(before);
+            // Reads see zeros (the sampled pages become resident: at most
+            // a few huge pages).
+            for off in [0, size / 2, size - 1] {
+                assert_eq!(*p.add(off), 0);
+            }
+            p.add(size / 3).write(1);
+            let touched = resident().saturating_sub(before);
+            HugePageAlloc.dealloc(p, layout);
+            // Other tests of this binary allocate meanwhile: a margin of
+            // a quarter of the block, far below the whole block a zeroing
+            // write would make resident.
+            assert!(untouched < size / 4, "{untouched} bytes resident untouched");
+            assert!(
+                touched < size / 4,
+                "{touched} bytes resident after 4 touches"
+            );
         }
     }
 }

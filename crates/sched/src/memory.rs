@@ -47,7 +47,9 @@ fn algorithm_state(alg: AlgKind) -> (u64, u64) {
         AlgKind::Prio => (16, 0),
         AlgKind::Drr => (48, 0),
         AlgKind::Wf2qPlus => (64, 0),
-        AlgKind::Qfq | AlgKind::QfqPlus => (96, 64 * 1024),
+        // QFQ: the flow's parameters (12 B) and its entity (20 B).
+        AlgKind::Qfq => (32, 64 * 1024),
+        AlgKind::QfqPlus => (96, 64 * 1024),
         AlgKind::Hierarchy => (256, 64 * 1024),
         // Eiffel: per-flow ranks and the bucket bitmaps of the FFS queues
         // (fixed, a few MiB at the default granularity).

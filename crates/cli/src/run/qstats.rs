@@ -1084,34 +1084,90 @@ mod tests {
         (grown, classifier, bytes)
     }
 
+    /// One measurement of [`grown`] in a process of its own, so that no
+    /// memory an earlier build freed (and the allocator kept) is reused:
+    /// the test binary runs itself with `PSPAT_MEMORY_PROBE` set to
+    /// `CONFIG_INDEX:QUEUES:SMALL_PAGES` and reads back one line.
+    fn grown_in_child(config: usize, queues: u32, small_pages: bool) -> (u64, f64, [usize; 2]) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "run::qstats::tests::memory_per_dynamic_queue",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                "PSPAT_MEMORY_PROBE",
+                format!("{config}:{queues}:{}", u8::from(small_pages)),
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("memory-probe: "))
+            .unwrap_or_else(|| panic!("no probe line in {text}"));
+        let v: Vec<f64> = line.split(' ').map(|w| w.parse().unwrap()).collect();
+        (v[0] as u64, v[1], [v[2] as usize, v[3] as usize])
+    }
+
+    const MEMORY_CONFIGS: [(&str, &str, AlgKind); 2] = [
+        (
+            "FIFO pipe, masked flowset",
+            "pipe 1 config\n\
+             queue 1 config pipe 1 mask src-ip 0xffffffff\n\
+             add 100 queue 1 udp from any to any\n",
+            AlgKind::Fifo,
+        ),
+        (
+            "QFQ sched, masked flowset",
+            "sched 1 config type qfq\n\
+             queue 1 config sched 1 mask src-ip 0xffffffff\n\
+             add 100 queue 1 udp from any to any\n",
+            AlgKind::Qfq,
+        ),
+    ];
+
     /// The memory of one dynamic queue (docs/RUN.md, *Memory*): the growth
-    /// of the resident set between 2 000 and 62 000 queues, against the sum
-    /// of the parts. Run alone (the resident set is the process's):
+    /// of the resident set between 2 000 and 62 000 queues, each in a fresh
+    /// process, against the sum of the parts, measured twice: on 4 KiB
+    /// pages (transparent huge pages disabled for the process), which counts
+    /// the bytes each queue's records take, and with the huge pages the
+    /// `pspat` binary's allocator advises, where every table of a megabyte
+    /// or more is also rounded up to whole 2 MiB pages (a fixed cost of less
+    /// than 2 MiB per table, whatever the number of queues, that these
+    /// 60 000 queues share). Run alone:
     /// `cargo test -p pspat-cli --bin pspat memory_per_dynamic_queue -- --ignored --nocapture`.
     #[test]
-    #[ignore = "measures the process's resident set: run alone"]
+    #[ignore = "measures the resident set of child processes: run alone"]
     fn memory_per_dynamic_queue() {
+        if let Ok(probe) = std::env::var("PSPAT_MEMORY_PROBE") {
+            let v: Vec<u32> = probe.split(':').map(|w| w.parse().unwrap()).collect();
+            if v[2] == 1 {
+                rustix::thread::disable_transparent_huge_pages(true).unwrap();
+            }
+            let (g, c, b) = grown(MEMORY_CONFIGS[v[0] as usize].1, v[1]);
+            println!("memory-probe: {g} {c} {} {}", b[0], b[1]);
+            return;
+        }
         let pipe_part = Pipe::<AnyScheduler>::PER_FLOW_BYTES as f64;
-        for (what, text, alg) in [
-            (
-                "FIFO pipe, masked flowset",
-                "pipe 1 config\n\
-                 queue 1 config pipe 1 mask src-ip 0xffffffff\n\
-                 add 100 queue 1 udp from any to any\n",
-                AlgKind::Fifo,
-            ),
-            (
-                "QFQ sched, masked flowset",
-                "sched 1 config type qfq\n\
-                 queue 1 config sched 1 mask src-ip 0xffffffff\n\
-                 add 100 queue 1 udp from any to any\n",
-                AlgKind::Qfq,
-            ),
-        ] {
+        for (config, (what, _, alg)) in MEMORY_CONFIGS.into_iter().enumerate() {
             let (small, large) = (2_000u32, 62_000u32);
-            let (g1, _, b1) = grown(text, small);
-            let (g2, classifier, b2) = grown(text, large);
-            let measured = g2.saturating_sub(g1) as f64 / f64::from(large - small);
+            let per_queue =
+                |g1: u64, g2: u64| g2.saturating_sub(g1) as f64 / f64::from(large - small);
+            // On 4 KiB pages, then with huge pages as the system allows.
+            let mut measured = [0.0; 2];
+            let mut bridge_bytes = ([0usize; 2], [0usize; 2]);
+            let mut classifier = 0.0;
+            for (i, small_pages) in [true, false].into_iter().enumerate() {
+                let (g1, _, b1) = grown_in_child(config, small, small_pages);
+                let (g2, c, b2) = grown_in_child(config, large, small_pages);
+                measured[i] = per_queue(g1, g2);
+                classifier = c;
+                bridge_bytes = (b1, b2);
+            }
+            let (b1, b2) = bridge_bytes;
             let [bridge, per_flow] =
                 [0, 1].map(|i| (b2[i] - b1[i]) as f64 / f64::from(large - small));
             let mut sc = SchedulerConfig::new(alg);
@@ -1120,12 +1176,18 @@ mod tests {
                 - sc.memory_estimate(small as usize + 1)) as f64
                 / f64::from(large - small);
             let sum = classifier + pipe_part + sched;
+            let [small_pages, huge_pages] = measured;
             println!(
-                "{what}: measured {measured:.0} B per dynamic queue; parts: classifier {classifier:.1} + pipe {pipe_part:.0} + scheduler {sched:.0} = {sum:.0} B; bridge {bridge:.1} B (counted per flow id: {per_flow:.0} B)"
+                "{what}: measured {small_pages:.0} B per dynamic queue on 4 KiB pages, {huge_pages:.0} B with huge pages (tables of 1 to 2 MiB take a whole one); parts: classifier {classifier:.1} + pipe {pipe_part:.0} + scheduler {sched:.0} (estimate) = {sum:.0} B; bridge {bridge:.1} B (counted per flow id: {per_flow:.0} B)"
             );
             assert!(
-                (measured - sum).abs() <= 0.3 * sum,
-                "{what}: measured {measured:.0} B, parts {sum:.0} B"
+                (small_pages - sum).abs() <= 0.3 * sum,
+                "{what}: measured {small_pages:.0} B, parts {sum:.0} B"
+            );
+            // Huge pages only add rounding: never less than the records.
+            assert!(
+                huge_pages + 8.0 >= small_pages,
+                "{what}: {huge_pages:.0} B with huge pages, {small_pages:.0} B without"
             );
             // The bridge counts `pspat run`'s flows in a fixed number of
             // groups: nothing of it grows with the queues.

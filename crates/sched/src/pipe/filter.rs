@@ -373,8 +373,11 @@ impl QueueConfig {
 }
 
 /// What every queue holds: its length in the scheduler and its
-/// configuration. 16 bytes.
+/// configuration. 14 bytes (packed to 2-byte alignment: a queue costs 2
+/// bytes less, and x86-64 and aarch64 load an unaligned word at no extra
+/// cost within a cache line).
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C, packed(2))]
 pub(crate) struct QueueState {
     /// Bytes held in the scheduler for this queue.
     pub bytes: u64,
@@ -384,6 +387,8 @@ pub(crate) struct QueueState {
     /// Index of the queue's configuration in the pipe's table.
     pub config: u16,
 }
+
+const _: () = assert!(std::mem::size_of::<QueueState>() == 14);
 
 /// What a queue's RED and Gilbert-Elliott filters remember between
 /// packets: a side table the pipe allocates only once some queue configures

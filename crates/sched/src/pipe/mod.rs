@@ -78,7 +78,7 @@
 //! limit) is taken only by queues that configure one of them; profile,
 //! jitter and duplication cost nothing when not configured.
 //!
-//! Memory per queue (flow slot): 16 B (length in packets and bytes,
+//! Memory per queue (flow slot): 14 B (length in packets and bytes,
 //! configuration index) and 40 B of counters, [`Pipe::PER_FLOW_BYTES`];
 //! plus 40 B of RED and Gilbert-Elliott state, [`Pipe::PER_FLOW_FILTER_BYTES`],
 //! for every queue once some queue of the pipe configures RED or
@@ -757,7 +757,7 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// Bytes of per-flow state the pipe keeps for each of its flows (queue
-    /// length and configuration index, 16 B; counters, 40 B), not counting
+    /// length and configuration index, 14 B; counters, 40 B), not counting
     /// the scheduler's, nor [`Pipe::PER_FLOW_FILTER_BYTES`].
     pub const PER_FLOW_BYTES: usize =
         std::mem::size_of::<QueueState>() + std::mem::size_of::<FlowCounters>();
