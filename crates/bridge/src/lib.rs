@@ -74,8 +74,8 @@ pub use backend::{AfPacketTx, Sender};
 pub use bridge::Bridge;
 pub use classify::{Classifier, HashClassifier, Verdict};
 pub use config::{
-    BridgeConfig, BridgeError, Egress, FlowCounters, TxKind, Unparsed, DEFAULT_QUEUE_LIMIT,
-    MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS,
+    BridgeConfig, BridgeError, Egress, FlowCounters, IoBackend, TxKind, Unparsed, XdpAttach,
+    DEFAULT_QUEUE_LIMIT, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS, XDP_BUILT,
 };
 pub use counters::{RxReason, TxReason};
 pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};
