@@ -711,6 +711,25 @@ mod tests {
     }
 
     #[test]
+    fn xdp_is_refused_with_its_build_named_when_not_built() {
+        let mut c = cfg(4, FlowCounters::PerFlow);
+        c.io = IoBackend::Xdp {
+            attach: XdpAttach::Driver,
+        };
+        match (XDP_BUILT, c.validate()) {
+            (true, Ok(())) => {}
+            (false, Err(BridgeError::Config { field, message })) => {
+                assert_eq!(field, "io");
+                assert!(message.contains("--features xdp"), "{message}");
+            }
+            (built, other) => panic!("built {built}: {other:?}"),
+        }
+        assert_eq!(IoBackend::default(), IoBackend::AfPacket);
+        assert_eq!("skb".parse::<XdpAttach>(), Ok(XdpAttach::Skb));
+        assert!("native".parse::<XdpAttach>().is_err());
+    }
+
+    #[test]
     fn grouped_flow_state_does_not_grow_with_the_flows() {
         let per_flow = |c: FlowCounters| {
             let (small, large) = (cfg(2_000, c), cfg(62_000, c));

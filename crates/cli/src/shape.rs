@@ -708,3 +708,70 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn config_of(extra: &[&str]) -> anyhow::Result<BridgeConfig> {
+        let argv = ["shape", "--in", "pspat-a", "--out", "pspat-b"];
+        let cli = Cli::try_parse_from(argv.iter().chain(extra)).expect("flags parse");
+        config(&cli.args)
+    }
+
+    fn refusal(extra: &[&str]) -> String {
+        let e = config_of(extra).expect_err("refused");
+        assert!(
+            e.downcast_ref::<pspat_cli::UsageError>().is_some(),
+            "a usage error (exit 2): {e}"
+        );
+        let line = e.to_string();
+        assert!(!line.contains('\n'), "one line: {line}");
+        line
+    }
+
+    #[test]
+    fn io_defaults_to_af_packet_and_xdp_is_built_or_named_how_to_build() {
+        assert_eq!(config_of(&[]).unwrap().io, IoBackend::AfPacket);
+        assert_eq!(
+            config_of(&["--io", "af-packet"]).unwrap().io,
+            IoBackend::AfPacket
+        );
+        if pspat_bridge::XDP_BUILT {
+            assert_eq!(
+                config_of(&["--io", "xdp"]).unwrap().io,
+                IoBackend::Xdp {
+                    attach: XdpAttach::Auto
+                }
+            );
+            assert_eq!(
+                config_of(&["--io", "xdp", "--xdp-mode", "skb", "--dispatchers", "0"])
+                    .unwrap()
+                    .io,
+                IoBackend::Xdp {
+                    attach: XdpAttach::Skb
+                }
+            );
+            assert!(refusal(&["--io", "xdp", "--rx-threads", "2"]).contains("--rx-threads"));
+            assert!(refusal(&["--io", "xdp", "--dispatchers", "2"]).contains("--dispatchers"));
+        } else {
+            let line = refusal(&["--io", "xdp"]);
+            assert!(line.contains("--features xdp"), "{line}");
+        }
+        assert!(refusal(&["--xdp-mode", "driver"]).contains("--io xdp"));
+        for bad in [["--io", "dpdk"], ["--xdp-mode", "native"]] {
+            let argv = ["shape", "--in", "pspat-a", "--out", "pspat-b"];
+            assert!(
+                Cli::try_parse_from(argv.iter().chain(&bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

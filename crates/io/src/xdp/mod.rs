@@ -72,6 +72,14 @@
 //!   (then completed or in flight, [`XdpSocket::in_flight`]), refused with
 //!   an error ([`XdpStats::tx_failed`]), or left to the caller when the
 //!   returned count is below the batch.
+//! * [`XdpSocket::recv_into`] copies each received frame into a
+//!   [`FramePool`] frame (the frame pool's one copy, as
+//!   [`crate::PacketRx::recv_into`]); [`XdpSocket::send_frames_picked`]
+//!   sends arena frames by index, a frame named twice sent twice, one copy
+//!   each into a UMEM TX frame (as [`crate::PacketTx::send_frames_picked`]).
+//! * [`XdpSender`] only sends: the same UMEM, rings and bind, but no
+//!   program, so the interface's received traffic still reaches the
+//!   kernel's stack (and AF_PACKET sockets). It still takes its queue.
 //! * A socket whose interface goes away reports [`IoError::LinkLost`]
 //!   (inside [`XdpError::Io`]) from the next receive (once the ring is
 //!   drained) or send, and from every call after: open a new socket once
