@@ -16,6 +16,14 @@
 //! like any frame, so `received + duplicated = sent + dropped + in flight`
 //! holds for the bridge; the runtime counts the packet once.
 //!
+//! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the socket is a
+//! sending-only AF_XDP socket ([`Sender::Xdp`]): each frame is copied once
+//! from the pool into a UMEM TX frame, the completion ring reaped at each
+//! send; a frame counts as sent once it is queued on the TX ring and the
+//! kernel was asked to send it, as a frame `sendmmsg` took does. When the
+//! transmitter ends it waits (at most [`XDP_COMPLETE`]) for the kernel to
+//! report every queued frame sent.
+//!
 //! Cost per packet: one compare-exchange and one store on the frame's
 //! state word, three counter stores; one system call per batch of up to
 //! [`pspat_io::af_packet::MAX_BATCH`] frames.
@@ -36,7 +44,15 @@ pub enum Sender {
     Mmsg(PacketTx),
     /// A TPACKET_V2 TX ring.
     Ring(PacketTxRing),
+    /// A sending-only AF_XDP socket (cargo feature `xdp`).
+    #[cfg(feature = "xdp")]
+    Xdp(Box<pspat_io::xdp::XdpSender>),
 }
+
+/// How long an ending transmitter waits for its AF_XDP socket's queued
+/// frames to be reported sent.
+#[cfg(feature = "xdp")]
+const XDP_COMPLETE: Duration = Duration::from_millis(200);
 
 impl Sender {
     /// The longest untagged frame the socket sends.
@@ -44,6 +60,8 @@ impl Sender {
         match self {
             Sender::Mmsg(s) => s.max_frame(),
             Sender::Ring(s) => s.max_frame(),
+            #[cfg(feature = "xdp")]
+            Sender::Xdp(s) => s.max_frame(),
         }
     }
 
@@ -57,6 +75,36 @@ impl Sender {
         match self {
             Sender::Mmsg(s) => s.send_frames_picked(arena, frames, picks),
             Sender::Ring(s) => s.send_frames_picked(arena, frames, picks),
+            #[cfg(feature = "xdp")]
+            Sender::Xdp(s) => s.send_frames_picked(arena, frames, picks).map_err(xdp_io),
+        }
+    }
+}
+
+/// An AF_XDP send's error as the AF_PACKET senders' would be: a frame
+/// shorter than an Ethernet header is refused by the system call there
+/// (EINVAL), ending the batch as a send error.
+#[cfg(feature = "xdp")]
+fn xdp_io(error: pspat_io::xdp::XdpError) -> IoError {
+    use pspat_io::xdp::XdpError;
+    match error {
+        XdpError::Io(e) => e,
+        other => IoError::Os {
+            operation: "AF_XDP send",
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+        },
+    }
+}
+
+#[cfg(feature = "xdp")]
+impl Drop for Lane {
+    fn drop(&mut self) {
+        if let Some(Sender::Xdp(s)) = &mut self.sender {
+            // What is still queued is counted sent: let the kernel send it
+            // before the socket (and its UMEM) goes.
+            if !self.link_lost {
+                let _ = s.complete(XDP_COMPLETE);
+            }
         }
     }
 }

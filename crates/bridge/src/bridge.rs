@@ -13,13 +13,15 @@ use pspat_sched::{AnyScheduler, DropReason, FlowParams, FlowTable, Scheduler};
 
 use crate::backend::{AfPacketTx, Sender};
 use crate::classify::{Classifier, HashClassifier};
-use crate::config::{BridgeConfig, BridgeError, Egress, TxKind};
+#[cfg(feature = "xdp")]
+use crate::config::XdpAttach;
+use crate::config::{BridgeConfig, BridgeError, Egress, IoBackend, TxKind};
 use crate::counters::{
     read_cpu, Grouping, ReverseShared, RxReason, RxShared, TxReason, TxShared, NRX, NTX,
 };
 use crate::report::{add, EgressReport, FlowReport, Report, ReverseReport, ThreadPlace};
 use crate::reverse::Reverse;
-use crate::rx::{RxState, RxThread};
+use crate::rx::{RxSocket, RxState, RxThread};
 
 /// A running bridge: RX threads reading the input interface, one PSPAT
 /// runtime per egress interface shaping, dispatchers sending on the egress
@@ -102,6 +104,81 @@ fn interface_error<'a>(
         role,
         interface: interface.to_owned(),
         source,
+    }
+}
+
+/// An AF_XDP error as the bridge reports it: the errors every socket shares
+/// as [`BridgeError::Interface`], the others as [`BridgeError::Xdp`].
+#[cfg(feature = "xdp")]
+fn xdp_error<'a>(
+    role: &'static str,
+    interface: &'a str,
+) -> impl Fn(pspat_io::xdp::XdpError) -> BridgeError + 'a {
+    move |source| match source {
+        pspat_io::xdp::XdpError::Io(source) => interface_error(role, interface)(source),
+        source => BridgeError::Xdp {
+            role,
+            interface: interface.to_owned(),
+            source,
+        },
+    }
+}
+
+/// The AF_XDP sockets' geometry: the defaults, the program in `attach`
+/// mode.
+#[cfg(feature = "xdp")]
+fn xdp_config(attach: XdpAttach) -> pspat_io::xdp::XdpConfig {
+    use pspat_io::xdp::AttachMode;
+    pspat_io::xdp::XdpConfig {
+        attach: match attach {
+            XdpAttach::Auto => AttachMode::Auto,
+            XdpAttach::Driver => AttachMode::Driver,
+            XdpAttach::Skb => AttachMode::Skb,
+        },
+        ..pspat_io::xdp::XdpConfig::default()
+    }
+}
+
+/// The socket the RX thread of the shaped direction reads on `input`.
+fn open_input(cfg: &BridgeConfig, rx_cfg: &RxConfig) -> Result<RxSocket, BridgeError> {
+    match cfg.io {
+        IoBackend::AfPacket => Ok(RxSocket::Packet(
+            PacketRx::open(&cfg.input, rx_cfg).map_err(interface_error("input", &cfg.input))?,
+        )),
+        #[cfg(feature = "xdp")]
+        IoBackend::Xdp { attach } => Ok(RxSocket::Xdp(
+            Box::new(
+                pspat_io::xdp::XdpSocket::open(&cfg.input, 0, &xdp_config(attach))
+                    .map_err(xdp_error("input", &cfg.input))?,
+            ),
+            0,
+        )),
+        #[cfg(not(feature = "xdp"))]
+        IoBackend::Xdp { .. } => {
+            // `validate` refuses it in this build; kept as an error, not
+            // a panic.
+            Err(BridgeError::Config {
+                field: "io",
+                message: "AF_XDP is not in this build".into(),
+            })
+        }
+    }
+}
+
+/// The sender of the shaped direction on egress interface `output`.
+fn open_output(cfg: &BridgeConfig, output: &str) -> Result<Sender, BridgeError> {
+    match cfg.io {
+        IoBackend::AfPacket => open_sender(cfg, "output", output),
+        #[cfg(feature = "xdp")]
+        IoBackend::Xdp { attach } => Ok(Sender::Xdp(Box::new(
+            pspat_io::xdp::XdpSender::open(output, 0, &xdp_config(attach))
+                .map_err(xdp_error("output", output))?,
+        ))),
+        #[cfg(not(feature = "xdp"))]
+        IoBackend::Xdp { .. } => Err(BridgeError::Config {
+            field: "io",
+            message: "AF_XDP is not in this build".into(),
+        }),
     }
 }
 
@@ -283,7 +360,7 @@ impl Bridge {
         for e in &egress {
             let mut list = VecDeque::with_capacity(nsend);
             for _ in 0..nsend {
-                list.push_back(open_sender(&cfg, "output", &e.interface)?);
+                list.push_back(open_output(&cfg, &e.interface)?);
             }
             senders.push(list);
         }
@@ -310,10 +387,7 @@ impl Bridge {
         };
         let mut rxs = Vec::with_capacity(cfg.rx_threads);
         for _ in 0..cfg.rx_threads {
-            rxs.push(
-                PacketRx::open(&cfg.input, &rx_cfg)
-                    .map_err(interface_error("input", &cfg.input))?,
-            );
+            rxs.push(open_input(&cfg, &rx_cfg)?);
         }
         // A shaped reverse direction: its senders on the input, its RX
         // sockets on the output (own fanout group: a group id is bound to
@@ -332,10 +406,10 @@ impl Bridge {
                 ..rx_base(in_max)
             };
             for _ in 0..cfg.rx_threads {
-                rev_rxs.push(
+                rev_rxs.push(RxSocket::Packet(
                     PacketRx::open(&cfg.output, &rev_cfg)
                         .map_err(interface_error("output", &cfg.output))?,
-                );
+                ));
             }
         }
         let mut reverse_sockets = Vec::new();

@@ -106,6 +106,76 @@ impl std::str::FromStr for TxKind {
     }
 }
 
+/// How the redirect program of an AF_XDP input attaches
+/// ([`IoBackend::Xdp`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XdpAttach {
+    /// Driver mode where the driver offers it, else skb mode.
+    #[default]
+    Auto,
+    /// Driver (native) mode only.
+    Driver,
+    /// skb (generic) mode only.
+    Skb,
+}
+
+impl XdpAttach {
+    /// `auto`, `driver` or `skb`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            XdpAttach::Auto => "auto",
+            XdpAttach::Driver => "driver",
+            XdpAttach::Skb => "skb",
+        }
+    }
+}
+
+impl std::str::FromStr for XdpAttach {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(XdpAttach::Auto),
+            "driver" => Ok(XdpAttach::Driver),
+            "skb" => Ok(XdpAttach::Skb),
+            _ => Err(format!("expected auto, driver or skb, got {s:?}")),
+        }
+    }
+}
+
+/// The sockets the shaped direction reads and sends with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoBackend {
+    /// AF_PACKET: RX rings ([`BridgeConfig::rx_ring`]) and `sendmmsg` or a
+    /// TX ring ([`BridgeConfig::tx`]).
+    #[default]
+    AfPacket,
+    /// AF_XDP (cargo feature `xdp`): the RX thread reads queue 0 of the
+    /// input through an AF_XDP socket whose redirect program attaches in
+    /// `attach` mode, copying each frame into its pool frame; the
+    /// transmitter copies each frame into a sending-only AF_XDP socket on
+    /// queue 0 of each egress interface. One RX thread and at most one
+    /// dispatcher (one socket per interface queue). The reverse direction
+    /// (shaped or not) stays on AF_PACKET. Without the feature,
+    /// [`BridgeConfig::validate`] refuses it.
+    Xdp {
+        /// How the input's redirect program attaches.
+        attach: XdpAttach,
+    },
+}
+
+impl IoBackend {
+    /// `af-packet` or `xdp`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            IoBackend::AfPacket => "af-packet",
+            IoBackend::Xdp { .. } => "xdp",
+        }
+    }
+}
+
+/// Whether this build has the AF_XDP back end (cargo feature `xdp`).
+pub const XDP_BUILT: bool = cfg!(feature = "xdp");
+
 /// How finely the bridge breaks its counters down by flow id.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FlowCounters {
@@ -161,7 +231,10 @@ pub struct BridgeConfig {
     pub weights: Vec<u32>,
     /// What the built-in classifier does with frames that do not parse.
     pub unparsed: Unparsed,
-    /// How the dispatchers send.
+    /// The sockets of the shaped direction: AF_PACKET (default) or
+    /// AF_XDP.
+    pub io: IoBackend,
+    /// How the dispatchers send (AF_PACKET only).
     pub tx: TxKind,
     /// The kind of RX ring of every receiving socket (the input's RX
     /// threads and the reverse direction's): [`RxRing::V2`] hands each
@@ -241,6 +314,7 @@ impl BridgeConfig {
             flow_key: FlowKeyKind::FiveTuple,
             weights: Vec::new(),
             unparsed: Unparsed::Forward,
+            io: IoBackend::AfPacket,
             tx: TxKind::default(),
             rx_ring: RxRing::V2,
             qdisc_bypass: true,
@@ -386,6 +460,35 @@ impl BridgeConfig {
                 "the reverse direction can be shaped with one egress interface only".into(),
             );
         }
+        if let IoBackend::Xdp { .. } = self.io {
+            if !XDP_BUILT {
+                return bad(
+                    "io",
+                    "AF_XDP is not in this build: rebuild with the xdp feature \
+                     (cargo build --release -p pspat-cli --features xdp)"
+                        .into(),
+                );
+            }
+            if self.rx_threads != 1 {
+                return bad(
+                    "rx_threads",
+                    format!(
+                        "AF_XDP reads queue 0 of the input with one socket: one RX thread, got {}",
+                        self.rx_threads
+                    ),
+                );
+            }
+            if self.dispatchers > 1 {
+                return bad(
+                    "dispatchers",
+                    format!(
+                        "AF_XDP sends on queue 0 of each output with one socket: at most one \
+                         dispatcher, got {}",
+                        self.dispatchers
+                    ),
+                );
+            }
+        }
         if !(1..=MAX_RX_THREADS).contains(&self.rx_threads) {
             return bad(
                 "rx_threads",
@@ -507,6 +610,20 @@ pub enum BridgeError {
         /// What the socket layer said.
         source: IoError,
     },
+    /// An AF_XDP socket could not be opened (cargo feature `xdp`): the
+    /// queue or the interface's XDP hook is taken, the kernel refused the
+    /// program, the mode or the rings. Errors every socket shares come as
+    /// [`BridgeError::Interface`].
+    #[cfg(feature = "xdp")]
+    #[error("{role} interface {interface:?}: {source}")]
+    Xdp {
+        /// `input` or `output`.
+        role: &'static str,
+        /// Its name.
+        interface: String,
+        /// What the AF_XDP layer said.
+        source: pspat_io::xdp::XdpError,
+    },
     /// The scheduler refused its configuration.
     #[error("scheduler: {0}")]
     Scheduler(#[from] pspat_sched::ConfigError),
@@ -541,6 +658,18 @@ impl BridgeError {
                     | IoError::BadInterfaceName(_)
                     | IoError::PermissionDenied { .. }
             ),
+            #[cfg(feature = "xdp")]
+            BridgeError::Xdp { source, .. } => {
+                use pspat_io::xdp::XdpError;
+                matches!(
+                    source,
+                    XdpError::NoSuchQueue { .. }
+                        | XdpError::QueueBusy { .. }
+                        | XdpError::InterfaceBusy { .. }
+                        | XdpError::AttachRefused { .. }
+                        | XdpError::ZeroCopyUnsupported { .. }
+                )
+            }
             _ => false,
         }
     }
@@ -579,6 +708,25 @@ mod tests {
             arbiter_cpu: None,
         });
         assert_eq!(field(two), "flow_counters");
+    }
+
+    #[test]
+    fn xdp_is_refused_with_its_build_named_when_not_built() {
+        let mut c = cfg(4, FlowCounters::PerFlow);
+        c.io = IoBackend::Xdp {
+            attach: XdpAttach::Driver,
+        };
+        match (XDP_BUILT, c.validate()) {
+            (true, Ok(())) => {}
+            (false, Err(BridgeError::Config { field, message })) => {
+                assert_eq!(field, "io");
+                assert!(message.contains("--features xdp"), "{message}");
+            }
+            (built, other) => panic!("built {built}: {other:?}"),
+        }
+        assert_eq!(IoBackend::default(), IoBackend::AfPacket);
+        assert_eq!("skb".parse::<XdpAttach>(), Ok(XdpAttach::Skb));
+        assert!("native".parse::<XdpAttach>().is_err());
     }
 
     #[test]

@@ -18,6 +18,11 @@
 //! transmitters send their packets on the input interface; each direction
 //! is counted apart ([`ReverseReport`]).
 //!
+//! With [`BridgeConfig::io`] = [`IoBackend::Xdp`] (cargo feature `xdp`) the
+//! shaped direction reads and sends through AF_XDP sockets on queue 0 of
+//! the interfaces instead (one RX thread, at most one dispatcher), with the
+//! same counters and guarantees; the reverse direction stays on AF_PACKET.
+//!
 //! With several egress interfaces ([`BridgeConfig::extra_outputs`]) each
 //! has its own runtime (arbiter, dispatchers) and reverse thread, and every
 //! flow is placed on one of them by weighted HRW on their rates
@@ -26,7 +31,7 @@
 //! # Guarantees
 //! * **One copy**: a frame is copied once, from the RX ring into its pool
 //!   frame; `sendmmsg` sends from the pool (the TX ring copies once more,
-//!   into the ring). Frames are the runtime's descriptors
+//!   into the ring, as AF_XDP does into its UMEM). Frames are the runtime's descriptors
 //!   ([`pspat::Client::next_slot`]): no separate return path, no
 //!   allocation per packet on the shaped path.
 //! * **Conservation** ([`report`]): `received + duplicated = transmitted +
@@ -74,8 +79,8 @@ pub use backend::{AfPacketTx, Sender};
 pub use bridge::Bridge;
 pub use classify::{Classifier, HashClassifier, Verdict};
 pub use config::{
-    BridgeConfig, BridgeError, Egress, FlowCounters, TxKind, Unparsed, DEFAULT_QUEUE_LIMIT,
-    MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS,
+    BridgeConfig, BridgeError, Egress, FlowCounters, IoBackend, TxKind, Unparsed, XdpAttach,
+    DEFAULT_QUEUE_LIMIT, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS, XDP_BUILT,
 };
 pub use counters::{RxReason, TxReason};
 pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};

@@ -16,7 +16,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pspat_bridge::{Bridge, BridgeConfig, BridgeError, Egress, Report, TxKind, Unparsed};
+use pspat_bridge::{
+    Bridge, BridgeConfig, BridgeError, Egress, IoBackend, Report, TxKind, Unparsed, XdpAttach,
+};
 use pspat_io::parse::FlowKeyKind;
 use pspat_io::RxRing;
 
@@ -69,6 +71,14 @@ pub struct Args {
     /// How dispatchers send: sendmmsg (from the frame pool, default) or ring (a TPACKET_V2 TX ring).
     #[arg(long, default_value = "sendmmsg", value_parser = tx_arg)]
     tx: TxKind,
+    /// Sockets of the shaped direction: af-packet (default) or xdp (AF_XDP on queue 0 of --in and of each
+    /// --out: one RX thread, at most one dispatcher; needs a build with --features xdp).
+    #[arg(long, default_value = "af-packet", value_parser = io_arg)]
+    io: IoChoice,
+    /// How the AF_XDP program attaches to --in with --io xdp: auto (driver mode where the driver offers
+    /// it, else skb; default), driver or skb.
+    #[arg(long = "xdp-mode", value_parser = xdp_mode_arg)]
+    xdp_mode: Option<XdpAttach>,
     /// RX ring of the receiving sockets: v2 (TPACKET_V2, each frame handed over as soon as it arrives,
     /// default) or v3 (TPACKET_V3 blocks, handed over when full or after 1 ms: a frame may wait that
     /// long at low rates). Either way an idle RX thread sleeps in poll(2).
@@ -136,6 +146,70 @@ fn tx_arg(text: &str) -> Result<TxKind, String> {
             units::quote(text)
         )
     })
+}
+
+/// `--io`: which sockets carry the shaped direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IoChoice {
+    AfPacket,
+    Xdp,
+}
+
+fn io_arg(text: &str) -> Result<IoChoice, String> {
+    match text {
+        "af-packet" => Ok(IoChoice::AfPacket),
+        "xdp" => Ok(IoChoice::Xdp),
+        _ => Err(format!(
+            "{} is not an I/O back end (allowed: af-packet, xdp)",
+            units::quote(text)
+        )),
+    }
+}
+
+fn xdp_mode_arg(text: &str) -> Result<XdpAttach, String> {
+    text.parse().map_err(|_| {
+        format!(
+            "{} is not an XDP attach mode (allowed: auto, driver, skb)",
+            units::quote(text)
+        )
+    })
+}
+
+/// `--io` and `--xdp-mode` as the bridge's back end, checked against the
+/// build and the thread counts.
+fn io_backend(args: &Args, cfg: &BridgeConfig) -> anyhow::Result<IoBackend> {
+    match args.io {
+        IoChoice::AfPacket => {
+            if args.xdp_mode.is_some() {
+                return Err(usage("--xdp-mode applies to --io xdp only"));
+            }
+            Ok(IoBackend::AfPacket)
+        }
+        IoChoice::Xdp => {
+            if !pspat_bridge::XDP_BUILT {
+                return Err(usage(
+                    "--io xdp: this pspat was built without AF_XDP; rebuild it with \
+                     `cargo build --release -p pspat-cli --features xdp`",
+                ));
+            }
+            if cfg.rx_threads != 1 {
+                return Err(usage(format!(
+                    "--io xdp reads queue 0 of --in with one socket: --rx-threads must be 1, got {}",
+                    cfg.rx_threads
+                )));
+            }
+            if cfg.dispatchers > 1 {
+                return Err(usage(format!(
+                    "--io xdp sends on queue 0 of each --out with one socket: --dispatchers must be \
+                     0 or 1, got {}",
+                    cfg.dispatchers
+                )));
+            }
+            Ok(IoBackend::Xdp {
+                attach: args.xdp_mode.unwrap_or_default(),
+            })
+        }
+    }
 }
 
 fn rx_ring_arg(text: &str) -> Result<RxRing, String> {
@@ -335,6 +409,7 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     if let Some(list) = &args.rx_cpus {
         cfg.rx_cpus = cpu_list("--rx-cpus", list)?;
     }
+    cfg.io = io_backend(args, &cfg)?;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
     Ok(cfg)
 }
@@ -574,7 +649,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     });
     eprintln!(
-        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), tx {}, rx ring {}, frames of {} bytes)",
+        "shape: ready: {} -> {}{} ({}, {} flows by {}, {} RX thread(s), {} dispatcher(s), {}, frames of {} bytes)",
         cfg.input,
         egress_line(&cfg),
         placed.unwrap_or_default(),
@@ -583,8 +658,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cfg.flow_key,
         cfg.rx_threads,
         cfg.dispatchers,
-        cfg.tx.name(),
-        cfg.rx_ring.name(),
+        match cfg.io {
+            IoBackend::AfPacket => format!("tx {}, rx ring {}", cfg.tx.name(), cfg.rx_ring.name()),
+            IoBackend::Xdp { attach } => format!("io xdp, program in {} mode", attach.name()),
+        },
         bridge.frame_size()
     );
     let start = Instant::now();
@@ -630,4 +707,71 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn config_of(extra: &[&str]) -> anyhow::Result<BridgeConfig> {
+        let argv = ["shape", "--in", "pspat-a", "--out", "pspat-b"];
+        let cli = Cli::try_parse_from(argv.iter().chain(extra)).expect("flags parse");
+        config(&cli.args)
+    }
+
+    fn refusal(extra: &[&str]) -> String {
+        let e = config_of(extra).expect_err("refused");
+        assert!(
+            e.downcast_ref::<pspat_cli::UsageError>().is_some(),
+            "a usage error (exit 2): {e}"
+        );
+        let line = e.to_string();
+        assert!(!line.contains('\n'), "one line: {line}");
+        line
+    }
+
+    #[test]
+    fn io_defaults_to_af_packet_and_xdp_is_built_or_named_how_to_build() {
+        assert_eq!(config_of(&[]).unwrap().io, IoBackend::AfPacket);
+        assert_eq!(
+            config_of(&["--io", "af-packet"]).unwrap().io,
+            IoBackend::AfPacket
+        );
+        if pspat_bridge::XDP_BUILT {
+            assert_eq!(
+                config_of(&["--io", "xdp"]).unwrap().io,
+                IoBackend::Xdp {
+                    attach: XdpAttach::Auto
+                }
+            );
+            assert_eq!(
+                config_of(&["--io", "xdp", "--xdp-mode", "skb", "--dispatchers", "0"])
+                    .unwrap()
+                    .io,
+                IoBackend::Xdp {
+                    attach: XdpAttach::Skb
+                }
+            );
+            assert!(refusal(&["--io", "xdp", "--rx-threads", "2"]).contains("--rx-threads"));
+            assert!(refusal(&["--io", "xdp", "--dispatchers", "2"]).contains("--dispatchers"));
+        } else {
+            let line = refusal(&["--io", "xdp"]);
+            assert!(line.contains("--features xdp"), "{line}");
+        }
+        assert!(refusal(&["--xdp-mode", "driver"]).contains("--io xdp"));
+        for bad in [["--io", "dpdk"], ["--xdp-mode", "native"]] {
+            let argv = ["shape", "--in", "pspat-a", "--out", "pspat-b"];
+            assert!(
+                Cli::try_parse_from(argv.iter().chain(&bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
 }

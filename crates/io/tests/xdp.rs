@@ -367,3 +367,91 @@ fn a_removed_link_is_reported_lost_on_every_later_call() {
     );
     assert_eq!(xsk.stats().tx_queued, 0, "nothing queued on a lost link");
 }
+
+/// Pool frames sent by a sending-only socket on `a` (each picked twice in
+/// a row, as a duplicated packet is) arrive through `recv_into` on `b`
+/// in pool frames, intact and in order; `a` has no XDP program, so frames
+/// sent into `a` still reach its AF_PACKET socket; a pick beyond the
+/// frames is refused, typed and counted.
+#[test]
+fn picked_pool_frames_cross_from_a_sender_into_pool_frames() {
+    use pspat_io::xdp::XdpSender;
+    use pspat_io::FramePool;
+    let Some((ns_a, ns_b, pair)) = test_bed() else {
+        return;
+    };
+    let mut tx = ns_a
+        .run(|| XdpSender::open(&pair.a, 0, &XdpConfig::default()))
+        .unwrap()
+        .expect("open the sending socket");
+    assert!(
+        !has_xdp_program(&ns_a, &pair.a),
+        "a sender attaches no program"
+    );
+    let mut rx = ns_b
+        .run(|| XdpSocket::open(&pair.b, 0, &XdpConfig::default()))
+        .unwrap()
+        .expect("open the receiving socket");
+    let mut pool = FramePool::new(512, 2048).expect("pool");
+    let arena = std::sync::Arc::clone(pool.arena());
+    let mut frames = Vec::new();
+    for seq in 0..100 {
+        let mut token = pool.alloc().expect("a free frame");
+        arena.write(&mut token, &frame(seq)).expect("write");
+        frames.push(token);
+    }
+    let picks: Vec<u32> = (0..100u32).flat_map(|i| [i, i]).collect();
+    let mut at = 0;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while at < picks.len() && Instant::now() < deadline {
+        at += tx
+            .send_frames_picked(&arena, &frames, &picks[at..])
+            .expect("send");
+    }
+    assert_eq!(at, picks.len(), "every pick queued");
+    assert!(tx.complete(Duration::from_secs(2)).expect("complete"));
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while got.len() < picks.len() && Instant::now() < deadline {
+        rx.recv_into(Duration::from_millis(20), &mut pool, &mut got)
+            .expect("receive");
+    }
+    let seqs: Vec<u32> = got
+        .iter()
+        .filter_map(|f| sequence_of(arena.bytes(f).expect("bytes")))
+        .collect();
+    let want: Vec<u32> = (0..100u32).flat_map(|i| [i, i]).collect();
+    assert_eq!(seqs, want, "each frame twice, in order");
+    for (token, &seq) in got.iter().zip(&want) {
+        assert_eq!(arena.bytes(token).expect("bytes"), frame(seq).as_slice());
+    }
+    assert_eq!(tx.stats().tx_queued, 200);
+    assert_eq!(rx.stats().rx_no_frame, 0);
+    assert_eq!(rx.stats().rx_too_long, 0);
+    assert!(matches!(
+        tx.send_frames_picked(&arena, &frames, &[100]),
+        Err(XdpError::Io(IoError::BadPick {
+            pick: 100,
+            frames: 100
+        }))
+    ));
+    assert_eq!(tx.stats().tx_failed, 1);
+
+    // Frames sent into `a` pass to its stack: an AF_PACKET socket sees them.
+    let v2 = RxConfig {
+        ring: RxRing::V2,
+        ..RxConfig::default()
+    };
+    let mut packet_rx = ns_a
+        .run(|| PacketRx::open(&pair.a, &v2))
+        .unwrap()
+        .expect("open AF_PACKET RX");
+    let mut packet_tx = ns_b
+        .run(|| PacketTx::open(&pair.b, &TxConfig::default()))
+        .unwrap()
+        .expect("open AF_PACKET TX");
+    let back: Vec<Vec<u8>> = (0..10).map(frame).collect();
+    send_all(&mut packet_tx, &back);
+    let (received, _) = receive_numbered(&mut packet_rx, back.len());
+    assert_eq!(received, back, "the sender's interface still receives");
+}

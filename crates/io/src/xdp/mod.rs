@@ -72,6 +72,14 @@
 //!   (then completed or in flight, [`XdpSocket::in_flight`]), refused with
 //!   an error ([`XdpStats::tx_failed`]), or left to the caller when the
 //!   returned count is below the batch.
+//! * [`XdpSocket::recv_into`] copies each received frame into a
+//!   [`FramePool`] frame (the frame pool's one copy, as
+//!   [`crate::PacketRx::recv_into`]); [`XdpSocket::send_frames_picked`]
+//!   sends arena frames by index, a frame named twice sent twice, one copy
+//!   each into a UMEM TX frame (as [`crate::PacketTx::send_frames_picked`]).
+//! * [`XdpSender`] only sends: the same UMEM, rings and bind, but no
+//!   program, so the interface's received traffic still reaches the
+//!   kernel's stack (and AF_PACKET sockets). It still takes its queue.
 //! * A socket whose interface goes away reports [`IoError::LinkLost`]
 //!   (inside [`XdpError::Io`]) from the next receive (once the ring is
 //!   drained) or send, and from every call after: open a new socket once
@@ -130,6 +138,7 @@ pub use program::{AttachMode, XdpProgram};
 
 use crate::af_packet::FrameLimit;
 use crate::error::{classify, IoError};
+use crate::frames::{Frame, FrameArena, FramePool};
 use crate::sys::{self, RingMap};
 use ring::{MmapOffsets, Ring};
 
@@ -310,6 +319,12 @@ pub struct XdpStats {
     /// RX descriptors pointing outside the UMEM (skipped; never seen from
     /// a working kernel).
     pub rx_invalid: u64,
+    /// Frames [`XdpSocket::recv_into`] dropped for want of a free pool
+    /// frame.
+    pub rx_no_frame: u64,
+    /// Frames [`XdpSocket::recv_into`] dropped because they did not fit a
+    /// pool frame.
+    pub rx_too_long: u64,
     /// Frames queued on the TX ring.
     pub tx_queued: u64,
     /// Their bytes.
@@ -401,7 +416,11 @@ pub struct XdpSocket {
     // Drop order: the program first (detached: no more frames steered
     // here), then the rings are unmapped, the socket closed, and last the
     // UMEM unmapped, once the kernel let go of it.
-    program: XdpProgram,
+    /// `None` for a sending-only socket ([`XdpSender`]).
+    program: Option<XdpProgram>,
+    /// The mode the program runs in (the configured one, unused, for a
+    /// sending-only socket).
+    mode: AttachMode,
     rx: Ring<XdpDesc>,
     tx: Ring<XdpDesc>,
     fill: Ring<u64>,
@@ -432,7 +451,8 @@ impl std::fmt::Debug for XdpSocket {
         f.debug_struct("XdpSocket")
             .field("interface", &self.interface)
             .field("queue", &self.queue)
-            .field("mode", &self.program.mode())
+            .field("mode", &self.mode)
+            .field("redirects", &self.program.is_some())
             .field("zero_copy", &self.zero_copy)
             .field("stats", &self.stats)
             .finish()
@@ -495,6 +515,18 @@ impl XdpSocket {
     /// thread's network namespace) with `config`'s geometry, and attaches
     /// the redirect program.
     pub fn open(interface: &str, queue: u32, config: &XdpConfig) -> Result<Self, XdpError> {
+        Self::open_inner(interface, queue, config, true)
+    }
+
+    /// Opens the socket; with `redirect` false no program is attached, so
+    /// nothing reaches its RX ring and the interface's traffic passes to
+    /// the kernel's stack as before ([`XdpSender`]).
+    fn open_inner(
+        interface: &str,
+        queue: u32,
+        config: &XdpConfig,
+        redirect: bool,
+    ) -> Result<Self, XdpError> {
         config.check()?;
         sys::interface_name(interface)?;
         // Interface ioctls go through an ordinary UDP socket: an AF_XDP
@@ -596,12 +628,17 @@ impl XdpSocket {
                 .map(|i| tx_base + i * u64::from(config.frame_size)),
         );
 
-        let program = XdpProgram::attach(
-            interface,
-            ifindex,
-            config.attach,
-            queues.unwrap_or(queue + 1).max(queue + 1),
-        )?;
+        let program = if redirect {
+            Some(XdpProgram::attach(
+                interface,
+                ifindex,
+                config.attach,
+                queues.unwrap_or(queue + 1).max(queue + 1),
+            )?)
+        } else {
+            None
+        };
+        let mode = program.as_ref().map_or(config.attach, XdpProgram::mode);
         let mut bind_flags = if config.zero_copy {
             XDP_ZEROCOPY
         } else {
@@ -648,10 +685,13 @@ impl XdpSocket {
                 _ => classify("bind the AF_XDP socket", interface, error).into(),
             });
         }
-        program.insert(queue, fd.as_raw_fd())?;
+        if let Some(program) = &program {
+            program.insert(queue, fd.as_raw_fd())?;
+        }
         let options: u32 = sys::getsockopt(&fd, SOL_XDP, XDP_OPTIONS, "read XDP_OPTIONS")?;
         Ok(Self {
             program,
+            mode,
             rx,
             tx,
             fill,
@@ -688,7 +728,7 @@ impl XdpSocket {
 
     /// The mode the redirect program runs in (driver or skb).
     pub fn mode(&self) -> AttachMode {
-        self.program.mode()
+        self.mode
     }
 
     /// Whether the kernel runs this socket in zero-copy mode.
@@ -878,35 +918,116 @@ impl XdpSocket {
         self.stats.tx_completed += u64::from(ready);
     }
 
+    /// Receives like [`XdpSocket::recv_with`], copying each frame into a
+    /// frame of `pool` appended to `out` (the UMEM frame goes straight
+    /// back to the fill ring); returns how many were taken. A frame that
+    /// finds no free pool frame or does not fit one is dropped and counted
+    /// ([`XdpStats::rx_no_frame`], [`XdpStats::rx_too_long`]).
+    pub fn recv_into(
+        &mut self,
+        timeout: Duration,
+        pool: &mut FramePool,
+        out: &mut Vec<Frame>,
+    ) -> Result<usize, XdpError> {
+        let arena = std::sync::Arc::clone(pool.arena());
+        let (mut no_frame, mut too_long, mut taken) = (0, 0, 0);
+        let outcome = self.recv_with(timeout, |bytes| {
+            let Some(mut frame) = pool.alloc() else {
+                no_frame += 1;
+                return;
+            };
+            if arena.write(&mut frame, bytes).is_ok() {
+                out.push(frame);
+                taken += 1;
+            } else {
+                too_long += 1;
+                // The frame is this pool's own (just allocated): recycling
+                // cannot fail.
+                let _ = pool.recycle(frame);
+            }
+        });
+        self.stats.rx_no_frame += no_frame;
+        self.stats.rx_too_long += too_long;
+        outcome?;
+        Ok(taken)
+    }
+
     /// Copies up to the free TX frames' worth of `frames` from the front
     /// into the UMEM, queues them and kicks the kernel; returns how many
     /// were queued (0 when no TX frame or ring slot was free).
     /// [`IoError::FrameTooLong`] or [`XdpError::FrameTooShort`] when the
     /// first frame cannot be sent (a later one ends the batch before it).
     pub fn send_batch(&mut self, frames: &[&[u8]]) -> Result<usize, XdpError> {
+        self.send_with(frames.len(), |i| frames[i])
+    }
+
+    /// Sends `frames[picks[0]]`, `frames[picks[1]]`, ... of `arena` like
+    /// [`XdpSocket::send_batch`]: one copy from the arena frame into a
+    /// UMEM TX frame; a frame named twice is sent twice (a duplicated
+    /// packet). Returns how many picks were queued; the tokens stay the
+    /// caller's. [`IoError::BadPick`] for a pick beyond `frames`, and the
+    /// arena's error for a token not of `arena`, when the first pick is
+    /// such (a later one ends the batch before it).
+    pub fn send_frames_picked(
+        &mut self,
+        arena: &FrameArena,
+        frames: &[Frame],
+        picks: &[u32],
+    ) -> Result<usize, XdpError> {
+        // Only as many picks as could be queued at once are resolved.
+        let mut count = picks.len().min(self.tx_frames);
+        for (i, &pick) in picks[..count].iter().enumerate() {
+            let resolved = frames
+                .get(pick as usize)
+                .ok_or(IoError::BadPick {
+                    pick,
+                    frames: frames.len(),
+                })
+                .and_then(|frame| arena.bytes(frame).map_err(IoError::from));
+            if let Err(error) = resolved {
+                if i == 0 {
+                    self.stats.tx_failed += 1;
+                    return Err(error.into());
+                }
+                count = i;
+                break;
+            }
+        }
+        self.send_with(count, |i| {
+            frames
+                .get(picks[i] as usize)
+                .and_then(|frame| arena.bytes(frame).ok())
+                .unwrap_or(&[])
+        })
+    }
+
+    /// The sending of [`XdpSocket::send_batch`] over the `count` frames
+    /// `frame_at(0..count)`.
+    fn send_with<'f>(
+        &mut self,
+        count: usize,
+        frame_at: impl Fn(usize) -> &'f [u8],
+    ) -> Result<usize, XdpError> {
         self.check_link()?;
         self.reap();
-        let offered = frames
-            .len()
-            .min(self.tx_free.len())
-            .min(self.tx.room() as usize);
+        let offered = count.min(self.tx_free.len()).min(self.tx.room() as usize);
         if offered == 0 {
-            if !frames.is_empty() {
+            if count > 0 {
                 self.stats.tx_full += 1;
                 // Whatever is queued still needs the kernel to move on.
                 self.kick_tx(self.in_flight())?;
             }
             return Ok(0);
         }
-        let short = frames[..offered].iter().position(|f| f.len() < 14);
+        let short = (0..offered).position(|i| frame_at(i).len() < 14);
         if short == Some(0) {
             self.stats.tx_failed += 1;
             return Err(XdpError::FrameTooShort {
-                len: frames[0].len(),
+                len: frame_at(0).len(),
             });
         }
         let offered = short.unwrap_or(offered);
-        let count = match self.limit.admit(frames.iter().copied(), offered) {
+        let count = match self.limit.admit((0..offered).map(&frame_at), offered) {
             Ok(count) => count,
             Err(error) => {
                 self.stats.tx_failed += 1;
@@ -914,7 +1035,7 @@ impl XdpSocket {
             }
         };
         let mut written = 0u32;
-        for frame in &frames[..count] {
+        for frame in (0..count).map(&frame_at) {
             // `count` ≤ free frames (`offered`): the list does not run dry.
             let Some(addr) = self.tx_free.pop() else {
                 break;
@@ -1009,9 +1130,89 @@ impl XdpSocket {
         }
     }
 
-    /// The redirect program this socket attached.
-    pub fn program(&self) -> &XdpProgram {
-        &self.program
+    /// The redirect program this socket attached (`None` only inside an
+    /// [`XdpSender`], which attaches none).
+    pub fn program(&self) -> Option<&XdpProgram> {
+        self.program.as_ref()
+    }
+}
+
+/// A sending-only AF_XDP socket on one queue of one interface: the UMEM
+/// and rings of an [`XdpSocket`], bound the same way, but no redirect
+/// program, so the interface's received traffic still reaches the kernel's
+/// stack (and AF_PACKET sockets). For a sender whose interface also
+/// carries traffic the other way, read by other means. The queue is still
+/// taken: one socket per queue, receiving or sending.
+#[derive(Debug)]
+pub struct XdpSender(XdpSocket);
+
+impl XdpSender {
+    /// Opens a sending-only socket on queue `queue` of `interface` (in the
+    /// calling thread's network namespace) with `config`'s geometry
+    /// (`attach` unused: no program).
+    pub fn open(interface: &str, queue: u32, config: &XdpConfig) -> Result<Self, XdpError> {
+        XdpSocket::open_inner(interface, queue, config, false).map(Self)
+    }
+
+    /// The interface this socket is bound to.
+    pub fn interface(&self) -> &str {
+        self.0.interface()
+    }
+
+    /// The queue this socket is bound to.
+    pub fn queue(&self) -> u32 {
+        self.0.queue()
+    }
+
+    /// Whether the kernel runs this socket in zero-copy mode.
+    pub fn zero_copy(&self) -> bool {
+        self.0.zero_copy()
+    }
+
+    /// What this socket counted.
+    pub fn stats(&self) -> XdpStats {
+        self.0.stats()
+    }
+
+    /// The longest untagged frame this socket sends.
+    pub fn max_frame(&self) -> usize {
+        self.0.max_frame()
+    }
+
+    /// Frames queued for sending that the kernel has not reported sent.
+    pub fn in_flight(&self) -> usize {
+        self.0.in_flight()
+    }
+
+    /// The kernel's counters (`XDP_STATISTICS`).
+    pub fn kernel_stats(&self) -> Result<XdpKernelStats, XdpError> {
+        self.0.kernel_stats()
+    }
+
+    /// [`XdpSocket::send_batch`].
+    pub fn send_batch(&mut self, frames: &[&[u8]]) -> Result<usize, XdpError> {
+        self.0.send_batch(frames)
+    }
+
+    /// [`XdpSocket::send_frames_picked`].
+    pub fn send_frames_picked(
+        &mut self,
+        arena: &FrameArena,
+        frames: &[Frame],
+        picks: &[u32],
+    ) -> Result<usize, XdpError> {
+        self.0.send_frames_picked(arena, frames, picks)
+    }
+
+    /// [`XdpSocket::complete`].
+    pub fn complete(&mut self, timeout: Duration) -> Result<bool, XdpError> {
+        self.0.complete(timeout)
+    }
+}
+
+impl AsRawFd for XdpSender {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.as_raw_fd()
     }
 }
 
