@@ -424,6 +424,8 @@ struct ShapeJson<'a> {
     alg: String,
     rate_bps: Option<u64>,
     flow_key: &'static str,
+    io: &'static str,
+    xdp_mode: Option<&'static str>,
     tx: &'static str,
     rx_ring: &'static str,
     #[serde(flatten)]
@@ -688,6 +690,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             alg: cfg.sched.alg.to_string(),
             rate_bps: cfg.rate_bps,
             flow_key: cfg.flow_key.name(),
+            io: cfg.io.name(),
+            xdp_mode: match cfg.io {
+                IoBackend::AfPacket => None,
+                IoBackend::Xdp { attach } => Some(attach.name()),
+            },
             tx: cfg.tx.name(),
             rx_ring: cfg.rx_ring.name(),
             report: &report,

@@ -211,6 +211,8 @@ fn sigterm_stops_a_run_and_json_has_the_documented_keys() {
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["command"], "shape");
     assert_eq!(doc["rx_ring"], "v2", "the default RX ring");
+    assert_eq!(doc["io"], "af-packet", "the default I/O back end");
+    assert!(doc["xdp_mode"].is_null(), "no XDP mode with AF_PACKET");
     for key in ["received", "transmitted", "in_flight"] {
         assert!(doc[key].is_u64(), "{key}: {doc}");
     }
