@@ -90,6 +90,9 @@ struct CompareArgs {
     /// CPU of pspat shape's RX threads (default: the shaper CPU).
     #[arg(long)]
     shape_rx_cpu: Option<usize>,
+    /// pspat shape's I/O back end: af-packet or xdp (xdp needs a pspat built with the cargo feature xdp).
+    #[arg(long, default_value = "af-packet", value_parser = shape_io_arg)]
+    shape_io: pspat_lab::compare::ShapeIo,
     /// Packets one flow may hold, in both shapers: pspat shape's --queue-limit and a pfifo under each HTB class
     /// (1000: what HTB gives a class without a queue of its own on veth).
     #[arg(long, default_value_t = pspat_lab::topology::DEFAULT_QUEUE_LIMIT)]
@@ -119,6 +122,15 @@ struct CompareArgs {
     /// Print one JSON object (`schema_version` 1) instead of the summary.
     #[arg(long)]
     json: bool,
+}
+
+fn shape_io_arg(text: &str) -> Result<pspat_lab::compare::ShapeIo, String> {
+    use pspat_lab::compare::ShapeIo;
+    match text {
+        "af-packet" => Ok(ShapeIo::AfPacket),
+        "xdp" => Ok(ShapeIo::Xdp),
+        _ => Err(format!("'{text}': expected af-packet or xdp")),
+    }
 }
 
 fn rx_ring_arg(text: &str) -> Result<pspat_io::RxRing, String> {
@@ -232,6 +244,7 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     config.local_dispatchers = a.local_dispatchers;
     config.shape_dispatchers = a.shape_dispatchers;
+    config.shape_io = a.shape_io;
     config.shape_rx_cpu = a.shape_rx_cpu;
     config.queue_limit = a.queue_limit;
     if let Some(bad) = a

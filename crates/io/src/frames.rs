@@ -10,7 +10,9 @@
 //!
 //! All `count × frame_size` bytes are allocated at once, when the pool is
 //! built, through [`HugePageAlloc`] (so a pool of a megabyte or more lies on
-//! transparent huge pages where the kernel allows). Per frame the pool keeps
+//! transparent huge pages where the kernel allows), and every page of it is
+//! faulted in then, so the first packets do not wait for the kernel to
+//! zero pages. Per frame the pool keeps
 //! one state word and one length word. [`FramePool::alloc`] and
 //! [`FramePool::recycle`] are O(1) (a pop from and a push onto a stack whose
 //! capacity is reserved up front) and never allocate; [`FrameArena::release`]
@@ -199,6 +201,11 @@ impl FrameArena {
         // both positive); the block is freed in Drop with this same layout.
         let raw = unsafe { HugePageAlloc.alloc_zeroed(layout) };
         let base = NonNull::new(raw).ok_or(FrameError::OutOfMemory(layout.size()))?;
+        // Every frame is written at packet rate: take the page faults now,
+        // not under the first packets.
+        // SAFETY: `base` is the zeroed block of `layout.size()` bytes just
+        // allocated, owned here alone.
+        unsafe { crate::huge_pages::prefault_zeroed(base.as_ptr(), layout.size()) };
         let slots = (0..count).map(|_| FrameSlot::default()).collect();
         // Relaxed: the id only has to be unique, it orders nothing.
         let id = NEXT_ARENA_ID.fetch_add(1, Ordering::Relaxed);

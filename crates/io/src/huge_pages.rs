@@ -122,6 +122,27 @@ fn map_block(placed: Layout) -> *mut u8 {
     aligned as *mut u8
 }
 
+/// Faults in every page of `len` bytes at `ptr` by writing a zero byte to
+/// each (in 4 KiB steps, the smallest page size), so a block that will be
+/// written at packet rate (a frame pool) pays its page faults, and the
+/// kernel's zeroing of each huge page, when it is built rather than under
+/// the first packets. O(len / 4 KiB) writes.
+///
+/// # Safety
+/// `ptr..ptr + len` must be one live allocation the caller may write, with
+/// no other reference to it, whose bytes are all zero (they stay zero).
+pub unsafe fn prefault_zeroed(ptr: *mut u8, len: usize) {
+    const STEP: usize = 4096;
+    let mut off = 0;
+    while off < len {
+        // SAFETY: `off < len`, inside the block the caller owns; writing
+        // the zero the byte already holds changes no value, and volatile
+        // keeps the compiler from dropping the write.
+        unsafe { std::ptr::write_volatile(ptr.add(off), 0) };
+        off += STEP;
+    }
+}
+
 /// Whether `placed` (from [`placed`]) is a large block, which [`map_block`]
 /// maps on Linux.
 fn is_mapped(placed: Layout) -> bool {

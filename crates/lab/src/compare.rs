@@ -120,6 +120,29 @@ pub struct CompareConfig {
     /// CPU, so that the whole shaper has one core and the traffic the
     /// other).
     pub shape_rx_cpu: Option<usize>,
+    /// pspat shape's `--io` (`af-packet`, the default, or `xdp`, which
+    /// needs a `pspat` built with the cargo feature `xdp`).
+    pub shape_io: ShapeIo,
+}
+
+/// pspat shape's I/O back end in the lab (`--io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShapeIo {
+    /// AF_PACKET rings and `sendmmsg`.
+    #[default]
+    AfPacket,
+    /// AF_XDP sockets (copy mode on veth).
+    Xdp,
+}
+
+impl ShapeIo {
+    /// `af-packet` or `xdp`, as `pspat shape --io` takes it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ShapeIo::AfPacket => "af-packet",
+            ShapeIo::Xdp => "xdp",
+        }
+    }
 }
 
 /// The experiments' names, in the order they run.
@@ -161,6 +184,7 @@ impl CompareConfig {
             rx_rings: Vec::new(),
             queue_limit: DEFAULT_QUEUE_LIMIT,
             shape_dispatchers: 0,
+            shape_io: ShapeIo::AfPacket,
             shape_rx_cpu: None,
         }
     }
@@ -327,6 +351,8 @@ pub struct CompareReport {
     pub queue_limit: u32,
     /// pspat shape's dispatcher threads (0: the arbiter transmitted).
     pub shape_dispatchers: usize,
+    /// pspat shape's I/O back end (`--shape-io`): `af-packet` or `xdp`.
+    pub shape_io: &'static str,
     /// Whether `pspat shape` ran.
     pub pspat_available: bool,
     /// Why not.
@@ -610,6 +636,9 @@ impl Runner<'_> {
         ]);
         if let Some(ring) = self.rx_ring {
             all.extend(["--rx-ring".into(), ring.name().into()]);
+        }
+        if self.config.shape_io != ShapeIo::AfPacket {
+            all.extend(["--io".into(), self.config.shape_io.name().into()]);
         }
         all.push("--json".into());
         Proc::spawn("pspat shape", "ip", &all)
@@ -1368,6 +1397,7 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
         pinning,
         queue_limit: config.queue_limit,
         shape_dispatchers: config.shape_dispatchers,
+        shape_io: config.shape_io.name(),
         pspat_available: runner.pspat_missing.is_none()
             && runner
                 .runs
