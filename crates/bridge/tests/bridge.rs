@@ -10,7 +10,9 @@ mod frames;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{numbered, round_robin, send_all, send_and_stop, settle, Bed};
+use common::{
+    check_conserved_and_ordered, numbered, round_robin, send_all, send_and_stop, settle, Bed,
+};
 use pspat_bridge::{BridgeConfig, TxKind, Unparsed, Verdict};
 use pspat_io::parse::{FlowKey, FlowKeyKind, ParseError, ParseReason};
 use pspat_io::RxRing;
@@ -54,32 +56,10 @@ fn forward_and_count(rx_threads: usize, dispatchers: usize, tx_kind: TxKind, rin
     let frames = round_robin(5000, 4, 3000, 100);
     let (report, sent) = send_and_stop(bridge, &mut tx, &frames, 32, Duration::from_micros(300));
     let (got, far_kernel_drops) = receiver.finish();
-    assert!(report.conserved, "{report:?}");
-    assert_eq!(report.in_flight, 0);
-    assert!(report.error.is_none(), "{:?}", report.error);
-    // Conservation across the bridge: what the sender sent arrived at the
-    // far end or was counted dropped somewhere.
-    assert_eq!(
-        sent,
-        got.len() as u64 + report.dropped_total + report.not_received + far_kernel_drops,
-        "sent = far end + bridge drops + ring drops ({report:?})"
-    );
-    assert_eq!(report.received + report.not_received, sent);
-    assert_eq!(report.transmitted, got.len() as u64 + far_kernel_drops);
-    let per_flow_received: u64 = report.flows.iter().map(|f| f.received).sum();
-    assert_eq!(per_flow_received, report.received);
-    for f in &report.flows {
-        let dropped: u64 = f.dropped.values().sum();
-        assert_eq!(f.received, f.transmitted + dropped, "flow {}", f.flow);
-    }
-    // Order: each flow's sequence numbers arrive increasing.
-    let mut last: BTreeMap<u16, u32> = BTreeMap::new();
-    for (port, seq) in &got {
-        if let Some(prev) = last.insert(*port, *seq) {
-            assert!(*seq > prev, "flow {port}: {seq} after {prev}");
-        }
-    }
-    assert_eq!(last.len(), 4, "every flow arrived");
+    // Conservation across the bridge (what the sender sent arrived at the
+    // far end or was counted dropped somewhere) and each flow's order.
+    let flows = check_conserved_and_ordered(&report, &got, sent, far_kernel_drops);
+    assert_eq!(flows, 4, "every flow arrived");
 }
 
 #[test]

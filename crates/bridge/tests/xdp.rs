@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{numbered, round_robin, send_all, send_and_stop, Bed};
-use pspat_bridge::{BridgeConfig, BridgeError, IoBackend, Report, XdpAttach};
+use common::{check_conserved_and_ordered, numbered, round_robin, send_all, send_and_stop, Bed};
+use pspat_bridge::{BridgeConfig, BridgeError, IoBackend, XdpAttach};
 use pspat_io::netns::Namespace;
 use pspat_io::parse::FlowKeyKind;
 use pspat_sched::pipe::{PipeConfig, QueueConfig, QueueLimit};
@@ -30,34 +30,6 @@ fn xdp_config(bed: &Bed, attach: XdpAttach) -> BridgeConfig {
     let mut cfg = bed.config();
     cfg.io = IoBackend::Xdp { attach };
     cfg
-}
-
-/// Checks a run's accounting across the bridge and each flow's order:
-/// what the sender sent arrived at the far end or was counted dropped
-/// (by the bridge, by reason, or by a kernel ring), nothing in flight.
-fn check_conserved_and_ordered(report: &Report, got: &[(u16, u32)], sent: u64, far_drops: u64) {
-    assert!(report.conserved, "{report:?}");
-    assert_eq!(report.in_flight, 0, "{report:?}");
-    assert!(report.error.is_none(), "{:?}", report.error);
-    assert_eq!(
-        sent,
-        got.len() as u64 + report.dropped_total + report.not_received + far_drops,
-        "sent = far end + bridge drops + ring drops ({report:?})"
-    );
-    assert_eq!(report.received + report.not_received, sent);
-    assert_eq!(report.transmitted, got.len() as u64 + far_drops);
-    let per_flow: u64 = report.flows.iter().map(|f| f.received).sum();
-    assert_eq!(per_flow, report.received);
-    for f in &report.flows {
-        let dropped: u64 = f.dropped.values().sum();
-        assert_eq!(f.received, f.transmitted + dropped, "flow {}", f.flow);
-    }
-    let mut last: BTreeMap<u16, u32> = BTreeMap::new();
-    for (port, seq) in got {
-        if let Some(prev) = last.insert(*port, *seq) {
-            assert!(*seq > prev, "flow {port}: {seq} after {prev}");
-        }
-    }
 }
 
 /// 4 flows of 3000 numbered 100-byte frames each through an AF_XDP bridge

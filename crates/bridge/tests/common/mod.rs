@@ -3,6 +3,7 @@
 //! address is in 10.199.0.0/16 (`pspat_io::netns`).
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -224,4 +225,39 @@ pub fn settle(bridge: &Bridge, want: u64, limit: Duration) -> Report {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Checks a run's accounting across the bridge and each flow's order:
+/// what the sender sent arrived at the far end or was counted dropped
+/// (by the bridge, by reason, or by a kernel ring), nothing in flight.
+/// Returns how many flows arrived.
+pub fn check_conserved_and_ordered(
+    report: &Report,
+    got: &[(u16, u32)],
+    sent: u64,
+    far_drops: u64,
+) -> usize {
+    assert!(report.conserved, "{report:?}");
+    assert_eq!(report.in_flight, 0, "{report:?}");
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert_eq!(
+        sent,
+        got.len() as u64 + report.dropped_total + report.not_received + far_drops,
+        "sent = far end + bridge drops + ring drops ({report:?})"
+    );
+    assert_eq!(report.received + report.not_received, sent);
+    assert_eq!(report.transmitted, got.len() as u64 + far_drops);
+    let per_flow: u64 = report.flows.iter().map(|f| f.received).sum();
+    assert_eq!(per_flow, report.received);
+    for f in &report.flows {
+        let dropped: u64 = f.dropped.values().sum();
+        assert_eq!(f.received, f.transmitted + dropped, "flow {}", f.flow);
+    }
+    let mut last: BTreeMap<u16, u32> = BTreeMap::new();
+    for (port, seq) in got {
+        if let Some(prev) = last.insert(*port, *seq) {
+            assert!(*seq > prev, "flow {port}: {seq} after {prev}");
+        }
+    }
+    last.len()
 }
