@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{
-    check_conserved_and_ordered, numbered, round_robin, send_all, send_and_stop, settle, Bed,
+    check_conserved_and_ordered, numbered, remove_and_check, round_robin, send_all, send_and_stop,
+    settle, stop_after_removal, Bed,
 };
 use pspat_bridge::{BridgeConfig, TxKind, Unparsed, Verdict};
 use pspat_io::parse::{FlowKey, FlowKeyKind, ParseError, ParseReason};
@@ -213,36 +214,15 @@ fn a_removed_output_interface_ends_the_run_cleanly() {
     let mut cfg = bed.config();
     cfg.flows = 2;
     cfg.rate_bps = Some(50_000_000);
-    let names = [
-        bed.sender.name().to_string(),
-        bed.bridge.name().to_string(),
-        bed.receiver.name().to_string(),
-    ];
     let bridge = bed.start(cfg);
     let mut tx = bed.sender_socket();
     let frames: Vec<Vec<u8>> = (0..2000u32).map(|s| numbered(8000, s, 200)).collect();
     let mut sent = send_all(&mut tx, &frames[..1000], 32, Duration::from_micros(500));
     bed.out.remove().expect("remove the output pair");
     sent += send_all(&mut tx, &frames[1000..], 32, Duration::from_micros(500));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while bridge.failure().is_none() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let failure = bridge.failure().expect("the bridge noticed");
-    assert!(failure.contains("went down or disappeared"), "{failure}");
-    let report = bridge.stop().expect("stop");
-    assert!(report.conserved, "{report:?}");
-    assert_eq!(report.in_flight, 0);
-    assert!(report.error.is_some());
-    assert_eq!(report.received + report.not_received, sent);
+    let report = stop_after_removal(bridge, sent);
     assert!(report.transmitted < report.received);
-    drop(bed);
-    for name in names {
-        assert!(
-            !std::path::Path::new(&format!("/var/run/netns/{name}")).exists(),
-            "namespace {name} removed"
-        );
-    }
+    remove_and_check(bed);
 }
 
 #[test]

@@ -224,11 +224,6 @@ fn removed_mid_run(which: Removed) {
     let mut cfg = xdp_config(&bed, XdpAttach::Auto);
     cfg.flows = 2;
     cfg.rate_bps = Some(50_000_000);
-    let names = [
-        bed.sender.name().to_string(),
-        bed.bridge.name().to_string(),
-        bed.receiver.name().to_string(),
-    ];
     let bridge = bed.start(cfg);
     let mut tx = bed.sender_socket();
     let frames: Vec<Vec<u8>> = (0..2000u32).map(|s| numbered(8000, s, 200)).collect();
@@ -245,34 +240,12 @@ fn removed_mid_run(which: Removed) {
             sent += send_all(&mut tx, &frames[1000..], 32, Duration::from_micros(500));
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while bridge.failure().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let failure = bridge.failure().expect("the bridge noticed");
-    println!("{which:?} removed: {failure}");
-    assert!(failure.contains("went down or disappeared"), "{failure}");
-    assert!(!failure.contains('\n'), "one line: {failure}");
-    let report = bridge.stop().expect("stop");
-    assert!(report.conserved, "{report:?}");
-    assert_eq!(report.in_flight, 0);
-    assert!(report.error.is_some());
-    assert_eq!(report.received + report.not_received, sent, "{report:?}");
-    assert_eq!(
-        report.received,
-        report.transmitted + report.dropped_total,
-        "{report:?}"
-    );
+    let report = common::stop_after_removal(bridge, sent);
+    println!("{which:?} removed: {:?}", report.error);
     if let Removed::Output = which {
         assert!(report.transmitted < report.received, "{report:?}");
     }
-    drop(bed);
-    for name in names {
-        assert!(
-            !std::path::Path::new(&format!("/var/run/netns/{name}")).exists(),
-            "namespace {name} removed"
-        );
-    }
+    common::remove_and_check(bed);
 }
 
 #[test]

@@ -261,3 +261,40 @@ pub fn check_conserved_and_ordered(
     }
     last.len()
 }
+
+/// Waits (at most 5 s) for `bridge` to notice that one of its interfaces
+/// was removed, checks that it says so in one line, stops it and checks
+/// that its counters add up for the `sent` frames offered; returns the
+/// final report.
+pub fn stop_after_removal(bridge: Bridge, sent: u64) -> Report {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while bridge.failure().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let failure = bridge.failure().expect("the bridge noticed");
+    assert!(failure.contains("went down or disappeared"), "{failure}");
+    assert!(!failure.contains('\n'), "one line: {failure}");
+    let report = bridge.stop().expect("stop");
+    assert!(report.conserved, "{report:?}");
+    assert_eq!(report.in_flight, 0);
+    assert!(report.error.is_some());
+    assert_eq!(report.received + report.not_received, sent, "{report:?}");
+    assert_eq!(
+        report.received,
+        report.transmitted + report.dropped_total,
+        "{report:?}"
+    );
+    report
+}
+
+/// Drops the bed and checks that its three namespaces are gone.
+pub fn remove_and_check(bed: Bed) {
+    let names = [&bed.sender, &bed.bridge, &bed.receiver].map(|ns| ns.name().to_string());
+    drop(bed);
+    for name in names {
+        assert!(
+            !std::path::Path::new(&format!("/var/run/netns/{name}")).exists(),
+            "namespace {name} removed"
+        );
+    }
+}
