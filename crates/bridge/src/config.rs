@@ -297,7 +297,7 @@ pub struct BridgeConfig {
 pub const DEFAULT_QUEUE_LIMIT: u32 = 1000;
 
 impl BridgeConfig {
-    /// The defaults: one RX thread, one dispatcher, DRR, unshaped, 1 flow
+    /// The defaults: one RX thread, no dispatcher (the arbiter transmits), DRR, unshaped, 1 flow
     /// keyed by 5-tuple, unparsed frames forwarded, V2 RX rings, sendmmsg
     /// with qdisc bypass, [`DEFAULT_QUEUE_LIMIT`] packets per flow queue, 4096 frames per RX thread, the
     /// reverse direction forwarded, 1 s of drain.
@@ -307,7 +307,7 @@ impl BridgeConfig {
             output: output.into(),
             extra_outputs: Vec::new(),
             rx_threads: 1,
-            dispatchers: 1,
+            dispatchers: 0,
             sched: SchedulerConfig::default(),
             rate_bps: None,
             flows: 1,

@@ -104,8 +104,8 @@ pub struct Args {
     /// add contention, not capacity; 1 is the default.
     #[arg(long = "rx-threads", default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<1, 64>)]
     rx_threads: i64,
-    /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
+    /// Dispatcher threads, 0..=64 (0, the default: the arbiter sends itself).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
     dispatchers: i64,
     /// Frames per RX thread, a multiple of 64 in 64..=65536: every packet in a queue or a delay line holds one.
     #[arg(long, default_value_t = 4096, allow_negative_numbers = true, value_parser = ranged::<64, 65536>)]

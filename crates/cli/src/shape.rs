@@ -51,8 +51,8 @@ pub struct Args {
     /// Weights of the flows, comma separated, each 1..=65536, one per flow (default: all 1).
     #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
-    /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
+    /// Dispatcher threads, 0..=64 (0, the default: the arbiter sends itself).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
     dispatchers: i64,
     /// Stop after this long (a number with ns, us, ms or s; bare = seconds), above 0 and at most 10^6 s;
     /// runs until SIGINT or SIGTERM if not given.
