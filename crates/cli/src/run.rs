@@ -2753,7 +2753,9 @@ mod tests {
         sched_4_drained(set, &snaps, &b.links, &exits, 48, 15, |exits| {
             // Each flow keeps its order across the coarser mask; across the
             // finer one its carried packets keep theirs, and its next packet
-            // (in its own instance, on its own link) may overtake them (docs).
+            // (in its own instance, on its own link) may overtake them: this
+            // test lends no classifier, so each old queue moves whole (the
+            // split by key: a_finer_mask_places_each_held_packet_by_the_key_its_frame_gives).
             for f in 0..4u64 {
                 let mut tokens: Vec<u64> = exits
                     .iter()
