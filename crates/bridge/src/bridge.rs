@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use pspat::{Runtime, RuntimeConfig, ShutdownPolicy, Stats, TxOwner};
 use pspat_io::parse::{ParseLimits, ParseReason};
-use pspat_io::{Frame, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig};
+use pspat_io::{
+    Frame, FrameArena, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig,
+};
 use pspat_sched::{AnyScheduler, DropReason, FlowParams, FlowTable, Scheduler};
 
 use crate::backend::{AfPacketTx, Sender};
@@ -667,6 +669,18 @@ impl Bridge {
     /// Bytes per frame buffer (the output's longest frame, rounded up).
     pub fn frame_size(&self) -> usize {
         self.frame_size
+    }
+
+    /// The frame pool's arena. Frame `(k·E + e)·D + s` travels in slot `s`
+    /// of RX thread `k`'s client on egress interface `e` (`D` descriptors
+    /// per client; `k` from `rx_threads` on: the shaped reverse
+    /// direction's), and a frame is in flight (released) while its
+    /// descriptor is in the runtime: the one holding the descriptor (the
+    /// arbiter, for a packet its scheduler holds) may reclaim the frame
+    /// to read it and must release it again before handing the
+    /// descriptor on.
+    pub fn frames(&self) -> &Arc<FrameArena> {
+        self._pool.arena()
     }
 
     /// The transmitters' counters of a shaped reverse direction (empty

@@ -29,6 +29,13 @@
 //! serve before the carried ones: the flow may be reordered across the
 //! two queues until the carried packets have left).
 //!
+//! Where the caller still has each held packet's key (its frame's
+//! headers), [`Classifier::place_carried`] places the packet by that key
+//! instead: the instance and queue its flow's next packets get, under a
+//! finer mask too (a key new to the table takes its entry then). The
+//! per-queue moves then only name each old queue's heir (its history,
+//! and the frames routed to its old id before the change).
+//!
 //! What has no place: an entry the new table has no free slot for goes to
 //! the overflow queue (or instance) under
 //! [`crate::OverflowPolicy::SharedQueue`], else nowhere; a slot of the old
@@ -45,7 +52,7 @@ use std::collections::HashMap;
 
 use pspat_sched::FlowId;
 
-use crate::key::MaskedKey;
+use crate::key::{MaskedKey, PacketKey};
 use crate::layout::FlowOwner;
 use crate::Classifier;
 
@@ -65,6 +72,12 @@ pub struct LinkMoves {
     /// `(old instance, old flow id)` → `(new instance, new flow id)`:
     /// dynamic queues whose key was masked again; before `fixed`.
     keyed: HashMap<(u32, u32), (u32, u32)>,
+    /// Old flow id → the pipe or flowset that owned it, when the owner is
+    /// on this link in both classifiers ([`Classifier::place_carried`]).
+    owners: Vec<Option<FlowOwner>>,
+    /// The latest use in the old tables: the last use a key placed by
+    /// [`Classifier::place_carried`] gets.
+    latest: u64,
 }
 
 impl LinkMoves {
@@ -82,6 +95,12 @@ impl LinkMoves {
     /// Dynamic queues whose key was masked again (and placed).
     pub fn keyed(&self) -> usize {
         self.keyed.len()
+    }
+
+    /// The pipe or flowset old flow id `flow` belonged to, when it is on
+    /// this link in the new classifier too.
+    pub fn owner(&self, flow: FlowId) -> Option<FlowOwner> {
+        self.owners.get(flow.index()).copied().flatten()
     }
 }
 
@@ -136,8 +155,19 @@ impl Classifier {
             let mut moves = LinkMoves {
                 link: number,
                 fixed: vec![None; old_flows as usize],
+                owners: vec![None; old_flows as usize],
+                latest: now,
                 ..LinkMoves::default()
             };
+            for r in &olay.ranges {
+                if nlay.ranges.iter().any(|n| n.owner == r.owner) {
+                    for k in 0..r.len() {
+                        if let Some(o) = moves.owners.get_mut((r.first.0 + k) as usize) {
+                            *o = Some(r.owner);
+                        }
+                    }
+                }
+            }
             // Old instance → new instance.
             let nl = &mut self.links[li];
             moves.instances = match (&ol.instances, &mut nl.instances) {
@@ -268,5 +298,65 @@ impl Classifier {
             out.links.push(moves);
         }
         out
+    }
+}
+
+impl Classifier {
+    /// Where one packet carried over from the classifier this one replaced
+    /// goes, by its own key (`key`, as the packet was classified): the
+    /// instance and dynamic queue that key has under this classifier's
+    /// masks on link `moves.link`, within the pipe or flowset its old flow
+    /// id `flow` belonged to ([`LinkMoves::owner`]). So under a finer mask
+    /// the packets of one old queue go, each, where the next packets of
+    /// their own flows will go ([module docs](self)). A key with no entry
+    /// yet takes one, last used at the latest use of the old tables (it
+    /// then expires like an entry carried with its queue); the table has
+    /// no slot: the overflow instance or queue
+    /// ([`crate::OverflowPolicy::SharedQueue`]), else `None`, as for a
+    /// flowset deleted or moved to another link. Call it after
+    /// [`Classifier::carry_dynamic_from`] gave `moves`, before this
+    /// classifier classifies. Control path: O(1) per packet, no
+    /// allocation.
+    pub fn place_carried(
+        &mut self,
+        moves: &LinkMoves,
+        flow: FlowId,
+        key: &PacketKey,
+    ) -> Option<(u32, FlowId)> {
+        let owner = moves.owner(flow)?;
+        let li = self.links.iter().position(|l| l.number == moves.link)?;
+        let range = self
+            .layout
+            .link(moves.link)?
+            .ranges
+            .iter()
+            .find(|r| r.owner == owner)
+            .copied()?;
+        let link = &mut self.links[li];
+        let to = match &mut link.instances {
+            None => 0,
+            Some(m) => m
+                .table
+                .carry(&m.mask.masked(key, 0), moves.latest)
+                .or(link.overflow_instance)?,
+        };
+        let dynamic = match owner {
+            FlowOwner::Pipe(_) => None,
+            FlowOwner::Queue(qn) => self
+                .queues
+                .iter_mut()
+                .find(|q| q.number == qn && q.link == li)?
+                .dynamic
+                .as_mut(),
+        };
+        let f = match dynamic {
+            None => range.first,
+            Some(m) => m
+                .table
+                .carry(&m.mask.masked(key, to), moves.latest)
+                .map(|s| FlowId(range.first.0 + s))
+                .or(range.overflow)?,
+        };
+        Some((to, f))
     }
 }

@@ -149,6 +149,17 @@ impl CompiledMask {
         self.mask_fields(s, s6, d, d6, ports, key.flow_label, key.proto, instance)
     }
 
+    /// The masked key of `key` inside `instance` (all eleven words), for
+    /// the control path: a packet carried over to a new classifier takes
+    /// its own key under the new mask (crate::carry). Same result as
+    /// [`CompiledMask::pack`] before packing.
+    pub(crate) fn masked(&self, key: &PacketKey, instance: u32) -> MaskedKey {
+        let (s, s6) = words(key.src);
+        let (d, d6) = words(key.dst);
+        let ports = (u32::from(key.src_port) << 16) | u32::from(key.dst_port);
+        self.mask_fields(s, s6, d, d6, ports, key.flow_label, key.proto, instance)
+    }
+
     /// A key another mask made (`k`), masked again by this one, in
     /// `instance`: the key a packet of `k` gets under this mask when the
     /// bits the other mask dropped are zero. Exact (the packet's own key

@@ -274,3 +274,89 @@ fn a_flowset_moved_or_deleted_has_no_place() {
         .iter()
         .all(|b| moves.get(b.instance, b.flow).is_none()));
 }
+
+#[test]
+fn a_carried_packet_placed_by_its_own_key_joins_its_flow_s_next_packets() {
+    let lim = limits(64, 8);
+    // Finer flow masks (a /24's queue, an unmasked flowset) and finer
+    // sched masks (one instance, one per /24): each old packet placed by
+    // its own key goes to the instance and queue the flow's next packet
+    // gets; the per-queue move sends it there only for the zero key.
+    for (old_text, new_text) in [
+        (
+            plan_text("", "mask src-ip 0xffffff00", ""),
+            plan_text("", "mask src-ip 0xffffffff", ""),
+        ),
+        (
+            plan_text("", "", ""),
+            plan_text("", "mask src-ip 0xffffffff src-port 0xffff", ""),
+        ),
+        (
+            plan_text("", "", ""),
+            plan_text("mask src-ip 0xffffff00", "mask src-ip 0xffffffff", ""),
+        ),
+    ] {
+        let (before, moves, mut new) = carried(&old_text, &new_text, &lim);
+        assert!(moves.remasked, "{new_text}");
+        let placed: Vec<(u32, FlowId)> = keys()
+            .iter()
+            .zip(&before)
+            .map(|(k, b)| {
+                assert_eq!(moves.owner(b.flow), Some(FlowOwner::Queue(41)));
+                new.place_carried(&moves, b.flow, k).expect("a slot")
+            })
+            .collect();
+        let mut differ = 0;
+        for ((k, b), to) in keys().iter().zip(&before).zip(&placed) {
+            let p = place(&mut new, 300_000_000, k);
+            assert!(!p.new_queue, "{k:?}: its entry came with its packet");
+            assert_eq!((p.instance, p.flow), *to, "{k:?} in {new_text}");
+            differ += usize::from(moves.get(b.instance, b.flow) != Some(*to));
+        }
+        assert!(differ > 0, "{new_text}: the whole-queue move is not exact");
+    }
+    // A flowset with no place on the link (deleted): nowhere.
+    let (before, moves, mut new) = carried(
+        &plan_text("", "mask src-ip 0xffffffff", "queue 42 config sched 4\n"),
+        "sched 4 config type qfq bw 8Mbit/s\nqueue 42 config sched 4\nadd 100 queue 42 ip from any to any\n",
+        &lim,
+    );
+    for (k, b) in keys().iter().zip(&before) {
+        assert_eq!(moves.owner(b.flow), None);
+        assert_eq!(new.place_carried(&moves, b.flow, k), None);
+    }
+}
+
+#[test]
+fn carried_packets_beyond_the_table_go_to_the_overflow_queue_or_nowhere() {
+    for policy in [OverflowPolicy::SharedQueue, OverflowPolicy::Drop] {
+        let lim = ClassifierLimits {
+            overflow: policy,
+            ..limits(4, 8)
+        };
+        let (before, moves, mut new) = carried(
+            &plan_text("", "", ""),
+            &plan_text("", "mask src-ip 0xffffffff src-port 0xffff", ""),
+            &lim,
+        );
+        let (_, range) = new.layout().range_of(FlowOwner::Queue(41)).unwrap();
+        let overflow = range.overflow;
+        let placed: Vec<Option<(u32, FlowId)>> = keys()
+            .iter()
+            .zip(&before)
+            .map(|(k, b)| new.place_carried(&moves, b.flow, k))
+            .collect();
+        // 18 keys, 4 slots, one taken by the old queue's zero key.
+        let own = placed
+            .iter()
+            .filter(|p| p.is_some() && p.map(|p| p.1) != overflow)
+            .count();
+        assert_eq!(own, 3, "{placed:?}");
+        match policy {
+            OverflowPolicy::SharedQueue => {
+                assert!(placed[3..].iter().all(|p| p.map(|p| p.1) == overflow))
+            }
+            OverflowPolicy::Drop => assert!(placed[3..].iter().all(Option::is_none)),
+        }
+    }
+}

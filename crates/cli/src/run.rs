@@ -39,7 +39,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use pspat_bridge::{Bridge, BridgeConfig, BridgeError, FlowCounters, Report, Verdict};
@@ -410,6 +410,70 @@ struct Observed {
     dirty: bool,
     /// Per-queue copies and sojourn times (run/qstats.rs).
     queues: Option<qstats::Recorder>,
+    /// The bridge's frames, once it started: a rebuilt link's held
+    /// packets are placed by their own keys (live.rs, `by_key`).
+    frames: Arc<OnceLock<HeldFrames>>,
+    /// The running classifier (shared with the RX threads), and the old
+    /// ids of the links last rebuilt by key: a frame routed there before
+    /// the classifier changed is placed by its own key as well.
+    classifier: Option<Arc<Mutex<Classifier>>>,
+    rerouted: Vec<Rerouted>,
+}
+
+/// A link rebuilt by key ([`live::LiveOp::Install`] with `by_key`): its
+/// old members' ids and where its old ids' owners are now, until
+/// [`REROUTE_NS`] after the change or the next change.
+struct Rerouted {
+    link: u32,
+    /// `(instance, first global id, ids)` of each old member.
+    old: Vec<(u32, u32, u32)>,
+    moves: pspat_classify::LinkMoves,
+    until: pspat_sched::Instant,
+}
+
+/// How long frames routed to a rebuilt link's old ids are placed by key:
+/// such a frame was classified before the change and waited at most a
+/// few descriptors' time in its client's mailbox.
+const REROUTE_NS: u64 = 1_000_000_000;
+
+/// Reads the headers of a frame whose descriptor the arbiter's scheduler
+/// holds: the bridge's frame `client · D + desc` (one egress interface;
+/// [`Bridge::frames`]) for the runtime's token `client << 32 | desc`.
+struct HeldFrames {
+    arena: Arc<pspat_io::FrameArena>,
+    per_client: usize,
+    limits: pspat_io::parse::ParseLimits,
+}
+
+impl HeldFrames {
+    /// The classifier's key of the packet `token` names, `None` when its
+    /// frame cannot be read or parsed. Only for a packet the scheduler
+    /// holds (its frame in flight): the frame is reclaimed, read and
+    /// released again, so whoever takes the descriptor next finds it as
+    /// it was.
+    fn key_of(&self, token: u64) -> Option<PacketKey> {
+        let token = token & !Packet::COPY_BIT;
+        let (client, desc) = ((token >> 32) as usize, (token as u32) as usize);
+        if desc >= self.per_client {
+            return None;
+        }
+        let index = u32::try_from(client.checked_mul(self.per_client)?.checked_add(desc)?).ok()?;
+        let frame = self.arena.reclaim(index).ok()?;
+        let key = self
+            .arena
+            .bytes(&frame)
+            .ok()
+            .and_then(|b| pspat_io::parse::parse_frame(b, &self.limits).ok())
+            .map(|k| PacketKey::new(k.src, k.dst, k.protocol, k.src_port, k.dst_port));
+        if self.arena.release(frame).is_err() {
+            // Never expected (the frame came from this arena): the token
+            // is dropped, so the frame stays owned, and its descriptor's
+            // next holder finds it missing and counts it.
+            tracing::error!(target: "pspat::run", "frame {index} could not be released after reading it");
+            return None;
+        }
+        key
+    }
 }
 
 impl Observed {
@@ -423,9 +487,48 @@ impl Observed {
             next: pspat_sched::Instant::ZERO,
             dirty: true,
             queues: None,
+            frames: Arc::default(),
+            classifier: None,
+            rerouted: Vec::new(),
         };
         o.publish();
         o
+    }
+
+    /// Reads held packets' frames through `frames` once it is set, and
+    /// places frames routed to a rebuilt link's old ids by their keys in
+    /// `classifier` (the running one).
+    fn with_frames(
+        mut self,
+        frames: Arc<OnceLock<HeldFrames>>,
+        classifier: Arc<Mutex<Classifier>>,
+    ) -> Self {
+        self.frames = frames;
+        self.classifier = Some(classifier);
+        self
+    }
+
+    /// The flow a frame routed to an old id of a link rebuilt by key goes
+    /// to now: the instance and queue its own key has in the running
+    /// classifier (which the control side replaced, under the lock this
+    /// waits for, right after the rebuild). `None`: it stays as routed
+    /// (the set sends it to the old queue's heir).
+    fn reroute(&mut self, now: pspat_sched::Instant, pkt: &Packet) -> Option<FlowId> {
+        self.rerouted.retain(|r| now <= r.until);
+        let (r, base) = self.rerouted.iter().find_map(|r| {
+            r.old
+                .iter()
+                .find(|o| pkt.flow.0 >= o.1 && pkt.flow.0 - o.1 < o.2)
+                .map(|o| (r, o.1))
+        })?;
+        let key = self.frames.get()?.key_of(pkt.token)?;
+        let placed = self.classifier.as_ref()?.lock().ok()?.place_carried(
+            &r.moves,
+            FlowId(pkt.flow.0 - base),
+            &key,
+        );
+        let (i, f) = placed?;
+        self.set.global(r.link, i, f)
     }
 
     /// Also answers per-queue requests and measures sojourn times.
@@ -457,8 +560,52 @@ impl Observed {
     /// runtime, so never inside a packet's handling) and answers them.
     fn take_changes(&mut self, now: pspat_sched::Instant) {
         for (id, ops) in self.inbox.take() {
+            // A change ends the rerouting of the ids it may reuse; the
+            // links it rebuilds by key start theirs.
+            let mut started = Vec::new();
+            for op in &ops {
+                if let live::LiveOp::Install {
+                    link,
+                    members,
+                    by_key,
+                    moves,
+                    ..
+                } = op
+                {
+                    self.rerouted.retain(|r| {
+                        r.link != *link
+                            && !r.old.iter().any(|o| {
+                                members
+                                    .iter()
+                                    .any(|m| o.1 < m.base + m.flows && m.base < o.1 + o.2)
+                            })
+                    });
+                    if let (Some(_), Some(m)) = (by_key, moves) {
+                        started.push(Rerouted {
+                            link: *link,
+                            old: self
+                                .set
+                                .members()
+                                .filter(|x| x.0 == *link)
+                                .map(|x| (x.1, x.2, x.3.pipe().all_flow_counters().len() as u32))
+                                .collect(),
+                            moves: m.clone(),
+                            until: now.saturating_add_nanos(REROUTE_NS),
+                        });
+                    }
+                }
+                if let live::LiveOp::Remove { link } = op {
+                    self.rerouted.retain(|r| r.link != *link);
+                }
+            }
             let mut gone = Vec::new();
-            let r = live::apply(&mut self.set, now, ops, &mut gone);
+            let frames = self.frames.get();
+            let r = live::apply_keyed(&mut self.set, now, ops, &mut gone, &mut |t| {
+                frames.and_then(|f| f.key_of(t))
+            });
+            if r.is_ok() {
+                self.rerouted.extend(started);
+            }
             for g in gone {
                 if g.removed {
                     // Earlier parts of a deleted link are deleted with it.
@@ -509,8 +656,13 @@ impl Drop for Observed {
 }
 
 impl Scheduler for Observed {
-    fn enqueue(&mut self, now: pspat_sched::Instant, pkt: Packet) -> Result<(), Rejected> {
+    fn enqueue(&mut self, now: pspat_sched::Instant, mut pkt: Packet) -> Result<(), Rejected> {
         self.take_changes(now);
+        if !self.rerouted.is_empty() {
+            if let Some(f) = self.reroute(now, &pkt) {
+                pkt.flow = f;
+            }
+        }
         if let Some(q) = &mut self.queues {
             q.touched();
         }
@@ -1094,15 +1246,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let inbox = Arc::new(live::Inbox::default());
     let shared_routes = Arc::new(SharedRoutes::new(routes.clone()));
     let board = Arc::new(qstats::Board::default());
-    let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox)).with_queues(
-        // A shaped reverse direction's RX threads are clients too
-        // (rx_threads..2 * rx_threads).
-        qstats::Recorder::new(
-            Arc::clone(&board),
-            rx_threads * if shape_reverse { 2 } else { 1 },
-            descriptors,
-        ),
-    );
+    let frames: Arc<OnceLock<HeldFrames>> = Arc::default();
+    let sched = Observed::new(built.set, Arc::clone(&snaps), Arc::clone(&inbox))
+        .with_queues(
+            // A shaped reverse direction's RX threads are clients too
+            // (rx_threads..2 * rx_threads).
+            qstats::Recorder::new(
+                Arc::clone(&board),
+                rx_threads * if shape_reverse { 2 } else { 1 },
+                descriptors,
+            ),
+        )
+        .with_frames(Arc::clone(&frames), Arc::clone(&classifier));
     let mut config = config;
     control::pin_rule_numbers(&mut config);
     let live = Arc::new(control::Live {
@@ -1157,6 +1312,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
+    // Before the control thread starts: no change can come earlier.
+    let _ = frames.set(HeldFrames {
+        arena: Arc::clone(bridge.frames()),
+        per_client: descriptors,
+        limits: pspat_io::parse::ParseLimits::for_mtu(bridge.frame_size()),
+    });
     // In `live` for the metrics; a poisoned lock still holds it.
     let the_bridge = || live.bridge.lock().unwrap_or_else(PoisonError::into_inner);
     *the_bridge() = Some(bridge);
@@ -2592,7 +2753,9 @@ mod tests {
         sched_4_drained(set, &snaps, &b.links, &exits, 48, 15, |exits| {
             // Each flow keeps its order across the coarser mask; across the
             // finer one its carried packets keep theirs, and its next packet
-            // (in its own instance, on its own link) may overtake them (docs).
+            // (in its own instance, on its own link) may overtake them: this
+            // test lends no classifier, so each old queue moves whole (the
+            // split by key: a_finer_mask_places_each_held_packet_by_the_key_its_frame_gives).
             for f in 0..4u64 {
                 let mut tokens: Vec<u64> = exits
                     .iter()
@@ -2608,6 +2771,141 @@ mod tests {
                 );
             }
         });
+    }
+
+    /// A UDP frame of `key(src, dport)`.
+    fn frame_of(src: &str, dport: u16) -> Vec<u8> {
+        let (src, dst): (std::net::Ipv4Addr, std::net::Ipv4Addr) =
+            (src.parse().unwrap(), "10.199.9.9".parse().unwrap());
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(src.octets(), dst.octets(), 64)
+            .udp(1000, dport)
+            .write(&mut out, &[0u8; 958])
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_finer_mask_places_each_held_packet_by_the_key_its_frame_gives() {
+        // One queue for three sources, then one queue per source. The held
+        // packets' frames are in a pool (client 0, descriptor = token) as
+        // the bridge's are; the new classifier is lent to the arbiter.
+        let text = "sched 4 config type drr bw 8Mbit/s delay 5ms\n\
+                    queue 1 config sched 4 queue 100\n\
+                    add 100 queue 1 udp from any to any\n";
+        let (plan, mut b) = built_spare(text, 32);
+        let total = b.set.flows();
+        let mut pool = pspat_io::FramePool::new(64, 2048).unwrap();
+        let arena = Arc::clone(pool.arena());
+        let mut free: Vec<pspat_io::Frame> = std::iter::from_fn(|| pool.alloc()).collect();
+        free.sort_by_key(|f| std::cmp::Reverse(f.index()));
+        let frames: Arc<OnceLock<HeldFrames>> = Arc::default();
+        assert!(frames
+            .set(HeldFrames {
+                arena: Arc::clone(&arena),
+                per_client: 64,
+                limits: pspat_io::parse::ParseLimits::default(),
+            })
+            .is_ok());
+        let running = Arc::new(Mutex::new(b.classifier.clone()));
+        let inbox: Arc<live::Inbox> = Arc::default();
+        let snaps: Snapshots = Arc::default();
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::clone(&snaps), Arc::clone(&inbox))
+            .with_frames(frames, Arc::clone(&running));
+        // Token t: source t % 3, sequence t / 3 (frames 0..21 written).
+        let sources = ["10.199.0.1", "10.199.0.2", "10.199.0.3"];
+        let mut with_frame = |t: u64| {
+            let mut f = free.pop().unwrap();
+            assert_eq!(u64::from(f.index()), t);
+            arena
+                .write(&mut f, &frame_of(sources[(t % 3) as usize], 7000))
+                .unwrap();
+            assert_eq!(u64::from(arena.release(f).unwrap()), t);
+        };
+        for t in 0..18u64 {
+            with_frame(t);
+            offer(&mut b, &mut set, sources[(t % 3) as usize], 7000, t);
+        }
+        // Classified before the change, taken by the arbiter after it.
+        let late: Vec<(u64, FlowId)> = (18..21u64)
+            .map(|t| {
+                with_frame(t);
+                let flow = match b.classifier.classify(
+                    pspat_sched::Instant::ZERO,
+                    &key(sources[(t % 3) as usize], 7000),
+                    1000,
+                ) {
+                    Decision::Enqueue(p) => b.routes.global(p.link, p.instance, p.flow).unwrap(),
+                    v => panic!("{v:?}"),
+                };
+                (t, flow)
+            })
+            .collect();
+        let mut now = pspat_sched::Instant::ZERO;
+        let mut exits = Vec::new();
+        drive(&mut set, &mut now, 7_500_000, &mut exits);
+        let new = plan_of(&text.replace("queue 100", "queue 100 mask src-ip 0xffffffff"));
+        let mut fresh = Classifier::from_plan(&new, &limits()).unwrap();
+        fresh.bind_interface("in", INPUT_INDEX);
+        let mut planned = live::plan_change(
+            &plan,
+            &new,
+            &live::Room {
+                layout: b.classifier.layout(),
+                new_layout: fresh.layout(),
+                routes: &b.routes,
+                total,
+                capacity: 1024,
+            },
+        )
+        .unwrap();
+        let mut held = running.lock().unwrap();
+        let carry = fresh.carry_dynamic_from(&held);
+        assert!(live::fill_moves(&mut planned.ops, &carry));
+        let lent = live::Lent::new(fresh);
+        live::lend(&mut planned.ops, &lent);
+        std::thread::scope(|s| {
+            let ops = std::mem::take(&mut planned.ops);
+            let h = s.spawn(|| inbox.submit(ops, Duration::from_secs(10)));
+            while !inbox.is_pending() {
+                std::thread::yield_now();
+            }
+            let until = now.as_nanos() + 1_000_000;
+            drive(&mut set, &mut now, until, &mut exits);
+            h.join().unwrap().unwrap();
+        });
+        let fresh = lent.take_back();
+        b.classifier = fresh.clone();
+        // The control side replaces the running classifier, then lets go.
+        *held = fresh;
+        drop(held);
+        b.routes = planned.routes.unwrap();
+        for (t, flow) in late {
+            set.enqueue(now, Packet::new(flow, 1000, t)).unwrap();
+        }
+        // Next packets, in their own queues (no frame needed).
+        for t in 21..30u64 {
+            offer(&mut b, &mut set, sources[(t % 3) as usize], 7000, t);
+        }
+        drive(&mut set, &mut now, 1_000_000_000, &mut exits);
+        let mut dropped = Vec::new();
+        set.take_late_drops(&mut |r| dropped.push(r));
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(exits.len(), 30, "every packet left");
+        for s in 0..3u64 {
+            let seq: Vec<u64> = exits.iter().map(|e| e.0).filter(|t| t % 3 == s).collect();
+            assert_eq!(
+                seq,
+                (0..10).map(|k| k * 3 + s).collect::<Vec<_>>(),
+                "source {s} in order: {exits:?}"
+            );
+        }
+        // Every frame still in flight (released), none lost to the reads.
+        for t in 0..21u32 {
+            assert!(arena.reclaim(t).is_ok(), "frame {t}");
+        }
     }
 
     #[test]

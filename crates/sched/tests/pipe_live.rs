@@ -281,3 +281,220 @@ fn an_instance_split_by_a_finer_mask_and_a_flow_with_no_place() {
         .unwrap();
     assert_eq!(gone.len(), 2);
 }
+
+/// A pipe of `flows` flows under `alg`: 8 Mbit/s (1000 B take 1 ms),
+/// 1 ms delay, so a packet that starts at `k` ms leaves at `k + 2` ms.
+fn short(alg: AlgKind, flows: usize) -> Pipe<AnyScheduler> {
+    let sched = SchedulerConfig::new(alg)
+        .build(FlowTable::uniform(flows).unwrap())
+        .unwrap();
+    let cfg = PipeConfig {
+        bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
+        delay_ns: MS,
+        ..PipeConfig::default()
+    };
+    Pipe::new(cfg, sched, flows).unwrap()
+}
+
+/// Drives the set as an arbiter up to `until` (what is due by then).
+fn drain_until(set: &mut PipeSet<AnyScheduler>, until: Instant, out: &mut Vec<(u64, Packet)>) {
+    let mut now = Instant::ZERO;
+    for _ in 0..100_000 {
+        while let Some(p) = set.dequeue(now) {
+            out.push((now.as_nanos(), p));
+        }
+        match set.next_eligible(now) {
+            Some(t) if t > now && t <= until => now = t,
+            _ => break,
+        }
+    }
+}
+
+/// Where each packet of a flow (token / 100) left, in exit order: the
+/// flow's sequence numbers (token % 100).
+fn sequences(out: &[(u64, Packet)], flow: u64) -> Vec<u64> {
+    flow_tokens(out, flow).iter().map(|t| t % 100).collect()
+}
+
+/// Packets of three sources (tokens 100.., 200.., 300..; `seqs` each,
+/// interleaved) in the one queue of link `link` (one instance, base 0),
+/// then run to 4.5 ms: three have left (2, 3, 4 ms), one is in the delay
+/// line (exit 5 ms), one on the link (ends at 5 ms, exit 6 ms), the rest
+/// queued.
+fn mixed_queue(alg: AlgKind, link: u32, seqs: u64) -> (PipeSet<AnyScheduler>, Vec<(u64, Packet)>) {
+    let mut set = PipeSet::new();
+    set.push(link, 0, short(alg, 1), 1).unwrap();
+    set.reserve(3).unwrap();
+    for seq in 0..seqs {
+        for name in 1..=3u64 {
+            set.enqueue(
+                Instant::ZERO,
+                Packet::new(FlowId(0), 1000, name * 100 + seq),
+            )
+            .unwrap();
+        }
+    }
+    let mut out = Vec::new();
+    drain_until(&mut set, Instant::from_nanos(4_500_000), &mut out);
+    assert_eq!(out.len(), 3, "{out:?}");
+    (set, out)
+}
+
+#[test]
+fn a_finer_flowset_mask_splits_a_mixed_queue_packet_by_packet() {
+    // One unmasked flowset (one queue, flow 0) holds sources 1, 2, 3
+    // mixed; the new mask keeps the source: source 1 (the bits it adds at
+    // zero) is flow 0, the old queue's heir; 2 is flow 1, 3 is flow 2.
+    // Then each source sends 4 more packets to its own new queue. Under
+    // DRR, moving the old queue whole lets sources 2 and 3's next packets
+    // leave before their carried ones; splitting it keeps every order.
+    let now = Instant::from_nanos(4_500_000);
+    let whole = |_: u32, _: FlowId| Some((0, FlowId(0)));
+    let own = |_: u32, _: FlowId, p: &Packet| Some((0, FlowId((p.token / 100 - 1) as u32)));
+    for split in [false, true] {
+        let (mut set, mut out) = mixed_queue(AlgKind::Drr, 5, 5);
+        let new = vec![(0, 1, short(AlgKind::Drr, 3), 3)];
+        let gone = if split {
+            set.replace_link_splitting(5, now, new, &whole, &mut { own })
+                .unwrap()
+        } else {
+            set.replace_link_moving(5, now, new, &whole).unwrap()
+        };
+        // The old pipe kept only what left before the change.
+        assert_eq!(gone[0].1.in_packets, 3, "{gone:?}");
+        assert_eq!(set.queued(), 12);
+        for seq in 5..9 {
+            for name in 1..=3u64 {
+                set.enqueue(
+                    now,
+                    Packet::new(FlowId(name as u32), 1000, name * 100 + seq),
+                )
+                .unwrap();
+            }
+        }
+        let (after, late) = drain(&mut set, now);
+        assert!(late.is_empty(), "{late:?}");
+        assert_eq!(after.len(), 24);
+        // In flight before the change: exits kept (5 and 6 ms), then one
+        // packet a ms from the end of the transmission in progress.
+        let times: Vec<u64> = after.iter().map(|(t, _)| *t / MS).collect();
+        assert_eq!(times, (5..29).collect::<Vec<_>>());
+        out.extend(after.iter().copied());
+        let in_order = (1..=3u64)
+            .filter(|&name| sequences(&out, name) == (0..9).collect::<Vec<_>>())
+            .count();
+        if !split {
+            assert!(in_order < 3, "the whole-queue move reorders: {out:?}");
+            continue;
+        }
+        assert_eq!(in_order, 3, "{out:?}");
+        // Each flow's carried packets sit in its new queue: they leave
+        // under its new id, before any of its next packets.
+        for name in 1..=3u64 {
+            let ids: std::collections::BTreeSet<u32> = after
+                .iter()
+                .filter(|(_, p)| p.token / 100 == name)
+                .map(|(_, p)| p.flow.0)
+                .collect();
+            assert_eq!(
+                ids.into_iter().collect::<Vec<_>>(),
+                [name as u32],
+                "{after:?}"
+            );
+        }
+        // Counters: the moved packets were counted out of the old queue's
+        // history and into their new queues; the history (the 3 packets
+        // out before the change) stays with flow 0, the heir.
+        let pipe = set.pipe_mut(5, 0).unwrap();
+        let c = pipe.all_flow_counters();
+        for (f, fc) in c.iter().enumerate() {
+            assert_eq!(fc.held(), 0, "flow {f}: {fc:?}");
+            assert_eq!(
+                fc.in_packets,
+                fc.out_packets + fc.dropped_packets,
+                "flow {f}"
+            );
+            assert_eq!(fc.in_bytes, fc.out_bytes, "flow {f}");
+        }
+        let carried = |name: u64| {
+            5 - out[..3]
+                .iter()
+                .filter(|(_, p)| p.token / 100 == name)
+                .count() as u64
+        };
+        assert_eq!(c[0].out_packets, 3 + carried(1) + 4);
+        assert_eq!(c[1].in_packets, carried(2) + 4);
+        assert_eq!(c[2].in_packets, carried(3) + 4);
+        assert_eq!(c.iter().map(|f| f.out_packets).sum::<u64>(), 27);
+    }
+}
+
+#[test]
+fn a_finer_sched_mask_splits_queued_and_in_flight_packets_by_instance() {
+    // One instance under QFQ holds sources 1, 2, 3 mixed; the new sched
+    // mask keeps the source: source 1 on instance 0 (the heir), 2 on
+    // instance 1, and 3 finds no instance (the table is full, no overflow):
+    // its packets are dropped as flow_removed, counted. In flight packets
+    // keep their exit times on their own instance's delay line.
+    let now = Instant::from_nanos(4_500_000);
+    let whole = |_: u32, _: FlowId| Some((0, FlowId(0)));
+    let own = |_: u32, _: FlowId, p: &Packet| match p.token / 100 {
+        1 => Some((0, FlowId(0))),
+        2 => Some((1, FlowId(0))),
+        _ => None,
+    };
+    for split in [false, true] {
+        let (mut set, mut out) = mixed_queue(AlgKind::Qfq, 6, 5);
+        let new = vec![
+            (0, 1, short(AlgKind::Qfq, 1), 1),
+            (1, 2, short(AlgKind::Qfq, 1), 1),
+        ];
+        let gone = if split {
+            set.replace_link_splitting(6, now, new, &whole, &mut { own })
+                .unwrap()
+        } else {
+            set.replace_link_moving(6, now, new, &whole).unwrap()
+        };
+        let old = gone[0].1;
+        // Sources 1 and 2 send 4 more packets each, on their own instance.
+        for seq in 5..9 {
+            for (name, id) in [(1u64, 1u32), (2, 2)] {
+                set.enqueue(now, Packet::new(FlowId(id), 1000, name * 100 + seq))
+                    .unwrap();
+            }
+        }
+        let (after, late) = drain(&mut set, now);
+        assert_eq!(set.queued(), 0);
+        out.extend(after.iter().copied());
+        if !split {
+            assert!(late.is_empty(), "{late:?}");
+            assert_eq!(after.len(), 20);
+            assert_ne!(sequences(&out, 2), (0..9).collect::<Vec<_>>(), "{out:?}");
+            continue;
+        }
+        // Source 3: what left before the change, the rest dropped.
+        let dropped = 5 - sequences(&out, 3).len() as u64;
+        assert_eq!(late.len() as u64, dropped, "{late:?}");
+        assert!(late
+            .iter()
+            .all(|r| r.reason == DropReason::FlowRemoved && r.packet.token / 100 == 3));
+        assert_eq!(old.dropped(DropReason::FlowRemoved), dropped);
+        assert_eq!(out.len() as u64 + dropped, 23);
+        for name in [1u64, 2] {
+            assert_eq!(sequences(&out, name), (0..9).collect::<Vec<_>>(), "{out:?}");
+        }
+        // The packet in the delay line (exit 5 ms) and the one on the
+        // link (exit 6 ms) keep their exits on their own instance; each
+        // instance's link starts at 5 ms, when the old one is free.
+        for (_, p) in &after {
+            let inst = set.member_of(p.flow).map(|m| m.1);
+            assert_eq!(inst, Some((p.token / 100 - 1) as u32), "{p:?}");
+        }
+        let first: Vec<(u64, u64)> = after
+            .iter()
+            .take(4)
+            .map(|(t, p)| (*t / MS, p.token))
+            .collect();
+        assert_eq!(first, [(5, 101), (6, 201), (7, 102), (7, 202)]);
+    }
+}

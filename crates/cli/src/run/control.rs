@@ -21,8 +21,9 @@
 //!   classifier takes the running one's dynamic entries under the
 //!   classifier's lock ([`Classifier::carry_dynamic_from`]): with the same
 //!   masks every flow keeps its slot; with a new mask each entry is masked
-//!   again, and the arbiter moves the packets to their new instances and
-//!   queues while the lock is held (docs/RUN.md, *What can change live*).
+//!   again, and the arbiter, lent the new classifier, moves each held
+//!   packet to the instance and queue its own key has there while the
+//!   lock is held (docs/RUN.md, *What can change live*).
 //!
 //! # Protocol
 //! One request per connection: the client writes one line (ipfw words) and
@@ -269,20 +270,30 @@ impl Live {
         // moves the packets and the classifier is replaced under one hold
         // of the classifier's lock (no entry is created in between; the RX
         // threads wait).
+        // The new classifier is lent to the arbiter, which places each
+        // held packet by its own key in it, and comes back before it
+        // replaces the running one.
         let mut held = None;
+        let mut lent = None;
         if live::remasks(&ops) {
             let c = self
                 .classifier
                 .lock()
                 .map_err(|_| "run: the classifier is poisoned".to_string())?;
-            if let Some(f) = fresh.as_mut() {
+            if let Some(mut f) = fresh.take() {
                 let carry = f.carry_dynamic_from(&c);
                 live::fill_moves(&mut ops, &carry);
+                let l = live::Lent::new(f);
+                live::lend(&mut ops, &l);
+                lent = Some(l);
             }
             held = Some(c);
         }
         if !ops.is_empty() {
             self.inbox.submit(ops, APPLY_TIMEOUT)?;
+        }
+        if let Some(l) = lent {
+            fresh = Some(l.take_back());
         }
         // Links added are in the set now. The routes and the classifier
         // change together under the classifier's lock (the RX threads read

@@ -30,11 +30,15 @@
 //!   its old ids before the classifier changed follow them there.
 //!
 //! * a new mask of a running pipe, sched or flowset: the link is rebuilt,
-//!   and each old `(instance, flow)` goes to the instance and dynamic queue
-//!   its key, masked again, has under the new masks
-//!   ([`LiveOp::Install`] with `remask`; the moves come from
-//!   [`pspat_classify::Classifier::carry_dynamic_from`], read, applied and
-//!   the classifier replaced under one hold of the classifier's lock);
+//!   and each packet it holds goes to the instance and dynamic queue its
+//!   own key (its frame's headers read again) has under the new masks, so
+//!   a finer mask splits an old queue packet by packet ([`LiveOp::Install`]
+//!   with `remask` and `by_key`; the moves come from
+//!   [`pspat_classify::Classifier::carry_dynamic_from`], the new
+//!   classifier is lent to the arbiter, and both are read, applied and the
+//!   classifier replaced under one hold of the classifier's lock); a
+//!   packet whose frame cannot be read goes, with its old queue, to the
+//!   queue its old key has now;
 //! * the seed ([`LiveOp::Seed`]): every running pipe's random streams
 //!   continue from their positions in the new seed's sequence
 //!   ([`Pipe::reseed`]); links built by the same change start with it.
@@ -70,10 +74,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use pspat_classify::{CarryOver, FlowLayout, FlowOwner, LinkLayout, LinkMoves};
+use pspat_classify::{
+    CarryOver, Classifier, FlowLayout, FlowOwner, LinkLayout, LinkMoves, PacketKey,
+};
 use pspat_config::{pipe_config, queue_config, sched_config, Change, Plan};
 use pspat_sched::pipe::{PipeConfig, PipeCounters, QueueConfig};
 use pspat_sched::{AlgKind, AnyScheduler, FlowId, FlowParams, Pipe, PipeRoutes, PipeSet};
@@ -129,6 +135,11 @@ pub enum LiveOp {
     /// from the two classifiers under the classifier's lock
     /// ([`pspat_classify::Classifier::carry_dynamic_from`]), says where
     /// each `(instance, flow)` goes ([`PipeSet::replace_link_moving`]).
+    /// With `by_key` too (the new classifier, lent), each held packet
+    /// goes where its own key goes under the new masks
+    /// ([`pspat_classify::Classifier::place_carried`],
+    /// [`PipeSet::replace_link_splitting`]): a finer mask splits an old
+    /// queue packet by packet; `moves` then names each old queue's heir.
     Install {
         link: u32,
         members: Vec<NewMember>,
@@ -136,6 +147,7 @@ pub enum LiveOp {
         remap: Vec<Option<u32>>,
         remask: bool,
         moves: Option<LinkMoves>,
+        by_key: Option<Lent>,
     },
     /// Every instance's random streams continue in the sequence of
     /// `seed` (the link's seed, before the instance is mixed in;
@@ -649,6 +661,7 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             remap,
             remask: replace && remasked.contains(&l.number),
             moves: None,
+            by_key: None,
         });
         out.added.push(lb.info);
     }
@@ -706,6 +719,57 @@ pub fn fill_moves(ops: &mut [LiveOp], carry: &CarryOver) -> bool {
         }
     }
     any
+}
+
+/// Lends `lent` to each install of a link whose masks changed, so that the
+/// arbiter places each held packet by its own key.
+pub fn lend(ops: &mut [LiveOp], lent: &Lent) {
+    for op in ops {
+        if let LiveOp::Install {
+            remask: true,
+            by_key,
+            ..
+        } = op
+        {
+            *by_key = Some(lent.clone());
+        }
+    }
+}
+
+/// The new classifier, lent by the control side to the arbiter while the
+/// control side holds the running classifier's lock (the RX threads wait):
+/// the arbiter places each packet a rebuilt link holds by its own key
+/// ([`pspat_classify::Classifier::place_carried`], which takes the new
+/// keys' entries in it), and the control side takes it back
+/// ([`Lent::take_back`]) before it replaces the running one.
+#[derive(Clone, Debug)]
+pub struct Lent(Arc<Mutex<Classifier>>);
+
+/// The same loan.
+impl PartialEq for Lent {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Lent {
+    /// Lends `classifier`.
+    pub fn new(classifier: Classifier) -> Self {
+        Lent(Arc::new(Mutex::new(classifier)))
+    }
+
+    /// The classifier back, with the entries the arbiter added (a copy
+    /// should a batch still hold the loan, which an answered batch does
+    /// not).
+    pub fn take_back(self) -> Classifier {
+        match Arc::try_unwrap(self.0) {
+            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Err(a) => match a.lock() {
+                Ok(c) => c.clone(),
+                Err(p) => p.into_inner().clone(),
+            },
+        }
+    }
 }
 
 /// Whether some install of `ops` moves packets between instances or
@@ -826,11 +890,30 @@ impl Inbox {
 /// # Errors
 /// The first refusal; with an install or flow parameters refused nothing
 /// stays changed.
+#[cfg(test)]
 pub fn apply(
     set: &mut PipeSet<AnyScheduler>,
     now: pspat_sched::Instant,
     ops: Vec<LiveOp>,
     gone: &mut Vec<Gone>,
+) -> Result<(), String> {
+    apply_keyed(set, now, ops, gone, &mut |_| None)
+}
+
+/// [`apply`], with `key_of(token)` giving the key of a held packet (its
+/// frame's headers parsed again) for the installs that place packets by
+/// key (`by_key`). A packet whose key cannot be had (it should not
+/// happen) goes with its old queue, as without `by_key`: counted and
+/// reported in one warning per link.
+///
+/// # Errors
+/// As [`apply`].
+pub fn apply_keyed(
+    set: &mut PipeSet<AnyScheduler>,
+    now: pspat_sched::Instant,
+    ops: Vec<LiveOp>,
+    gone: &mut Vec<Gone>,
+    key_of: &mut dyn FnMut(u64) -> Option<PacketKey>,
 ) -> Result<(), String> {
     let instances = |set: &PipeSet<AnyScheduler>, link: u32| -> Vec<u32> {
         set.members()
@@ -939,6 +1022,7 @@ pub fn apply(
                 replace: true,
                 remap,
                 moves,
+                by_key,
                 ..
             } => {
                 let new = members
@@ -946,9 +1030,44 @@ pub fn apply(
                     .map(|m| (m.instance, m.base, *m.pipe, m.flows))
                     .collect();
                 let to = |f: FlowId| remap.get(f.index()).copied().flatten().map(FlowId);
-                let replaced = match &moves {
-                    Some(m) => set.replace_link_moving(link, now, new, &|i, f| m.get(i, f)),
-                    None => set.replace_link(link, now, new, &to),
+                let lent = by_key.as_ref().map(|l| l.0.lock());
+                let replaced = match (&moves, lent) {
+                    (Some(m), Some(Ok(mut c))) => {
+                        let (mut keyed, mut unkeyed) = (0u64, 0u64);
+                        let r = set.replace_link_splitting(
+                            link,
+                            now,
+                            new,
+                            &|i, f| m.get(i, f),
+                            &mut |i, f, p| match key_of(p.token) {
+                                Some(k) => {
+                                    keyed += 1;
+                                    c.place_carried(m, f, &k)
+                                }
+                                None => {
+                                    unkeyed += 1;
+                                    m.get(i, f)
+                                }
+                            },
+                        );
+                        if unkeyed > 0 {
+                            tracing::warn!(
+                                target: "pspat::run",
+                                "link {link}: {unkeyed} held packet(s) whose frame could not be read again went with their old queue ({keyed} placed by their own key)"
+                            );
+                        }
+                        r
+                    }
+                    (Some(m), lent) => {
+                        if matches!(lent, Some(Err(_))) {
+                            tracing::warn!(
+                                target: "pspat::run",
+                                "link {link}: the new classifier is poisoned; held packets go with their old queues"
+                            );
+                        }
+                        set.replace_link_moving(link, now, new, &|i, f| m.get(i, f))
+                    }
+                    (None, _) => set.replace_link(link, now, new, &to),
                 };
                 for (_, counters) in replaced.map_err(|e| format!("link {link}: {e}"))? {
                     gone.push(Gone {

@@ -19,7 +19,9 @@
 //!   one's service order, so each flow keeps its order, and the new link
 //!   starts after the transmission in progress on the old one
 //!   ([`Pipe::continue_link`]). A queued packet is not filtered again (it
-//!   was admitted once).
+//!   was admitted once). [`Pipe::hand_over_each`] chooses the new flow
+//!   per packet (an old queue split by a finer mask): each new queue gets
+//!   its packets in the old order restricted to it.
 //!
 //! What does not carry over: the schedulers' fair-share state (virtual
 //! times, deficits) and burst credit. RED averages and Gilbert-Elliott
@@ -60,6 +62,20 @@ impl<S: Scheduler> Pipe<S> {
         &mut self,
         now: Instant,
         remap: &dyn Fn(FlowId) -> Option<FlowId>,
+        moved: &mut dyn FnMut(Moved),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> (Instant, u64) {
+        self.hand_over_each(now, &mut |p: &Packet| remap(p.flow), moved, dropped)
+    }
+
+    /// [`Pipe::hand_over`] where the new flow is chosen per packet:
+    /// `remap` sees each packet (with its flow in this pipe) in the order
+    /// the packets are given up, so packets of one queue may go to
+    /// several (a finer mask splits the queue by each packet's own key).
+    pub fn hand_over_each(
+        &mut self,
+        now: Instant,
+        remap: &mut dyn FnMut(&Packet) -> Option<FlowId>,
         moved: &mut dyn FnMut(Moved),
         dropped: &mut dyn FnMut(Rejected),
     ) -> (Instant, u64) {
@@ -178,7 +194,7 @@ impl<S: Scheduler> Pipe<S> {
 fn give(
     counters: &mut PipeCounters,
     flows: &mut [FlowCounters],
-    remap: &dyn Fn(FlowId) -> Option<FlowId>,
+    remap: &mut dyn FnMut(&Packet) -> Option<FlowId>,
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
     m: Moved,
@@ -186,7 +202,7 @@ fn give(
     let pkt = match m {
         Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
     };
-    match remap(pkt.flow) {
+    match remap(&pkt) {
         Some(flow) => {
             counters.in_packets -= 1;
             counters.in_bytes -= u64::from(pkt.len);

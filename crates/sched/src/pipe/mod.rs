@@ -131,7 +131,7 @@ pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
 pub use handover::Moved;
 pub use scheduler::PipeScheduler;
-pub use set::{PipeRoutes, PipeSet};
+pub use set::{PacketMoves, PipeRoutes, PipeSet};
 
 use crate::rate::Rate;
 use crate::{

@@ -130,6 +130,25 @@ impl<S: Scheduler> PipeScheduler<S> {
         self.pipe.hand_over(now, remap, moved, dropped)
     }
 
+    /// [`PipeScheduler::hand_over`] with the new flow chosen per packet
+    /// ([`Pipe::hand_over_each`]).
+    pub fn hand_over_each(
+        &mut self,
+        now: Instant,
+        remap: &mut dyn FnMut(&Packet) -> Option<FlowId>,
+        ready: &mut dyn FnMut(Packet),
+        moved: &mut dyn FnMut(Moved),
+        dropped: &mut dyn FnMut(Rejected),
+    ) -> (Instant, u64) {
+        while let Some(p) = self.ready.pop_front() {
+            ready(p);
+        }
+        while let Some(r) = self.late.pop_front() {
+            dropped(r);
+        }
+        self.pipe.hand_over_each(now, remap, moved, dropped)
+    }
+
     /// Releases what is due at `now` while `ready` is empty: the first
     /// packet to hand out comes back directly (the common case, one
     /// packet per release, never touches `ready`), the rest go to `ready`

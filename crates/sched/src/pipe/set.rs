@@ -13,7 +13,9 @@
 //! [`PipeSet::replace_link`] moves a link to other free ids, its packets
 //! handed over to the new pipes ([`Pipe::hand_over`]), and
 //! [`PipeSet::replace_link_moving`] also moves packets between instances
-//! (a mask changed).
+//! (a mask changed), queue by queue, and [`PipeSet::replace_link_splitting`]
+//! packet by packet (a finer mask splits an old queue by each packet's
+//! own key).
 //! [`PipeSet::global`] and [`PipeRoutes::global`] make the global id from
 //! `(link, instance, flow)`; the set translates back on every call and
 //! hands every packet out (or back, refused) with its global id. A free id
@@ -54,7 +56,8 @@
 //! member's cost; the set is meant for the
 //! handful to a few hundred links and instances of a dummynet
 //! configuration. `install`, `replace_link` and `remove_link`: O(M) plus
-//! what the old members held. No allocation on the packet path; those
+//! what the old members held (and one call of the split function per held
+//! packet). No allocation on the packet path; those
 //! three allocate.
 
 use std::cell::Cell;
@@ -67,6 +70,14 @@ use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
     Scheduler,
 };
+
+/// Where one held packet goes in [`PipeSet::replace_link_splitting`]:
+/// `(old instance, old flow, packet)` → `(new instance, new flow)`.
+pub type PacketMoves<'a> = dyn FnMut(u32, FlowId, &Packet) -> Option<(u32, FlowId)> + 'a;
+
+/// A packet handed over: its new instance, the packet, and the heir
+/// `(instance, flow)` of the queue it left.
+type Handed = (u32, Moved, Option<(u32, u32)>);
 
 /// One pipe of a [`PipeSet`] and where its ids start.
 #[derive(Debug)]
@@ -396,6 +407,36 @@ impl<S: Scheduler> PipeSet<S> {
         new: Vec<(u32, u32, Pipe<S>, u32)>,
         moves: &dyn Fn(u32, FlowId) -> Option<(u32, FlowId)>,
     ) -> Result<Vec<(u32, PipeCounters)>, ConfigError> {
+        self.replace_link_splitting(link, now, new, moves, &mut |i, f, _| moves(i, f))
+    }
+
+    /// [`PipeSet::replace_link_moving`] where each held packet goes where
+    /// `split(old instance, old flow, packet)` says (a finer mask: the
+    /// packets of one old queue belong to several new keys, and each goes
+    /// to the queue and instance of its own). `moves` still names each
+    /// old queue's heir: the queue that inherits its history (counters
+    /// less the packets it held, which move with their bytes to wherever
+    /// `split` sends them and are counted in there), its RED and
+    /// Gilbert-Elliott state, and the frames routed to its old id before
+    /// the change. `split` is called once per held packet, in the order
+    /// the old pipes give them up (instance by instance: in flight in
+    /// exit order, then queued in service order), so each new queue gets
+    /// its packets in the old service order restricted to it, and a flow
+    /// whose packets all go to its own new queue keeps its order there.
+    /// A packet `split` gives no place (or a place with no heir) is
+    /// dropped as [`DropReason::FlowRemoved`]. Control path.
+    ///
+    /// # Errors
+    /// As [`PipeSet::replace_link`]; nothing changes then (`split` is not
+    /// called).
+    pub fn replace_link_splitting(
+        &mut self,
+        link: u32,
+        now: Instant,
+        new: Vec<(u32, u32, Pipe<S>, u32)>,
+        moves: &dyn Fn(u32, FlowId) -> Option<(u32, FlowId)>,
+        split: &mut PacketMoves<'_>,
+    ) -> Result<Vec<(u32, PipeCounters)>, ConfigError> {
         let mut taken = Vec::with_capacity(new.len());
         for (instance, base, pipe, flows) in &new {
             self.check_install(link, *instance, *base, *flows, Some(link), &taken)?;
@@ -438,13 +479,12 @@ impl<S: Scheduler> PipeSet<S> {
         }
         self.turn = 0;
         // Where a packet of (old instance, flow) goes, if its heir exists.
-        let place = |instance: u32, f: FlowId| {
-            moves(instance, f).filter(|(i, g)| {
-                heirs
-                    .binary_search_by_key(i, |h| h.0)
-                    .is_ok_and(|k| g.0 < heirs[k].1)
-            })
+        let has_heir = |(i, g): &(u32, FlowId)| {
+            heirs
+                .binary_search_by_key(i, |h| h.0)
+                .is_ok_and(|k| g.0 < heirs[k].1)
         };
+        let place = |instance: u32, f: FlowId| moves(instance, f).filter(has_heir);
         let mut out = Vec::with_capacity(old.len());
         // RED and Gilbert-Elliott states by heir (new instance, flow): the
         // state of the one old queue that continues there, and how many
@@ -453,18 +493,21 @@ impl<S: Scheduler> PipeSet<S> {
         // Counters by heir: the sum of the old queues that meet there, less
         // the packets moved into it (its `adopt` counts them in again).
         let mut inherited: BTreeMap<(u32, u32), FlowCounters> = BTreeMap::new();
-        // (new instance, packet) in hand-over order; (new instance, free).
-        let mut moved: Vec<(u32, Moved)> = Vec::new();
+        // (new instance, packet, heir of its old queue) in hand-over
+        // order; (new instance, free).
+        let mut moved: Vec<Handed> = Vec::new();
         let mut frees: Vec<(u32, Instant)> = Vec::new();
         for mut m in old {
             let instance = m.instance;
             let target = Cell::new(0u32);
-            let remap = |f: FlowId| {
-                let p = place(instance, f);
-                if let Some((i, _)) = p {
+            let history = Cell::new(None);
+            let mut remap = |p: &Packet| {
+                let to = split(instance, p.flow, p).filter(has_heir);
+                if let Some((i, _)) = to {
                     target.set(i);
                 }
-                p.map(|p| p.1)
+                history.set(place(instance, p.flow).map(|(i, g)| (i, g.0)));
+                to.map(|t| t.1)
             };
             let base = m.base;
             let (handover, purged) = (&mut self.handover, &mut self.purged);
@@ -479,14 +522,14 @@ impl<S: Scheduler> PipeSet<S> {
                 }
             }
             let first = moved.len();
-            let (free, _left) = m.pipe.hand_over(
+            let (free, _left) = m.pipe.hand_over_each(
                 now,
-                &remap,
+                &mut remap,
                 &mut |mut p: Packet| {
                     p.flow = FlowId(p.flow.0 + base);
                     handover.push_back(p);
                 },
-                &mut |mv| moved.push((target.get(), mv)),
+                &mut |mv| moved.push((target.get(), mv, history.get())),
                 &mut |r: Rejected| purged.push_back(with_base(r, base)),
             );
             // After the hand-over, which counted its drops in the queues.
@@ -504,7 +547,7 @@ impl<S: Scheduler> PipeSet<S> {
             if heirs.binary_search_by_key(&instance, |h| h.0).is_ok() {
                 frees.push((instance, free));
             }
-            for (t, _) in &moved[first..] {
+            for (t, _, _) in &moved[first..] {
                 if frees.last() != Some(&(*t, free)) {
                     frees.push((*t, free));
                 }
@@ -521,16 +564,18 @@ impl<S: Scheduler> PipeSet<S> {
             });
             out.push((instance, *m.pipe.pipe().counters()));
         }
-        for (t, mv) in &moved {
+        // A moved packet leaves its old queue's history (it is counted in
+        // again where it lands).
+        for (_, mv, heir) in &moved {
             let (Moved::Queued(p) | Moved::InFlight { packet: p, .. }) = mv;
-            if let Some(c) = inherited.get_mut(&(*t, p.flow.0)) {
+            if let Some(c) = heir.and_then(|h| inherited.get_mut(&h)) {
                 c.in_packets = c.in_packets.saturating_sub(1);
                 c.in_bytes = c.in_bytes.saturating_sub(u64::from(p.len));
             }
         }
         // Into each heir: its link continues, then the packets in flight in
         // exit order, then the queued ones in hand-over order.
-        moved.sort_by_key(|(t, mv)| {
+        moved.sort_by_key(|(t, mv, _)| {
             (
                 *t,
                 match mv {
@@ -565,9 +610,9 @@ impl<S: Scheduler> PipeSet<S> {
             for (&(_, g), c) in inherited.range((*instance, 0)..=(*instance, u32::MAX)) {
                 pipe.carry_flow_counters(FlowId(g), c);
             }
-            let from = moved.partition_point(|(t, _)| t < instance);
-            let to = moved.partition_point(|(t, _)| t <= instance);
-            for (_, mv) in &moved[from..to] {
+            let from = moved.partition_point(|(t, _, _)| t < instance);
+            let to = moved.partition_point(|(t, _, _)| t <= instance);
+            for (_, mv, _) in &moved[from..to] {
                 if let Err(r) = pipe.adopt(now, *mv) {
                     self.purged.push_back(with_base(r, nbase));
                 }
