@@ -155,8 +155,8 @@ pub use layout::{FlowLayout, FlowOwner, FlowRange, LinkKind, LinkLayout};
 pub use rules::RuleCounters;
 pub use view::DynamicKey;
 
-use dynamic::{DynTable, Lookup};
-use key::{CompiledMask, KeyLayout, PackedKey};
+use dynamic::{DynTable, Hashed, Lookup};
+use key::{CompiledMask, KeyLayout, Narrow};
 use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction, RuleSet};
 
 /// What happens to a packet whose dynamic queue (or instance) would exceed
@@ -356,21 +356,42 @@ impl MemoryEstimate {
 struct Masked {
     mask: CompiledMask,
     table: DynTable,
+    /// The table's keys are two words ([`KeyLayout::narrow`]): packed as
+    /// one 64-bit word.
+    narrow: Option<Narrow>,
 }
 
 impl Masked {
+    fn new(mask: CompiledMask, table: DynTable) -> Self {
+        let narrow = table.layout().narrow();
+        Masked {
+            mask,
+            table,
+            narrow,
+        }
+    }
+
     /// The packed key of `key` in `instance` and its hash.
     #[inline(always)] // on the per-packet path
-    fn key(&self, key: &PacketKey, instance: u32) -> (PackedKey, u64) {
-        let p = self.mask.pack(self.table.layout(), key, instance);
-        (p, self.table.hash(&p))
+    fn key(&self, key: &PacketKey, instance: u32) -> Hashed {
+        match self.narrow {
+            Some(which) => {
+                let k = self.mask.pack_narrow(which, key, instance);
+                Hashed::Narrow(k, self.table.hash_narrow(k))
+            }
+            None => {
+                let p = self.mask.pack(self.table.layout(), key, instance);
+                let h = self.table.hash(&p);
+                Hashed::Wide(p, h)
+            }
+        }
     }
 
     /// The slot of `key` in `instance`, created if absent.
     #[inline(always)] // on the per-packet path
     fn lookup(&mut self, key: &PacketKey, instance: u32, now: Instant) -> Lookup {
-        let (p, h) = self.key(key, instance);
-        self.table.lookup_hashed(&p, h, now)
+        let k = self.key(key, instance);
+        self.table.lookup_key(&k, now)
     }
 }
 
@@ -436,7 +457,7 @@ fn check_limit(
 
 /// A packet between rule matching and its dynamic-queue lookup: target,
 /// instance, masked key and hash.
-type Staged = (Chosen, u32, Option<(PackedKey, u64)>);
+type Staged = (Chosen, u32, Option<Hashed>);
 
 #[derive(Clone, Copy, Debug)]
 enum Chosen {
@@ -512,14 +533,16 @@ impl Classifier {
                 Some(p) => p.mask,
                 None => plan.scheds[&l.number].mask,
             };
-            let instances = CompiledMask::new(&mask).map(|mask| Masked {
-                mask,
-                table: DynTable::new(
-                    limits.instances_per_sched,
-                    idle,
-                    next_seed(),
-                    KeyLayout::new(&mask, false),
-                ),
+            let instances = CompiledMask::new(&mask).map(|mask| {
+                Masked::new(
+                    mask,
+                    DynTable::new(
+                        limits.instances_per_sched,
+                        idle,
+                        next_seed(),
+                        KeyLayout::new(&mask, false),
+                    ),
+                )
             });
             let overflow_instance =
                 (instances.is_some() && shared).then_some(limits.instances_per_sched);
@@ -549,14 +572,16 @@ impl Classifier {
                 .range_of(FlowOwner::Queue(q.number))
                 .ok_or_else(|| ClassifyError::Dangling(format!("queue {}", q.number)))?;
             let instances = links[link].instances.is_some();
-            let dynamic = CompiledMask::new(&q.mask).map(|mask| Masked {
-                mask,
-                table: DynTable::new(
-                    limits.queue_slots(q.number),
-                    idle,
-                    next_seed(),
-                    KeyLayout::new(&mask, instances),
-                ),
+            let dynamic = CompiledMask::new(&q.mask).map(|mask| {
+                Masked::new(
+                    mask,
+                    DynTable::new(
+                        limits.queue_slots(q.number),
+                        idle,
+                        next_seed(),
+                        KeyLayout::new(&mask, instances),
+                    ),
+                )
             });
             queues.push(QueueState {
                 number: q.number,
@@ -698,16 +723,16 @@ impl Classifier {
             }
             let mut sink = 0u64;
             for (c, _, h) in staged.iter().flatten() {
-                if let (Chosen::Queue(q), Some((_, h))) = (c, h) {
+                if let (Chosen::Queue(q), Some(h)) = (c, h) {
                     if let Some(m) = &self.queues[*q].dynamic {
-                        sink ^= m.table.touch_index(*h);
+                        sink ^= m.table.touch_index(h.hash());
                     }
                 }
             }
             for (c, _, h) in staged.iter().flatten() {
-                if let (Chosen::Queue(q), Some((_, h))) = (c, h) {
+                if let (Chosen::Queue(q), Some(h)) = (c, h) {
                     if let Some(m) = &self.queues[*q].dynamic {
-                        sink ^= m.table.touch_slot(*h);
+                        sink ^= m.table.touch_slot(h.hash());
                     }
                 }
             }
@@ -862,12 +887,7 @@ impl Classifier {
     /// per packet (callgrind).
     #[allow(clippy::manual_map)]
     #[inline(always)] // on the per-packet path of classify and classify_bridged
-    fn queue_key(
-        &self,
-        key: &PacketKey,
-        chosen: Chosen,
-        instance: u32,
-    ) -> Option<(PackedKey, u64)> {
+    fn queue_key(&self, key: &PacketKey, chosen: Chosen, instance: u32) -> Option<Hashed> {
         match chosen {
             Chosen::Pipe(_) => None,
             Chosen::Queue(i) => match &self.queues[i].dynamic {
@@ -884,7 +904,7 @@ impl Classifier {
         now: Instant,
         chosen: Chosen,
         instance: u32,
-        hashed: Option<(PackedKey, u64)>,
+        hashed: Option<Hashed>,
     ) -> Verdict {
         let (link, flow, new_queue) = match chosen {
             Chosen::Pipe(i) => (self.pipes[i].link_number, self.pipes[i].flow, false),
@@ -892,7 +912,7 @@ impl Classifier {
                 let q = &mut self.queues[i];
                 let link = q.link_number;
                 match (&mut q.dynamic, hashed) {
-                    (Some(m), Some((pk, h))) => match m.table.lookup_hashed(&pk, h, now) {
+                    (Some(m), Some(k)) => match m.table.lookup_key(&k, now) {
                         Lookup::Hit(s) => (link, FlowId(q.first.0 + s), false),
                         Lookup::Created(s) => (link, FlowId(q.first.0 + s), true),
                         Lookup::Full => match q.overflow_flow {
