@@ -39,6 +39,9 @@
 //! LRU list only when the period of last use changed. A probe past an
 //! entry whose tag differs costs one index read. Creating an entry is out
 //! of line.
+//! A table of two-word keys (`mask src-ip`) is looked up with the key as
+//! one 64-bit word ([`Hashed::Narrow`]): its stored words are compared as
+//! one, with the same outcome and state as the general lookup.
 //! Memory per slot: the record plus 8 to 16 B of index (8 B at a
 //! power-of-two capacity): 32 B for `src-ip`, 68 B at most.
 //!

@@ -23,7 +23,12 @@
 //!
 //! A masked key is eleven 32-bit words ([`MaskedKey`]); a dynamic table
 //! stores and hashes only the words its mask can leave non-zero
-//! ([`KeyLayout`], [`PackedKey`]): two for `mask src-ip 0xffffffff`.
+//! ([`KeyLayout`], [`PackedKey`]): two for `mask src-ip 0xffffffff`. A
+//! table whose keys are exactly two words ([`KeyLayout::narrow`]: word 9
+//! and one address word, the ports or the instance) has its keys built
+//! straight from the packet as one 64-bit word
+//! ([`CompiledMask::pack_narrow`]), hashed to the same value with one
+//! multiplication and compared whole.
 
 use std::net::IpAddr;
 

@@ -459,6 +459,12 @@ fn check_limit(
 /// instance, masked key and hash.
 type Staged = (Chosen, u32, Option<Hashed>);
 
+/// Counts a drop for `reason` in `stats`; the verdict.
+fn dropped(stats: &mut ClassifierStats, reason: DropReason) -> Verdict {
+    stats.dropped[reason.index()] += 1;
+    Verdict::Drop(reason)
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Chosen {
     Pipe(usize),
@@ -679,15 +685,72 @@ impl Classifier {
 
     /// Classifies one packet of `len` bytes at `now` (module docs).
     pub fn classify(&mut self, now: Instant, key: &PacketKey, len: u32) -> Verdict {
-        let (chosen, instance) = match self
-            .decide(key, len)
-            .and_then(|c| self.instance(now, key, c).map(|i| (c, i)))
-        {
-            Ok(x) => x,
+        match self.decide(key, len) {
+            Err(v) => v,
+            Ok(Chosen::Queue(i)) => self.classify_queue(now, key, i),
+            Ok(chosen) => self.place(now, key, chosen),
+        }
+    }
+
+    /// The placement of a packet whose target is `chosen`: its instance,
+    /// then its flow.
+    fn place(&mut self, now: Instant, key: &PacketKey, chosen: Chosen) -> Verdict {
+        let instance = match self.instance(now, key, chosen) {
+            Ok(i) => i,
             Err(v) => return v,
         };
         let hashed = self.queue_key(key, chosen, instance);
         self.finish(now, chosen, instance, hashed)
+    }
+
+    /// [`Classifier::place`] for flowset `i`, the common target, with the
+    /// flowset's state read once: the same steps (the instance on its
+    /// link, then its dynamic queue) and outcome.
+    #[inline(always)] // on the per-packet path of classify
+    fn classify_queue(&mut self, now: Instant, key: &PacketKey, i: usize) -> Verdict {
+        if i >= self.queues.len() {
+            // Not reached (rules name flowsets by position).
+            return self.place(now, key, Chosen::Queue(i));
+        }
+        let Classifier {
+            queues,
+            links,
+            stats,
+            ..
+        } = self;
+        let q = &mut queues[i];
+        let instance = match links.get_mut(q.link) {
+            Some(LinkState {
+                instances: Some(m),
+                overflow_instance,
+                ..
+            }) => match m.lookup(key, 0, now) {
+                Lookup::Hit(s) | Lookup::Created(s) => s,
+                Lookup::Full => match overflow_instance {
+                    Some(s) => *s,
+                    None => return dropped(stats, DropReason::InstanceOverflow),
+                },
+            },
+            _ => 0,
+        };
+        let (flow, new_queue) = match &mut q.dynamic {
+            None => (q.first, false),
+            Some(m) => match m.lookup(key, instance, now) {
+                Lookup::Hit(s) => (FlowId(q.first.0 + s), false),
+                Lookup::Created(s) => (FlowId(q.first.0 + s), true),
+                Lookup::Full => match q.overflow_flow {
+                    Some(f) => (f, false),
+                    None => return dropped(stats, DropReason::QueueOverflow),
+                },
+            },
+        };
+        stats.enqueued += 1;
+        Verdict::Enqueue(Placement {
+            link: q.link_number,
+            instance,
+            flow,
+            new_queue,
+        })
     }
 
     /// Classifies `keys[i]` of `lens[i]` bytes into `out[i]`, for as many
@@ -939,8 +1002,7 @@ impl Classifier {
     }
 
     fn drop(&mut self, reason: DropReason) -> Verdict {
-        self.stats.dropped[reason.index()] += 1;
-        Verdict::Drop(reason)
+        dropped(&mut self.stats, reason)
     }
 
     /// Reclaims every dynamic queue and instance idle for the expiry time;

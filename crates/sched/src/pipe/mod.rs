@@ -644,9 +644,11 @@ impl<S: Scheduler> Pipe<S> {
     #[inline(always)]
     fn run_link_inline(&mut self, now: Instant) {
         let need = if self.any_duplicate { 2 } else { 1 };
-        while !self.sched.is_empty() {
+        loop {
+            // The link's time first: after a packet it is mostly busy past
+            // `now`, and the scheduler need not be asked.
             let start = self.link.busy_until;
-            if start > now {
+            if start > now || self.sched.is_empty() {
                 return;
             }
             if self.line.free() < need {
