@@ -104,16 +104,22 @@
 //! * Each masked lookup: the masked key, packed to its kept words, hashed
 //!   with one multiplication per pair of words, then O(1) expected probes
 //!   (open addressing, load ≤ 1/2, a tag compared before the key) plus at
-//!   most two expiries, amortised O(1) (the `dynamic` module's docs).
-//!   Whether anything is due to expire is one comparison of `now` with an
-//!   instant the table keeps: the oldest record is read only once it may
-//!   have gone stale.
+//!   most two expiries, amortised O(1) (the `dynamic` module's docs). A
+//!   key of two words (`mask src-ip`, `mask dst-ip`, a port mask alone, or
+//!   a protocol or flow-label mask on a link with instances) is built as
+//!   one 64-bit word straight from the packet, hashed with one
+//!   multiplication and compared whole. Whether anything is due to expire
+//!   is one comparison of `now` with an instant the table keeps: the
+//!   oldest record is read only once it may have gone stale.
+//! * A packet whose target is a flowset (`queue N`) reads the flowset's
+//!   state once for its instance and its dynamic queue.
 //! * In instructions: the rule scan, the masked lookup and the counters
-//!   come to about 270 per packet for a UDP packet under two rules of
-//!   which its class lists one, `mask src-ip`, a hit (callgrind, as
-//!   `pspat sched-bench --dummynet` counts them; the call and its register
-//!   saves about 20, the rule and its counters about 35, the key, its
-//!   hash and the lookup most of the rest).
+//!   come to about 185 per packet (270 before two-word keys and the
+//!   rule shortcut) for a UDP packet under two rules of which its class
+//!   lists one, first, `mask src-ip`, a hit (callgrind, as `pspat
+//!   sched-bench --dummynet` counts them, at 1024 and at 65 536 sources:
+//!   the call and its register saves, the rule and its counters, the
+//!   key, its hash, the probe and the record's update).
 //! * [`Classifier::expire`] is linear in what it reclaims.
 //!
 //! # Example
