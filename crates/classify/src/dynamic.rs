@@ -39,6 +39,9 @@
 //! LRU list only when the period of last use changed. A probe past an
 //! entry whose tag differs costs one index read. Creating an entry is out
 //! of line.
+//! A table of two-word keys (`mask src-ip`) is looked up with the key as
+//! one 64-bit word ([`Hashed::Narrow`]): its stored words are compared as
+//! one, with the same outcome and state as the general lookup.
 //! Memory per slot: the record plus 8 to 16 B of index (8 B at a
 //! power-of-two capacity): 32 B for `src-ip`, 68 B at most.
 //!
@@ -71,7 +74,7 @@ use std::mem::size_of;
 
 use pspat_sched::Instant;
 
-use crate::key::{KeyLayout, MaskedKey, PackedKey};
+use crate::key::{hash_narrow, KeyLayout, MaskedKey, PackedKey};
 
 /// Stale entries reclaimed at most per lookup (at least one creation per
 /// lookup can happen, so two keep the table ahead of the churn).
@@ -103,6 +106,28 @@ pub(crate) const PERIODS_PER_IDLE: u64 = 8;
 #[inline]
 fn entry(h: u64, s: u32) -> u32 {
     (((h >> 57) as u32) << SLOT_BITS) | s
+}
+
+/// A key ready for [`DynTable::lookup_key`], with its hash
+/// ([`DynTable::hash`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hashed {
+    /// The packed key of any layout.
+    Wide(PackedKey, u64),
+    /// The key of a two-word layout ([`KeyLayout::narrow`]) as one 64-bit
+    /// word, first word low ([`crate::key::CompiledMask::pack_narrow`]):
+    /// compared whole.
+    Narrow(u64, u64),
+}
+
+impl Hashed {
+    /// The hash.
+    #[inline]
+    pub(crate) fn hash(&self) -> u64 {
+        match *self {
+            Hashed::Wide(_, h) | Hashed::Narrow(_, h) => h,
+        }
+    }
 }
 
 /// What a lookup found.
@@ -411,6 +436,23 @@ impl DynTable {
         self.layout.hash(key, self.seed)
     }
 
+    /// [`DynTable::hash`] of a two-word key given as one 64-bit word (the
+    /// same value).
+    #[inline(always)] // on the per-packet path
+    pub(crate) fn hash_narrow(&self, key: u64) -> u64 {
+        hash_narrow(key, self.seed)
+    }
+
+    /// [`DynTable::lookup_hashed`] of either form of a key; a
+    /// [`Hashed::Narrow`] key only for a table of a two-word layout.
+    #[inline(always)] // the per-packet hit path
+    pub(crate) fn lookup_key(&mut self, key: &Hashed, now: Instant) -> Lookup {
+        match key {
+            Hashed::Wide(p, h) => self.lookup_hashed(p, *h, now),
+            Hashed::Narrow(k, h) => self.lookup_narrow(*k, *h, now),
+        }
+    }
+
     /// Reads the index entry at `hash`'s home so that a later lookup finds
     /// it in cache; the caller passes the result to `std::hint::black_box`
     /// (so the load happens).
@@ -466,6 +508,47 @@ impl DynTable {
         }
     }
 
+    /// [`DynTable::find`] for a table of a two-word layout, the key as one
+    /// 64-bit word: the stored words are compared as one. `None` when
+    /// absent.
+    #[inline(always)]
+    fn find_narrow(&self, key: u64, h: u64) -> Option<u32> {
+        debug_assert_eq!(self.stride, KEY + 2);
+        let tag = entry(h, 0);
+        let mask = self.index_mask;
+        let mut i = (h as u32) as usize & mask;
+        loop {
+            let e = self.index[i];
+            if e == EMPTY {
+                return None;
+            }
+            if e & !SLOT_MASK == tag {
+                let s = e & SLOT_MASK;
+                let at = s as usize * self.stride + KEY;
+                if let Some(&[lo, hi]) = self.rec.get(at..at + 2) {
+                    if (u64::from(lo) | (u64::from(hi) << 32)) == key {
+                        return Some(s);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// [`DynTable::lookup_hashed`] for a table of a two-word layout
+    /// ([`Hashed::Narrow`]): the same outcome and state.
+    #[inline(always)] // the per-packet hit path
+    pub(crate) fn lookup_narrow(&mut self, key: u64, h: u64, now: Instant) -> Lookup {
+        let now = self.clock(now);
+        if now >= self.head_stale_at {
+            self.reclaim(now, EXPIRE_PER_LOOKUP);
+        }
+        match self.find_narrow(key, h) {
+            Some(s) => self.hit(s, now),
+            None => self.create(&PackedKey::from_narrow(key), h, now),
+        }
+    }
+
     /// [`DynTable::lookup`] with the key packed and hashed
     /// ([`DynTable::prepare`]). The hit path is inlined into the caller;
     /// reclaiming and creating are not.
@@ -477,39 +560,46 @@ impl DynTable {
             // refreshes `head_stale_at`.
             self.reclaim(now, EXPIRE_PER_LOOKUP);
         }
-        if let Ok(s) = self.find(key, h) {
-            // Stale but not reclaimed yet (more than the per-lookup budget
-            // went stale at once): the old entry expires and the key starts
-            // afresh in the same slot.
-            let at = s as usize * self.stride + SEEN;
-            let Some(seen) = self
-                .rec
-                .get_mut(at..at + 2)
-                .and_then(|w| <&mut [u32; 2]>::try_from(w).ok())
-            else {
-                // Not reached: a slot in the index is below the capacity.
-                self.stats.overflowed += 1;
-                return Lookup::Full;
-            };
-            let before = u64::from(seen[0]) | (u64::from(seen[1]) << 32);
-            *seen = [now as u32, (now >> 32) as u32];
-            let fresh = now - before < self.idle_ns;
-            if !fresh {
-                self.stats.expired += 1;
-                self.stats.created += 1;
-            }
-            // The list is ordered by period of last use: an entry moves
-            // only when its period changes.
-            if (before ^ now) >> self.period_shift != 0 && self.tail != s {
-                self.move_to_tail(s);
-            }
-            return if fresh {
-                Lookup::Hit(s)
-            } else {
-                Lookup::Created(s)
-            };
+        match self.find(key, h) {
+            Ok(s) => self.hit(s, now),
+            Err(_) => self.create(key, h, now),
         }
-        self.create(key, h, now)
+    }
+
+    /// A lookup that found `s` at `now` (ns): its last use, its place in
+    /// the LRU list, and whether it had gone stale.
+    #[inline(always)] // the per-packet hit path
+    fn hit(&mut self, s: u32, now: u64) -> Lookup {
+        // Stale but not reclaimed yet (more than the per-lookup budget
+        // went stale at once): the old entry expires and the key starts
+        // afresh in the same slot.
+        let at = s as usize * self.stride + SEEN;
+        let Some(seen) = self
+            .rec
+            .get_mut(at..at + 2)
+            .and_then(|w| <&mut [u32; 2]>::try_from(w).ok())
+        else {
+            // Not reached: a slot in the index is below the capacity.
+            self.stats.overflowed += 1;
+            return Lookup::Full;
+        };
+        let before = u64::from(seen[0]) | (u64::from(seen[1]) << 32);
+        *seen = [now as u32, (now >> 32) as u32];
+        let fresh = now - before < self.idle_ns;
+        if !fresh {
+            self.stats.expired += 1;
+            self.stats.created += 1;
+        }
+        // The list is ordered by period of last use: an entry moves
+        // only when its period changes.
+        if (before ^ now) >> self.period_shift != 0 && self.tail != s {
+            self.move_to_tail(s);
+        }
+        if fresh {
+            Lookup::Hit(s)
+        } else {
+            Lookup::Created(s)
+        }
     }
 
     /// A new entry for `key` (hash `h`), absent from the table, at `now`
@@ -721,6 +811,48 @@ mod tests {
                 proptest::prop_assert_eq!(sorted.len(), live.len());
                 proptest::prop_assert!(live.len() <= cap as usize);
             }
+        }
+    }
+
+    /// A two-word layout (`mask src-ip`: the source word and word 9).
+    fn narrow_layout() -> KeyLayout {
+        let mut m = pspat_config::FlowMask::default();
+        m.set(pspat_config::MaskField::SrcIp, "0xffffffff").unwrap();
+        let layout = KeyLayout::new(&crate::key::CompiledMask::new(&m).unwrap(), false);
+        assert!(layout.narrow().is_some());
+        layout
+    }
+
+    proptest::proptest! {
+        /// Lookups of one-word keys ([`DynTable::lookup_narrow`]) give
+        /// the outcomes, slots and counters of the general lookup of the
+        /// same keys, through creation, hits, expiry and a full table.
+        #[test]
+        fn narrow_lookups_match_the_general_lookup(
+            steps in proptest::collection::vec((0u32..24, 0u32..3, 0u64..40), 1..400),
+            cap in 1u32..12,
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let layout = narrow_layout();
+            let mut general = DynTable::new(cap, 80, seed, layout);
+            let mut narrow = DynTable::new(cap, 80, seed, layout);
+            let mut now = 0u64;
+            for (src, meta, dt) in steps {
+                now += dt;
+                let mut mk = MaskedKey::default();
+                mk.0[0] = src.wrapping_mul(0x9e37_79b9);
+                mk.0[9] = meta << 20;
+                let (p, h) = general.prepare(&mk);
+                let k = u64::from(p.0[0]) | (u64::from(p.0[1]) << 32);
+                proptest::prop_assert_eq!(narrow.hash_narrow(k), h);
+                let want = general.lookup_hashed(&p, h, t(now));
+                let got = narrow.lookup_key(&Hashed::Narrow(k, h), t(now));
+                proptest::prop_assert_eq!(got, want);
+                proptest::prop_assert_eq!(narrow.stats(), general.stats());
+                proptest::prop_assert_eq!(narrow.live_slots(), general.live_slots());
+            }
+            let e: Vec<_> = narrow.entries().collect();
+            proptest::prop_assert_eq!(e, general.entries().collect::<Vec<_>>());
         }
     }
 

@@ -23,7 +23,12 @@
 //!
 //! A masked key is eleven 32-bit words ([`MaskedKey`]); a dynamic table
 //! stores and hashes only the words its mask can leave non-zero
-//! ([`KeyLayout`], [`PackedKey`]): two for `mask src-ip 0xffffffff`.
+//! ([`KeyLayout`], [`PackedKey`]): two for `mask src-ip 0xffffffff`. A
+//! table whose keys are exactly two words ([`KeyLayout::narrow`]: word 9
+//! and one address word, the ports or the instance) has its keys built
+//! straight from the packet as one 64-bit word
+//! ([`CompiledMask::pack_narrow`]), hashed to the same value with one
+//! multiplication and compared whole.
 
 use std::net::IpAddr;
 
@@ -219,6 +224,30 @@ impl CompiledMask {
         p
     }
 
+    /// The key [`CompiledMask::pack`] gives for a table of a two-word
+    /// layout ([`KeyLayout::narrow`] is `Some(which)`), as one 64-bit word
+    /// (the first packed word in the low half): the per-packet path of
+    /// such tables, without the general packing's per-field tests.
+    #[inline(always)]
+    pub(crate) fn pack_narrow(&self, which: Narrow, key: &PacketKey, instance: u32) -> u64 {
+        let meta = u64::from(self.meta(
+            key.flow_label,
+            key.proto,
+            key.src.is_ipv6(),
+            key.dst.is_ipv6(),
+        ));
+        let first = match which {
+            Narrow::Src => first_word(key.src, self.src4, self.src6[0]),
+            Narrow::Dst => first_word(key.dst, self.dst4, self.dst6[0]),
+            Narrow::Ports => {
+                ((u32::from(key.src_port) << 16) | u32::from(key.dst_port)) & self.ports
+            }
+            // Word 9 comes first, the instance after it.
+            Narrow::Instance => return meta | (u64::from(instance) << 32),
+        };
+        u64::from(first) | (meta << 32)
+    }
+
     /// The one masking step of [`CompiledMask::apply`] and
     /// [`CompiledMask::remask`]: addresses as four words each with their
     /// families, ports as `src << 16 | dst`, the flow label and protocol.
@@ -256,6 +285,16 @@ impl CompiledMask {
 
 /// Words of a [`MaskedKey`].
 pub(crate) const KEY_WORDS: usize = 11;
+
+/// The first word of address `a` masked by `m4` (IPv4) or `m6` (the
+/// first word of the IPv6 mask).
+#[inline(always)]
+fn first_word(a: IpAddr, m4: u32, m6: u32) -> u32 {
+    match a {
+        IpAddr::V4(v4) => u32::from(v4) & m4,
+        IpAddr::V6(v6) => ((u128::from(v6) >> 96) as u32) & m6,
+    }
+}
 
 /// Writes the first `count` words of address `a` masked by `m4` (IPv4) or
 /// `m6` (IPv6) at `p[n..]`; returns `n + count`. An IPv4 address is one
@@ -297,6 +336,25 @@ pub(crate) struct KeyLayout {
     /// Pairs of kept words the hash folds (`width` halved, rounded up),
     /// computed once rather than per packet.
     pairs: u8,
+    /// Exactly two kept words: the one besides word 9 (computed once).
+    narrow: Option<Narrow>,
+}
+
+/// The word a two-word layout keeps besides word 9 (flow label, protocol,
+/// families), which is always kept: its table's keys are one 64-bit word
+/// ([`CompiledMask::pack_narrow`]), hashed with one multiplication and
+/// compared whole. `mask src-ip` is one (`Src`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Narrow {
+    /// The source address's first word (`src-ip`, or `src-ip6` keeping
+    /// bits of the first word only); packed before word 9.
+    Src,
+    /// The destination's first word; packed before word 9.
+    Dst,
+    /// Word 8, the ports; packed before word 9.
+    Ports,
+    /// Word 10, the instance; packed after word 9.
+    Instance,
 }
 
 /// The kept words of a [`MaskedKey`], first [`KeyLayout::width`] words,
@@ -320,17 +378,35 @@ impl KeyLayout {
             ports: mask.ports != 0,
             instance: instances,
             pairs: 0,
+            narrow: None,
         }
         .with_pairs()
     }
 
-    /// The layout with its `pairs` set from its fields.
+    /// The layout with its `pairs` and `narrow` set from its fields.
     fn with_pairs(self) -> Self {
+        let narrow = (self.width() == 2).then_some(if self.src == 1 {
+            Narrow::Src
+        } else if self.dst == 1 {
+            Narrow::Dst
+        } else if self.ports {
+            Narrow::Ports
+        } else {
+            Narrow::Instance
+        });
         KeyLayout {
             // At most 11 words: 6 pairs.
             pairs: self.width().div_ceil(2) as u8,
+            narrow,
             ..self
         }
+    }
+
+    /// `Some` when keys are exactly two words, with the word kept besides
+    /// word 9 ([`Narrow`]).
+    #[inline]
+    pub(crate) fn narrow(&self) -> Option<Narrow> {
+        self.narrow
     }
 
     /// Every word kept.
@@ -342,6 +418,7 @@ impl KeyLayout {
             ports: true,
             instance: true,
             pairs: 0,
+            narrow: None,
         }
         .with_pairs()
     }
@@ -398,6 +475,24 @@ impl KeyLayout {
             .fold(seed ^ K0, |h, c| {
                 fold_mul(h ^ (u64::from(c[0]) | (u64::from(c[1]) << 32)), K1)
             })
+    }
+}
+
+/// [`KeyLayout::hash`] of a two-word key given as one 64-bit word (first
+/// word low): the same value, one multiplication.
+#[inline(always)]
+pub(crate) fn hash_narrow(k: u64, seed: u64) -> u64 {
+    fold_mul(seed ^ K0 ^ k, K1)
+}
+
+impl PackedKey {
+    /// The packed key of a two-word key given as one 64-bit word.
+    #[inline]
+    pub(crate) fn from_narrow(k: u64) -> Self {
+        let mut p = PackedKey::default();
+        p.0[0] = k as u32;
+        p.0[1] = (k >> 32) as u32;
+        p
     }
 }
 
@@ -542,6 +637,87 @@ mod tests {
             proptest::prop_assert_eq!(layout.unpack(&packed.0[..layout.width()]), full);
             proptest::prop_assert!(packed.0[layout.width()..].iter().all(|w| *w == 0));
         }
+    }
+
+    proptest::proptest! {
+        /// A two-word layout's one-word key is its packed key, and hashes
+        /// the same, for each word such a layout keeps besides word 9, any
+        /// mask bits of that word, either family and any fields.
+        #[test]
+        fn a_narrow_key_is_the_packed_key(
+            which in 0usize..4,
+            bits in 1u32..,
+            meta in proptest::prelude::any::<(u8, u32)>(),
+            fam in proptest::prelude::any::<[bool; 2]>(),
+            a in proptest::prelude::any::<[u128; 2]>(),
+            fields in proptest::prelude::any::<(u8, u16, u16, u32)>(),
+            inst in proptest::prelude::any::<u32>(),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let mut m = CompiledMask {
+                src4: 0,
+                dst4: 0,
+                src6: [0; 4],
+                dst6: [0; 4],
+                ports: 0,
+                proto: meta.0,
+                label: meta.1 & 0xf_ffff,
+            };
+            match which {
+                0 => (m.src4, m.src6[0]) = (bits, bits.rotate_left(7)),
+                1 => (m.dst4, m.dst6[0]) = (bits, bits.rotate_left(7)),
+                2 => m.ports = bits,
+                _ => {}
+            }
+            let k = PacketKey {
+                flow_label: fields.3,
+                ..PacketKey::new(addr(fam[0], a[0]), addr(fam[1], a[1]), fields.0, fields.1, fields.2)
+            };
+            let layout = KeyLayout::new(&m, which == 3);
+            let narrow = layout.narrow();
+            proptest::prop_assert!(narrow.is_some(), "{:?}", layout);
+            let inst = if which == 3 { inst } else { 0 };
+            let n = narrow.map_or(0, |w| m.pack_narrow(w, &k, inst));
+            let packed = m.pack(layout, &k, inst);
+            proptest::prop_assert_eq!(PackedKey::from_narrow(n), packed);
+            proptest::prop_assert_eq!(hash_narrow(n, seed), layout.hash(&packed, seed));
+        }
+    }
+
+    #[test]
+    fn only_two_word_layouts_are_narrow() {
+        let layout = |f: &[(pspat_config::MaskField, &str)], instances: bool| {
+            let mut m = FlowMask::default();
+            for (field, v) in f {
+                m.set(*field, v).unwrap();
+            }
+            KeyLayout::new(&CompiledMask::new(&m).unwrap(), instances)
+        };
+        use pspat_config::MaskField::{DstIp, Proto, SrcIp, SrcIp6};
+        assert_eq!(
+            layout(&[(SrcIp, "0xffffffff")], false).narrow(),
+            Some(Narrow::Src)
+        );
+        assert_eq!(layout(&[(DstIp, "/24")], false).narrow(), Some(Narrow::Dst));
+        assert_eq!(
+            layout(&[(Proto, "0xff")], true).narrow(),
+            Some(Narrow::Instance)
+        );
+        assert_eq!(layout(&[(Proto, "0xff")], false).narrow(), None, "one word");
+        assert_eq!(
+            layout(&[(SrcIp, "/32")], true).narrow(),
+            None,
+            "three words"
+        );
+        assert_eq!(
+            layout(&[(SrcIp6, "/64")], false).narrow(),
+            None,
+            "three words"
+        );
+        assert_eq!(
+            layout(&[(SrcIp, "/32"), (DstIp, "/32")], false).narrow(),
+            None
+        );
     }
 
     #[test]

@@ -104,16 +104,22 @@
 //! * Each masked lookup: the masked key, packed to its kept words, hashed
 //!   with one multiplication per pair of words, then O(1) expected probes
 //!   (open addressing, load ≤ 1/2, a tag compared before the key) plus at
-//!   most two expiries, amortised O(1) (the `dynamic` module's docs).
-//!   Whether anything is due to expire is one comparison of `now` with an
-//!   instant the table keeps: the oldest record is read only once it may
-//!   have gone stale.
+//!   most two expiries, amortised O(1) (the `dynamic` module's docs). A
+//!   key of two words (`mask src-ip`, `mask dst-ip`, a port mask alone, or
+//!   a protocol or flow-label mask on a link with instances) is built as
+//!   one 64-bit word straight from the packet, hashed with one
+//!   multiplication and compared whole. Whether anything is due to expire
+//!   is one comparison of `now` with an instant the table keeps: the
+//!   oldest record is read only once it may have gone stale.
+//! * A packet whose target is a flowset (`queue N`) reads the flowset's
+//!   state once for its instance and its dynamic queue.
 //! * In instructions: the rule scan, the masked lookup and the counters
-//!   come to about 270 per packet for a UDP packet under two rules of
-//!   which its class lists one, `mask src-ip`, a hit (callgrind, as
-//!   `pspat sched-bench --dummynet` counts them; the call and its register
-//!   saves about 20, the rule and its counters about 35, the key, its
-//!   hash and the lookup most of the rest).
+//!   come to about 185 per packet (270 before two-word keys and the
+//!   rule shortcut) for a UDP packet under two rules of which its class
+//!   lists one, first, `mask src-ip`, a hit (callgrind, as `pspat
+//!   sched-bench --dummynet` counts them, at 1024 and at 65 536 sources:
+//!   the call and its register saves, the rule and its counters, the
+//!   key, its hash, the probe and the record's update).
 //! * [`Classifier::expire`] is linear in what it reclaims.
 //!
 //! # Example
@@ -155,8 +161,8 @@ pub use layout::{FlowLayout, FlowOwner, FlowRange, LinkKind, LinkLayout};
 pub use rules::RuleCounters;
 pub use view::DynamicKey;
 
-use dynamic::{DynTable, Lookup};
-use key::{CompiledMask, KeyLayout, PackedKey};
+use dynamic::{DynTable, Hashed, Lookup};
+use key::{CompiledMask, KeyLayout, Narrow};
 use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction, RuleSet};
 
 /// What happens to a packet whose dynamic queue (or instance) would exceed
@@ -356,21 +362,42 @@ impl MemoryEstimate {
 struct Masked {
     mask: CompiledMask,
     table: DynTable,
+    /// The table's keys are two words ([`KeyLayout::narrow`]): packed as
+    /// one 64-bit word.
+    narrow: Option<Narrow>,
 }
 
 impl Masked {
+    fn new(mask: CompiledMask, table: DynTable) -> Self {
+        let narrow = table.layout().narrow();
+        Masked {
+            mask,
+            table,
+            narrow,
+        }
+    }
+
     /// The packed key of `key` in `instance` and its hash.
     #[inline(always)] // on the per-packet path
-    fn key(&self, key: &PacketKey, instance: u32) -> (PackedKey, u64) {
-        let p = self.mask.pack(self.table.layout(), key, instance);
-        (p, self.table.hash(&p))
+    fn key(&self, key: &PacketKey, instance: u32) -> Hashed {
+        match self.narrow {
+            Some(which) => {
+                let k = self.mask.pack_narrow(which, key, instance);
+                Hashed::Narrow(k, self.table.hash_narrow(k))
+            }
+            None => {
+                let p = self.mask.pack(self.table.layout(), key, instance);
+                let h = self.table.hash(&p);
+                Hashed::Wide(p, h)
+            }
+        }
     }
 
     /// The slot of `key` in `instance`, created if absent.
     #[inline(always)] // on the per-packet path
     fn lookup(&mut self, key: &PacketKey, instance: u32, now: Instant) -> Lookup {
-        let (p, h) = self.key(key, instance);
-        self.table.lookup_hashed(&p, h, now)
+        let k = self.key(key, instance);
+        self.table.lookup_key(&k, now)
     }
 }
 
@@ -436,7 +463,13 @@ fn check_limit(
 
 /// A packet between rule matching and its dynamic-queue lookup: target,
 /// instance, masked key and hash.
-type Staged = (Chosen, u32, Option<(PackedKey, u64)>);
+type Staged = (Chosen, u32, Option<Hashed>);
+
+/// Counts a drop for `reason` in `stats`; the verdict.
+fn dropped(stats: &mut ClassifierStats, reason: DropReason) -> Verdict {
+    stats.dropped[reason.index()] += 1;
+    Verdict::Drop(reason)
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Chosen {
@@ -512,14 +545,16 @@ impl Classifier {
                 Some(p) => p.mask,
                 None => plan.scheds[&l.number].mask,
             };
-            let instances = CompiledMask::new(&mask).map(|mask| Masked {
-                mask,
-                table: DynTable::new(
-                    limits.instances_per_sched,
-                    idle,
-                    next_seed(),
-                    KeyLayout::new(&mask, false),
-                ),
+            let instances = CompiledMask::new(&mask).map(|mask| {
+                Masked::new(
+                    mask,
+                    DynTable::new(
+                        limits.instances_per_sched,
+                        idle,
+                        next_seed(),
+                        KeyLayout::new(&mask, false),
+                    ),
+                )
             });
             let overflow_instance =
                 (instances.is_some() && shared).then_some(limits.instances_per_sched);
@@ -549,14 +584,16 @@ impl Classifier {
                 .range_of(FlowOwner::Queue(q.number))
                 .ok_or_else(|| ClassifyError::Dangling(format!("queue {}", q.number)))?;
             let instances = links[link].instances.is_some();
-            let dynamic = CompiledMask::new(&q.mask).map(|mask| Masked {
-                mask,
-                table: DynTable::new(
-                    limits.queue_slots(q.number),
-                    idle,
-                    next_seed(),
-                    KeyLayout::new(&mask, instances),
-                ),
+            let dynamic = CompiledMask::new(&q.mask).map(|mask| {
+                Masked::new(
+                    mask,
+                    DynTable::new(
+                        limits.queue_slots(q.number),
+                        idle,
+                        next_seed(),
+                        KeyLayout::new(&mask, instances),
+                    ),
+                )
             });
             queues.push(QueueState {
                 number: q.number,
@@ -654,15 +691,72 @@ impl Classifier {
 
     /// Classifies one packet of `len` bytes at `now` (module docs).
     pub fn classify(&mut self, now: Instant, key: &PacketKey, len: u32) -> Verdict {
-        let (chosen, instance) = match self
-            .decide(key, len)
-            .and_then(|c| self.instance(now, key, c).map(|i| (c, i)))
-        {
-            Ok(x) => x,
+        match self.decide(key, len) {
+            Err(v) => v,
+            Ok(Chosen::Queue(i)) => self.classify_queue(now, key, i),
+            Ok(chosen) => self.place(now, key, chosen),
+        }
+    }
+
+    /// The placement of a packet whose target is `chosen`: its instance,
+    /// then its flow.
+    fn place(&mut self, now: Instant, key: &PacketKey, chosen: Chosen) -> Verdict {
+        let instance = match self.instance(now, key, chosen) {
+            Ok(i) => i,
             Err(v) => return v,
         };
         let hashed = self.queue_key(key, chosen, instance);
         self.finish(now, chosen, instance, hashed)
+    }
+
+    /// [`Classifier::place`] for flowset `i`, the common target, with the
+    /// flowset's state read once: the same steps (the instance on its
+    /// link, then its dynamic queue) and outcome.
+    #[inline(always)] // on the per-packet path of classify
+    fn classify_queue(&mut self, now: Instant, key: &PacketKey, i: usize) -> Verdict {
+        if i >= self.queues.len() {
+            // Not reached (rules name flowsets by position).
+            return self.place(now, key, Chosen::Queue(i));
+        }
+        let Classifier {
+            queues,
+            links,
+            stats,
+            ..
+        } = self;
+        let q = &mut queues[i];
+        let instance = match links.get_mut(q.link) {
+            Some(LinkState {
+                instances: Some(m),
+                overflow_instance,
+                ..
+            }) => match m.lookup(key, 0, now) {
+                Lookup::Hit(s) | Lookup::Created(s) => s,
+                Lookup::Full => match overflow_instance {
+                    Some(s) => *s,
+                    None => return dropped(stats, DropReason::InstanceOverflow),
+                },
+            },
+            _ => 0,
+        };
+        let (flow, new_queue) = match &mut q.dynamic {
+            None => (q.first, false),
+            Some(m) => match m.lookup(key, instance, now) {
+                Lookup::Hit(s) => (FlowId(q.first.0 + s), false),
+                Lookup::Created(s) => (FlowId(q.first.0 + s), true),
+                Lookup::Full => match q.overflow_flow {
+                    Some(f) => (f, false),
+                    None => return dropped(stats, DropReason::QueueOverflow),
+                },
+            },
+        };
+        stats.enqueued += 1;
+        Verdict::Enqueue(Placement {
+            link: q.link_number,
+            instance,
+            flow,
+            new_queue,
+        })
     }
 
     /// Classifies `keys[i]` of `lens[i]` bytes into `out[i]`, for as many
@@ -698,16 +792,16 @@ impl Classifier {
             }
             let mut sink = 0u64;
             for (c, _, h) in staged.iter().flatten() {
-                if let (Chosen::Queue(q), Some((_, h))) = (c, h) {
+                if let (Chosen::Queue(q), Some(h)) = (c, h) {
                     if let Some(m) = &self.queues[*q].dynamic {
-                        sink ^= m.table.touch_index(*h);
+                        sink ^= m.table.touch_index(h.hash());
                     }
                 }
             }
             for (c, _, h) in staged.iter().flatten() {
-                if let (Chosen::Queue(q), Some((_, h))) = (c, h) {
+                if let (Chosen::Queue(q), Some(h)) = (c, h) {
                     if let Some(m) = &self.queues[*q].dynamic {
-                        sink ^= m.table.touch_slot(*h);
+                        sink ^= m.table.touch_slot(h.hash());
                     }
                 }
             }
@@ -862,12 +956,7 @@ impl Classifier {
     /// per packet (callgrind).
     #[allow(clippy::manual_map)]
     #[inline(always)] // on the per-packet path of classify and classify_bridged
-    fn queue_key(
-        &self,
-        key: &PacketKey,
-        chosen: Chosen,
-        instance: u32,
-    ) -> Option<(PackedKey, u64)> {
+    fn queue_key(&self, key: &PacketKey, chosen: Chosen, instance: u32) -> Option<Hashed> {
         match chosen {
             Chosen::Pipe(_) => None,
             Chosen::Queue(i) => match &self.queues[i].dynamic {
@@ -884,7 +973,7 @@ impl Classifier {
         now: Instant,
         chosen: Chosen,
         instance: u32,
-        hashed: Option<(PackedKey, u64)>,
+        hashed: Option<Hashed>,
     ) -> Verdict {
         let (link, flow, new_queue) = match chosen {
             Chosen::Pipe(i) => (self.pipes[i].link_number, self.pipes[i].flow, false),
@@ -892,7 +981,7 @@ impl Classifier {
                 let q = &mut self.queues[i];
                 let link = q.link_number;
                 match (&mut q.dynamic, hashed) {
-                    (Some(m), Some((pk, h))) => match m.table.lookup_hashed(&pk, h, now) {
+                    (Some(m), Some(k)) => match m.table.lookup_key(&k, now) {
                         Lookup::Hit(s) => (link, FlowId(q.first.0 + s), false),
                         Lookup::Created(s) => (link, FlowId(q.first.0 + s), true),
                         Lookup::Full => match q.overflow_flow {
@@ -919,8 +1008,7 @@ impl Classifier {
     }
 
     fn drop(&mut self, reason: DropReason) -> Verdict {
-        self.stats.dropped[reason.index()] += 1;
-        Verdict::Drop(reason)
+        dropped(&mut self.stats, reason)
     }
 
     /// Reclaims every dynamic queue and instance idle for the expiry time;
