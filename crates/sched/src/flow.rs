@@ -547,15 +547,22 @@ impl FlowTable {
         Ok(())
     }
 
-    /// The lmax of `flow`, on the per-packet path once [`FlowTable::admit`]
-    /// has accepted a packet of it (so its slot exists).
+    /// True when `pkt` is longer than its flow's lmax, on the per-packet
+    /// path once [`FlowTable::admit`] has accepted it (so its flow's slot
+    /// exists and its length fits 16 bits: compared in 16 bits, the
+    /// comparison reads the packed lmax in the same instruction; a longer
+    /// one exceeds every lmax).
     ///
     /// # Panics
-    /// When `flow` is beyond the capacity, which [`FlowTable::admit`]
-    /// refuses first.
+    /// When the packet's flow is beyond the capacity, which
+    /// [`FlowTable::admit`] refuses first.
     #[inline]
-    pub(crate) fn admitted_lmax(&self, flow: FlowId) -> u32 {
-        u32::from(self.flows[flow.index()].lmax)
+    pub(crate) fn admitted_exceeds_lmax(&self, pkt: &crate::Packet) -> bool {
+        let lmax = self.flows[pkt.flow.index()].lmax;
+        match u16::try_from(pkt.len) {
+            Ok(len) => len > lmax,
+            Err(_) => true,
+        }
     }
 }
 
@@ -634,7 +641,10 @@ mod tests {
         );
         assert_eq!(t.slot(FlowId(1)), FlowParams::default());
         assert_eq!(t.slot(FlowId(7)), FlowParams::default());
-        assert_eq!(t.admitted_lmax(FlowId(0)), 1);
+        let pkt = |len| crate::Packet::new(FlowId(0), len, 0);
+        assert!(!t.admitted_exceeds_lmax(&pkt(1)));
+        assert!(t.admitted_exceeds_lmax(&pkt(2)));
+        assert!(t.admitted_exceeds_lmax(&pkt(65_536)));
         assert_eq!(t.get(FlowId(1)), None);
         assert_eq!(
             t.iter().collect::<Vec<_>>(),

@@ -171,7 +171,7 @@ impl Scheduler for Qfq {
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt)?;
         let k = pkt.flow.index();
-        if pkt.len > self.flows.admitted_lmax(pkt.flow) {
+        if self.flows.admitted_exceeds_lmax(&pkt) {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::BadLength,
