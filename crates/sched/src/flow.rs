@@ -9,6 +9,12 @@
 //! [`crate::Scheduler::change_flow`] and [`crate::Scheduler::remove_flow`],
 //! which keep the scheduler's own table in step.
 //!
+//! # Memory
+//! A slot takes 8 bytes: the weight (`u32`), the lmax (`u16`: validation
+//! keeps it in 1..=[`MAX_PACKET_LEN`], 65 535) and the priority (`u8`),
+//! packed from and unpacked to the public [`FlowParams`]; the accessors
+//! return [`FlowParams`] by value.
+//!
 //! # Complexity
 //! `insert` O(1); `update` and `remove` O(1), or O(capacity) when they take
 //! away the largest lmax or the smallest weight (both are kept for the
@@ -67,7 +73,7 @@ impl FlowParams {
     }
 
     /// The first field out of its range, as (field, value, allowed range).
-    fn invalid_field(&self) -> Option<(&'static str, String, String)> {
+    fn invalid_field(&self) -> Option<InvalidField> {
         if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&self.weight) {
             return Some((
                 "weight",
@@ -107,12 +113,80 @@ impl FlowParams {
     pub fn validate(&self, flow: FlowId) -> Result<(), FlowError> {
         match self.invalid_field() {
             None => Ok(()),
-            Some((field, value, allowed)) => Err(FlowError::InvalidParams {
-                flow: flow.0,
-                field,
-                value,
-                allowed,
-            }),
+            Some(bad) => Err(invalid_params(flow, bad)),
+        }
+    }
+}
+
+/// A field out of its range: (field, value, allowed range).
+type InvalidField = (&'static str, String, String);
+
+fn invalid_params(flow: FlowId, (field, value, allowed): InvalidField) -> FlowError {
+    FlowError::InvalidParams {
+        flow: flow.0,
+        field,
+        value,
+        allowed,
+    }
+}
+
+/// One packed slot of a [`FlowTable`] (8 bytes): the fields of a validated
+/// [`FlowParams`], lmax narrowed to 16 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    weight: u32,
+    lmax: u16,
+    priority: u8,
+}
+
+// An lmax of at most `MAX_PACKET_LEN` fits the slot's 16 bits, and a slot
+// stays at 8 bytes (the memory of every dynamic queue counts it).
+const _: () = assert!(MAX_PACKET_LEN <= u16::MAX as u32);
+const _: () = assert!(DEFAULT_LMAX <= MAX_PACKET_LEN);
+const _: () = assert!(std::mem::size_of::<Slot>() == 8);
+
+impl Slot {
+    /// The slot of an absent flow: the default parameters.
+    const ABSENT: Slot = Slot {
+        weight: 1,
+        lmax: DEFAULT_LMAX as u16,
+        priority: 0,
+    };
+
+    /// Validates `params` and packs them.
+    ///
+    /// # Errors
+    /// The first field out of range, as (field, value, allowed range); an
+    /// lmax beyond 16 bits is one (it is never truncated).
+    fn pack(params: &FlowParams) -> Result<Slot, InvalidField> {
+        if let Some(bad) = params.invalid_field() {
+            return Err(bad);
+        }
+        let lmax = u16::try_from(params.lmax).map_err(|_| {
+            (
+                "lmax",
+                params.lmax.to_string(),
+                format!("1..={MAX_PACKET_LEN}"),
+            )
+        })?;
+        Ok(Slot {
+            weight: params.weight,
+            lmax,
+            priority: params.priority,
+        })
+    }
+
+    /// [`Slot::pack`] for `flow`, its error as a [`FlowError`].
+    fn pack_flow(flow: FlowId, params: &FlowParams) -> Result<Slot, FlowError> {
+        Slot::pack(params).map_err(|bad| invalid_params(flow, bad))
+    }
+
+    #[inline]
+    fn unpack(self) -> FlowParams {
+        FlowParams {
+            weight: self.weight,
+            lmax: u32::from(self.lmax),
+            priority: self.priority,
         }
     }
 }
@@ -125,6 +199,10 @@ impl FlowParams {
 /// nothing. `insert` is O(1); `update` and `remove` are O(1), or
 /// O(capacity) when they take away the largest lmax or the smallest weight
 /// (found again by a scan).
+///
+/// Each slot is packed in 8 bytes; [`FlowTable::get`], [`FlowTable::slot`],
+/// [`FlowTable::slots`] and [`FlowTable::iter`] return [`FlowParams`] by
+/// value.
 ///
 /// [`FlowTable::new`] and [`FlowTable::uniform`] make every slot present
 /// (capacity = number of flows); [`FlowTable::with_capacity`] leaves room
@@ -147,8 +225,9 @@ impl FlowParams {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowTable {
-    /// One entry per slot; an absent slot holds the default parameters.
-    flows: Vec<FlowParams>,
+    /// One packed entry per slot (8 bytes); an absent slot holds the
+    /// default parameters.
+    flows: Vec<Slot>,
     /// Bit `i` set: slot `i` is present (a bitset, so that the admission
     /// test of every packet reads a few cache-resident words: 4 KiB for
     /// 32 768 slots).
@@ -194,18 +273,14 @@ impl FlowTable {
                 format!("0..={capacity} (the flow capacity)"),
             ));
         }
+        let mut flows = Vec::with_capacity(capacity);
         for (i, f) in initial.iter().enumerate() {
-            if let Some((field, value, allowed)) = f.invalid_field() {
-                return Err(ConfigError::out_of_range(
-                    format!("flow {i} {field}"),
-                    value,
-                    allowed,
-                ));
-            }
+            flows.push(Slot::pack(f).map_err(|(field, value, allowed)| {
+                ConfigError::out_of_range(format!("flow {i} {field}"), value, allowed)
+            })?);
         }
         let len = initial.len();
-        let mut flows = initial;
-        flows.resize(capacity, FlowParams::default());
+        flows.resize(capacity, Slot::ABSENT);
         let mut present = vec![0u64; capacity.div_ceil(64)];
         for i in 0..len {
             present[i / 64] |= 1 << (i % 64);
@@ -278,28 +353,40 @@ impl FlowTable {
 
     /// The parameters of `flow`, if it is present.
     #[inline]
-    pub fn get(&self, flow: FlowId) -> Option<&FlowParams> {
+    pub fn get(&self, flow: FlowId) -> Option<FlowParams> {
         if self.contains(flow) {
-            self.flows.get(flow.index())
+            self.flows.get(flow.index()).map(|s| s.unpack())
         } else {
             None
         }
     }
 
-    /// Every slot, indexed by flow id (`capacity` entries). An absent slot
-    /// holds [`FlowParams::default`], which means nothing: check
+    /// The parameters in slot `flow`, present or not: an absent slot, or
+    /// one beyond the capacity, gives [`FlowParams::default`], which means
+    /// nothing (check [`FlowTable::contains`] first, or use
+    /// [`FlowTable::get`]). For the per-packet path, after
+    /// [`FlowTable::admit`] has checked the flow.
+    #[inline]
+    pub fn slot(&self, flow: FlowId) -> FlowParams {
+        self.flows
+            .get(flow.index())
+            .map_or_else(FlowParams::default, |s| s.unpack())
+    }
+
+    /// Every slot in id order (`capacity` entries), present or not; an
+    /// absent slot gives [`FlowParams::default`], which means nothing: check
     /// [`FlowTable::contains`] or use [`FlowTable::iter`].
-    pub fn as_slice(&self) -> &[FlowParams] {
-        &self.flows
+    pub fn slots(&self) -> impl ExactSizeIterator<Item = FlowParams> + '_ {
+        self.flows.iter().map(|s| s.unpack())
     }
 
     /// The present flows in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (FlowId, &FlowParams)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, FlowParams)> + '_ {
         self.flows
             .iter()
             .enumerate()
             .filter(|&(i, _)| self.present[i / 64] & (1 << (i % 64)) != 0)
-            .map(|(i, f)| (FlowId(i as u32), f))
+            .map(|(i, s)| (FlowId(i as u32), s.unpack()))
     }
 
     /// Sum of the weights of the present flows.
@@ -342,7 +429,7 @@ impl FlowTable {
         if self.contains(flow) {
             return Err(FlowError::Present { flow: flow.0 });
         }
-        params.validate(flow)
+        Slot::pack_flow(flow, params).map(|_| ())
     }
 
     /// Checks that [`FlowTable::update`] of `flow` would succeed, changing
@@ -352,7 +439,7 @@ impl FlowTable {
     /// As [`FlowTable::update`].
     pub fn check_update(&self, flow: FlowId, params: &FlowParams) -> Result<(), FlowError> {
         self.check_present(flow)?;
-        params.validate(flow)
+        Slot::pack_flow(flow, params).map(|_| ())
     }
 
     /// Checks that `flow` is present.
@@ -374,9 +461,13 @@ impl FlowTable {
     /// [`FlowError::OutOfCapacity`], [`FlowError::Present`], or
     /// [`FlowError::InvalidParams`]; the table is then unchanged.
     pub fn insert(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
-        self.check_insert(flow, &params)?;
+        self.check_slot(flow)?;
+        if self.contains(flow) {
+            return Err(FlowError::Present { flow: flow.0 });
+        }
+        let slot = Slot::pack_flow(flow, &params)?;
         let first = self.len == 0;
-        self.flows[flow.index()] = params;
+        self.flows[flow.index()] = slot;
         self.present[flow.index() / 64] |= 1 << (flow.index() % 64);
         self.len += 1;
         self.total_weight += u64::from(params.weight);
@@ -398,8 +489,9 @@ impl FlowTable {
     /// [`FlowError::OutOfCapacity`], [`FlowError::Absent`] or
     /// [`FlowError::InvalidParams`]; the table is then unchanged.
     pub fn update(&mut self, flow: FlowId, params: FlowParams) -> Result<FlowParams, FlowError> {
-        self.check_update(flow, &params)?;
-        let old = std::mem::replace(&mut self.flows[flow.index()], params);
+        self.check_present(flow)?;
+        let slot = Slot::pack_flow(flow, &params)?;
+        let old = std::mem::replace(&mut self.flows[flow.index()], slot).unpack();
         self.total_weight = self.total_weight - u64::from(old.weight) + u64::from(params.weight);
         if (old.lmax == self.max_lmax && params.lmax < old.lmax)
             || (old.weight == self.min_weight && params.weight > old.weight)
@@ -419,7 +511,7 @@ impl FlowTable {
     /// [`FlowError::OutOfCapacity`] or [`FlowError::Absent`].
     pub fn remove(&mut self, flow: FlowId) -> Result<FlowParams, FlowError> {
         self.check_present(flow)?;
-        let old = std::mem::take(&mut self.flows[flow.index()]);
+        let old = std::mem::replace(&mut self.flows[flow.index()], Slot::ABSENT).unpack();
         self.present[flow.index() / 64] &= !(1 << (flow.index() % 64));
         self.len -= 1;
         self.total_weight -= u64::from(old.weight);
@@ -453,6 +545,24 @@ impl FlowTable {
             return reject(crate::DropReason::BadLength);
         }
         Ok(())
+    }
+
+    /// True when `pkt` is longer than its flow's lmax, on the per-packet
+    /// path once [`FlowTable::admit`] has accepted it (so its flow's slot
+    /// exists and its length fits 16 bits: compared in 16 bits, the
+    /// comparison reads the packed lmax in the same instruction; a longer
+    /// one exceeds every lmax).
+    ///
+    /// # Panics
+    /// When the packet's flow is beyond the capacity, which
+    /// [`FlowTable::admit`] refuses first.
+    #[inline]
+    pub(crate) fn admitted_exceeds_lmax(&self, pkt: &crate::Packet) -> bool {
+        let lmax = self.flows[pkt.flow.index()].lmax;
+        match u16::try_from(pkt.len) {
+            Ok(len) => len > lmax,
+            Err(_) => true,
+        }
     }
 }
 
@@ -501,5 +611,79 @@ mod tests {
         );
         assert!(FlowTable::with_capacity(0, vec![]).is_err());
         assert!(FlowTable::with_capacity(1, vec![FlowParams::default(); 2]).is_err());
+    }
+
+    #[test]
+    fn slots_are_8_bytes_and_unpack_to_what_was_stored() {
+        assert_eq!(std::mem::size_of::<Slot>(), 8);
+        assert_eq!(Slot::ABSENT.unpack(), FlowParams::default());
+        let widest = FlowParams {
+            weight: MAX_WEIGHT,
+            lmax: MAX_PACKET_LEN,
+            priority: PRIORITIES - 1,
+        };
+        let mut t = FlowTable::with_capacity(3, vec![widest]).unwrap();
+        assert_eq!(t.get(FlowId(0)), Some(widest));
+        assert_eq!(t.max_lmax(), 65_535);
+        let one = FlowParams {
+            weight: 1,
+            lmax: 1,
+            priority: 0,
+        };
+        t.insert(FlowId(2), one).unwrap();
+        assert_eq!(t.update(FlowId(0), one).unwrap(), widest);
+        assert_eq!(t.insert(FlowId(1), widest), Ok(()));
+        assert_eq!(t.remove(FlowId(1)).unwrap(), widest);
+        // Absent slots read as the default, present ones as stored.
+        assert_eq!(
+            t.slots().collect::<Vec<_>>(),
+            [one, FlowParams::default(), one]
+        );
+        assert_eq!(t.slot(FlowId(1)), FlowParams::default());
+        assert_eq!(t.slot(FlowId(7)), FlowParams::default());
+        let pkt = |len| crate::Packet::new(FlowId(0), len, 0);
+        assert!(!t.admitted_exceeds_lmax(&pkt(1)));
+        assert!(t.admitted_exceeds_lmax(&pkt(2)));
+        assert!(t.admitted_exceeds_lmax(&pkt(65_536)));
+        assert_eq!(t.get(FlowId(1)), None);
+        assert_eq!(
+            t.iter().collect::<Vec<_>>(),
+            [(FlowId(0), one), (FlowId(2), one)]
+        );
+    }
+
+    #[test]
+    fn an_lmax_beyond_16_bits_is_refused_on_every_path() {
+        let long = FlowParams {
+            lmax: 65_536,
+            ..FlowParams::default()
+        };
+        let widest = FlowParams {
+            lmax: u32::MAX,
+            ..FlowParams::default()
+        };
+        for bad in [long, widest] {
+            let refused = |flow| FlowError::InvalidParams {
+                flow,
+                field: "lmax",
+                value: bad.lmax.to_string(),
+                allowed: "1..=65535".into(),
+            };
+            assert_eq!(bad.validate(FlowId(1)), Err(refused(1)));
+            let e = FlowTable::new(vec![FlowParams::default(), bad]).unwrap_err();
+            assert!(e.to_string().contains("flow 1 lmax"), "{e}");
+            assert!(FlowTable::with_capacity(4, vec![bad]).is_err());
+
+            let mut t = FlowTable::with_capacity(2, vec![FlowParams::weighted(2)]).unwrap();
+            let before = t.clone();
+            assert_eq!(t.check_insert(FlowId(1), &bad), Err(refused(1)));
+            assert_eq!(t.insert(FlowId(1), bad), Err(refused(1)));
+            assert_eq!(t.check_update(FlowId(0), &bad), Err(refused(0)));
+            assert_eq!(t.update(FlowId(0), bad), Err(refused(0)));
+            // Refused whole: nothing stored, nothing truncated.
+            assert_eq!(t, before);
+            assert_eq!(t.get(FlowId(0)), Some(FlowParams::weighted(2)));
+            assert_eq!(t.max_lmax(), DEFAULT_LMAX);
+        }
     }
 }

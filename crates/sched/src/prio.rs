@@ -64,7 +64,7 @@ impl Scheduler for Prio {
     #[inline]
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt)?;
-        let level = self.flows.as_slice()[pkt.flow.index()].priority;
+        let level = self.flows.slot(pkt.flow).priority;
         self.levels.push(usize::from(level), pkt)?;
         self.occupied |= 1u64 << level;
         Ok(())

@@ -461,7 +461,7 @@ impl Scheduler for QfqPlus {
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt)?;
         let k = pkt.flow.index();
-        if pkt.len > self.flows.as_slice()[k].lmax {
+        if self.flows.admitted_exceeds_lmax(&pkt) {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::BadLength,

@@ -295,8 +295,7 @@ impl Wf2qPlus {
         let wsum = flows.total_weight();
         let queues = PacketQueues::new(n, capacity, None)?;
         let st = flows
-            .as_slice()
-            .iter()
+            .slots()
             .map(|f| FlowState {
                 s: 0,
                 f: 0,

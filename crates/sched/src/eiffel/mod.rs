@@ -247,7 +247,7 @@ impl EiffelConfig {
             |unit: Rate, f: &crate::FlowParams| unit.saturating_mul(u64::from(f.weight)).bps();
         if self.rates_bps.is_empty() {
             let unit = unit()?;
-            return Ok(flows.as_slice().iter().map(|f| derived(unit, f)).collect());
+            return Ok(flows.slots().map(|f| derived(unit, &f)).collect());
         }
         if self.rates_bps.len() != flows.len() && self.rates_bps.len() != flows.capacity() {
             return Err(ConfigError::invalid(
@@ -262,14 +262,14 @@ impl EiffelConfig {
         // One rate per slot: the list's, then (slots beyond it, added at
         // run time) `rate_bps × weight`.
         let mut rates = Vec::with_capacity(flows.capacity());
-        for (i, f) in flows.as_slice().iter().enumerate() {
+        for (i, f) in flows.slots().enumerate() {
             rates.push(match self.rates_bps.get(i) {
                 Some(&r) => checked(
                     format!("eiffel.rates_bps: flow {i} shaping rate (bit/s)"),
                     r,
                 )?,
                 // Validated only when some slot needs it.
-                None => derived(unit()?, f),
+                None => derived(unit()?, &f),
             });
         }
         Ok(rates)

@@ -298,7 +298,7 @@ fn deadlines(flows: &FlowTable, deadline_ns: u64, list: &[u64]) -> Result<Box<[u
     per_flow(
         "eiffel.deadlines_ns",
         list,
-        |i| deadline_ns / u64::from(flows.as_slice()[i].weight),
+        |i| deadline_ns / u64::from(flows.slot(FlowId(i as u32)).weight),
         flows,
     )
 }
@@ -528,13 +528,11 @@ impl Stfq {
     /// STFQ over the weights of `flows`.
     pub fn new(flows: &FlowTable) -> Self {
         let cost: Box<[u64]> = flows
-            .as_slice()
-            .iter()
+            .slots()
             .map(|f| STFQ_SCALE / u64::from(f.weight.max(1)))
             .collect();
         let span = flows
-            .as_slice()
-            .iter()
+            .slots()
             .zip(cost.iter())
             .map(|(f, c)| u64::from(f.lmax) * c)
             .max()
@@ -634,7 +632,7 @@ impl StrictPriority {
     /// Priorities from `flows`.
     pub fn new(flows: &FlowTable) -> Self {
         StrictPriority {
-            prio: flows.as_slice().iter().map(|f| f.priority).collect(),
+            prio: flows.slots().map(|f| f.priority).collect(),
         }
     }
 }

@@ -330,11 +330,7 @@ impl HierarchyConfig {
         }
         let vms = n.div_ceil(f);
         let tenants = vms.div_ceil(f);
-        let weights: Vec<u64> = flows
-            .as_slice()
-            .iter()
-            .map(|p| u64::from(p.weight))
-            .collect();
+        let weights: Vec<u64> = flows.slots().map(|p| u64::from(p.weight)).collect();
         let sat = |w: u64| u32::try_from(w.max(1)).unwrap_or(u32::MAX);
         let mut nodes = vec![NodeConfig::root("root", UNLIMITED_BPS)];
         let un = UNLIMITED_BPS;

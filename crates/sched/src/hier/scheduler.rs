@@ -317,7 +317,7 @@ impl Hierarchy {
             for local in 0..k {
                 if let Some(p) = flows.get(FlowId((base + local) as u32)) {
                     // Cannot fail: the slot exists and `p` is validated.
-                    let _ = sub_flows.insert(FlowId(local as u32), *p);
+                    let _ = sub_flows.insert(FlowId(local as u32), p);
                 }
             }
             let leaf_cap = cfg.leaf_capacity.unwrap_or_else(|| {

@@ -115,8 +115,8 @@ impl Qfq {
     /// validated by the [`FlowTable`]; every such flow fits a group.
     pub fn new(flows: FlowTable, capacity: usize) -> Result<Self, ConfigError> {
         let queues = PacketQueues::new(flows.capacity(), capacity, None)?;
-        for (i, f) in flows.as_slice().iter().enumerate() {
-            let (_, span) = inv_w_and_span(f);
+        for (i, f) in flows.slots().enumerate() {
+            let (_, span) = inv_w_and_span(&f);
             if engine::group_index(span) > MAX_INDEX {
                 return Err(ConfigError::out_of_range(
                     format!("flow {i} lmax/weight (QFQ group)"),
@@ -126,7 +126,7 @@ impl Qfq {
             }
         }
         let engine = Engine::new(
-            flows.as_slice().iter().map(inv_w_and_span),
+            flows.slots().map(|f| inv_w_and_span(&f)),
             flows.total_weight(),
         );
         Ok(Qfq {
@@ -171,7 +171,7 @@ impl Scheduler for Qfq {
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.flows.admit(&pkt)?;
         let k = pkt.flow.index();
-        if pkt.len > self.flows.as_slice()[k].lmax {
+        if self.flows.admitted_exceeds_lmax(&pkt) {
             return Err(Rejected {
                 packet: pkt,
                 reason: DropReason::BadLength,
