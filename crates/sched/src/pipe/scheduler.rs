@@ -121,13 +121,7 @@ impl<S: Scheduler> PipeScheduler<S> {
         moved: &mut dyn FnMut(Moved),
         dropped: &mut dyn FnMut(Rejected),
     ) -> (Instant, u64) {
-        while let Some(p) = self.ready.pop_front() {
-            ready(p);
-        }
-        while let Some(r) = self.late.pop_front() {
-            dropped(r);
-        }
-        self.pipe.hand_over(now, remap, moved, dropped)
+        self.hand_over_each(now, &mut |p: &Packet| remap(p.flow), ready, moved, dropped)
     }
 
     /// [`PipeScheduler::hand_over`] with the new flow chosen per packet
