@@ -274,19 +274,7 @@ impl Bed {
     /// address to the receiver's, port `dport`, `len` bytes, carrying the
     /// marker, `seq` and `sent_ns`.
     pub fn frame(&self, dport: u16, seq: u32, sent_ns: u64, len: usize) -> Vec<u8> {
-        let mut payload = MAGIC.to_vec();
-        payload.extend_from_slice(&seq.to_be_bytes());
-        payload.extend_from_slice(&dport.to_be_bytes());
-        payload.extend_from_slice(&sent_ns.to_be_bytes());
-        payload.resize(len.max(64) - 42, 0xee);
-        let mut out = Vec::with_capacity(len);
-        let s = self.subnet;
-        PacketBuilder::ethernet2([2, 0x99, 0, 0, s, 1], [2, 0x99, 0, 0, s, 2])
-            .ipv4([10, 199, s, 1], [10, 199, s, 2], 64)
-            .udp(4000, dport)
-            .write(&mut out, &payload)
-            .expect("build");
-        out
+        self.frame_from(1, dport, seq, sent_ns, len)
     }
 }
 
