@@ -498,3 +498,113 @@ fn a_finer_sched_mask_splits_queued_and_in_flight_packets_by_instance() {
         assert_eq!(first, [(5, 101), (6, 201), (7, 102), (7, 202)]);
     }
 }
+
+/// A one-flow DRR pipe at 8 Mbit/s (1000 B take 1 ms), no delay, with a
+/// burst of `burst` bytes.
+fn bursty(burst: u64) -> Pipe<AnyScheduler> {
+    let sched = SchedulerConfig::new(AlgKind::Drr)
+        .build(FlowTable::uniform(1).unwrap())
+        .unwrap();
+    let cfg = PipeConfig {
+        bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
+        burst_bytes: burst,
+        ..PipeConfig::default()
+    };
+    Pipe::new(cfg, sched, 1).unwrap()
+}
+
+#[test]
+fn a_rebuild_in_the_middle_of_a_burst_keeps_the_credit_left() {
+    // After 100 ms of idle the link may send 5000 B at line speed. Three
+    // packets use 3000 B of it at 100 ms; the link is rebuilt at that
+    // instant (a flowset added), and three more packets arrive then: two
+    // of them are still covered by the credit, the third pays 1 ms.
+    // Rebuilt with a smaller burst (1500 B), the credit is capped there:
+    // one packet is covered, the next half (0.5 ms), the last pays 1 ms.
+    let at = Instant::from_nanos(100 * MS);
+    let plans = [
+        (5000u64, [0u64, 0, 0, 0, 0, 1000]),
+        (1500, [0, 0, 0, 0, 500, 1500]),
+    ];
+    for (new_burst, expected) in plans {
+        let mut set = PipeSet::new();
+        set.push(4, 0, bursty(5000), 1).unwrap();
+        set.reserve(1).unwrap();
+        for seq in 0..3 {
+            set.enqueue(at, Packet::new(FlowId(0), 1000, seq)).unwrap();
+        }
+        let mut out = Vec::new();
+        while let Some(p) = set.dequeue(at) {
+            out.push((at.as_nanos(), p));
+        }
+        assert_eq!(out.len(), 3);
+        let gone = set
+            .replace_link_moving(4, at, vec![(0, 1, bursty(new_burst), 1)], &|i, f| {
+                Some((i, f))
+            })
+            .unwrap();
+        assert_eq!(gone.len(), 1);
+        for seq in 3..6 {
+            set.enqueue(at, Packet::new(FlowId(1), 1000, seq)).unwrap();
+        }
+        let (rest, late) = drain(&mut set, at);
+        assert!(late.is_empty(), "{late:?}");
+        out.extend(rest);
+        let us: Vec<u64> = out
+            .iter()
+            .map(|(t, _)| (*t - at.as_nanos()) / 1000)
+            .collect();
+        assert_eq!(us, expected, "new burst {new_burst}: {out:?}");
+        let tokens: Vec<u64> = out.iter().map(|(_, p)| p.token).collect();
+        assert_eq!(tokens, (0..6).collect::<Vec<_>>());
+    }
+}
+
+/// A one-flow DRR pipe losing half its packets (`plr 0.5`), seeded.
+fn lossy(seed: u64) -> Pipe<AnyScheduler> {
+    let sched = SchedulerConfig::new(AlgKind::Drr)
+        .build(FlowTable::uniform(1).unwrap())
+        .unwrap();
+    let cfg = PipeConfig {
+        bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
+        queue: QueueConfig {
+            plr: 0.5,
+            ..QueueConfig::default()
+        },
+        seed,
+        ..PipeConfig::default()
+    };
+    Pipe::new(cfg, sched, 1).unwrap()
+}
+
+#[test]
+fn a_rebuilt_link_continues_its_random_draws() {
+    // Two links with the same seed see the same 60 packets, one every
+    // 20 ms; one of them is rebuilt (same configuration, new ids) after
+    // 30. Its loss draws go on where they were: both lose the same packets.
+    let mut kept = PipeSet::new();
+    let mut rebuilt = PipeSet::new();
+    for set in [&mut kept, &mut rebuilt] {
+        set.push(8, 0, lossy(11), 1).unwrap();
+        set.reserve(1).unwrap();
+    }
+    let mut fates = [Vec::new(), Vec::new()];
+    for seq in 0..60u64 {
+        let at = Instant::from_nanos(seq * 20 * MS);
+        if seq == 30 {
+            let gone = rebuilt
+                .replace_link_moving(8, at, vec![(0, 1, lossy(11), 1)], &|i, f| Some((i, f)))
+                .unwrap();
+            assert_eq!(gone.len(), 1);
+        }
+        for (k, set) in [&mut kept, &mut rebuilt].into_iter().enumerate() {
+            drain(set, at);
+            let flow = set.global(8, 0, FlowId(0)).unwrap();
+            fates[k].push(set.enqueue(at, Packet::new(flow, 1000, seq)).is_ok());
+        }
+    }
+    assert_eq!(fates[0], fates[1]);
+    // The draws are random: both fates occur after the change.
+    let after: std::collections::BTreeSet<bool> = fates[0][30..].iter().copied().collect();
+    assert_eq!(after.len(), 2, "{:?}", fates[0]);
+}

@@ -23,8 +23,19 @@
 //!   per packet (an old queue split by a finer mask): each new queue gets
 //!   its packets in the old order restricted to it.
 //!
+//! The burst credit left on the old link carries over to the new one of
+//! the same instance ([`Pipe::continue_link`]), capped at the new burst,
+//! so a change in the middle of a burst neither cuts it short nor lengthens
+//! it (new instances split off start without credit, as after a busy
+//! period; the bound of [`super::link`] holds per instance).
+//!
+//! The random streams go on as well: the new pipe of an instance continues
+//! the old one's draws in its own seed ([`Pipe::continue_streams`]), so a
+//! rebuild does not replay the loss and jitter draws a run began with.
+//!
 //! What does not carry over: the schedulers' fair-share state (virtual
-//! times, deficits) and burst credit. RED averages and Gilbert-Elliott
+//! times, deficits): queued packets enter the new scheduler in the old
+//! one's service order, as if they had just arrived. RED averages and Gilbert-Elliott
 //! states are carried by [`crate::PipeSet::replace_link_moving`], queue by
 //! queue, where one old queue continues in one new queue; so are the
 //! queues' counters, summed where several old queues meet in one.
@@ -179,10 +190,34 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// The link is busy until `until` (the transmission in progress on the
-    /// pipe this one replaces): the next packet starts no earlier.
-    pub fn continue_link(&mut self, until: Instant) {
+    /// pipe this one replaces): the next packet starts no earlier. It may
+    /// still send `credit` bytes at line speed (the replaced link's
+    /// [`Pipe::burst_credit`], capped at this pipe's burst) until the next
+    /// wake-up after idle recomputes its credit.
+    pub fn continue_link(&mut self, until: Instant, credit: u64) {
         self.link.busy_until = self.link.busy_until.max(until);
         self.link.last_finish = self.link.last_finish.max(until);
+        self.link.carry_credit(credit);
+    }
+
+    /// The pipe's random streams, for the pipe that replaces it
+    /// ([`Pipe::continue_streams`]).
+    pub fn streams(&self) -> &super::random::Streams {
+        &self.rng
+    }
+
+    /// Continues `from`'s random streams (those of the pipe this one
+    /// replaces, same instance) in this pipe's seed: loss, RED, jitter and
+    /// the others go on from the draws they had reached instead of
+    /// replaying their first ones ([`super::random::Streams::continue_from`]).
+    pub fn continue_streams(&mut self, from: &super::random::Streams) {
+        self.rng.continue_from(from);
+    }
+
+    /// Bytes the link may still send at line speed in its current busy
+    /// period (dummynet's `burst` credit, [`super::link`]).
+    pub fn burst_credit(&self) -> u64 {
+        self.link.credit
     }
 }
 

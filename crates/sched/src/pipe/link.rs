@@ -85,6 +85,14 @@ impl BurstLink {
         finish
     }
 
+    /// Takes over the credit left on the link this one replaces (a link
+    /// rebuilt while it runs), capped at this link's burst: bytes the old
+    /// link could still send at line speed in its busy period keep that
+    /// right. A later wake-up after idle recomputes the credit as usual.
+    pub fn carry_credit(&mut self, credit: u64) {
+        self.credit = self.credit.max(credit.min(self.burst));
+    }
+
     /// The configured rate, `None` when unlimited.
     pub fn rate(&self) -> Option<Rate> {
         self.rate

@@ -125,6 +125,31 @@ impl Streams {
     }
 }
 
+impl Streams {
+    /// Takes over `from`'s positions (a pipe that replaces another, of the
+    /// same instance, when its link is rebuilt): each stream continues, in
+    /// this seed's sequence, from the draw `from` had reached, so the
+    /// change does not restart the random processes ([`Streams::reseed`]'s
+    /// rule with `from`'s positions).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::pipe::random::Streams;
+    /// let mut old = Streams::new(3);
+    /// for _ in 0..4 {
+    ///     old.loss.u64(..);
+    /// }
+    /// let mut heir = Streams::new(3);
+    /// heir.continue_from(&old);
+    /// assert_eq!(heir.loss.u64(..), old.loss.u64(..));
+    /// ```
+    pub fn continue_from(&mut self, from: &Streams) {
+        let mut carried = from.clone();
+        carried.reseed(self.seed);
+        *self = carried;
+    }
+}
+
 /// True with probability `p` (0 never, 1 always): one uniform draw in
 /// `[0, 1)` compared with `p`.
 ///

@@ -65,6 +65,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::filter::FilterState;
 use super::handover::Moved;
+use super::random::Streams;
 use super::{FlowCounters, Pipe, PipeCounters, PipeScheduler};
 use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
@@ -497,6 +498,9 @@ impl<S: Scheduler> PipeSet<S> {
         // order; (new instance, free).
         let mut moved: Vec<Handed> = Vec::new();
         let mut frees: Vec<(u32, Instant)> = Vec::new();
+        // The burst credit and random streams of each old instance, for
+        // its namesake heir.
+        let mut credits: Vec<(u32, u64, Streams)> = Vec::new();
         for mut m in old {
             let instance = m.instance;
             let target = Cell::new(0u32);
@@ -543,9 +547,12 @@ impl<S: Scheduler> PipeSet<S> {
                     e.dropped_packets += c.dropped_packets;
                 }
             }
-            // Every heir this instance fed, and its namesake, start after it.
+            // Every heir this instance fed, and its namesake, start after it;
+            // the namesake keeps what is left of its burst credit.
             if heirs.binary_search_by_key(&instance, |h| h.0).is_ok() {
                 frees.push((instance, free));
+                let p = m.pipe.pipe();
+                credits.push((instance, p.burst_credit(), p.streams().clone()));
             }
             for (t, _, _) in &moved[first..] {
                 if frees.last() != Some(&(*t, free)) {
@@ -598,8 +605,13 @@ impl<S: Scheduler> PipeSet<S> {
             };
             let nbase = n.base;
             let pipe = n.pipe.pipe_mut();
+            let namesake = credits.iter().find(|c| c.0 == *instance);
+            if let Some((_, _, streams)) = namesake {
+                pipe.continue_streams(streams);
+            }
+            let credit = namesake.map_or(0, |c| c.1);
             for (_, free) in frees.iter().filter(|f| f.0 == *instance) {
-                pipe.continue_link(*free);
+                pipe.continue_link(*free, credit);
             }
             for (&(_, g), &(_, fs)) in carried
                 .range((*instance, 0)..=(*instance, u32::MAX))
