@@ -425,10 +425,42 @@ struct Observed {
 /// [`REROUTE_NS`] after the change or the next change.
 struct Rerouted {
     link: u32,
-    /// `(instance, first global id, ids)` of each old member.
+    /// `(instance, first global id, ids)` of each old member, by first id.
     old: Vec<(u32, u32, u32)>,
     moves: pspat_classify::LinkMoves,
     until: pspat_sched::Instant,
+}
+
+impl Rerouted {
+    fn new(
+        link: u32,
+        mut old: Vec<(u32, u32, u32)>,
+        moves: pspat_classify::LinkMoves,
+        until: pspat_sched::Instant,
+    ) -> Self {
+        old.sort_unstable_by_key(|o| o.1);
+        Rerouted {
+            link,
+            old,
+            moves,
+            until,
+        }
+    }
+
+    /// The first global id of the old member `flow` belonged to, if any:
+    /// O(log members), so a link of many instances costs a packet no walk.
+    fn base_of(&self, flow: FlowId) -> Option<u32> {
+        let k = self.old.partition_point(|o| o.1 <= flow.0).checked_sub(1)?;
+        let (_, first, ids) = self.old[k];
+        (flow.0 - first < ids).then_some(first)
+    }
+
+    /// Whether an old member's ids meet `first..first + ids`.
+    fn overlaps(&self, first: u32, ids: u32) -> bool {
+        self.old
+            .iter()
+            .any(|o| o.1 < first + ids && first < o.1 + o.2)
+    }
 }
 
 /// How long frames routed to a rebuilt link's old ids are placed by key:
@@ -514,13 +546,13 @@ impl Observed {
     /// waits for, right after the rebuild). `None`: it stays as routed
     /// (the set sends it to the old queue's heir).
     fn reroute(&mut self, now: pspat_sched::Instant, pkt: &Packet) -> Option<FlowId> {
-        self.rerouted.retain(|r| now <= r.until);
-        let (r, base) = self.rerouted.iter().find_map(|r| {
-            r.old
-                .iter()
-                .find(|o| pkt.flow.0 >= o.1 && pkt.flow.0 - o.1 < o.2)
-                .map(|o| (r, o.1))
-        })?;
+        if self.rerouted.iter().any(|r| now > r.until) {
+            self.rerouted.retain(|r| now <= r.until);
+        }
+        let (r, base) = self
+            .rerouted
+            .iter()
+            .find_map(|r| r.base_of(pkt.flow).map(|b| (r, b)))?;
         let key = self.frames.get()?.key_of(pkt.token)?;
         let placed = self.classifier.as_ref()?.lock().ok()?.place_carried(
             &r.moves,
@@ -573,25 +605,19 @@ impl Observed {
                 } = op
                 {
                     self.rerouted.retain(|r| {
-                        r.link != *link
-                            && !r.old.iter().any(|o| {
-                                members
-                                    .iter()
-                                    .any(|m| o.1 < m.base + m.flows && m.base < o.1 + o.2)
-                            })
+                        r.link != *link && !members.iter().any(|m| r.overlaps(m.base, m.flows))
                     });
                     if let (Some(_), Some(m)) = (by_key, moves) {
-                        started.push(Rerouted {
-                            link: *link,
-                            old: self
-                                .set
+                        started.push(Rerouted::new(
+                            *link,
+                            self.set
                                 .members()
                                 .filter(|x| x.0 == *link)
                                 .map(|x| (x.1, x.2, x.3.pipe().all_flow_counters().len() as u32))
                                 .collect(),
-                            moves: m.clone(),
-                            until: now.saturating_add_nanos(REROUTE_NS),
-                        });
+                            m.clone(),
+                            now.saturating_add_nanos(REROUTE_NS),
+                        ));
                     }
                 }
                 if let live::LiveOp::Remove { link } = op {
@@ -1539,6 +1565,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rerouted_link_finds_an_old_id_by_its_member() {
+        // Old members given out of order: instance 2 at ids 40..44,
+        // instance 0 at 10..13, instance 1 at 20..21.
+        let r = Rerouted::new(
+            5,
+            vec![(2, 40, 4), (0, 10, 3), (1, 20, 1)],
+            pspat_classify::LinkMoves::default(),
+            pspat_sched::Instant::ZERO,
+        );
+        let bases: Vec<Option<u32>> = [9, 10, 12, 13, 20, 21, 39, 40, 43, 44, u32::MAX]
+            .into_iter()
+            .map(|f| r.base_of(FlowId(f)))
+            .collect();
+        assert_eq!(
+            bases,
+            [
+                None,
+                Some(10),
+                Some(10),
+                None,
+                Some(20),
+                None,
+                None,
+                Some(40),
+                Some(40),
+                None,
+                None
+            ]
+        );
+        assert!(r.overlaps(12, 2) && r.overlaps(0, 11) && r.overlaps(43, 9));
+        assert!(!r.overlaps(13, 7) && !r.overlaps(21, 19) && !r.overlaps(44, 1));
+    }
     use pspat_config::{parse_ipfw, NoProfiles};
 
     fn built(text: &str) -> (Plan, Built) {
