@@ -104,6 +104,42 @@ fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
     doc
 }
 
+/// The changes a `ctl --json` answer lists (`result.changes`).
+fn changes(doc: &serde_json::Value) -> Vec<&str> {
+    doc["result"]["changes"]
+        .as_array()
+        .expect("result.changes")
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect()
+}
+
+/// The checks of a link changed live under load, from the final report
+/// and what arrived: nothing dropped as `flow_removed` and no frame for an
+/// unknown id; `in = out + dropped`; every frame the link sent arrived.
+/// Returns the link's row.
+fn check_changed_link(doc: &serde_json::Value, link: u64, arrived: usize) -> &serde_json::Value {
+    let row = pipe(doc, link);
+    assert!(row["dropped"]["flow_removed"].is_null(), "{row}");
+    assert!(
+        doc["totals"]["dropped"]["unknown_flow"].is_null(),
+        "{}",
+        doc["totals"]
+    );
+    let count = |k: &str| row[k].as_u64().unwrap();
+    assert_eq!(
+        count("in_packets"),
+        count("out_packets") + count("dropped_total"),
+        "{row}"
+    );
+    assert_eq!(
+        arrived as u64,
+        count("out_packets"),
+        "every frame link {link} sent arrived: {row}"
+    );
+    row
+}
+
 #[test]
 fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
     let dir = std::env::temp_dir().join(format!("pspat-ctl-none-{}", std::process::id()));
@@ -567,12 +603,7 @@ fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
                     "queue 52 config sched 5 weight 3 queue 100; add 200 queue 52 udp from any to any dst-port 7002",
                 ],
             );
-            let changes: Vec<&str> = doc["result"]["changes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|c| c.as_str())
-                .collect();
+            let changes = changes(&doc);
             assert!(
                 changes.iter().any(|c| c.starts_with("sched 5 rebuilt")),
                 "{changes:?}"
@@ -596,22 +627,7 @@ fn a_flowset_added_to_a_busy_sched_loses_and_reorders_nothing() {
     let doc = finish(child);
     let got = collector.finish();
     check_conservation(&doc);
-    let p5 = pipe(&doc, 5);
-    assert_eq!(
-        p5["dropped"]["flow_removed"],
-        serde_json::Value::Null,
-        "{p5}"
-    );
-    assert!(
-        doc["totals"]["dropped"]["unknown_flow"].is_null(),
-        "{}",
-        doc["totals"]
-    );
-    assert_eq!(
-        got.len() as u64,
-        p5["out_packets"].as_u64().unwrap(),
-        "every frame sched 5 sent arrived: {p5}"
-    );
+    let p5 = check_changed_link(&doc, 5, got.len());
     let port = |p: u16| got.iter().filter(|a| a.port == p).collect::<Vec<_>>();
     let (a, b) = (port(7001), port(7002));
     for g in [&a, &b] {
@@ -685,12 +701,7 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
             asked[i] = realtime_ns();
             let doc = ctl_json(&socket, &[line]);
             answered[i] = realtime_ns();
-            let changes: Vec<&str> = doc["result"]["changes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|c| c.as_str())
-                .collect();
+            let changes = changes(&doc);
             assert!(changes.iter().any(|c| c.starts_with(want)), "{changes:?}");
             if i == 0 {
                 assert!(
@@ -713,25 +724,9 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
     let doc = finish(child);
     let got = collector.finish();
     check_conservation(&doc);
-    let p5 = pipe(&doc, 5);
     // Nothing lost but by the queue limit: no frame of the moved queues
     // was dropped as flow_removed, none arrived for unknown ids.
-    assert!(p5["dropped"]["flow_removed"].is_null(), "{p5}");
-    assert!(
-        doc["totals"]["dropped"]["unknown_flow"].is_null(),
-        "{}",
-        doc["totals"]
-    );
-    assert_eq!(
-        p5["in_packets"].as_u64().unwrap(),
-        p5["out_packets"].as_u64().unwrap() + p5["dropped_total"].as_u64().unwrap(),
-        "{p5}"
-    );
-    assert_eq!(
-        got.len() as u64,
-        p5["out_packets"].as_u64().unwrap(),
-        "every frame sched 5 sent arrived: {p5}"
-    );
+    let p5 = check_changed_link(&doc, 5, got.len());
     // Each port's order is kept (a coarser mask merges whole queues).
     let all: Vec<&Arrival> = got.iter().collect();
     let mut worst = (0.0f64, 0.0f64);
@@ -873,12 +868,7 @@ fn a_finer_mask_splits_a_full_queue_without_reordering_a_source() {
     for round in 0..120u32 {
         if round == 60 {
             let doc = ctl_json(&socket, &["queue 61 config mask src-ip 0xffffffff"]);
-            let changes: Vec<&str> = doc["result"]["changes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|c| c.as_str())
-                .collect();
+            let changes = changes(&doc);
             assert!(
                 changes.iter().any(|c| c.starts_with("sched 6 rebuilt")),
                 "{changes:?}"
@@ -899,23 +889,10 @@ fn a_finer_mask_splits_a_full_queue_without_reordering_a_source() {
     let doc = finish(child);
     let got = collector.finish();
     check_conservation(&doc);
-    let p6 = pipe(&doc, 6);
-    assert!(p6["dropped"]["flow_removed"].is_null(), "{p6}");
-    assert!(
-        doc["totals"]["dropped"]["unknown_flow"].is_null(),
-        "{}",
-        doc["totals"]
-    );
-    let (inp, out, dropped) = (
+    let p6 = check_changed_link(&doc, 6, got.len());
+    let (inp, out) = (
         p6["in_packets"].as_u64().unwrap(),
         p6["out_packets"].as_u64().unwrap(),
-        p6["dropped_total"].as_u64().unwrap(),
-    );
-    assert_eq!(inp, out + dropped, "{p6}");
-    assert_eq!(
-        got.len() as u64,
-        out,
-        "every frame sched 6 sent arrived: {p6}"
     );
     for (_, port) in sources {
         let g: Vec<u32> = got
