@@ -1789,6 +1789,56 @@ mod tests {
         }
     }
 
+    /// The plan of a change by mask from `old` to `new` on `b`, with the
+    /// moves of `running`'s dynamic queues into `fresh` (the classifier
+    /// built from `new`) filled in.
+    fn planned_remask(
+        b: &Built,
+        old: &Plan,
+        new: &Plan,
+        fresh: &mut Classifier,
+        running: &Classifier,
+        total: u32,
+    ) -> live::Planned {
+        let mut planned = live::plan_change(
+            old,
+            new,
+            &live::Room {
+                layout: b.classifier.layout(),
+                new_layout: fresh.layout(),
+                routes: &b.routes,
+                total,
+                capacity: 1024,
+            },
+        )
+        .unwrap();
+        assert!(live::remasks(&planned.ops), "{:?}", planned.log);
+        let carry = fresh.carry_dynamic_from(running);
+        assert!(live::fill_moves(&mut planned.ops, &carry));
+        planned
+    }
+
+    /// Submits `ops` from another thread, as the control side does, and
+    /// drives `set` up to `until` meanwhile: the change applies between
+    /// two of its calls, at its next call once the change is pending.
+    fn submit_while_driving(
+        inbox: &live::Inbox,
+        ops: Vec<live::LiveOp>,
+        set: &mut Observed,
+        now: &mut pspat_sched::Instant,
+        until: u64,
+        exits: &mut Vec<(u64, u64)>,
+    ) {
+        std::thread::scope(|s| {
+            let h = s.spawn(|| inbox.submit(ops, Duration::from_secs(10)));
+            while !inbox.is_pending() {
+                std::thread::yield_now();
+            }
+            drive(set, now, until, exits);
+            h.join().unwrap().unwrap();
+        });
+    }
+
     #[test]
     fn a_change_from_the_inbox_applies_between_calls_from_the_next_packet_on() {
         let (plan, mut b) =
@@ -1812,15 +1862,15 @@ mod tests {
         let planned = plan_live(&plan, &new, &b).unwrap();
         assert!(!planned.classifier);
         assert_eq!(planned.log.len(), 1, "{:?}", planned.log);
-        std::thread::scope(|s| {
-            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
-            while !inbox.is_pending() {
-                std::thread::yield_now();
-            }
-            // The arbiter's next call, at 2.5 ms, takes the change.
-            drive(&mut set, &mut now, 100_000_000, &mut exits);
-            h.join().unwrap().unwrap();
-        });
+        // The arbiter's next call, at 2.5 ms, takes the change.
+        submit_while_driving(
+            &inbox,
+            planned.ops,
+            &mut set,
+            &mut now,
+            100_000_000,
+            &mut exits,
+        );
         // 1000 B: 1 ms at 8 Mbit/s; packet 2 was on the link at 2.5 ms
         // (old rate, ends at 3 ms); the rest take 0.5 ms each.
         assert_eq!(
@@ -2207,14 +2257,14 @@ mod tests {
             "queue 2 config sched 4 weight 9",
         ));
         let planned = plan_live(&plan, &new, &b).unwrap();
-        std::thread::scope(|s| {
-            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
-            while !inbox.is_pending() {
-                std::thread::yield_now();
-            }
-            drive(&mut set, &mut now, 1_000_000_000, &mut exits);
-            h.join().unwrap().unwrap();
-        });
+        submit_while_driving(
+            &inbox,
+            planned.ops,
+            &mut set,
+            &mut now,
+            1_000_000_000,
+            &mut exits,
+        );
         assert_eq!(exits.len(), 80, "every packet left");
         for flow in [0..1000, 1000..2000] {
             flow_in_order(&exits, flow);
@@ -2656,14 +2706,14 @@ mod tests {
         )
         .unwrap();
         assert!(planned.log.iter().any(|l| l.starts_with("sched 4 rebuilt")));
-        std::thread::scope(|s| {
-            let h = s.spawn(|| inbox.submit(planned.ops, Duration::from_secs(10)));
-            while !inbox.is_pending() {
-                std::thread::yield_now();
-            }
-            drive(&mut set, &mut now, 1_000_000_000, &mut exits);
-            h.join().unwrap().unwrap();
-        });
+        submit_while_driving(
+            &inbox,
+            planned.ops,
+            &mut set,
+            &mut now,
+            1_000_000_000,
+            &mut exits,
+        );
         // 1 ms a packet + 5 ms, without a pause at the change (7.5 ms).
         sched_4_drained(set, &snaps, &b.links, &exits, 40, 40, |exits| {
             for flow in [0..1000, 1000..2000] {
@@ -2758,31 +2808,10 @@ mod tests {
                       exits: &mut Vec<(u64, u64)>| {
             let new = plan_of(new_text);
             let mut fresh = Classifier::from_plan(&new, &limits()).unwrap();
-            let mut planned = live::plan_change(
-                old,
-                &new,
-                &live::Room {
-                    layout: b.classifier.layout(),
-                    new_layout: fresh.layout(),
-                    routes: &b.routes,
-                    total,
-                    capacity: 1024,
-                },
-            )
-            .unwrap();
-            assert!(live::remasks(&planned.ops), "{:?}", planned.log);
-            let carry = fresh.carry_dynamic_from(&b.classifier);
-            assert!(live::fill_moves(&mut planned.ops, &carry));
-            std::thread::scope(|s| {
-                let ops = std::mem::take(&mut planned.ops);
-                let h = s.spawn(|| inbox.submit(ops, Duration::from_secs(10)));
-                while !inbox.is_pending() {
-                    std::thread::yield_now();
-                }
-                let until = now.as_nanos() + 1_000_000;
-                drive(set, now, until, exits);
-                h.join().unwrap().unwrap();
-            });
+            let mut planned = planned_remask(b, old, &new, &mut fresh, &b.classifier, total);
+            let ops = std::mem::take(&mut planned.ops);
+            let until = now.as_nanos() + 1_000_000;
+            submit_while_driving(&inbox, ops, set, now, until, exits);
             fresh.bind_interface("in", INPUT_INDEX);
             b.classifier = fresh;
             b.routes = planned.routes.unwrap();
@@ -2909,33 +2938,13 @@ mod tests {
         let new = plan_of(&text.replace("queue 100", "queue 100 mask src-ip 0xffffffff"));
         let mut fresh = Classifier::from_plan(&new, &limits()).unwrap();
         fresh.bind_interface("in", INPUT_INDEX);
-        let mut planned = live::plan_change(
-            &plan,
-            &new,
-            &live::Room {
-                layout: b.classifier.layout(),
-                new_layout: fresh.layout(),
-                routes: &b.routes,
-                total,
-                capacity: 1024,
-            },
-        )
-        .unwrap();
         let mut held = running.lock().unwrap();
-        let carry = fresh.carry_dynamic_from(&held);
-        assert!(live::fill_moves(&mut planned.ops, &carry));
+        let mut planned = planned_remask(&b, &plan, &new, &mut fresh, &held, total);
         let lent = live::Lent::new(fresh);
         live::lend(&mut planned.ops, &lent);
-        std::thread::scope(|s| {
-            let ops = std::mem::take(&mut planned.ops);
-            let h = s.spawn(|| inbox.submit(ops, Duration::from_secs(10)));
-            while !inbox.is_pending() {
-                std::thread::yield_now();
-            }
-            let until = now.as_nanos() + 1_000_000;
-            drive(&mut set, &mut now, until, &mut exits);
-            h.join().unwrap().unwrap();
-        });
+        let ops = std::mem::take(&mut planned.ops);
+        let until = now.as_nanos() + 1_000_000;
+        submit_while_driving(&inbox, ops, &mut set, &mut now, until, &mut exits);
         let fresh = lent.take_back();
         b.classifier = fresh.clone();
         // The control side replaces the running classifier, then lets go.
