@@ -2067,6 +2067,40 @@ mod tests {
     }
 
     #[test]
+    fn a_sighup_reload_turns_the_reverse_shaping_as_a_ctl_change_does() {
+        let dir = std::env::temp_dir().join(format!("pspat-revhup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("run.ipfw");
+        let first = "pipe 9 config delay 30ms\nadd 100 pipe 9 udp from any to any\n";
+        let switch = ReverseSwitch::new(false);
+        let (live, stop, arbiter) = live_full(first, file.clone(), Some(switch.clone()));
+        let with = format!("{first}add 50 pipe 9 icmp from any to any in recv pspat-out\n");
+        std::fs::write(&file, &with).unwrap();
+        let log = live.reload().unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.starts_with("reverse direction pspat-out -> pspat-in: shaped")),
+            "{log:?}"
+        );
+        assert!(switch.shaped());
+        // Reloading the same file again turns nothing.
+        let log = live.reload().unwrap();
+        assert!(log.is_empty(), "{log:?}");
+        std::fs::write(&file, first).unwrap();
+        let log = live.reload().unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.starts_with("reverse direction pspat-out -> pspat-in: unshaped")),
+            "{log:?}"
+        );
+        assert!(!switch.shaped());
+        assert_eq!(switch.toggles(), 2);
+        stop.store(true, Ordering::Release);
+        arbiter.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn ctl_requests_change_the_running_pipes_or_leave_everything_as_it_was() {
         let (live, stop, arbiter) = live_of(
             "pipe 1 config bw 5Mbit/s delay 10ms queue 20\n\
