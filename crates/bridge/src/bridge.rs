@@ -22,7 +22,7 @@ use crate::counters::{
     read_cpu, Grouping, ReverseShared, RxReason, RxShared, TxReason, TxShared, NRX, NTX,
 };
 use crate::report::{add, EgressReport, FlowReport, Report, ReverseReport, ThreadPlace};
-use crate::reverse::Reverse;
+use crate::reverse::{Direct, Reverse};
 use crate::rx::{RxSocket, RxState, RxThread};
 
 /// A running bridge: RX threads reading the input interface, one PSPAT
@@ -55,6 +55,9 @@ pub struct Bridge {
     rev_rx_threads: Vec<JoinHandle<Vec<Frame>>>,
     rev_rx: Vec<Arc<RxShared>>,
     rev_tx: Option<TxList>,
+    /// With a [`crate::ReverseSwitch`]: the unshaped forwarding of each
+    /// reverse RX thread.
+    rev_direct: Vec<Arc<ReverseShared>>,
     /// The reverse threads' counters, by egress interface.
     reverse: Vec<Arc<ReverseShared>>,
     started: Instant,
@@ -414,6 +417,20 @@ impl Bridge {
                 ));
             }
         }
+        // Switchable: each reverse RX thread's own sender for its unshaped
+        // frames.
+        let mut rev_direct_tx = Vec::new();
+        if let (true, Some(switch)) = (shaped, &cfg.reverse_switch) {
+            let tx_cfg = TxConfig {
+                qdisc_bypass: cfg.qdisc_bypass,
+                ..TxConfig::default()
+            };
+            for _ in 0..cfg.rx_threads {
+                let tx = PacketTx::open(&cfg.input, &tx_cfg)
+                    .map_err(interface_error("input", &cfg.input))?;
+                rev_direct_tx.push((tx, switch.clone()));
+            }
+        }
         let mut reverse_sockets = Vec::new();
         if cfg.reverse && !shaped {
             for e in &egress {
@@ -523,6 +540,7 @@ impl Bridge {
             rev_rx_threads: Vec::new(),
             rev_rx: Vec::new(),
             rev_tx: shaped.then(|| Arc::clone(&rev_tx_list)),
+            rev_direct: Vec::new(),
             reverse: Vec::new(),
             started: Instant::now(),
             _pool: pool,
@@ -567,6 +585,7 @@ impl Bridge {
                     admitted: vec![0; groups],
                     scratch: vec![0; frame_size],
                 },
+                direct: None,
             };
             let name = format!("pspat-rx-{k}");
             let handle = std::thread::Builder::new()
@@ -577,7 +596,13 @@ impl Bridge {
         }
         let rev_tx: Vec<Arc<TxShared>> = rev_tx_list.lock().map(|l| l.clone()).unwrap_or_default();
         let in_limits = ParseLimits::for_mtu(in_max.saturating_sub(14));
+        let mut rev_direct_tx = rev_direct_tx.into_iter();
         for (k, (rx, tokens)) in rev_rxs.into_iter().zip(rev_tokens).enumerate() {
+            let direct = rev_direct_tx.next().map(|(tx, switch)| {
+                let counters = Arc::new(ReverseShared::default());
+                bridge.rev_direct.push(Arc::clone(&counters));
+                (Direct::new(tx, counters), switch)
+            });
             let id = bridge.cfg.rx_threads + k;
             let client = bridge.runtimes[0].client()?;
             if client.id() as usize != id {
@@ -611,6 +636,7 @@ impl Bridge {
                     admitted: vec![0; groups],
                     scratch: vec![0; frame_size],
                 },
+                direct,
             };
             let name = format!("pspat-rrx-{k}");
             let handle = std::thread::Builder::new()
@@ -624,8 +650,7 @@ impl Bridge {
             bridge.reverse.push(Arc::clone(&counters));
             let reverse = Reverse {
                 rx,
-                tx,
-                counters,
+                direct: Direct::new(tx, counters),
                 stop: Arc::clone(&stop),
             };
             let name = if ne == 1 {
@@ -712,6 +737,7 @@ impl Bridge {
             .chain(tx.iter().flatten().map(|t| &t.error))
             .chain(self.rev_rx.iter().map(|r| &r.error))
             .chain(rev_tx.iter().map(|t| &t.error))
+            .chain(self.rev_direct.iter().map(|r| &r.error))
             .chain(self.reverse.iter().map(|r| &r.error));
         for slot in slots {
             if slot.is_set() {
@@ -953,11 +979,18 @@ impl Bridge {
         let mut conserved = fwd.conserved && entered >= r.transmitted + r.dropped_total;
         r.in_flight = entered.saturating_sub(r.transmitted + r.dropped_total);
         let mut rev_in_flight = 0;
+        // A switchable reverse direction's frames forwarded unshaped (sends
+        // read before receipts, as in `reverse_report`).
+        let direct = sum_unshaped(&self.rev_direct);
         if let Some(rev) = &mut rev {
-            let transmitted: u64 = rev.flows.iter().map(|f| f.transmitted).sum();
+            let transmitted: u64 =
+                rev.flows.iter().map(|f| f.transmitted).sum::<u64>() + direct.transmitted;
+            for (reason, n) in &direct.dropped {
+                add(&mut rev.dropped, reason, *n);
+            }
             let dropped_total: u64 = rev.dropped.values().sum();
-            let entered = rev.received + rev.duplicated.iter().sum::<u64>();
-            rev.conserved &= entered >= transmitted + dropped_total;
+            let entered = rev.received + direct.received + rev.duplicated.iter().sum::<u64>();
+            rev.conserved &= direct.conserved && entered >= transmitted + dropped_total;
             rev_in_flight = entered.saturating_sub(transmitted + dropped_total);
             if final_report {
                 rev.conserved &= rev_in_flight == 0;
@@ -1003,12 +1036,15 @@ impl Bridge {
             None => self.reverse_report(),
             Some(rev) => ReverseReport {
                 enabled: true,
-                shaped: true,
-                received: rev.received,
-                received_bytes: rev.received_bytes,
+                shaped: self.cfg.reverse_switch.as_ref().is_none_or(|s| s.shaped()),
+                toggles: self.cfg.reverse_switch.as_ref().map_or(0, |s| s.toggles()),
+                received: rev.received + direct.received,
+                received_unshaped: direct.received,
+                received_bytes: rev.received_bytes + direct.received_bytes,
                 duplicated: rev.duplicated.iter().sum(),
-                transmitted: rev.flows.iter().map(|f| f.transmitted).sum(),
-                bytes: rev.flows.iter().map(|f| f.bytes).sum(),
+                transmitted: rev.flows.iter().map(|f| f.transmitted).sum::<u64>()
+                    + direct.transmitted,
+                bytes: rev.flows.iter().map(|f| f.bytes).sum::<u64>() + direct.bytes,
                 dropped_total: rev.dropped.values().sum(),
                 dropped: rev.dropped,
                 in_flight: rev_in_flight,
@@ -1187,42 +1223,51 @@ impl Bridge {
         out
     }
 
-    /// The reverse direction, summed over the egress interfaces.
+    /// The unshaped reverse direction, summed over the egress interfaces.
     fn reverse_report(&self) -> ReverseReport {
         if self.reverse.is_empty() {
             return ReverseReport::default();
         }
-        let mut out = ReverseReport {
-            enabled: true,
-            ..ReverseReport::default()
-        };
-        for c in &self.reverse {
-            // Sends first, receipts last (as in `collect`).
-            out.transmitted += c.sent.read();
-            out.bytes += c.sent_bytes.read();
-            for reason in RxReason::ALL {
-                add(
-                    &mut out.dropped,
-                    reason.name(),
-                    c.drops[reason as usize].read(),
-                );
-            }
-            for reason in TxReason::ALL {
-                add(
-                    &mut out.dropped,
-                    reason.name(),
-                    c.drops[NRX + reason as usize].read(),
-                );
-            }
-            out.received += c.received.read();
-            out.not_received += c.kernel_drops.read();
-        }
-        out.dropped_total = out.dropped.values().sum();
-        let gone = out.transmitted + out.dropped_total;
-        out.conserved = out.received >= gone;
-        out.in_flight = out.received.saturating_sub(gone);
+        let mut out = sum_unshaped(&self.reverse);
+        out.enabled = true;
+        // Not counted for a reverse direction that is never shaped.
+        out.received_bytes = 0;
+        out.received_unshaped = out.received;
         out
     }
+}
+
+/// The counters of unshaped forwarding ([`Direct`]) summed: sends first,
+/// receipts last (as in `collect`), so that `in_flight` never goes
+/// below 0.
+fn sum_unshaped(list: &[Arc<ReverseShared>]) -> ReverseReport {
+    let mut out = ReverseReport::default();
+    for c in list {
+        out.transmitted += c.sent.read();
+        out.bytes += c.sent_bytes.read();
+        for reason in RxReason::ALL {
+            add(
+                &mut out.dropped,
+                reason.name(),
+                c.drops[reason as usize].read(),
+            );
+        }
+        for reason in TxReason::ALL {
+            add(
+                &mut out.dropped,
+                reason.name(),
+                c.drops[NRX + reason as usize].read(),
+            );
+        }
+        out.received_bytes += c.received_bytes.read();
+        out.received += c.received.read();
+        out.not_received += c.kernel_drops.read();
+    }
+    out.dropped_total = out.dropped.values().sum();
+    let gone = out.transmitted + out.dropped_total;
+    out.conserved = out.received >= gone;
+    out.in_flight = out.received.saturating_sub(gone);
+    out
 }
 
 impl Drop for Bridge {

@@ -7,6 +7,8 @@ use pspat_io::parse::FlowKeyKind;
 use pspat_io::{IoError, RxRing};
 use pspat_sched::SchedulerConfig;
 
+use crate::reverse::ReverseSwitch;
+
 /// The most flows a bridge classifies into.
 pub const MAX_FLOWS: u32 = 65_536;
 
@@ -270,6 +272,13 @@ pub struct BridgeConfig {
     /// interface only (`extra_outputs` empty). The reverse RX sockets'
     /// fanout group is `fanout_group ^ 0x8000`.
     pub shape_reverse: bool,
+    /// With `shape_reverse`: a switch that turns the shaping of the reverse
+    /// direction on and off while the bridge runs. Off, its RX threads
+    /// forward their frames unshaped, each through a socket of its own on
+    /// `input` (as the unshaped reverse thread does); on, they classify
+    /// and submit them. Each RX thread reads it once per batch. `None`:
+    /// always shaped.
+    pub reverse_switch: Option<ReverseSwitch>,
     /// Core to pin the arbiter to (of `output`, and of every extra egress
     /// that names none).
     pub arbiter_cpu: Option<usize>,
@@ -323,6 +332,7 @@ impl BridgeConfig {
             descriptors: 4096,
             reverse: true,
             shape_reverse: false,
+            reverse_switch: None,
             arbiter_cpu: None,
             dispatcher_cpu: None,
             rx_cpus: Vec::new(),
@@ -458,6 +468,12 @@ impl BridgeConfig {
             return bad(
                 "shape_reverse",
                 "the reverse direction can be shaped with one egress interface only".into(),
+            );
+        }
+        if self.reverse_switch.is_some() && !self.shape_reverse {
+            return bad(
+                "reverse_switch",
+                "a reverse switch needs shape_reverse (the reverse RX threads it switches)".into(),
             );
         }
         if let IoBackend::Xdp { .. } = self.io {
@@ -727,6 +743,18 @@ mod tests {
         assert_eq!(IoBackend::default(), IoBackend::AfPacket);
         assert_eq!("skb".parse::<XdpAttach>(), Ok(XdpAttach::Skb));
         assert!("native".parse::<XdpAttach>().is_err());
+    }
+
+    #[test]
+    fn a_reverse_switch_needs_a_shaped_reverse_direction() {
+        let mut c = cfg(4, FlowCounters::PerFlow);
+        c.reverse_switch = Some(ReverseSwitch::new(false));
+        match c.validate() {
+            Err(BridgeError::Config { field, .. }) => assert_eq!(field, "reverse_switch"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+        c.shape_reverse = true;
+        assert!(c.validate().is_ok(), "{:?}", c.validate());
     }
 
     #[test]

@@ -277,6 +277,9 @@ impl TxShared {
 #[derive(Debug, Default)]
 pub(crate) struct ReverseShared {
     pub(crate) received: Counter,
+    /// Bytes of `received` (reported only where the reverse direction can
+    /// be shaped: [`crate::ReverseSwitch`]).
+    pub(crate) received_bytes: Counter,
     pub(crate) sent: Counter,
     pub(crate) sent_bytes: Counter,
     pub(crate) drops: [Counter; NRX + NTX],

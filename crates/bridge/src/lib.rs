@@ -16,7 +16,10 @@
 //! instead: `rx_threads` more RX threads read the output interface as
 //! clients `rx_threads..2·rx_threads` of the same runtime, and the
 //! transmitters send their packets on the input interface; each direction
-//! is counted apart ([`ReverseReport`]).
+//! is counted apart ([`ReverseReport`]). With a [`ReverseSwitch`]
+//! ([`BridgeConfig::reverse_switch`]) those RX threads shape while it is on
+//! and forward their frames unshaped (as the reverse thread does) while it
+//! is off; it can be turned either way while the bridge runs.
 //!
 //! With [`BridgeConfig::io`] = [`IoBackend::Xdp`] (cargo feature `xdp`) the
 //! shaped direction reads and sends through AF_XDP sockets on queue 0 of
@@ -84,3 +87,4 @@ pub use config::{
 };
 pub use counters::{RxReason, TxReason};
 pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};
+pub use reverse::ReverseSwitch;

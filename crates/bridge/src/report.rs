@@ -59,11 +59,20 @@ pub struct ReverseReport {
     pub enabled: bool,
     /// Whether it is shaped ([`crate::BridgeConfig::shape_reverse`]): its
     /// frames went through the classifier and the runtime like the forward
-    /// direction's, and the fields below count them alone.
+    /// direction's, and the fields below count them alone. With a
+    /// [`crate::ReverseSwitch`]: whether it is shaped now (at the end, in
+    /// a final report); its frames are counted here whatever the mode.
     pub shaped: bool,
+    /// How many times the [`crate::ReverseSwitch`] turned the shaping on
+    /// or off (0 without one).
+    pub toggles: u64,
     /// Frames its ring (its RX threads' rings) gave.
     pub received: u64,
-    /// Their bytes (counted when shaped; 0 otherwise).
+    /// Those of `received` forwarded unshaped: all of them when it is never
+    /// shaped, those taken while the switch was off with a
+    /// [`crate::ReverseSwitch`], none otherwise.
+    pub received_unshaped: u64,
+    /// Their bytes (counted when it can be shaped; 0 otherwise).
     pub received_bytes: u64,
     /// Copies of its packets a pipe duplicated (shaped only; each then sent
     /// or dropped).

@@ -1,84 +1,111 @@
-//! The reverse direction: frames from the output interface back to the
-//! input one, unshaped, by one thread, so that replies (TCP
-//! acknowledgements, ARP) cross the bridge.
+//! The reverse direction unshaped: frames from the output interface back to
+//! the input one, so that replies (TCP acknowledgements, ARP) cross the
+//! bridge.
 //!
-//! The thread copies up to [`MAX_BATCH`] frames from its ring into its own
+//! [`Direct`] copies up to [`MAX_BATCH`] frames from a ring into its own
 //! buffers (VLAN tag restored), then sends them with one `sendmmsg(2)`.
 //! Every frame is counted once: sent, or dropped under a reason
 //! (`too_long` above the input link's frame length; `tx_full`, `tx_error`,
-//! `link_lost` from the send).
+//! `link_lost` from the send). One thread ([`Reverse`]) forwards a reverse
+//! direction that is never shaped; the RX threads of a shaped reverse
+//! direction that can be switched live ([`ReverseSwitch`]) forward through
+//! a [`Direct`] of their own while the switch is off.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pspat_io::af_packet::MAX_BATCH;
+use pspat_io::af_packet::{RxPacket, MAX_BATCH};
 use pspat_io::{IoError, PacketRx, PacketTx};
 
 use crate::counters::{note_cpu, ReverseShared, RxReason, TxReason, NRX};
 use crate::rx::POLL;
 
-pub(crate) struct Reverse {
-    pub(crate) rx: PacketRx,
-    pub(crate) tx: PacketTx,
-    pub(crate) counters: Arc<ReverseShared>,
-    pub(crate) stop: Arc<AtomicBool>,
+/// Whether a shaped reverse direction ([`crate::BridgeConfig::shape_reverse`])
+/// shapes now, or forwards its frames unshaped; shared by the bridge's
+/// reverse RX threads and whoever turns it on and off
+/// ([`crate::BridgeConfig::reverse_switch`]). Clones share the switch.
+///
+/// Each reverse RX thread reads it once per batch of frames: a change
+/// applies from the thread's next batch. Frames already in the runtime
+/// when it turns off are still scheduled and sent; frames forwarded
+/// unshaped are counted with the direction's others
+/// ([`crate::ReverseReport`]).
+#[derive(Clone, Debug)]
+pub struct ReverseSwitch(Arc<SwitchState>);
+
+#[derive(Debug)]
+struct SwitchState {
+    shaped: AtomicBool,
+    toggles: AtomicU64,
 }
 
-struct Batch {
-    buffers: Vec<Vec<u8>>,
-    lens: Vec<usize>,
-    max: usize,
+impl ReverseSwitch {
+    /// A switch starting shaped (`true`) or unshaped.
+    pub fn new(shaped: bool) -> Self {
+        ReverseSwitch(Arc::new(SwitchState {
+            shaped: AtomicBool::new(shaped),
+            toggles: AtomicU64::new(0),
+        }))
+    }
+
+    /// Whether the reverse direction is shaped now.
+    pub fn shaped(&self) -> bool {
+        // Acquire: pairs with the Release of `set`; what the setter wrote
+        // before turning it (a new classifier) is seen by a thread that
+        // sees the new mode.
+        self.0.shaped.load(Ordering::Acquire)
+    }
+
+    /// Shapes the reverse direction (`true`) or forwards it unshaped;
+    /// returns whether that changed the mode (each change is counted,
+    /// [`ReverseSwitch::toggles`]).
+    pub fn set(&self, shaped: bool) -> bool {
+        // AcqRel: Release pairs with the Acquire of `shaped`; Acquire orders
+        // it after an earlier `set` from another thread.
+        let changed = self.0.shaped.swap(shaped, Ordering::AcqRel) != shaped;
+        if changed {
+            // Relaxed: a count for the report, it orders nothing.
+            self.0.toggles.fetch_add(1, Ordering::Relaxed);
+        }
+        changed
+    }
+
+    /// How many times [`ReverseSwitch::set`] changed the mode.
+    pub fn toggles(&self) -> u64 {
+        // Relaxed: as in `set`.
+        self.0.toggles.load(Ordering::Relaxed)
+    }
+}
+
+/// The thread of a reverse direction that is never shaped.
+pub(crate) struct Reverse {
+    pub(crate) rx: PacketRx,
+    pub(crate) direct: Direct,
+    pub(crate) stop: Arc<AtomicBool>,
 }
 
 impl Reverse {
     pub(crate) fn run(self) {
         let Reverse {
             mut rx,
-            mut tx,
-            counters,
+            mut direct,
             stop,
         } = self;
-        let max = tx.max_frame();
-        let mut batch = Batch {
-            buffers: (0..MAX_BATCH).map(|_| vec![0u8; max + 4]).collect(),
-            lens: Vec::with_capacity(MAX_BATCH),
-            max,
-        };
         let mut last_kernel = Instant::now();
-        let mut lost = false;
         // Acquire: pairs with the Release store of `Bridge::stop`.
         while !stop.load(Ordering::Acquire) {
-            note_cpu(&counters.cpu);
-            let outcome = rx.recv_with(POLL, |p| {
-                counters.received.add(1);
-                let tagged = p.vlan_tag.is_some();
-                let len = p.frame_len();
-                if len > batch.max + if tagged { 4 } else { 0 } || p.wire_len > p.data.len() {
-                    counters.drops[RxReason::TooLong as usize].add(1);
-                    return;
-                }
-                let i = batch.lens.len();
-                match p.copy_into(&mut batch.buffers[i]) {
-                    Some(n) => batch.lens.push(n),
-                    None => {
-                        counters.drops[RxReason::TooLong as usize].add(1);
-                        return;
-                    }
-                }
-                if batch.lens.len() == MAX_BATCH {
-                    lost |= flush(&mut tx, &mut batch, &counters);
-                }
-            });
-            lost |= flush(&mut tx, &mut batch, &counters);
+            note_cpu(&direct.counters.cpu);
+            let outcome = rx.recv_with(POLL, |p| direct.take(p));
+            let lost = direct.flush();
             if last_kernel.elapsed() >= POLL {
                 if let Ok(k) = rx.kernel_stats() {
-                    counters.kernel_drops.add(k.drops);
+                    direct.counters.kernel_drops.add(k.drops);
                 }
                 last_kernel = Instant::now();
             }
             if let Err(e) = outcome {
-                counters.error.set(e.to_string());
+                direct.counters.error.set(e.to_string());
                 break;
             }
             if lost {
@@ -86,58 +113,130 @@ impl Reverse {
             }
         }
         if let Ok(k) = rx.kernel_stats() {
-            counters.kernel_drops.add(k.drops);
+            direct.counters.kernel_drops.add(k.drops);
         }
     }
 }
 
-/// Sends the batch; returns whether the input link was lost.
-fn flush(tx: &mut PacketTx, batch: &mut Batch, counters: &ReverseShared) -> bool {
-    let mut at = 0;
-    let mut full_since: Option<Instant> = None;
-    let mut lost = false;
-    while at < batch.lens.len() {
-        let frames: Vec<&[u8]> = batch.lens[at..]
-            .iter()
-            .zip(&batch.buffers[at..])
-            .map(|(&n, b)| &b[..n])
-            .collect();
-        let reason = match tx.send_batch(&frames) {
-            Ok(0) => {
-                let since = *full_since.get_or_insert_with(Instant::now);
-                if since.elapsed() < Duration::from_millis(2) {
-                    std::thread::yield_now();
+/// Unshaped forwarding to the input interface: a batch of copies sent
+/// with one `sendmmsg(2)`, counted in its [`ReverseShared`].
+pub(crate) struct Direct {
+    tx: PacketTx,
+    buffers: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    max: usize,
+    pub(crate) counters: Arc<ReverseShared>,
+    /// The input link was lost (sticky).
+    lost: bool,
+}
+
+impl Direct {
+    /// Buffers for [`MAX_BATCH`] frames of the longest `tx` takes.
+    pub(crate) fn new(tx: PacketTx, counters: Arc<ReverseShared>) -> Self {
+        let max = tx.max_frame();
+        Direct {
+            tx,
+            buffers: (0..MAX_BATCH).map(|_| vec![0u8; max + 4]).collect(),
+            lens: Vec::with_capacity(MAX_BATCH),
+            max,
+            counters,
+            lost: false,
+        }
+    }
+
+    /// Takes one frame into the batch (sending the batch when full).
+    pub(crate) fn take(&mut self, p: RxPacket<'_>) {
+        let c = &self.counters;
+        c.received.add(1);
+        let tagged = p.vlan_tag.is_some();
+        let len = p.frame_len();
+        c.received_bytes.add(len as u64);
+        if len > self.max + if tagged { 4 } else { 0 } || p.wire_len > p.data.len() {
+            c.drops[RxReason::TooLong as usize].add(1);
+            return;
+        }
+        let i = self.lens.len();
+        match p.copy_into(&mut self.buffers[i]) {
+            Some(n) => self.lens.push(n),
+            None => {
+                c.drops[RxReason::TooLong as usize].add(1);
+                return;
+            }
+        }
+        if self.lens.len() == MAX_BATCH {
+            self.flush();
+        }
+    }
+
+    /// Sends the batch; returns whether the input link was lost (now or
+    /// before).
+    pub(crate) fn flush(&mut self) -> bool {
+        let counters = &self.counters;
+        let mut at = 0;
+        let mut full_since: Option<Instant> = None;
+        while at < self.lens.len() {
+            let frames: Vec<&[u8]> = self.lens[at..]
+                .iter()
+                .zip(&self.buffers[at..])
+                .map(|(&n, b)| &b[..n])
+                .collect();
+            let reason = match self.tx.send_batch(&frames) {
+                Ok(0) => {
+                    let since = *full_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() < Duration::from_millis(2) {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    TxReason::TxFull
+                }
+                Ok(n) => {
+                    counters.sent.add(n as u64);
+                    counters
+                        .sent_bytes
+                        .add(frames[..n].iter().map(|f| f.len() as u64).sum());
+                    at += n;
+                    full_since = None;
                     continue;
                 }
-                TxReason::TxFull
-            }
-            Ok(n) => {
-                counters.sent.add(n as u64);
-                counters
-                    .sent_bytes
-                    .add(frames[..n].iter().map(|f| f.len() as u64).sum());
-                at += n;
-                full_since = None;
-                continue;
-            }
-            Err(IoError::FrameTooLong { .. }) => {
-                counters.drops[NRX + TxReason::TxTooLong as usize].add(1);
-                at += 1;
-                continue;
-            }
-            Err(e) if e.is_link_lost() => {
-                counters.error.set(e.to_string());
-                lost = true;
-                TxReason::LinkLost
-            }
-            Err(e) => {
-                counters.error.set(e.to_string());
-                TxReason::TxError
-            }
-        };
-        counters.drops[NRX + reason as usize].add((batch.lens.len() - at) as u64);
-        at = batch.lens.len();
+                Err(IoError::FrameTooLong { .. }) => {
+                    counters.drops[NRX + TxReason::TxTooLong as usize].add(1);
+                    at += 1;
+                    continue;
+                }
+                Err(e) if e.is_link_lost() => {
+                    counters.error.set(e.to_string());
+                    self.lost = true;
+                    TxReason::LinkLost
+                }
+                Err(e) => {
+                    counters.error.set(e.to_string());
+                    TxReason::TxError
+                }
+            };
+            counters.drops[NRX + reason as usize].add((self.lens.len() - at) as u64);
+            at = self.lens.len();
+        }
+        self.lens.clear();
+        self.lost
     }
-    batch.lens.clear();
-    lost
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_counts_the_changes_only() {
+        let s = ReverseSwitch::new(false);
+        let other = s.clone();
+        assert!(!s.shaped());
+        assert!(!s.set(false), "no change");
+        assert!(other.set(true));
+        assert!(s.shaped(), "clones share the switch");
+        assert!(!s.set(true));
+        assert!(s.set(false));
+        assert_eq!((s.toggles(), other.toggles()), (2, 2));
+        assert!(!ReverseSwitch::new(false).shaped());
+        assert!(ReverseSwitch::new(true).shaped());
+    }
 }

@@ -27,6 +27,11 @@
 //! next submit, so a burst ([`pspat::Client::submit_burst`]) could not
 //! place its later frames.
 //!
+//! A reverse RX thread with a [`ReverseSwitch`] reads the switch once per
+//! batch: off, it forwards the batch unshaped ([`Direct`]: its own copy
+//! and `sendmmsg(2)` on the input interface, counted apart), on, it
+//! handles each frame as above. A lost input link ends it either way.
+//!
 //! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the thread reads an
 //! AF_XDP socket on queue 0 of the input instead ([`RxSocket::Xdp`]): the
 //! same handling, the frame copied from its UMEM frame into the slot's
@@ -47,6 +52,7 @@ use pspat_io::{Frame, FrameArena, PacketRx};
 use crate::backend::AfPacketTx;
 use crate::classify::{Classifier, Verdict};
 use crate::counters::{note_cpu, Grouping, RxReason, RxShared, TxShared, NRX};
+use crate::reverse::{Direct, ReverseSwitch};
 
 /// How long one wait for the ring lasts: the longest a stop request waits
 /// for an idle RX thread.
@@ -109,6 +115,9 @@ impl RxSocket {
 pub(crate) struct RxThread<C> {
     pub(crate) rx: RxSocket,
     pub(crate) st: RxState<C>,
+    /// A reverse RX thread that can be switched live: its unshaped path,
+    /// taken while the switch is off.
+    pub(crate) direct: Option<(Direct, ReverseSwitch)>,
 }
 
 /// Everything of an RX thread but its socket.
@@ -152,15 +161,32 @@ impl<C: Classifier> RxThread<C> {
     /// Runs until stopped or the input link is lost; hands the frame
     /// tokens it holds back.
     pub(crate) fn run(self) -> Vec<Frame> {
-        let RxThread { mut rx, mut st } = self;
+        let RxThread {
+            mut rx,
+            mut st,
+            mut direct,
+        } = self;
         if let Some(cpu) = st.cpu {
             core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
         }
         let mut last_kernel = Instant::now();
+        let mut lost = false;
         // Acquire: pairs with the Release store of `Bridge::stop`.
-        while !st.stop.load(Ordering::Acquire) {
+        while !st.stop.load(Ordering::Acquire) && !lost {
             note_cpu(&st.counters.cpu);
-            let outcome = rx.recv(POLL, |p| st.handle(p));
+            // The mode, once per batch (`ReverseSwitch::shaped`: Acquire).
+            let unshaped = match &mut direct {
+                Some((d, switch)) if !switch.shaped() => Some(d),
+                _ => None,
+            };
+            let outcome = match unshaped {
+                None => rx.recv(POLL, |p| st.handle(p)),
+                Some(d) => {
+                    let outcome = rx.recv(POLL, |p| d.take(p));
+                    lost = d.flush();
+                    outcome
+                }
+            };
             if last_kernel.elapsed() >= POLL {
                 rx.read_kernel_stats(&st.counters);
                 last_kernel = Instant::now();

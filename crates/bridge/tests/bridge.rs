@@ -411,3 +411,97 @@ fn a_shaped_reverse_direction_is_forwarded_and_counted_apart() {
         assert_eq!(last.len(), 2, "both flows arrived");
     }
 }
+
+#[test]
+fn a_switched_reverse_direction_counts_every_frame_in_either_mode() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let switch = pspat_bridge::ReverseSwitch::new(false);
+    let mut cfg = bed.config();
+    cfg.shape_reverse = true;
+    cfg.reverse_switch = Some(switch.clone());
+    cfg.flows = 4;
+    cfg.flow_key = FlowKeyKind::DstPort;
+    let bridge = bed.start(cfg);
+    let near = common::receiver_on(&bed.sender, &bed.into.a);
+    let mut rev_tx = bed
+        .receiver
+        .run(|| pspat_io::PacketTx::open(&bed.out.b, &pspat_io::TxConfig::default()))
+        .unwrap()
+        .expect("open the reverse sender");
+    let frames =
+        |port: u16, n: u32| -> Vec<Vec<u8>> { (0..n).map(|s| numbered(port, s, 100)).collect() };
+    // Waits until the bridge took every frame sent so far.
+    let settle = |sent: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = bridge.report();
+            let v = &r.reverse;
+            if (v.received + v.not_received >= sent && v.in_flight == 0)
+                || std::time::Instant::now() > deadline
+            {
+                assert!(v.conserved, "{v:?}");
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut sent = send_all(
+        &mut rev_tx,
+        &frames(6000, 300),
+        32,
+        Duration::from_micros(300),
+    );
+    let off = settle(sent);
+    assert!(!off.reverse.shaped, "{:?}", off.reverse);
+    assert_eq!(off.reverse.received, off.reverse.received_unshaped);
+    assert!(off.reverse.received > 0);
+    assert!(switch.set(true));
+    // A batch already read keeps its mode: wait for the threads' next one.
+    std::thread::sleep(Duration::from_millis(250));
+    sent += send_all(
+        &mut rev_tx,
+        &frames(6001, 300),
+        32,
+        Duration::from_micros(300),
+    );
+    let on = settle(sent);
+    assert!(on.reverse.shaped);
+    assert_eq!(on.reverse.received_unshaped, off.reverse.received_unshaped);
+    assert!(
+        on.reverse.received > off.reverse.received,
+        "{:?}",
+        on.reverse
+    );
+    assert!(switch.set(false));
+    std::thread::sleep(Duration::from_millis(250));
+    sent += send_all(
+        &mut rev_tx,
+        &frames(6002, 300),
+        32,
+        Duration::from_micros(300),
+    );
+    settle(sent);
+    std::thread::sleep(Duration::from_millis(200));
+    let report = bridge.stop().expect("stop");
+    let (got, drops) = near.finish();
+    let got: Vec<_> = got
+        .into_iter()
+        .filter(|(p, _)| (6000..=6002).contains(p))
+        .collect();
+    let r = &report.reverse;
+    assert!(report.conserved, "{report:?}");
+    assert!(r.enabled && !r.shaped && r.conserved, "{r:?}");
+    assert_eq!(r.toggles, 2);
+    assert_eq!(r.in_flight, 0);
+    assert_eq!(r.received + r.not_received, sent, "{r:?}");
+    assert_eq!(r.received, r.transmitted + r.dropped_total, "{r:?}");
+    assert_eq!(r.transmitted, got.len() as u64 + drops);
+    // The shaped frames alone went through the runtime's flows.
+    assert!(r.received_unshaped > off.reverse.received_unshaped, "{r:?}");
+    assert!(r.received_unshaped < r.received, "{r:?}");
+    for port in 6000..=6002 {
+        assert!(got.iter().any(|(p, _)| *p == port), "port {port} arrived");
+    }
+}

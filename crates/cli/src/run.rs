@@ -6,12 +6,14 @@
 //! --in ─▶ RX thread(s): parse ─▶ Classifier (rules, tables, masks; one, shared)
 //!          ─▶ global flow id ─▶ arbiter: PipeSet (one Pipe per link and instance,
 //!             + a pass pipe) ─▶ dispatcher ─▶ --out
-//! --out ─▶ reverse thread ─▶ --in                                    (unshaped)
+//! --out ─▶ RX thread(s) ─▶ --in          (unshaped, as `pspat shape`'s reverse thread)
 //! ```
 //!
-//! When a rule names a direction or an interface (or with
-//! `--shape-reverse`), `--out` has RX threads of its own instead, and every
-//! frame is classified in two passes, as ipfw on a bridge ([`bridged`]).
+//! While a rule names a direction or an interface (or always with
+//! `--shape-reverse`), the RX threads of `--out` classify their frames too
+//! and send them through the pipes, and every frame is classified in two
+//! passes, as ipfw on a bridge; a live change turns it on or off
+//! ([`bridged`]).
 //!
 //! The configuration file is read once (`.toml` is TOML, any other name
 //! ipfw lines); an error is one line `file:line:col: message`, exit 2.
@@ -42,7 +44,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use pspat_bridge::{Bridge, BridgeConfig, BridgeError, FlowCounters, Report, Verdict};
+use pspat_bridge::{
+    Bridge, BridgeConfig, BridgeError, FlowCounters, Report, ReverseSwitch, Verdict,
+};
 use pspat_classify::{
     Classifier, ClassifierLimits, ClassifierStats, PacketDirection, PacketKey, Verdict as Decision,
 };
@@ -136,7 +140,8 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
     /// Shape the --out to --in direction too (two-pass classification, as ipfw on a bridge),
-    /// even when no rule names a direction or an interface (with one, it is on anyway).
+    /// always, even while no rule names a direction or an interface (while one does, it is
+    /// on anyway).
     #[arg(long = "shape-reverse")]
     shape_reverse: bool,
 }
@@ -1104,6 +1109,11 @@ struct RxClassifier {
     /// each frame is then classified in two passes (`in` on `ifindex`,
     /// `out` on this one: [`Classifier::classify_bridged`]).
     egress: Option<u32>,
+    /// A forward RX thread's view of a reverse direction shaped live: two
+    /// passes while it is shaped, one while not (read under the
+    /// classifier's lock, under which the control thread turns it).
+    /// `None`: `egress` alone decides.
+    switch: Option<ReverseSwitch>,
 }
 
 impl pspat_bridge::Classifier for RxClassifier {
@@ -1129,9 +1139,12 @@ impl pspat_bridge::Classifier for RxClassifier {
                 // the routes and the classifier together under it, so a
                 // verdict is always mapped by the routes of its classifier.
                 self.shared.refresh(&mut self.routes, &mut self.generation);
+                let two_pass = self.switch.as_ref().is_none_or(ReverseSwitch::shaped);
                 match self.egress {
-                    Some(egress) => c.classify_bridged(now, &pk, self.ifindex, egress, len),
-                    None => c.classify(now, &pk, len),
+                    Some(egress) if two_pass => {
+                        c.classify_bridged(now, &pk, self.ifindex, egress, len)
+                    }
+                    _ => c.classify(now, &pk, len),
                 }
             }
             Err(_) => return Verdict::Filtered,
@@ -1144,6 +1157,19 @@ impl pspat_bridge::Classifier for RxClassifier {
             Decision::Pass => Verdict::Flow(self.pass),
             Decision::Drop(_) => Verdict::Filtered,
         }
+    }
+}
+
+/// How the reverse direction ran: `shaped` or `unshaped` at the end, and
+/// with toggles, how many and the frames forwarded unshaped.
+fn reverse_mode(r: &pspat_bridge::ReverseReport) -> String {
+    let now = if r.shaped { "shaped" } else { "unshaped" };
+    match r.toggles {
+        0 => now.to_string(),
+        n => format!(
+            "{now} at the end, {n} toggle(s), {} frame(s) forwarded unshaped",
+            r.received_unshaped
+        ),
     }
 }
 
@@ -1188,9 +1214,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         hash_seed: seed,
         ..ClassifierLimits::default()
     };
-    let shape_reverse = args.shape_reverse || bridged::names_a_direction(&plan);
+    // The reverse direction's RX threads are always runtime clients; they
+    // shape while a rule names a direction or an interface (or always,
+    // with --shape-reverse), else forward unshaped ([`bridged`]).
+    let shape_reverse = bridged::shaped(args.shape_reverse, &plan);
+    let switch = (!args.shape_reverse).then(|| ReverseSwitch::new(shape_reverse));
     // Every descriptor of both directions fits every pipe.
-    let capacity = descriptors * rx_threads * if shape_reverse { 2 } else { 1 };
+    let capacity = descriptors * rx_threads * 2;
     let spare = args.spare_flows.map(|n| n as u32);
     let mut built = build(&plan, &limits, capacity, spare)?;
     if args.dry_run {
@@ -1235,7 +1265,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.flow_counters = BRIDGE_COUNTERS;
     cfg.rate_bps = None;
     cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
-    cfg.shape_reverse = shape_reverse;
+    cfg.shape_reverse = true;
+    cfg.reverse_switch = switch.clone();
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
     init_logs();
@@ -1277,11 +1308,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_queues(
             // A shaped reverse direction's RX threads are clients too
             // (rx_threads..2 * rx_threads).
-            qstats::Recorder::new(
-                Arc::clone(&board),
-                rx_threads * if shape_reverse { 2 } else { 1 },
-                descriptors,
-            ),
+            qstats::Recorder::new(Arc::clone(&board), rx_threads * 2, descriptors),
         )
         .with_frames(Arc::clone(&frames), Arc::clone(&classifier));
     let mut config = config;
@@ -1306,6 +1333,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output: output.clone(),
         queues: board,
         bridge: Mutex::default(),
+        reverse: switch.clone(),
     });
     let links = || live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let start = Instant::now();
@@ -1321,7 +1349,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             not_ip: Arc::clone(&not_ip),
             start,
             ifindex: ingress,
-            egress: shape_reverse.then_some(egress),
+            egress: Some(egress),
+            // The reverse RX threads classify only while it is shaped, and
+            // always in two passes.
+            switch: if k < rx_threads { switch.clone() } else { None },
         }
     };
     let bridge = Bridge::start_custom(
@@ -1363,6 +1394,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!(
             target: "pspat::run",
             "the reverse direction {output} -> {input} is shaped too (two passes: in, then out)"
+        );
+    } else {
+        tracing::info!(
+            target: "pspat::run",
+            "the reverse direction {output} -> {input} is forwarded unshaped until a rule names a direction or an interface"
         );
     }
     eprintln!(
@@ -1506,13 +1542,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             totals.in_flight,
             totals.not_received
         )?;
-        if report.reverse.shaped {
+        if report.reverse.enabled {
             let r = &report.reverse;
             writeln!(
                 out,
-                "reverse {} -> {} (shaped): received {} ({} bytes) transmitted {} ({} bytes) dropped {} ({}) in flight {}; not received (kernel ring full) {}; accounting: {}",
+                "reverse {} -> {} ({}): received {} ({} bytes) transmitted {} ({} bytes) dropped {} ({}) in flight {}; not received (kernel ring full) {}; accounting: {}",
                 output,
                 input,
+                reverse_mode(r),
                 r.received,
                 r.received_bytes,
                 r.transmitted,
@@ -1522,16 +1559,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 r.in_flight,
                 r.not_received,
                 if r.conserved { "holds" } else { "FAILS" }
-            )?;
-        } else if report.reverse.enabled {
-            writeln!(
-                out,
-                "reverse {} -> {} (unshaped): received {} transmitted {} dropped {}",
-                output,
-                input,
-                report.reverse.received,
-                report.reverse.transmitted,
-                reasons(&report.reverse.dropped)
             )?;
         }
         let dup = if totals.duplicated > 0 {
@@ -2050,6 +2077,19 @@ mod tests {
         Arc<AtomicBool>,
         std::thread::JoinHandle<Observed>,
     ) {
+        live_full(text, file, None)
+    }
+
+    /// As [`live_at`], the reverse direction's shaping turned by `reverse`.
+    fn live_full(
+        text: &str,
+        file: PathBuf,
+        reverse: Option<ReverseSwitch>,
+    ) -> (
+        Arc<control::Live>,
+        Arc<AtomicBool>,
+        std::thread::JoinHandle<Observed>,
+    ) {
         let (plan, mut b) = built(text);
         let config = parse_ipfw(text, "t.ipfw").unwrap();
         let inbox: Arc<live::Inbox> = Arc::default();
@@ -2088,8 +2128,86 @@ mod tests {
             output: "pspat-out".into(),
             queues: board,
             bridge: Mutex::default(),
+            reverse,
         });
         (live, stop, arbiter)
+    }
+
+    #[test]
+    fn a_change_turns_the_reverse_shaping_on_and_off_and_says_so() {
+        let text = "pipe 9 config delay 30ms\nadd 100 pipe 9 udp from any to any\n";
+        let switch = ReverseSwitch::new(false);
+        let (live, stop, arbiter) = live_full(text, PathBuf::from("t.ipfw"), Some(switch.clone()));
+        let toggled = |r: &control::Reply| {
+            r.result["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c.as_str())
+                .filter(|c| c.starts_with("reverse direction pspat-out -> pspat-in: "))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        // A rule without a direction: no toggle.
+        let r = live.request("add 200 pipe 9 tcp from any to any");
+        assert!(r.ok, "{r:?}");
+        assert!(toggled(&r).is_empty() && !switch.shaped(), "{r:?}");
+        // The first rule naming an interface turns it on, in the reply.
+        let r = live.request("add 50 pipe 9 icmp from any to any in recv pspat-out");
+        assert!(r.ok, "{r:?}");
+        let t = toggled(&r);
+        assert!(t.len() == 1 && t[0].contains(": shaped"), "{r:?}");
+        assert!(r.text.contains("changed: reverse direction"), "{}", r.text);
+        assert!(switch.shaped());
+        // A second one keeps it on; removing one of the two too.
+        assert!(toggled(&live.request("add 60 pipe 9 ip from any to any out")).is_empty());
+        assert!(toggled(&live.request("delete 60")).is_empty());
+        assert!(switch.shaped());
+        // A refused change turns nothing.
+        assert!(!live.request("delete 50 51").ok);
+        assert!(switch.shaped());
+        // Removing the last one turns it off.
+        let r = live.request("delete 50");
+        let t = toggled(&r);
+        assert!(t.len() == 1 && t[0].contains(": unshaped"), "{r:?}");
+        assert!(!switch.shaped());
+        assert_eq!(switch.toggles(), 2);
+        stop.store(true, Ordering::Release);
+        arbiter.join().unwrap();
+    }
+
+    #[test]
+    fn a_sighup_reload_turns_the_reverse_shaping_as_a_ctl_change_does() {
+        let dir = std::env::temp_dir().join(format!("pspat-revhup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("run.ipfw");
+        let first = "pipe 9 config delay 30ms\nadd 100 pipe 9 udp from any to any\n";
+        let switch = ReverseSwitch::new(false);
+        let (live, stop, arbiter) = live_full(first, file.clone(), Some(switch.clone()));
+        let with = format!("{first}add 50 pipe 9 icmp from any to any in recv pspat-out\n");
+        std::fs::write(&file, &with).unwrap();
+        let log = live.reload().unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.starts_with("reverse direction pspat-out -> pspat-in: shaped")),
+            "{log:?}"
+        );
+        assert!(switch.shaped());
+        // Reloading the same file again turns nothing.
+        let log = live.reload().unwrap();
+        assert!(log.is_empty(), "{log:?}");
+        std::fs::write(&file, first).unwrap();
+        let log = live.reload().unwrap();
+        assert!(
+            log.iter()
+                .any(|l| l.starts_with("reverse direction pspat-out -> pspat-in: unshaped")),
+            "{log:?}"
+        );
+        assert!(!switch.shaped());
+        assert_eq!(switch.toggles(), 2);
+        stop.store(true, Ordering::Release);
+        arbiter.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

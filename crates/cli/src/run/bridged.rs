@@ -2,14 +2,18 @@
 //!
 //! A frame crossing from interface X to Y is classified in two passes, `in`
 //! on X, then `out` on Y ([`pspat_classify::Classifier::classify_bridged`]).
-//! The reverse direction (`--out` to `--in`) is shaped, by RX threads of its
-//! own on `--out` ([`pspat_bridge::BridgeConfig::shape_reverse`]), when a
-//! rule names a direction (`in`, `out`) or an interface (`recv`, `xmit`,
-//! `via`), or with `--shape-reverse`. A configuration that names neither was
-//! written for the forward direction alone (the only one `pspat run` shaped
-//! before): it keeps that meaning, and its reverse direction stays
-//! unshaped. Once the reverse direction is shaped, every rule applies to
-//! both directions as in ipfw, direction-less ones included.
+//! The reverse direction (`--out` to `--in`) is read by RX threads of its
+//! own on `--out` ([`pspat_bridge::BridgeConfig::shape_reverse`]), and
+//! shaped while a rule of the running configuration names a direction
+//! (`in`, `out`) or an interface (`recv`, `xmit`, `via`), or always with
+//! `--shape-reverse`. A configuration that names neither was written for
+//! the forward direction alone (the only one `pspat run` shaped before): it
+//! keeps that meaning, and the reverse RX threads forward their frames
+//! unshaped. While the reverse direction is shaped, every rule applies to
+//! both directions as in ipfw, direction-less ones included, and every
+//! frame is classified in two passes. A live change (`pspat ctl`, SIGHUP)
+//! that brings the first such rule turns the shaping on, one that removes
+//! the last turns it off ([`toggle`], [`pspat_bridge::ReverseSwitch`]).
 
 use pspat_config::{Direction, Plan};
 
@@ -18,6 +22,28 @@ pub(super) fn names_a_direction(plan: &Plan) -> bool {
     plan.rules
         .values()
         .any(|r| r.direction != Direction::Any || r.interface.is_some())
+}
+
+/// Whether the reverse direction is shaped with `plan` running
+/// (`--shape-reverse`: `forced`).
+pub(super) fn shaped(forced: bool, plan: &Plan) -> bool {
+    forced || names_a_direction(plan)
+}
+
+/// The reverse direction's mode after a change to `plan`, when it differs
+/// from `now` (`None`: it stays).
+pub(super) fn toggle(forced: bool, now: bool, plan: &Plan) -> Option<bool> {
+    let next = shaped(forced, plan);
+    (next != now).then_some(next)
+}
+
+/// The line a toggle adds to the change's reply and log.
+pub(super) fn toggle_line(shaped: bool, input: &str, output: &str) -> String {
+    if shaped {
+        format!("reverse direction {output} -> {input}: shaped (a rule names a direction or an interface; two passes: in, then out)")
+    } else {
+        format!("reverse direction {output} -> {input}: unshaped (no rule names a direction or an interface)")
+    }
 }
 
 /// The (ingress, egress) interface indexes of RX thread `k` of the bridge:
@@ -65,6 +91,32 @@ mod tests {
         for rule in on {
             assert!(names_a_direction(&plan(&format!("{base}{rule}"))), "{rule}");
         }
+    }
+
+    #[test]
+    fn the_first_rule_with_a_direction_turns_it_on_and_the_last_one_off() {
+        let base = "pipe 9 config delay 30ms\nadd 100 pipe 9 icmp from any to any\n";
+        let with = format!("{base}add 50 pipe 9 icmp from any to any in recv eth1\n");
+        let two = format!("{with}add 60 pipe 9 ip from any to any out\n");
+        let (none, one, two) = (plan(base), plan(&with), plan(&two));
+        // Off: the first such rule turns it on, a rule without one does not.
+        assert_eq!(toggle(false, false, &one), Some(true));
+        assert_eq!(toggle(false, false, &none), None);
+        // On: another such rule, or removing one of two, keeps it on.
+        assert_eq!(toggle(false, true, &two), None);
+        assert_eq!(toggle(false, true, &one), None);
+        // Removing the last one turns it off.
+        assert_eq!(toggle(false, true, &none), Some(false));
+        // --shape-reverse keeps it on whatever the rules.
+        assert_eq!(toggle(true, true, &none), None);
+        assert_eq!(toggle(true, true, &one), None);
+        assert!(shaped(true, &none) && shaped(false, &one) && !shaped(false, &none));
+        let (on, off) = (toggle_line(true, "a", "b"), toggle_line(false, "a", "b"));
+        assert!(on.starts_with("reverse direction b -> a: shaped"), "{on}");
+        assert!(
+            off.starts_with("reverse direction b -> a: unshaped"),
+            "{off}"
+        );
     }
 
     #[test]

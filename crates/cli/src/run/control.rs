@@ -105,6 +105,11 @@ pub struct Live {
     /// (run/metrics.rs); taken out to stop it once the control and metrics
     /// threads have ended.
     pub bridge: Mutex<Option<pspat_bridge::Bridge>>,
+    /// The shaping of the reverse direction, turned by a change that brings
+    /// the first rule naming a direction or an interface or removes the
+    /// last one (run/bridged.rs); `None` with `--shape-reverse` (always
+    /// shaped).
+    pub reverse: Option<pspat_bridge::ReverseSwitch>,
 }
 
 /// The answer to one request.
@@ -256,6 +261,11 @@ impl Live {
             c.bind_interface(&self.output, OUTPUT_INDEX);
             c.bind_interface(&self.input, INPUT_INDEX);
         }
+        // The reverse direction's mode after the change, when it turns.
+        let toggle = self
+            .reverse
+            .as_ref()
+            .and_then(|s| super::bridged::toggle(false, s.shaped(), &plan));
         let live::Planned {
             mut ops,
             removals,
@@ -315,6 +325,12 @@ impl Live {
                 self.routes.set(r);
             }
             let old = std::mem::replace(&mut *c, fresh);
+            // With the classifier whose rules decide it: a forward frame
+            // is classified in two passes exactly while the reverse
+            // direction is shaped.
+            if let (Some(s), Some(on)) = (&self.reverse, toggle) {
+                s.set(on);
+            }
             drop(c);
             if let Ok(mut r) = self.retired.lock() {
                 for (n, rc) in old.rule_counters() {
@@ -361,7 +377,20 @@ impl Live {
             }
             refresh_links(&mut links, &plan);
         }
-        let planned_log = log;
+        let mut planned_log = log;
+        if let (Some(s), Some(on)) = (&self.reverse, toggle) {
+            if s.shaped() != on {
+                // No new classifier (never expected: the rules changed):
+                // turned under the classifier's lock all the same.
+                let c = self
+                    .classifier
+                    .lock()
+                    .map_err(|_| "run: the classifier is poisoned".to_string())?;
+                s.set(on);
+                drop(c);
+            }
+            planned_log.push(super::bridged::toggle_line(on, &self.input, &self.output));
+        }
 
         pin_rule_numbers(&mut config);
         running.config = config;

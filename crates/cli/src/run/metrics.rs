@@ -218,8 +218,10 @@ pub fn render(live: &Live) -> String {
 }
 
 /// The bridge's counters by direction (label `direction`): `forward`
-/// (`--in` to `--out`) always, `reverse` when that direction is shaped (its
-/// frames are then counted apart, [`pspat_bridge::ReverseReport`]). `r` is
+/// (`--in` to `--out`) always, `reverse` (`--out` to `--in`) whenever it
+/// is forwarded, shaped or not: its frames are counted apart
+/// ([`pspat_bridge::ReverseReport`]) and its series run on across a live
+/// toggle of its shaping (docs/RUN.md, *Both directions*). `r` is
 /// a report of the running bridge: what the pipes dropped is still in
 /// `in_flight` there (docs/RUN.md, *Metrics*).
 fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
@@ -242,7 +244,7 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
         r.not_received,
         r.in_flight,
     )];
-    if v.shaped {
+    if v.enabled {
         directions.push((
             "reverse",
             reverse,
@@ -387,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn bridge_series_carry_the_direction_and_the_reverse_one_only_when_shaped() {
+    fn bridge_series_carry_the_direction_and_the_reverse_one_whatever_its_mode() {
         let mut r = pspat_bridge::Report::default();
         r.received = 12;
         r.received_bytes = 1200;
@@ -396,6 +398,9 @@ mod tests {
         r.duplicated = 1;
         r.dropped.insert("filtered".into(), 3);
         r.in_flight = 1;
+        let m = encoded(&r);
+        // Not forwarded: no reverse series.
+        assert!(!m.contains("reverse"), "{m}");
         r.reverse.enabled = true;
         r.reverse.received = 40;
         r.reverse.transmitted = 40;
@@ -412,8 +417,13 @@ mod tests {
         ] {
             assert!(m.contains(want), "{want} not in\n{m}");
         }
-        // Unshaped, the reverse direction's frames are not counted apart.
-        assert!(!m.contains("reverse"), "{m}");
+        // Unshaped, the reverse direction's frames are counted apart too.
+        for want in [
+            "pspat_bridge_received_packets_total{direction=\"reverse\"} 40",
+            "pspat_bridge_transmitted_packets_total{direction=\"reverse\"} 40",
+        ] {
+            assert!(m.contains(want), "{want} not in\n{m}");
+        }
         r.reverse.shaped = true;
         r.reverse.received_bytes = 4000;
         r.reverse.bytes = 3800;

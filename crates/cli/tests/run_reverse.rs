@@ -1,0 +1,179 @@
+//! `pspat run` turning the shaping of the reverse direction on and off
+//! while it runs (docs/RUN.md, *Both directions*), end to end in the bed of
+//! the other `run_*` tests (three namespaces, two veth pairs). Skipped,
+//! with the reason printed, without root or without `ping`.
+//!
+//! The daemon starts with no rule naming a direction or an interface:
+//! `ping` replies cross unshaped. `pspat ctl` adds `pipe 9 config delay
+//! 30ms` and `add 50 pipe 9 icmp from any to any in recv <--out>`: the
+//! reply says the reverse direction is shaped now, the daemon logs it, and
+//! the replies take 30 ms more. `delete 50` turns it off again (said and
+//! logged the same way): the replies are fast again. The final report
+//! counts the reverse direction whatever its mode: two toggles, ended
+//! unshaped, `received = transmitted + dropped`, nothing dropped, nothing
+//! in flight.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+mod common;
+
+use common::run_bed::{check_conservation, finish, wait_for, Bed};
+
+/// `pspat ctl --json --socket SOCKET WORDS...`: the daemon's answer, which
+/// must be `ok`.
+fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
+    let out: Output = Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .arg("ctl")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .args(words)
+        .output()
+        .expect("run pspat ctl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pspat ctl {words:?}: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON object");
+    assert_eq!(doc["ok"], true, "{doc}");
+    doc
+}
+
+/// The lines of a change's answer that turn the reverse direction.
+fn toggles(doc: &serde_json::Value) -> Vec<String> {
+    doc["result"]["changes"]
+        .as_array()
+        .expect("a change's answer")
+        .iter()
+        .filter_map(|c| c.as_str())
+        .filter(|c| c.starts_with("reverse direction "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `ping` can run here; says so when it cannot.
+fn ping_missing() -> bool {
+    let missing = Command::new("ping")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err();
+    if missing {
+        println!("skipped: ping is not installed (Debian: apt-get install iputils-ping)");
+    }
+    missing
+}
+
+/// `ping -c COUNT -i 0.2` from the sender to the receiver: (min, avg) RTT
+/// in ms.
+fn ping(bed: &Bed, subnet: u8, count: u32) -> (f64, f64) {
+    let out = bed
+        .sender
+        .run(|| {
+            Command::new("ping")
+                .args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "2"])
+                .arg(format!("10.199.{subnet}.2"))
+                .output()
+        })
+        .unwrap()
+        .expect("run ping");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "ping failed: {text}");
+    let rtt: Vec<f64> = text
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .and_then(|l| l.split('=').nth(1))
+        .map(|v| {
+            v.trim()
+                .trim_end_matches(" ms")
+                .split('/')
+                .map(|x| x.parse::<f64>().unwrap())
+                .collect()
+        })
+        .expect("ping's rtt line");
+    (rtt[0], rtt[1])
+}
+
+#[test]
+fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_them() {
+    if ping_missing() {
+        return;
+    }
+    let subnet = 253;
+    let Some(bed) = Bed::new("rev-live", subnet) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config\n\
+        add 100 pipe 1 udp from any to any dst-port 5001\n\
+        default allow\n";
+    let (mut child, log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let count = 15;
+    let before = ping(&bed, subnet, count);
+
+    let doc = ctl_json(&socket, &["pipe", "9", "config", "delay", "30ms"]);
+    assert!(toggles(&doc).is_empty(), "{doc}");
+    let rule = format!("add 50 pipe 9 icmp from any to any in recv {}", bed.out.a);
+    let doc = ctl_json(&socket, &[rule.as_str()]);
+    let on = toggles(&doc);
+    assert_eq!(on.len(), 1, "{doc}");
+    assert!(on[0].contains(": shaped"), "{on:?}");
+    wait_for(&log, "changed: reverse direction", &mut child);
+    // The RX threads take the new mode with their next batch (at most one
+    // ring wait, 100 ms, away).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let shaped = ping(&bed, subnet, count);
+
+    let doc = ctl_json(&socket, &["delete", "50"]);
+    let off = toggles(&doc);
+    assert_eq!(off.len(), 1, "{doc}");
+    assert!(off[0].contains(": unshaped"), "{off:?}");
+    wait_for(&log, "changed: reverse direction", &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after = ping(&bed, subnet, count);
+
+    let doc = finish(child);
+    let r = &doc["reverse"];
+    println!(
+        "ping RTT (min/avg ms): unshaped {before:?}, in recv {} -> delay 30ms {shaped:?}, \
+         rule deleted {after:?}; reverse {r}",
+        bed.out.a
+    );
+    // The replies take the pipe's 30 ms exactly while the rule is there.
+    assert!(before.0 < 10.0, "unshaped before: {before:?}");
+    assert!(
+        shaped.0 >= before.0 + 30.0 && shaped.0 >= 30.0,
+        "shaped: {shaped:?} against {before:?}"
+    );
+    assert!(shaped.1 <= 30.0 + before.1 + 5.0, "shaped: {shaped:?}");
+    assert!(after.0 < 10.0, "unshaped after: {after:?}");
+    // The reverse direction's account, whatever its mode: nothing lost.
+    check_conservation(&doc);
+    assert_eq!(r["enabled"], true, "{r}");
+    assert_eq!(r["shaped"], false, "{r}");
+    assert_eq!(r["toggles"], 2, "{r}");
+    assert_eq!(r["conserved"], true, "{r}");
+    assert_eq!(r["in_flight"], 0, "{r}");
+    assert_eq!(r["dropped_total"], 0, "{r}");
+    let received = r["received"].as_u64().unwrap();
+    let unshaped = r["received_unshaped"].as_u64().unwrap();
+    assert_eq!(
+        received,
+        r["transmitted"].as_u64().unwrap() + r["dropped_total"].as_u64().unwrap(),
+        "{r}"
+    );
+    // Every echo reply crossed; those of the middle round were shaped.
+    assert!(received >= u64::from(3 * count), "{r}");
+    assert!(received - unshaped >= u64::from(count), "{r}");
+    assert!(unshaped >= u64::from(2 * count), "{r}");
+    let p9 = common::run_bed::pipe(&doc, 9);
+    assert!(
+        p9["out_packets"].as_u64().unwrap() >= u64::from(count),
+        "{p9}"
+    );
+}
