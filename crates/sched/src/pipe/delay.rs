@@ -250,16 +250,25 @@ impl Ring {
         self.len += 1;
     }
 
-    /// Removes the front entry; the caller checked that there is one.
+    /// Removes and returns the front entry if there is one and its exit
+    /// time is at or before `now`: one read of the front, bounds-checked
+    /// once.
     #[inline(always)]
-    fn pop(&mut self) -> Due {
-        let d = self.slots[self.head];
+    fn pop_due(&mut self, now: Instant) -> Option<Due> {
+        if self.len == 0 {
+            return None;
+        }
+        let d = self.slots.get(self.head)?;
+        if d.exit > now {
+            return None;
+        }
+        let d = *d;
         self.head += 1;
         if self.head == self.slots.len() {
             self.head = 0;
         }
         self.len -= 1;
-        d
+        Some(d)
     }
 }
 
@@ -380,12 +389,7 @@ impl DelayLine {
     #[inline(always)]
     pub fn pop_due(&mut self, now: Instant) -> Option<Due> {
         let d = match &mut self.line {
-            Line::Fifo(r) => {
-                if r.front()?.exit > now {
-                    return None;
-                }
-                r.pop()
-            }
+            Line::Fifo(r) => r.pop_due(now)?,
             Line::Heap(h) => {
                 if h.peek()?.0.due.exit > now {
                     return None;
