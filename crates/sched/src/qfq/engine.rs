@@ -143,7 +143,6 @@ pub(crate) struct Engine {
 impl Engine {
     /// Entities given as (inv_w, span); `wsum` is the sum of all weights.
     pub(crate) fn new(ents: impl ExactSizeIterator<Item = (u64, u64)>, wsum: u64) -> Self {
-        let ents = ents.into_iter();
         let mut weights = InvWeights::new(ents.len());
         let ents: Box<[Ent]> = ents
             .map(|(inv_w, span)| Ent {
