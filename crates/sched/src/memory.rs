@@ -51,9 +51,13 @@ fn algorithm_state(alg: AlgKind) -> (u64, u64) {
         AlgKind::Prio => (12, 0),
         AlgKind::Drr => (44, 0),
         AlgKind::Wf2qPlus => (60, 0),
-        // QFQ: the flow's parameters (8 B) and its entity (20 B).
-        AlgKind::Qfq => (28, 64 * 1024),
-        AlgKind::QfqPlus => (92, 64 * 1024),
+        // QFQ: the flow's parameters (8 B) and its entity (16 B; 20 B
+        // before its inverse weight moved to a table of the distinct
+        // weights, of which the few a configuration uses stay resident).
+        AlgKind::Qfq => (24, 64 * 1024),
+        // QFQ+ keeps the same entity per aggregate, one per flow slot: 4 B
+        // less than measured at 20 B.
+        AlgKind::QfqPlus => (88, 64 * 1024),
         AlgKind::Hierarchy => (248, 64 * 1024),
         // Eiffel: per-flow ranks and the bucket bitmaps of the FFS queues
         // (fixed, a few MiB at the default granularity).

@@ -25,7 +25,12 @@
 //! the four bitmaps as a turn that empties the group does; [`Engine::set_entity`]
 //! and [`Engine::set_weight_sum`] change an idle entity's weight and group
 //! and V's rate.
+//!
+//! Entities keep their inverse weight as a slot of [`InvWeights`], one per
+//! distinct weight, taken and freed only by [`Engine::new`] and
+//! [`Engine::set_entity`] (see `weights.rs`).
 
+use super::weights::InvWeights;
 use crate::vclock::{vt_gt, VirtualClock};
 
 /// Fraction bits of the fixed-point virtual times (tags are bytes × 2⁴⁰ /
@@ -66,50 +71,45 @@ pub(crate) fn group_index(span: u64) -> u32 {
     ceil_log2 - MIN_SLOT_SHIFT
 }
 
-/// One entity: 20 bytes (packed to 4-byte alignment; x86-64 and aarch64
-/// load an unaligned word at no extra cost within a cache line), so a
-/// dynamic queue costs QFQ 20 bytes here instead of 24.
+/// One entity: 16 bytes, so a dynamic queue costs QFQ 16 bytes here. Its
+/// inverse weight lives in the shared [`InvWeights`] table (one slot per
+/// distinct weight), named by a slot number next to the group index.
 #[derive(Clone, Copy)]
-#[repr(C, packed(4))]
 struct Ent {
     /// Start tag while backlogged; finish tag of the last turn while idle.
     s: u64,
-    /// The inverse weight (at most 2⁴⁰, [`FRAC_BITS`] fraction bits) in the
-    /// low [`INV_W_BITS`] bits, the group index above them.
-    inv_w_group: u64,
     next: u32,
+    /// The slot of the inverse weight in [`InvWeights`] in the low
+    /// [`SLOT_BITS`] bits, the group index above them.
+    slot_group: u32,
 }
 
-/// Bits of [`Ent::inv_w_group`] holding the inverse weight (2⁴⁰ / w for a
-/// weight of at least 1 needs 41).
-const INV_W_BITS: u32 = 56;
+/// Bits of [`Ent::slot_group`] holding the weight slot: there are at most
+/// as many slots as entities, at most [`crate::FlowTable::MAX_FLOWS`] + 1
+/// (QFQ+ keeps one aggregate more than flow slots).
+const SLOT_BITS: u32 = 26;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+
+const _: () = assert!(std::mem::size_of::<Ent>() == 16);
+const _: () = assert!(crate::FlowTable::MAX_FLOWS < SLOT_MASK as usize);
+const _: () = assert!(MAX_INDEX < 1 << (32 - SLOT_BITS));
 
 impl Ent {
-    fn new(inv_w: u64, group: u32) -> Self {
-        Ent {
-            s: 0,
-            inv_w_group: pack_inv_w_group(inv_w, group),
-            next: NIL,
-        }
-    }
-
     #[inline(always)]
-    fn inv_w(&self) -> u64 {
-        self.inv_w_group & ((1u64 << INV_W_BITS) - 1)
+    fn slot(&self) -> u32 {
+        self.slot_group & SLOT_MASK
     }
 
     #[inline(always)]
     fn group(&self) -> usize {
-        (self.inv_w_group >> INV_W_BITS) as usize
+        (self.slot_group >> SLOT_BITS) as usize
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Ent>() == 20);
-
-/// `inv_w` and `group` in one word (see [`Ent::inv_w_group`]).
-fn pack_inv_w_group(inv_w: u64, group: u32) -> u64 {
-    debug_assert!(inv_w < 1u64 << INV_W_BITS && group <= MAX_INDEX);
-    (inv_w & ((1u64 << INV_W_BITS) - 1)) | (u64::from(group) << INV_W_BITS)
+/// `slot` and `group` in one word (see [`Ent::slot_group`]).
+fn pack_slot_group(slot: u32, group: u32) -> u32 {
+    debug_assert!(slot <= SLOT_MASK && group <= MAX_INDEX);
+    (slot & SLOT_MASK) | (group << SLOT_BITS)
 }
 
 #[derive(Clone, Copy)]
@@ -124,6 +124,8 @@ struct Group {
 
 pub(crate) struct Engine {
     ents: Box<[Ent]>,
+    /// The entities' distinct inverse weights.
+    weights: InvWeights,
     /// Inline rather than boxed: the compiler then addresses a group from
     /// `self` without reloading a slice pointer after every store.
     groups: [Group; NGROUPS],
@@ -140,9 +142,17 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// Entities given as (inv_w, span); `wsum` is the sum of all weights.
-    pub(crate) fn new(ents: impl Iterator<Item = (u64, u64)>, wsum: u64) -> Self {
+    pub(crate) fn new(ents: impl ExactSizeIterator<Item = (u64, u64)>, wsum: u64) -> Self {
+        let mut weights = InvWeights::new(ents.len());
         let ents: Box<[Ent]> = ents
-            .map(|(inv_w, span)| Ent::new(inv_w, group_index(span).min(MAX_INDEX)))
+            .map(|(inv_w, span)| Ent {
+                s: 0,
+                next: NIL,
+                slot_group: pack_slot_group(
+                    weights.acquire(inv_w),
+                    group_index(span).min(MAX_INDEX),
+                ),
+            })
             .collect();
         let groups = std::array::from_fn(|i| Group {
             s: 0,
@@ -154,6 +164,7 @@ impl Engine {
         });
         Engine {
             ents,
+            weights,
             groups,
             bitmaps: [0; 4],
             clock: VirtualClock::new(wsum),
@@ -194,7 +205,19 @@ impl Engine {
         } else {
             group_index(span).min(MAX_INDEX)
         };
-        ent.inv_w_group = pack_inv_w_group(inv_w, group);
+        let mut slot = ent.slot();
+        if self.weights.get(slot) != inv_w {
+            // Released first: the table then always has a slot free.
+            self.weights.release(slot);
+            slot = self.weights.acquire(inv_w);
+        }
+        ent.slot_group = pack_slot_group(slot, group);
+    }
+
+    /// The number of distinct inverse weights the entities hold.
+    #[cfg(test)]
+    pub(crate) fn distinct_weights(&self) -> usize {
+        self.weights.live()
     }
 
     /// Forgets entity `e`'s tags (it must be in no bucket): its next
@@ -325,7 +348,9 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn reinsert(&mut self, e: u32, used: u32) {
         let ent = &mut self.ents[e as usize];
-        ent.s = ent.s.wrapping_add(u64::from(used) * ent.inv_w());
+        ent.s = ent
+            .s
+            .wrapping_add(u64::from(used) * self.weights.get(ent.slot()));
         self.in_turn = false;
         self.insert(e);
     }
@@ -336,7 +361,9 @@ impl Engine {
     #[inline]
     pub(crate) fn finish(&mut self, e: u32, used: u32) {
         let ent = &mut self.ents[e as usize];
-        ent.s = ent.s.wrapping_add(u64::from(used) * ent.inv_w());
+        ent.s = ent
+            .s
+            .wrapping_add(u64::from(used) * self.weights.get(ent.slot()));
         self.in_turn = false;
     }
 
