@@ -24,7 +24,9 @@
 # run under callgrind on a loaded 2-core machine, 4 runs per commit.
 #
 # Environment: ALGS (default "drr qfq"), FLOWSETS (default 1:60:32768),
-# ITERATIONS (default: two full cycles, above). Needs git, cargo and valgrind; when valgrind
+# ITERATIONS (default: two full cycles, above), BENCH_ARGS (more arguments
+# for sched-bench, e.g. "--dummynet" for the classifier, masks and pipe in
+# front of the algorithm: run once without and once with it for the ratio). Needs git, cargo and valgrind; when valgrind
 # is missing it is installed with apt-get if running as root (Debian's
 # package), otherwise the script says how and stops. Nothing else is
 # downloaded beyond what cargo fetches for the build.
@@ -35,6 +37,7 @@ repo=$(pwd)
 algs=${ALGS:-"drr qfq"}
 flowsets=${FLOWSETS:-1:60:32768}
 iterations=${ITERATIONS:-}
+read -r -a bench_args <<< "${BENCH_ARGS:-}"
 
 if ! command -v valgrind > /dev/null; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get > /dev/null; then
@@ -91,7 +94,7 @@ done
 count() {
   local bin=$1 alg=$2 iters=$3 out="$tmp/cg.out" json="$tmp/cg.json"
   valgrind --tool=callgrind --callgrind-out-file="$out" \
-    "$bin" sched-bench --alg "$alg" --flowsets "$flowsets" \
+    "$bin" sched-bench --alg "$alg" --flowsets "$flowsets" "${bench_args[@]}" \
     --iterations "$iters" --repeat 1 --json > "$json" 2> "$tmp/cg.err" || {
     echo "callgrind.sh: $bin sched-bench --alg $alg failed:" >&2
     tail -5 "$tmp/cg.err" >&2
@@ -110,9 +113,9 @@ count() {
 }
 
 if [ -n "$iterations" ]; then
-  echo "workload: sched-bench --flowsets $flowsets under callgrind, $iterations timed iterations less a 1-iteration run"
+  echo "workload: sched-bench --flowsets $flowsets ${BENCH_ARGS:-} under callgrind, $iterations timed iterations less a 1-iteration run"
 else
-  echo "workload: sched-bench --flowsets $flowsets under callgrind, two fill/drain cycles (4 x (qmax - qmin) timed iterations) less a 1-iteration run"
+  echo "workload: sched-bench --flowsets $flowsets ${BENCH_ARGS:-} under callgrind, two fill/drain cycles (4 x (qmax - qmin) timed iterations) less a 1-iteration run"
 fi
 printf '%-9s %-6s %14s %12s %16s %10s\n' commit alg instructions decisions instr/decision ratio
 declare -A first
