@@ -40,7 +40,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -48,61 +47,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::run_bed::{
-    check_conservation, finish, metrics_addr, pace, pipe, realtime_ns, send_all, wait_for, Arrival,
-    Bed,
+    check_conservation, ctl, ctl_json, finish, metrics_addr, pace, pipe, realtime_ns, send_all,
+    wait_for, Arrival, Bed,
 };
-
-/// `pspat ctl --socket SOCKET ARGS...`.
-fn ctl(socket: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pspat"))
-        .arg("ctl")
-        .arg("--socket")
-        .arg(socket)
-        .args(args)
-        .output()
-        .expect("run pspat ctl")
-}
-
-/// `pspat ctl --json`: the daemon's answer, which must be `ok`.
-fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
-    let mut args = vec!["--json"];
-    args.extend_from_slice(words);
-    let out = ctl(socket, &args);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "pspat ctl {words:?}: {}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The top-level keys in the order docs/JSON.md lists them.
-    let keys: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("  \""))
-        .filter_map(|l| l.split('"').next())
-        .collect();
-    assert_eq!(
-        keys,
-        [
-            "schema_version",
-            "command",
-            "request",
-            "ok",
-            "error",
-            "text",
-            "result"
-        ]
-    );
-    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON object");
-    assert_eq!(
-        (
-            doc["schema_version"].as_u64(),
-            doc["command"].as_str(),
-            doc["ok"].as_bool()
-        ),
-        (Some(1), Some("ctl"), Some(true))
-    );
-    doc
-}
 
 /// The changes a `ctl --json` answer lists (`result.changes`).
 fn changes(doc: &serde_json::Value) -> Vec<&str> {

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::run_bed::{
-    check_conservation, pace, pipe, realtime_ns, report_text, send_all, Arrival, Bed,
+    check_conservation, pace, ping_missing, ping_through, pipe, realtime_ns, report_text, send_all,
+    Arrival, Bed,
 };
 
 /// Waits for the daemon to exit; its JSON report.
@@ -308,51 +309,6 @@ fn run_duplicates_frames_with_the_pipe_s_probability_and_counts_each_copy() {
         "{copies} copies, expected {mean} ± {:.1}",
         3.2905 * sd
     );
-}
-
-/// Whether `ping` can run here; says so when it cannot (CI installs
-/// Debian's iputils-ping, `.ci/run`).
-fn ping_missing() -> bool {
-    let missing = Command::new("ping")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_err();
-    if missing {
-        println!("skipped: ping is not installed (Debian: apt-get install iputils-ping)");
-    }
-    missing
-}
-
-/// `ping -c COUNT -i 0.2` from the sender to the receiver through a running
-/// bridge; its output and (min, avg) RTT in ms.
-fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
-    let out = bed
-        .sender
-        .run(|| {
-            Command::new("ping")
-                .args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "2"])
-                .arg(format!("10.199.{subnet}.2"))
-                .output()
-        })
-        .unwrap()
-        .expect("run ping");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "ping failed: {text}");
-    let rtt: Vec<f64> = text
-        .lines()
-        .find(|l| l.contains("min/avg/max"))
-        .and_then(|l| l.split('=').nth(1))
-        .map(|v| {
-            v.trim()
-                .trim_end_matches(" ms")
-                .split('/')
-                .map(|x| x.parse::<f64>().unwrap())
-                .collect()
-        })
-        .expect("ping's rtt line");
-    (text, rtt[0], rtt[1])
 }
 
 /// The checks of a shaped reverse direction: its report, conservation in

@@ -13,34 +13,9 @@
 //! unshaped, `received = transmitted + dropped`, nothing dropped, nothing
 //! in flight.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
 mod common;
 
-use common::run_bed::{check_conservation, finish, wait_for, Bed};
-
-/// `pspat ctl --json --socket SOCKET WORDS...`: the daemon's answer, which
-/// must be `ok`.
-fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_pspat"))
-        .arg("ctl")
-        .arg("--socket")
-        .arg(socket)
-        .arg("--json")
-        .args(words)
-        .output()
-        .expect("run pspat ctl");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "pspat ctl {words:?}: {}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON object");
-    assert_eq!(doc["ok"], true, "{doc}");
-    doc
-}
+use common::run_bed::{check_conservation, ctl_json, finish, ping, ping_missing, wait_for, Bed};
 
 /// The lines of a change's answer that turn the reverse direction.
 fn toggles(doc: &serde_json::Value) -> Vec<String> {
@@ -52,50 +27,6 @@ fn toggles(doc: &serde_json::Value) -> Vec<String> {
         .filter(|c| c.starts_with("reverse direction "))
         .map(str::to_string)
         .collect()
-}
-
-/// Whether `ping` can run here; says so when it cannot.
-fn ping_missing() -> bool {
-    let missing = Command::new("ping")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_err();
-    if missing {
-        println!("skipped: ping is not installed (Debian: apt-get install iputils-ping)");
-    }
-    missing
-}
-
-/// `ping -c COUNT -i 0.2` from the sender to the receiver: (min, avg) RTT
-/// in ms.
-fn ping(bed: &Bed, subnet: u8, count: u32) -> (f64, f64) {
-    let out = bed
-        .sender
-        .run(|| {
-            Command::new("ping")
-                .args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "2"])
-                .arg(format!("10.199.{subnet}.2"))
-                .output()
-        })
-        .unwrap()
-        .expect("run ping");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "ping failed: {text}");
-    let rtt: Vec<f64> = text
-        .lines()
-        .find(|l| l.contains("min/avg/max"))
-        .and_then(|l| l.split('=').nth(1))
-        .map(|v| {
-            v.trim()
-                .trim_end_matches(" ms")
-                .split('/')
-                .map(|x| x.parse::<f64>().unwrap())
-                .collect()
-        })
-        .expect("ping's rtt line");
-    (rtt[0], rtt[1])
 }
 
 #[test]

@@ -1,16 +1,17 @@
 //! The test bed of the `pspat run` end-to-end tests (`run_e2e.rs`,
-//! `run_control.rs`, `run_queues.rs`): three namespaces of the test's own (a sender, the
+//! `run_control.rs`, `run_queues.rs`, `run_reverse.rs`): three namespaces of the test's own (a sender, the
 //! bridge, a receiver) joined by two veth pairs, the daemon started in the
 //! bridge namespace with its control socket in the bed's directory, frames
-//! built and recognised by a marker, and the report's checks. Every name
+//! built and recognised by a marker, the report's checks, `pspat ctl` and
+//! `ping` through the bed. Every name
 //! carries the `pspat-` prefix; addresses are 10.199.SUBNET.1 and .2.
 
 #![allow(dead_code)] // each test file uses a part
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -334,4 +335,107 @@ pub fn send_all(tx: &mut PacketTx, batch: &[Vec<u8>]) {
 pub fn pace(start: Instant, period: Duration, round: u32) {
     let next = start + period * (round + 1);
     std::thread::sleep(next.saturating_duration_since(Instant::now()));
+}
+
+/// `pspat ctl --socket SOCKET ARGS...`.
+pub fn ctl(socket: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .arg("ctl")
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("run pspat ctl")
+}
+
+/// `pspat ctl --json`: the daemon's answer, which must be `ok`.
+pub fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(words);
+    let out = ctl(socket, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pspat ctl {words:?}: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The top-level keys in the order docs/JSON.md lists them.
+    let keys: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "schema_version",
+            "command",
+            "request",
+            "ok",
+            "error",
+            "text",
+            "result"
+        ]
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("one JSON object");
+    assert_eq!(
+        (
+            doc["schema_version"].as_u64(),
+            doc["command"].as_str(),
+            doc["ok"].as_bool()
+        ),
+        (Some(1), Some("ctl"), Some(true))
+    );
+    doc
+}
+
+/// Whether `ping` can run here; says so when it cannot (CI installs
+/// Debian's iputils-ping, `.ci/run`).
+pub fn ping_missing() -> bool {
+    let missing = Command::new("ping")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err();
+    if missing {
+        println!("skipped: ping is not installed (Debian: apt-get install iputils-ping)");
+    }
+    missing
+}
+
+/// `ping -c COUNT -i 0.2` from the sender to the receiver through a running
+/// bridge; its output and (min, avg) RTT in ms.
+pub fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
+    let out = bed
+        .sender
+        .run(|| {
+            Command::new("ping")
+                .args(["-n", "-c", &count.to_string(), "-i", "0.2", "-W", "2"])
+                .arg(format!("10.199.{subnet}.2"))
+                .output()
+        })
+        .unwrap()
+        .expect("run ping");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "ping failed: {text}");
+    let rtt: Vec<f64> = text
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .and_then(|l| l.split('=').nth(1))
+        .map(|v| {
+            v.trim()
+                .trim_end_matches(" ms")
+                .split('/')
+                .map(|x| x.parse::<f64>().unwrap())
+                .collect()
+        })
+        .expect("ping's rtt line");
+    (text, rtt[0], rtt[1])
+}
+
+/// [`ping_through`]'s (min, avg) RTT in ms.
+pub fn ping(bed: &Bed, subnet: u8, count: u32) -> (f64, f64) {
+    let (_, min, avg) = ping_through(bed, subnet, count);
+    (min, avg)
 }
