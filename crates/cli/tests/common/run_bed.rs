@@ -1,10 +1,10 @@
 //! The test bed of the `pspat run` end-to-end tests (`run_e2e.rs`,
-//! `run_control.rs`, `run_queues.rs`, `run_reverse.rs`): three namespaces of the test's own (a sender, the
-//! bridge, a receiver) joined by two veth pairs, the daemon started in the
-//! bridge namespace with its control socket in the bed's directory, frames
-//! built and recognised by a marker, the report's checks, `pspat ctl` and
-//! `ping` through the bed. Every name
-//! carries the `pspat-` prefix; addresses are 10.199.SUBNET.1 and .2.
+//! `run_control.rs`, `run_queues.rs`, `run_reverse.rs`): three namespaces
+//! of the test's own (a sender, the bridge, a receiver) joined by two veth
+//! pairs, the daemon started in the bridge namespace with its control
+//! socket in the bed's directory, frames built and recognised by a marker,
+//! the report's checks, and `pspat ctl` and `ping` through the bed. Every
+//! name carries the `pspat-` prefix; addresses are 10.199.SUBNET.1 and .2.
 
 #![allow(dead_code)] // each test file uses a part
 
