@@ -1827,18 +1827,7 @@ mod tests {
         running: &Classifier,
         total: u32,
     ) -> live::Planned {
-        let mut planned = live::plan_change(
-            old,
-            new,
-            &live::Room {
-                layout: b.classifier.layout(),
-                new_layout: fresh.layout(),
-                routes: &b.routes,
-                total,
-                capacity: 1024,
-            },
-        )
-        .unwrap();
+        let mut planned = plan_in_room(old, new, b, fresh, total).unwrap();
         assert!(live::remasks(&planned.ops), "{:?}", planned.log);
         let carry = fresh.carry_dynamic_from(running);
         assert!(live::fill_moves(&mut planned.ops, &carry));
@@ -1929,6 +1918,18 @@ mod tests {
     /// Plans `old` → `new` on the daemon `b` was built for.
     fn plan_live(old: &Plan, new: &Plan, b: &Built) -> Result<live::Planned, String> {
         let fresh = Classifier::from_plan(new, &limits()).map_err(|e| e.to_string())?;
+        plan_in_room(old, new, b, &fresh, b.set.flows())
+    }
+
+    /// Plans `old` → `new` on `b`'s classifier and routes, `fresh` built
+    /// from `new`, with `total` flow ids in the set (taken out of `b`).
+    fn plan_in_room(
+        old: &Plan,
+        new: &Plan,
+        b: &Built,
+        fresh: &Classifier,
+        total: u32,
+    ) -> Result<live::Planned, String> {
         live::plan_change(
             old,
             new,
@@ -1936,7 +1937,7 @@ mod tests {
                 layout: b.classifier.layout(),
                 new_layout: fresh.layout(),
                 routes: &b.routes,
-                total: b.set.flows(),
+                total,
                 capacity: 1024,
             },
         )
@@ -2811,18 +2812,7 @@ mod tests {
             "{text}queue 2 config sched 4 weight 5\nadd 200 queue 2 udp from any to any dst-port 5002\n"
         ));
         let fresh = Classifier::from_plan(&new, &limits()).unwrap();
-        let planned = live::plan_change(
-            &plan,
-            &new,
-            &live::Room {
-                layout: b.classifier.layout(),
-                new_layout: fresh.layout(),
-                routes: &b.routes,
-                total,
-                capacity: 1024,
-            },
-        )
-        .unwrap();
+        let planned = plan_in_room(&plan, &new, &b, &fresh, total).unwrap();
         assert!(planned.log.iter().any(|l| l.starts_with("sched 4 rebuilt")));
         submit_while_driving(
             &inbox,

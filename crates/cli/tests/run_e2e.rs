@@ -30,21 +30,15 @@ mod common;
 
 use common::run_bed::{
     check_conservation, pace, ping_missing, ping_through, pipe, realtime_ns, report_text, send_all,
-    Arrival, Bed,
+    top_level_keys, Arrival, Bed,
 };
 
 /// Waits for the daemon to exit; its JSON report.
 fn finish(child: Child) -> serde_json::Value {
     let stdout = report_text(child);
-    // The top-level keys in the order docs/JSON.md lists them (every
-    // top-level key is at two spaces of indentation).
-    let keys: Vec<&str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("  \""))
-        .filter_map(|l| l.split('"').next())
-        .collect();
+    // The top-level keys in the order docs/JSON.md lists them.
     assert_eq!(
-        keys,
+        top_level_keys(&stdout),
         [
             "schema_version",
             "command",

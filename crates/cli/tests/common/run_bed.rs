@@ -360,13 +360,8 @@ pub fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     // The top-level keys in the order docs/JSON.md lists them.
-    let keys: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("  \""))
-        .filter_map(|l| l.split('"').next())
-        .collect();
     assert_eq!(
-        keys,
+        top_level_keys(&text),
         [
             "schema_version",
             "command",
@@ -438,4 +433,14 @@ pub fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
 pub fn ping(bed: &Bed, subnet: u8, count: u32) -> (f64, f64) {
     let (_, min, avg) = ping_through(bed, subnet, count);
     (min, avg)
+}
+
+/// The top-level keys of pretty-printed JSON in the order printed (every
+/// top-level key is at two spaces of indentation; serde_json's maps sort
+/// theirs, so the order is read from the text).
+pub fn top_level_keys(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split('"').next())
+        .collect()
 }
