@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::run_bed::{
-    check_conservation, pace, ping_missing, ping_through, pipe, realtime_ns, report_text, send_all,
-    top_level_keys, Arrival, Bed,
+    check_conservation, pace, ping_missing, ping_rtt, ping_through, pipe, realtime_ns, report_text,
+    send_all, top_level_keys, Arrival, Bed,
 };
 
 /// Waits for the daemon to exit; its JSON report.
@@ -153,19 +153,7 @@ fn run_delays_each_pipe_by_its_own_delay_to_the_millisecond() {
     let text = String::from_utf8_lossy(&ping.stdout);
     println!("{text}");
     assert!(ping.status.success(), "ping failed: {text}");
-    let rtt = text
-        .lines()
-        .find(|l| l.contains("min/avg/max"))
-        .and_then(|l| l.split('=').nth(1))
-        .map(|v| {
-            v.trim()
-                .trim_end_matches(" ms")
-                .split('/')
-                .map(|x| x.parse::<f64>().unwrap())
-                .collect::<Vec<_>>()
-        })
-        .expect("ping's rtt line");
-    let (min_rtt, avg_rtt) = (rtt[0], rtt[1]);
+    let (min_rtt, avg_rtt) = ping_rtt(&text);
     println!("ping through delay 40ms: min {min_rtt} avg {avg_rtt} ms");
     assert!(min_rtt >= 40.0, "ping faster than the pipe: {min_rtt}");
     // 40 ms plus the bridge's own latency both ways (each direction's RX

@@ -414,6 +414,13 @@ pub fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
         .expect("run ping");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "ping failed: {text}");
+    let (min, avg) = ping_rtt(&text);
+    (text, min, avg)
+}
+
+/// The (min, avg) RTT in ms of `ping`'s summary line
+/// (`rtt min/avg/max/mdev = ...`).
+pub fn ping_rtt(text: &str) -> (f64, f64) {
     let rtt: Vec<f64> = text
         .lines()
         .find(|l| l.contains("min/avg/max"))
@@ -426,7 +433,7 @@ pub fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
                 .collect()
         })
         .expect("ping's rtt line");
-    (text, rtt[0], rtt[1])
+    (rtt[0], rtt[1])
 }
 
 /// [`ping_through`]'s (min, avg) RTT in ms.
