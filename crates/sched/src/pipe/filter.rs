@@ -413,7 +413,10 @@ pub(crate) struct FilterRngs<'a> {
 /// Runs the filters of `cfg` (plr, Gilbert-Elliott, RED, then the limit)
 /// for a packet of `len` bytes arriving at `now` in queue `q`; `Err` names
 /// why it is dropped. `fs` is the queue's entry in the side table, present
-/// whenever `cfg` keeps state. Does not count the packet in.
+/// whenever `cfg` keeps state. Does not count the packet in. Out of line:
+/// only queues with `plr`, RED or Gilbert-Elliott call it, so the
+/// limit-only path stays short in the pipe's enqueue.
+#[inline(never)]
 pub(crate) fn admit(
     cfg: &QueueConfig,
     q: &QueueState,

@@ -330,22 +330,6 @@ fn count_drop(
     }
 }
 
-/// [`filter::admit`], out of line: only queues with `plr`, RED or
-/// Gilbert-Elliott take it, and the limit-only path stays short in the
-/// caller's loop.
-#[inline(never)]
-fn admit_filtered(
-    cfg: &QueueConfig,
-    q: &QueueState,
-    fs: Option<&mut FilterState>,
-    len: u32,
-    now: Instant,
-    red_unit_ns: Option<u64>,
-    rngs: FilterRngs<'_>,
-) -> Result<(), DropReason> {
-    filter::admit(cfg, q, fs, len, now, red_unit_ns, rngs)
-}
-
 /// A queue configuration as the pipe holds it, with what the packet path
 /// needs to know about it decided once, at installation.
 #[derive(Clone, Copy, Debug)]
@@ -531,7 +515,7 @@ impl<S: Scheduler> Pipe<S> {
                 red: &mut self.rng.red,
             };
             let fs = self.filter_state.get_mut(i);
-            admit_filtered(&inst.config, q, fs, pkt.len, now, self.red_unit_ns, rngs)
+            filter::admit(&inst.config, q, fs, pkt.len, now, self.red_unit_ns, rngs)
         } else if inst.config.full(q, pkt.len) {
             // The fast path: no filter but the limit.
             Err(DropReason::FlowLimit)
