@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Runtime decisions/s as clients grow, two builds alternated run by run:
 # `pspat bench --mode pspat,none --clients N --alg drr --pkt-len 60` for each
-# N, RUNS rounds, each round running BEFORE then AFTER once. Prints one line
+# N (the flows declare bench's default lmax, 1500 bytes, so DRR sends 25
+# packets a visit; BENCH_ARGS="--lmax 60" for one), RUNS rounds, each round running BEFORE then AFTER once. Prints one line
 # per run and, per build and client count, the median of each mode and the
 # same-build ratios (N clients over 1 client, pspat over none).
-# Usage: RUNS=5 DURATION=2 CLIENTS="1 64 1000" scripts/clients-scale.sh BEFORE/pspat AFTER/pspat
+# Usage: RUNS=5 DURATION=2 CLIENTS="1 64 1000" [BENCH_ARGS=...] scripts/clients-scale.sh BEFORE/pspat AFTER/pspat
 set -euo pipefail
 before=${1:?usage: $0 BEFORE_BINARY AFTER_BINARY}
 after=${2:?usage: $0 BEFORE_BINARY AFTER_BINARY}
 runs=${RUNS:-5}
 dur=${DURATION:-2}
 clients=${CLIENTS:-1 64 1000}
+read -r -a extra <<< "${BENCH_ARGS:-}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$runs"); do
@@ -19,7 +21,7 @@ for r in $(seq 1 "$runs"); do
       bin=$before
       [ "$which" = after ] && bin=$after
       f="$out/$which-$n-$r.json"
-      "$bin" bench --mode pspat,none --clients "$n" --alg drr --pkt-len 60 --duration "$dur" --json \
+      "$bin" bench --mode pspat,none --clients "$n" --alg drr --pkt-len 60 --duration "$dur" "${extra[@]}" --json \
         > "$f" 2>/dev/null
       python3 - "$f" "$which" "$n" "$r" <<'EOF'
 import json, sys

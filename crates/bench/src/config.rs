@@ -80,6 +80,14 @@ pub struct BenchConfig {
     pub duration: Duration,
     /// Packet length of the greedy clients, 1..=65535.
     pub pkt_len: u32,
+    /// The lmax (largest packet, bytes) every greedy client's flow
+    /// declares, `pkt_len..=65535`; the victim's flow declares the larger
+    /// of this and its own length. Default [`pspat_sched::DEFAULT_LMAX`]
+    /// (1500, one Ethernet MTU), as `pspat shape` declares its interface's
+    /// MTU: a flow does not know its packets' lengths in advance. DRR's
+    /// quanta and QFQ's groups derive from it; with lmax equal to a 60-byte
+    /// `pkt_len`, DRR sends one packet per visit instead of 25.
+    pub lmax: u32,
     /// Empty = all 1; one value = all; else one per client.
     pub weights: Vec<u32>,
     /// Link rate; `None` = unlimited.
@@ -100,7 +108,7 @@ pub struct BenchConfig {
 }
 
 impl BenchConfig {
-    /// DRR, 60-byte packets, 5 s, unlimited rate, pinned, T = 0.
+    /// DRR, 60-byte packets (lmax 1500), 5 s, unlimited rate, pinned, T = 0.
     pub fn new(mode: Mode, clients: usize) -> Self {
         BenchConfig {
             mode,
@@ -110,6 +118,7 @@ impl BenchConfig {
             dispatchers: 0,
             duration: Duration::from_secs(5),
             pkt_len: 60,
+            lmax: pspat_sched::DEFAULT_LMAX,
             weights: Vec::new(),
             rate_bps: None,
             pin: true,
@@ -139,6 +148,7 @@ impl BenchConfig {
     pub fn validate_run(&self) -> Result<(), RuntimeError> {
         RuntimeError::check_range("clients", self.clients, 1..=1000)?;
         RuntimeError::check_range("pkt_len", self.pkt_len, 1..=65_535)?;
+        RuntimeError::check_range("lmax", self.lmax, self.pkt_len..=65_535)?;
         if self.duration.is_zero() || self.duration > Duration::from_secs(3600) {
             return Err(RuntimeError::out_of_range(
                 "duration",
@@ -225,9 +235,9 @@ impl BenchConfig {
             .map(|i| FlowParams {
                 weight: self.weight(i),
                 lmax: if i == self.clients {
-                    self.victim.map_or(self.pkt_len, |v| v.pkt_len)
+                    self.victim.map_or(self.lmax, |v| v.pkt_len.max(self.lmax))
                 } else {
-                    self.pkt_len
+                    self.lmax
                 },
                 priority: u8::from(i != self.clients || self.victim.is_none()),
             })
@@ -304,3 +314,46 @@ const WF2Q_HINT_MAX_BPS: u64 = 1_000_000_000_000;
 pub(crate) const ARBITER_CORE: usize = 0;
 pub(crate) const CLIENT_CORE: usize = 1;
 pub(crate) const BURST: usize = 32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pspat_sched::FlowId;
+
+    #[test]
+    fn flows_declare_the_lmax_and_the_victim_its_larger_length() {
+        let mut cfg = BenchConfig::new(Mode::Pspat, 2);
+        let t = cfg.flow_table().unwrap();
+        assert_eq!(t.get(FlowId(0)).map(|f| f.lmax), Some(1500));
+        assert_eq!(t.get(FlowId(1)).map(|f| f.lmax), Some(1500));
+        cfg.lmax = 60;
+        cfg.victim = Some(VictimConfig {
+            weight: 50,
+            pps: 4000,
+            pkt_len: 1500,
+        });
+        let t = cfg.flow_table().unwrap();
+        let lmax: Vec<u32> = t.slots().map(|f| f.lmax).collect();
+        assert_eq!(lmax, [60, 60, 1500]);
+        cfg.victim = Some(VictimConfig {
+            weight: 50,
+            pps: 4000,
+            pkt_len: 40,
+        });
+        assert_eq!(cfg.flow_table().unwrap().max_lmax(), 60);
+    }
+
+    #[test]
+    fn an_lmax_below_the_packet_length_is_refused() {
+        let mut cfg = BenchConfig::new(Mode::Pspat, 2);
+        cfg.pkt_len = 1500;
+        cfg.lmax = 1499;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert_eq!(
+            e, "lmax = 1499 is out of range (allowed: 1500..=65535)",
+            "{e}"
+        );
+        cfg.lmax = 1500;
+        assert!(cfg.validate().is_ok());
+    }
+}

@@ -196,6 +196,7 @@ pub fn run(
         dispatchers: cfg.dispatchers,
         duration_s: w.elapsed,
         pkt_len: cfg.pkt_len,
+        lmax: cfg.lmax,
         rate_bps: cfg.rate_bps,
         pinning,
         submitted,

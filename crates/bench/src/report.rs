@@ -29,6 +29,8 @@ pub struct BenchReport {
     pub duration_s: f64,
     /// Packet length of the greedy clients.
     pub pkt_len: u32,
+    /// The lmax the greedy clients' flows declare.
+    pub lmax: u32,
     /// Link rate, if limited.
     pub rate_bps: Option<u64>,
     /// Where threads ran.

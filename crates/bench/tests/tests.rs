@@ -44,10 +44,12 @@ fn bench_modes_conserve_counts() {
             "per_client",
             "arbiter",
             "pinning",
+            "lmax",
         ] {
             assert!(json.get(key).is_some(), "{mode}: missing {key}");
         }
         assert_eq!(json["mode"], mode.name());
+        assert_eq!(json["lmax"], 1500, "{mode}: the default lmax, one MTU");
         assert!(json["per_client"][0].get("share").is_some());
     }
 }

@@ -42,6 +42,9 @@ pub struct Args {
     /// Packet length in bytes, 1..=65535.
     #[arg(long = "pkt-len", default_value_t = 60, allow_negative_numbers = true)]
     pkt_len: u32,
+    /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, as pspat shape declares its interface's MTU); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
+    #[arg(long, default_value_t = pspat_sched::DEFAULT_LMAX, allow_negative_numbers = true)]
+    lmax: u32,
     /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
     #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
@@ -134,6 +137,12 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.pkt_len
         )));
     }
+    if !(args.pkt_len..=65_535).contains(&args.lmax) {
+        return Err(usage(format!(
+            "--lmax must be in {}..=65535 bytes (at least --pkt-len), got {}",
+            args.pkt_len, args.lmax
+        )));
+    }
     let weights = match &args.weights {
         None => Vec::new(),
         Some(text) => parse_weights("--weights", text).map_err(usage)?,
@@ -179,6 +188,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.dispatchers = args.dispatchers;
             cfg.duration = args.duration;
             cfg.pkt_len = args.pkt_len;
+            cfg.lmax = args.lmax;
             cfg.weights = weights.clone();
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
@@ -365,8 +375,8 @@ pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()
         .map_or("unlimited".to_string(), |b| human_rate(b as f64));
     writeln!(
         out,
-        "mode {}, alg {}, {} clients, tx {} (dispatchers {}), {} B packets, link {}, {:.2} s",
-        r.mode, r.alg, r.clients, r.tx_mode, r.dispatchers, r.pkt_len, link, r.duration_s
+        "mode {}, alg {}, {} clients, tx {} (dispatchers {}), {} B packets (lmax {}), link {}, {:.2} s",
+        r.mode, r.alg, r.clients, r.tx_mode, r.dispatchers, r.pkt_len, r.lmax, link, r.duration_s
     )?;
     writeln!(out, "pinning: {}", r.pinning)?;
     writeln!(
