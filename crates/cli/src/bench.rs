@@ -42,9 +42,9 @@ pub struct Args {
     /// Packet length in bytes, 1..=65535.
     #[arg(long = "pkt-len", default_value_t = 60, allow_negative_numbers = true)]
     pkt_len: u32,
-    /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, as pspat shape declares its interface's MTU); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
-    #[arg(long, default_value_t = pspat_sched::DEFAULT_LMAX, allow_negative_numbers = true)]
-    lmax: u32,
+    /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, as pspat shape declares its interface's MTU, or --pkt-len if larger); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
+    #[arg(long, allow_negative_numbers = true)]
+    lmax: Option<u32>,
     /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
     #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
@@ -137,10 +137,13 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.pkt_len
         )));
     }
-    if !(args.pkt_len..=65_535).contains(&args.lmax) {
+    let lmax = args
+        .lmax
+        .unwrap_or(pspat_sched::DEFAULT_LMAX.max(args.pkt_len));
+    if !(args.pkt_len..=65_535).contains(&lmax) {
         return Err(usage(format!(
-            "--lmax must be in {}..=65535 bytes (at least --pkt-len), got {}",
-            args.pkt_len, args.lmax
+            "--lmax must be in {}..=65535 bytes (at least --pkt-len), got {lmax}",
+            args.pkt_len
         )));
     }
     let weights = match &args.weights {
@@ -188,7 +191,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.dispatchers = args.dispatchers;
             cfg.duration = args.duration;
             cfg.pkt_len = args.pkt_len;
-            cfg.lmax = args.lmax;
+            cfg.lmax = lmax;
             cfg.weights = weights.clone();
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;

@@ -166,6 +166,27 @@ fn numeric_flag_errors_name_the_flag_and_quote_a_short_prefix() {
     usage_error(&["bench", "--duration", &long], "--duration");
 }
 
+/// `--lmax` below `--pkt-len` or above 65535 is a usage error; without it a
+/// packet longer than one MTU is its own lmax.
+#[test]
+fn lmax_is_at_least_the_packet_length() {
+    usage_error(&["bench", "--lmax", "59"], "--lmax");
+    usage_error(&["bench", "--pkt-len", "9000", "--lmax", "1500"], "--lmax");
+    usage_error(&["bench", "--lmax", "65536"], "--lmax");
+    let doc = json_of(&["bench", "--duration", "0.1", "--no-pin", "--json"]);
+    assert_eq!(doc["runs"][0]["lmax"], 1500, "{doc}");
+    let doc = json_of(&[
+        "bench",
+        "--duration",
+        "0.1",
+        "--no-pin",
+        "--pkt-len",
+        "9000",
+        "--json",
+    ]);
+    assert_eq!(doc["runs"][0]["lmax"], 9000, "{doc}");
+}
+
 fn config_file(text: &str) -> tempfile_path::Path {
     tempfile_path::Path::with(text)
 }
