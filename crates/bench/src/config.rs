@@ -83,8 +83,9 @@ pub struct BenchConfig {
     /// The lmax (largest packet, bytes) every greedy client's flow
     /// declares, `pkt_len..=65535`; the victim's flow declares the larger
     /// of this and its own length. Default [`pspat_sched::DEFAULT_LMAX`]
-    /// (1500, one Ethernet MTU), as `pspat shape` declares its interface's
-    /// MTU: a flow does not know its packets' lengths in advance. DRR's
+    /// (1500, one Ethernet MTU), as `pspat shape` gives every flow its
+    /// output interface's largest frame: a flow does not know its packets'
+    /// lengths in advance. DRR's
     /// quanta and QFQ's groups derive from it; with lmax equal to a 60-byte
     /// `pkt_len`, DRR sends one packet per visit instead of 25.
     pub lmax: u32,

@@ -42,7 +42,7 @@ pub struct Args {
     /// Packet length in bytes, 1..=65535.
     #[arg(long = "pkt-len", default_value_t = 60, allow_negative_numbers = true)]
     pkt_len: u32,
-    /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, as pspat shape declares its interface's MTU, or --pkt-len if larger); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
+    /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, or --pkt-len if larger: pspat shape likewise gives every flow its output interface's largest frame); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
     #[arg(long, allow_negative_numbers = true)]
     lmax: Option<u32>,
     /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
