@@ -130,6 +130,13 @@ impl BenchConfig {
         }
     }
 
+    /// The lmax flows of `pkt_len`-byte packets declare unless told
+    /// otherwise: one Ethernet MTU ([`pspat_sched::DEFAULT_LMAX`]), or the
+    /// packet length when that is larger (see [`BenchConfig::lmax`]).
+    pub fn default_lmax(pkt_len: u32) -> u32 {
+        pspat_sched::DEFAULT_LMAX.max(pkt_len)
+    }
+
     /// Checks every field before any thread starts:
     /// [`BenchConfig::validate_run`], then [`BenchConfig::validate_scheduler`].
     ///
@@ -356,5 +363,11 @@ mod tests {
         );
         cfg.lmax = 1500;
         assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn the_default_lmax_is_one_mtu_or_the_packet() {
+        assert_eq!(BenchConfig::default_lmax(60), 1500);
+        assert_eq!(BenchConfig::default_lmax(9000), 9000);
     }
 }

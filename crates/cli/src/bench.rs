@@ -137,9 +137,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.pkt_len
         )));
     }
-    let lmax = args
-        .lmax
-        .unwrap_or(pspat_sched::DEFAULT_LMAX.max(args.pkt_len));
+    let lmax = args.lmax.unwrap_or(BenchConfig::default_lmax(args.pkt_len));
     if !(args.pkt_len..=65_535).contains(&lmax) {
         return Err(usage(format!(
             "--lmax must be in {}..=65535 bytes (at least --pkt-len), got {lmax}",

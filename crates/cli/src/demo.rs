@@ -134,7 +134,7 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     cfg.weights = weights;
     cfg.rate_bps = Some(rate);
     cfg.pkt_len = args.pkt_len;
-    cfg.lmax = args.pkt_len.max(pspat_sched::DEFAULT_LMAX);
+    cfg.lmax = BenchConfig::default_lmax(args.pkt_len);
     cfg.duration = args.duration;
     cfg.shutdown = args.shutdown;
     cfg.victim = Some(VictimConfig {
