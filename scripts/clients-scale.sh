@@ -2,9 +2,10 @@
 # Runtime decisions/s as clients grow, two builds alternated run by run:
 # `pspat bench --mode pspat,none --clients N --alg drr --pkt-len 60` for each
 # N (the flows declare bench's default lmax, 1500 bytes, so DRR sends 25
-# packets a visit; BENCH_ARGS="--lmax 60" for one), RUNS rounds, each round running BEFORE then AFTER once. Prints one line
-# per run and, per build and client count, the median of each mode and the
-# same-build ratios (N clients over 1 client, pspat over none).
+# packets a visit; BENCH_ARGS="--lmax 60" for one), RUNS rounds, each round
+# running BEFORE then AFTER once. Prints one line per run and, per build and
+# client count, the median of each mode and the same-build ratios (N clients
+# over 1 client, pspat over none).
 # Usage: RUNS=5 DURATION=2 CLIENTS="1 64 1000" [BENCH_ARGS=...] scripts/clients-scale.sh BEFORE/pspat AFTER/pspat
 set -euo pipefail
 before=${1:?usage: $0 BEFORE_BINARY AFTER_BINARY}

@@ -85,9 +85,10 @@ pub struct BenchConfig {
     /// of this and its own length. Default [`pspat_sched::DEFAULT_LMAX`]
     /// (1500, one Ethernet MTU), as `pspat shape` gives every flow its
     /// output interface's largest frame: a flow does not know its packets'
-    /// lengths in advance. DRR's
-    /// quanta and QFQ's groups derive from it; with lmax equal to a 60-byte
-    /// `pkt_len`, DRR sends one packet per visit instead of 25.
+    /// lengths in advance. A caller that raises `pkt_len` above it sets this
+    /// too ([`BenchConfig::default_lmax`]). DRR's quanta and QFQ's groups
+    /// derive from it; with lmax equal to a 60-byte `pkt_len`, DRR sends one
+    /// packet per visit instead of 25.
     pub lmax: u32,
     /// Empty = all 1; one value = all; else one per client.
     pub weights: Vec<u32>,
