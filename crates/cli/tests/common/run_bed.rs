@@ -140,10 +140,15 @@ impl Bed {
     }
 
     /// Collects every frame built by [`Bed::frame`] that reaches the
-    /// receiver.
+    /// receiver. The ring holds 1 024 blocks, each handed over 1 ms after
+    /// its first frame, so a receiver thread descheduled for up to about a
+    /// second on a loaded machine loses nothing; [`Collector::finish`]
+    /// says so if it did.
     pub fn receiver(&self) -> Collector {
         let cfg = RxConfig {
             block_timeout: Duration::from_millis(1),
+            block_size: 32 << 10,
+            blocks: 1024,
             ..RxConfig::default()
         };
         let mut rx = self
@@ -155,22 +160,32 @@ impl Bed {
         let stop2 = Arc::clone(&stop);
         let handle = std::thread::spawn(move || {
             let mut got = Vec::new();
+            let mut keep = |p: pspat_io::af_packet::RxPacket<'_>| {
+                if let Some((port, seq, sent)) = parse(p.data) {
+                    got.push(Arrival {
+                        port,
+                        seq,
+                        sent,
+                        at: p.timestamp.as_nanos() as u64,
+                        len: p.frame_len() as u64,
+                    });
+                }
+            };
             // Acquire: pairs with the Release store in `finish`.
             while !stop2.load(Ordering::Acquire) {
-                rx.recv_with(Duration::from_millis(20), |p| {
-                    if let Some((port, seq, sent)) = parse(p.data) {
-                        got.push(Arrival {
-                            port,
-                            seq,
-                            sent,
-                            at: p.timestamp.as_nanos() as u64,
-                            len: p.frame_len() as u64,
-                        });
-                    }
-                })
-                .expect("receive");
+                rx.recv_with(Duration::from_millis(20), &mut keep)
+                    .expect("receive");
             }
-            got
+            // The last frames the daemon sent may still sit in the veth's
+            // backlog or in a block the kernel has not handed over: read
+            // until the ring stays empty for 100 ms.
+            while rx
+                .recv_with(Duration::from_millis(100), &mut keep)
+                .expect("receive")
+                > 0
+            {}
+            let ring_drops = rx.kernel_stats().expect("PACKET_STATISTICS").drops;
+            (got, ring_drops)
         });
         Collector { stop, handle }
     }
@@ -244,14 +259,25 @@ pub struct Arrival {
 
 pub struct Collector {
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Vec<Arrival>>,
+    handle: std::thread::JoinHandle<(Vec<Arrival>, u64)>,
 }
 
 impl Collector {
+    /// Stops collecting once the ring has been empty for 100 ms and
+    /// returns what arrived. Panics if the receiver's own ring dropped a
+    /// frame: a loss of the bed, which no check on pspat may count.
     pub fn finish(self) -> Vec<Arrival> {
         // Release: pairs with the receiver thread's Acquire load.
         self.stop.store(true, Ordering::Release);
-        self.handle.join().expect("receiver thread")
+        let (got, ring_drops) = self.handle.join().expect("receiver thread");
+        assert_eq!(
+            ring_drops,
+            0,
+            "the test's receiver ring dropped {ring_drops} frames (its thread was starved); \
+             {} arrived",
+            got.len()
+        );
+        got
     }
 }
 
