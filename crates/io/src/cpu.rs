@@ -1,6 +1,7 @@
 //! Which CPU the calling thread runs on, for reports of where threads ran.
 //!
-//! One `getcpu` system call (`rustix`'s safe `sched_getcpu`); the answer may
+//! One call of `rustix`'s safe `sched_getcpu` (the C library's, on rustix's
+//! libc backend: workspace `Cargo.toml`); the answer may
 //! be stale as soon as it is returned, since the scheduler may
 //! move the thread at any moment, so it is for reports, not decisions.
 

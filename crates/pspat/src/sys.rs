@@ -3,9 +3,11 @@
 //! A wrong or stale answer is harmless: the client lists accept
 //! announcements from any CPU (they are `fetch_or` bitmaps, see
 //! `pspat_mailbox::client_list`), so the CPU only decides which list, and so
-//! which read gate, serves a client. `rustix`'s safe `sched_getcpu` makes a
-//! `getcpu` system call; a client asks once per [`CPU_REFRESH`] submits, so
-//! the call costs well under a nanosecond per packet.
+//! which read gate, serves a client. `rustix`'s safe `sched_getcpu` (on
+//! rustix's libc backend, so the C library's `sched_getcpu`, which valgrind
+//! can run; workspace `Cargo.toml`); a client asks once per
+//! [`CPU_REFRESH`] submits, so the call costs well under a nanosecond per
+//! packet.
 
 /// Submits between two reads of the current CPU.
 pub(crate) const CPU_REFRESH: u32 = 256;
