@@ -28,24 +28,20 @@
 # Needs valgrind (installed with apt-get when running as root on Debian, as
 # scripts/callgrind.sh does) and python3.
 set -euo pipefail
+# A binary named on the command line is relative to the caller's directory.
+bin=target/release/pspat
+if [ "$#" -gt 0 ]; then
+  bin=$(realpath -m -- "$1")
+fi
 cd "$(dirname "$0")/.."
 
-bin=${1:-target/release/pspat}
 clients=${CLIENTS:-"1 1000"}
 duration=${DURATION:-2}
 ll=${LL:-3145728,12,64}
 read -r -a bench_args <<< "${BENCH_ARGS:-}"
 
-if ! command -v valgrind > /dev/null; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get > /dev/null; then
-    echo "valgrind not found: installing Debian's package" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind > /dev/null
-  else
-    echo "valgrind not found: install it (Debian/Ubuntu: sudo apt-get install valgrind) and rerun" >&2
-    exit 2
-  fi
-fi
+. scripts/lib/need-valgrind.sh
+
 if [ ! -x "$bin" ]; then
   if [ "$bin" = target/release/pspat ]; then
     cargo build --release --quiet -p pspat-cli

@@ -39,16 +39,7 @@ flowsets=${FLOWSETS:-1:60:32768}
 iterations=${ITERATIONS:-}
 read -r -a bench_args <<< "${BENCH_ARGS:-}"
 
-if ! command -v valgrind > /dev/null; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get > /dev/null; then
-    echo "valgrind not found: installing Debian's package" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind > /dev/null
-  else
-    echo "valgrind not found: install it (Debian/Ubuntu: sudo apt-get install valgrind) and rerun" >&2
-    exit 2
-  fi
-fi
+. scripts/lib/need-valgrind.sh
 
 if [ "$#" -eq 0 ]; then
   set -- HEAD~1 HEAD
