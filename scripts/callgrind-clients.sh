@@ -5,8 +5,13 @@
 # docs/BENCHMARKS.md (section 3), whose wall-time figures spread by half
 # from run to run on a shared guest.
 #
-# Usage: scripts/callgrind-clients.sh [PSPAT_BINARY]
+# Usage: scripts/callgrind-clients.sh [PSPAT_BINARY...]
 #                                      (default target/release/pspat, built if missing)
+# With several binaries (builds of two commits, say) each runs every client
+# count, and a last table sets each one's named parts (set-up left out)
+# against the first's: the runtime's counterpart of scripts/callgrind.sh.
+# The same binary given twice agreed to within 0.2% (1 and 4 clients,
+# DURATION=1, 2026-11-28).
 # Environment: CLIENTS (default "1 1000"), DURATION (bench seconds, default 2),
 # LL (the simulated last-level cache as SIZE,WAYS,LINE; default 3145728,12,64,
 # the roughly 3 MiB a small-L3 guest gives one process), BENCH_ARGS (more
@@ -28,12 +33,15 @@
 # Needs valgrind (installed with apt-get when running as root on Debian, as
 # scripts/callgrind.sh does) and python3.
 set -euo pipefail
-# A binary named on the command line is relative to the caller's directory.
-bin=target/release/pspat
-if [ "$#" -gt 0 ]; then
-  bin=$(realpath -m -- "$1")
-fi
+# Binaries named on the command line are relative to the caller's directory.
+bins=()
+for b in "$@"; do
+  bins+=("$(realpath -m -- "$b")")
+done
 cd "$(dirname "$0")/.."
+if [ "${#bins[@]}" -eq 0 ]; then
+  bins=(target/release/pspat)
+fi
 
 clients=${CLIENTS:-"1 1000"}
 duration=${DURATION:-2}
@@ -42,40 +50,49 @@ read -r -a bench_args <<< "${BENCH_ARGS:-}"
 
 . scripts/lib/need-valgrind.sh
 
-if [ ! -x "$bin" ]; then
-  if [ "$bin" = target/release/pspat ]; then
-    cargo build --release --quiet -p pspat-cli
-  else
-    echo "callgrind-clients.sh: $bin is not an executable" >&2
-    exit 2
+for bin in "${bins[@]}"; do
+  if [ ! -x "$bin" ]; then
+    if [ "$bin" = target/release/pspat ]; then
+      cargo build --release --quiet -p pspat-cli
+    else
+      echo "callgrind-clients.sh: $bin is not an executable" >&2
+      exit 2
+    fi
   fi
-fi
+done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pspat-callgrind-clients.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 echo "workload: pspat bench --clients N --duration $duration ${BENCH_ARGS:-} under callgrind, simulated LL $ll (size,ways,line)"
-for n in $clients; do
-  echo "== $n clients" >&2
-  threads=$((n + 64))
-  valgrind --tool=callgrind --cache-sim=yes --LL="$ll" --max-threads="$threads" \
-    --callgrind-out-file="$tmp/cg.$n" \
-    "$bin" bench --mode pspat --clients "$n" --duration "$duration" "${bench_args[@]}" --json \
-    > "$tmp/bench.$n.json" 2> "$tmp/err.$n" || {
-    echo "callgrind-clients.sh: pspat bench --clients $n failed under valgrind:" >&2
-    tail -5 "$tmp/err.$n" >&2
-    exit 1
-  }
-  callgrind_annotate --show=Ir,D1mr,D1mw,DLmr,DLmw --auto=no --threshold=100 "$tmp/cg.$n" \
-    > "$tmp/annotate.$n" 2> /dev/null
+runs=()
+for k in "${!bins[@]}"; do
+  bin=${bins[$k]}
+  for n in $clients; do
+    echo "== $bin, $n clients" >&2
+    threads=$((n + 64))
+    valgrind --tool=callgrind --cache-sim=yes --LL="$ll" --max-threads="$threads" \
+      --callgrind-out-file="$tmp/cg.$k.$n" \
+      "$bin" bench --mode pspat --clients "$n" --duration "$duration" "${bench_args[@]}" --json \
+      > "$tmp/bench.$k.$n.json" 2> "$tmp/err.$k.$n" || {
+      echo "callgrind-clients.sh: $bin bench --clients $n failed under valgrind:" >&2
+      tail -5 "$tmp/err.$k.$n" >&2
+      exit 1
+    }
+    callgrind_annotate --show=Ir,D1mr,D1mw,DLmr,DLmw --auto=no --threshold=100 "$tmp/cg.$k.$n" \
+      > "$tmp/annotate.$k.$n" 2> /dev/null
+    runs+=("$k.$n=$bin")
+  done
 done
 
-python3 - "$tmp" $clients << 'EOF'
+python3 - "$tmp" "${runs[@]}" << 'EOF'
 import json
 import re
 import sys
 
-tmp, counts = sys.argv[1], sys.argv[2:]
+tmp = sys.argv[1]
+# Each run as "BINARY_INDEX.CLIENTS=BINARY_PATH", in the order they ran.
+runs = [tuple(a.split("=", 1)) for a in sys.argv[2:]]
 
 # Parts, by the function a cost was attributed to (inlined code counts in
 # its caller). The arbiter's thread loop inlines its round and the
@@ -93,13 +110,14 @@ COLUMN = r"([\d,]+|\.)(?:\s+\(\s*[\d.]+%\))?\s+"
 LINE = re.compile(r"^\s*" + COLUMN * 5 + r"(\S+?):(.*?)(\s\[.*\])?$")
 
 tables = {}
-for n in counts:
-    run = json.load(open(f"{tmp}/bench.{n}.json"))["runs"][0]
-    decisions = run["transmitted"]
+for run, path in runs:
+    n = run.split(".", 1)[1]
+    report = json.load(open(f"{tmp}/bench.{run}.json"))["runs"][0]
+    decisions = report["transmitted"]
     sums = {name: [0] * 3 for name, _ in PARTS}
     sums["the rest"] = [0] * 3
     total = [0] * 3
-    for line in open(f"{tmp}/annotate.{n}"):
+    for line in open(f"{tmp}/annotate.{run}"):
         m = LINE.match(line)
         if not m or "PROGRAM TOTALS" in line:
             continue
@@ -109,13 +127,27 @@ for n in counts:
         for i, c in enumerate(cost):
             sums[name][i] += c
             total[i] += c
-    tables[n] = (decisions, sums, total)
+    tables[run] = (path, n, decisions, sums, total)
 
-for n, (decisions, sums, total) in tables.items():
-    print(f"\n{n} clients: {decisions} decisions")
+for path, n, decisions, sums, total in tables.values():
+    print(f"\n{path}, {n} clients: {decisions} decisions")
     print(f"{'part':<38} {'instr/dec':>10} {'L1 miss/dec':>12} {'LL miss/dec':>12}")
     for name, (ir, d1, ll) in sums.items():
         print(f"{name:<38} {ir / decisions:>10.1f} {d1 / decisions:>12.3f} {ll / decisions:>12.3f}")
     ir, d1, ll = total
     print(f"{'whole process':<38} {ir / decisions:>10.1f} {d1 / decisions:>12.3f} {ll / decisions:>12.3f}")
+
+# More runs than client counts: more than one binary.
+if len(tables) > len({n for _, n, *_ in tables.values()}):
+    # The named parts only: "the rest" holds the set-up (thread starts,
+    # zeroed pools), spread over however many decisions a run made.
+    print("\nthe named parts per decision (the rest left out), against the first binary at the same client count")
+    print(f"{'clients':>7} {'instr/dec':>10} {'ratio':>7} {'LL miss/dec':>12}  binary")
+    first = {}
+    for path, n, decisions, sums, _ in tables.values():
+        parts = [v for name, v in sums.items() if name != "the rest"]
+        per = sum(v[0] for v in parts) / decisions
+        ll = sum(v[2] for v in parts) / decisions
+        base = first.setdefault(n, per)
+        print(f"{n:>7} {per:>10.1f} {per / base:>7.3f} {ll:>12.3f}  {path}")
 EOF
