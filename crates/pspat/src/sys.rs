@@ -3,9 +3,9 @@
 //! A wrong or stale answer is harmless: the client lists accept
 //! announcements from any CPU (they are `fetch_or` bitmaps, see
 //! `pspat_mailbox::client_list`), so the CPU only decides which list, and so
-//! which read gate, serves a client. `rustix`'s safe `sched_getcpu` (on
-//! rustix's libc backend, so the C library's `sched_getcpu`, which valgrind
-//! can run; workspace `Cargo.toml`); a client asks once per
+//! which read gate, serves a client. The answer comes from `rustix`'s safe
+//! `sched_getcpu`, on rustix's libc backend (workspace `Cargo.toml`), so
+//! from the C library's, which valgrind can run. A client asks once per
 //! [`CPU_REFRESH`] submits, so the call costs well under a nanosecond per
 //! packet.
 
