@@ -100,9 +100,14 @@ pub struct BenchConfig {
     pub victim: Option<VictimConfig>,
     /// Δ_A in ns.
     pub delta_a_ns: u64,
-    /// Client mailbox slots; 0 (the default) sizes them to the descriptor
-    /// pool: twice the client's descriptors, 64..=512 slots.
+    /// Client mailbox slots, a power of two in 64..=65536; 0 (the default)
+    /// sizes them to the descriptor pool: twice the client's descriptors,
+    /// 64..=512 slots. Pspat mode only.
     pub mailbox_entries: usize,
+    /// Descriptors per client (its packets in flight at most), a multiple of
+    /// 64 in 64..=1048576; 0 (the default) gives 8 Ki in total, 128..=1024
+    /// each (see `descriptors_per_client`'s measurements). Pspat mode only.
+    pub descriptors_per_client: usize,
     /// Pspat mode: what the runtime's shutdown does with packets still held
     /// after the measured window (default: drain for at most 5 s). Nothing
     /// sent after the window counts in the report either way.
@@ -127,6 +132,7 @@ impl BenchConfig {
             victim: None,
             delta_a_ns: 1000,
             mailbox_entries: 0,
+            descriptors_per_client: 0,
             shutdown: ShutdownPolicy::default(),
         }
     }
@@ -272,8 +278,9 @@ impl BenchConfig {
 }
 
 impl BenchConfig {
-    /// Packets in flight per client: 8 Ki in total, 128..=1024 each (so
-    /// clients x 128 above 64 clients: 128 000 at 1000), and the scheduler is
+    /// Packets in flight per client: the field of this name when set
+    /// (`pspat bench --descriptors`), else 8 Ki in total, 128..=1024 each
+    /// (so clients x 128 above 64 clients: 128 000 at 1000), and the scheduler is
     /// sized to hold them all, so it never drops. Greedy clients keep every
     /// descriptor in flight, so this budget is the scheduler's working set:
     /// with 64 Ki in flight 64 clients fell to ~3 M decisions/s (the queues
@@ -284,15 +291,20 @@ impl BenchConfig {
     /// 32 12 M, 64 ~24 M, 128 19 M, 256 15.5 M, 512 12.5 M; with mailboxes
     /// sized to the pool (`mailbox_entries`): 64 per client 31.6 M, 128
     /// 34.4 M, 256 28.6 M.
-    pub(crate) fn descriptors_per_client(&self) -> usize {
-        ((8_192 / self.total_clients()) & !63).clamp(128, 1024)
+    pub fn descriptors_per_client(&self) -> usize {
+        match self.descriptors_per_client {
+            0 => ((8_192 / self.total_clients()) & !63).clamp(128, 1024),
+            n => n,
+        }
     }
 
+    /// Mailbox slots per client: the field of this name when set (`pspat
+    /// bench --mailbox-entries`), else twice the descriptors, 64..=512.
     /// A client never has more packets in flight than descriptors, so a
     /// mailbox twice that size never refuses for long, and smaller mailboxes
     /// keep 1000 clients' rings (4 MB at 512 slots) closer to the caches:
     /// at 1000 clients 128 slots measured about 7% more decisions/s than 512.
-    pub(crate) fn mailbox_entries(&self) -> usize {
+    pub fn mailbox_entries(&self) -> usize {
         match self.mailbox_entries {
             0 => (2 * self.descriptors_per_client())
                 .next_power_of_two()
@@ -364,6 +376,30 @@ mod tests {
         );
         cfg.lmax = 1500;
         assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn descriptors_and_mailbox_slots_default_to_the_budget_or_take_the_given_sizes() {
+        let mut cfg = BenchConfig::new(Mode::Pspat, 1000);
+        assert_eq!(cfg.descriptors_per_client(), 128);
+        assert_eq!(cfg.mailbox_entries(), 256);
+        let mut one = BenchConfig::new(Mode::Pspat, 1);
+        assert_eq!(one.descriptors_per_client(), 1024);
+        assert_eq!(one.mailbox_entries(), 512);
+        one.descriptors_per_client = 64;
+        assert_eq!(one.mailbox_entries(), 128, "the default slots follow");
+        cfg.descriptors_per_client = 64;
+        cfg.mailbox_entries = 128;
+        let rc = cfg.runtime_config(false);
+        assert_eq!((rc.descriptors_per_client, rc.mailbox_entries), (64, 128));
+        assert!(cfg.validate().is_ok());
+        cfg.descriptors_per_client = 100;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.starts_with("descriptors_per_client = 100"), "{e}");
+        cfg.descriptors_per_client = 64;
+        cfg.mailbox_entries = 100;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.starts_with("mailbox_entries = 100"), "{e}");
     }
 
     #[test]

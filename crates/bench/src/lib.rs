@@ -197,6 +197,8 @@ pub fn run(
         duration_s: w.elapsed,
         pkt_len: cfg.pkt_len,
         lmax: cfg.lmax,
+        descriptors_per_client: (cfg.mode == Mode::Pspat).then(|| cfg.descriptors_per_client()),
+        mailbox_entries: (cfg.mode == Mode::Pspat).then(|| cfg.mailbox_entries()),
         rate_bps: cfg.rate_bps,
         pinning,
         submitted,

@@ -31,6 +31,10 @@ pub struct BenchReport {
     pub pkt_len: u32,
     /// The lmax the greedy clients' flows declare.
     pub lmax: u32,
+    /// Descriptors per client (mode pspat; `None` in the other modes).
+    pub descriptors_per_client: Option<usize>,
+    /// Mailbox slots per client (mode pspat; `None` in the other modes).
+    pub mailbox_entries: Option<usize>,
     /// Link rate, if limited.
     pub rate_bps: Option<u64>,
     /// Where threads ran.

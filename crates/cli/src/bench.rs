@@ -45,6 +45,12 @@ pub struct Args {
     /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, or --pkt-len if larger: pspat shape likewise gives every flow its output interface's largest frame); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
     #[arg(long, allow_negative_numbers = true)]
     lmax: Option<u32>,
+    /// Descriptors per client in --mode pspat (its packets in flight at most), a multiple of 64 in 64..=1048576; default 8192 shared by the clients, 128..=1024 each (128 at 64 clients and more). Fewer shrink the scheduler's working set, more make each client yield less often (docs/BENCHMARKS.md, section 3).
+    #[arg(long, allow_negative_numbers = true)]
+    descriptors: Option<usize>,
+    /// Mailbox slots per client in --mode pspat, a power of two in 64..=65536; default twice the descriptors, 64..=512.
+    #[arg(long = "mailbox-entries", allow_negative_numbers = true)]
+    mailbox_entries: Option<usize>,
     /// Client weights, comma separated (one value applies to all clients), each 1..=65536.
     #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
@@ -144,6 +150,20 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.pkt_len
         )));
     }
+    if let Some(d) = args.descriptors {
+        if !d.is_multiple_of(64) || !(64..=1 << 20).contains(&d) {
+            return Err(usage(format!(
+                "--descriptors must be a multiple of 64 in 64..=1048576, got {d}"
+            )));
+        }
+    }
+    if let Some(m) = args.mailbox_entries {
+        if !m.is_power_of_two() || !(64..=65_536).contains(&m) {
+            return Err(usage(format!(
+                "--mailbox-entries must be a power of two in 64..=65536, got {m}"
+            )));
+        }
+    }
     let weights = match &args.weights {
         None => Vec::new(),
         Some(text) => parse_weights("--weights", text).map_err(usage)?,
@@ -190,6 +210,8 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.duration = args.duration;
             cfg.pkt_len = args.pkt_len;
             cfg.lmax = lmax;
+            cfg.descriptors_per_client = args.descriptors.unwrap_or(0);
+            cfg.mailbox_entries = args.mailbox_entries.unwrap_or(0);
             cfg.weights = weights.clone();
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
@@ -379,6 +401,9 @@ pub fn print_report(out: &mut impl Write, r: &BenchReport) -> std::io::Result<()
         "mode {}, alg {}, {} clients, tx {} (dispatchers {}), {} B packets (lmax {}), link {}, {:.2} s",
         r.mode, r.alg, r.clients, r.tx_mode, r.dispatchers, r.pkt_len, r.lmax, link, r.duration_s
     )?;
+    if let (Some(d), Some(m)) = (r.descriptors_per_client, r.mailbox_entries) {
+        writeln!(out, "per client: {d} descriptors, {m} mailbox slots")?;
+    }
     writeln!(out, "pinning: {}", r.pinning)?;
     writeln!(
         out,

@@ -187,6 +187,66 @@ fn lmax_is_at_least_the_packet_length() {
     assert_eq!(doc["runs"][0]["lmax"], 9000, "{doc}");
 }
 
+#[test]
+fn descriptors_and_mailbox_entries_are_checked_and_reported() {
+    usage_error(&["bench", "--descriptors", "100"], "--descriptors");
+    usage_error(&["bench", "--descriptors", "0"], "--descriptors");
+    usage_error(&["bench", "--descriptors", "2097152"], "--descriptors");
+    usage_error(&["bench", "--mailbox-entries", "100"], "--mailbox-entries");
+    usage_error(&["bench", "--mailbox-entries", "32"], "--mailbox-entries");
+    usage_error(
+        &["bench", "--mailbox-entries", "131072"],
+        "--mailbox-entries",
+    );
+    // Defaults at 2 clients: 8 Ki shared, at most 1024 each; twice that in
+    // slots, at most 512.
+    let doc = json_of(&[
+        "bench",
+        "--clients",
+        "2",
+        "--duration",
+        "0.1",
+        "--no-pin",
+        "--json",
+    ]);
+    let run = &doc["runs"][0];
+    assert_eq!(run["descriptors_per_client"], 1024, "{doc}");
+    assert_eq!(run["mailbox_entries"], 512, "{doc}");
+    // Given: reported as given, and every packet accounted for.
+    let doc = json_of(&[
+        "bench",
+        "--clients",
+        "2",
+        "--duration",
+        "0.1",
+        "--no-pin",
+        "--descriptors",
+        "64",
+        "--mailbox-entries",
+        "1024",
+        "--json",
+    ]);
+    let run = &doc["runs"][0];
+    assert_eq!(run["descriptors_per_client"], 64, "{doc}");
+    assert_eq!(run["mailbox_entries"], 1024, "{doc}");
+    assert_eq!(run["in_flight"], 0, "{doc}");
+    assert_eq!(run["submitted"], run["transmitted"], "{doc}");
+    // Not used without the runtime: null.
+    let doc = json_of(&[
+        "bench",
+        "--mode",
+        "none",
+        "--clients",
+        "2",
+        "--duration",
+        "0.1",
+        "--no-pin",
+        "--json",
+    ]);
+    assert!(doc["runs"][0]["descriptors_per_client"].is_null(), "{doc}");
+    assert!(doc["runs"][0]["mailbox_entries"].is_null(), "{doc}");
+}
+
 fn config_file(text: &str) -> tempfile_path::Path {
     tempfile_path::Path::with(text)
 }
