@@ -106,7 +106,8 @@ pub struct BenchConfig {
     pub mailbox_entries: usize,
     /// Descriptors per client (its packets in flight at most), a multiple of
     /// 64 in 64..=1048576; 0 (the default) gives 8 Ki in total, 128..=1024
-    /// each (see `descriptors_per_client`'s measurements). Pspat mode only.
+    /// each (the method of the same name records what was measured). Pspat
+    /// mode only.
     pub descriptors_per_client: usize,
     /// Pspat mode: what the runtime's shutdown does with packets still held
     /// after the measured window (default: drain for at most 5 s). Nothing
@@ -280,8 +281,8 @@ impl BenchConfig {
 impl BenchConfig {
     /// Packets in flight per client: the field of this name when set
     /// (`pspat bench --descriptors`), else 8 Ki in total, 128..=1024 each
-    /// (so clients x 128 above 64 clients: 128 000 at 1000), and the scheduler is
-    /// sized to hold them all, so it never drops. Greedy clients keep every
+    /// (so clients x 128 above 64 clients: 128 000 at 1000). The scheduler
+    /// is sized to hold them all, so it never drops. Greedy clients keep every
     /// descriptor in flight, so this budget is the scheduler's working set:
     /// with 64 Ki in flight 64 clients fell to ~3 M decisions/s (the queues
     /// left the caches). The floor is the other side of the trade: a client
