@@ -198,53 +198,28 @@ fn descriptors_and_mailbox_entries_are_checked_and_reported() {
         &["bench", "--mailbox-entries", "131072"],
         "--mailbox-entries",
     );
+    // One short run of 2 clients with `extra` flags: its run object.
+    let run_with = |extra: &[&str]| {
+        let mut args = vec!["bench", "--clients", "2", "--duration", "0.1", "--no-pin"];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        json_of(&args)["runs"][0].clone()
+    };
     // Defaults at 2 clients: 8 Ki shared, at most 1024 each; twice that in
     // slots, at most 512.
-    let doc = json_of(&[
-        "bench",
-        "--clients",
-        "2",
-        "--duration",
-        "0.1",
-        "--no-pin",
-        "--json",
-    ]);
-    let run = &doc["runs"][0];
-    assert_eq!(run["descriptors_per_client"], 1024, "{doc}");
-    assert_eq!(run["mailbox_entries"], 512, "{doc}");
+    let run = run_with(&[]);
+    assert_eq!(run["descriptors_per_client"], 1024, "{run}");
+    assert_eq!(run["mailbox_entries"], 512, "{run}");
     // Given: reported as given, and every packet accounted for.
-    let doc = json_of(&[
-        "bench",
-        "--clients",
-        "2",
-        "--duration",
-        "0.1",
-        "--no-pin",
-        "--descriptors",
-        "64",
-        "--mailbox-entries",
-        "1024",
-        "--json",
-    ]);
-    let run = &doc["runs"][0];
-    assert_eq!(run["descriptors_per_client"], 64, "{doc}");
-    assert_eq!(run["mailbox_entries"], 1024, "{doc}");
-    assert_eq!(run["in_flight"], 0, "{doc}");
-    assert_eq!(run["submitted"], run["transmitted"], "{doc}");
+    let run = run_with(&["--descriptors", "64", "--mailbox-entries", "1024"]);
+    assert_eq!(run["descriptors_per_client"], 64, "{run}");
+    assert_eq!(run["mailbox_entries"], 1024, "{run}");
+    assert_eq!(run["in_flight"], 0, "{run}");
+    assert_eq!(run["submitted"], run["transmitted"], "{run}");
     // Not used without the runtime: null.
-    let doc = json_of(&[
-        "bench",
-        "--mode",
-        "none",
-        "--clients",
-        "2",
-        "--duration",
-        "0.1",
-        "--no-pin",
-        "--json",
-    ]);
-    assert!(doc["runs"][0]["descriptors_per_client"].is_null(), "{doc}");
-    assert!(doc["runs"][0]["mailbox_entries"].is_null(), "{doc}");
+    let run = run_with(&["--mode", "none"]);
+    assert!(run["descriptors_per_client"].is_null(), "{run}");
+    assert!(run["mailbox_entries"].is_null(), "{run}");
 }
 
 fn config_file(text: &str) -> tempfile_path::Path {
