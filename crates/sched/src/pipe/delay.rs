@@ -250,6 +250,35 @@ impl Ring {
         self.len += 1;
     }
 
+    /// Removes the front entry when it is the only one due at `now` and a
+    /// plain transmission ([`DelayLine::pop_sole_due`]).
+    #[inline(always)]
+    fn pop_sole_due(&mut self, now: Instant) -> SoleDue {
+        if self.len == 0 {
+            return SoleDue::Nothing;
+        }
+        let Some(d) = self.slots.get(self.head) else {
+            return SoleDue::Several;
+        };
+        if d.exit > now {
+            return SoleDue::Nothing;
+        }
+        if !matches!(d.fate, Fate::Transmit) {
+            return SoleDue::Several;
+        }
+        let packet = d.packet;
+        let mut next = self.head + 1;
+        if next == self.slots.len() {
+            next = 0;
+        }
+        if self.len > 1 && self.slots.get(next).is_none_or(|e| e.exit <= now) {
+            return SoleDue::Several;
+        }
+        self.head = next;
+        self.len -= 1;
+        SoleDue::Packet(packet)
+    }
+
     /// Removes and returns the front entry if there is one and its exit
     /// time is at or before `now`: one read of the front, bounds-checked
     /// once.
@@ -270,6 +299,18 @@ impl Ring {
         self.len -= 1;
         Some(d)
     }
+}
+
+/// What [`DelayLine::pop_sole_due`] found at the front of the line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SoleDue {
+    /// Nothing is due.
+    Nothing,
+    /// The one due entry, a transmission, now removed.
+    Packet(Packet),
+    /// More than one entry is due, or the due one is not a plain
+    /// transmission, or the line reorders: nothing was removed.
+    Several,
 }
 
 /// The line itself: a ring when order is kept, a heap when reordering.
@@ -382,6 +423,26 @@ impl DelayLine {
                 wish
             }
         }
+    }
+
+    /// Removes the earliest entry when it is due at `now`, a
+    /// [`Fate::Transmit`], and the only entry due: what [`Pipe::release`]
+    /// would hand out, for a caller that takes one packet at a time. Three
+    /// reads of the ring and no change when it reports
+    /// [`SoleDue::Several`] (or always, when the line reorders).
+    ///
+    /// [`Pipe::release`]: crate::Pipe::release
+    #[inline(always)]
+    pub fn pop_sole_due(&mut self, now: Instant) -> SoleDue {
+        let Line::Fifo(r) = &mut self.line else {
+            return SoleDue::Several;
+        };
+        let found = r.pop_sole_due(now);
+        if let SoleDue::Packet(_) = found {
+            // A transmission is an original, never a duplicate.
+            self.originals -= 1;
+        }
+        found
     }
 
     /// Removes and returns the earliest entry if its exit time is ≤ `now`:

@@ -146,7 +146,7 @@ use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
     Scheduler, MAX_PACKET_LEN,
 };
-use delay::DelayLine;
+use delay::{DelayLine, SoleDue};
 use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
 use random::{bernoulli, Streams};
@@ -647,6 +647,38 @@ impl<S: Scheduler> Pipe<S> {
             if !restarted {
                 break;
             }
+        }
+    }
+
+    /// [`Pipe::release`] for a caller that takes packets one at a time:
+    /// `Some(Some(packet))` when the release at `now` would hand out exactly
+    /// that one packet, to transmit (it is handed out and counted);
+    /// `Some(None)` when it would hand out nothing; `None` when it would do
+    /// more (several packets due, a duplicate or a late drop at the front,
+    /// a link stalled on a full line, a reordering line), and then
+    /// [`Pipe::release`] does it. The link is run up to `now` first, as
+    /// [`Pipe::release`] runs it, so the two leave the pipe in the same
+    /// state. O(1): the link's loop, then at most two reads of the line.
+    #[inline(always)]
+    pub fn release_sole(&mut self, now: Instant) -> Option<Option<Packet>> {
+        if self.link.busy_until <= now {
+            self.run_link_inline(now);
+        }
+        if self.stalled {
+            return None;
+        }
+        match self.line.pop_sole_due(now) {
+            SoleDue::Nothing => Some(None),
+            SoleDue::Packet(p) => {
+                self.counters.out_packets += 1;
+                self.counters.out_bytes += u64::from(p.len);
+                if let Some(f) = self.flow_counters.get_mut(p.flow.index()) {
+                    f.out_packets += 1;
+                    f.out_bytes += u64::from(p.len);
+                }
+                Some(Some(p))
+            }
+            SoleDue::Several => None,
         }
     }
 

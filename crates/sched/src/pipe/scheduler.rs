@@ -33,10 +33,12 @@
 //!
 //! # Cost
 //! O(1) per packet on top of the pipe. A `dequeue` that finds nothing
-//! released yet runs [`Pipe::release`] and hands out the first packet it
+//! released yet asks [`Pipe::release_sole`] first: when the release would
+//! hand out exactly one packet to transmit (a caller that dequeues as fast
+//! as packets come due), that packet comes back without the release loop.
+//! Otherwise it runs [`Pipe::release`] and hands out the first packet it
 //! releases directly; only the packets behind it in the same release go
-//! through the `ready` queue (so a caller that dequeues as fast as packets
-//! come due, one packet per release, never touches it). The two small
+//! through the `ready` queue. The two small
 //! queues grow to the largest batch one `release` hands out (bounded by
 //! the delay line's capacity) and then never allocate again.
 
@@ -198,8 +200,13 @@ impl<S: Scheduler> Scheduler for PipeScheduler<S> {
     }
 
     fn dequeue(&mut self, now: Instant) -> Option<Packet> {
-        match self.ready.pop_front() {
-            Some(p) => Some(p),
+        if let Some(p) = self.ready.pop_front() {
+            return Some(p);
+        }
+        // The common case, one packet due at a time, without the release
+        // loop; anything more goes through it.
+        match self.pipe.release_sole(now) {
+            Some(sole) => sole,
             None => self.pull(now),
         }
     }
