@@ -328,8 +328,10 @@ pub(crate) struct DelayLine {
     /// Exit time of the last insert (order-keeping floor).
     last_exit: Instant,
     seq: u64,
-    /// Entries that are not duplicates (the pipe's held packets).
-    originals: usize,
+    /// Entries that are duplicates (rare), so that the originals, the
+    /// pipe's held packets, are `len - duplicates` and an ordinary packet
+    /// touches no count of its own.
+    duplicates: usize,
 }
 
 impl DelayLine {
@@ -344,7 +346,7 @@ impl DelayLine {
             capacity,
             last_exit: Instant::ZERO,
             seq: 0,
-            originals: 0,
+            duplicates: 0,
         }
     }
 
@@ -379,8 +381,9 @@ impl DelayLine {
         self.capacity - self.len()
     }
 
+    /// Entries that are not duplicates (the pipe's held packets).
     pub fn originals(&self) -> usize {
-        self.originals
+        self.len() - self.duplicates
     }
 
     /// The earliest exit time held.
@@ -398,8 +401,8 @@ impl DelayLine {
     #[inline(always)]
     pub fn insert(&mut self, wish: Instant, packet: Packet, fate: Fate) -> Instant {
         debug_assert!(self.free() > 0);
-        if !matches!(fate, Fate::Duplicate) {
-            self.originals += 1;
+        if matches!(fate, Fate::Duplicate) {
+            self.duplicates += 1;
         }
         match &mut self.line {
             Line::Fifo(r) => {
@@ -434,15 +437,11 @@ impl DelayLine {
     /// [`Pipe::release`]: crate::Pipe::release
     #[inline(always)]
     pub fn pop_sole_due(&mut self, now: Instant) -> SoleDue {
-        let Line::Fifo(r) = &mut self.line else {
-            return SoleDue::Several;
-        };
-        let found = r.pop_sole_due(now);
-        if let SoleDue::Packet(_) = found {
-            // A transmission is an original, never a duplicate.
-            self.originals -= 1;
+        // A transmission is an original: no count changes.
+        match &mut self.line {
+            Line::Fifo(r) => r.pop_sole_due(now),
+            Line::Heap(_) => SoleDue::Several,
         }
-        found
     }
 
     /// Removes and returns the earliest entry if its exit time is ≤ `now`:
@@ -458,8 +457,8 @@ impl DelayLine {
                 h.pop()?.0.due
             }
         };
-        if !matches!(d.fate, Fate::Duplicate) {
-            self.originals -= 1;
+        if matches!(d.fate, Fate::Duplicate) {
+            self.duplicates -= 1;
         }
         Some(d)
     }
