@@ -29,9 +29,10 @@
 //! In instructions (callgrind; a packet is two harness steps, its enqueue
 //! and its dequeue), for QFQ over 1024 sources, per step: the classifier
 //! about 95, 185 a packet (its rule, the masked key, hash and lookup, the
-//! counters; `pspat_classify`'s docs), the pipe about 90 (its own and its
-//! queue's counters, the limit, the link's pacer, the delay line's append
-//! and exit; `pspat_sched::pipe`'s docs), this front about 10 (the source
+//! counters; `pspat_classify`'s docs), the pipe about 70, 140 a packet
+//! (its own and its queue's counters, the limit, the link's pacer, the
+//! delay line's append and exit; `pspat_sched::pipe`'s docs), this front
+//! about 10 (the source
 //! in a key kept from packet to packet, the token and the clock), on top
 //! of the harness and the algorithm, which cost what they cost bare.
 
