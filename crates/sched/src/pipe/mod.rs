@@ -78,13 +78,14 @@
 //! scheduler's enqueue. A caller that takes one packet at a time
 //! ([`PipeScheduler`]) asks [`Pipe::release_sole`] first: when exactly one
 //! packet to transmit is due, it leaves without the release loop, its fate
-//! match and the caller's closure. Together, in and out, about 140
-//! instructions a packet besides the scheduler's (callgrind, a limit-only
-//! queue, with or without a fixed delay, at one packet per release, as
-//! `pspat sched-bench --dummynet` drives it through [`PipeScheduler`];
-//! about 180 through the release loop, 190 before the fixed-delay path):
-//! a third in the delay line's append and exit, the rest in the counters,
-//! the limit, the link's pacer and the loop's checks.
+//! match and the caller's closure. Together, in and out, about 200
+//! instructions a packet besides the scheduler's, the bounds checks and
+//! saturating arithmetic inlined from the standard library included
+//! (callgrind, a limit-only queue, with or without a fixed delay, at one
+//! packet per release, as `pspat sched-bench --dummynet` drives it through
+//! [`PipeScheduler`]; about 240 through the release loop): a quarter in the
+//! delay line's append and exit, the rest in the counters, the limit, the
+//! link's pacer and the loop's checks.
 //!
 //! The general filter path (plr, then Gilbert-Elliott, then RED, then the
 //! limit) is taken only by queues that configure one of them; profile,
