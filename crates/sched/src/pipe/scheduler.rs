@@ -260,18 +260,37 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::pipe::{DelayProfile, PipeConfig, QueueConfig, QueueLimit};
+    use crate::pipe::{
+        DelayProfile, Jitter, JitterDistribution, PipeConfig, QueueConfig, QueueLimit,
+    };
     use crate::rate::Rate;
     use crate::{Fifo, FlowTable};
 
+    /// How a test pipe draws its delays.
+    #[derive(Clone, Copy, Debug)]
+    enum Draws {
+        /// A fixed delay.
+        Fixed,
+        /// Jitter of up to 300 ns around the delay, order kept.
+        Jitter,
+        /// The same jitter, free to reorder (the line is a heap).
+        Reorder,
+    }
+
     /// A pipe at one byte per ns, delay 1 µs, a short line (so the link
-    /// stalls), duplicating with probability `dup`, and losing half the
-    /// packets after the link when `loss`.
-    fn pipe(dup: f64, loss: bool, seed: u64) -> Pipe<Fifo> {
+    /// stalls), duplicating with probability `dup`, losing half the
+    /// packets after the link when `loss`, with delays drawn as `draws`.
+    fn pipe(dup: f64, loss: bool, draws: Draws, seed: u64) -> Pipe<Fifo> {
+        let jitter = Jitter {
+            ns: 300,
+            distribution: JitterDistribution::Uniform,
+        };
         let cfg = PipeConfig {
             bw: Some(Rate::checked("bw", 8_000_000_000u64).unwrap()),
             delay_ns: 1_000,
             profile: loss.then(|| DelayProfile::new(vec![0, 7], 0.5).unwrap()),
+            jitter: (!matches!(draws, Draws::Fixed)).then_some(jitter),
+            reorder: matches!(draws, Draws::Reorder),
             delay_line_capacity: 8,
             queue: QueueConfig {
                 limit: QueueLimit::Slots(10_000),
@@ -287,19 +306,21 @@ mod tests {
 
     proptest::proptest! {
         /// The adapter against the way it worked before it handed the
-        /// first packet of a release out directly: every released packet
-        /// queued, then taken from the front. Same packets, same order,
-        /// same copy marks, same late drops, same pipe counters, and
-        /// `queued` agrees, after every call.
+        /// first packet of a release out directly and before a lone due
+        /// packet left without the release loop (`Pipe::release_sole`):
+        /// every released packet queued, then taken from the front. Same
+        /// packets, same order, same copy marks, same late drops, same
+        /// pipe counters, and `queued` agrees, after every call.
         #[test]
         fn hands_out_what_a_queue_of_every_release_hands_out(
             ops in proptest::collection::vec((0u8..3, 0u64..400, 1u32..300), 1..300),
             dup in proptest::sample::select(vec![0.0, 0.5, 1.0]),
             loss in proptest::prelude::any::<bool>(),
+            draws in proptest::sample::select(vec![Draws::Fixed, Draws::Jitter, Draws::Reorder]),
             seed in 0u64..50,
         ) {
-            let mut fast = PipeScheduler::new(pipe(dup, loss, seed));
-            let mut reference = pipe(dup, loss, seed);
+            let mut fast = PipeScheduler::new(pipe(dup, loss, draws, seed));
+            let mut reference = pipe(dup, loss, draws, seed);
             let mut ready: VecDeque<Packet> = VecDeque::new();
             let mut late: Vec<Rejected> = Vec::new();
             let mut lost = 0u64;
