@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use pspat::{Runtime, RuntimeConfig, ShutdownPolicy, Stats, TxOwner};
+use pspat_io::offload::ReceiveOffloads;
 use pspat_io::parse::{ParseLimits, ParseReason};
 use pspat_io::{
     Frame, FrameArena, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig,
@@ -63,6 +64,11 @@ pub struct Bridge {
     started: Instant,
     _pool: FramePool,
     frame_size: usize,
+    /// Receive aggregation turned off on the interfaces read, turned back
+    /// on when these drop (after the threads have stopped).
+    offloads: Vec<ReceiveOffloads>,
+    /// Interfaces where it could not be turned off, with the reason.
+    offload_warnings: Vec<String>,
 }
 
 type TxList = Arc<Mutex<Vec<Arc<TxShared>>>>;
@@ -338,6 +344,9 @@ impl Bridge {
         C: Classifier,
     {
         cfg.validate()?;
+        // Before any socket opens: no aggregate reaches a ring. Restored
+        // when `offloads` drops, on an early error return too.
+        let (offloads, offload_warnings) = receive_offloads_off(&cfg);
         let flows = cfg.flows as usize;
         let grouping = Grouping::new(cfg.counter_groups());
         let groups = grouping.groups();
@@ -545,6 +554,8 @@ impl Bridge {
             started: Instant::now(),
             _pool: pool,
             frame_size,
+            offloads,
+            offload_warnings,
             cfg,
         };
         let limits = ParseLimits::for_mtu(out_max.saturating_sub(14));
@@ -806,6 +817,20 @@ impl Bridge {
             });
         }
         out
+    }
+
+    /// The interfaces whose receive aggregation this bridge turned off
+    /// ([`BridgeConfig::receive_offloads_off`]); each is turned back on
+    /// when the bridge stops or drops. Those where nothing was on are
+    /// listed too, with nothing [`ReceiveOffloads::turned_off`].
+    pub fn receive_offloads(&self) -> &[ReceiveOffloads] {
+        &self.offloads
+    }
+
+    /// One line per interface whose receive aggregation could not be
+    /// turned off (or stays partly on), with the reason.
+    pub fn offload_warnings(&self) -> &[String] {
+        &self.offload_warnings
     }
 
     /// Stops reading, drains what the runtimes hold (at the link rates, for
@@ -1268,6 +1293,47 @@ fn sum_unshaped(list: &[Arc<ReverseShared>]) -> ReverseReport {
     out.conserved = out.received >= gone;
     out.in_flight = out.received.saturating_sub(gone);
     out
+}
+
+/// The interfaces `cfg` reads: the input, and the egress interfaces when
+/// a reverse direction (shaped or not) reads them.
+fn interfaces_read(cfg: &BridgeConfig) -> Vec<&str> {
+    let mut read = vec![cfg.input.as_str()];
+    if cfg.shape_reverse || cfg.reverse {
+        read.push(cfg.output.as_str());
+        if !cfg.shape_reverse {
+            read.extend(cfg.extra_outputs.iter().map(|e| e.interface.as_str()));
+        }
+    }
+    read
+}
+
+/// [`BridgeConfig::receive_offloads_off`]: receive aggregation turned off
+/// on every interface read, and a line for each one where it could not be.
+fn receive_offloads_off(cfg: &BridgeConfig) -> (Vec<ReceiveOffloads>, Vec<String>) {
+    let (mut taken, mut warnings) = (Vec::new(), Vec::new());
+    if !cfg.receive_offloads_off {
+        return (taken, warnings);
+    }
+    for interface in interfaces_read(cfg) {
+        match ReceiveOffloads::turn_off(interface) {
+            Ok(t) => {
+                if !t.still_on().is_empty() {
+                    warnings.push(format!(
+                        "{interface}: {} stays on (the device does not change it); \
+                         aggregates above the MTU are dropped as too_long",
+                        t.still_on().join(", ")
+                    ));
+                }
+                taken.push(t);
+            }
+            Err(e) => warnings.push(format!(
+                "{interface}: receive offloads not turned off ({e}); \
+                 aggregates above the MTU are dropped as too_long"
+            )),
+        }
+    }
+    (taken, warnings)
 }
 
 impl Drop for Bridge {

@@ -248,6 +248,14 @@ pub struct BridgeConfig {
     /// Skip the kernel's qdisc on the sending sockets
     /// (`PACKET_QDISC_BYPASS`): the arbiter already scheduled the frames.
     pub qdisc_bypass: bool,
+    /// Turn receive aggregation (GRO, LRO) off on every interface the
+    /// bridge reads while it runs, and back on where it was on when the
+    /// bridge stops ([`pspat_io::offload::ReceiveOffloads`]): with it on, a
+    /// TCP stream reaches the RX sockets as aggregates above the MTU, which
+    /// the bridge can only drop (`too_long`). An interface where it cannot
+    /// be turned off (no `CAP_NET_ADMIN`) is named in
+    /// [`crate::Bridge::offload_warnings`] and the bridge runs anyway.
+    pub receive_offloads_off: bool,
     /// Packets of one flow one RX thread may have in the runtime at once,
     /// 1..=65536: the flow's queue (dummynet's `queue` slots). A frame
     /// above it is dropped with reason `flow_limit`. Per-flow limits keep
@@ -308,7 +316,8 @@ pub const DEFAULT_QUEUE_LIMIT: u32 = 1000;
 impl BridgeConfig {
     /// The defaults: one RX thread, no dispatcher (the arbiter transmits), DRR, unshaped, 1 flow
     /// keyed by 5-tuple, unparsed frames forwarded, V2 RX rings, sendmmsg
-    /// with qdisc bypass, [`DEFAULT_QUEUE_LIMIT`] packets per flow queue, 4096 frames per RX thread, the
+    /// with qdisc bypass, receive aggregation off on the interfaces read,
+    /// [`DEFAULT_QUEUE_LIMIT`] packets per flow queue, 4096 frames per RX thread, the
     /// reverse direction forwarded, 1 s of drain.
     pub fn new(input: impl Into<String>, output: impl Into<String>) -> Self {
         BridgeConfig {
@@ -327,6 +336,7 @@ impl BridgeConfig {
             tx: TxKind::default(),
             rx_ring: RxRing::V2,
             qdisc_bypass: true,
+            receive_offloads_off: true,
             queue_limit: DEFAULT_QUEUE_LIMIT,
             flow_counters: FlowCounters::PerFlow,
             descriptors: 4096,

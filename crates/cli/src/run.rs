@@ -135,6 +135,11 @@ pub struct Args {
     /// Open no control socket (SIGHUP still reloads the file).
     #[arg(long = "no-control")]
     no_control: bool,
+    /// Leave GRO and LRO as they are on --in and --out (default: off while
+    /// running, back on at exit: a TCP stream otherwise arrives as
+    /// aggregates above the MTU, dropped as too_long).
+    #[arg(long = "keep-offloads")]
+    keep_offloads: bool,
     /// Serve Prometheus metrics on GET /metrics at this address only (`127.0.0.1:9101`;
     /// port 0 picks a free port, printed as `run: metrics: http://ADDR/metrics`).
     #[arg(long, value_name = "ADDR")]
@@ -1267,6 +1272,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.drain = Duration::from_secs(1) + Duration::from_nanos(built.max_delay_ns);
     cfg.shape_reverse = true;
     cfg.reverse_switch = switch.clone();
+    cfg.receive_offloads_off = !args.keep_offloads;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
     init_logs();
@@ -1369,6 +1375,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
+    let (done, warnings) = crate::shape::offload_notes(&bridge);
+    for line in done {
+        tracing::info!(target: "pspat::run", "{line}");
+    }
+    for line in warnings {
+        tracing::warn!(target: "pspat::run", "{line}");
+    }
     // Before the control thread starts: no change can come earlier.
     let _ = frames.set(HeldFrames {
         arena: Arc::clone(bridge.frames()),

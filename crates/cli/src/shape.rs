@@ -107,6 +107,11 @@ pub struct Args {
     /// Let sent frames pass the kernel's qdisc (default: bypass it).
     #[arg(long = "no-qdisc-bypass")]
     no_qdisc_bypass: bool,
+    /// Leave GRO and LRO as they are on the interfaces read (default: off
+    /// while shaping, back on at exit: a TCP stream otherwise arrives as
+    /// aggregates above the MTU, dropped as too_long).
+    #[arg(long = "keep-offloads")]
+    keep_offloads: bool,
     /// CPU(s) to pin the arbiters to, comma separated (the arbiter of the k-th --out interface on the
     /// (k mod n)-th).
     #[arg(long = "arbiter-cpu", allow_hyphen_values = true)]
@@ -405,6 +410,7 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     }
     cfg.reverse = !args.no_reverse;
     cfg.qdisc_bypass = !args.no_qdisc_bypass;
+    cfg.receive_offloads_off = !args.keep_offloads;
     cfg.dispatcher_cpu = cpu("--dispatcher-cpu", args.dispatcher_cpu)?;
     if let Some(list) = &args.rx_cpus {
         cfg.rx_cpus = cpu_list("--rx-cpus", list)?;
@@ -666,6 +672,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         bridge.frame_size()
     );
+    let (done, warnings) = offload_notes(&bridge);
+    for line in done {
+        eprintln!("shape: {line}");
+    }
+    for line in warnings {
+        eprintln!("shape: warning: {line}");
+    }
     let start = Instant::now();
     let mut prev = bridge.report();
     let failure = crate::supervise::until_stopped(
@@ -714,6 +727,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the bridge did to the receive offloads of the interfaces it reads
+/// ([`pspat_bridge::BridgeConfig::receive_offloads_off`]): a line for each
+/// interface where it turned some off until exit, and a warning for each
+/// where it could not.
+pub(crate) fn offload_notes(bridge: &Bridge) -> (Vec<String>, Vec<String>) {
+    let done = bridge
+        .receive_offloads()
+        .iter()
+        .filter(|o| o.changed())
+        .map(|o| {
+            format!(
+                "{} off on {} until exit",
+                o.turned_off().join(" and "),
+                o.interface()
+            )
+        })
+        .collect();
+    (done, bridge.offload_warnings().to_vec())
 }
 
 #[cfg(test)]

@@ -10,6 +10,12 @@
 //! once the frame is sent again. With the four off, every frame is at most
 //! MTU + 14 bytes and carries a finished checksum.
 //!
+//! Why a bridge wants receive aggregation off on the interfaces it reads
+//! ([`ReceiveOffloads`]): GRO (and a NIC's LRO) merge the segments of a TCP
+//! stream into one buffer before packet sockets see them, so an AF_PACKET
+//! reader gets aggregates far above the MTU that it cannot send on as
+//! frames; with both off it reads the frames that were on the wire.
+//!
 //! Source: `include/uapi/linux/ethtool.h`, `net/ethtool/ioctl.c`,
 //! netdevice(7). Cost: two ioctls per feature, on a throwaway UDP socket.
 use std::os::fd::AsRawFd;
@@ -27,8 +33,16 @@ const FEATURES: [(&str, u32, u32); 4] = [
     // ETHTOOL_SGSO / ETHTOOL_GGSO
     ("generic-segmentation-offload", 0x24, 0x23),
     // ETHTOOL_SGRO / ETHTOOL_GGRO
-    ("generic-receive-offload", 0x2c, 0x2b),
+    ("generic-receive-offload", SET_GRO, GET_GRO),
 ];
+
+/// `ETHTOOL_GGRO` / `ETHTOOL_SGRO`.
+const GET_GRO: u32 = 0x2b;
+const SET_GRO: u32 = 0x2c;
+/// `ETHTOOL_GFLAGS` / `ETHTOOL_SFLAGS`, and `ETH_FLAG_LRO` among the flags.
+const GET_FLAGS: u32 = 0x25;
+const SET_FLAGS: u32 = 0x26;
+const FLAG_LRO: u32 = 1 << 15;
 
 /// `struct ethtool_value`.
 #[repr(C)]
@@ -89,24 +103,183 @@ fn ethtool(
 
 /// Turns TX checksumming, TSO, GSO and GRO off on `interface` (of the
 /// calling thread's network namespace) and reads each back. A feature the
-/// device cannot change (EOPNOTSUPP) is left as it is and reported by its
-/// read-back value; any other failure is an error.
+/// device cannot change (EOPNOTSUPP or EINVAL) is left as it is and
+/// reported by its read-back value; any other failure is an error.
 pub fn disable_offloads(interface: &str) -> Result<OffloadState, IoError> {
     let name = sys::interface_name(interface)?;
     let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
     let mut features = Vec::with_capacity(FEATURES.len());
     for (feature, set, get) in FEATURES {
-        let mut value = EthtoolValue { cmd: set, data: 0 };
-        match ethtool(&fd, &name, &mut value, "SIOCETHTOOL set") {
-            Ok(()) => {}
-            Err(IoError::Os { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
-            Err(other) => return Err(other),
-        }
-        let mut value = EthtoolValue { cmd: get, data: 0 };
-        ethtool(&fd, &name, &mut value, "SIOCETHTOOL get")?;
-        features.push((feature, value.data != 0));
+        set_value(&fd, &name, set, 0)?;
+        features.push((feature, get_value(&fd, &name, get)? != 0));
     }
     Ok(OffloadState { features })
+}
+
+/// Reads one `ethtool_value` with `get`.
+fn get_value(fd: &impl AsRawFd, name: &std::ffi::CStr, get: u32) -> Result<u32, IoError> {
+    let mut value = EthtoolValue { cmd: get, data: 0 };
+    ethtool(fd, name, &mut value, "SIOCETHTOOL get")?;
+    Ok(value.data)
+}
+
+/// Writes one `ethtool_value` with `set`; `Ok(false)` when the device
+/// cannot change it (EOPNOTSUPP, or EINVAL for a flag it does not know).
+fn set_value(
+    fd: &impl AsRawFd,
+    name: &std::ffi::CStr,
+    set: u32,
+    data: u32,
+) -> Result<bool, IoError> {
+    let mut value = EthtoolValue { cmd: set, data };
+    match ethtool(fd, name, &mut value, "SIOCETHTOOL set") {
+        Ok(()) => Ok(true),
+        Err(IoError::Os { source, .. })
+            if matches!(source.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) =>
+        {
+            Ok(false)
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Whether generic receive offload is on for `interface`.
+pub fn generic_receive_offload(interface: &str) -> Result<bool, IoError> {
+    let name = sys::interface_name(interface)?;
+    let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    Ok(get_value(&fd, &name, GET_GRO)? != 0)
+}
+
+/// Turns generic receive offload on or off for `interface`; returns the
+/// state read back (unchanged when the device cannot change it).
+pub fn set_generic_receive_offload(interface: &str, on: bool) -> Result<bool, IoError> {
+    let name = sys::interface_name(interface)?;
+    let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    set_value(&fd, &name, SET_GRO, u32::from(on))?;
+    Ok(get_value(&fd, &name, GET_GRO)? != 0)
+}
+
+/// Receive aggregation (GRO and LRO) turned off on one interface, and
+/// turned back on by [`ReceiveOffloads::restore`] (or on drop) where it was
+/// on: a bridge that reads raw frames holds one per interface it reads
+/// (module docs).
+#[derive(Debug)]
+pub struct ReceiveOffloads {
+    interface: String,
+    /// GRO was on and this turned it off.
+    gro_was_on: bool,
+    /// LRO was on and this turned it off.
+    lro_was_on: bool,
+    /// Still on afterwards, by name: what the device would not change.
+    still_on: Vec<&'static str>,
+    restored: bool,
+}
+
+impl ReceiveOffloads {
+    /// Turns GRO and LRO off on `interface` (of the calling thread's
+    /// network namespace), remembering which were on. A feature the device
+    /// cannot change is left as it is and named in
+    /// [`ReceiveOffloads::still_on`].
+    ///
+    /// # Errors
+    /// [`IoError::NoSuchInterface`], [`IoError::PermissionDenied`] (no
+    /// `CAP_NET_ADMIN`), or another failed ioctl; nothing is changed then
+    /// unless GRO was already turned off (and it is turned back on).
+    pub fn turn_off(interface: &str) -> Result<Self, IoError> {
+        let name = sys::interface_name(interface)?;
+        let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+        let mut taken = ReceiveOffloads {
+            interface: interface.to_string(),
+            gro_was_on: false,
+            lro_was_on: false,
+            still_on: Vec::new(),
+            restored: false,
+        };
+        if get_value(&fd, &name, GET_GRO)? != 0 {
+            set_value(&fd, &name, SET_GRO, 0)?;
+            if get_value(&fd, &name, GET_GRO)? != 0 {
+                taken.still_on.push("generic-receive-offload");
+            } else {
+                taken.gro_was_on = true;
+            }
+        }
+        // From here on a failure drops `taken`, which turns GRO back on.
+        let flags = get_value(&fd, &name, GET_FLAGS)?;
+        if flags & FLAG_LRO != 0 {
+            set_value(&fd, &name, SET_FLAGS, flags & !FLAG_LRO)?;
+            if get_value(&fd, &name, GET_FLAGS)? & FLAG_LRO != 0 {
+                taken.still_on.push("large-receive-offload");
+            } else {
+                taken.lro_was_on = true;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// The interface.
+    pub fn interface(&self) -> &str {
+        &self.interface
+    }
+
+    /// Whether this turned anything off (and will turn it back on).
+    pub fn changed(&self) -> bool {
+        self.gro_was_on || self.lro_was_on
+    }
+
+    /// What this turned off, by ethtool's feature names.
+    pub fn turned_off(&self) -> Vec<&'static str> {
+        let mut off = Vec::new();
+        if self.gro_was_on {
+            off.push("generic-receive-offload");
+        }
+        if self.lro_was_on {
+            off.push("large-receive-offload");
+        }
+        off
+    }
+
+    /// What stays on because the device would not change it.
+    pub fn still_on(&self) -> &[&'static str] {
+        &self.still_on
+    }
+
+    /// Turns back on what this turned off. Called again, or on drop
+    /// afterwards, it does nothing.
+    ///
+    /// # Errors
+    /// The interface is gone, or the ioctl failed.
+    pub fn restore(&mut self) -> Result<(), IoError> {
+        if self.restored {
+            return Ok(());
+        }
+        self.restored = true;
+        if !self.changed() {
+            return Ok(());
+        }
+        let name = sys::interface_name(&self.interface)?;
+        let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+        let mut first_error = None;
+        if self.gro_was_on {
+            if let Err(e) = set_value(&fd, &name, SET_GRO, 1) {
+                first_error = Some(e);
+            }
+        }
+        if self.lro_was_on {
+            let step = get_value(&fd, &name, GET_FLAGS)
+                .and_then(|flags| set_value(&fd, &name, SET_FLAGS, flags | FLAG_LRO));
+            if let Err(e) = step {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for ReceiveOffloads {
+    fn drop(&mut self) {
+        // Best effort: an interface removed meanwhile has nothing to restore.
+        let _ = self.restore();
+    }
 }
 
 /// [`disable_offloads`] inside the named network namespace
@@ -160,6 +333,56 @@ mod tests {
             disable_offloads("a/b"),
             Err(IoError::BadInterfaceName(_))
         ));
+    }
+
+    #[test]
+    fn receive_offloads_go_off_and_come_back_on_a_veth() {
+        if let Some(reason) = crate::netns::unavailable() {
+            println!("skipped: {reason}");
+            return;
+        }
+        let a = crate::netns::Namespace::create().expect("namespace");
+        let b = crate::netns::Namespace::create().expect("namespace");
+        let pair = crate::netns::VethPair::create(&a, &b).expect("veth pair");
+        a.run(|| {
+            assert!(set_generic_receive_offload(&pair.a, true).expect("GRO on"));
+            let mut taken = ReceiveOffloads::turn_off(&pair.a).expect("turned off");
+            assert_eq!(taken.interface(), pair.a);
+            assert!(taken.changed());
+            assert_eq!(taken.turned_off(), ["generic-receive-offload"]);
+            assert!(taken.still_on().is_empty(), "{:?}", taken.still_on());
+            assert!(!generic_receive_offload(&pair.a).unwrap(), "off while held");
+            taken.restore().expect("restored");
+            assert!(generic_receive_offload(&pair.a).unwrap(), "on again");
+            // Off by hand after the restore: a second restore and the drop
+            // leave it alone.
+            assert!(!set_generic_receive_offload(&pair.a, false).unwrap());
+            taken.restore().expect("nothing to do");
+            drop(taken);
+            assert!(!generic_receive_offload(&pair.a).unwrap());
+            // Nothing on: nothing changed, nothing restored on drop.
+            let taken = ReceiveOffloads::turn_off(&pair.a).expect("turned off");
+            assert!(!taken.changed() && taken.turned_off().is_empty());
+            drop(taken);
+            assert!(!generic_receive_offload(&pair.a).unwrap());
+            // Dropped without a restore: turned back on.
+            set_generic_receive_offload(&pair.a, true).unwrap();
+            drop(ReceiveOffloads::turn_off(&pair.a).expect("turned off"));
+            assert!(
+                generic_receive_offload(&pair.a).unwrap(),
+                "on after the drop"
+            );
+        })
+        .expect("in the namespace");
+    }
+
+    #[test]
+    fn receive_offloads_of_a_missing_interface_are_a_typed_error() {
+        match ReceiveOffloads::turn_off("pspat-nosuch0") {
+            Err(IoError::NoSuchInterface(name)) => assert_eq!(name, "pspat-nosuch0"),
+            Err(IoError::PermissionDenied { .. }) => {}
+            other => panic!("expected a typed error, got {other:?}"),
+        }
     }
 
     #[test]
