@@ -1366,3 +1366,36 @@ fn tid_cpu(tid: u32) -> Option<usize> {
         .nth(39 - 3)
         .and_then(|c| c.parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interfaces_read_are_the_input_and_those_a_reverse_direction_reads() {
+        let mut cfg = BridgeConfig::new("in0", "out0");
+        cfg.extra_outputs = vec![Egress::new("out1")];
+        // Unshaped reverse: one reverse thread per egress interface.
+        assert_eq!(interfaces_read(&cfg), ["in0", "out0", "out1"]);
+        cfg.reverse = false;
+        assert_eq!(interfaces_read(&cfg), ["in0"]);
+        // Shaped reverse: one egress interface, read by the reverse RX threads.
+        cfg.extra_outputs.clear();
+        cfg.shape_reverse = true;
+        assert_eq!(interfaces_read(&cfg), ["in0", "out0"]);
+    }
+
+    #[test]
+    fn receive_offloads_are_left_alone_when_asked() {
+        let mut cfg = BridgeConfig::new("pspat-nosuch0", "pspat-nosuch1");
+        cfg.receive_offloads_off = false;
+        let (taken, warnings) = receive_offloads_off(&cfg);
+        assert!(taken.is_empty() && warnings.is_empty());
+        // Asked, on interfaces that do not exist: a warning each, no panic.
+        cfg.receive_offloads_off = true;
+        let (taken, warnings) = receive_offloads_off(&cfg);
+        assert!(taken.is_empty());
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("pspat-nosuch0: "), "{warnings:?}");
+    }
+}
