@@ -8,10 +8,14 @@
 //! tests print why and return.
 //!
 //! The lab has fixed names, so the tests that build it take one lock.
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 
 use serde_json::Value;
+
+mod common;
+
+use common::traffic::{json, pspat_in, send_then_receive, wait_ready};
 
 static LAB: Mutex<()> = Mutex::new(());
 
@@ -21,28 +25,6 @@ fn pspat(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("the pspat binary runs")
-}
-
-fn in_ns(ns: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_pspat")])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-fn json(output: Output, what: &str) -> Value {
-    assert!(
-        output.status.success(),
-        "{what} exited {:?}: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
-    assert_eq!(doc["schema_version"], 1, "{what}");
-    doc
 }
 
 fn skip_reason() -> Option<String> {
@@ -198,20 +180,6 @@ fn a_stale_lab_is_removed_by_down_and_by_up() {
     assert!(namespaces().is_empty());
 }
 
-fn wait_ready(child: &mut Child) {
-    use std::io::{BufRead, BufReader};
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut reader = BufReader::new(stderr);
-    let mut line = String::new();
-    reader.read_line(&mut line).expect("a line on stderr");
-    assert!(line.starts_with("traffic: ready"), "{line}");
-    // Keep draining stderr so the child never blocks on it.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {}
-    });
-}
-
 /// Builds the lab in `mode` under the lab lock, or prints why namespaces
 /// are unavailable and returns `None` (the test then skips).
 fn lab_up(mode: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
@@ -232,7 +200,7 @@ fn lab_up(mode: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
 /// `pspat traffic recv --flows FLOWS --duration DURATION --json` in the
 /// receiver's namespace, once it said it is ready.
 fn start_receiver(flows: &str, duration: &str) -> std::process::Child {
-    let mut receiver = in_ns(
+    let mut receiver = pspat_in(
         "pspat-lab-rcv",
         &[
             "traffic",
@@ -258,32 +226,23 @@ fn traffic_through_the_bridge_is_accounted_for() {
 
     // UDP: two flows weighted 3:1 at 4000 packets/s for 1 s, two threads.
     let receiver = start_receiver("2", "4s");
-    let sent = json(
-        in_ns(
-            "pspat-lab-snd",
-            &[
-                "traffic",
-                "send",
-                "--weights",
-                "3,1",
-                "--threads",
-                "2",
-                "--pps",
-                "4000",
-                "--duration",
-                "1s",
-                "--size",
-                "200",
-                "--json",
-            ],
-        )
-        .output()
-        .expect("sender runs"),
-        "traffic send",
-    );
-    let received = json(
-        receiver.wait_with_output().expect("receiver ends"),
-        "traffic recv",
+    let (sent, received) = send_then_receive(
+        "pspat-lab-snd",
+        &[
+            "--weights",
+            "3,1",
+            "--threads",
+            "2",
+            "--pps",
+            "4000",
+            "--duration",
+            "1s",
+            "--size",
+            "200",
+            "--json",
+        ],
+        receiver,
+        "udp",
     );
     let packets = sent["packets"].as_u64().expect("packets");
     assert!(packets > 0);
@@ -303,7 +262,7 @@ fn traffic_through_the_bridge_is_accounted_for() {
     }
 
     // TCP: one bulk stream for 1 s; every byte written arrives.
-    let mut receiver = in_ns(
+    let mut receiver = pspat_in(
         "pspat-lab-rcv",
         &[
             "traffic",
@@ -318,26 +277,11 @@ fn traffic_through_the_bridge_is_accounted_for() {
     .spawn()
     .expect("receiver starts");
     wait_ready(&mut receiver);
-    let sent = json(
-        in_ns(
-            "pspat-lab-snd",
-            &[
-                "traffic",
-                "send",
-                "--proto",
-                "tcp",
-                "--duration",
-                "1s",
-                "--json",
-            ],
-        )
-        .output()
-        .expect("sender runs"),
-        "traffic send tcp",
-    );
-    let received = json(
-        receiver.wait_with_output().expect("receiver ends"),
-        "traffic recv tcp",
+    let (sent, received) = send_then_receive(
+        "pspat-lab-snd",
+        &["--proto", "tcp", "--duration", "1s", "--json"],
+        receiver,
+        "tcp",
     );
     assert!(sent["bytes"].as_u64().is_some_and(|b| b > 0));
     assert_eq!(sent["bytes"], received["bytes"]);
@@ -356,7 +300,7 @@ fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
     let Some(_guard) = lab_up("pspat") else {
         return;
     };
-    let mut shaper = in_ns(
+    let mut shaper = pspat_in(
         "pspat-lab-shp",
         &[
             "shape",
@@ -391,7 +335,7 @@ fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
             while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {}
         });
     }
-    let mut receiver = in_ns(
+    let mut receiver = pspat_in(
         "pspat-lab-rcv",
         &[
             "traffic",
@@ -406,26 +350,11 @@ fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
     .spawn()
     .expect("receiver starts");
     wait_ready(&mut receiver);
-    let sent = json(
-        in_ns(
-            "pspat-lab-snd",
-            &[
-                "traffic",
-                "send",
-                "--proto",
-                "tcp",
-                "--duration",
-                "3s",
-                "--json",
-            ],
-        )
-        .output()
-        .expect("sender runs"),
-        "traffic send tcp",
-    );
-    let received = json(
-        receiver.wait_with_output().expect("receiver ends"),
-        "traffic recv tcp",
+    let (sent, received) = send_then_receive(
+        "pspat-lab-snd",
+        &["--proto", "tcp", "--duration", "3s", "--json"],
+        receiver,
+        "tcp",
     );
     // SIGINT: the shaper drains and prints its report.
     let _ = Command::new("kill")
@@ -463,34 +392,25 @@ fn local_senders_through_pspat_are_accounted_for() {
         return;
     };
     let receiver = start_receiver("2", "4s");
-    let sent = json(
-        in_ns(
-            "pspat-lab-snd",
-            &[
-                "traffic",
-                "send",
-                "--via",
-                "pspat",
-                "--dispatchers",
-                "1",
-                "--weights",
-                "3,1",
-                "--threads",
-                "2",
-                "--pps",
-                "4000",
-                "--duration",
-                "1s",
-                "--json",
-            ],
-        )
-        .output()
-        .expect("sender runs"),
-        "traffic send --via pspat",
-    );
-    let received = json(
-        receiver.wait_with_output().expect("receiver ends"),
-        "traffic recv",
+    let (sent, received) = send_then_receive(
+        "pspat-lab-snd",
+        &[
+            "--via",
+            "pspat",
+            "--dispatchers",
+            "1",
+            "--weights",
+            "3,1",
+            "--threads",
+            "2",
+            "--pps",
+            "4000",
+            "--duration",
+            "1s",
+            "--json",
+        ],
+        receiver,
+        "--via pspat",
     );
     assert!(pspat(&["lab", "down"]).status.success());
     assert_eq!(sent["via"], "pspat");

@@ -30,11 +30,10 @@
 //!   measures 40 ms plus the bridge's own latency (min in [40, 41] ms, average
 //!   at most 42 ms); each direction is counted apart and conserved.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use pspat_io::offload;
-use std::time::{Duration, Instant};
 
 mod common;
 
@@ -42,6 +41,7 @@ use common::run_bed::{
     check_conservation, pace, ping_missing, ping_rtt, ping_through, pipe, realtime_ns, report_text,
     send_all, top_level_keys, Arrival, Bed,
 };
+use common::traffic::{pspat_in, send_then_receive, wait_ready};
 
 /// Waits for the daemon to exit; its JSON report.
 fn finish(child: Child) -> serde_json::Value {
@@ -230,28 +230,6 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
     assert!((rate / 10e6 - 1.0).abs() <= 0.02, "rate {rate} bit/s");
 }
 
-/// `pspat` in namespace `ns` with `args`, its output piped.
-fn pspat_in(ns: &pspat_io::netns::Namespace, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name(), env!("CARGO_BIN_EXE_pspat")])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-/// The JSON a `pspat traffic` run printed, once it exited successfully.
-fn traffic_json(output: std::process::Output, what: &str) -> serde_json::Value {
-    assert!(
-        output.status.success(),
-        "{what} exited {:?}: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("one JSON object")
-}
-
 /// One bulk TCP stream for 4 s through `bw 10Mbit/s` with a 100-slot
 /// queue: at least 90% of the rate in goodput (the receiver's bytes over
 /// the time from its first read to its last), never above it, every byte
@@ -294,7 +272,7 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
         assert!(!gro(dev, None), "{dev}: GRO off while the daemon runs");
     }
     let mut receiver = pspat_in(
-        &bed.receiver,
+        bed.receiver.name(),
         &[
             "traffic",
             "recv",
@@ -307,34 +285,21 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     )
     .spawn()
     .expect("receiver starts");
-    let stderr = receiver.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let ready = lines.next().and_then(Result::ok).unwrap_or_default();
-    assert!(ready.starts_with("traffic: ready"), "{ready}");
-    std::thread::spawn(move || lines.for_each(drop));
+    wait_ready(&mut receiver);
     let dst = format!("10.199.{subnet}.2");
-    let sent = traffic_json(
-        pspat_in(
-            &bed.sender,
-            &[
-                "traffic",
-                "send",
-                "--proto",
-                "tcp",
-                "--dst",
-                &dst,
-                "--duration",
-                "4s",
-                "--json",
-            ],
-        )
-        .output()
-        .expect("sender runs"),
-        "traffic send",
-    );
-    let received = traffic_json(
-        receiver.wait_with_output().expect("receiver ends"),
-        "traffic recv",
+    let (sent, received) = send_then_receive(
+        bed.sender.name(),
+        &[
+            "--proto",
+            "tcp",
+            "--dst",
+            &dst,
+            "--duration",
+            "4s",
+            "--json",
+        ],
+        receiver,
+        "udp",
     );
     let pid = child.id().to_string();
     let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();

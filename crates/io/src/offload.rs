@@ -335,15 +335,31 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn receive_offloads_go_off_and_come_back_on_a_veth() {
+    /// A veth pair between two namespaces of the test's own (the pair
+    /// drops first), or `None` (reason printed) without root.
+    struct TestVeth {
+        pair: crate::netns::VethPair,
+        a: crate::netns::Namespace,
+        _b: crate::netns::Namespace,
+    }
+
+    fn test_veth() -> Option<TestVeth> {
         if let Some(reason) = crate::netns::unavailable() {
             println!("skipped: {reason}");
-            return;
+            return None;
         }
         let a = crate::netns::Namespace::create().expect("namespace");
         let b = crate::netns::Namespace::create().expect("namespace");
         let pair = crate::netns::VethPair::create(&a, &b).expect("veth pair");
+        Some(TestVeth { pair, a, _b: b })
+    }
+
+    #[test]
+    fn receive_offloads_go_off_and_come_back_on_a_veth() {
+        let Some(veth) = test_veth() else {
+            return;
+        };
+        let (pair, a) = (&veth.pair, &veth.a);
         a.run(|| {
             assert!(set_generic_receive_offload(&pair.a, true).expect("GRO on"));
             let mut taken = ReceiveOffloads::turn_off(&pair.a).expect("turned off");
@@ -387,13 +403,10 @@ mod tests {
 
     #[test]
     fn offloads_go_off_on_a_veth() {
-        if let Some(reason) = crate::netns::unavailable() {
-            println!("skipped: {reason}");
+        let Some(veth) = test_veth() else {
             return;
-        }
-        let a = crate::netns::Namespace::create().expect("namespace");
-        let b = crate::netns::Namespace::create().expect("namespace");
-        let pair = crate::netns::VethPair::create(&a, &b).expect("veth pair");
+        };
+        let (pair, a) = (&veth.pair, &veth.a);
         let state = disable_offloads_in(a.name(), &pair.a).expect("ethtool ioctl");
         assert_eq!(state.features.len(), 4);
         assert!(state.all_off(), "still on: {state:?}");

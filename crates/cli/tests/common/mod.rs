@@ -1,1 +1,2 @@
 pub mod run_bed;
+pub mod traffic;
