@@ -33,8 +33,12 @@ const FEATURES: [(&str, u32, u32); 4] = [
     // ETHTOOL_SGSO / ETHTOOL_GGSO
     ("generic-segmentation-offload", 0x24, 0x23),
     // ETHTOOL_SGRO / ETHTOOL_GGRO
-    ("generic-receive-offload", SET_GRO, GET_GRO),
+    (GRO, SET_GRO, GET_GRO),
 ];
+
+/// ethtool's names of the two receive aggregations.
+const GRO: &str = "generic-receive-offload";
+const LRO: &str = "large-receive-offload";
 
 /// `ETHTOOL_GGRO` / `ETHTOOL_SGRO`.
 const GET_GRO: u32 = 0x2b;
@@ -123,23 +127,18 @@ fn get_value(fd: &impl AsRawFd, name: &std::ffi::CStr, get: u32) -> Result<u32, 
     Ok(value.data)
 }
 
-/// Writes one `ethtool_value` with `set`; `Ok(false)` when the device
-/// cannot change it (EOPNOTSUPP, or EINVAL for a flag it does not know).
-fn set_value(
-    fd: &impl AsRawFd,
-    name: &std::ffi::CStr,
-    set: u32,
-    data: u32,
-) -> Result<bool, IoError> {
+/// Writes one `ethtool_value` with `set`. A device that cannot change it
+/// (EOPNOTSUPP, or EINVAL for a flag it does not know) is no error: the
+/// callers read the value back.
+fn set_value(fd: &impl AsRawFd, name: &std::ffi::CStr, set: u32, data: u32) -> Result<(), IoError> {
     let mut value = EthtoolValue { cmd: set, data };
     match ethtool(fd, name, &mut value, "SIOCETHTOOL set") {
-        Ok(()) => Ok(true),
         Err(IoError::Os { source, .. })
             if matches!(source.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) =>
         {
-            Ok(false)
+            Ok(())
         }
-        Err(other) => Err(other),
+        other => other,
     }
 }
 
@@ -183,8 +182,8 @@ impl ReceiveOffloads {
     ///
     /// # Errors
     /// [`IoError::NoSuchInterface`], [`IoError::PermissionDenied`] (no
-    /// `CAP_NET_ADMIN`), or another failed ioctl; nothing is changed then
-    /// unless GRO was already turned off (and it is turned back on).
+    /// `CAP_NET_ADMIN`), or another failed ioctl. The interface is then as
+    /// it was: a failure after GRO went off turns it back on.
     pub fn turn_off(interface: &str) -> Result<Self, IoError> {
         let name = sys::interface_name(interface)?;
         let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
@@ -198,7 +197,7 @@ impl ReceiveOffloads {
         if get_value(&fd, &name, GET_GRO)? != 0 {
             set_value(&fd, &name, SET_GRO, 0)?;
             if get_value(&fd, &name, GET_GRO)? != 0 {
-                taken.still_on.push("generic-receive-offload");
+                taken.still_on.push(GRO);
             } else {
                 taken.gro_was_on = true;
             }
@@ -208,7 +207,7 @@ impl ReceiveOffloads {
         if flags & FLAG_LRO != 0 {
             set_value(&fd, &name, SET_FLAGS, flags & !FLAG_LRO)?;
             if get_value(&fd, &name, GET_FLAGS)? & FLAG_LRO != 0 {
-                taken.still_on.push("large-receive-offload");
+                taken.still_on.push(LRO);
             } else {
                 taken.lro_was_on = true;
             }
@@ -230,10 +229,10 @@ impl ReceiveOffloads {
     pub fn turned_off(&self) -> Vec<&'static str> {
         let mut off = Vec::new();
         if self.gro_was_on {
-            off.push("generic-receive-offload");
+            off.push(GRO);
         }
         if self.lro_was_on {
-            off.push("large-receive-offload");
+            off.push(LRO);
         }
         off
     }

@@ -564,6 +564,18 @@ impl<S: Scheduler> Pipe<S> {
         }
     }
 
+    /// Counts `pkt` out (handed out to transmit), in the pipe's counters
+    /// and its queue's.
+    #[inline(always)] // once per packet, in both release paths
+    fn count_out(&mut self, pkt: &Packet) {
+        self.counters.out_packets += 1;
+        self.counters.out_bytes += u64::from(pkt.len);
+        if let Some(f) = self.flow_counters.get_mut(pkt.flow.index()) {
+            f.out_packets += 1;
+            f.out_bytes += u64::from(pkt.len);
+        }
+    }
+
     /// Hands an admitted packet to the scheduler and wakes the link as its
     /// arrival requires (the link already ran up to `now`): the tail of
     /// [`Pipe::enqueue`], for a packet handed over from another pipe.
@@ -632,14 +644,7 @@ impl<S: Scheduler> Pipe<S> {
                     restarted = true;
                 }
                 match e.fate {
-                    Fate::Transmit => {
-                        self.counters.out_packets += 1;
-                        self.counters.out_bytes += u64::from(e.packet.len);
-                        if let Some(f) = self.flow_counters.get_mut(e.packet.flow.index()) {
-                            f.out_packets += 1;
-                            f.out_bytes += u64::from(e.packet.len);
-                        }
-                    }
+                    Fate::Transmit => self.count_out(&e.packet),
                     Fate::Duplicate => self.counters.duplicates += 1,
                     Fate::Dropped(reason) => self.count_drop(&e.packet, reason),
                 }
@@ -675,12 +680,7 @@ impl<S: Scheduler> Pipe<S> {
         match self.line.pop_sole_due(now) {
             SoleDue::Nothing => Some(None),
             SoleDue::Packet(p) => {
-                self.counters.out_packets += 1;
-                self.counters.out_bytes += u64::from(p.len);
-                if let Some(f) = self.flow_counters.get_mut(p.flow.index()) {
-                    f.out_packets += 1;
-                    f.out_bytes += u64::from(p.len);
-                }
+                self.count_out(&p);
                 Some(Some(p))
             }
             SoleDue::Several => None,
