@@ -7,7 +7,11 @@ use pspat_io::parse::FlowKeyKind;
 use pspat_io::{IoError, RxRing};
 use pspat_sched::SchedulerConfig;
 
-use crate::reverse::ReverseSwitch;
+use crate::switch::ReverseSwitch;
+
+/// How long one wait for the ring lasts: the longest a stop request waits
+/// for an idle RX thread.
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// The most flows a bridge classifies into.
 pub const MAX_FLOWS: u32 = 65_536;

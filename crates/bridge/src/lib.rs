@@ -77,6 +77,7 @@ pub mod egress;
 pub mod report;
 mod reverse;
 mod rx;
+mod switch;
 
 pub use backend::{AfPacketTx, Sender};
 pub use bridge::Bridge;
@@ -87,4 +88,4 @@ pub use config::{
 };
 pub use counters::{RxReason, TxReason};
 pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};
-pub use reverse::ReverseSwitch;
+pub use switch::ReverseSwitch;

@@ -2,51 +2,7 @@
 //! one that replaces it (a rule, table, flowset or mask changed while
 //! packets flow), and where each old flow id's packets go.
 //!
-//! # What is carried
-//! [`Classifier::carry_dynamic_from`] walks every table of the old
-//! classifier whose owner (the link for instances, the flowset for dynamic
-//! queues) is in the new one, on the same link:
-//! * **Same mask, same instances:** the table is copied whole, so every
-//!   key keeps its slot, its last use and the table's counters: a rule or
-//!   table change (or a flowset added to the link) moves no flow.
-//! * **Another mask** (or instances that moved): every live entry's key
-//!   is masked again by the new mask ([`CompiledMask::remask`]) and taken
-//!   into the new table with its last use, oldest first. A coarser mask
-//!   merges entries (several old keys, one new key); a finer one cannot
-//!   split an entry (the bits it adds were not kept), so each old entry
-//!   gets the one key those bits at zero give, and the next packets of its
-//!   flows find their own, finer keys. An unmasked flowset or link is one
-//!   entry whose key is all zeros.
-//!
-//! # Where packets go
-//! The result ([`CarryOver`]) has one [`LinkMoves`] per link in both
-//! classifiers: `(old instance, old flow id)` → `(new instance, new flow
-//! id)`. A flow's packets are all in one old queue, and that queue goes
-//! whole to one new queue, so a flow keeps its order when the packets are
-//! handed over in order. Under a coarser mask the new queue is exactly the
-//! one the flow's next packets get; under a finer one it may not be (the
-//! flow's next packets go to their own queue, which a fair scheduler may
-//! serve before the carried ones: the flow may be reordered across the
-//! two queues until the carried packets have left).
-//!
-//! Where the caller still has each held packet's key (its frame's
-//! headers), [`Classifier::place_carried`] places the packet by that key
-//! instead: the instance and queue its flow's next packets get, under a
-//! finer mask too (a key new to the table takes its entry then). The
-//! per-queue moves then only name each old queue's heir (its history,
-//! and the frames routed to its old id before the change).
-//!
-//! What has no place: an entry the new table has no free slot for goes to
-//! the overflow queue (or instance) under
-//! [`crate::OverflowPolicy::SharedQueue`], else nowhere; a slot of the old
-//! table with no live entry (its packets outlived the idle expiry) goes to
-//! the new overflow queue, else nowhere; a flowset deleted or moved to
-//! another link, nowhere. The caller drops what goes nowhere with a
-//! counted reason.
-//!
-//! # Complexity
-//! O(live entries + ids of the links) time and memory; it allocates (a
-//! control path, not the packet path).
+//! What is carried, and how, is told on [`Classifier::carry_dynamic_from`].
 
 use std::collections::HashMap;
 
@@ -56,7 +12,7 @@ use crate::key::{MaskedKey, PacketKey};
 use crate::layout::FlowOwner;
 use crate::Classifier;
 
-/// Where the packets of one link's old flow ids go ([module docs](self)).
+/// Where the packets of one link's old flow ids go ([`Classifier::carry_dynamic_from`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinkMoves {
     /// The pipe or sched number.
@@ -125,10 +81,56 @@ impl CarryOver {
 
 impl Classifier {
     /// Takes the dynamic queues and instances of `old`, the classifier
-    /// this one replaces ([module docs](self)); returns where each of the
+    /// this one replaces (below); returns where each of the
     /// old flow ids goes. Call it on a classifier that has classified
     /// nothing yet, with `old` no longer classifying (under the lock both
     /// share), so that no entry is created between the two.
+    ///
+    /// # What is carried
+    /// It walks every table of the old
+    /// classifier whose owner (the link for instances, the flowset for dynamic
+    /// queues) is in the new one, on the same link:
+    /// * **Same mask, same instances:** the table is copied whole, so every
+    ///   key keeps its slot, its last use and the table's counters: a rule or
+    ///   table change (or a flowset added to the link) moves no flow.
+    /// * **Another mask** (or instances that moved): every live entry's key
+    ///   is masked again by the new mask and taken
+    ///   into the new table with its last use, oldest first. A coarser mask
+    ///   merges entries (several old keys, one new key); a finer one cannot
+    ///   split an entry (the bits it adds were not kept), so each old entry
+    ///   gets the one key those bits at zero give, and the next packets of its
+    ///   flows find their own, finer keys. An unmasked flowset or link is one
+    ///   entry whose key is all zeros.
+    ///
+    /// # Where packets go
+    /// The result ([`CarryOver`]) has one [`LinkMoves`] per link in both
+    /// classifiers: `(old instance, old flow id)` → `(new instance, new flow
+    /// id)`. A flow's packets are all in one old queue, and that queue goes
+    /// whole to one new queue, so a flow keeps its order when the packets are
+    /// handed over in order. Under a coarser mask the new queue is exactly the
+    /// one the flow's next packets get; under a finer one it may not be (the
+    /// flow's next packets go to their own queue, which a fair scheduler may
+    /// serve before the carried ones: the flow may be reordered across the
+    /// two queues until the carried packets have left).
+    ///
+    /// Where the caller still has each held packet's key (its frame's
+    /// headers), [`Classifier::place_carried`] places the packet by that key
+    /// instead: the instance and queue its flow's next packets get, under a
+    /// finer mask too (a key new to the table takes its entry then). The
+    /// per-queue moves then only name each old queue's heir (its history,
+    /// and the frames routed to its old id before the change).
+    ///
+    /// What has no place: an entry the new table has no free slot for goes to
+    /// the overflow queue (or instance) under
+    /// [`crate::OverflowPolicy::SharedQueue`], else nowhere; a slot of the old
+    /// table with no live entry (its packets outlived the idle expiry) goes to
+    /// the new overflow queue, else nowhere; a flowset deleted or moved to
+    /// another link, nowhere. The caller drops what goes nowhere with a
+    /// counted reason.
+    ///
+    /// # Complexity
+    /// O(live entries + ids of the links) time and memory; it allocates (a
+    /// control path, not the packet path).
     pub fn carry_dynamic_from(&mut self, old: &Classifier) -> CarryOver {
         let now = old
             .links
@@ -308,7 +310,7 @@ impl Classifier {
     /// masks on link `moves.link`, within the pipe or flowset its old flow
     /// id `flow` belonged to ([`LinkMoves::owner`]). So under a finer mask
     /// the packets of one old queue go, each, where the next packets of
-    /// their own flows will go ([module docs](self)). A key with no entry
+    /// their own flows will go ([`Classifier::carry_dynamic_from`]). A key with no entry
     /// yet takes one, last used at the latest use of the old tables (it
     /// then expires like an entry carried with its queue); the table has
     /// no slot: the overflow instance or queue

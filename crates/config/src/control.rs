@@ -4,7 +4,6 @@
 //! and any configuration line (`pipe 1 config bw 10Mbit/s`). This module only
 //! parses them into messages; acting on them is the daemon's job.
 
-use crate::error::Error;
 use crate::model::Config;
 
 /// What a `show` (or `list`) command lists.
@@ -57,25 +56,6 @@ pub enum ControlRequest {
     Flush(Listing),
     /// Configuration lines, to merge into the running configuration.
     Configure(Config),
-}
-
-/// Parses one control line (a leading `ipfw` and `-q`/`-f` flags are accepted).
-///
-/// # Examples
-/// ```
-/// use pspat_config::{parse_control, ControlRequest, Deletable, Listing};
-/// assert_eq!(parse_control("ipfw pipe show", "ctl").unwrap(),
-///            ControlRequest::Show { what: Listing::Pipes, number: None });
-/// assert_eq!(parse_control("pipe 3 delete", "ctl").unwrap(),
-///            ControlRequest::Delete { what: Deletable::Pipe, numbers: vec![3] });
-/// assert!(matches!(parse_control("pipe 1 config bw 1Mbit/s", "ctl").unwrap(),
-///                  ControlRequest::Configure(_)));
-/// ```
-///
-/// # Errors
-/// [`Error`] naming the first token that does not fit.
-pub fn parse_control(line: &str, file: &str) -> Result<ControlRequest, Error> {
-    crate::ipfw::parse_control_line(line, file)
 }
 
 /// The running configuration with configuration lines sent to a daemon
@@ -261,7 +241,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{parse_ipfw, NoProfiles};
+    use crate::{parse_control, parse_ipfw, NoProfiles};
 
     fn merged(running: &str, lines: &str) -> Config {
         merge(

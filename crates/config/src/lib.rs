@@ -56,7 +56,7 @@ mod profile;
 mod toml_syntax;
 pub mod units;
 
-pub use control::{merge, parse_control, ControlRequest, Deletable, Listing};
+pub use control::{merge, ControlRequest, Deletable, Listing};
 pub use diff::{apply, diff, Change};
 pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};
@@ -76,6 +76,25 @@ pub use plan::{
 pub use print::{print_ipfw, print_toml, rule_line};
 pub use profile::{parse_profile, Profile, ProfilePoint};
 pub use units::QueueLimit;
+
+/// Parses one control line (a leading `ipfw` and `-q`/`-f` flags are accepted).
+///
+/// # Examples
+/// ```
+/// use pspat_config::{parse_control, ControlRequest, Deletable, Listing};
+/// assert_eq!(parse_control("ipfw pipe show", "ctl").unwrap(),
+///            ControlRequest::Show { what: Listing::Pipes, number: None });
+/// assert_eq!(parse_control("pipe 3 delete", "ctl").unwrap(),
+///            ControlRequest::Delete { what: Deletable::Pipe, numbers: vec![3] });
+/// assert!(matches!(parse_control("pipe 1 config bw 1Mbit/s", "ctl").unwrap(),
+///                  ControlRequest::Configure(_)));
+/// ```
+///
+/// # Errors
+/// [`Error`] naming the first token that does not fit.
+pub fn parse_control(line: &str, file: &str) -> Result<ControlRequest, Error> {
+    ipfw::parse_control_line(line, file)
+}
 
 /// Parses `ipfw(8)` lines: `pipe|queue|sched N config ...`, `add ...`,
 /// `table N add ...`, pspat's `default` and `seed`; a leading `ipfw`, `#`

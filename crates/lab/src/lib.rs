@@ -25,9 +25,11 @@
 //! has the picture, the commands and how to read the output.
 pub mod clock;
 pub mod compare;
+mod compare_report;
 pub mod local;
 mod plot;
 pub mod procstat;
+mod sending;
 pub mod stop;
 pub mod topology;
 pub mod traffic;

@@ -51,94 +51,15 @@ use std::time::Duration;
 use pspat::{Client, Runtime, RuntimeConfig, SubmitError, TxBackend, TxOwner, TxPacket};
 use pspat_io::udp::MAX_BATCH;
 use pspat_io::{IoError, Timestamps, UdpBatchSocket};
-use pspat_sched::{AlgKind, FlowId, FlowParams, FlowTable, SchedulerConfig};
-use serde::Serialize;
+use pspat_sched::{FlowId, FlowParams, FlowTable, SchedulerConfig};
 
 use crate::clock::monotonic_ns;
-use crate::stop;
-use crate::traffic::{
+use crate::sending::{
     encode_header, error_name, pin, pinning, FlowSent, Proto, SendConfig, SendReport, TrafficError,
     HEADER_BYTES, MAX_FRAME, PAYLOAD_HEADER,
 };
-
-/// The runtime a `--via pspat` sender starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PspatVia {
-    /// The scheduling algorithm (`--alg`).
-    pub alg: AlgKind,
-    /// The emulated link rate, bit/s (`--link-rate`); `None`: unlimited.
-    pub link_rate_bps: Option<u64>,
-    /// Dispatcher threads (`--dispatchers`); 0: the arbiter sends.
-    pub dispatchers: usize,
-    /// CPU of the arbiter (`--arbiter-cpu`).
-    pub arbiter_cpu: Option<usize>,
-    /// CPU of the dispatchers (`--dispatcher-cpu`).
-    pub dispatcher_cpu: Option<usize>,
-}
-
-impl Default for PspatVia {
-    /// DRR, unlimited, the arbiter sends, unpinned.
-    fn default() -> Self {
-        PspatVia {
-            alg: AlgKind::Drr,
-            link_rate_bps: None,
-            dispatchers: 0,
-            arbiter_cpu: None,
-            dispatcher_cpu: None,
-        }
-    }
-}
-
-impl PspatVia {
-    /// Checks the parameters; the message names the flag.
-    pub fn check(&self) -> Result<(), TrafficError> {
-        if self.dispatchers > 64 {
-            return Err(TrafficError::Config(format!(
-                "--dispatchers {} is outside 0..=64",
-                self.dispatchers
-            )));
-        }
-        if let Some(r) = self.link_rate_bps {
-            let range = pspat_sched::rate::MIN_RATE_BPS..=pspat_sched::rate::MAX_RATE_BPS;
-            if !range.contains(&r) {
-                return Err(TrafficError::Config(format!(
-                    "--link-rate {r} is outside {}..={} bit/s",
-                    range.start(),
-                    range.end()
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What the runtime of a `--via pspat` sender did (module docs,
-/// *Accounting*).
-#[derive(Debug, Clone, Serialize)]
-pub struct PspatSent {
-    /// The algorithm.
-    pub alg: String,
-    /// Dispatcher threads (0: the arbiter sent).
-    pub dispatchers: usize,
-    /// The emulated link rate, bit/s (null: unlimited).
-    pub link_rate_bps: Option<u64>,
-    /// Packets the runtime accepted from the sender threads.
-    pub submitted: u64,
-    /// Packets the runtime handed to a backend.
-    pub transmitted: u64,
-    /// Packets a socket took (the report's `packets`).
-    pub sent: u64,
-    /// Drops by reason: the runtime's, and socket refusals as `tx_<reason>`.
-    pub dropped: BTreeMap<String, u64>,
-    /// Packets still in the runtime (0 after a clean shutdown).
-    pub in_flight: u64,
-    /// `submitted = sent + Σ dropped` with nothing in flight.
-    pub conserved: bool,
-    /// Times a sender thread found its mailbox full and waited for room.
-    pub full_waits: u64,
-    /// A fault the runtime contained, or a backend lost with its thread.
-    pub error: Option<String>,
-}
+pub use crate::sending::{PspatSent, PspatVia};
+use crate::stop;
 
 /// Per-flow counts of one backend.
 #[derive(Debug, Clone, Copy, Default)]

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use plotters::prelude::*;
 
-use crate::compare::CompareReport;
+use crate::compare_report::CompareReport;
 
 const FONTS: [&str; 5] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",

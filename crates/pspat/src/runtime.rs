@@ -66,8 +66,9 @@ use pspat_sched::{LinkEmulator, Scheduler};
 
 use crate::arbiter::{Arbiter, Sink};
 use crate::dispatcher::Dispatcher;
-use crate::shared::{ClientShared, Registration, Shared, SlotMeta, SlotState, Totals};
+use crate::shared::{ClientShared, Registration, Shared, SlotMeta, SlotState};
 use crate::stats::panic_text;
+use crate::stats::Totals;
 use crate::sync::{AtomicU64, Ordering};
 use crate::{ArbiterStats, Client, Clock, RuntimeConfig, RuntimeError, Stats, TxBackend, TxMode};
 

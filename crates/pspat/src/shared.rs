@@ -31,7 +31,7 @@ use crossbeam_utils::CachePadded;
 use pspat_mailbox::{ClientList, Consumer, Parker, Producer, ReturnedSet};
 use pspat_sched::DropReason;
 
-use crate::stats::{ClientStats, Counter, Departed, TxCount, NREASONS};
+use crate::stats::{ClientStats, Counter, Departed, Totals, TxCount, NREASONS};
 use crate::sync::fence;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::{ArbiterStats, Clock, RuntimeConfig, RuntimeError, Stats};
@@ -70,32 +70,6 @@ impl ClientShared {
             descs: (0..descriptors).map(|_| Desc::default()).collect(),
             returned: CachePadded::new(ReturnedSet::new(descriptors)),
             detached: AtomicBool::new(false),
-        }
-    }
-}
-
-/// A slot's raw counters (monotonic across the clients that used it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Totals {
-    pub(crate) submitted: u64,
-    pub(crate) transmitted: u64,
-    pub(crate) bytes: u64,
-    pub(crate) by: [u64; NREASONS],
-}
-
-impl Totals {
-    /// `self - base`, field by field (`base` was read earlier, when the
-    /// slot was handed over: every counter is monotonic).
-    fn since(&self, base: &Totals) -> Totals {
-        let mut by = [0u64; NREASONS];
-        for (r, v) in by.iter_mut().enumerate() {
-            *v = self.by[r].saturating_sub(base.by[r]);
-        }
-        Totals {
-            submitted: self.submitted.saturating_sub(base.submitted),
-            transmitted: self.transmitted.saturating_sub(base.transmitted),
-            bytes: self.bytes.saturating_sub(base.bytes),
-            by,
         }
     }
 }

@@ -138,7 +138,7 @@ pub struct Departed {
 
 impl Departed {
     /// Adds one departed client's final counters.
-    pub(crate) fn add(&mut self, t: &crate::shared::Totals) {
+    pub(crate) fn add(&mut self, t: &Totals) {
         self.clients += 1;
         self.submitted += t.submitted;
         self.transmitted += t.transmitted;
@@ -147,6 +147,32 @@ impl Departed {
             *d += n;
         }
         self.dropped += t.by.iter().sum::<u64>();
+    }
+}
+
+/// A slot's raw counters (monotonic across the clients that used it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub(crate) submitted: u64,
+    pub(crate) transmitted: u64,
+    pub(crate) bytes: u64,
+    pub(crate) by: [u64; NREASONS],
+}
+
+impl Totals {
+    /// `self - base`, field by field (`base` was read earlier, when the
+    /// slot was handed over: every counter is monotonic).
+    pub(crate) fn since(&self, base: &Totals) -> Totals {
+        let mut by = [0u64; NREASONS];
+        for (r, v) in by.iter_mut().enumerate() {
+            *v = self.by[r].saturating_sub(base.by[r]);
+        }
+        Totals {
+            submitted: self.submitted.saturating_sub(base.submitted),
+            transmitted: self.transmitted.saturating_sub(base.transmitted),
+            bytes: self.bytes.saturating_sub(base.bytes),
+            by,
+        }
     }
 }
 

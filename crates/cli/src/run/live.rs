@@ -51,7 +51,7 @@
 //! The control side plans a change ([`plan_change`]) and hands the
 //! arbiter's part to the [`Inbox`]; the arbiter takes it at the start of
 //! its next `enqueue` or `dequeue` (so between two packets, never inside
-//! one), applies it to every instance of the links it names ([`apply`]),
+//! one), applies it to every instance of the links it names ([`apply_keyed`]),
 //! and answers. Installs are checked first (their keys and ids free), flow
 //! parameters go next and are rolled back if one is refused, so a batch
 //! applies whole or not at all. A change that adds or deletes links runs
@@ -880,16 +880,7 @@ impl Inbox {
     }
 }
 
-/// Applies `ops` at `now` to every instance of the links they name: the
-/// links to install are checked first (their keys and ids free), then
-/// flow parameters (rolled back if one is refused), then queues and links
-/// (checked by [`plan_change`], they cannot fail but for a bug, reported),
-/// then links removed and installed; the final counters of every member
-/// taken out go to `gone`.
-///
-/// # Errors
-/// The first refusal; with an install or flow parameters refused nothing
-/// stays changed.
+/// [`apply_keyed`] with no key for any packet (tests).
 #[cfg(test)]
 pub fn apply(
     set: &mut PipeSet<AnyScheduler>,
@@ -900,14 +891,22 @@ pub fn apply(
     apply_keyed(set, now, ops, gone, &mut |_| None)
 }
 
-/// [`apply`], with `key_of(token)` giving the key of a held packet (its
-/// frame's headers parsed again) for the installs that place packets by
-/// key (`by_key`). A packet whose key cannot be had (it should not
-/// happen) goes with its old queue, as without `by_key`: counted and
-/// reported in one warning per link.
+/// Applies `ops` at `now` to every instance of the links they name: the
+/// links to install are checked first (their keys and ids free), then
+/// flow parameters (rolled back if one is refused), then queues and links
+/// (checked by [`plan_change`], they cannot fail but for a bug, reported),
+/// then links removed and installed; the final counters of every member
+/// taken out go to `gone`.
+///
+/// `key_of(token)` gives the key of a held packet (its frame's headers
+/// parsed again) for the installs that place packets by key (`by_key`).
+/// A packet whose key cannot be had (it should not happen) goes with its
+/// old queue, as without `by_key`: counted and reported in one warning per
+/// link.
 ///
 /// # Errors
-/// As [`apply`].
+/// The first refusal; with an install or flow parameters refused nothing
+/// stays changed.
 pub fn apply_keyed(
     set: &mut PipeSet<AnyScheduler>,
     now: pspat_sched::Instant,

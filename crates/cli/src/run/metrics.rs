@@ -25,7 +25,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -36,6 +36,7 @@ use prometheus_client::registry::Registry;
 
 use super::control::Live;
 use super::pipes_json;
+use super::qstats::{Board, LinkQueues, QueueJson, BUCKETS_NS};
 
 pub(super) type Labels = Vec<(String, String)>;
 
@@ -204,7 +205,7 @@ pub fn render(live: &Live) -> String {
         register_bridge(&mut reg, &bridge.report());
     }
     let (view, _) = live.queue_view();
-    super::qstats::register_metrics(&mut reg, &view, &live.queues, &|link| {
+    register_metrics(&mut reg, &view, &live.queues, &|link| {
         if link == super::PASS_LINK {
             "pass".to_string()
         } else {
@@ -374,6 +375,162 @@ pub fn spawn(
                 }
             }
         })
+}
+
+/// Instances with their own series in the metrics, per pipe.
+pub const METRIC_INSTANCES: u32 = 16;
+/// Buckets with their own series in the metrics, per flowset (or masked pipe).
+pub const METRIC_BUCKETS: u32 = 64;
+
+/// A sojourn histogram as prometheus-client encodes one (fixed values).
+#[derive(Debug, Default)]
+struct FixedHist(Mutex<HistValues>);
+
+/// Sum (s), count, and `(upper bound, count)` per bucket (not cumulative).
+type HistValues = (f64, u64, Vec<(f64, u64)>);
+
+impl prometheus_client::encoding::EncodeMetric for FixedHist {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let v = self.0.lock().map_err(|_| std::fmt::Error)?;
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(v.0, v.1, &v.2, None)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
+}
+
+impl prometheus_client::metrics::TypedMetric for FixedHist {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Histogram;
+}
+
+/// Adds the per-queue series and the per-pipe sojourn histograms to `reg`
+/// and the count of packets whose sojourn was not measured
+/// (docs/RUN.md, *Metrics*): each pipe's queues of the first
+/// [`METRIC_INSTANCES`] instances and [`METRIC_BUCKETS`] buckets have
+/// their own series (labels `pipe`, `flowset` (`-` for a pipe's own
+/// queue), `instance`, `bucket`); the rest of the pipe's queues are summed
+/// under `flowset="other",instance="other",bucket="other"`, so a pipe has
+/// at most 16 × 64 × flowsets + 1 series whatever its traffic.
+pub fn register_metrics(
+    reg: &mut prometheus_client::registry::Registry,
+    view: &[LinkQueues],
+    board: &Board,
+    name: &dyn Fn(u32) -> String,
+) {
+    let hists = board.hists();
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    let (traffic, drops) = (InOut::new(), counters());
+    let (len_p, len_b) = (
+        Family::<Labels, Gauge>::default(),
+        Family::<Labels, Gauge>::default(),
+    );
+    let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    for lq in view {
+        let pipe = name(lq.link);
+        let mut rest = lq.total;
+        let put = |flowset: String, instance: String, bucket: String, r: &QueueJson| {
+            let l: Labels = vec![
+                ("pipe".into(), pipe.clone()),
+                ("flowset".into(), flowset),
+                ("instance".into(), instance),
+                ("bucket".into(), bucket),
+            ];
+            traffic.add(&l, [r.in_packets, r.in_bytes, r.out_packets, r.out_bytes]);
+            drops.get_or_create(&l).inc_by(r.dropped);
+            len_p.get_or_create(&l).set(gauge(r.queued_packets));
+            len_b.get_or_create(&l).set(gauge(r.queued_bytes));
+        };
+        for r in lq
+            .rows
+            .iter()
+            .filter(|r| r.instance < METRIC_INSTANCES && r.bucket < METRIC_BUCKETS)
+        {
+            let flowset = r.flowset.map_or("-".into(), |q| q.to_string());
+            let bucket = if r.overflow {
+                "overflow".into()
+            } else {
+                r.bucket.to_string()
+            };
+            put(flowset, r.instance.to_string(), bucket, r);
+            rest.queues -= 1;
+            rest.counters.in_packets -= r.in_packets;
+            rest.counters.in_bytes -= r.in_bytes;
+            rest.counters.out_packets -= r.out_packets;
+            rest.counters.out_bytes -= r.out_bytes;
+            rest.counters.dropped_packets -= r.dropped;
+            rest.queued_packets -= r.queued_packets;
+            rest.queued_bytes -= r.queued_bytes;
+        }
+        if rest.queues > 0 {
+            let other = QueueJson {
+                in_packets: rest.counters.in_packets,
+                in_bytes: rest.counters.in_bytes,
+                out_packets: rest.counters.out_packets,
+                out_bytes: rest.counters.out_bytes,
+                dropped: rest.counters.dropped_packets,
+                queued_packets: rest.queued_packets,
+                queued_bytes: rest.queued_bytes,
+                ..QueueJson::default()
+            };
+            put("other".into(), "other".into(), "other".into(), &other);
+        }
+    }
+    traffic.register(
+        reg,
+        [
+            ("queue_in_packets", "Packets offered to the dynamic queue"),
+            ("queue_in_bytes", "Bytes offered to the dynamic queue"),
+            ("queue_out_packets", "Packets the dynamic queue sent"),
+            ("queue_out_bytes", "Bytes the dynamic queue sent"),
+        ],
+    );
+    reg.register(
+        "queue_dropped_packets",
+        "Packets the dynamic queue dropped (any reason)",
+        drops,
+    );
+    reg.register(
+        "queue_length_packets",
+        "Packets in the dynamic queue now",
+        len_p,
+    );
+    reg.register(
+        "queue_length_bytes",
+        "Bytes in the dynamic queue now",
+        len_b,
+    );
+    let fam = Family::<Labels, FixedHist>::default();
+    for (link, h) in &hists {
+        let mut buckets: Vec<(f64, u64)> = BUCKETS_NS
+            .iter()
+            .zip(h.buckets.iter())
+            .map(|(&b, &n)| (b as f64 / 1e9, n))
+            .collect();
+        buckets.push((f64::MAX, h.buckets[BUCKETS_NS.len()]));
+        let l: Labels = vec![("pipe".into(), name(*link))];
+        if let Ok(mut v) = fam.get_or_create(&l).0.lock() {
+            *v = (h.sum_ns as f64 / 1e9, h.count, buckets);
+        }
+    }
+    reg.register(
+        "pipe_sojourn_seconds",
+        "Time from entering the pipe to leaving it, per transmitted packet",
+        fam,
+    );
+    let unmeasured = Counter::<u64>::default();
+    unmeasured.inc_by(board.unmeasured());
+    reg.register(
+        "sojourn_unmeasured_packets",
+        "Packets whose sojourn could not be measured (not in the histograms)",
+        unmeasured,
+    );
 }
 
 #[cfg(test)]

@@ -215,7 +215,7 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// Bytes the link may still send at line speed in its current busy
-    /// period (dummynet's `burst` credit, [`super::link`]).
+    /// period (dummynet's `burst` credit of the pipe's link).
     pub fn burst_credit(&self) -> u64 {
         self.link.credit
     }

@@ -32,9 +32,9 @@
 //! [`weight`]: super::weight
 //! [`carp_multipliers`]: super::carp_multipliers
 
+use super::carp::carp_multipliers;
 use super::digest::{seeded_weight, target_seed, unit_weight, weight, FlowDigest};
 use super::error::{check_ids, check_weights, PlaceError};
-use super::ps_hrw::carp_multipliers;
 
 /// Plain HRW over targets named by distinct ids.
 ///

@@ -43,6 +43,7 @@
 //! 2010.
 
 mod ahrw;
+mod carp;
 mod cost;
 pub mod digest;
 mod error;
@@ -53,11 +54,12 @@ mod ps_hrw;
 mod topology;
 
 pub use ahrw::{multiplier, Ahrw, MinQueue};
+pub use carp::carp_multipliers;
 pub use cost::{CaAhrw, CaTreeDecision, CostMatrix, HierCaAhrw};
 pub use digest::{unit_weight, weight, FlowDigest, WEIGHT_A, WEIGHT_B, WEIGHT_RANGE};
 pub use error::PlaceError;
 pub use flowlet::FlowletGuard;
 pub use hier::{Aggregate, HierAhrw, HierTree, TreeDecision};
 pub use hrw::{Hrw, WeightForm, WeightedHrw};
-pub use ps_hrw::{carp_multipliers, PsHrw, TenantId, DEFAULT_BETA};
+pub use ps_hrw::{PsHrw, TenantId, DEFAULT_BETA};
 pub use topology::{parse_cpu_list, CostRatios, CpuPlace, SysfsCache, SysfsCpu, Topology};
