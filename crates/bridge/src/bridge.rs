@@ -22,7 +22,9 @@ use crate::config::{BridgeConfig, BridgeError, Egress, IoBackend, TxKind};
 use crate::counters::{
     read_cpu, Grouping, ReverseShared, RxReason, RxShared, TxReason, TxShared, NRX, NTX,
 };
-use crate::report::{add, EgressReport, FlowReport, Report, ReverseReport, ThreadPlace};
+use crate::report::{
+    add, EgressReport, FlowReport, OffloadReport, Report, ReverseReport, ThreadPlace,
+};
 use crate::reverse::{Direct, Reverse};
 use crate::rx::{RxSocket, RxState, RxThread};
 
@@ -898,7 +900,35 @@ impl Bridge {
             r.error = runtime_error;
         }
         r.threads = threads;
+        // Every thread that read the interfaces has stopped: receive
+        // aggregation goes back on now, and the report says whether it did.
+        // (The rows are `offloads` through the filter of `offload_reports`.)
+        let listed = self.offloads.iter_mut().filter(|o| listed_offload(o));
+        for (taken, row) in listed.zip(&mut r.offloads) {
+            match taken.restore() {
+                Ok(()) => row.restored = taken.changed(),
+                Err(e) => row.restore_error = Some(e.to_string()),
+            }
+        }
         Ok(r)
+    }
+
+    /// The rows of [`Report::offloads`]: each interface where receive
+    /// aggregation was on (turned off, or left on by the device); not yet
+    /// restored.
+    fn offload_reports(&self) -> Vec<OffloadReport> {
+        let names = |v: &[&'static str]| v.iter().map(|n| n.to_string()).collect();
+        self.offloads
+            .iter()
+            .filter(|o| listed_offload(o))
+            .map(|o| OffloadReport {
+                interface: o.interface().to_string(),
+                turned_off: names(&o.turned_off()),
+                still_on: names(o.still_on()),
+                restored: false,
+                restore_error: None,
+            })
+            .collect()
     }
 
     /// The counters: live (`stats` is `None`), or final with every
@@ -943,6 +973,8 @@ impl Bridge {
         let mut r = Report {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             final_report,
+            offloads: self.offload_reports(),
+            offload_warnings: self.offload_warnings.clone(),
             ..Report::default()
         };
         r.dropped = std::mem::take(&mut fwd.dropped);
@@ -1306,6 +1338,12 @@ fn interfaces_read(cfg: &BridgeConfig) -> Vec<&str> {
         }
     }
     read
+}
+
+/// Whether an interface has a row in [`Report::offloads`]: receive
+/// aggregation was on there.
+fn listed_offload(o: &ReceiveOffloads) -> bool {
+    o.changed() || !o.still_on().is_empty()
 }
 
 /// [`BridgeConfig::receive_offloads_off`]: receive aggregation turned off

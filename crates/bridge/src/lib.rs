@@ -87,5 +87,7 @@ pub use config::{
     DEFAULT_QUEUE_LIMIT, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS, XDP_BUILT,
 };
 pub use counters::{RxReason, TxReason};
-pub use report::{EgressReport, FlowReport, ParseReport, Report, ReverseReport, ThreadPlace};
+pub use report::{
+    EgressReport, FlowReport, OffloadReport, ParseReport, Report, ReverseReport, ThreadPlace,
+};
 pub use switch::ReverseSwitch;

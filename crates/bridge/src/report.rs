@@ -146,6 +146,23 @@ pub struct ThreadPlace {
     pub cpu: Option<usize>,
 }
 
+/// Receive aggregation on one interface the bridge reads
+/// ([`crate::BridgeConfig::receive_offloads_off`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OffloadReport {
+    /// The interface.
+    pub interface: String,
+    /// What the bridge turned off while it runs, by ethtool's feature
+    /// names (`generic-receive-offload`, `large-receive-offload`).
+    pub turned_off: Vec<String>,
+    /// What stayed on because the device would not change it.
+    pub still_on: Vec<String>,
+    /// Final report: whether everything in `turned_off` is on again.
+    pub restored: bool,
+    /// Final report: why it could not be turned back on.
+    pub restore_error: Option<String>,
+}
+
 /// Everything a bridge counted (module docs).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -183,6 +200,12 @@ pub struct Report {
     pub reverse: ReverseReport,
     /// Where the threads ran.
     pub threads: Vec<ThreadPlace>,
+    /// Receive aggregation on each interface the bridge reads where it was
+    /// on (turned off until the bridge stops, or left on by the device).
+    pub offloads: Vec<OffloadReport>,
+    /// Interfaces where the bridge could not turn receive aggregation off
+    /// (no `CAP_NET_ADMIN`, a device that refused), one line each.
+    pub offload_warnings: Vec<String>,
     /// Whether `received + duplicated = transmitted + dropped + in_flight`
     /// held, in total
     /// and for every flow, and (final report) the runtime's own accounts

@@ -853,6 +853,9 @@ struct RunJson<'a> {
     classifier: ClassifierJson,
     totals: TotalsJson,
     reverse: &'a pspat_bridge::ReverseReport,
+    /// Receive aggregation turned off while running and back on at exit.
+    offloads: &'a [pspat_bridge::OffloadReport],
+    offload_warnings: &'a [String],
     error: Option<String>,
 }
 
@@ -1375,7 +1378,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
-    let (done, warnings) = crate::shape::offload_notes(&bridge);
+    let (done, warnings) = crate::shape::offload_notes(&bridge.report());
     for line in done {
         tracing::info!(target: "pspat::run", "{line}");
     }
@@ -1470,6 +1473,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("run: the bridge was not kept"))?
         .stop()
         .map_err(|e| anyhow::anyhow!("run: {e}"))?;
+    let (done, warnings) = crate::shape::offload_exit_notes(&report);
+    for line in done {
+        tracing::info!(target: "pspat::run", "{line}");
+    }
+    for line in warnings {
+        tracing::warn!(target: "pspat::run", "{line}");
+    }
     let pipes = pipes_json(&links(), &read());
     let (rules, cstats) = live.rules_and_stats(&live.plan());
     let pipes_conserved = pipes
@@ -1511,6 +1521,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             classifier,
             totals,
             reverse: &report.reverse,
+            offloads: &report.offloads,
+            offload_warnings: &report.offload_warnings,
             error: report.error.clone(),
         };
         serde_json::to_writer_pretty(&mut out, &doc)?;

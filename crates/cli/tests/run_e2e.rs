@@ -61,6 +61,8 @@ fn finish(child: Child) -> serde_json::Value {
             "classifier",
             "totals",
             "reverse",
+            "offloads",
+            "offload_warnings",
             "error"
         ]
     );
@@ -307,7 +309,22 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     let doc = finish(child);
     for dev in &read {
         assert!(gro(dev, None), "{dev}: GRO back on after the exit");
+        // The JSON report says so too.
+        let row = doc["offloads"]
+            .as_array()
+            .expect("offloads")
+            .iter()
+            .find(|o| o["interface"] == dev.as_str())
+            .unwrap_or_else(|| panic!("{dev} in {}", doc["offloads"]));
+        assert_eq!(
+            row["turned_off"],
+            serde_json::json!(["generic-receive-offload"]),
+            "{row}"
+        );
+        assert_eq!(row["restored"], true, "{row}");
+        assert!(row["restore_error"].is_null(), "{row}");
     }
+    assert_eq!(doc["offload_warnings"], serde_json::json!([]));
     check_conservation(&doc);
     let p1 = pipe(&doc, 1);
     let goodput = received["bps"].as_f64().expect("bps");
