@@ -15,6 +15,7 @@ mod demo;
 mod demo_lab;
 mod lab;
 mod machine;
+mod offload_guard;
 mod place_bench;
 mod pq_bench;
 mod run;
@@ -69,6 +70,9 @@ enum Command {
     Run(run::Args),
     /// Send one ipfw line to a running `pspat run` (change a pipe, show pipes, queues, rules).
     Ctl(ctl::Args),
+    /// Started by `run` and `shape`: turns the receive offloads they turned off back on if they die first.
+    #[command(hide = true)]
+    OffloadGuard(offload_guard::Args),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Shape(a) => shape::run(a),
         Command::Run(a) => run::run(a),
         Command::Ctl(a) => ctl::run(a),
+        Command::OffloadGuard(a) => offload_guard::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1378,13 +1378,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
-    let (done, warnings) = crate::shape::offload_notes(&bridge.report());
+    let at_start = bridge.report();
+    let (done, warnings) = crate::shape::offload_notes(&at_start);
     for line in done {
         tracing::info!(target: "pspat::run", "{line}");
     }
     for line in warnings {
         tracing::warn!(target: "pspat::run", "{line}");
     }
+    let guard = crate::offload_guard::spawn(
+        &at_start.offloads,
+        &|w| tracing::warn!(target: "pspat::run", "{w}"),
+    );
     // Before the control thread starts: no change can come earlier.
     let _ = frames.set(HeldFrames {
         arena: Arc::clone(bridge.frames()),
@@ -1479,6 +1484,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     for line in warnings {
         tracing::warn!(target: "pspat::run", "{line}");
+    }
+    if let Some(g) = guard {
+        g.disarm();
     }
     let pipes = pipes_json(&links(), &read());
     let (rules, cstats) = live.rules_and_stats(&live.plan());

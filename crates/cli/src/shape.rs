@@ -672,13 +672,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         bridge.frame_size()
     );
-    let (done, warnings) = offload_notes(&bridge.report());
+    let at_start = bridge.report();
+    let (done, warnings) = offload_notes(&at_start);
     for line in done {
         eprintln!("shape: {line}");
     }
     for line in warnings {
         eprintln!("shape: warning: {line}");
     }
+    let guard =
+        crate::offload_guard::spawn(&at_start.offloads, &|w| eprintln!("shape: warning: {w}"));
     let start = Instant::now();
     let mut prev = bridge.report();
     let failure = crate::supervise::until_stopped(
@@ -699,6 +702,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     for line in warnings {
         eprintln!("shape: warning: {line}");
+    }
+    if let Some(g) = guard {
+        g.disarm();
     }
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -343,6 +343,56 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     assert!(p1["out_packets"].as_u64().unwrap() > 3000, "{p1}");
 }
 
+/// `kill -9` of the daemon: its offload guard (a child process) turns GRO
+/// back on on both interfaces the daemon read, within a second, and says
+/// so on the daemon's standard error.
+#[test]
+fn run_killed_with_sigkill_still_gets_gro_turned_back_on() {
+    let Some(bed) = Bed::new("kill", 250) else {
+        return;
+    };
+    let gro = |dev: &str, set: Option<bool>| -> bool {
+        bed.bridge
+            .run(|| match set {
+                Some(on) => offload::set_generic_receive_offload(dev, on),
+                None => offload::generic_receive_offload(dev),
+            })
+            .expect("in the bridge namespace")
+            .expect("GRO ioctl")
+    };
+    let read = [bed.into.b.clone(), bed.out.a.clone()];
+    for dev in &read {
+        assert!(gro(dev, Some(true)), "{dev}: GRO on before the start");
+    }
+    let (mut child, log) = bed.start("pipe 1 config bw 10Mbit/s\ndefault allow\n", &[]);
+    for dev in &read {
+        assert!(!gro(dev, None), "{dev}: GRO off while the daemon runs");
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while read.iter().any(|dev| !gro(dev, None)) {
+        assert!(Instant::now() < deadline, "GRO still off 5 s after kill -9");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The guard's lines, one per interface.
+    let mut said = Vec::new();
+    while said.len() < read.len() {
+        match log.recv_timeout(Duration::from_secs(5)) {
+            Ok(line) if line.contains("offload guard") => said.push(line),
+            Ok(_) => {}
+            Err(e) => panic!("the guard's lines: {e}; got {said:?}"),
+        }
+    }
+    for dev in &read {
+        assert!(
+            said.iter()
+                .any(|l| l.contains(&format!("generic-receive-offload on again on {dev}"))),
+            "{dev} in {said:?}"
+        );
+    }
+}
+
 /// `duplicate 0.2`: 2000 numbered UDP frames through the pipe; every frame
 /// arrives once or twice, the copy right behind its original; the copies
 /// the receiver counts are the daemon's (`totals.duplicated`, the pipe's

@@ -158,6 +158,36 @@ pub fn set_generic_receive_offload(interface: &str, on: bool) -> Result<bool, Io
     Ok(get_value(&fd, &name, GET_GRO)? != 0)
 }
 
+/// Turns generic receive offload (when `gro`) and large receive offload
+/// (when `lro`) on for `interface`: what [`ReceiveOffloads::restore`] does,
+/// also for a process that outlives the one that turned them off (a
+/// watchdog that restores them after `kill -9`).
+///
+/// # Errors
+/// The interface is gone, or an ioctl failed (the first error; the other
+/// feature is still tried).
+pub fn turn_on_receive_offloads(interface: &str, gro: bool, lro: bool) -> Result<(), IoError> {
+    if !gro && !lro {
+        return Ok(());
+    }
+    let name = sys::interface_name(interface)?;
+    let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut first_error = None;
+    if gro {
+        if let Err(e) = set_value(&fd, &name, SET_GRO, 1) {
+            first_error = Some(e);
+        }
+    }
+    if lro {
+        let step = get_value(&fd, &name, GET_FLAGS)
+            .and_then(|flags| set_value(&fd, &name, SET_FLAGS, flags | FLAG_LRO));
+        if let Err(e) = step {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 /// Receive aggregation (GRO and LRO) turned off on one interface, and
 /// turned back on by [`ReceiveOffloads::restore`] (or on drop) where it was
 /// on: a bridge that reads raw frames holds one per interface it reads
@@ -255,22 +285,7 @@ impl ReceiveOffloads {
         if !self.changed() {
             return Ok(());
         }
-        let name = sys::interface_name(&self.interface)?;
-        let fd = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
-        let mut first_error = None;
-        if self.gro_was_on {
-            if let Err(e) = set_value(&fd, &name, SET_GRO, 1) {
-                first_error = Some(e);
-            }
-        }
-        if self.lro_was_on {
-            let step = get_value(&fd, &name, GET_FLAGS)
-                .and_then(|flags| set_value(&fd, &name, SET_FLAGS, flags | FLAG_LRO));
-            if let Err(e) = step {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        turn_on_receive_offloads(&self.interface, self.gro_was_on, self.lro_was_on)
     }
 }
 
