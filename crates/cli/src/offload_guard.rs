@@ -155,6 +155,12 @@ fn read_list(input: impl BufRead) -> Option<Vec<Listed>> {
 
 /// The guard itself (module docs).
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return Err(crate::usage(
+            "offload-guard is started by `pspat run` and `pspat shape`, not by hand",
+        ));
+    }
     // A handler that only sets a flag replaces the default action
     // (terminate): the signals no longer end the guard.
     let ignored = Arc::new(AtomicBool::new(false));
