@@ -413,6 +413,15 @@ mod tests {
             Err(IoError::PermissionDenied { .. }) => {}
             other => panic!("expected a typed error, got {other:?}"),
         }
+        match turn_on_receive_offloads("pspat-nosuch0", true, false) {
+            Err(IoError::NoSuchInterface(name)) => assert_eq!(name, "pspat-nosuch0"),
+            Err(IoError::PermissionDenied { .. }) => {}
+            other => panic!("expected a typed error, got {other:?}"),
+        }
+        assert!(
+            turn_on_receive_offloads("pspat-nosuch0", false, false).is_ok(),
+            "nothing to turn on: the interface is not even looked up"
+        );
     }
 
     #[test]
