@@ -252,16 +252,8 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     }
     // GRO on where the daemon reads: it turns it off while it runs (or a
     // stream would reach its rings as aggregates) and back on at exit.
-    let gro = |dev: &str, set: Option<bool>| -> bool {
-        bed.bridge
-            .run(|| match set {
-                Some(on) => offload::set_generic_receive_offload(dev, on),
-                None => offload::generic_receive_offload(dev),
-            })
-            .expect("in the bridge namespace")
-            .expect("GRO ioctl")
-    };
-    let read = [bed.into.b.clone(), bed.out.a.clone()];
+    let gro = |dev: &str, set: Option<bool>| bed.gro(dev, set);
+    let read = bed.interfaces_read();
     for dev in &read {
         assert!(gro(dev, Some(true)), "{dev}: GRO on before the start");
     }
@@ -351,16 +343,8 @@ fn run_killed_with_sigkill_still_gets_gro_turned_back_on() {
     let Some(bed) = Bed::new("kill", 250) else {
         return;
     };
-    let gro = |dev: &str, set: Option<bool>| -> bool {
-        bed.bridge
-            .run(|| match set {
-                Some(on) => offload::set_generic_receive_offload(dev, on),
-                None => offload::generic_receive_offload(dev),
-            })
-            .expect("in the bridge namespace")
-            .expect("GRO ioctl")
-    };
-    let read = [bed.into.b.clone(), bed.out.a.clone()];
+    let gro = |dev: &str, set: Option<bool>| bed.gro(dev, set);
+    let read = bed.interfaces_read();
     for dev in &read {
         assert!(gro(dev, Some(true)), "{dev}: GRO on before the start");
     }

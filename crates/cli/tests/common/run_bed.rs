@@ -76,6 +76,25 @@ impl Bed {
         self.dir.join("pspat.sock")
     }
 
+    /// The two interfaces the daemon reads: `--in`'s and `--out`'s ends in
+    /// the bridge namespace.
+    pub fn interfaces_read(&self) -> [String; 2] {
+        [self.into.b.clone(), self.out.a.clone()]
+    }
+
+    /// Generic receive offload on `dev` of the bridge namespace: turned on
+    /// or off (`Some`), or only read (`None`); the state read back.
+    pub fn gro(&self, dev: &str, set: Option<bool>) -> bool {
+        use pspat_io::offload;
+        self.bridge
+            .run(|| match set {
+                Some(on) => offload::set_generic_receive_offload(dev, on),
+                None => offload::generic_receive_offload(dev),
+            })
+            .expect("in the bridge namespace")
+            .expect("GRO ioctl")
+    }
+
     /// Starts `pspat run` on `config` in the bridge namespace with its
     /// control socket in the bed's directory and waits for `run: ready`;
     /// its stderr goes on being read into the returned channel.
