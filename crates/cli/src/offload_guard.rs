@@ -1,5 +1,6 @@
-//! A watchdog for the receive offloads that `pspat run` and `pspat shape`
-//! turn off while they run (docs/RUN.md, *Offloads*): a child process that
+//! What `pspat run` and `pspat shape` say about the receive offloads the
+//! bridge turns off while they run (docs/RUN.md, *Offloads*), and a
+//! watchdog for them ([`Offloads`]): a child process that
 //! turns them back on if its parent ends without doing so itself, as after
 //! `kill -9` or the OOM killer, which no exit path of the parent survives.
 //!
@@ -28,13 +29,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pspat_bridge::OffloadReport;
+use pspat_bridge::{OffloadReport, Report};
+use pspat_io::offload::{GRO, LRO};
 
 /// The line that tells the guard its parent restored the offloads itself.
 const DONE: &str = "done";
-
-const GRO: &str = "generic-receive-offload";
-const LRO: &str = "large-receive-offload";
 
 /// `pspat offload-guard` (hidden: started by `pspat run` and `pspat shape`).
 #[derive(clap::Args, Debug)]
@@ -44,8 +43,89 @@ pub struct Args {
     parent: u32,
 }
 
+/// What the bridge did to the receive offloads of the interfaces it reads
+/// ([`pspat_bridge::BridgeConfig::receive_offloads_off`]), from a live
+/// report: a line for each interface where it turned some off until exit,
+/// and a warning for each where it could not or the device kept one on
+/// (the bridge's own lines).
+fn offload_notes(report: &Report) -> (Vec<String>, Vec<String>) {
+    let done = report
+        .offloads
+        .iter()
+        .filter(|o| !o.turned_off.is_empty())
+        .map(|o| {
+            format!(
+                "{} off on {} until exit",
+                o.turned_off.join(" and "),
+                o.interface
+            )
+        })
+        .collect();
+    (done, report.offload_warnings.clone())
+}
+
+/// The same at exit, from the final report: a line for each interface
+/// whose receive offloads are on again, a warning for each where turning
+/// them back on failed (`ethtool -K IF gro on` does it by hand).
+fn offload_exit_notes(report: &Report) -> (Vec<String>, Vec<String>) {
+    let mut done = Vec::new();
+    let mut warnings = Vec::new();
+    for o in report.offloads.iter().filter(|o| !o.turned_off.is_empty()) {
+        match &o.restore_error {
+            None => done.push(format!(
+                "{} on again on {}",
+                o.turned_off.join(" and "),
+                o.interface
+            )),
+            Some(e) => warnings.push(format!(
+                "{}: {} not turned back on ({e})",
+                o.interface,
+                o.turned_off.join(" and ")
+            )),
+        }
+    }
+    (done, warnings)
+}
+
+/// One line about the offloads, for the command to say its own way.
+pub(crate) enum Note {
+    /// What was done.
+    Done(String),
+    /// What could not be.
+    Warning(String),
+}
+
+/// The offloads of a running bridge: what was said at its start, and the
+/// guard (module docs) until [`Offloads::stopped`].
+pub(crate) struct Offloads {
+    guard: Option<Guard>,
+}
+
+impl Offloads {
+    /// Says what the bridge turned off (and where it could not), from its
+    /// first report, and starts the guard when something is off.
+    pub(crate) fn started(report: &Report, say: &dyn Fn(Note)) -> Self {
+        let (done, warnings) = offload_notes(report);
+        done.into_iter().for_each(|l| say(Note::Done(l)));
+        warnings.into_iter().for_each(|l| say(Note::Warning(l)));
+        let guard = spawn(&report.offloads, &|w| say(Note::Warning(w)));
+        Offloads { guard }
+    }
+
+    /// Says what is on again, from the bridge's final report, and tells the
+    /// guard it has nothing to do.
+    pub(crate) fn stopped(self, report: &Report, say: &dyn Fn(Note)) {
+        let (done, warnings) = offload_exit_notes(report);
+        done.into_iter().for_each(|l| say(Note::Done(l)));
+        warnings.into_iter().for_each(|l| say(Note::Warning(l)));
+        if let Some(g) = self.guard {
+            g.disarm();
+        }
+    }
+}
+
 /// A running guard, held by the parent for as long as the offloads are off.
-pub(crate) struct Guard {
+struct Guard {
     child: Child,
     stdin: Option<ChildStdin>,
 }
@@ -53,7 +133,7 @@ pub(crate) struct Guard {
 /// Starts a guard for the interfaces of `offloads` where something was
 /// turned off; `None` when there is none, or (with a warning line, through
 /// `warn`) when the guard cannot be started.
-pub(crate) fn spawn(offloads: &[OffloadReport], warn: &dyn Fn(String)) -> Option<Guard> {
+fn spawn(offloads: &[OffloadReport], warn: &dyn Fn(String)) -> Option<Guard> {
     let lines: Vec<String> = offloads
         .iter()
         .filter(|o| !o.turned_off.is_empty())
@@ -98,7 +178,7 @@ impl Guard {
     /// The parent restored the offloads: the guard exits without acting.
     /// Waits for it briefly (it exits at once), so that no guard outlives
     /// its parent's clean exit.
-    pub(crate) fn disarm(mut self) {
+    fn disarm(mut self) {
         if let Some(mut s) = self.stdin.take() {
             let _ = writeln!(s, "{DONE}").and_then(|()| s.flush());
         }
@@ -235,6 +315,50 @@ mod tests {
             "done: nothing to do"
         );
         assert_eq!(read_list(&b""[..]), Some(Vec::new()));
+    }
+
+    #[test]
+    fn offload_notes_name_each_interface_turned_off_and_whether_it_came_back() {
+        let row = |interface: &str, restored: bool, restore_error: Option<&str>| OffloadReport {
+            interface: interface.into(),
+            turned_off: vec![
+                "generic-receive-offload".into(),
+                "large-receive-offload".into(),
+            ],
+            still_on: Vec::new(),
+            restored,
+            restore_error: restore_error.map(String::from),
+        };
+        let mut live = Report::default();
+        live.offloads = vec![
+            row("veth0", false, None),
+            OffloadReport {
+                interface: "veth1".into(),
+                still_on: vec!["large-receive-offload".into()],
+                ..Default::default()
+            },
+        ];
+        live.offload_warnings = vec!["veth1: large-receive-offload stays on".into()];
+        let (done, warnings) = offload_notes(&live);
+        assert_eq!(
+            done,
+            ["generic-receive-offload and large-receive-offload off on veth0 until exit"]
+        );
+        assert_eq!(warnings, live.offload_warnings);
+        let mut last = Report::default();
+        last.offloads = vec![
+            row("veth0", true, None),
+            row("veth2", false, Some("No such device")),
+        ];
+        let (done, warnings) = offload_exit_notes(&last);
+        assert_eq!(
+            done,
+            ["generic-receive-offload and large-receive-offload on again on veth0"]
+        );
+        assert_eq!(
+            warnings,
+            ["veth2: generic-receive-offload and large-receive-offload not turned back on (No such device)"]
+        );
     }
 
     #[test]

@@ -838,6 +838,14 @@ struct TotalsJson {
     pipes_conserved: bool,
 }
 
+/// How `pspat run` says an offload note: in its log.
+fn run_note(note: crate::offload_guard::Note) {
+    match note {
+        crate::offload_guard::Note::Done(line) => tracing::info!(target: "pspat::run", "{line}"),
+        crate::offload_guard::Note::Warning(line) => tracing::warn!(target: "pspat::run", "{line}"),
+    }
+}
+
 /// `pspat run --json` (docs/JSON.md).
 #[derive(serde::Serialize)]
 struct RunJson<'a> {
@@ -1378,18 +1386,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e if e.is_usage() => usage(e.to_string()),
         e => anyhow::anyhow!("run: {e}"),
     })?;
-    let at_start = bridge.report();
-    let (done, warnings) = crate::shape::offload_notes(&at_start);
-    for line in done {
-        tracing::info!(target: "pspat::run", "{line}");
-    }
-    for line in warnings {
-        tracing::warn!(target: "pspat::run", "{line}");
-    }
-    let guard = crate::offload_guard::spawn(
-        &at_start.offloads,
-        &|w| tracing::warn!(target: "pspat::run", "{w}"),
-    );
+    let offloads = crate::offload_guard::Offloads::started(&bridge.report(), &run_note);
     // Before the control thread starts: no change can come earlier.
     let _ = frames.set(HeldFrames {
         arena: Arc::clone(bridge.frames()),
@@ -1478,16 +1475,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("run: the bridge was not kept"))?
         .stop()
         .map_err(|e| anyhow::anyhow!("run: {e}"))?;
-    let (done, warnings) = crate::shape::offload_exit_notes(&report);
-    for line in done {
-        tracing::info!(target: "pspat::run", "{line}");
-    }
-    for line in warnings {
-        tracing::warn!(target: "pspat::run", "{line}");
-    }
-    if let Some(g) = guard {
-        g.disarm();
-    }
+    offloads.stopped(&report, &run_note);
     let pipes = pipes_json(&links(), &read());
     let (rules, cstats) = live.rules_and_stats(&live.plan());
     let pipes_conserved = pipes

@@ -672,16 +672,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         bridge.frame_size()
     );
-    let at_start = bridge.report();
-    let (done, warnings) = offload_notes(&at_start);
-    for line in done {
-        eprintln!("shape: {line}");
-    }
-    for line in warnings {
-        eprintln!("shape: warning: {line}");
-    }
-    let guard =
-        crate::offload_guard::spawn(&at_start.offloads, &|w| eprintln!("shape: warning: {w}"));
+    let offloads = crate::offload_guard::Offloads::started(&bridge.report(), &shape_note);
     let start = Instant::now();
     let mut prev = bridge.report();
     let failure = crate::supervise::until_stopped(
@@ -696,16 +687,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
     );
     let report = bridge.stop().map_err(|e| anyhow::anyhow!("shape: {e}"))?;
-    let (done, warnings) = offload_exit_notes(&report);
-    for line in done {
-        eprintln!("shape: {line}");
-    }
-    for line in warnings {
-        eprintln!("shape: warning: {line}");
-    }
-    if let Some(g) = guard {
-        g.disarm();
-    }
+    offloads.stopped(&report, &shape_note);
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = ShapeJson {
@@ -742,100 +724,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What the bridge did to the receive offloads of the interfaces it reads
-/// ([`pspat_bridge::BridgeConfig::receive_offloads_off`]), from a live
-/// report: a line for each interface where it turned some off until exit,
-/// and a warning for each where it could not or the device kept one on
-/// (the bridge's own lines).
-pub(crate) fn offload_notes(report: &Report) -> (Vec<String>, Vec<String>) {
-    let done = report
-        .offloads
-        .iter()
-        .filter(|o| !o.turned_off.is_empty())
-        .map(|o| {
-            format!(
-                "{} off on {} until exit",
-                o.turned_off.join(" and "),
-                o.interface
-            )
-        })
-        .collect();
-    (done, report.offload_warnings.clone())
-}
-
-/// The same at exit, from the final report: a line for each interface
-/// whose receive offloads are on again, a warning for each where turning
-/// them back on failed (`ethtool -K IF gro on` does it by hand).
-pub(crate) fn offload_exit_notes(report: &Report) -> (Vec<String>, Vec<String>) {
-    let mut done = Vec::new();
-    let mut warnings = Vec::new();
-    for o in report.offloads.iter().filter(|o| !o.turned_off.is_empty()) {
-        match &o.restore_error {
-            None => done.push(format!(
-                "{} on again on {}",
-                o.turned_off.join(" and "),
-                o.interface
-            )),
-            Some(e) => warnings.push(format!(
-                "{}: {} not turned back on ({e})",
-                o.interface,
-                o.turned_off.join(" and ")
-            )),
-        }
+/// How `pspat shape` says an offload note: on standard error.
+fn shape_note(note: crate::offload_guard::Note) {
+    match note {
+        crate::offload_guard::Note::Done(line) => eprintln!("shape: {line}"),
+        crate::offload_guard::Note::Warning(line) => eprintln!("shape: warning: {line}"),
     }
-    (done, warnings)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
-
-    #[test]
-    fn offload_notes_name_each_interface_turned_off_and_whether_it_came_back() {
-        let row = |interface: &str, restored: bool, restore_error: Option<&str>| {
-            pspat_bridge::OffloadReport {
-                interface: interface.into(),
-                turned_off: vec![
-                    "generic-receive-offload".into(),
-                    "large-receive-offload".into(),
-                ],
-                still_on: Vec::new(),
-                restored,
-                restore_error: restore_error.map(String::from),
-            }
-        };
-        let mut live = Report::default();
-        live.offloads = vec![
-            row("veth0", false, None),
-            pspat_bridge::OffloadReport {
-                interface: "veth1".into(),
-                still_on: vec!["large-receive-offload".into()],
-                ..Default::default()
-            },
-        ];
-        live.offload_warnings = vec!["veth1: large-receive-offload stays on".into()];
-        let (done, warnings) = offload_notes(&live);
-        assert_eq!(
-            done,
-            ["generic-receive-offload and large-receive-offload off on veth0 until exit"]
-        );
-        assert_eq!(warnings, live.offload_warnings);
-        let mut last = Report::default();
-        last.offloads = vec![
-            row("veth0", true, None),
-            row("veth2", false, Some("No such device")),
-        ];
-        let (done, warnings) = offload_exit_notes(&last);
-        assert_eq!(
-            done,
-            ["generic-receive-offload and large-receive-offload on again on veth0"]
-        );
-        assert_eq!(
-            warnings,
-            ["veth2: generic-receive-offload and large-receive-offload not turned back on (No such device)"]
-        );
-    }
 
     #[derive(clap::Parser)]
     struct Cli {

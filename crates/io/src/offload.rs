@@ -36,9 +36,11 @@ const FEATURES: [(&str, u32, u32); 4] = [
     (GRO, SET_GRO, GET_GRO),
 ];
 
-/// ethtool's names of the two receive aggregations.
-const GRO: &str = "generic-receive-offload";
-const LRO: &str = "large-receive-offload";
+/// ethtool's name of generic receive offload, as [`ReceiveOffloads`]
+/// names what it turned off.
+pub const GRO: &str = "generic-receive-offload";
+/// ethtool's name of large receive offload.
+pub const LRO: &str = "large-receive-offload";
 
 /// `ETHTOOL_GGRO` / `ETHTOOL_SGRO`.
 const GET_GRO: u32 = 0x2b;
