@@ -902,9 +902,14 @@ impl Bridge {
         r.threads = threads;
         // Every thread that read the interfaces has stopped: receive
         // aggregation goes back on now, and the report says whether it did.
-        // (The rows are `offloads` through the filter of `offload_reports`.)
-        let listed = self.offloads.iter_mut().filter(|o| listed_offload(o));
-        for (taken, row) in listed.zip(&mut r.offloads) {
+        for row in &mut r.offloads {
+            let Some(taken) = self
+                .offloads
+                .iter_mut()
+                .find(|o| o.interface() == row.interface)
+            else {
+                continue;
+            };
             match taken.restore() {
                 Ok(()) => row.restored = taken.changed(),
                 Err(e) => row.restore_error = Some(e.to_string()),
@@ -920,7 +925,7 @@ impl Bridge {
         let names = |v: &[&'static str]| v.iter().map(|n| n.to_string()).collect();
         self.offloads
             .iter()
-            .filter(|o| listed_offload(o))
+            .filter(|o| o.changed() || !o.still_on().is_empty())
             .map(|o| OffloadReport {
                 interface: o.interface().to_string(),
                 turned_off: names(&o.turned_off()),
@@ -1338,12 +1343,6 @@ fn interfaces_read(cfg: &BridgeConfig) -> Vec<&str> {
         }
     }
     read
-}
-
-/// Whether an interface has a row in [`Report::offloads`]: receive
-/// aggregation was on there.
-fn listed_offload(o: &ReceiveOffloads) -> bool {
-    o.changed() || !o.still_on().is_empty()
 }
 
 /// [`BridgeConfig::receive_offloads_off`]: receive aggregation turned off

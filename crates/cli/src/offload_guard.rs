@@ -27,7 +27,6 @@ use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use pspat_bridge::{OffloadReport, Report};
 use pspat_io::offload::{GRO, LRO};
@@ -176,19 +175,14 @@ fn spawn(offloads: &[OffloadReport], warn: &dyn Fn(String)) -> Option<Guard> {
 
 impl Guard {
     /// The parent restored the offloads: the guard exits without acting.
-    /// Waits for it briefly (it exits at once), so that no guard outlives
-    /// its parent's clean exit.
+    /// Waits for it (it exits as soon as it reads `done`, or at the end of
+    /// its input if the line could not be written), so that no guard
+    /// outlives its parent's clean exit.
     fn disarm(mut self) {
         if let Some(mut s) = self.stdin.take() {
             let _ = writeln!(s, "{DONE}").and_then(|()| s.flush());
         }
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let _ = self.child.wait();
     }
 }
 

@@ -58,6 +58,20 @@ fn ip(args: &[&str]) {
     assert!(status.success(), "ip {args:?}");
 }
 
+/// Two UDP flows weighted 3:1, two sender threads, 4000 packets/s for
+/// 1 s, a JSON report: the paced traffic of the accounting tests.
+const PACED_3_1: &[&str] = &[
+    "--weights",
+    "3,1",
+    "--threads",
+    "2",
+    "--pps",
+    "4000",
+    "--duration",
+    "1s",
+    "--json",
+];
+
 #[test]
 fn bad_flags_exit_2_with_one_line() {
     for args in [
@@ -228,19 +242,7 @@ fn traffic_through_the_bridge_is_accounted_for() {
     let receiver = start_receiver("2", "4s");
     let (sent, received) = send_then_receive(
         "pspat-lab-snd",
-        &[
-            "--weights",
-            "3,1",
-            "--threads",
-            "2",
-            "--pps",
-            "4000",
-            "--duration",
-            "1s",
-            "--size",
-            "200",
-            "--json",
-        ],
+        &[PACED_3_1, &["--size", "200"]].concat(),
         receiver,
         "udp",
     );
@@ -394,21 +396,7 @@ fn local_senders_through_pspat_are_accounted_for() {
     let receiver = start_receiver("2", "4s");
     let (sent, received) = send_then_receive(
         "pspat-lab-snd",
-        &[
-            "--via",
-            "pspat",
-            "--dispatchers",
-            "1",
-            "--weights",
-            "3,1",
-            "--threads",
-            "2",
-            "--pps",
-            "4000",
-            "--duration",
-            "1s",
-            "--json",
-        ],
+        &[&["--via", "pspat", "--dispatchers", "1"], PACED_3_1].concat(),
         receiver,
         "--via pspat",
     );
