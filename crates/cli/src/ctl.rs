@@ -26,8 +26,9 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 )]
 pub struct Args {
     /// The daemon's control socket (default: pspat run's default, /run/pspat/pspat.sock for
-    /// root, else $XDG_RUNTIME_DIR/pspat.sock or /tmp/pspat-UID/pspat.sock).
-    #[arg(long, value_name = "PATH")]
+    /// root, else $XDG_RUNTIME_DIR/pspat.sock or /tmp/pspat-UID/pspat.sock). Also
+    /// `--control`, the name `pspat run` gives it.
+    #[arg(long, visible_alias = "control", value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Print the daemon's whole answer as one JSON object.
     #[arg(long)]

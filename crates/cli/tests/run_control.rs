@@ -108,6 +108,20 @@ fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
     // A leading `ipfw` is accepted, and a trailing --json.
     let out = ctl(&socket, &["ipfw", "pipe", "show", "--json"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no pspat run is listening"));
+    // `--control`, as `pspat run` names the socket, is the same flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_pspat"))
+        .arg("ctl")
+        .arg("--control")
+        .arg(&socket)
+        .args(["pipe", "show"])
+        .output()
+        .expect("pspat ctl runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: no pspat run is listening", socket.display())),
+        "{err}"
+    );
 }
 
 #[test]
