@@ -406,7 +406,7 @@ fn a_finer_flowset_mask_splits_a_mixed_queue_packet_by_packet() {
         // history and into their new queues; the history (the 3 packets
         // out before the change) stays with flow 0, the heir.
         let pipe = set.pipe_mut(5, 0).unwrap();
-        let c = pipe.all_flow_counters();
+        let c: Vec<_> = pipe.all_flow_counters().copied().collect();
         for (f, fc) in c.iter().enumerate() {
             assert_eq!(fc.held(), 0, "flow {f}: {fc:?}");
             assert_eq!(

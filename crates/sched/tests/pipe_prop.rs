@@ -238,7 +238,7 @@ fn outcome(
             .map(|(a, r)| (*a, r.packet.token, r.reason))
             .collect(),
         *pipe.counters(),
-        pipe.all_flow_counters().to_vec(),
+        pipe.all_flow_counters().copied().collect(),
     )
 }
 

@@ -38,7 +38,7 @@
 //! Per packet: one store at entry; a binary search of the member
 //! (O(log M)) and of the link's histogram, and one bucket search of
 //! [`BUCKETS_NS`] at exit. Per request: O(flow ids of the set) in the
-//! arbiter (a scan of 40-byte counters; about 65 536 at most), and
+//! arbiter (a scan of the pipes' 56-byte queue records; about 65 536 at most), and
 //! nothing allocated after the first requests grew the scratch buffers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -334,7 +334,7 @@ impl Recorder {
                     s.links.len() - 1
                 }
             };
-            for (flow, c) in pipe.all_flow_counters().iter().enumerate() {
+            for (flow, c) in pipe.all_flow_counters().enumerate() {
                 if c.in_packets == 0 {
                     continue;
                 }

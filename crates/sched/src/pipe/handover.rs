@@ -43,7 +43,7 @@
 //! # Complexity
 //! O(held packets + flows); control path only.
 
-use super::{count_drop, Fate, FlowCounters, Pipe, PipeCounters};
+use super::{count_drop, Fate, Pipe, PipeCounters, Queue};
 use crate::{DropReason, FlowId, Instant, Packet, Rejected, Scheduler};
 
 /// A packet a pipe gives up when it is replaced ([`Pipe::hand_over`]).
@@ -97,7 +97,7 @@ impl<S: Scheduler> Pipe<S> {
                 Fate::Duplicate => {}
                 Fate::Transmit => give(
                     &mut self.counters,
-                    &mut self.flow_counters,
+                    &mut self.queues,
                     remap,
                     moved,
                     dropped,
@@ -107,12 +107,7 @@ impl<S: Scheduler> Pipe<S> {
                     },
                 ),
                 Fate::Dropped(reason) => {
-                    count_drop(
-                        &mut self.counters,
-                        &mut self.flow_counters,
-                        &e.packet,
-                        reason,
-                    );
+                    count_drop(&mut self.counters, &mut self.queues, &e.packet, reason);
                     dropped(Rejected {
                         packet: e.packet,
                         reason,
@@ -127,7 +122,7 @@ impl<S: Scheduler> Pipe<S> {
             match self.sched.dequeue(t) {
                 Some(pkt) => give(
                     &mut self.counters,
-                    &mut self.flow_counters,
+                    &mut self.queues,
                     remap,
                     moved,
                     dropped,
@@ -168,7 +163,7 @@ impl<S: Scheduler> Pipe<S> {
                 reason: DropReason::FlowRemoved,
             })
         };
-        if pkt.flow.index() >= self.state.len() {
+        if pkt.flow.index() >= self.queues.len() {
             return refuse(self);
         }
         match moved {
@@ -228,7 +223,7 @@ impl<S: Scheduler> Pipe<S> {
 /// has no place for its flow.
 fn give(
     counters: &mut PipeCounters,
-    flows: &mut [FlowCounters],
+    queues: &mut [Queue],
     remap: &mut dyn FnMut(&Packet) -> Option<FlowId>,
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
@@ -250,7 +245,7 @@ fn give(
             });
         }
         None => {
-            count_drop(counters, flows, &pkt, DropReason::FlowRemoved);
+            count_drop(counters, queues, &pkt, DropReason::FlowRemoved);
             dropped(Rejected {
                 packet: pkt,
                 reason: DropReason::FlowRemoved,

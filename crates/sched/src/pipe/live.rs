@@ -56,7 +56,8 @@ impl<S: Scheduler> Pipe<S> {
         self.delay_ns = config.delay_ns;
         self.jitter = config.jitter;
         self.profile = config.profile.clone();
-        let need = if self.any_duplicate { 2 } else { 1 };
+        self.refresh_paths();
+        let need = self.entries_per_packet();
         self.line.grow(config.delay_line_capacity);
         if self.stalled && self.line.free() >= need {
             // Room appeared: the link restarts now.

@@ -91,8 +91,9 @@
 //! limit) is taken only by queues that configure one of them; profile,
 //! jitter and duplication cost three flag tests when not configured.
 //!
-//! Memory per queue (flow slot): 14 B (length in packets and bytes,
-//! configuration index) and 40 B of counters, [`Pipe::PER_FLOW_BYTES`];
+//! Memory per queue (flow slot): one 56-byte record, 16 B of state
+//! (length in packets and bytes, configuration index) beside 40 B of
+//! counters, [`Pipe::PER_FLOW_BYTES`];
 //! plus 40 B of RED and Gilbert-Elliott state, [`Pipe::PER_FLOW_FILTER_BYTES`],
 //! for every queue once some queue of the pipe configures RED or
 //! Gilbert-Elliott (a side table, allocated then). A configuration is
@@ -323,15 +324,10 @@ impl FlowCounters {
 }
 
 /// Counts a drop in the pipe's counters and in its queue's.
-fn count_drop(
-    counters: &mut PipeCounters,
-    flows: &mut [FlowCounters],
-    pkt: &Packet,
-    reason: DropReason,
-) {
+fn count_drop(counters: &mut PipeCounters, queues: &mut [Queue], pkt: &Packet, reason: DropReason) {
     counters.drop(pkt, reason);
-    if let Some(f) = flows.get_mut(pkt.flow.index()) {
-        f.dropped_packets += 1;
+    if let Some(q) = queues.get_mut(pkt.flow.index()) {
+        q.counters.dropped_packets += 1;
     }
 }
 
@@ -354,6 +350,19 @@ impl Installed {
     }
 }
 
+/// What a pipe keeps per queue: its length and configuration index, and
+/// its counters, side by side (56 bytes), so that a packet's enqueue reads
+/// the one and counts in the other through one lookup, and with 64k
+/// queues mostly touches one cache line rather than two.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct Queue {
+    state: QueueState,
+    counters: FlowCounters,
+}
+
+const _: () = assert!(std::mem::size_of::<Queue>() == 56);
+
 /// A dummynet pipe around a scheduler (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Pipe<S> {
@@ -365,18 +374,20 @@ pub struct Pipe<S> {
     jitter: Option<Jitter>,
     /// The distinct queue configurations (few: one per flowset).
     configs: Vec<Installed>,
-    /// Per flow: its length and its configuration's index in `configs`.
-    state: Vec<QueueState>,
+    /// Per flow: its length, its configuration's index in `configs` and
+    /// its counters.
+    queues: Vec<Queue>,
     /// Per flow: RED and Gilbert-Elliott state; empty until some
     /// configuration has RED or Gilbert-Elliott, then one entry per flow.
     filter_state: Vec<FilterState>,
-    /// Per flow: its counters.
-    flow_counters: Vec<FlowCounters>,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
     red_unit_ns: Option<u64>,
     /// Some queue duplicates: moving a packet needs two free entries.
     any_duplicate: bool,
+    /// No profile, no jitter and no duplication: a packet's exit is the
+    /// link's finish plus the delay ([`Pipe::refresh_paths`]).
+    fixed_delay: bool,
     /// The scheduler held packets but none was eligible; `busy_until` is
     /// its next eligibility time.
     shaper_wait: bool,
@@ -397,6 +408,8 @@ impl<S: Scheduler> Pipe<S> {
     pub fn new(config: PipeConfig, sched: S, flows: usize) -> Result<Self, ConfigError> {
         config.validate()?;
         ConfigError::check_range("pipe flows", flows, 1..=FlowTable::MAX_FLOWS)?;
+        let fixed_delay =
+            config.profile.is_none() && config.jitter.is_none() && config.queue.duplicate <= 0.0;
         Ok(Pipe {
             sched,
             link: BurstLink::new(config.bw, config.burst_bytes),
@@ -405,16 +418,16 @@ impl<S: Scheduler> Pipe<S> {
             profile: config.profile,
             jitter: config.jitter,
             configs: vec![Installed::new(config.queue)],
-            state: vec![QueueState::default(); flows],
+            queues: vec![Queue::default(); flows],
             filter_state: if config.queue.keeps_state() {
                 vec![FilterState::default(); flows]
             } else {
                 Vec::new()
             },
-            flow_counters: vec![FlowCounters::default(); flows],
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
+            fixed_delay,
             shaper_wait: false,
             stalled: false,
             probe_ns: 1,
@@ -430,7 +443,7 @@ impl<S: Scheduler> Pipe<S> {
     /// A flow beyond the pipe's flows, or a bad configuration.
     pub fn set_queue(&mut self, flow: FlowId, config: QueueConfig) -> Result<(), ConfigError> {
         config.validate()?;
-        let slots = self.state.len();
+        let slots = self.queues.len();
         if flow.index() >= slots {
             return Err(ConfigError::out_of_range(
                 "pipe queue",
@@ -443,9 +456,9 @@ impl<S: Scheduler> Pipe<S> {
             None => {
                 // A configuration no flow uses any more makes room first.
                 let mut used = vec![false; self.configs.len()];
-                for (i, q) in self.state.iter().enumerate() {
+                for (i, q) in self.queues.iter().enumerate() {
                     if i != flow.index() {
-                        used[usize::from(q.config)] = true;
+                        used[usize::from(q.state.config)] = true;
                     }
                 }
                 match used.iter().position(|u| !u) {
@@ -474,16 +487,29 @@ impl<S: Scheduler> Pipe<S> {
             self.filter_state = vec![FilterState::default(); slots];
         }
         // `at` fits: `configs` never exceeds 65 536 entries.
-        self.state[flow.index()].config = at as u16;
+        self.queues[flow.index()].state.config = at as u16;
         self.any_duplicate = self.configs.iter().any(|q| q.config.duplicate > 0.0);
+        self.refresh_paths();
         Ok(())
+    }
+
+    /// Decides once, after a change of the profile, the jitter or a
+    /// queue's duplication, which way a packet takes into the delay line.
+    fn refresh_paths(&mut self) {
+        self.fixed_delay = self.profile.is_none() && self.jitter.is_none() && !self.any_duplicate;
+    }
+
+    /// Delay-line entries a packet may need (two when it may be duplicated).
+    #[inline(always)]
+    fn entries_per_packet(&self) -> usize {
+        1 + usize::from(self.any_duplicate)
     }
 
     /// The configuration of queue `flow`.
     pub fn queue_config(&self, flow: FlowId) -> Option<&QueueConfig> {
-        self.state
+        self.queues
             .get(flow.index())
-            .map(|q| &self.configs[usize::from(q.config)].config)
+            .map(|q| &self.configs[usize::from(q.state.config)].config)
     }
 
     /// Offers `pkt` at `now` (first moving the link up to `now`, so the
@@ -500,15 +526,13 @@ impl<S: Scheduler> Pipe<S> {
         self.counters.in_bytes += u64::from(pkt.len);
         self.advance_link(now);
         let i = pkt.flow.index();
-        // The queue's state and counters are each looked up once, and the
-        // state is held across the scheduler's enqueue (disjoint fields).
-        let Some(q) = self.state.get_mut(i) else {
+        // The queue is looked up once, and its state is held across the
+        // scheduler's enqueue (disjoint fields).
+        let Some(Queue { state: q, counters }) = self.queues.get_mut(i) else {
             return Err(self.refuse(pkt, DropReason::UnknownFlow));
         };
-        if let Some(f) = self.flow_counters.get_mut(i) {
-            f.in_packets += 1;
-            f.in_bytes += u64::from(pkt.len);
-        }
+        counters.in_packets += 1;
+        counters.in_bytes += u64::from(pkt.len);
         if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
             return Err(self.refuse(pkt, DropReason::BadLength));
         }
@@ -558,9 +582,9 @@ impl<S: Scheduler> Pipe<S> {
     fn count_in(&mut self, pkt: &Packet) {
         self.counters.in_packets += 1;
         self.counters.in_bytes += u64::from(pkt.len);
-        if let Some(f) = self.flow_counters.get_mut(pkt.flow.index()) {
-            f.in_packets += 1;
-            f.in_bytes += u64::from(pkt.len);
+        if let Some(q) = self.queues.get_mut(pkt.flow.index()) {
+            q.counters.in_packets += 1;
+            q.counters.in_bytes += u64::from(pkt.len);
         }
     }
 
@@ -570,9 +594,9 @@ impl<S: Scheduler> Pipe<S> {
     fn count_out(&mut self, pkt: &Packet) {
         self.counters.out_packets += 1;
         self.counters.out_bytes += u64::from(pkt.len);
-        if let Some(f) = self.flow_counters.get_mut(pkt.flow.index()) {
-            f.out_packets += 1;
-            f.out_bytes += u64::from(pkt.len);
+        if let Some(q) = self.queues.get_mut(pkt.flow.index()) {
+            q.counters.out_packets += 1;
+            q.counters.out_bytes += u64::from(pkt.len);
         }
     }
 
@@ -585,9 +609,9 @@ impl<S: Scheduler> Pipe<S> {
         if let Err(r) = self.sched.enqueue(now, pkt) {
             return Err(r.reason);
         }
-        if let Some(st) = self.state.get_mut(i) {
-            st.slots += 1;
-            st.bytes += u64::from(pkt.len);
+        if let Some(q) = self.queues.get_mut(i) {
+            q.state.slots += 1;
+            q.state.bytes += u64::from(pkt.len);
         }
         self.woken(now, was_empty);
         Ok(())
@@ -617,7 +641,7 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Counts a drop of `pkt`, in the pipe's counters and its queue's.
     fn count_drop(&mut self, pkt: &Packet, reason: DropReason) {
-        count_drop(&mut self.counters, &mut self.flow_counters, pkt, reason);
+        count_drop(&mut self.counters, &mut self.queues, pkt, reason);
     }
 
     /// Moves packets through the link into the delay line up to `now`, and
@@ -718,7 +742,7 @@ impl<S: Scheduler> Pipe<S> {
     /// The body of [`Pipe::run_link`], inlined into [`Pipe::release`].
     #[inline(always)]
     fn run_link_inline(&mut self, now: Instant) {
-        let need = if self.any_duplicate { 2 } else { 1 };
+        let need = self.entries_per_packet();
         loop {
             // The link's time first: after a packet it is mostly busy past
             // `now`, and the scheduler need not be asked.
@@ -760,7 +784,7 @@ impl<S: Scheduler> Pipe<S> {
     fn move_to_line(&mut self, start: Instant, pkt: Packet) {
         let i = pkt.flow.index();
         let mut config = None;
-        if let Some(st) = self.state.get_mut(i) {
+        if let Some(Queue { state: st, .. }) = self.queues.get_mut(i) {
             st.slots = st.slots.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(pkt.len.into());
             if st.slots == 0 {
@@ -770,7 +794,7 @@ impl<S: Scheduler> Pipe<S> {
             }
             config = Some(usize::from(st.config));
         }
-        if self.profile.is_none() && self.jitter.is_none() && !self.any_duplicate {
+        if self.fixed_delay {
             // A fixed delay: the exit is the link's finish plus the delay,
             // appended to the ring (the general path below, for no draw).
             let finish = self.link.transmit(pkt.len, 0);
@@ -837,26 +861,26 @@ impl<S: Scheduler> Pipe<S> {
     /// Packets queued for `flow` and their bytes (what its limit and RED
     /// see), `None` beyond the pipe's flows.
     pub fn queue_len(&self, flow: FlowId) -> Option<(u64, u64)> {
-        self.state
+        self.queues
             .get(flow.index())
-            .map(|s| (u64::from(s.slots), s.bytes))
+            .map(|q| (u64::from(q.state.slots), q.state.bytes))
     }
 
     /// The counters of queue `flow`, `None` beyond the pipe's flows.
     pub fn flow_counters(&self, flow: FlowId) -> Option<&FlowCounters> {
-        self.flow_counters.get(flow.index())
+        self.queues.get(flow.index()).map(|q| &q.counters)
     }
 
-    /// Every queue's counters, indexed by flow id.
-    pub fn all_flow_counters(&self) -> &[FlowCounters] {
-        &self.flow_counters
+    /// Every queue's counters, in the order of the flow ids (one per flow
+    /// of the pipe).
+    pub fn all_flow_counters(&self) -> impl ExactSizeIterator<Item = &FlowCounters> + '_ {
+        self.queues.iter().map(|q| &q.counters)
     }
 
     /// Bytes of per-flow state the pipe keeps for each of its flows (queue
-    /// length and configuration index, 14 B; counters, 40 B), not counting
-    /// the scheduler's, nor [`Pipe::PER_FLOW_FILTER_BYTES`].
-    pub const PER_FLOW_BYTES: usize =
-        std::mem::size_of::<QueueState>() + std::mem::size_of::<FlowCounters>();
+    /// length and configuration index, 16 B; counters, 40 B),
+    /// not counting the scheduler's, nor [`Pipe::PER_FLOW_FILTER_BYTES`].
+    pub const PER_FLOW_BYTES: usize = std::mem::size_of::<Queue>();
 
     /// Bytes more per flow once some queue of the pipe configures RED or
     /// Gilbert-Elliott (their state, in a side table).
@@ -876,7 +900,7 @@ impl<S: Scheduler> Pipe<S> {
     /// The RED average of queue `flow` (0 while no queue of the pipe has
     /// RED or Gilbert-Elliott).
     pub fn red_average(&self, flow: FlowId) -> Option<f64> {
-        self.state.get(flow.index()).map(|_| {
+        self.queues.get(flow.index()).map(|_| {
             self.filter_state
                 .get(flow.index())
                 .map_or(0.0, |s| s.red.avg)
@@ -901,7 +925,7 @@ impl<S: Scheduler> Pipe<S> {
     /// link's queue continues had counted); no effect beyond the pipe's
     /// flows.
     pub(crate) fn carry_flow_counters(&mut self, flow: FlowId, c: &FlowCounters) {
-        if let Some(f) = self.flow_counters.get_mut(flow.index()) {
+        if let Some(Queue { counters: f, .. }) = self.queues.get_mut(flow.index()) {
             f.in_packets += c.in_packets;
             f.in_bytes += c.in_bytes;
             f.out_packets += c.out_packets;
@@ -912,9 +936,9 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Empties queue `flow`'s length and filter state (its configuration stays).
     fn reset_queue(&mut self, i: usize) {
-        if let Some(q) = self.state.get_mut(i) {
-            q.slots = 0;
-            q.bytes = 0;
+        if let Some(q) = self.queues.get_mut(i) {
+            q.state.slots = 0;
+            q.state.bytes = 0;
         }
         if let Some(fs) = self.filter_state.get_mut(i) {
             *fs = FilterState::default();
@@ -923,9 +947,9 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Empties every queue's length and filter state.
     fn reset_queues(&mut self) {
-        for q in &mut self.state {
-            q.slots = 0;
-            q.bytes = 0;
+        for q in &mut self.queues {
+            q.state.slots = 0;
+            q.state.bytes = 0;
         }
         for fs in &mut self.filter_state {
             *fs = FilterState::default();
@@ -980,7 +1004,7 @@ impl<S: Scheduler> Pipe<S> {
         purge: &mut dyn FnMut(Rejected),
     ) -> Result<(), FlowError> {
         self.check_flow(flow)?;
-        let (counters, flows) = (&mut self.counters, &mut self.flow_counters);
+        let (counters, flows) = (&mut self.counters, &mut self.queues);
         self.sched.remove_flow(flow, &mut |r: Rejected| {
             count_drop(counters, flows, &r.packet, r.reason);
             purge(r);
@@ -1000,7 +1024,7 @@ impl<S: Scheduler> Pipe<S> {
     /// `held` × 64 times; returns the packets it still holds after that (0
     /// for every scheduler of this crate). Control path: O(held + flows).
     pub fn purge(&mut self, now: Instant, out: &mut dyn FnMut(Rejected)) -> u64 {
-        let (counters, flows) = (&mut self.counters, &mut self.flow_counters);
+        let (counters, flows) = (&mut self.counters, &mut self.queues);
         let mut t = now;
         let mut misses = 0u64;
         let budget = (self.sched.queued() as u64 + 1).saturating_mul(64);
@@ -1023,7 +1047,7 @@ impl<S: Scheduler> Pipe<S> {
             }
         }
         self.reset_queues();
-        let (counters, flows) = (&mut self.counters, &mut self.flow_counters);
+        let (counters, flows) = (&mut self.counters, &mut self.queues);
         while let Some(e) = self.line.pop_due(Instant::MAX) {
             let reason = match e.fate {
                 Fate::Duplicate => continue,
@@ -1042,12 +1066,12 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     fn check_flow(&self, flow: FlowId) -> Result<(), FlowError> {
-        if flow.index() < self.state.len() {
+        if flow.index() < self.queues.len() {
             Ok(())
         } else {
             Err(FlowError::OutOfCapacity {
                 flow: flow.0,
-                capacity: self.state.len(),
+                capacity: self.queues.len(),
             })
         }
     }

@@ -537,7 +537,7 @@ impl<S: Scheduler> PipeSet<S> {
                 &mut |r: Rejected| purged.push_back(with_base(r, base)),
             );
             // After the hand-over, which counted its drops in the queues.
-            for (f, c) in m.pipe.pipe().all_flow_counters().iter().enumerate() {
+            for (f, c) in m.pipe.pipe().all_flow_counters().enumerate() {
                 if let Some((i, g)) = place(instance, FlowId(f as u32)) {
                     let e = inherited.entry((i, g.0)).or_default();
                     e.in_packets += c.in_packets;
