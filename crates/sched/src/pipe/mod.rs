@@ -89,7 +89,8 @@
 //!
 //! The general filter path (plr, then Gilbert-Elliott, then RED, then the
 //! limit) is taken only by queues that configure one of them; profile,
-//! jitter and duplication cost three flag tests when not configured.
+//! jitter and duplication cost one flag test when none is configured
+//! (decided when the configuration changes).
 //!
 //! Memory per queue (flow slot): one 56-byte record, 16 B of state
 //! (length in packets and bytes, configuration index) beside 40 B of
