@@ -266,7 +266,7 @@ fn ports_match(list: &[PortRange], p: u16) -> bool {
 /// Packet classes of the prefilter: protocol group (5) × source family (2)
 /// × direction (2), padded to a power of two so that a class indexes the
 /// class lists without a bounds check.
-const CLASSES: usize = 32;
+pub(crate) const CLASSES: usize = 32;
 
 /// Protocol numbers a rule's protocol condition tells apart: TCP, UDP,
 /// ICMP, ICMPv6; every other number is group 4 (represented by 0, which
@@ -398,6 +398,29 @@ impl RuleSet {
             rules,
             classes,
             first_plain,
+        }
+    }
+
+    /// The prefilter class of `k` (an index below [`CLASSES`]).
+    #[inline(always)]
+    pub(crate) fn class(k: &PacketKey) -> usize {
+        class_of(k) & (CLASSES - 1)
+    }
+
+    /// The position and action of class `class`'s first rule when that
+    /// rule decides every packet of the class (no condition beyond the
+    /// class's), `None` otherwise.
+    pub(crate) fn plain_rule(&self, class: usize) -> Option<(usize, RuleAction)> {
+        let at = *self.first_plain.get(class)? as usize;
+        self.rules.get(at).map(|r| (at, r.action))
+    }
+
+    /// Counts a packet of `len` bytes in the counters of the rule at `at`.
+    #[inline(always)]
+    pub(crate) fn count(&mut self, at: usize, len: u32) {
+        if let Some(r) = self.rules.get_mut(at) {
+            r.counters.packets += 1;
+            r.counters.bytes += u64::from(len);
         }
     }
 

@@ -28,8 +28,8 @@
 //!
 //! In instructions (callgrind; a packet is two harness steps, its enqueue
 //! and its dequeue), for QFQ over 1024 sources, per step: the classifier
-//! about 95, 185 a packet (its rule, the masked key, hash and lookup, the
-//! counters; `pspat_classify`'s docs), the pipe about 100, 200 a packet
+//! about 81, 162 a packet (its rule, the masked key, hash and lookup, the
+//! counters; `pspat_classify`'s docs), the pipe about 95, 190 a packet
 //! (its own and its queue's counters, the limit, the link's pacer, the
 //! delay line's append and exit; `pspat_sched::pipe`'s docs), this front
 //! about 10 (the source
