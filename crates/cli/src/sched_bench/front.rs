@@ -7,8 +7,10 @@
 //! 1. the classifier ([`pspat_classify::Classifier::classify`]): one rule
 //!    (`add 100 queue 1 ip from any to any`, after a `deny` rule that does
 //!    not match, so rule matching is paid for two rules), a flowset with
-//!    `mask src-ip 0xffffffff` and one dynamic queue per source, created on
-//!    its first packet (the warm-up creates them all);
+//!    `mask src-ip 0xffffffff` and one dynamic queue per source. The
+//!    front creates them at construction, in source order, so that the
+//!    queue of harness flow `f` is flow `f` of the pipe: a packet goes
+//!    through with its flow and token unchanged (checked on every packet);
 //! 2. the pipe ([`pspat_sched::Pipe`] behind [`pspat_sched::PipeScheduler`]):
 //!    the queue's filters (a slot limit as large as the harness's backlog),
 //!    the algorithm, a link and the delay line (`--delay`).
@@ -32,9 +34,9 @@
 //! counters; `pspat_classify`'s docs), the pipe about 95, 190 a packet
 //! (its own and its queue's counters, the limit, the link's pacer, the
 //! delay line's append and exit; `pspat_sched::pipe`'s docs), this front
-//! about 10 (the source
-//! in a key kept from packet to packet, the token and the clock), on top
-//! of the harness and the algorithm, which cost what they cost bare.
+//! a few (the source in a key kept from packet to packet, the check of the
+//! queue and the clock), on top of the harness and the algorithm, which
+//! cost what they cost bare.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -50,10 +52,6 @@ const CONFIG: &str = "sched 1 config type fifo\n\
                       queue 1 config weight {weight} sched 1 mask src-ip 0xffffffff\n\
                       add 50 deny tcp from any to any dst-port 22\n\
                       add 100 queue 1 ip from any to any\n";
-
-/// Bits of a token that carry the harness's own token; the harness flow
-/// rides above them.
-const TOKEN_BITS: u32 = 40;
 
 /// The first source address (`10.0.0.0`).
 const FIRST_SOURCE: u32 = 0x0a00_0000;
@@ -126,7 +124,7 @@ impl<S: Scheduler> DummynetFront<S> {
             ..PipeConfig::default()
         };
         let pipe = Pipe::new(config, sched, flows)?;
-        Ok(DummynetFront {
+        let mut front = DummynetFront {
             classifier,
             pipe: PipeScheduler::new(pipe),
             key: PacketKey::new(
@@ -138,7 +136,22 @@ impl<S: Scheduler> DummynetFront<S> {
             ),
             clock: 0,
             packet_ns,
-        })
+        };
+        // Each source's queue, in source order: harness flow `f` is then
+        // the pipe's flow `f`.
+        for f in 0..u32::try_from(flows).context("too many flows")? {
+            front.key.src = IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE.wrapping_add(f)));
+            match front
+                .classifier
+                .classify(Instant::from_nanos(0), &front.key, len)
+            {
+                Verdict::Enqueue(place) if place.flow == FlowId(f) => {}
+                other => anyhow::bail!(
+                    "the --dummynet front expected source {f} to get queue {f}, got {other:?}"
+                ),
+            }
+        }
+        Ok(front)
     }
 
     /// Dynamic queues the classifier holds.
@@ -153,20 +166,13 @@ impl<S: Scheduler> Scheduler for DummynetFront<S> {
         let now = Instant::from_nanos(self.clock);
         self.key.src = IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE.wrapping_add(pkt.flow.0)));
         match self.classifier.classify(now, &self.key, pkt.len) {
-            Verdict::Enqueue(place) => {
-                let token =
-                    (u64::from(pkt.flow.0) << TOKEN_BITS) | (pkt.token & ((1 << TOKEN_BITS) - 1));
-                self.pipe
-                    .enqueue(now, Packet::new(place.flow, pkt.len, token))
-                    .map_err(|r| Rejected {
-                        packet: pkt,
-                        reason: r.reason,
-                    })
-            }
-            // Every source has a queue (the cap is the flow count) and the
-            // rule matches every UDP packet: a refusal here is a bug in
+            // The source's own queue (created at construction): the
+            // packet goes on unchanged.
+            Verdict::Enqueue(place) if place.flow == pkt.flow => self.pipe.enqueue(now, pkt),
+            // Every source has its queue (the cap is the flow count) and
+            // the rule matches every UDP packet: anything else is a bug in
             // the set-up, reported as the harness's drop.
-            Verdict::Pass | Verdict::Drop(_) => Err(Rejected {
+            _ => Err(Rejected {
                 packet: pkt,
                 reason: pspat_sched::DropReason::Policy,
             }),
@@ -175,12 +181,7 @@ impl<S: Scheduler> Scheduler for DummynetFront<S> {
 
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
         self.clock += self.packet_ns;
-        let p = self.pipe.dequeue(Instant::from_nanos(self.clock))?;
-        Some(Packet::new(
-            FlowId((p.token >> TOKEN_BITS) as u32),
-            p.len,
-            p.token & ((1 << TOKEN_BITS) - 1),
-        ))
+        self.pipe.dequeue(Instant::from_nanos(self.clock))
     }
 
     fn queued(&self) -> usize {
