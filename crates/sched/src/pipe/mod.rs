@@ -409,9 +409,7 @@ impl<S: Scheduler> Pipe<S> {
     pub fn new(config: PipeConfig, sched: S, flows: usize) -> Result<Self, ConfigError> {
         config.validate()?;
         ConfigError::check_range("pipe flows", flows, 1..=FlowTable::MAX_FLOWS)?;
-        let fixed_delay =
-            config.profile.is_none() && config.jitter.is_none() && config.queue.duplicate <= 0.0;
-        Ok(Pipe {
+        let mut pipe = Pipe {
             sched,
             link: BurstLink::new(config.bw, config.burst_bytes),
             line: DelayLine::new(config.delay_line_capacity, config.reorder),
@@ -428,12 +426,14 @@ impl<S: Scheduler> Pipe<S> {
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
-            fixed_delay,
+            fixed_delay: false,
             shaper_wait: false,
             stalled: false,
             probe_ns: 1,
             counters: PipeCounters::default(),
-        })
+        };
+        pipe.refresh_paths();
+        Ok(pipe)
     }
 
     /// Gives queue `flow` its own configuration (dummynet's `queue N
