@@ -10,7 +10,8 @@
 //! `IF FEATURE[,FEATURE]` (ethtool's names, `generic-receive-offload`,
 //! `large-receive-offload`), and keeps the pipe open while it runs. After
 //! its own restore at exit it writes `done`, and the guard exits doing
-//! nothing. When the pipe closes without `done` (the parent died, however),
+//! nothing. When the pipe closes without `done` (the parent died, however,
+//! or left through an error before it could say `done`),
 //! the guard turns on every listed feature of every listed interface, says
 //! so on standard error, and exits. Turning on a feature that is already on
 //! changes nothing, so a parent that restored and then died before writing
@@ -42,16 +43,19 @@ pub struct Args {
     parent: u32,
 }
 
+/// The rows of interfaces where the bridge turned something off: the ones
+/// the notes and the guard are about.
+fn turned_off(offloads: &[OffloadReport]) -> impl Iterator<Item = &OffloadReport> {
+    offloads.iter().filter(|o| !o.turned_off.is_empty())
+}
+
 /// What the bridge did to the receive offloads of the interfaces it reads
 /// ([`pspat_bridge::BridgeConfig::receive_offloads_off`]), from a live
 /// report: a line for each interface where it turned some off until exit,
 /// and a warning for each where it could not or the device kept one on
 /// (the bridge's own lines).
 fn offload_notes(report: &Report) -> (Vec<String>, Vec<String>) {
-    let done = report
-        .offloads
-        .iter()
-        .filter(|o| !o.turned_off.is_empty())
+    let done = turned_off(&report.offloads)
         .map(|o| {
             format!(
                 "{} off on {} until exit",
@@ -69,7 +73,7 @@ fn offload_notes(report: &Report) -> (Vec<String>, Vec<String>) {
 fn offload_exit_notes(report: &Report) -> (Vec<String>, Vec<String>) {
     let mut done = Vec::new();
     let mut warnings = Vec::new();
-    for o in report.offloads.iter().filter(|o| !o.turned_off.is_empty()) {
+    for o in turned_off(&report.offloads) {
         match &o.restore_error {
             None => done.push(format!(
                 "{} on again on {}",
@@ -133,9 +137,7 @@ struct Guard {
 /// turned off; `None` when there is none, or (with a warning line, through
 /// `warn`) when the guard cannot be started.
 fn spawn(offloads: &[OffloadReport], warn: &dyn Fn(String)) -> Option<Guard> {
-    let lines: Vec<String> = offloads
-        .iter()
-        .filter(|o| !o.turned_off.is_empty())
+    let lines: Vec<String> = turned_off(offloads)
         .map(|o| format!("{} {}", o.interface, o.turned_off.join(",")))
         .collect();
     if lines.is_empty() {
@@ -257,7 +259,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect();
         match pspat_io::offload::turn_on_receive_offloads(&l.interface, l.gro, l.lro) {
             Ok(()) => eprintln!(
-                "pspat: offload guard: process {} ended without turning them back on; {} on again on {}",
+                "pspat: offload guard: process {} stopped without saying it turned them back on; {} on again on {}",
                 args.parent,
                 names.join(" and "),
                 l.interface
@@ -265,7 +267,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => {
                 failed = true;
                 eprintln!(
-                    "pspat: offload guard: process {} ended without turning them back on, and {} could not be turned on on {} ({e})",
+                    "pspat: offload guard: process {} stopped without saying it turned them back on, and {} could not be turned on on {} ({e})",
                     args.parent,
                     names.join(" and "),
                     l.interface

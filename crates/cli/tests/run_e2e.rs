@@ -336,8 +336,8 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
 }
 
 /// `kill -9` of the daemon: its offload guard (a child process) turns GRO
-/// back on on both interfaces the daemon read, within a second, and says
-/// so on the daemon's standard error.
+/// back on on both interfaces the daemon read, within 5 s, and says so on
+/// the daemon's standard error.
 #[test]
 fn run_killed_with_sigkill_still_gets_gro_turned_back_on() {
     let Some(bed) = Bed::new("kill", 250) else {

@@ -182,6 +182,39 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_added_or_removed_by_reconfigure_times_the_next_packet() {
+        // The pipe decides once per change whether a packet's exit is the
+        // link's finish plus the delay: a change must redo the decision.
+        let mut p = pipe(8_000_000, 10 * MS);
+        p.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, 1))
+            .unwrap();
+        assert_eq!(drain(&mut p), [(1, 11 * MS)]);
+        // One sample of 5 ms, never lost: the packet holds the link 5 ms
+        // longer (1 ms to send, 5 ms of airtime, then 10 ms of delay).
+        let mut cfg = PipeConfig {
+            bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
+            delay_ns: 10 * MS,
+            profile: Some(crate::pipe::DelayProfile::new(vec![5 * MS], 1.0).unwrap()),
+            ..PipeConfig::default()
+        };
+        p.reconfigure(Instant::from_nanos(20 * MS), &cfg).unwrap();
+        p.enqueue(
+            Instant::from_nanos(20 * MS),
+            Packet::new(FlowId(0), 1000, 2),
+        )
+        .unwrap();
+        assert_eq!(drain(&mut p), [(2, 36 * MS)]);
+        cfg.profile = None;
+        p.reconfigure(Instant::from_nanos(40 * MS), &cfg).unwrap();
+        p.enqueue(
+            Instant::from_nanos(40 * MS),
+            Packet::new(FlowId(0), 1000, 3),
+        )
+        .unwrap();
+        assert_eq!(drain(&mut p), [(3, 51 * MS)]);
+    }
+
+    #[test]
     fn reorder_cannot_change_and_nothing_changes_then() {
         let mut p = pipe(8_000_000, MS);
         let cfg = PipeConfig {
