@@ -397,9 +397,24 @@ impl Masked {
         }
     }
 
-    /// The slot of `key` in `instance`, created if absent.
+    /// The slot of `key` in `instance`, created if absent. A two-word
+    /// key is packed, hashed and found inline; a wider one out of line, so
+    /// that its packing buffer does not widen the caller's frame.
     #[inline(always)] // on the per-packet path
     fn lookup(&mut self, key: &PacketKey, instance: u32, now: Instant) -> Lookup {
+        match self.narrow {
+            Some(which) => {
+                let k = self.mask.pack_narrow(which, key, instance);
+                let h = self.table.hash_narrow(k);
+                self.table.lookup_narrow(k, h, now)
+            }
+            None => self.lookup_wide(key, instance, now),
+        }
+    }
+
+    /// [`Masked::lookup`] for a table whose keys are wider than two words.
+    #[inline(never)]
+    fn lookup_wide(&mut self, key: &PacketKey, instance: u32, now: Instant) -> Lookup {
         let k = self.key(key, instance);
         self.table.lookup_key(&k, now)
     }
