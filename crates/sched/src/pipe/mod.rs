@@ -258,12 +258,15 @@ pub struct Exit {
 /// Exact counters of a pipe.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PipeCounters {
+    // Packets and bytes of one direction are not neighbours: the compiler
+    // adds two neighbouring counts as one vector, about five instructions
+    // where two plain additions do (ten a packet in and out of a pipe).
     /// Packets offered to [`Pipe::enqueue`].
     pub in_packets: u64,
-    /// Bytes offered.
-    pub in_bytes: u64,
     /// Packets handed out with [`Fate::Transmit`].
     pub out_packets: u64,
+    /// Bytes offered.
+    pub in_bytes: u64,
     /// Bytes handed out with [`Fate::Transmit`].
     pub out_bytes: u64,
     /// Copies handed out with [`Fate::Duplicate`] (not in `out_*`).
@@ -303,12 +306,13 @@ impl PipeCounters {
 /// [`DropReason::UnknownFlow`], which belong to no queue).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowCounters {
+    // In the order of `PipeCounters`, for the same reason.
     /// Packets offered to the queue.
     pub in_packets: u64,
-    /// Bytes offered.
-    pub in_bytes: u64,
     /// Packets handed out with [`Fate::Transmit`].
     pub out_packets: u64,
+    /// Bytes offered.
+    pub in_bytes: u64,
     /// Bytes handed out with [`Fate::Transmit`].
     pub out_bytes: u64,
     /// Packets dropped, any reason (the pipe's counters keep the reasons).
