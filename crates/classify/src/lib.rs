@@ -684,7 +684,8 @@ impl Classifier {
                     pattern: i.name.clone(),
                     bound: Vec::new(),
                 }),
-                counters: RuleCounters::default(),
+                packets: 0,
+                bytes: 0,
             });
         }
         let rules = RuleSet::new(rules);
@@ -1126,7 +1127,7 @@ impl Classifier {
 
     /// Counters of each rule, in rule order, as `(rule number, counters)`.
     pub fn rule_counters(&self) -> impl Iterator<Item = (u32, RuleCounters)> + '_ {
-        self.rules.rules.iter().map(|r| (r.number, r.counters))
+        self.rules.rules.iter().map(|r| (r.number, r.counters()))
     }
 
     /// Packets no rule matched (the default action's counter).
