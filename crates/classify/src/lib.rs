@@ -506,6 +506,37 @@ fn check_limit(
 /// instance, masked key and hash.
 type Staged = (Chosen, u32, Option<Hashed>);
 
+/// The packet's queue in flowset `q` on `instance` (dynamic queues looked
+/// up or created under the flowset's mask), counted in `stats`: the end of
+/// every placement into a flowset.
+#[inline(always)] // on the per-packet path of classify
+fn place_in(
+    q: &mut QueueState,
+    stats: &mut ClassifierStats,
+    now: Instant,
+    key: &PacketKey,
+    instance: u32,
+) -> Verdict {
+    let (flow, new_queue) = match &mut q.dynamic {
+        None => (q.first, false),
+        Some(m) => match m.lookup(key, instance, now) {
+            Lookup::Hit(s) => (FlowId(q.first.0 + s), false),
+            Lookup::Created(s) => (FlowId(q.first.0 + s), true),
+            Lookup::Full => match q.overflow_flow {
+                Some(f) => (f, false),
+                None => return dropped(stats, DropReason::QueueOverflow),
+            },
+        },
+    };
+    stats.enqueued += 1;
+    Verdict::Enqueue(Placement {
+        link: q.link_number,
+        instance,
+        flow,
+        new_queue,
+    })
+}
+
 /// Counts a drop for `reason` in `stats`; the verdict.
 fn dropped(stats: &mut ClassifierStats, reason: DropReason) -> Verdict {
     stats.dropped[reason.index()] += 1;
@@ -760,10 +791,16 @@ impl Classifier {
         // without instances: the same counters and outcome as the general
         // path, with less to decide (and a smaller frame to keep).
         let d = self.direct[RuleSet::class(key)];
-        if (d.queue as usize) < self.queues.len() {
-            self.stats.packets += 1;
-            self.rules.count(d.rule as usize, len);
-            return self.in_queue(now, key, d.queue as usize, 0);
+        let Classifier {
+            queues,
+            stats,
+            rules,
+            ..
+        } = self;
+        if let Some(q) = queues.get_mut(d.queue as usize) {
+            stats.packets += 1;
+            rules.count(d.rule as usize, len);
+            return place_in(q, stats, now, key, 0);
         }
         self.classify_general(now, key, len)
     }
@@ -831,24 +868,7 @@ impl Classifier {
             // Not reached (callers pass a flowset's position).
             return dropped(stats, DropReason::UnknownTarget);
         };
-        let (flow, new_queue) = match &mut q.dynamic {
-            None => (q.first, false),
-            Some(m) => match m.lookup(key, instance, now) {
-                Lookup::Hit(s) => (FlowId(q.first.0 + s), false),
-                Lookup::Created(s) => (FlowId(q.first.0 + s), true),
-                Lookup::Full => match q.overflow_flow {
-                    Some(f) => (f, false),
-                    None => return dropped(stats, DropReason::QueueOverflow),
-                },
-            },
-        };
-        stats.enqueued += 1;
-        Verdict::Enqueue(Placement {
-            link: q.link_number,
-            instance,
-            flow,
-            new_queue,
-        })
+        place_in(q, stats, now, key, instance)
     }
 
     /// Classifies `keys[i]` of `lens[i]` bytes into `out[i]`, for as many
