@@ -29,14 +29,15 @@
 //! own cost.
 //!
 //! In instructions (callgrind; a packet is two harness steps, its enqueue
-//! and its dequeue), for QFQ over 1024 sources, per step: the classifier
-//! about 81, 162 a packet (its rule, the masked key, hash and lookup, the
-//! counters; `pspat_classify`'s docs), the pipe about 95, 190 a packet
-//! (its own and its queue's counters, the limit, the link's pacer, the
-//! delay line's append and exit; `pspat_sched::pipe`'s docs), this front
-//! a few (the source in a key kept from packet to packet, the check of the
-//! queue and the clock), on top of the harness and the algorithm, which
-//! cost what they cost bare.
+//! and its dequeue), for QFQ over 1024 sources, per packet: the
+//! classifier about 131 (its rule, the masked key, hash and lookup, the
+//! counters; `pspat_classify`'s docs), the pipe about 190 (its own and its
+//! queue's counters, the limit, the link's pacer, the delay line's append
+//! and exit; `pspat_sched::pipe`'s docs), this front about 13 (the source
+//! in a key kept from packet to packet, the check of the queue and the
+//! clock), and the harness about 20 more than bare (its values spilled
+//! around the inlined front and pipe); the algorithm costs what it costs
+//! bare.
 
 use std::net::{IpAddr, Ipv4Addr};
 

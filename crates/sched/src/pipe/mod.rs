@@ -70,15 +70,15 @@
 //! link loop out of line only when it is free. The loop reads the link's
 //! time before it asks the scheduler whether it is empty: after moving a
 //! packet the link is mostly busy past `now`, and the loop ends on that
-//! one comparison. With no profile, jitter or duplication (checked per
-//! packet, three flags) a packet's exit is its finish on the link plus the
-//! fixed delay, appended to the ring; the path that draws is a call, as
+//! one comparison. With no profile, jitter or duplication (decided when the
+//! configuration changes, one flag a packet) a packet's exit is its finish
+//! on the link plus the fixed delay, appended to the ring; the path that draws is a call, as
 //! is the general filter path, so neither weighs on the caller's loop.
 //! `enqueue` looks up the queue's state once and holds it across the
 //! scheduler's enqueue. A caller that takes one packet at a time
 //! ([`PipeScheduler`]) asks [`Pipe::release_sole`] first: when exactly one
 //! packet to transmit is due, it leaves without the release loop, its fate
-//! match and the caller's closure. Together, in and out, about 200
+//! match and the caller's closure. Together, in and out, about 190
 //! instructions a packet besides the scheduler's, the bounds checks and
 //! saturating arithmetic inlined from the standard library included
 //! (callgrind, a limit-only queue, with or without a fixed delay, at one
