@@ -738,50 +738,70 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// [`Pipe::advance_link`] once the link is free at or before `now`,
-    /// out of line (the enqueue path, where the link is mostly busy).
+    /// out of line (the enqueue path, where the link is mostly busy; and
+    /// the steps after the first in [`Pipe::run_link_inline`]).
     #[inline(never)]
     fn run_link(&mut self, now: Instant) {
-        self.run_link_inline(now);
+        let need = self.entries_per_packet();
+        while self.link_step(now, need) {}
     }
 
-    /// The body of [`Pipe::run_link`], inlined into [`Pipe::release`].
+    /// [`Pipe::run_link`] inlined into [`Pipe::release`] and
+    /// [`Pipe::release_sole`]: the first step in the caller, the others
+    /// (a link more than one packet's time behind `now`) out of line, so
+    /// that the caller holds no loop around the scheduler's dequeue.
     #[inline(always)]
     fn run_link_inline(&mut self, now: Instant) {
-        let need = self.entries_per_packet();
-        loop {
-            // The link's time first: after a packet it is mostly busy past
-            // `now`, and the scheduler need not be asked.
-            let start = self.link.busy_until;
-            if start > now || self.sched.is_empty() {
-                return;
-            }
-            if self.line.free() < need {
-                if !self.stalled {
-                    self.stalled = true;
-                    self.counters.link_stalls += 1;
-                }
-                return;
-            }
-            let Some(pkt) = self.sched.dequeue(start) else {
-                // A shaper holds packets none of which is eligible yet. Its
-                // eligibility time is a soft deadline: when it names no
-                // later instant, probe 1, 2, 4 ... ns later (at most
-                // MAX_PROBE_NS), so the loop always moves on.
-                self.shaper_wait = true;
-                self.link.busy_until = match self.sched.next_eligible(start) {
-                    Some(t) if t > start => t,
-                    _ => {
-                        let t = start.saturating_add_nanos(self.probe_ns);
-                        self.probe_ns = (self.probe_ns * 2).min(MAX_PROBE_NS);
-                        t
-                    }
-                };
-                continue;
-            };
-            self.shaper_wait = false;
-            self.probe_ns = 1;
-            self.move_to_line(start, pkt);
+        if self.link_step(now, self.entries_per_packet()) && self.link.busy_until <= now {
+            self.run_link(now);
         }
+    }
+
+    /// One step of the link up to `now`, with `need` free entries of the
+    /// line asked for a packet: the next packet through the link into the
+    /// line, or the wait for a shaper noted. False when the link stops
+    /// (busy past `now`, nothing queued, or the line full).
+    #[inline(always)]
+    fn link_step(&mut self, now: Instant, need: usize) -> bool {
+        // The link's time first: after a packet it is mostly busy past
+        // `now`, and the scheduler need not be asked.
+        let start = self.link.busy_until;
+        if start > now || self.sched.is_empty() {
+            return false;
+        }
+        if self.line.free() < need {
+            if !self.stalled {
+                self.stalled = true;
+                self.counters.link_stalls += 1;
+            }
+            return false;
+        }
+        let Some(pkt) = self.sched.dequeue(start) else {
+            self.wait_for_shaper(start);
+            return true;
+        };
+        self.shaper_wait = false;
+        self.probe_ns = 1;
+        self.move_to_line(start, pkt);
+        true
+    }
+
+    /// The scheduler holds packets none of which is eligible at `start`
+    /// (a shaper). Its eligibility time is a soft deadline: when it names
+    /// no later instant, the link probes 1, 2, 4 ... ns later (at most
+    /// MAX_PROBE_NS), so that its loop always moves on.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_shaper(&mut self, start: Instant) {
+        self.shaper_wait = true;
+        self.link.busy_until = match self.sched.next_eligible(start) {
+            Some(t) if t > start => t,
+            _ => {
+                let t = start.saturating_add_nanos(self.probe_ns);
+                self.probe_ns = (self.probe_ns * 2).min(MAX_PROBE_NS);
+                t
+            }
+        };
     }
 
     /// `pkt` leaves the scheduler at `start`: through the link into the line.
