@@ -62,18 +62,21 @@
 //!   runs the link a second time only when an exit restarted a link stopped
 //!   on a full line.
 //!
-//! Calls: `release` runs the link in line (a caller that releases once
-//! per packet finds the link free nearly every time, and a call with its
-//! register saves cost about as much as the packet's bookkeeping), and so
-//! is the move of each packet through the link into the line; `enqueue`,
+//! Calls: `release` runs the link's first step in line (a caller that
+//! releases once per packet finds the link free nearly every time, and a
+//! call with its register saves cost about as much as the packet's
+//! bookkeeping), and so is the move of that packet through the link into
+//! the line; further steps, for a link more than one packet behind, and
+//! the wait for a shaper are calls. `enqueue`,
 //! which mostly finds the link busy, pays one comparison and calls the
 //! link loop out of line only when it is free. The loop reads the link's
 //! time before it asks the scheduler whether it is empty: after moving a
 //! packet the link is mostly busy past `now`, and the loop ends on that
 //! one comparison. With no profile, jitter or duplication (decided when the
 //! configuration changes, one flag a packet) a packet's exit is its finish
-//! on the link plus the fixed delay, appended to the ring; the path that draws is a call, as
-//! is the general filter path, so neither weighs on the caller's loop.
+//! on the link plus the fixed delay, appended to the ring; the path that
+//! draws is a call, as is the general filter path, so neither weighs on
+//! the caller's loop.
 //! `enqueue` looks up the queue's state once and holds it across the
 //! scheduler's enqueue. A caller that takes one packet at a time
 //! ([`PipeScheduler`]) asks [`Pipe::release_sole`] first: when exactly one
