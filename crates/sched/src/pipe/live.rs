@@ -83,9 +83,9 @@ impl<S: Scheduler> Pipe<S> {
 
 #[cfg(test)]
 mod tests {
-    use crate::pipe::{Fate, Pipe, PipeConfig};
+    use crate::pipe::{Fate, Pipe, PipeConfig, QueueConfig, QueueLimit};
     use crate::rate::Rate;
-    use crate::{Fifo, FlowId, FlowTable, Instant, Packet};
+    use crate::{DropReason, Fifo, FlowId, FlowTable, Instant, Packet};
 
     fn pipe(bps: u64, delay_ns: u64) -> Pipe<Fifo> {
         let cfg = PipeConfig {
@@ -212,6 +212,57 @@ mod tests {
         )
         .unwrap();
         assert_eq!(drain(&mut p), [(3, 51 * MS)]);
+    }
+
+    #[test]
+    fn a_queue_limit_set_live_is_the_one_the_next_arrival_meets() {
+        // With one configuration for every queue, a slot limit and no
+        // filter, the pipe checks the limit without looking the
+        // configuration up: each change of the queues must redo that.
+        let limited = |slots| QueueConfig {
+            limit: QueueLimit::Slots(slots),
+            ..QueueConfig::default()
+        };
+        let pipe_of = |flows, slots| {
+            let cfg = PipeConfig {
+                bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
+                queue: limited(slots),
+                ..PipeConfig::default()
+            };
+            let fifo = Fifo::new(FlowTable::uniform(flows).unwrap(), 64).unwrap();
+            Pipe::new(cfg, fifo, flows).unwrap()
+        };
+        let mut token = 0;
+        let mut offer = |p: &mut Pipe<Fifo>, flow: u32| {
+            token += 1;
+            p.enqueue(Instant::ZERO, Packet::new(FlowId(flow), 1000, token))
+                .map_err(|r| r.reason)
+        };
+        // The first packet goes onto the link at the second's arrival;
+        // two then wait, and a third finds the queue full.
+        let mut p = pipe_of(1, 2);
+        for _ in 0..3 {
+            assert_eq!(offer(&mut p, 0), Ok(()));
+        }
+        assert_eq!(offer(&mut p, 0), Err(DropReason::FlowLimit));
+        // The only queue to three slots: its configuration, the only one,
+        // replaced in place.
+        p.set_queue(FlowId(0), limited(3)).unwrap();
+        assert_eq!(offer(&mut p, 0), Ok(()));
+        assert_eq!(offer(&mut p, 0), Err(DropReason::FlowLimit));
+        // Then to one slot: met at once (three are waiting).
+        p.set_queue(FlowId(0), limited(1)).unwrap();
+        assert_eq!(offer(&mut p, 0), Err(DropReason::FlowLimit));
+        // Of two queues, queue 1 alone to one slot: two configurations,
+        // each met.
+        let mut p = pipe_of(2, 2);
+        p.set_queue(FlowId(1), limited(1)).unwrap();
+        assert_eq!(offer(&mut p, 1), Ok(()));
+        assert_eq!(offer(&mut p, 1), Ok(()));
+        assert_eq!(offer(&mut p, 1), Err(DropReason::FlowLimit));
+        assert_eq!(offer(&mut p, 0), Ok(()));
+        assert_eq!(offer(&mut p, 0), Ok(()));
+        assert_eq!(offer(&mut p, 0), Err(DropReason::FlowLimit));
     }
 
     #[test]

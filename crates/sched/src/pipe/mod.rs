@@ -78,10 +78,12 @@
 //! draws is a call, as is the general filter path, so neither weighs on
 //! the caller's loop.
 //! `enqueue` looks up the queue's state once and holds it across the
-//! scheduler's enqueue. A caller that takes one packet at a time
+//! scheduler's enqueue; when every queue has the one configuration, a
+//! limit in slots and no filter (decided when the configuration changes),
+//! it checks that limit without looking the configuration up. A caller that takes one packet at a time
 //! ([`PipeScheduler`]) asks [`Pipe::release_sole`] first: when exactly one
 //! packet to transmit is due, it leaves without the release loop, its fate
-//! match and the caller's closure. Together, in and out, about 190
+//! match and the caller's closure. Together, in and out, about 180
 //! instructions a packet besides the scheduler's, the bounds checks and
 //! saturating arithmetic inlined from the standard library included
 //! (callgrind, a limit-only queue, with or without a fixed delay, at one
@@ -396,6 +398,10 @@ pub struct Pipe<S> {
     /// No profile, no jitter and no duplication: a packet's exit is the
     /// link's finish plus the delay ([`Pipe::refresh_paths`]).
     fixed_delay: bool,
+    /// Every queue has the one configuration, a limit in slots and no
+    /// filter: that limit, checked on arrival without looking the
+    /// configuration up ([`Pipe::refresh_paths`]).
+    sole_slot_limit: Option<u32>,
     /// The scheduler held packets but none was eligible; `busy_until` is
     /// its next eligibility time.
     shaper_wait: bool,
@@ -434,6 +440,7 @@ impl<S: Scheduler> Pipe<S> {
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
             fixed_delay: false,
+            sole_slot_limit: None,
             shaper_wait: false,
             stalled: false,
             probe_ns: 1,
@@ -505,6 +512,15 @@ impl<S: Scheduler> Pipe<S> {
     /// queue's duplication, which way a packet takes into the delay line.
     fn refresh_paths(&mut self) {
         self.fixed_delay = self.profile.is_none() && self.jitter.is_none() && !self.any_duplicate;
+        // A queue's configuration is an index below `configs.len()`: with
+        // one entry, every queue has it.
+        self.sole_slot_limit = match self.configs.as_slice() {
+            [only] if !only.filters => match only.config.limit {
+                QueueLimit::Slots(n) => Some(n),
+                QueueLimit::Bytes(_) => None,
+            },
+            _ => None,
+        };
     }
 
     /// Delay-line entries a packet may need (two when it may be duplicated).
@@ -544,20 +560,29 @@ impl<S: Scheduler> Pipe<S> {
         if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
             return Err(self.refuse(pkt, DropReason::BadLength));
         }
-        let inst = &self.configs[usize::from(q.config)];
-        let admitted = if inst.filters {
-            let rngs = FilterRngs {
-                loss: &mut self.rng.loss,
-                gilbert_elliott: &mut self.rng.gilbert_elliott,
-                red: &mut self.rng.red,
-            };
-            let fs = self.filter_state.get_mut(i);
-            filter::admit(&inst.config, q, fs, pkt.len, now, self.red_unit_ns, rngs)
-        } else if inst.config.full(q, pkt.len) {
-            // The fast path: no filter but the limit.
-            Err(DropReason::FlowLimit)
+        let admitted = if let Some(limit) = self.sole_slot_limit {
+            // The common case decided at configuration: the limit only.
+            if q.slots >= limit {
+                Err(DropReason::FlowLimit)
+            } else {
+                Ok(())
+            }
         } else {
-            Ok(())
+            let inst = &self.configs[usize::from(q.config)];
+            if inst.filters {
+                let rngs = FilterRngs {
+                    loss: &mut self.rng.loss,
+                    gilbert_elliott: &mut self.rng.gilbert_elliott,
+                    red: &mut self.rng.red,
+                };
+                let fs = self.filter_state.get_mut(i);
+                filter::admit(&inst.config, q, fs, pkt.len, now, self.red_unit_ns, rngs)
+            } else if inst.config.full(q, pkt.len) {
+                // No filter but the limit.
+                Err(DropReason::FlowLimit)
+            } else {
+                Ok(())
+            }
         };
         if let Err(reason) = admitted {
             return Err(self.refuse(pkt, reason));
