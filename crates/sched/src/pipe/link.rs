@@ -74,10 +74,15 @@ impl BurstLink {
     /// Transmits `len` bytes (plus `airtime_ns`) from `busy_until`; returns
     /// when the transmission ends.
     pub fn transmit(&mut self, len: u32, airtime_ns: u64) -> Instant {
-        let covered = self.credit.min(u64::from(len));
-        self.credit -= covered;
-        // covered <= len: the difference fits u32.
-        let paid = len - covered as u32;
+        // Without credit (no burst, or spent) the whole packet pays.
+        let paid = if self.credit == 0 {
+            len
+        } else {
+            let covered = self.credit.min(u64::from(len));
+            self.credit -= covered;
+            // covered <= len: the difference fits u32.
+            len - covered as u32
+        };
         let ns = self.pacer.advance(paid).saturating_add(airtime_ns);
         let finish = self.busy_until.saturating_add_nanos(ns);
         self.busy_until = finish;

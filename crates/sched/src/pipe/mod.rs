@@ -83,14 +83,16 @@
 //! it checks that limit without looking the configuration up. A caller that takes one packet at a time
 //! ([`PipeScheduler`]) asks [`Pipe::release_sole`] first: when exactly one
 //! packet to transmit is due, it leaves without the release loop, its fate
-//! match and the caller's closure. Together, in and out, about 180
+//! match and the caller's closure. Together, in and out, about 170
 //! instructions a packet besides the scheduler's, the bounds checks and
 //! saturating arithmetic inlined from the standard library included
 //! (callgrind, a limit-only queue, with or without a fixed delay, at one
 //! packet per release, as `pspat sched-bench --dummynet` drives it through
-//! [`PipeScheduler`]; about 240 through the release loop): a quarter in the
+//! [`PipeScheduler`]; more through the release loop): a third in the
 //! delay line's append and exit, the rest in the counters, the limit, the
-//! link's pacer and the loop's checks.
+//! link's pacer and the loop's checks. The packet stays in registers from
+//! the scheduler's dequeue to the line's append: nothing on that path
+//! takes it by reference or passes it whole to a call.
 //!
 //! The general filter path (plr, then Gilbert-Elliott, then RED, then the
 //! limit) is taken only by queues that configure one of them; profile,
@@ -104,7 +106,7 @@
 //! for every queue once some queue of the pipe configures RED or
 //! Gilbert-Elliott (a side table, allocated then). A configuration is
 //! stored once and shared by index. The delay line takes 32 B an entry
-//! (48 B with `reorder`).
+//! (48 B with `reorder`), its capacity rounded up to a power of two.
 //!
 //! # Sources and deviations
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
@@ -836,7 +838,6 @@ impl<S: Scheduler> Pipe<S> {
     #[inline(always)] // once per packet, inside the link loop
     fn move_to_line(&mut self, start: Instant, pkt: Packet) {
         let i = pkt.flow.index();
-        let mut config = None;
         if let Some(Queue { state: st, .. }) = self.queues.get_mut(i) {
             st.slots = st.slots.saturating_sub(1);
             st.bytes = st.bytes.saturating_sub(pkt.len.into());
@@ -845,7 +846,6 @@ impl<S: Scheduler> Pipe<S> {
                     fs.empty_since = start;
                 }
             }
-            config = Some(usize::from(st.config));
         }
         if self.fixed_delay {
             // A fixed delay: the exit is the link's finish plus the delay,
@@ -858,14 +858,21 @@ impl<S: Scheduler> Pipe<S> {
             );
             return;
         }
-        self.move_random(pkt, config);
+        self.move_random(pkt.flow, pkt.len, pkt.token);
     }
 
     /// [`Pipe::move_to_line`] with a profile, jitter or duplication
     /// configured: out of line, so that the fixed-delay path stays short
-    /// in the caller's loop.
+    /// in the caller's loop. It takes the packet's fields, not the
+    /// packet: a 16-byte argument is passed through memory, and the
+    /// caller would keep the packet on its stack for every packet.
     #[inline(never)]
-    fn move_random(&mut self, pkt: Packet, config: Option<usize>) {
+    fn move_random(&mut self, flow: FlowId, len: u32, token: u64) {
+        let pkt = Packet::new(flow, len, token);
+        let config = self
+            .queues
+            .get(flow.index())
+            .map(|q| usize::from(q.state.config));
         let (airtime, lost) = match &self.profile {
             Some(p) => p.sample(&mut self.rng.profile),
             None => (0, false),
