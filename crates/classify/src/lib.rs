@@ -798,7 +798,6 @@ impl Classifier {
             ..
         } = self;
         if let Some(q) = queues.get_mut(d.queue as usize) {
-            stats.packets += 1;
             rules.count(d.rule as usize, len);
             return place_in(q, stats, now, key, 0);
         }
@@ -964,7 +963,6 @@ impl Classifier {
         egress: u32,
         len: u32,
     ) -> Verdict {
-        self.stats.packets += 1;
         let mut k = *key;
         k.direction = PacketDirection::In;
         k.ifindex = ingress;
@@ -1006,7 +1004,6 @@ impl Classifier {
     /// Rule matching: the target, or the verdict when there is none.
     #[inline]
     fn decide(&mut self, key: &PacketKey, len: u32) -> Result<Chosen, Verdict> {
-        self.stats.packets += 1;
         let matched = self.first_match(key, len);
         self.resolve(matched)
     }
@@ -1140,9 +1137,15 @@ impl Classifier {
         n
     }
 
-    /// Packet counters.
+    /// Packet counters. `packets` is the sum of the outcomes: every call
+    /// ends in exactly one (an enqueue, a pass or a drop), so it is not
+    /// counted apart on the packet path.
     pub fn stats(&self) -> ClassifierStats {
-        self.stats
+        let s = self.stats;
+        ClassifierStats {
+            packets: s.enqueued + s.passed + s.dropped.iter().sum::<u64>(),
+            ..s
+        }
     }
 
     /// Counters of each rule, in rule order, as `(rule number, counters)`.

@@ -38,7 +38,10 @@
 //! # Complexity
 //! Order-keeping: O(1) per insert and per exit: a ring of (exit time,
 //! packet, fate), 32 bytes an entry, whose exit times are non-decreasing,
-//! so finding what is due is one comparison with the front. Reordering:
+//! so finding what is due is one comparison with the front. The ring has
+//! a power of two of entries (the capacity rounded up, so at most twice
+//! the memory asked for) so that an index wraps with a mask; it admits
+//! no more than the capacity. Reordering:
 //! O(log n) (a binary heap, entries tagged with their link order). Never
 //! allocates after construction (growing the line on a live change does).
 
@@ -194,6 +197,9 @@ impl Ord for Entry {
 /// non-decreasing from `head` on, so the earliest exit is always at `head`.
 #[derive(Clone, Debug)]
 pub(crate) struct Ring {
+    /// A power of two of them (the capacity asked for, rounded up), so
+    /// that an index wraps with a mask ([`Ring::wrap`]); the line admits
+    /// only its own capacity ([`DelayLine::free`]).
     slots: Box<[Due]>,
     /// Index of the oldest entry (meaningless when `len == 0`).
     head: usize,
@@ -210,7 +216,7 @@ const VACANT: Due = Due {
 impl Ring {
     fn new(capacity: usize) -> Self {
         Ring {
-            slots: vec![VACANT; capacity].into_boxed_slice(),
+            slots: vec![VACANT; Self::slots_for(capacity)].into_boxed_slice(),
             head: 0,
             len: 0,
         }
@@ -218,15 +224,27 @@ impl Ring {
 
     /// The ring with room for `capacity` entries, the same entries in the same order.
     fn grown(&self, capacity: usize) -> Self {
-        let mut slots = vec![VACANT; capacity].into_boxed_slice();
+        let mut slots = vec![VACANT; Self::slots_for(capacity)].into_boxed_slice();
         for (k, s) in slots.iter_mut().take(self.len).enumerate() {
-            *s = self.slots[(self.head + k) % self.slots.len()];
+            *s = self.slots[self.wrap(self.head + k)];
         }
         Ring {
             slots,
             head: 0,
             len: self.len,
         }
+    }
+
+    /// Slots for a line of `capacity` entries: the next power of two (the
+    /// capacity is at most [`crate::pipe::MAX_DELAY_LINE`], so it exists).
+    fn slots_for(capacity: usize) -> usize {
+        capacity.max(1).next_power_of_two()
+    }
+
+    /// `i` (below twice the slot count) as a slot index.
+    #[inline(always)]
+    fn wrap(&self, i: usize) -> usize {
+        i & (self.slots.len() - 1)
     }
 
     #[inline(always)]
@@ -241,11 +259,7 @@ impl Ring {
     /// Appends `d`; the caller checked that there is room.
     #[inline(always)]
     fn push(&mut self, d: Due) {
-        let cap = self.slots.len();
-        let mut at = self.head + self.len;
-        if at >= cap {
-            at -= cap;
-        }
+        let at = self.wrap(self.head + self.len);
         self.slots[at] = d;
         self.len += 1;
     }
@@ -267,10 +281,7 @@ impl Ring {
             return SoleDue::Several;
         }
         let packet = d.packet;
-        let mut next = self.head + 1;
-        if next == self.slots.len() {
-            next = 0;
-        }
+        let next = self.wrap(self.head + 1);
         if self.len > 1 && self.slots.get(next).is_none_or(|e| e.exit <= now) {
             return SoleDue::Several;
         }
@@ -292,10 +303,7 @@ impl Ring {
             return None;
         }
         let d = *d;
-        self.head += 1;
-        if self.head == self.slots.len() {
-            self.head = 0;
-        }
+        self.head = self.wrap(self.head + 1);
         self.len -= 1;
         Some(d)
     }
@@ -499,5 +507,54 @@ mod tests {
         assert_eq!(out, [(2, 20), (3, 20), (4, 30)]);
         assert_eq!(line.next_exit(), Some(Instant::from_nanos(40)));
         assert_eq!(line.originals(), 1);
+    }
+
+    proptest::proptest! {
+        /// A ring whose capacity is not a power of two (its slots are
+        /// rounded up) admits exactly its capacity and hands entries out
+        /// in order across many wraps, as a plain queue would.
+        #[test]
+        fn a_ring_admits_its_capacity_and_keeps_order_across_wraps(
+            capacity in 2usize..12,
+            ops in proptest::collection::vec((0u8..3, 0u64..30), 1..400),
+        ) {
+            let mut line = DelayLine::new(capacity, false);
+            let mut model: std::collections::VecDeque<(u64, u64)> = Default::default();
+            let (mut now, mut token, mut last) = (0u64, 0u64, 0u64);
+            for (op, dt) in ops {
+                now += dt;
+                let t = Instant::from_nanos(now);
+                match op {
+                    0 if line.free() > 0 => {
+                        let exit = line.insert(t.saturating_add_nanos(dt), Packet::new(FlowId(0), 1, token), Fate::Transmit);
+                        last = last.max(now + dt);
+                        proptest::prop_assert_eq!(exit.as_nanos(), last);
+                        model.push_back((token, last));
+                        token += 1;
+                    }
+                    0 => proptest::prop_assert_eq!(model.len(), capacity),
+                    1 => {
+                        let got = line.pop_due(t).map(|d| (d.packet.token, d.exit.as_nanos()));
+                        let want = match model.front() {
+                            Some(&(_, e)) if e <= now => model.pop_front(),
+                            _ => None,
+                        };
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    _ => {
+                        let due = model.iter().take_while(|e| e.1 <= now).count();
+                        match line.pop_sole_due(t) {
+                            SoleDue::Nothing => proptest::prop_assert_eq!(due, 0),
+                            SoleDue::Packet(p) => {
+                                proptest::prop_assert_eq!(due, 1);
+                                proptest::prop_assert_eq!(Some(p.token), model.pop_front().map(|e| e.0));
+                            }
+                            SoleDue::Several => proptest::prop_assert!(due > 1),
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!((line.len(), line.free()), (model.len(), capacity - model.len()));
+            }
+        }
     }
 }
