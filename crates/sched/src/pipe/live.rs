@@ -113,6 +113,15 @@ mod tests {
         out
     }
 
+    /// Offers a packet of 1000 bytes with `token` at `at_ns`; it must be taken.
+    fn send(p: &mut Pipe<Fifo>, at_ns: u64, token: u64) {
+        p.enqueue(
+            Instant::from_nanos(at_ns),
+            Packet::new(FlowId(0), 1000, token),
+        )
+        .unwrap();
+    }
+
     const MS: u64 = 1_000_000;
 
     #[test]
@@ -120,8 +129,7 @@ mod tests {
         // 8 Mbit/s: 1000 B take 1 ms; delay 10 ms.
         let mut p = pipe(8_000_000, 10 * MS);
         for t in 0..4 {
-            p.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, t))
-                .unwrap();
+            send(&mut p, 0, t);
         }
         // At 1.5 ms packet 0 left the link (exit 11 ms) and packet 1 is on
         // it (started at 1 ms, ends at 2 ms at the old rate).
@@ -147,11 +155,7 @@ mod tests {
         // Unlimited from now on: a packet takes no time on the link.
         cfg.bw = None;
         p.reconfigure(Instant::from_nanos(20 * MS), &cfg).unwrap();
-        p.enqueue(
-            Instant::from_nanos(20 * MS),
-            Packet::new(FlowId(0), 1000, 9),
-        )
-        .unwrap();
+        send(&mut p, 20 * MS, 9);
         assert_eq!(drain(&mut p), [(9, 30 * MS)]);
     }
 
@@ -159,8 +163,7 @@ mod tests {
     fn a_shorter_delay_never_lets_a_packet_overtake_the_line() {
         let mut p = pipe(8_000_000, 10 * MS);
         for t in 0..3 {
-            p.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, t))
-                .unwrap();
+            send(&mut p, 0, t);
         }
         let cfg = PipeConfig {
             bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
@@ -173,11 +176,7 @@ mod tests {
         p.reconfigure(Instant::from_nanos(1_500_000), &cfg).unwrap();
         assert_eq!(drain(&mut p), [(0, 11 * MS), (1, 12 * MS), (2, 12 * MS)]);
         // Later packets see the short delay.
-        p.enqueue(
-            Instant::from_nanos(20 * MS),
-            Packet::new(FlowId(0), 1000, 3),
-        )
-        .unwrap();
+        send(&mut p, 20 * MS, 3);
         assert_eq!(drain(&mut p), [(3, 23 * MS)]);
     }
 
@@ -186,8 +185,7 @@ mod tests {
         // The pipe decides once per change whether a packet's exit is the
         // link's finish plus the delay: a change must redo the decision.
         let mut p = pipe(8_000_000, 10 * MS);
-        p.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, 1))
-            .unwrap();
+        send(&mut p, 0, 1);
         assert_eq!(drain(&mut p), [(1, 11 * MS)]);
         // One sample of 5 ms, never lost: the packet holds the link 5 ms
         // longer (1 ms to send, 5 ms of airtime, then 10 ms of delay).
@@ -198,19 +196,11 @@ mod tests {
             ..PipeConfig::default()
         };
         p.reconfigure(Instant::from_nanos(20 * MS), &cfg).unwrap();
-        p.enqueue(
-            Instant::from_nanos(20 * MS),
-            Packet::new(FlowId(0), 1000, 2),
-        )
-        .unwrap();
+        send(&mut p, 20 * MS, 2);
         assert_eq!(drain(&mut p), [(2, 36 * MS)]);
         cfg.profile = None;
         p.reconfigure(Instant::from_nanos(40 * MS), &cfg).unwrap();
-        p.enqueue(
-            Instant::from_nanos(40 * MS),
-            Packet::new(FlowId(0), 1000, 3),
-        )
-        .unwrap();
+        send(&mut p, 40 * MS, 3);
         assert_eq!(drain(&mut p), [(3, 51 * MS)]);
     }
 
@@ -275,8 +265,7 @@ mod tests {
         };
         assert!(p.reconfigure(Instant::ZERO, &cfg).is_err());
         assert_eq!(p.rate().unwrap().bps(), 8_000_000);
-        p.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, 1))
-            .unwrap();
+        send(&mut p, 0, 1);
         assert_eq!(drain(&mut p), [(1, 2 * MS)]);
     }
 
@@ -296,8 +285,7 @@ mod tests {
         )
         .unwrap();
         for t in 0..3 {
-            p.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, t))
-                .unwrap();
+            send(&mut p, 0, t);
         }
         p.release(Instant::from_nanos(5 * MS), &mut |_| {});
         assert_eq!(p.counters().link_stalls, 1);
