@@ -297,9 +297,9 @@ impl PipeCounters {
         self.dropped_packets.iter().sum()
     }
 
-    fn drop(&mut self, pkt: &Packet, reason: DropReason) {
+    fn drop(&mut self, len: u32, reason: DropReason) {
         self.dropped_packets[reason.index()] += 1;
-        self.dropped_bytes[reason.index()] += u64::from(pkt.len);
+        self.dropped_bytes[reason.index()] += u64::from(len);
     }
 }
 
@@ -335,10 +335,21 @@ impl FlowCounters {
     }
 }
 
-/// Counts a drop in the pipe's counters and in its queue's.
+/// Counts a drop of `pkt` in the pipe's counters and in its queue's.
 fn count_drop(counters: &mut PipeCounters, queues: &mut [Queue], pkt: &Packet, reason: DropReason) {
-    counters.drop(pkt, reason);
-    if let Some(q) = queues.get_mut(pkt.flow.index()) {
+    count_drop_of(counters, queues, pkt.flow, pkt.len, reason);
+}
+
+/// [`count_drop`] for a packet of `flow` and `len` bytes.
+fn count_drop_of(
+    counters: &mut PipeCounters,
+    queues: &mut [Queue],
+    flow: FlowId,
+    len: u32,
+    reason: DropReason,
+) {
+    counters.drop(len, reason);
+    if let Some(q) = queues.get_mut(flow.index()) {
         q.counters.dropped_packets += 1;
     }
 }
@@ -555,12 +566,12 @@ impl<S: Scheduler> Pipe<S> {
         // The queue is looked up once, and its state is held across the
         // scheduler's enqueue (disjoint fields).
         let Some(Queue { state: q, counters }) = self.queues.get_mut(i) else {
-            return Err(self.refuse(pkt, DropReason::UnknownFlow));
+            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, DropReason::UnknownFlow));
         };
         counters.in_packets += 1;
         counters.in_bytes += u64::from(pkt.len);
         if pkt.len == 0 || pkt.len > MAX_PACKET_LEN {
-            return Err(self.refuse(pkt, DropReason::BadLength));
+            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, DropReason::BadLength));
         }
         let admitted = if let Some(limit) = self.sole_slot_limit {
             // The common case decided at configuration: the limit only.
@@ -587,13 +598,13 @@ impl<S: Scheduler> Pipe<S> {
             }
         };
         if let Err(reason) = admitted {
-            return Err(self.refuse(pkt, reason));
+            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason));
         }
         // Admitted: to the scheduler, and the link woken as the arrival
         // requires (it already ran up to `now`).
         let was_empty = self.sched.is_empty();
         if let Err(r) = self.sched.enqueue(now, pkt) {
-            return Err(self.refuse(pkt, r.reason));
+            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, r.reason));
         }
         q.slots += 1;
         q.bytes += u64::from(pkt.len);
@@ -601,13 +612,17 @@ impl<S: Scheduler> Pipe<S> {
         Ok(())
     }
 
-    /// Counts a refusal of `pkt` for `reason`; the packet back with it.
+    /// Counts the refusal, for `reason`, of the packet of `flow`, `len`
+    /// bytes and `token`; the packet back with it. It takes the packet's
+    /// fields, not the packet: a 16-byte argument is passed through
+    /// memory, and `enqueue`, which may refuse at four points, would write
+    /// every packet to its stack for them.
     #[cold]
     #[inline(never)]
-    fn refuse(&mut self, pkt: Packet, reason: DropReason) -> Rejected {
-        self.count_drop(&pkt, reason);
+    fn refuse(&mut self, flow: FlowId, len: u32, token: u64, reason: DropReason) -> Rejected {
+        count_drop_of(&mut self.counters, &mut self.queues, flow, len, reason);
         Rejected {
-            packet: pkt,
+            packet: Packet::new(flow, len, token),
             reason,
         }
     }
