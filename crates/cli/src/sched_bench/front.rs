@@ -31,18 +31,18 @@
 //! In instructions (callgrind; a packet is two harness steps, its enqueue
 //! and its dequeue), for QFQ over 1024 sources, per packet: the
 //! classifier about 131 (its rule, the masked key, hash and lookup, the
-//! counters; `pspat_classify`'s docs), the pipe about 170 (its own and its
+//! counters; `pspat_classify`'s docs), the pipe about 165 (its own and its
 //! queue's counters, the limit, the link's pacer, the delay line's append
 //! and exit; `pspat_sched::pipe`'s docs), this front about 12 (the source
 //! in a key kept from packet to packet, the check of the queue and the
-//! clock), and the harness about 17 more than bare. The harness's extra
+//! clock), and the harness about 15 more than bare. The harness's extra
 //! is partly its values kept on the stack around the inlined front and
 //! pipe, partly another path through its backlog lists: the link takes
 //! each packet from the algorithm one step before the harness sees it
 //! leave (a packet is on the link before it exits), so the algorithm's
 //! decisions, and the order in which flows come back to the harness,
 //! differ from the bare run's. For the same reason the algorithm's own
-//! count differs a little from bare (about 5 fewer at 1024 flows).
+//! count differs a little from bare (about 6 fewer at 1024 flows).
 
 use std::net::{IpAddr, Ipv4Addr};
 

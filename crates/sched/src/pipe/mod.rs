@@ -83,7 +83,7 @@
 //! it checks that limit without looking the configuration up. A caller that takes one packet at a time
 //! ([`PipeScheduler`]) asks [`Pipe::release_sole`] first: when exactly one
 //! packet to transmit is due, it leaves without the release loop, its fate
-//! match and the caller's closure. Together, in and out, about 170
+//! match and the caller's closure. Together, in and out, about 165
 //! instructions a packet besides the scheduler's, the bounds checks and
 //! saturating arithmetic inlined from the standard library included
 //! (callgrind, a limit-only queue, with or without a fixed delay, at one
@@ -91,8 +91,9 @@
 //! [`PipeScheduler`]; more through the release loop): a third in the
 //! delay line's append and exit, the rest in the counters, the limit, the
 //! link's pacer and the loop's checks. The packet stays in registers from
-//! the scheduler's dequeue to the line's append: nothing on that path
-//! takes it by reference or passes it whole to a call.
+//! the scheduler's dequeue to the line's append, and from the caller to
+//! the scheduler's enqueue: nothing on those paths takes it by reference
+//! or passes it whole to a call (the calls off them take its fields).
 //!
 //! The general filter path (plr, then Gilbert-Elliott, then RED, then the
 //! limit) is taken only by queues that configure one of them; profile,
