@@ -17,7 +17,7 @@
 //! back ([`pspat_io::FrameArena`]'s release and reclaim carry the bytes
 //! across threads, with no separate return path).
 //!
-//! The thread waits for its ring in `poll(2)` (at most [`POLL`](crate::config::POLL), to see a
+//! The thread waits for its ring in `poll(2)` (at most [`POLL`], to see a
 //! stop request), so an idle bridge costs nothing; with a V2 ring
 //! ([`pspat_io::RxRing`]) it wakes on the first frame, and each call gives
 //! every frame that is ready, up to the ring's batch. Each frame is
@@ -36,7 +36,7 @@
 //! AF_XDP socket on queue 0 of the input instead ([`RxSocket::Xdp`]): the
 //! same handling, the frame copied from its UMEM frame into the slot's
 //! pool frame, the UMEM frame lent straight back to the kernel through the
-//! fill ring; the wait is the same `poll(2)` of at most [`POLL`](crate::config::POLL). The
+//! fill ring; the wait is the same `poll(2)` of at most [`POLL`]. The
 //! kernel's drops (RX ring full, frame too long for a UMEM frame, no fill
 //! frame) are counted as the ring drops of AF_PACKET are (`not_received`).
 

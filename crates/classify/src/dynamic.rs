@@ -549,7 +549,8 @@ impl DynTable {
         }
     }
 
-    /// [`DynTable::lookup`] with the key packed and hashed
+    /// The lookup of a key (the slot of the key, created if absent and a
+    /// slot is free or stale) with the key packed and hashed
     /// ([`DynTable::prepare`]). The hit path is inlined into the caller;
     /// reclaiming and creating are not.
     #[inline(always)] // the per-packet hit path

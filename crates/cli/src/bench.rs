@@ -63,7 +63,7 @@ pub struct Args {
     /// Arbiter read interval Delta_A: a duration (e.g. 1us, 500ns; bare = seconds), at most 1ms.
     #[arg(long = "delta-a", default_value = "1us", value_parser = units::duration_arg, allow_hyphen_values = true)]
     delta_a: Duration,
-    /// What shutdown does with packets still queued after the run: drain[:DEADLINE] (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
+    /// What shutdown does with packets still queued after the run: drain or drain:DEADLINE (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
     #[arg(long, default_value = "drain:5s", value_parser = shutdown_arg, allow_hyphen_values = true)]
     shutdown: ShutdownPolicy,
     /// Do not pin threads (by default the arbiter runs on core 0, clients on core 1).

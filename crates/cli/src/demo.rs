@@ -62,7 +62,7 @@ pub struct Args {
     /// The shaped rate of the lab demo (real traffic), bit/s (e.g. 100M).
     #[arg(long, default_value = "100M", value_parser = units::rate_arg, allow_hyphen_values = true)]
     lab_rate: u64,
-    /// What shutdown does with packets still queued after the run: drain[:DEADLINE] (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
+    /// What shutdown does with packets still queued after the run: drain or drain:DEADLINE (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
     #[arg(long, default_value = "drain:5s", value_parser = crate::bench::shutdown_arg, allow_hyphen_values = true)]
     shutdown: pspat_bench::ShutdownPolicy,
     /// Print one JSON object on stdout instead of tables.

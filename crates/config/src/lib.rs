@@ -11,12 +11,12 @@
 //! * **All or nothing.** [`Config::validate`] resolves defaults and checks every
 //!   range and reference, then returns a complete [`Plan`] or the first error
 //!   in file order; nothing is half applied.
-//! * **Minimal changes.** [`diff`] lists only what differs between two plans,
+//! * **Minimal changes.** [`diff()`] lists only what differs between two plans,
 //!   in an order where every intermediate plan's references stay valid;
 //!   [`apply`] replays a change.
 //!
 //! # Complexity
-//! Parsing and printing are linear in the text; validation and [`diff`] are
+//! Parsing and printing are linear in the text; validation and [`diff()`] are
 //! O(n log n) in the number of objects (maps keyed by number).
 //!
 //! # Layers

@@ -254,7 +254,7 @@ impl Default for Plan {
 impl Plan {
     /// References that do not resolve: queues whose sched or pipe is missing,
     /// rules whose pipe, queue or table is missing. Empty for every plan
-    /// [`Config::validate`] returns, and after each step of a [`crate::diff`].
+    /// [`Config::validate`] returns, and after each step of a [`crate::diff()`].
     pub fn dangling_references(&self) -> Vec<String> {
         let mut out = Vec::new();
         for q in self.queues.values() {

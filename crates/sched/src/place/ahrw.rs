@@ -31,6 +31,7 @@
 //!
 //! \[H\] D. Guo, *Multicore Scheduling for Network Applications Based on
 //! Highest Random Weight*, PhD thesis, UC Riverside, 2010.
+//!
 //! [`FlowletGuard`]: super::FlowletGuard
 
 use super::digest::{target_seed, FlowDigest, WEIGHT_A, WEIGHT_B, WEIGHT_RANGE};
