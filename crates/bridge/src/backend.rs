@@ -17,11 +17,11 @@
 //! holds for the bridge; the runtime counts the packet once.
 //!
 //! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the socket is a
-//! sending-only AF_XDP socket ([`Sender::Xdp`]): each frame is copied once
+//! sending-only AF_XDP socket (`Sender::Xdp`): each frame is copied once
 //! from the pool into a UMEM TX frame, the completion ring reaped at each
 //! send; a frame counts as sent once it is queued on the TX ring and the
 //! kernel was asked to send it, as a frame `sendmmsg` took does. When the
-//! transmitter ends it waits (at most [`XDP_COMPLETE`]) for the kernel to
+//! transmitter ends it waits (at most `XDP_COMPLETE`) for the kernel to
 //! report every queued frame sent.
 //!
 //! Cost per packet: one compare-exchange and one store on the frame's

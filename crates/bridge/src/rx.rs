@@ -33,7 +33,7 @@
 //! handles each frame as above. A lost input link ends it either way.
 //!
 //! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the thread reads an
-//! AF_XDP socket on queue 0 of the input instead ([`RxSocket::Xdp`]): the
+//! AF_XDP socket on queue 0 of the input instead (`RxSocket::Xdp`): the
 //! same handling, the frame copied from its UMEM frame into the slot's
 //! pool frame, the UMEM frame lent straight back to the kernel through the
 //! fill ring; the wait is the same `poll(2)` of at most [`POLL`]. The

@@ -249,8 +249,9 @@ impl CompiledMask {
     }
 
     /// The one masking step of `CompiledMask::apply` (the tests'
-    /// definition of the masked key) and [`CompiledMask::remask`]: addresses as four words each with their
-    /// families, ports as `src << 16 | dst`, the flow label and protocol.
+    /// definition of the masked key) and [`CompiledMask::remask`]:
+    /// addresses as four words each with their families, ports as
+    /// `src << 16 | dst`, the flow label and protocol.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // the fields of one key, unpacked
     fn mask_fields(

@@ -241,7 +241,7 @@ impl Ring {
         capacity.max(1).next_power_of_two()
     }
 
-    /// `i` (below twice the slot count) as a slot index.
+    /// `i` as a slot index: `i` modulo the slot count, a power of two.
     #[inline(always)]
     fn wrap(&self, i: usize) -> usize {
         i & (self.slots.len() - 1)
