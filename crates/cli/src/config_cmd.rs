@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pspat_config::{parse_file_text, print_ipfw, print_toml, Config, FsProfiles};
+use pspat_config::{parse_file_text, print_ipfw, print_toml, Config, FsProfiles, Plan};
 
 use crate::usage;
 
@@ -59,9 +59,18 @@ fn syntax_of(path: &Path) -> Syntax {
 
 fn load(path: &Path) -> anyhow::Result<Config> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let text = pspat_config::read_text_file(path)
         .map_err(|e| usage(format!("{name}: cannot read the configuration: {e}")))?;
     parse_file_text(&text, &name).map_err(|e| usage(e.to_string()))
+}
+
+/// Validates `config`, read from `file` (profiles are relative to its
+/// directory): a usage error with the position of the first problem.
+fn validate(config: &Config, file: &Path) -> anyhow::Result<Plan> {
+    let loader = FsProfiles {
+        base: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    config.validate(&loader).map_err(|e| usage(e.to_string()))
 }
 
 fn print(config: &Config, syntax: Syntax) -> String {
@@ -76,10 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         ConfigCommand::Check { file, json } => {
             let config = load(&file)?;
-            let loader = FsProfiles {
-                base: file.parent().map(Path::to_path_buf).unwrap_or_default(),
-            };
-            let plan = config.validate(&loader).map_err(|e| usage(e.to_string()))?;
+            let plan = validate(&config, &file)?;
             if json {
                 let text = serde_json::to_string_pretty(&plan).context("serialising the plan")?;
                 println!("{text}");
@@ -89,6 +95,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         ConfigCommand::Convert { file, to } => {
             let config = load(&file)?;
+            // Only a valid configuration is converted: the other syntax
+            // would carry the same mistake, and nothing would have said so.
+            validate(&config, &file)?;
             let target = to.unwrap_or(match syntax_of(&file) {
                 Syntax::Toml => Syntax::Ipfw,
                 Syntax::Ipfw => Syntax::Toml,
@@ -165,5 +174,36 @@ mod tests {
             .unwrap_err()
             .downcast_ref::<crate::UsageError>()
             .is_some());
+    }
+
+    #[test]
+    fn convert_refuses_what_check_refuses() {
+        // Each parses, and fails only validation.
+        for (name, text) in [
+            ("plr.ipfw", "pipe 1 config plr 2\n"),
+            ("dangling.ipfw", "queue 1 config weight 10 sched 99\n"),
+            ("duplicate.ipfw", "pipe 1 config\npipe 1 config\n"),
+        ] {
+            let file = temp_file(name, text);
+            let check = run(Args {
+                command: ConfigCommand::Check {
+                    file: file.clone(),
+                    json: false,
+                },
+            })
+            .unwrap_err();
+            let convert = run(Args {
+                command: ConfigCommand::Convert {
+                    file,
+                    to: Some(Syntax::Toml),
+                },
+            })
+            .unwrap_err();
+            let (check, convert) = (
+                check.downcast_ref::<crate::UsageError>().expect("exit 2"),
+                convert.downcast_ref::<crate::UsageError>().expect("exit 2"),
+            );
+            assert_eq!(check.0, convert.0, "{name}");
+        }
     }
 }

@@ -75,6 +75,60 @@ enum Command {
     OffloadGuard(offload_guard::Args),
 }
 
+/// A command-line error as the one line `pspat` prints. Clap's first line
+/// names the flag and the problem for most errors; two kinds put what the
+/// user needs on the lines after it, so they are folded in: the missing
+/// arguments (listed one per line below the first), and a missing
+/// subcommand (clap prints the command's help, whose first line is its
+/// description: the line names the subcommands instead).
+fn one_line(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    let text = e.render().to_string();
+    let mut lines = text.lines();
+    let first = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    match e.kind() {
+        ErrorKind::MissingRequiredArgument => {
+            let missing: Vec<&str> = lines
+                .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            if missing.is_empty() {
+                first
+            } else {
+                format!("{} {}", first, missing.join(", "))
+            }
+        }
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // "Usage: pspat config <COMMAND>" names the command; the
+            // "Commands:" section lists its subcommands, one per line.
+            let command = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Usage: "))
+                .map(|u| u.split(" <").next().unwrap_or(u).trim().to_string())
+                .unwrap_or_else(|| "pspat".to_string());
+            let names: Vec<&str> = text
+                .lines()
+                .skip_while(|l| l.trim() != "Commands:")
+                .skip(1)
+                .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| *n != "help")
+                .collect();
+            // The line starts with "pspat: " already.
+            let shown = command.strip_prefix("pspat ").unwrap_or(&command);
+            format!(
+                "{shown} needs a subcommand: {} (see {command} --help)",
+                names.join(", ")
+            )
+        }
+        _ => first,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -87,13 +141,7 @@ fn main() -> ExitCode {
             if code == 0 {
                 let _ = e.print();
             } else {
-                // One line: clap's first line names the flag and the problem.
-                let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or("invalid arguments");
-                eprintln!(
-                    "pspat: {}",
-                    units::elide_long_words(first.trim_start_matches("error: "))
-                );
+                eprintln!("pspat: {}", units::elide_long_words(&one_line(&e)));
             }
             return ExitCode::from(code);
         }
@@ -133,5 +181,47 @@ fn main() -> ExitCode {
             eprintln!("pspat: {}", units::elide_long_words(&format!("{e:#}")));
             ExitCode::from(code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_line(args: &[&str]) -> String {
+        match Cli::try_parse_from(args) {
+            Ok(_) => panic!("{args:?} parsed"),
+            Err(e) => one_line(&e),
+        }
+    }
+
+    #[test]
+    fn a_missing_argument_is_named_on_the_line() {
+        assert_eq!(
+            error_line(&["pspat", "shape", "--in", "eth0"]),
+            "the following required arguments were not provided: --out <IF[:RATE],...>"
+        );
+        let line = error_line(&["pspat", "run"]);
+        assert!(line.ends_with("--in <IF>, --out <IF>, <CONFIG>"), "{line}");
+    }
+
+    #[test]
+    fn a_missing_subcommand_lists_the_subcommands() {
+        assert_eq!(
+            error_line(&["pspat", "config"]),
+            "config needs a subcommand: check, convert (see pspat config --help)"
+        );
+        assert_eq!(
+            error_line(&["pspat", "lab"]),
+            "lab needs a subcommand: up, down, compare (see pspat lab --help)"
+        );
+    }
+
+    #[test]
+    fn other_errors_keep_clap_first_line() {
+        assert_eq!(
+            error_line(&["pspat", "bench", "--clients", "x"]),
+            "invalid value 'x' for '--clients <CLIENTS>': invalid digit found in string"
+        );
     }
 }

@@ -86,7 +86,7 @@ impl SchedulerFlags {
 /// A usage error (exit code 2) naming the file, and the field for a parse
 /// error.
 pub fn load(path: &Path) -> anyhow::Result<SchedulerConfig> {
-    let text = std::fs::read_to_string(path)
+    let text = pspat_config::read_text_file(path)
         .map_err(|e| usage(format!("--sched-config {}: {e}", path.display())))?;
     parse(&text).map_err(|e| usage(format!("{}: {e}", path.display())))
 }

@@ -253,7 +253,8 @@ pub fn load_topology(arg: &str) -> anyhow::Result<(Topology, CostRatios)> {
     if arg == "sysfs" {
         return Ok((read_sysfs(Path::new(SYSFS_CPU))?, CostRatios::default()));
     }
-    let text = std::fs::read_to_string(arg).map_err(|e| usage(format!("--topology {arg}: {e}")))?;
+    let text = pspat_config::read_text_file(Path::new(arg))
+        .map_err(|e| usage(format!("--topology {arg}: {e}")))?;
     let parsed = if arg.ends_with(".toml") {
         parse_topology_toml(&text)
     } else {
@@ -276,8 +277,8 @@ pub fn parse_cost_matrix(text: &str, targets: usize) -> Result<CostMatrix, Strin
 /// # Errors
 /// A usage error (exit 2) naming `--cost-matrix` and the file.
 pub fn load_cost_matrix(path: &str, targets: usize) -> anyhow::Result<CostMatrix> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| usage(format!("--cost-matrix {path}: {e}")))?;
+    let text = pspat_config::read_text_file(Path::new(path))
+        .map_err(|e| usage(format!("--cost-matrix {path}: {e}")))?;
     parse_cost_matrix(&text, targets).map_err(|e| usage(format!("--cost-matrix {path}: {e}")))
 }
 
