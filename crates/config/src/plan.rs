@@ -10,7 +10,8 @@
 //! Defaults are dummynet's (`ipfw(8)`): sched type WF2Q+, 50-slot queues, 64
 //! buckets, weight 1, lmax 1500, no loss; ranges are pspat-sched's
 //! ([`pspat_sched::MIN_WEIGHT`]..=[`pspat_sched::MAX_WEIGHT`], priorities below
-//! [`pspat_sched::PRIORITIES`], lmax up to [`pspat_sched::MAX_PACKET_LEN`]).
+//! [`pspat_sched::PRIORITIES`], lmax up to [`pspat_sched::MAX_PACKET_LEN`],
+//! a link's `bw` 0 for unlimited or in [`MIN_RATE_BPS`]..=[`MAX_RATE_BPS`]).
 //! Rules without a number take the largest number so far plus 100, as ipfw's
 //! auto-increment step; duplicate rule numbers are refused (ipfw allows them,
 //! but a plan keys rules by number so that a diff can name them).
@@ -19,6 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::path::PathBuf;
 
+use pspat_sched::rate::{Rate, MAX_RATE_BPS, MIN_RATE_BPS};
 use pspat_sched::{AlgKind, DEFAULT_LMAX, MAX_PACKET_LEN, MAX_WEIGHT, MIN_WEIGHT, PRIORITIES};
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +91,7 @@ pub struct FsProfiles {
 
 impl ProfileLoader for FsProfiles {
     fn load(&self, name: &str) -> io::Result<String> {
-        std::fs::read_to_string(self.base.join(name))
+        crate::read_text_file(&self.base.join(name))
     }
 }
 
@@ -347,6 +349,25 @@ impl Checker<'_> {
         self.range(at, what, value, 0.0..=1.0);
     }
 
+    /// A link's `bw`: 0 (unlimited) or a rate the core can pace. The range
+    /// is pspat-sched's own ([`Rate`]), so a file that validates here is
+    /// never refused later when its pipes are built (`pipe_config`); checking
+    /// it only there let `config check` accept what `run` refused.
+    fn rate(&mut self, kind: SiteKind, index: usize, owner: &str, bps: u64) {
+        if bps == 0 || (MIN_RATE_BPS..=MAX_RATE_BPS).contains(&bps) {
+            return;
+        }
+        let pos = self.pos(kind, index, 0, "bw", || bps.to_string());
+        self.push(
+            pos,
+            ErrorKind::OutOfRange,
+            format!(
+                "{owner} bw (bit/s) {bps} is out of range (allowed: {}, or 0 for unlimited)",
+                Rate::range_text()
+            ),
+        );
+    }
+
     fn link(
         &mut self,
         kind: SiteKind,
@@ -355,6 +376,8 @@ impl Checker<'_> {
         link: &LinkParams,
         loader: &dyn ProfileLoader,
     ) -> LinkPlan {
+        let bw_bps = link.bw.unwrap_or(0);
+        self.rate(kind, index, owner, bw_bps);
         let delay_us = link.delay_us.unwrap_or(0);
         self.range(
             (kind, index, "delay"),
@@ -424,7 +447,7 @@ impl Checker<'_> {
             }
         });
         LinkPlan {
-            bw_bps: link.bw.unwrap_or(0),
+            bw_bps,
             delay_us,
             burst_bytes: link.burst.unwrap_or(0),
             profile,

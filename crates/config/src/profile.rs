@@ -5,9 +5,10 @@
 //! `loss-level L` (probability above which packets are lost, default 1),
 //! `samples N` (2..=1024, default 100) — then a column header `prob delay` or
 //! `delay prob` and at least two data lines, unsorted, delays in
-//! milliseconds. The points are the inverse of the extra delay's cumulative
-//! distribution; [`Profile::delay_table_us`] samples it by linear
-//! interpolation, as ipfw builds the table it hands to the kernel.
+//! milliseconds (0..=60 000, the cap of a pipe's own `delay`). The points
+//! are the inverse of the extra delay's cumulative distribution;
+//! [`Profile::delay_table_us`] samples it by linear interpolation, as ipfw
+//! builds the table it hands to the kernel.
 //!
 //! Example (from the man page):
 //! ```text
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, Pos};
 use crate::ipfw::tokenize;
+use crate::plan::MAX_DELAY_US;
 use crate::units::{parse_rate, parse_real, parse_u32};
 
 /// One point of a profile: with probability `prob`, the extra delay is at most `delay_ms`.
@@ -107,8 +109,9 @@ impl Profile {
 ///
 /// # Errors
 /// [`Error`] (kind [`ErrorKind::ProfileMalformed`]) at the offending word: an
-/// unknown setting, a value out of range, a data line before the header or
-/// with other than two numbers, fewer than two data lines.
+/// unknown setting, a value out of range (a delay above a pipe's 60 s cap
+/// included), a data line before the header or with other than two numbers,
+/// fewer than two data lines.
 pub fn parse_profile(text: &str, file: &str) -> Result<Profile, Error> {
     let malformed = |pos: Pos, msg: String| pos.error(file, ErrorKind::ProfileMalformed, msg);
     let mut profile = Profile {
@@ -157,6 +160,20 @@ pub fn parse_profile(text: &str, file: &str) -> Result<Profile, Error> {
                 return Err(malformed(
                     delay_tok.pos(),
                     format!("delay {delay_ms} ms is negative"),
+                ));
+            }
+            // A profile delay is an extra delay of the same link, so it gets
+            // the cap of a pipe's own `delay`: without one, a typo (or 1e20 ms)
+            // would pass here and saturate silently in the delay table.
+            // The cap (60 s) is exact in f64, so the comparison is too.
+            if delay_ms * 1_000.0 > MAX_DELAY_US as f64 {
+                return Err(malformed(
+                    delay_tok.pos(),
+                    format!(
+                        "delay {} ms is out of range (allowed: 0..={} ms, the cap of a pipe's delay)",
+                        delay_tok.text,
+                        MAX_DELAY_US / 1_000
+                    ),
                 ));
             }
             profile.points.push(ProfilePoint { prob, delay_ms });
@@ -266,5 +283,30 @@ mod tests {
         let e = parse_profile("colour blue\n", "p").unwrap_err();
         assert_eq!(e.token, "colour");
         assert_eq!(e.kind, ErrorKind::ProfileMalformed);
+    }
+
+    #[test]
+    fn delays_are_capped_like_a_pipe_delay() {
+        // 60 000 ms is the cap itself: accepted, in either column order.
+        let p = parse_profile("prob delay\n0 0\n1 60000\n", "p").unwrap();
+        assert_eq!(p.delay_table_us().last(), Some(&MAX_DELAY_US));
+        assert!(parse_profile("delay prob\n60000 1\n0 0\n", "p").is_ok());
+        // Just above it, and far above it, refused at the delay.
+        let e = parse_profile("prob delay\n0 1\n1 60001\n", "p.prof").unwrap_err();
+        assert_eq!((e.line, e.column, e.token.as_str()), (3, 3, "60001"));
+        assert_eq!(e.kind, ErrorKind::ProfileMalformed);
+        assert_eq!(
+            e.to_string(),
+            "p.prof:3:3: delay 60001 ms is out of range (allowed: 0..=60000 ms, the cap of a pipe's delay)"
+        );
+        let e = parse_profile("prob delay\n0 60000.001\n1 1\n", "p").unwrap_err();
+        assert_eq!((e.line, e.column, e.token.as_str()), (2, 3, "60000.001"));
+        let e = parse_profile("prob delay\n0 1\n1 99999999999999999999\n", "p").unwrap_err();
+        assert_eq!(
+            (e.line, e.token.as_str(), e.kind),
+            (3, "99999999999999999999", ErrorKind::ProfileMalformed)
+        );
+        let e = parse_profile("delay prob\n1 0\n60001 1\n", "p").unwrap_err();
+        assert_eq!((e.line, e.column, e.token.as_str()), (3, 1, "60001"));
     }
 }

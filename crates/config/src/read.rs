@@ -4,7 +4,8 @@
 //! few megabytes for a long rule list or a fine-grained profile. A path that
 //! names something else (`/dev/zero`, `/dev/urandom`, a log that keeps
 //! growing) must fail at once with a clear error rather than fill memory, so
-//! at most [`MAX_FILE_BYTES`] are read. O(file size), one allocation.
+//! at most [`MAX_FILE_BYTES`] are read. A leading UTF-8 byte-order mark is
+//! dropped. O(file size), one allocation.
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -13,7 +14,8 @@ use std::path::Path;
 /// about 200 000 lines, a profile of about a million points).
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// Reads `path` as UTF-8 text of at most [`MAX_FILE_BYTES`].
+/// Reads `path` as UTF-8 text of at most [`MAX_FILE_BYTES`], without a
+/// leading byte-order mark.
 ///
 /// # Errors
 /// The file's own I/O error; [`io::ErrorKind::InvalidData`] when it holds
@@ -31,8 +33,14 @@ pub fn read_text_file(path: &Path) -> io::Result<String> {
             ),
         ));
     }
-    String::from_utf8(bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+    let mut text = String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))?;
+    // Some editors start a UTF-8 file with a byte-order mark; it is not
+    // part of the first line (and would be an invisible token in an error).
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -53,6 +61,9 @@ mod tests {
         let text = dir.join("a.ipfw");
         std::fs::write(&text, "pipe 1 config bw 1Mbit/s\n").unwrap();
         assert_eq!(read_text_file(&text).unwrap(), "pipe 1 config bw 1Mbit/s\n");
+        let marked = dir.join("bom.ipfw");
+        std::fs::write(&marked, "\u{feff}pipe 1 config\n").unwrap();
+        assert_eq!(read_text_file(&marked).unwrap(), "pipe 1 config\n");
         let binary = dir.join("b.ipfw");
         std::fs::write(&binary, [0x70, 0xff, 0xfe, 0x0a]).unwrap();
         let e = read_text_file(&binary).unwrap_err();

@@ -146,6 +146,100 @@ fn values_out_of_range() {
     assert_at(&e, "cfg.toml", 3, 7, "-0.5", ErrorKind::OutOfRange);
 }
 
+/// The rates `pspat run` would refuse when building the pipe are refused by
+/// validation already, at the `bw` value, for pipes and scheds alike.
+#[test]
+fn link_rates_outside_the_core_range() {
+    let ok = |text: &str| {
+        parse_ipfw(text, "cfg.ipfw")
+            .and_then(|c| c.validate(&NoProfiles))
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+    };
+    // The edges of pspat-sched's range, and 0 (unlimited), are accepted.
+    assert_eq!(
+        ok("pipe 1 config bw 1Kbit/s\n").pipes[&1].link.bw_bps,
+        1_000
+    );
+    assert_eq!(
+        ok("pipe 1 config bw 1Tbit/s\n").pipes[&1].link.bw_bps,
+        1_000_000_000_000
+    );
+    assert_eq!(ok("pipe 1 config bw 0\n").pipes[&1].link.bw_bps, 0);
+    assert_eq!(ok("pipe 1 config\n").pipes[&1].link.bw_bps, 0);
+    assert_eq!(
+        ok("sched 2 config type drr bw 1000bit/s\n").scheds[&2]
+            .link
+            .bw_bps,
+        1_000
+    );
+
+    // One bit/s outside either edge is refused.
+    let e = error_of("pipe 1 config bw 999bit/s\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 18, "999bit/s", ErrorKind::OutOfRange);
+    assert_eq!(
+        e.to_string(),
+        "cfg.ipfw:1:18: pipe 1 bw (bit/s) 999 is out of range \
+         (allowed: 1000..=1000000000000 bit/s, or 0 for unlimited)"
+    );
+    let e = error_of("pipe 1 config bw 1000000000001bit/s\n", &NoProfiles);
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        1,
+        18,
+        "1000000000001bit/s",
+        ErrorKind::OutOfRange,
+    );
+    // The inputs of the bad-input sweep.
+    let e = error_of("pipe 1 config bw 0.5Kbit/s\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 18, "0.5Kbit/s", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config delay 5ms bw 1bit/s\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 28, "1bit/s", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config bw 1000000Gbit/s\n", &NoProfiles);
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        1,
+        18,
+        "1000000Gbit/s",
+        ErrorKind::OutOfRange,
+    );
+    assert!(
+        e.message.contains("1000000000000000 is out of range"),
+        "{e}"
+    );
+    // A sched's link is the same link.
+    let e = error_of(
+        "pipe 1 config\nsched 2 config type drr bw 999\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 28, "999", ErrorKind::OutOfRange);
+    assert!(e.message.starts_with("sched 2 bw (bit/s) 999 "), "{e}");
+    // TOML, bare number and string.
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nbw = 5\n");
+    assert_at(&e, "cfg.toml", 3, 6, "5", ErrorKind::OutOfRange);
+    let e = error_of_toml("[[sched]]\nnumber = 3\nbw = \"100000000Gbit/s\"\n");
+    assert_eq!((e.line, e.kind), (3, ErrorKind::OutOfRange), "{e}");
+    assert_eq!(e.token, "100000000Gbit/s", "{e}");
+
+    // A model built in code has no position: the value stands in for it.
+    let mut cfg = pspat_config::Config::default();
+    cfg.pipes.push(pspat_config::Pipe {
+        number: 4,
+        link: pspat_config::LinkParams {
+            bw: Some(5),
+            ..Default::default()
+        },
+        queue: Default::default(),
+        mask: Default::default(),
+    });
+    let e = cfg.validate(&NoProfiles).unwrap_err();
+    assert_eq!(
+        (e.line, e.column, e.token.as_str(), e.kind),
+        (0, 0, "5", ErrorKind::OutOfRange)
+    );
+}
+
 struct Files(&'static [(&'static str, &'static str)]);
 
 impl ProfileLoader for Files {
@@ -182,6 +276,17 @@ fn profile_missing_or_malformed() {
     assert!(e.message.contains("No such file"), "{e}");
     let e = error_of("pipe 1 config bw 1Mbit/s profile bad.prof\n", &files);
     assert_at(&e, "bad.prof", 2, 12, "2", ErrorKind::ProfileMalformed);
+    // A profile delay above a pipe's 60 s cap is refused in the profile file.
+    let files = Files(&[
+        ("edge.prof", "prob delay\n0 1\n1 60000\n"),
+        ("long.prof", "prob delay\n0 1\n1 60001\n"),
+    ]);
+    let cfg = parse_ipfw("pipe 1 config profile edge.prof\n", "cfg.ipfw").unwrap();
+    let plan = cfg.validate(&files).unwrap();
+    let loaded = plan.pipes[&1].link.profile.as_ref().unwrap();
+    assert_eq!(loaded.delay_table_us.last(), Some(&60_000_000));
+    let e = error_of("pipe 1 config profile long.prof\n", &files);
+    assert_at(&e, "long.prof", 3, 3, "60001", ErrorKind::ProfileMalformed);
 }
 
 #[test]

@@ -146,8 +146,10 @@ impl SendConfig {
         if usize::from(self.base_port) + self.weights.len() > 65_536 || self.base_port == 0 {
             return bad("--port plus --flows passes 65535 (or --port is 0)".into());
         }
-        if matches!(self.rate, Rate::Bps(0) | Rate::Pps(0)) {
-            return bad("--rate must be above 0 (leave it out for greedy)".into());
+        match self.rate {
+            Rate::Bps(0) => return bad("--rate must be above 0 (leave it out for greedy)".into()),
+            Rate::Pps(0) => return bad("--pps must be above 0 (leave it out for greedy)".into()),
+            _ => {}
         }
         if self.duration.is_zero() {
             return bad("--duration must be above 0".into());
