@@ -59,8 +59,9 @@ pub struct Args {
     /// `emulated`.
     #[arg(long, value_enum, default_value_t = crate::demo_lab::Traffic::Auto)]
     traffic: crate::demo_lab::Traffic,
-    /// The shaped rate of the lab demo (real traffic), bit/s (e.g. 100M).
-    #[arg(long, default_value = "100M", value_parser = units::rate_arg, allow_hyphen_values = true)]
+    /// The shaped rate of the lab demo (real traffic), bit/s (e.g. 100M), in the range of `pspat shape --rate`;
+    /// checked in every --traffic mode.
+    #[arg(long, default_value = "100M", value_parser = crate::shape::shape_rate_arg, allow_hyphen_values = true)]
     lab_rate: u64,
     /// What shutdown does with packets still queued after the run: drain or drain:DEADLINE (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
     #[arg(long, default_value = "drain:5s", value_parser = crate::bench::shutdown_arg, allow_hyphen_values = true)]

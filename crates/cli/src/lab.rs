@@ -141,12 +141,13 @@ fn rx_ring_arg(text: &str) -> Result<pspat_io::RxRing, String> {
 /// Runs `pspat lab`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::traffic::install_stop_handler();
-    if let Some(reason) = pspat_io::netns::unavailable() {
-        return Err(usage(format!("lab needs network namespaces: {reason}")));
-    }
     match args.action {
-        Action::Up(a) => up(a),
+        Action::Up(a) => {
+            namespaces()?;
+            up(a)
+        }
         Action::Down => {
+            namespaces()?;
             let removed = topology::down().map_err(lab_error)?;
             if removed.is_empty() {
                 println!("lab down: nothing to remove");
@@ -156,6 +157,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Action::Compare(a) => compare_cmd(*a),
+    }
+}
+
+/// Exit 2 when this process may not build network namespaces.
+fn namespaces() -> anyhow::Result<()> {
+    match pspat_io::netns::unavailable() {
+        Some(reason) => Err(usage(format!("lab needs network namespaces: {reason}"))),
+        None => Ok(()),
     }
 }
 
@@ -273,6 +282,18 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<ExitCode> {
     {
         return Err(usage("--rx-ring: give v2, v3, or both once each"));
     }
+    if config.shape_io == compare::ShapeIo::Xdp && !pspat_bridge::XDP_BUILT {
+        // The pspat shape children are this binary.
+        return Err(usage(
+            "--shape-io xdp: this pspat was built without AF_XDP; rebuild it with \
+             `cargo build --release -p pspat-cli --features xdp`",
+        ));
+    }
+    // Every flag, including what only the pspat shape children would
+    // refuse (--alg, the rates), is checked before the namespaces are
+    // asked for and the lab is built: bad input is exit 2 wherever it runs.
+    compare::check(&config).map_err(lab_error)?;
+    namespaces()?;
     let report = compare::compare(&config).map_err(lab_error)?;
     if a.json {
         crate::traffic::print_json("lab compare", &report)?;

@@ -165,7 +165,7 @@ fn ranged<const LO: i64, const HI: i64>(text: &str) -> Result<i64, String> {
 /// Reads, parses and validates `path`; refuses what the daemon cannot do.
 fn load(path: &Path) -> anyhow::Result<(Config, Plan)> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let text = pspat_config::read_text_file(path)
         .map_err(|e| usage(format!("{name}: cannot read the configuration: {e}")))?;
     let config = parse_file_text(&text, &name).map_err(|e| usage(e.to_string()))?;
     let loader = FsProfiles {
@@ -1289,13 +1289,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logs();
     // An explicit --control that cannot be opened is an error; the default
     // one (another daemon may hold it) only a warning: that run has none.
+    // `socket` removes the file when dropped: on every early return below
+    // (a failed start leaves no socket behind) and at the end of the run.
     let (socket, listener) = match (&args.control, args.no_control) {
         (_, true) => (None, None),
-        (Some(p), false) => (Some(p.clone()), Some(control::listen(p)?)),
+        (Some(p), false) => {
+            let (l, file) = control::listen(p, control::SocketDir::Given)?;
+            (Some(file), Some(l))
+        }
         (None, false) => {
             let p = default_socket();
-            match control::listen(&p) {
-                Ok(l) => (Some(p), Some(l)),
+            match control::listen(&p, control::SocketDir::Default) {
+                Ok((l, file)) => (Some(file), Some(l)),
                 Err(e) => {
                     tracing::warn!(target: "pspat::run", "no control socket: {e:#} (give --control PATH)");
                     (None, None)
@@ -1405,7 +1410,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     )
     .map_err(|e| anyhow::anyhow!("run: cannot start the control thread: {e}"))?;
     if let Some(s) = &socket {
-        tracing::info!(target: "pspat::run", "control socket {}", s.display());
+        tracing::info!(target: "pspat::run", "control socket {}", s.path().display());
     }
     tracing::info!(target: "pspat::run", "ready: {input} -> {output} ({})", args.config.display());
     if shape_reverse {
@@ -1467,9 +1472,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(h) = metrics_thread {
         let _ = h.join();
     }
-    if let Some(s) = &socket {
-        let _ = std::fs::remove_file(s);
-    }
+    // The control thread is gone: nobody answers on the socket any more.
+    drop(socket);
     let bridge = the_bridge().take();
     let report: Report = bridge
         .ok_or_else(|| anyhow::anyhow!("run: the bridge was not kept"))?

@@ -79,6 +79,7 @@ fn bad_flags_exit_2_with_one_line() {
         vec!["traffic", "send", "--dst", "192.0.2.1"],
         vec!["traffic", "send", "--weights", "1,0"],
         vec!["traffic", "send", "--rate", "fast"],
+        vec!["traffic", "send", "--pps", "0"],
         vec!["traffic", "recv", "--flows", "0"],
         vec!["traffic", "recv", "--proto", "sctp"],
         vec!["traffic", "send", "--alg", "drr"],
@@ -101,6 +102,40 @@ fn bad_flags_exit_2_with_one_line() {
         );
         assert!(stderr.starts_with("pspat: "), "pspat {args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "pspat {args:?}");
+    }
+}
+
+/// What only `lab compare`'s `pspat shape` children would refuse (the
+/// algorithm, a rate beyond shape's `--rate`) is refused up front: exit 2,
+/// one line naming it, no lab built. Before, `--alg nosuch` built the lab,
+/// ran every experiment and exited 0 with "pspat figures are missing".
+/// Without root the flags are still checked first.
+#[test]
+fn compare_refuses_what_pspat_shape_would_before_building_the_lab() {
+    let _guard = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    let before = namespaces();
+    for (args, needle) in [
+        (
+            &["lab", "compare", "--alg", "nosuch", "--quick"][..],
+            "nosuch",
+        ),
+        (
+            &["lab", "compare", "--victim-rate", "2T", "--quick"][..],
+            "--victim-rate",
+        ),
+    ] {
+        let out = pspat(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "pspat {args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "pspat {args:?}: {stderr}");
+        assert!(
+            lines[0].starts_with("pspat: ") && lines[0].contains(needle),
+            "pspat {args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "pspat {args:?}");
+        // The lab's names are fixed: under the lock, none of them appeared.
+        assert_eq!(namespaces(), before, "pspat {args:?} built namespaces");
     }
 }
 

@@ -276,3 +276,19 @@ mod tempfile_path {
         }
     }
 }
+
+/// `demo --lab-rate` is the rate `pspat shape --rate` takes, checked when
+/// the flags are parsed: before, 0 was accepted with `--traffic emulated`
+/// and, with `--traffic lab`, refused by the shape child once the lab was
+/// built (exit 1). Now every mode refuses it in one line, nothing started.
+#[test]
+fn a_lab_rate_out_of_shape_s_range_is_refused_in_every_mode() {
+    for traffic in ["emulated", "lab", "auto"] {
+        for rate in ["0", "999", "2T"] {
+            usage_error(
+                &["demo", "--traffic", traffic, "--lab-rate", rate],
+                "--lab-rate",
+            );
+        }
+    }
+}

@@ -177,3 +177,80 @@ fn dry_run_builds_every_pipe_and_instance() {
     );
     assert!(text.contains("pass : unlimited"), "{text}");
 }
+
+/// A start that fails after the control socket was opened (here: the
+/// interfaces do not exist, or may not be opened without root) removes
+/// the socket again: a file left behind would make `pspat ctl` talk of a
+/// stale socket. A stale file found there is replaced, then removed too;
+/// the socket of a daemon that answers is refused and left alone.
+#[test]
+fn a_failed_start_leaves_no_control_socket() {
+    let p = file(
+        "sock.ipfw",
+        "pipe 1 config bw 1Mbit/s\nadd 100 pipe 1 ip from any to any\n",
+    );
+    let f = p.to_str().unwrap();
+    let sock = dir().join("failed.sock");
+    let _ = std::fs::remove_file(&sock);
+    let s = sock.to_str().unwrap();
+    let run = [
+        "run",
+        f,
+        "--in",
+        "nosuch0",
+        "--out",
+        "nosuch1",
+        "--control",
+        s,
+    ];
+    let err = usage_error(&run);
+    assert!(
+        err.contains("nosuch") || err.contains("--in") || err.contains("--out"),
+        "{err}"
+    );
+    assert!(!sock.exists(), "{s} left behind: {err}");
+
+    // A stale socket file (its listener gone): replaced, then removed.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    usage_error(&run);
+    assert!(!sock.exists(), "the stale {s} left behind");
+
+    // Another daemon's socket (one that answers) is not touched.
+    let live = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let err = usage_error(&run);
+    assert!(err.contains("another pspat run answers there"), "{err}");
+    assert!(sock.exists(), "the live {s} was removed");
+    drop(live);
+    std::fs::remove_file(&sock).unwrap();
+}
+
+/// `--control PATH` in a directory that does not exist: refused in one
+/// line, and no directory is created (only the default one is).
+#[test]
+fn a_control_socket_in_a_missing_directory_is_refused() {
+    let p = file("nodir.ipfw", "pipe 1 config bw 1Mbit/s\n");
+    let f = p.to_str().unwrap();
+    let missing = dir().join("absent-dir");
+    let _ = std::fs::remove_dir_all(&missing);
+    let sock = missing.join("deeper").join("pspat.sock");
+    let s = sock.to_str().unwrap();
+    let err = usage_error(&[
+        "run",
+        f,
+        "--in",
+        "nosuch0",
+        "--out",
+        "nosuch1",
+        "--control",
+        s,
+    ]);
+    // Long paths are elided in the message; the words around them stay.
+    assert!(
+        err.starts_with("pspat: --control ")
+            && err.contains(" its directory ")
+            && err.ends_with(" does not exist"),
+        "{err}"
+    );
+    assert!(!missing.exists(), "{} was created", missing.display());
+}

@@ -872,9 +872,31 @@ fn local_senders(
     Ok(rows)
 }
 
-/// Runs the comparison: builds the lab, runs every experiment, removes
-/// the lab, writes the files into `config.out` and returns the report.
-pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
+/// What `pspat shape` would refuse only once the lab is built and its
+/// first run starts: the algorithm (by the parser `pspat shape --alg`
+/// uses) and a shaped rate outside the core's range (`--rate`). Checked
+/// before the lab is built, so a typo costs no lab and no runs.
+fn check_shape_args(alg: &str, rates: &[(&str, u64)]) -> Result<(), LabError> {
+    pspat_sched::AlgKind::parse(alg).map_err(|e| LabError::Config(format!("--alg: {e}")))?;
+    let (lo, hi) = (
+        pspat_sched::rate::MIN_RATE_BPS,
+        pspat_sched::rate::MAX_RATE_BPS,
+    );
+    for &(flag, rate) in rates {
+        if !(lo..=hi).contains(&rate) {
+            return Err(LabError::Config(format!(
+                "{flag} must be in {lo}..={hi} bit/s (pspat shape's --rate), got {rate}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks `config` as [`compare`] does before it builds anything.
+///
+/// # Errors
+/// [`LabError::Config`], one line naming the flag.
+pub fn check(config: &CompareConfig) -> Result<(), LabError> {
     if config.senders.is_empty() || config.senders.iter().any(|&s| s == 0 || s > 256) {
         return Err(LabError::Config("--senders must be 1..=256 each".into()));
     }
@@ -909,6 +931,30 @@ pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
     if config.duration < Duration::from_millis(100) {
         return Err(LabError::Config("--duration must be at least 100ms".into()));
     }
+    if config.shape_io == ShapeIo::Xdp && config.shape_dispatchers > 1 {
+        // pspat shape sends on one AF_XDP socket per --out.
+        return Err(LabError::Config(
+            "--shape-io xdp takes --shape-dispatchers 0 or 1".into(),
+        ));
+    }
+    check_shape_args(
+        &config.alg,
+        &[
+            ("--split-rate", config.split_rate_bps),
+            ("--victim-rate", config.victim_rate_bps),
+        ],
+    )
+}
+
+/// Runs the comparison: builds the lab, runs every experiment, removes
+/// the lab, writes the files into `config.out` and returns the report.
+///
+/// # Errors
+/// [`LabError::Config`] for a bad parameter ([`check`]), before anything
+/// is built; otherwise when the lab cannot be built or a process cannot
+/// start.
+pub fn compare(config: &CompareConfig) -> Result<CompareReport, LabError> {
+    check(config)?;
     std::fs::create_dir_all(&config.out).map_err(|source| LabError::Io {
         what: format!("cannot create {}", config.out.display()),
         source,
@@ -1507,6 +1553,58 @@ mod tests {
         assert!((ideal_heavy_share(1.5) - 0.75).abs() < 1e-12);
         assert!((ideal_heavy_share(3.0) - 10.0 / 11.0).abs() < 1e-12);
     }
+
+    /// What the `pspat shape` children would refuse is refused before
+    /// the lab is built, in one line naming the flag.
+    #[test]
+    fn shape_arguments_are_checked_before_the_lab() {
+        let good = CompareConfig::new(PathBuf::from("pspat"), true);
+        check(&good).unwrap();
+        let bad = CompareConfig {
+            alg: "nosuch".into(),
+            ..good.clone()
+        };
+        let e = check(&bad).unwrap_err().to_string();
+        assert!(
+            matches!(check(&bad), Err(LabError::Config(_)))
+                && e.starts_with("--alg: ")
+                && e.contains("\"nosuch\""),
+            "{e}"
+        );
+        let fast = CompareConfig {
+            victim_rate_bps: pspat_sched::rate::MAX_RATE_BPS + 1,
+            ..good.clone()
+        };
+        let e = check(&fast).unwrap_err().to_string();
+        assert!(e.starts_with("--victim-rate must be in "), "{e}");
+        let xdp = CompareConfig {
+            shape_io: ShapeIo::Xdp,
+            shape_dispatchers: 2,
+            ..good
+        };
+        assert!(check(&xdp).is_err());
+        // The demo: the lab is not built (no root needed to get here).
+        let demo_config = DemoConfig {
+            exe: PathBuf::from("pspat"),
+            rate_bps: 0,
+            weights: vec![1, 2],
+            victim_weight: 50,
+            victim_pps: 4000,
+            size: 1500,
+            duration: Duration::from_secs(1),
+            alg: "drr".into(),
+        };
+        let e = demo(&demo_config).unwrap_err().to_string();
+        assert!(e.starts_with("--lab-rate must be in "), "{e}");
+        let e = demo(&DemoConfig {
+            rate_bps: 100_000_000,
+            alg: "nosuch".into(),
+            ..demo_config
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("--alg: "), "{e}");
+    }
 }
 
 /// What `pspat demo` runs in the lab ([`demo`]).
@@ -1607,6 +1705,7 @@ pub fn demo(config: &DemoConfig) -> Result<DemoReport, LabError> {
     if config.weights.is_empty() || config.weights.len() > 64 {
         return Err(LabError::Config("demo: 1..=64 greedy flows".into()));
     }
+    check_shape_args(&config.alg, &[("--lab-rate", config.rate_bps)])?;
     let compare = CompareConfig {
         duration: config.duration,
         alg: config.alg.clone(),

@@ -410,7 +410,7 @@ impl Live {
     /// As [`Live::commit`], or the file cannot be read or parsed.
     pub fn reload(&self) -> Result<Vec<String>, String> {
         let name = self.file.display().to_string();
-        let text = std::fs::read_to_string(&self.file)
+        let text = pspat_config::read_text_file(&self.file)
             .map_err(|e| format!("{name}: cannot read the configuration: {e}"))?;
         let config = parse_file_text(&text, &name).map_err(|e| e.to_string())?;
         self.commit(config, "reload")
@@ -881,21 +881,76 @@ pub fn default_socket() -> PathBuf {
     }
 }
 
-/// Opens the control socket at `path` (mode 0600; its directory is
-/// created with mode 0700 if missing). A stale socket file (nobody answers)
-/// is replaced; a live one is refused.
+/// Which directory [`listen`] may create: only the default socket's own
+/// (`/run/pspat`, `/tmp/pspat-UID`), one level, never a tree a mistyped
+/// `--control PATH` would leave behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketDir {
+    /// `--control PATH`: its directory must exist.
+    Given,
+    /// [`default_socket`]: its directory is created (mode 0700) if missing.
+    Default,
+}
+
+/// The socket file this run bound. Dropping it removes the file, so a
+/// start that fails after the socket was opened leaves none behind (a
+/// leftover file makes `pspat ctl` talk of a stale socket), and the end
+/// of the run removes it the same way. Only the file this run created is
+/// removed: once its listener is closed, another daemon may have found it
+/// stale and bound its own at the same path, which has another inode.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl SocketFile {
+    /// Where the socket is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if m.dev() == self.dev && m.ino() == self.ino {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// Opens the control socket at `path` (mode 0600). Its directory must
+/// exist, except the default one, which is created with mode 0700 (see
+/// [`SocketDir`]). A stale socket file (nobody answers) is replaced; a
+/// live one is refused. The returned [`SocketFile`] removes the file when
+/// dropped.
 ///
 /// # Errors
-/// One line naming `--control`: a daemon already answers there, or the
-/// socket cannot be created.
-pub fn listen(path: &Path) -> anyhow::Result<UnixListener> {
+/// One line naming `--control`: its directory is missing, a daemon
+/// already answers there, or the socket cannot be created.
+pub fn listen(path: &Path, dir: SocketDir) -> anyhow::Result<(UnixListener, SocketFile)> {
     let flag = |msg: String| crate::usage(format!("--control {}: {msg}", path.display()));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| flag(format!("cannot create its directory: {e}")))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(|e| flag(format!("cannot set its directory's mode: {e}")))?;
+    if let Some(parent) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !parent.exists() {
+            if dir == SocketDir::Given {
+                return Err(flag(format!(
+                    "its directory {} does not exist",
+                    parent.display()
+                )));
+            }
+            // One level: the default directory's parent (/run, /tmp, the
+            // runtime directory) is the system's.
+            match std::fs::create_dir(parent) {
+                Ok(()) => std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|e| flag(format!("cannot set its directory's mode: {e}")))?,
+                // Another daemon made it meanwhile.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(flag(format!("cannot create its directory: {e}"))),
+            }
         }
     }
     if path.exists() {
@@ -905,12 +960,22 @@ pub fn listen(path: &Path) -> anyhow::Result<UnixListener> {
         std::fs::remove_file(path).map_err(|e| flag(format!("cannot replace it: {e}")))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| flag(e.to_string()))?;
+    let file = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).map_err(|e| flag(e.to_string()))?;
+        SocketFile {
+            path: path.to_path_buf(),
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    };
+    // From here on, an error drops `file` and so removes the socket.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| flag(format!("cannot set its mode: {e}")))?;
     listener
         .set_nonblocking(true)
         .map_err(|e| flag(e.to_string()))?;
-    Ok(listener)
+    Ok((listener, file))
 }
 
 /// Serves one connection: reads one line, checks the peer, answers. The
