@@ -131,6 +131,12 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.dispatchers
         )));
     }
+    if tx_mode == TxMode::Client && args.dispatchers > 0 {
+        // Granted packets go back to their clients: no dispatcher would run.
+        return Err(usage(
+            "--dispatchers applies to --tx-mode dispatcher; with --tx-mode client the clients transmit",
+        ));
+    }
     if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
         return Err(usage(format!(
             "--duration must be above 0 and at most 3600s, got {}",

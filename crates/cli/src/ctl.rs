@@ -61,6 +61,14 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             std::io::ErrorKind::NotFound => {
                 "no pspat run is listening (the socket does not exist); start one, or give its --control path".to_string()
             }
+            // connect(2) answers ECONNREFUSED for a path that is not a
+            // socket too (a directory, a plain file).
+            std::io::ErrorKind::ConnectionRefused
+                if std::fs::symlink_metadata(&path)
+                    .is_ok_and(|m| !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) =>
+            {
+                "not a socket (give the path `pspat run --control` listens on)".to_string()
+            }
             std::io::ErrorKind::ConnectionRefused => {
                 "no pspat run answers (a stale socket)".to_string()
             }

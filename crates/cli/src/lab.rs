@@ -177,6 +177,16 @@ fn lab_error(e: LabError) -> anyhow::Error {
 
 fn up(a: UpArgs) -> anyhow::Result<ExitCode> {
     let weights = units::parse_weights("--weights", &a.weights).map_err(usage)?;
+    // The plan's own checks name HTB's parameters; these name the flags.
+    if a.rate < 8_000 {
+        return Err(usage(format!(
+            "--rate must be at least 8000 bit/s (HTB's smallest rate, 8 kbit/s), got {}",
+            a.rate
+        )));
+    }
+    if a.port == 0 {
+        return Err(usage("--port must be at least 1"));
+    }
     let mode = match a.mode {
         ModeArg::Bridge => Mode::Bridge,
         ModeArg::Htb => Mode::Htb,

@@ -129,6 +129,24 @@ fn one_line(e: &clap::Error) -> String {
     }
 }
 
+/// An error and its causes on one line, joined by ": " as `{:#}` joins
+/// them, but a cause whose text the line already ends with is not written
+/// again: many errors of the I/O and lab crates name their cause in their
+/// own message and also return it as their source.
+fn chain_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -178,7 +196,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("pspat: {}", units::elide_long_words(&format!("{e:#}")));
+            eprintln!("pspat: {}", units::elide_long_words(&chain_line(&e)));
             ExitCode::from(code)
         }
     }
@@ -215,6 +233,30 @@ mod tests {
             error_line(&["pspat", "lab"]),
             "lab needs a subcommand: up, down, compare (see pspat lab --help)"
         );
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        // As thiserror derives it for `#[error("...: {source}")]`.
+        #[derive(Debug)]
+        struct Named {
+            source: std::io::Error,
+        }
+        impl std::fmt::Display for Named {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot create out: {}", self.source)
+            }
+        }
+        impl std::error::Error for Named {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.source)
+            }
+        }
+        let io = || std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+        let named = anyhow::Error::new(Named { source: io() });
+        assert_eq!(chain_line(&named), format!("cannot create out: {}", io()));
+        let context = anyhow::Error::new(io()).context("lab compare");
+        assert_eq!(chain_line(&context), format!("lab compare: {}", io()));
     }
 
     #[test]

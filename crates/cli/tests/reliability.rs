@@ -160,6 +160,11 @@ fn bad_shutdown_values_name_the_flag() {
 #[test]
 fn numeric_flag_errors_name_the_flag_and_quote_a_short_prefix() {
     usage_error(&["bench", "--clients", "-1"], "--clients");
+    // A flag the chosen mode would ignore is refused, not dropped silently.
+    usage_error(
+        &["bench", "--tx-mode", "client", "--dispatchers", "4"],
+        "--dispatchers",
+    );
     usage_error(&["bench", "--clients", ""], "--clients");
     let long = "x".repeat(100_000);
     usage_error(&["bench", "--mode", &long], "--mode");

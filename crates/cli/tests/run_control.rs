@@ -122,6 +122,13 @@ fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
         err.contains(&format!("{}: no pspat run is listening", socket.display())),
         "{err}"
     );
+    // A path that is not a socket (a directory) is named as such, not as a
+    // stale socket.
+    let out = ctl(&std::env::temp_dir(), &["pipe", "show"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(": not a socket"), "{err}");
 }
 
 #[test]

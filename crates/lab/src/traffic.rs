@@ -343,6 +343,12 @@ impl RecvConfig {
         if self.duration.is_some_and(|d| d.is_zero()) {
             return Err(TrafficError::Config("--duration must be above 0".into()));
         }
+        if self.proto == Proto::Tcp && self.flows != 1 {
+            // Refused rather than ignored: a TCP receiver takes one stream.
+            return Err(TrafficError::Config(
+                "--flows applies to UDP; --proto tcp receives one stream on --port".into(),
+            ));
+        }
         Ok(())
     }
 }
