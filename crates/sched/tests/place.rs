@@ -933,6 +933,10 @@ fn bad_input_is_a_typed_error() {
     assert!(ps.route(t, FlowDigest(3)).is_err());
     assert!(carp_multipliers(&[0.0, 0.0]).is_err());
     assert!(carp_multipliers(&[0.5, -0.5]).is_err());
+    assert_eq!(
+        carp_multipliers(&[1e308, 1e308]).unwrap_err().to_string(),
+        "the weights sum to inf: their sum must be finite"
+    );
     // Others.
     assert!(FlowletGuard::new(0).is_err());
     let mut a = Ahrw::with_targets(2, MinQueue::NonZero).unwrap();

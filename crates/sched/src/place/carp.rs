@@ -30,7 +30,8 @@ use super::error::PlaceError;
 ///
 /// # Errors
 /// [`PlaceError::NoTargets`] for an empty list; [`PlaceError::BadWeight`]
-/// for a negative or non-finite entry, or when every entry is 0.
+/// for a negative or non-finite entry, or when every entry is 0;
+/// [`PlaceError::WeightSum`] when the entries sum past `f64::MAX`.
 pub fn carp_multipliers(p: &[f64]) -> Result<Vec<f64>, PlaceError> {
     let mut order = vec![0usize; p.len()];
     let mut x = vec![0.0; p.len()];
@@ -51,7 +52,11 @@ pub(crate) fn carp_into(p: &[f64], order: &mut [usize], x: &mut [f64]) -> Result
         return Err(PlaceError::BadWeight { index, value });
     }
     let sum: f64 = p.iter().sum();
-    if !(sum > 0.0 && sum.is_finite()) {
+    if !sum.is_finite() {
+        return Err(PlaceError::WeightSum { sum });
+    }
+    if sum <= 0.0 {
+        // Every weight is 0 (each was checked >= 0 above).
         return Err(PlaceError::BadWeight {
             index: 0,
             value: sum,

@@ -26,6 +26,12 @@ pub enum PlaceError {
         /// The value given.
         value: f64,
     },
+    /// Weights each valid whose sum is not finite (each near `f64::MAX`).
+    #[error("the weights sum to {sum}: their sum must be finite")]
+    WeightSum {
+        /// The sum.
+        sum: f64,
+    },
     /// A cost matrix whose shape is not targets × sources.
     #[error("cost matrix is {rows}x{cols}, expected {expected}x{expected} (targets x sources)")]
     CostMatrixSize {

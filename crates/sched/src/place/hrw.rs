@@ -195,6 +195,7 @@ impl WeightedHrw {
     /// # Errors
     /// [`PlaceError::NoTargets`], [`PlaceError::DuplicateTarget`],
     /// [`PlaceError::BadWeight`] (zero, negative or not finite),
+    /// [`PlaceError::WeightSum`] (a sum past `f64::MAX`),
     /// [`PlaceError::IndexOutOfRange`] when the lengths differ.
     pub fn new(ids: Vec<u32>, weights: &[f64], form: WeightForm) -> Result<Self, PlaceError> {
         check_ids(&ids)?;
@@ -208,10 +209,7 @@ impl WeightedHrw {
         }
         let sum: f64 = weights.iter().sum();
         if !sum.is_finite() {
-            return Err(PlaceError::BadWeight {
-                index: 0,
-                value: sum,
-            });
+            return Err(PlaceError::WeightSum { sum });
         }
         let shares: Vec<f64> = weights.iter().map(|w| w / sum).collect();
         let factors = match form {
