@@ -118,6 +118,10 @@ fn one_line(e: &clap::Error) -> String {
                 .filter_map(|l| l.split_whitespace().next())
                 .filter(|n| *n != "help")
                 .collect();
+            if names.is_empty() {
+                // Help shown for missing arguments, not subcommands.
+                return format!("{first} (see {command} --help)");
+            }
             // The line starts with "pspat: " already.
             let shown = command.strip_prefix("pspat ").unwrap_or(&command);
             format!(
