@@ -50,6 +50,13 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     if line.contains('\n') {
         return Err(usage("ctl: the request must be one line"));
     }
+    if line.len() as u64 > crate::run::MAX_REQUEST {
+        // The daemon would refuse it whole; say so before connecting.
+        return Err(usage(format!(
+            "ctl: the request is longer than {} KiB",
+            crate::run::MAX_REQUEST >> 10
+        )));
+    }
     pspat_config::parse_control(&line, "<ctl>").map_err(|e| usage(e.to_string()))?;
     let path = args
         .socket
@@ -88,8 +95,13 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         stream.read_to_string(&mut answer)?;
         Ok(answer)
     };
-    let answer = talk(&mut stream)
-        .map_err(|e| anyhow::anyhow!("ctl: {shown}: the daemon did not answer: {e}"))?;
+    let answer = talk(&mut stream).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => anyhow::anyhow!(
+            "ctl: {shown}: no answer within {} s (the daemon is busy or stuck; a change may still be applied: check with pipe show)",
+            ANSWER_TIMEOUT.as_secs()
+        ),
+        _ => anyhow::anyhow!("ctl: {shown}: the daemon did not answer: {e}"),
+    })?;
     let reply: Answer = serde_json::from_str(answer.trim())
         .map_err(|e| anyhow::anyhow!("ctl: {shown}: not an answer of pspat run: {e}"))?;
     let mut out = std::io::stdout().lock();

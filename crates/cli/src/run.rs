@@ -71,7 +71,7 @@ mod live;
 mod metrics;
 mod qstats;
 
-pub use control::default_socket;
+pub use control::{default_socket, MAX_REQUEST};
 
 /// The link number of the pass pipe (above every dummynet number).
 pub const PASS_LINK: u32 = u32::MAX;

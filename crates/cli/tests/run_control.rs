@@ -288,6 +288,65 @@ fn ctl_from_another_user_is_refused_by_mode_and_by_credentials() {
     assert_eq!(pipe(&doc, 1)["bw_bps"], 5_000_000);
 }
 
+/// A client that trickles its request delays no other: `pspat ctl` is
+/// answered meanwhile, and the slow client is refused once its deadline
+/// passes, without the part it sent being run. A request cut off before its
+/// newline changes nothing either.
+#[test]
+fn a_slow_or_cut_request_delays_no_one_and_applies_nothing() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let Some(bed) = Bed::new("ctl-slow", 251) else {
+        return;
+    };
+    let (child, _log) = bed.start(
+        "pipe 1 config bw 5Mbit/s\nadd 100 pipe 1 udp from any to any\n",
+        &[],
+    );
+    let socket = bed.socket();
+    let answer_of = |stream: &mut UnixStream| {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut answer = String::new();
+        // The daemon answers, then closes.
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    // One byte every 100 ms, never a newline: 3.2 s in all.
+    let mut slow = UnixStream::connect(&socket).unwrap();
+    let mut writer = slow.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        for b in b"pipe 1 config bw 1Mbit/s plr 0.5" {
+            if writer.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let doc = ctl_json(&socket, &["pipe", "show"]);
+    assert_eq!(doc["result"]["pipes"][0]["bw_bps"], 5_000_000);
+    let answer = answer_of(&mut slow);
+    assert!(
+        answer.contains("no complete request line within 2 s; nothing was applied"),
+        "{answer}"
+    );
+    trickle.join().unwrap();
+    // Cut off: no newline before the client closed its side.
+    let mut cut = UnixStream::connect(&socket).unwrap();
+    cut.write_all(b"pipe 1 config bw 24Mbit/s").unwrap();
+    cut.shutdown(std::net::Shutdown::Write).unwrap();
+    let answer = answer_of(&mut cut);
+    assert!(answer.contains("without a newline"), "{answer}");
+    let doc = ctl_json(&socket, &["pipe", "show"]);
+    assert_eq!(
+        doc["result"]["pipes"][0]["bw_bps"], 5_000_000,
+        "nothing applied"
+    );
+    let doc = finish(child);
+    assert_eq!(pipe(&doc, 1)["bw_bps"], 5_000_000);
+}
+
 #[test]
 fn sighup_applies_the_file_s_difference_and_refuses_what_cannot_change() {
     let Some(bed) = Bed::new("ctl-hup", 251) else {

@@ -76,7 +76,7 @@ pub use plan::{
 };
 pub use print::{print_ipfw, print_toml, rule_line};
 pub use profile::{parse_profile, Profile, ProfilePoint};
-pub use read::{read_text_file, MAX_FILE_BYTES};
+pub use read::{read_regular_text_file, read_text_file, MAX_FILE_BYTES};
 pub use units::QueueLimit;
 
 /// Parses one control line (a leading `ipfw` and `-q`/`-f` flags are accepted).

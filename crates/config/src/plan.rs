@@ -91,7 +91,9 @@ pub struct FsProfiles {
 
 impl ProfileLoader for FsProfiles {
     fn load(&self, name: &str) -> io::Result<String> {
-        crate::read_text_file(&self.base.join(name))
+        // A profile may be named by a change to a running daemon: never a
+        // FIFO that would wait for a writer.
+        crate::read_regular_text_file(&self.base.join(name))
     }
 }
 

@@ -43,6 +43,24 @@ pub fn read_text_file(path: &Path) -> io::Result<String> {
     Ok(text)
 }
 
+/// [`read_text_file`] for a file the daemon reads while it runs (a
+/// profile named by a change, the configuration on SIGHUP): only a regular
+/// file, since opening a FIFO waits for a writer and would stall every
+/// other control request behind it.
+///
+/// # Errors
+/// As [`read_text_file`]; [`io::ErrorKind::InvalidData`] for anything but a
+/// regular file (after symbolic links).
+pub fn read_regular_text_file(path: &Path) -> io::Result<String> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    read_text_file(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +90,14 @@ mod tests {
             read_text_file(&dir.join("missing")).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+        assert_eq!(
+            read_regular_text_file(&text).unwrap(),
+            "pipe 1 config bw 1Mbit/s\n"
+        );
+        for not_regular in [dir.as_path(), Path::new("/dev/zero")] {
+            let e = read_regular_text_file(not_regular).unwrap_err();
+            assert_eq!(e.to_string(), "not a regular file");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -32,7 +32,7 @@
 //! closes. docs/JSON.md, `pspat ctl`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -410,7 +410,7 @@ impl Live {
     /// As [`Live::commit`], or the file cannot be read or parsed.
     pub fn reload(&self) -> Result<Vec<String>, String> {
         let name = self.file.display().to_string();
-        let text = pspat_config::read_text_file(&self.file)
+        let text = pspat_config::read_regular_text_file(&self.file)
             .map_err(|e| format!("{name}: cannot read the configuration: {e}"))?;
         let config = parse_file_text(&text, &name).map_err(|e| e.to_string())?;
         self.commit(config, "reload")
@@ -978,15 +978,97 @@ pub fn listen(path: &Path, dir: SocketDir) -> anyhow::Result<(UnixListener, Sock
     Ok((listener, file))
 }
 
-/// Serves one connection: reads one line, checks the peer, answers. The
-/// line is read even from a peer that is refused, so the answer reaches it
-/// (closing with unread data would reset the connection instead).
-pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32) {
+/// How long a client has to send its whole request line.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Connections read at once, each on a thread of its own, so that a slow
+/// or idle client delays no other; beyond this many the control thread
+/// serves the next one itself. The requests themselves run one at a time.
+const MAX_CONNECTIONS: usize = 32;
+
+/// Reads a connection's request: one line ending in a newline (what
+/// `pspat ctl` sends), at most [`MAX_REQUEST`] bytes, UTF-8 without control
+/// characters, complete within [`REQUEST_DEADLINE`]. `Ok(None)` when the
+/// client closed without sending anything. Anything else is refused whole:
+/// a line cut by the size cap, by a client that died mid-write or by the
+/// deadline is never run in part, and a second line is not dropped
+/// silently.
+fn read_request(stream: &mut UnixStream) -> Result<Option<String>, String> {
+    let deadline = std::time::Instant::now() + REQUEST_DEADLINE;
+    let mut bytes = Vec::with_capacity(256);
+    let mut chunk = [0u8; 4096];
+    let too_long = || {
+        format!(
+            "the request is longer than {} KiB; nothing was applied",
+            MAX_REQUEST >> 10
+        )
+    };
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "no complete request line within {} s; nothing was applied",
+                REQUEST_DEADLINE.as_secs()
+            ));
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        match stream.read(&mut chunk) {
+            Ok(0) if bytes.is_empty() => return Ok(None),
+            Ok(0) => {
+                return Err(
+                    "the request ended without a newline (cut off?); nothing was applied".into(),
+                )
+            }
+            Ok(n) => {
+                bytes.extend_from_slice(&chunk[..n]);
+                if let Some(end) = bytes.iter().position(|&b| b == b'\n') {
+                    if end as u64 > MAX_REQUEST {
+                        return Err(too_long());
+                    }
+                    if bytes.len() > end + 1 {
+                        return Err("one request line per connection, and more followed it; \
+                                    nothing was applied"
+                            .into());
+                    }
+                    bytes.truncate(end);
+                    break;
+                }
+                if bytes.len() as u64 > MAX_REQUEST {
+                    return Err(too_long());
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(format!("cannot read the request: {e}")),
+        }
+    }
+    if bytes.last() == Some(&b'\r') {
+        bytes.pop();
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| "the request is not UTF-8 text; nothing was applied".to_string())?;
+    if let Some(c) = text.chars().find(|c| c.is_control() && *c != '\t') {
+        return Err(format!(
+            "the request holds a control character ({c:?}); nothing was applied"
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// Serves one connection: reads its request, checks the peer, runs the
+/// request once it has the `turn` (requests run one at a time), answers.
+/// The request is read even from a peer that is refused, so the answer
+/// reaches it (closing with unread data would reset the connection
+/// instead).
+pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32, turn: &Mutex<()>) {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-    let mut line = String::new();
-    let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
+    let read = read_request(&mut stream);
     let reply = match rustix::net::sockopt::socket_peercred(&stream) {
         Err(e) => Reply::refused(
             "",
@@ -1001,9 +1083,14 @@ pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32) {
             Reply::refused("", msg)
         }
         Ok(_) => match read {
-            Ok(0) => return,
-            Ok(_) => live.request(&line),
-            Err(e) => Reply::refused("", format!("cannot read the request: {e}")),
+            Ok(None) => return,
+            Ok(Some(line)) => {
+                let _turn = turn
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                live.request(&line)
+            }
+            Err(e) => Reply::refused("", e),
         },
     };
     if let Ok(mut text) = serde_json::to_string(&reply) {
@@ -1024,13 +1111,21 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("pspat-control".into())
         .spawn(move || {
+            // One request or reload at a time; the connections' reading
+            // runs beside it.
+            let turn = Arc::new(Mutex::new(()));
+            let mut connections: Vec<std::thread::JoinHandle<()>> = Vec::new();
             // Acquire: pairs with the Release store of the main thread.
             while !stop.load(Ordering::Acquire) {
                 // Acquire: pairs with signal-hook's store from the handler.
                 if hup.swap(false, Ordering::Acquire) {
                     let file = live.file.display().to_string();
                     tracing::info!(target: "pspat::run", "SIGHUP: reloading {file}");
-                    match live.reload() {
+                    let reloaded = {
+                        let _turn = turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        live.reload()
+                    };
+                    match reloaded {
                         Ok(log) => tracing::info!(
                             target: "pspat::run",
                             "reloaded {file}: {} change(s)",
@@ -1046,7 +1141,22 @@ pub fn spawn(
                 if let Some(l) = &listener {
                     match l.accept() {
                         Ok((stream, _)) => {
-                            serve_one(&live, stream, own_uid);
+                            connections.retain(|c| !c.is_finished());
+                            if connections.len() < MAX_CONNECTIONS {
+                                let (live, turn) = (Arc::clone(&live), Arc::clone(&turn));
+                                match std::thread::Builder::new()
+                                    .name("pspat-control-conn".into())
+                                    .spawn(move || serve_one(&live, stream, own_uid, &turn))
+                                {
+                                    Ok(c) => connections.push(c),
+                                    // The stream went with the closure: closed.
+                                    Err(e) => tracing::warn!(target: "pspat::run", "control connection dropped: no thread: {e}"),
+                                }
+                            } else {
+                                // Every slot busy: this one waits its turn here
+                                // (its reading is bounded by the deadline).
+                                serve_one(&live, stream, own_uid, &turn);
+                            }
                             served = true;
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -1059,12 +1169,62 @@ pub fn spawn(
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
+            // Each ends within the deadline and one request.
+            for c in connections {
+                let _ = c.join();
+            }
         })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `read_request` makes of `sent` (then the writing side closed,
+    /// or left open when `close` is false).
+    fn request_of(sent: &[u8], close: bool) -> Result<Option<String>, String> {
+        let (mut client, mut server) = UnixStream::pair().unwrap();
+        client.write_all(sent).unwrap();
+        if close {
+            client.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        read_request(&mut server)
+    }
+
+    #[test]
+    fn a_request_is_one_whole_line_or_nothing_is_run() {
+        assert_eq!(
+            request_of(b"pipe show\n", true),
+            Ok(Some("pipe show".into()))
+        );
+        assert_eq!(
+            request_of(b"pipe show\r\n", true),
+            Ok(Some("pipe show".into()))
+        );
+        assert_eq!(request_of(b"", true), Ok(None));
+        let refused = |sent: &[u8], close: bool, why: &str| {
+            let e = request_of(sent, close).unwrap_err();
+            assert!(e.contains(why), "{e}");
+            assert!(e.ends_with("nothing was applied"), "{e}");
+        };
+        // A client that died mid-write: the part it sent is not run.
+        refused(b"pipe 1 config bw 24Mbit/s", true, "without a newline");
+        // Past the cap, with or without a newline after it.
+        let mut long = b"pipe 1 config bw 4Mbit/s ".to_vec();
+        long.extend(std::iter::repeat_n(b' ', 70_000));
+        refused(&long, true, "longer than 64 KiB");
+        long.extend_from_slice(b"plr 5\n");
+        refused(&long, true, "longer than 64 KiB");
+        refused(
+            b"pipe 1 config bw 7Mbit/s\npipe 1 config bw 8Mbit/s\n",
+            true,
+            "one request line",
+        );
+        refused(b"pipe \0show\n", true, "control character ('\\0')");
+        refused(&[0x70, 0xff, 0x0a], true, "not UTF-8");
+        // A client that sends part of a line and waits.
+        refused(b"pipe show", false, "within 2 s");
+    }
 
     #[test]
     fn each_pipe_gets_its_own_queues_and_a_deleted_one_none() {
