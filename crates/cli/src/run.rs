@@ -237,6 +237,14 @@ fn build_link(
             .and_then(|p| p.table_ns().iter().copied().max())
             .unwrap_or(0);
     let flows = link.flow_count();
+    if flows == 0 {
+        // Valid in the model (ipfw takes a sched before its queues), but
+        // there is nothing to schedule: no rule can reach it.
+        return Err(usage(format!(
+            "{kind} {0} serves no queue; add 'queue N config sched {0}' in the same file or ctl line",
+            link.number
+        )));
+    }
     let table = link.flow_table()?;
     // The configuration of every flow id: the pipe's own queue, then
     // each flowset's range.

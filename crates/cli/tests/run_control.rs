@@ -291,7 +291,8 @@ fn ctl_from_another_user_is_refused_by_mode_and_by_credentials() {
 /// A client that trickles its request delays no other: `pspat ctl` is
 /// answered meanwhile, and the slow client is refused once its deadline
 /// passes, without the part it sent being run. A request cut off before its
-/// newline changes nothing either.
+/// newline changes nothing either, nor one that names a rule twice or adds
+/// a sched no queue feeds.
 #[test]
 fn a_slow_or_cut_request_delays_no_one_and_applies_nothing() {
     use std::io::{Read, Write};
@@ -343,6 +344,26 @@ fn a_slow_or_cut_request_delays_no_one_and_applies_nothing() {
         doc["result"]["pipes"][0]["bw_bps"], 5_000_000,
         "nothing applied"
     );
+    // Requests a file would refuse: refused whole, with what is wrong.
+    for (words, why) in [
+        (
+            &["add 300 pipe 1 ip from any to any; add 300 pipe 1 udp from any to any"][..],
+            "rule 300 is given twice in one request",
+        ),
+        (&["delete", "100", "100"][..], "rule 100 is listed twice"),
+        (
+            &["sched", "5", "config", "type", "qfq", "bw", "2Mbit/s"][..],
+            "sched 5 serves no queue",
+        ),
+    ] {
+        let out = ctl(&socket, words);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{words:?}: {err}");
+        assert!(err.contains(why), "{words:?}: {err}");
+        assert!(!err.contains("sched 5: sched 5"), "{err}");
+    }
+    let rules = ctl_json(&socket, &["show", "rules"]);
+    assert!(!rules.to_string().contains("300"), "{rules}");
     let doc = finish(child);
     assert_eq!(pipe(&doc, 1)["bw_bps"], 5_000_000);
 }

@@ -441,6 +441,19 @@ impl Live {
         match req {
             ControlRequest::Show { what, number } => self.show(what, number),
             ControlRequest::Configure(lines) => {
+                // Merging lets a later rule of the request replace an
+                // earlier one of the same number; a file refuses that.
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(n) = lines
+                    .rules
+                    .iter()
+                    .filter_map(|r| r.number)
+                    .find(|n| !seen.insert(*n))
+                {
+                    return Err(format!(
+                        "{CTL_FILE}: rule {n} is given twice in one request; nothing changed"
+                    ));
+                }
                 let config = {
                     let running = self.running.lock().map_err(|_| "run: poisoned")?;
                     merge(&running.config, &lines)
@@ -451,6 +464,12 @@ impl Live {
                 what: Deletable::Rule,
                 numbers,
             } => {
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(n) = numbers.iter().find(|n| !seen.insert(**n)) {
+                    return Err(format!(
+                        "{CTL_FILE}: delete: rule {n} is listed twice; nothing changed"
+                    ));
+                }
                 let mut config = self.running_config()?;
                 for n in &numbers {
                     let before = config.rules.len();

@@ -620,7 +620,15 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
         };
         let what = format!("{kind} {}", l.number);
         let lb = super::build_link(new, l, room.capacity)
-            .map_err(|e| format!("{what}: {e:#}"))?
+            .map_err(|e| {
+                let e = format!("{e:#}");
+                // Some of build_link's messages name the link already.
+                if e.starts_with(&what) {
+                    e
+                } else {
+                    format!("{what}: {e}")
+                }
+            })?
             .ok_or_else(|| format!("{what}: not in the plan (internal)"))?;
         let mut members = Vec::with_capacity(lb.pipes.len());
         for (instance, pipe) in lb.pipes {
