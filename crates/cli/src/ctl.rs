@@ -47,17 +47,25 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         args.json = true;
     }
     let line = args.words.join(" ");
-    if line.contains('\n') {
-        return Err(usage("ctl: the request must be one line"));
+    if let Err(why) = check_line(&line) {
+        if args.json {
+            // The shape the daemon answers in, so that a script reads one
+            // shape whoever refused the line.
+            let refused = Answer {
+                schema_version: 1,
+                command: "ctl".into(),
+                request: line,
+                ok: false,
+                error: Some(why.clone()),
+                text: String::new(),
+                result: serde_json::Value::Null,
+            };
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &refused)?;
+            writeln!(out)?;
+        }
+        return Err(usage(why));
     }
-    if line.len() as u64 > crate::run::MAX_REQUEST {
-        // The daemon would refuse it whole; say so before connecting.
-        return Err(usage(format!(
-            "ctl: the request is longer than {} KiB",
-            crate::run::MAX_REQUEST >> 10
-        )));
-    }
-    pspat_config::parse_control(&line, "<ctl>").map_err(|e| usage(e.to_string()))?;
     let path = args
         .socket
         .clone()
@@ -116,6 +124,24 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     Err(usage(reply.error.unwrap_or_else(|| "refused".into())))
+}
+
+/// What `pspat ctl` refuses before connecting: more than one line, a line
+/// the daemon would refuse whole for its length, or one that does not
+/// parse.
+fn check_line(line: &str) -> Result<(), String> {
+    if line.contains('\n') {
+        return Err("ctl: the request must be one line".into());
+    }
+    if line.len() as u64 > crate::run::MAX_REQUEST {
+        return Err(format!(
+            "ctl: the request is longer than {} KiB",
+            crate::run::MAX_REQUEST >> 10
+        ));
+    }
+    pspat_config::parse_control(line, "<ctl>")
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// The daemon's answer (docs/JSON.md, `pspat ctl`), its keys in this order.

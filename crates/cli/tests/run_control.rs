@@ -105,6 +105,22 @@ fn ctl_without_a_daemon_or_with_a_bad_line_says_so_and_exits_2() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.starts_with("pspat: <ctl>:1:27: "), "{err}");
     assert!(err.contains("delya"), "{err}");
+    // With --json the refusal comes in the daemon's shape as well.
+    let out = ctl(
+        &socket,
+        &[
+            "--json", "pipe", "1", "config", "bw", "20Mbit/s", "delya", "5ms",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(doc["command"], "ctl");
+    assert_eq!(doc["ok"], false);
+    assert!(doc["result"].is_null());
+    assert!(
+        doc["error"].as_str().is_some_and(|e| e.contains("delya")),
+        "{doc}"
+    );
     // A leading `ipfw` is accepted, and a trailing --json.
     let out = ctl(&socket, &["ipfw", "pipe", "show", "--json"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no pspat run is listening"));
