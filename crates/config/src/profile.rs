@@ -231,7 +231,22 @@ pub fn parse_profile(text: &str, file: &str) -> Result<Profile, Error> {
                 prob_first = Some(word == "prob");
             }
             _ => {
-                return Err(malformed(head.pos(), format!("unknown profile setting '{word}' (allowed: name, bw, loss-level, samples, then 'prob delay' or 'delay prob' and data lines)")));
+                const ALLOWED: &str = "allowed: name, bw, loss-level, samples, then 'prob delay' \
+                                       or 'delay prob' and data lines";
+                // A word that could be a misspelt setting is quoted; any
+                // other is not: a daemon may be pointed at a file that is
+                // no profile, and its content must not reach the answer
+                // and the log.
+                let plausible = word.len() <= 24
+                    && word
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                let message = if plausible {
+                    format!("unknown profile setting '{word}' ({ALLOWED})")
+                } else {
+                    format!("not a profile setting ({ALLOWED}); is this a profile file?")
+                };
+                return Err(malformed(head.pos(), message));
             }
         }
     }
@@ -283,6 +298,19 @@ mod tests {
         let e = parse_profile("colour blue\n", "p").unwrap_err();
         assert_eq!(e.token, "colour");
         assert_eq!(e.kind, ErrorKind::ProfileMalformed);
+    }
+
+    #[test]
+    fn a_file_that_is_no_profile_is_not_quoted() {
+        let e = parse_profile("root:$6$salt$hash:19000:0:99999:7:::\n", "shadow").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::ProfileMalformed);
+        assert!(!e.to_string().contains("salt"), "{e}");
+        assert!(e.to_string().contains("is this a profile file?"), "{e}");
+        let e = parse_profile("colour 3\n", "p").unwrap_err();
+        assert!(
+            e.to_string().contains("unknown profile setting 'colour'"),
+            "{e}"
+        );
     }
 
     #[test]
