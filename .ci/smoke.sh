@@ -13,6 +13,9 @@ bin=target/release/pspat
 "$bin" sched-bench --alg qfq --flowsets 1:60:64 --iterations 100000 --repeat 1 --json > /dev/null
 "$bin" sched-bench --sweep --iterations 20000 --repeat 1 > /dev/null
 "$bin" sched-bench --alg qfq --flowsets 1:60:1024 --dummynet --delay 10us --iterations 100000 --repeat 1 --json > /dev/null
+for part in classifier pipe; do
+  "$bin" sched-bench --alg qfq --flowsets 1:60:1024 --dummynet --dummynet-part "$part" --iterations 100000 --repeat 1 --json > /dev/null
+done
 "$bin" wfi --workload paper --flows 25 --alg qfq --json > /dev/null
 "$bin" wfi --workload victim --alg drr --duration 5ms --trace target/smoke-trace.csv > /dev/null
 head -1 target/smoke-trace.csv | grep -qx 'flow,weight,len,arrival_ns,departure_ns,fluid_finish_ns'

@@ -129,6 +129,18 @@ fn one_line(e: &clap::Error) -> String {
                 names.join(", ")
             )
         }
+        ErrorKind::InvalidValue => {
+            // clap lists an enumerated flag's values on a line of its own.
+            let allowed = lines.find_map(|l| {
+                l.trim()
+                    .strip_prefix("[possible values: ")
+                    .and_then(|v| v.strip_suffix(']'))
+            });
+            match allowed {
+                Some(values) => format!("{first} (allowed: {values})"),
+                None => first,
+            }
+        }
         _ => first,
     }
 }
@@ -261,6 +273,18 @@ mod tests {
         assert_eq!(chain_line(&named), format!("cannot create out: {}", io()));
         let context = anyhow::Error::new(io()).context("lab compare");
         assert_eq!(chain_line(&context), format!("lab compare: {}", io()));
+    }
+
+    #[test]
+    fn an_unknown_value_of_an_enumerated_flag_lists_the_values() {
+        assert_eq!(
+            error_line(&["pspat", "demo", "--traffic", "nosuch"]),
+            "invalid value 'nosuch' for '--traffic <TRAFFIC>' (allowed: auto, lab, emulated)"
+        );
+        assert_eq!(
+            error_line(&["pspat", "sched-bench", "--dummynet", "--dummynet-part", "x"]),
+            "invalid value 'x' for '--dummynet-part <DUMMYNET_PART>' (allowed: both, classifier, pipe)"
+        );
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub struct Args {
     /// per dequeue at 1 byte per ns). Default 0.
     #[arg(long, value_parser = crate::units::duration_arg, requires = "dummynet")]
     pub delay: Option<Duration>,
+    /// With --dummynet: the parts a packet goes through, to read the cost of each against the
+    /// bare algorithm and the whole path: both (default), classifier (then the algorithm, no
+    /// pipe), pipe (packets not classified).
+    #[arg(long, value_enum, requires = "dummynet")]
+    pub dummynet_part: Option<front::Part>,
 }
 
 /// One measured configuration.
@@ -84,6 +89,9 @@ struct Cell {
     /// The pipe's delay with `--dummynet`, ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     delay_ns: Option<u64>,
+    /// With `--dummynet`: the parts of the path measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dummynet_part: Option<front::Part>,
     flowsets: String,
     flows: usize,
     qmin: u64,
@@ -131,6 +139,8 @@ struct Plan {
     repeat: u32,
     /// `--dummynet` and its delay, ns.
     dummynet: Option<u64>,
+    /// `--dummynet-part`.
+    part: front::Part,
 }
 
 /// One harness run on a fresh scheduler: `warmup` untimed steps, then
@@ -204,6 +214,7 @@ impl VisitScheduler for DummynetRun<'_> {
         let front = front::DummynetFront::new(
             self.classifier,
             sched,
+            self.plan.part,
             flows,
             set.len,
             self.plan.qmax,
@@ -246,6 +257,7 @@ fn measure(plan: &Plan) -> anyhow::Result<Cell> {
         alg: plan.alg.name().to_string(),
         dummynet: plan.dummynet.is_some(),
         delay_ns: plan.dummynet,
+        dummynet_part: plan.dummynet.map(|_| plan.part),
         flowsets: plan.spec.clone(),
         flows: plan.flowsets.flows(),
         qmin: plan.qmin,
@@ -331,6 +343,11 @@ fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow:
                 flowsets.sets().len()
             )));
         }
+        if args.delay.is_some() && args.dummynet_part == Some(front::Part::Classifier) {
+            return Err(usage(
+                "--delay needs the pipe: --dummynet-part classifier measures the classifier without it",
+            ));
+        }
         let delay = args.delay.unwrap_or_default();
         Some(u64::try_from(delay.as_nanos()).map_err(|_| usage("--delay is too long"))?)
     } else {
@@ -338,6 +355,7 @@ fn make_plan(args: &Args, alg: AlgKind, spec: &str, target: Duration) -> anyhow:
     };
     Ok(Plan {
         dummynet,
+        part: args.dummynet_part.unwrap_or(front::Part::Both),
         alg,
         flowsets,
         spec: spec.to_string(),
@@ -444,12 +462,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cell.alg, cell.flowsets, cell.flows, cell.qmin, cell.qmax
         )?;
         if let Some(d) = cell.delay_ns {
-            writeln!(
-                out,
-                "behind the classifier (one dynamic queue per source, mask src-ip) and a pipe \
-                 (link at 1 byte/ns, delay {})",
+            const CLASSIFIER: &str = "the classifier (one dynamic queue per source, mask src-ip)";
+            let pipe = format!(
+                "a pipe (link at 1 byte/ns, delay {})",
                 crate::units::format_duration(Duration::from_nanos(d))
-            )?;
+            );
+            match plan.part {
+                front::Part::Both => writeln!(out, "behind {CLASSIFIER} and {pipe}")?,
+                front::Part::Classifier => writeln!(out, "behind {CLASSIFIER}, without the pipe")?,
+                front::Part::Pipe => writeln!(out, "behind {pipe}, packets not classified")?,
+            }
         }
         writeln!(
             out,

@@ -15,6 +15,11 @@
 //!    the queue's filters (a slot limit as large as the harness's backlog),
 //!    the algorithm, a link and the delay line (`--delay`).
 //!
+//! `--dummynet-part` leaves one of the two out ([`Part`]), so that the
+//! cost of each can be read against the bare algorithm and the whole path
+//! in the same run: `classifier` hands a classified packet to the
+//! algorithm itself, `pipe` hands every packet to the pipe unclassified.
+//!
 //! # Time
 //! The harness advances its clock by one nanosecond per step, enqueue or
 //! dequeue. The front keeps a clock of its own that moves only when the
@@ -62,11 +67,36 @@ const CONFIG: &str = "sched 1 config type fifo\n\
 /// The first source address (`10.0.0.0`).
 const FIRST_SOURCE: u32 = 0x0a00_0000;
 
+/// Which parts of the per-packet path a packet goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Part {
+    /// The classifier, then the pipe around the algorithm.
+    Both,
+    /// The classifier, then the algorithm without a pipe.
+    Classifier,
+    /// The pipe around the algorithm, packets not classified.
+    Pipe,
+}
+
+/// Where a packet goes after the classifier.
+// One per run: a box around the pipe would put a pointer load on every
+// packet's path, which the benchmark would then measure.
+#[allow(clippy::large_enum_variant)]
+enum Behind<S> {
+    /// The pipe around the algorithm.
+    Pipe(PipeScheduler<S>),
+    /// The algorithm alone ([`Part::Classifier`]).
+    Bare(S),
+}
+
 /// The classifier and a pipe around an algorithm, as one [`Scheduler`] the
 /// harness drives with its own flow ids.
 pub(super) struct DummynetFront<S> {
     classifier: Classifier,
-    pipe: PipeScheduler<S>,
+    /// Classify each packet (not with [`Part::Pipe`]).
+    classify: bool,
+    behind: Behind<S>,
     /// The key every packet shares but its source address.
     key: PacketKey,
     /// The front's clock, ns (module docs).
@@ -106,15 +136,21 @@ impl<S: Scheduler> DummynetFront<S> {
 
     /// The front around `sched`, built over the table
     /// [`DummynetFront::classifier`] returned, for packets of `len` bytes,
-    /// with room for `backlog` packets and a delay of `delay_ns`.
+    /// with room for `backlog` packets and a delay of `delay_ns` (0 unless
+    /// `part` has the pipe).
     pub(super) fn new(
         classifier: Classifier,
         sched: S,
+        part: Part,
         flows: usize,
         len: u32,
         backlog: u64,
         delay_ns: u64,
     ) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            part != Part::Classifier || delay_ns == 0,
+            "a delay needs the pipe (--dummynet-part both or pipe)"
+        );
         let packet_ns = u64::from(len.max(1));
         // The delay line holds what left the link in the last `delay_ns`,
         // one packet per `packet_ns`, plus room for the one in flight.
@@ -129,10 +165,15 @@ impl<S: Scheduler> DummynetFront<S> {
             delay_line_capacity: usize::try_from(line).context("--delay is too long")?,
             ..PipeConfig::default()
         };
-        let pipe = Pipe::new(config, sched, flows)?;
+        let behind = if part == Part::Classifier {
+            Behind::Bare(sched)
+        } else {
+            Behind::Pipe(PipeScheduler::new(Pipe::new(config, sched, flows)?))
+        };
         let mut front = DummynetFront {
             classifier,
-            pipe: PipeScheduler::new(pipe),
+            classify: part != Part::Pipe,
+            behind,
             key: PacketKey::new(
                 IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE)),
                 IpAddr::V4(Ipv4Addr::new(10, 199, 0, 1)),
@@ -170,28 +211,43 @@ impl<S: Scheduler> DummynetFront<S> {
 impl<S: Scheduler> Scheduler for DummynetFront<S> {
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         let now = Instant::from_nanos(self.clock);
-        self.key.src = IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE.wrapping_add(pkt.flow.0)));
-        match self.classifier.classify(now, &self.key, pkt.len) {
-            // The source's own queue (created at construction): the
-            // packet goes on unchanged.
-            Verdict::Enqueue(place) if place.flow == pkt.flow => self.pipe.enqueue(now, pkt),
-            // Every source has its queue (the cap is the flow count) and
-            // the rule matches every UDP packet: anything else is a bug in
-            // the set-up, reported as the harness's drop.
-            _ => Err(Rejected {
-                packet: pkt,
-                reason: pspat_sched::DropReason::Policy,
-            }),
+        if self.classify {
+            self.key.src = IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE.wrapping_add(pkt.flow.0)));
+            match self.classifier.classify(now, &self.key, pkt.len) {
+                // The source's own queue (created at construction): the
+                // packet goes on unchanged.
+                Verdict::Enqueue(place) if place.flow == pkt.flow => {}
+                // Every source has its queue (the cap is the flow count)
+                // and the rule matches every UDP packet: anything else is
+                // a bug in the set-up, reported as the harness's drop.
+                _ => {
+                    return Err(Rejected {
+                        packet: pkt,
+                        reason: pspat_sched::DropReason::Policy,
+                    })
+                }
+            }
+        }
+        match &mut self.behind {
+            Behind::Pipe(pipe) => pipe.enqueue(now, pkt),
+            Behind::Bare(sched) => sched.enqueue(now, pkt),
         }
     }
 
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
         self.clock += self.packet_ns;
-        self.pipe.dequeue(Instant::from_nanos(self.clock))
+        let now = Instant::from_nanos(self.clock);
+        match &mut self.behind {
+            Behind::Pipe(pipe) => pipe.dequeue(now),
+            Behind::Bare(sched) => sched.dequeue(now),
+        }
     }
 
     fn queued(&self) -> usize {
-        self.pipe.queued()
+        match &self.behind {
+            Behind::Pipe(pipe) => pipe.queued(),
+            Behind::Bare(sched) => sched.queued(),
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -207,14 +263,28 @@ mod tests {
 
     struct Check {
         classifier: Classifier,
+        part: Part,
         flows: usize,
     }
 
     impl VisitScheduler for Check {
         type Output = ();
         fn visit<S: Scheduler + Send + 'static>(self, sched: S) {
-            let front =
-                DummynetFront::new(self.classifier, sched, self.flows, 60, 20_000, 5_000).unwrap();
+            let delay = if self.part == Part::Classifier {
+                0
+            } else {
+                5_000
+            };
+            let front = DummynetFront::new(
+                self.classifier,
+                sched,
+                self.part,
+                self.flows,
+                60,
+                20_000,
+                delay,
+            )
+            .unwrap();
             let sets = Flowsets::parse("1:60:1000").unwrap();
             let mut h = Harness::new(front, &sets, 1000, 20_000).unwrap();
             let stats = h.run(200_000);
@@ -233,14 +303,27 @@ mod tests {
     #[test]
     fn each_source_gets_a_queue_and_every_packet_comes_back() {
         for alg in ["qfq", "drr", "fifo"] {
-            let (classifier, table) =
-                DummynetFront::<pspat_sched::Fifo>::classifier(1000, 1).unwrap();
-            let mut cfg = SchedulerConfig::new(AlgKind::parse(alg).unwrap());
-            cfg.capacity = 20_000;
-            cfg.build(table).unwrap().visit(Check {
-                classifier,
-                flows: 1000,
-            });
+            for part in [Part::Both, Part::Classifier, Part::Pipe] {
+                let (classifier, table) =
+                    DummynetFront::<pspat_sched::Fifo>::classifier(1000, 1).unwrap();
+                let mut cfg = SchedulerConfig::new(AlgKind::parse(alg).unwrap());
+                cfg.capacity = 20_000;
+                cfg.build(table).unwrap().visit(Check {
+                    classifier,
+                    part,
+                    flows: 1000,
+                });
+            }
         }
+    }
+
+    #[test]
+    fn a_delay_without_the_pipe_is_refused() {
+        let (classifier, table) = DummynetFront::<pspat_sched::Fifo>::classifier(8, 1).unwrap();
+        let sched = pspat_sched::Fifo::new(table, 64).unwrap();
+        let err = DummynetFront::new(classifier, sched, Part::Classifier, 8, 60, 64, 1_000)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("needs the pipe"), "{err}");
     }
 }
