@@ -152,10 +152,7 @@ fn timed_run(plan: &Plan, warmup: u64, iterations: u64) -> anyhow::Result<(Durat
         .map_err(|_| usage(format!("--qmax {} is too large", plan.qmax)))?;
     if let Some(delay_ns) = plan.dummynet {
         let set = plan.flowsets.sets()[0];
-        let (classifier, table) = front::DummynetFront::<pspat_sched::Fifo>::classifier(
-            plan.flowsets.flows(),
-            set.weight,
-        )?;
+        let (classifier, table) = front::classifier(plan.flowsets.flows(), set.weight)?;
         let sched = cfg.build(table)?;
         return sched.visit(DummynetRun {
             plan,
@@ -210,22 +207,27 @@ impl VisitScheduler for DummynetRun<'_> {
 
     fn visit<S: Scheduler + Send + 'static>(self, sched: S) -> Self::Output {
         let set = self.plan.flowsets.sets()[0];
-        let flows = self.plan.flowsets.flows();
-        let front = front::DummynetFront::new(
-            self.classifier,
-            sched,
-            self.plan.part,
-            flows,
-            set.len,
-            self.plan.qmax,
-            self.delay_ns,
-        )?;
-        TimedRun {
+        let front_plan = front::FrontPlan {
+            part: self.plan.part,
+            flows: self.plan.flowsets.flows(),
+            len: set.len,
+            backlog: self.plan.qmax,
+            delay_ns: self.delay_ns,
+        };
+        let run = TimedRun {
             plan: self.plan,
             warmup: self.warmup,
             iterations: self.iterations,
-        }
-        .visit(front)
+        };
+        front::visit_front(front_plan, self.classifier, sched, run)?
+    }
+}
+
+impl front::VisitFront for TimedRun<'_> {
+    type Output = anyhow::Result<(Duration, RunStats)>;
+
+    fn visit<F: front::Front>(self, front: F) -> Self::Output {
+        VisitScheduler::visit(self, front)
     }
 }
 

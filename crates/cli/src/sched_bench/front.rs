@@ -79,24 +79,14 @@ pub enum Part {
     Pipe,
 }
 
-/// Where a packet goes after the classifier.
-// One per run: a box around the pipe would put a pointer load on every
-// packet's path, which the benchmark would then measure.
-#[allow(clippy::large_enum_variant)]
-enum Behind<S> {
-    /// The pipe around the algorithm.
-    Pipe(PipeScheduler<S>),
-    /// The algorithm alone ([`Part::Classifier`]).
-    Bare(S),
-}
-
-/// The classifier and a pipe around an algorithm, as one [`Scheduler`] the
-/// harness drives with its own flow ids.
-pub(super) struct DummynetFront<S> {
+/// The classifier in front of `B`: the pipe around the algorithm
+/// ([`Part::Both`]) or the algorithm itself ([`Part::Classifier`]); with
+/// `CLASSIFY` false, packets go to `B` unclassified ([`Part::Pipe`]). The
+/// part is a type, not a field, so that each is compiled on its own and
+/// the whole path costs what it cost before the parts could be chosen.
+pub(super) struct DummynetFront<B, const CLASSIFY: bool> {
     classifier: Classifier,
-    /// Classify each packet (not with [`Part::Pipe`]).
-    classify: bool,
-    behind: Behind<S>,
+    behind: B,
     /// The key every packet shares but its source address.
     key: PacketKey,
     /// The front's clock, ns (module docs).
@@ -108,71 +98,67 @@ pub(super) struct DummynetFront<S> {
 /// The link's rate: one byte per nanosecond.
 const LINK_BPS: u64 = 8_000_000_000;
 
-impl<S: Scheduler> DummynetFront<S> {
-    /// The classifier for `flows` sources of weight `weight`, and the flow
-    /// table the algorithm must be built over (the flowset's dynamic
-    /// queues).
-    pub(super) fn classifier(flows: usize, weight: u32) -> anyhow::Result<(Classifier, FlowTable)> {
-        let text = CONFIG.replace("{weight}", &weight.to_string());
-        let plan = pspat_config::parse_ipfw(&text, "sched-bench --dummynet")
-            .and_then(|c| c.validate(&pspat_config::NoProfiles))
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("the --dummynet configuration")?;
-        let limits = ClassifierLimits {
-            queues_per_flowset: u32::try_from(flows).context("too many flows")?,
-            overflow: OverflowPolicy::Drop,
-            idle_expiry_ns: u64::MAX,
-            ..ClassifierLimits::default()
-        };
-        let classifier =
-            Classifier::from_plan(&plan, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let table = classifier
-            .layout()
-            .link(1)
-            .context("sched 1 in the --dummynet configuration")?
-            .flow_table()?;
-        Ok((classifier, table))
-    }
+/// The classifier for `flows` sources of weight `weight`, and the flow
+/// table the algorithm must be built over (the flowset's dynamic queues).
+pub(super) fn classifier(flows: usize, weight: u32) -> anyhow::Result<(Classifier, FlowTable)> {
+    let text = CONFIG.replace("{weight}", &weight.to_string());
+    let plan = pspat_config::parse_ipfw(&text, "sched-bench --dummynet")
+        .and_then(|c| c.validate(&pspat_config::NoProfiles))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("the --dummynet configuration")?;
+    let limits = ClassifierLimits {
+        queues_per_flowset: u32::try_from(flows).context("too many flows")?,
+        overflow: OverflowPolicy::Drop,
+        idle_expiry_ns: u64::MAX,
+        ..ClassifierLimits::default()
+    };
+    let classifier = Classifier::from_plan(&plan, &limits).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let table = classifier
+        .layout()
+        .link(1)
+        .context("sched 1 in the --dummynet configuration")?
+        .flow_table()?;
+    Ok((classifier, table))
+}
 
-    /// The front around `sched`, built over the table
-    /// [`DummynetFront::classifier`] returned, for packets of `len` bytes,
-    /// with room for `backlog` packets and a delay of `delay_ns` (0 unless
-    /// `part` has the pipe).
+/// The pipe around `sched` for `flows` queues and packets of `len` bytes,
+/// with room for `backlog` packets and a delay of `delay_ns`.
+pub(super) fn pipe_around<S: Scheduler>(
+    sched: S,
+    flows: usize,
+    len: u32,
+    backlog: u64,
+    delay_ns: u64,
+) -> anyhow::Result<PipeScheduler<S>> {
+    let packet_ns = u64::from(len.max(1));
+    // The delay line holds what left the link in the last `delay_ns`, one
+    // packet per `packet_ns`, plus room for the one in flight.
+    let line = (delay_ns / packet_ns + 64).next_power_of_two();
+    let config = PipeConfig {
+        bw: Some(Rate::checked("--dummynet link", LINK_BPS)?),
+        delay_ns,
+        queue: QueueConfig {
+            limit: QueueLimit::Slots(u32::try_from(backlog).unwrap_or(u32::MAX)),
+            ..QueueConfig::default()
+        },
+        delay_line_capacity: usize::try_from(line).context("--delay is too long")?,
+        ..PipeConfig::default()
+    };
+    Ok(PipeScheduler::new(Pipe::new(config, sched, flows)?))
+}
+
+impl<B: Scheduler, const CLASSIFY: bool> DummynetFront<B, CLASSIFY> {
+    /// The front before `behind`, with the classifier and over the table
+    /// [`classifier`] returned, for `flows` sources sending packets of
+    /// `len` bytes.
     pub(super) fn new(
         classifier: Classifier,
-        sched: S,
-        part: Part,
+        behind: B,
         flows: usize,
         len: u32,
-        backlog: u64,
-        delay_ns: u64,
     ) -> anyhow::Result<Self> {
-        anyhow::ensure!(
-            part != Part::Classifier || delay_ns == 0,
-            "a delay needs the pipe (--dummynet-part both or pipe)"
-        );
-        let packet_ns = u64::from(len.max(1));
-        // The delay line holds what left the link in the last `delay_ns`,
-        // one packet per `packet_ns`, plus room for the one in flight.
-        let line = (delay_ns / packet_ns + 64).next_power_of_two();
-        let config = PipeConfig {
-            bw: Some(Rate::checked("--dummynet link", LINK_BPS)?),
-            delay_ns,
-            queue: QueueConfig {
-                limit: QueueLimit::Slots(u32::try_from(backlog).unwrap_or(u32::MAX)),
-                ..QueueConfig::default()
-            },
-            delay_line_capacity: usize::try_from(line).context("--delay is too long")?,
-            ..PipeConfig::default()
-        };
-        let behind = if part == Part::Classifier {
-            Behind::Bare(sched)
-        } else {
-            Behind::Pipe(PipeScheduler::new(Pipe::new(config, sched, flows)?))
-        };
         let mut front = DummynetFront {
             classifier,
-            classify: part != Part::Pipe,
             behind,
             key: PacketKey::new(
                 IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE)),
@@ -182,7 +168,7 @@ impl<S: Scheduler> DummynetFront<S> {
                 80,
             ),
             clock: 0,
-            packet_ns,
+            packet_ns: u64::from(len.max(1)),
         };
         // Each source's queue, in source order: harness flow `f` is then
         // the pipe's flow `f`.
@@ -200,18 +186,88 @@ impl<S: Scheduler> DummynetFront<S> {
         }
         Ok(front)
     }
+}
 
+/// A front of any part, as [`visit_front`] hands it over.
+pub(super) trait Front: Scheduler + Send + 'static {
     /// Dynamic queues the classifier holds.
     #[cfg(test)]
-    pub(super) fn dynamic_queues(&self) -> u32 {
+    fn dynamic_queues(&self) -> u32;
+}
+
+impl<B: Scheduler + Send + 'static, const CLASSIFY: bool> Front for DummynetFront<B, CLASSIFY> {
+    #[cfg(test)]
+    fn dynamic_queues(&self) -> u32 {
         self.classifier.flowset_stats(1).map_or(0, |s| s.live)
     }
 }
 
-impl<S: Scheduler> Scheduler for DummynetFront<S> {
+/// What to do with a front, whichever its part (as
+/// [`pspat_sched::VisitScheduler`] for an algorithm).
+pub(super) trait VisitFront {
+    type Output;
+    fn visit<F: Front>(self, front: F) -> Self::Output;
+}
+
+/// How [`visit_front`] builds a front.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FrontPlan {
+    pub part: Part,
+    /// Harness flows, one source and one dynamic queue each.
+    pub flows: usize,
+    /// Packet length, bytes.
+    pub len: u32,
+    /// Packets the pipe's queues may hold (the harness's `qmax`).
+    pub backlog: u64,
+    /// The pipe's delay, ns (0 without the pipe).
+    pub delay_ns: u64,
+}
+
+/// Builds the front of `plan.part` around `sched`, with `classifier` (from
+/// [`classifier`]), and hands it to `visit`.
+///
+/// # Errors
+/// A set-up the front cannot build, or a delay without the pipe.
+pub(super) fn visit_front<S: Scheduler + Send + 'static, V: VisitFront>(
+    plan: FrontPlan,
+    classifier: Classifier,
+    sched: S,
+    visit: V,
+) -> anyhow::Result<V::Output> {
+    let FrontPlan {
+        part,
+        flows,
+        len,
+        backlog,
+        delay_ns,
+    } = plan;
+    Ok(match part {
+        Part::Both => {
+            let pipe = pipe_around(sched, flows, len, backlog, delay_ns)?;
+            visit.visit(DummynetFront::<_, true>::new(classifier, pipe, flows, len)?)
+        }
+        Part::Classifier => {
+            anyhow::ensure!(
+                delay_ns == 0,
+                "a delay needs the pipe (--dummynet-part both or pipe)"
+            );
+            visit.visit(DummynetFront::<_, true>::new(
+                classifier, sched, flows, len,
+            )?)
+        }
+        Part::Pipe => {
+            let pipe = pipe_around(sched, flows, len, backlog, delay_ns)?;
+            visit.visit(DummynetFront::<_, false>::new(
+                classifier, pipe, flows, len,
+            )?)
+        }
+    })
+}
+
+impl<B: Scheduler, const CLASSIFY: bool> Scheduler for DummynetFront<B, CLASSIFY> {
     fn enqueue(&mut self, _now: Instant, pkt: Packet) -> Result<(), Rejected> {
         let now = Instant::from_nanos(self.clock);
-        if self.classify {
+        if CLASSIFY {
             self.key.src = IpAddr::V4(Ipv4Addr::from(FIRST_SOURCE.wrapping_add(pkt.flow.0)));
             match self.classifier.classify(now, &self.key, pkt.len) {
                 // The source's own queue (created at construction): the
@@ -228,26 +284,16 @@ impl<S: Scheduler> Scheduler for DummynetFront<S> {
                 }
             }
         }
-        match &mut self.behind {
-            Behind::Pipe(pipe) => pipe.enqueue(now, pkt),
-            Behind::Bare(sched) => sched.enqueue(now, pkt),
-        }
+        self.behind.enqueue(now, pkt)
     }
 
     fn dequeue(&mut self, _now: Instant) -> Option<Packet> {
         self.clock += self.packet_ns;
-        let now = Instant::from_nanos(self.clock);
-        match &mut self.behind {
-            Behind::Pipe(pipe) => pipe.dequeue(now),
-            Behind::Bare(sched) => sched.dequeue(now),
-        }
+        self.behind.dequeue(Instant::from_nanos(self.clock))
     }
 
     fn queued(&self) -> usize {
-        match &self.behind {
-            Behind::Pipe(pipe) => pipe.queued(),
-            Behind::Bare(sched) => sched.queued(),
-        }
+        self.behind.queued()
     }
 
     fn name(&self) -> &'static str {
@@ -270,21 +316,27 @@ mod tests {
     impl VisitScheduler for Check {
         type Output = ();
         fn visit<S: Scheduler + Send + 'static>(self, sched: S) {
-            let delay = if self.part == Part::Classifier {
+            let delay_ns = if self.part == Part::Classifier {
                 0
             } else {
                 5_000
             };
-            let front = DummynetFront::new(
-                self.classifier,
-                sched,
-                self.part,
-                self.flows,
-                60,
-                20_000,
-                delay,
-            )
-            .unwrap();
+            let plan = FrontPlan {
+                part: self.part,
+                flows: self.flows,
+                len: 60,
+                backlog: 20_000,
+                delay_ns,
+            };
+            visit_front(plan, self.classifier, sched, RunFront).unwrap();
+        }
+    }
+
+    struct RunFront;
+
+    impl VisitFront for RunFront {
+        type Output = ();
+        fn visit<F: Front>(self, front: F) {
             let sets = Flowsets::parse("1:60:1000").unwrap();
             let mut h = Harness::new(front, &sets, 1000, 20_000).unwrap();
             let stats = h.run(200_000);
@@ -304,8 +356,7 @@ mod tests {
     fn each_source_gets_a_queue_and_every_packet_comes_back() {
         for alg in ["qfq", "drr", "fifo"] {
             for part in [Part::Both, Part::Classifier, Part::Pipe] {
-                let (classifier, table) =
-                    DummynetFront::<pspat_sched::Fifo>::classifier(1000, 1).unwrap();
+                let (classifier, table) = classifier(1000, 1).unwrap();
                 let mut cfg = SchedulerConfig::new(AlgKind::parse(alg).unwrap());
                 cfg.capacity = 20_000;
                 cfg.build(table).unwrap().visit(Check {
@@ -319,11 +370,16 @@ mod tests {
 
     #[test]
     fn a_delay_without_the_pipe_is_refused() {
-        let (classifier, table) = DummynetFront::<pspat_sched::Fifo>::classifier(8, 1).unwrap();
+        let (classifier, table) = classifier(8, 1).unwrap();
         let sched = pspat_sched::Fifo::new(table, 64).unwrap();
-        let err = DummynetFront::new(classifier, sched, Part::Classifier, 8, 60, 64, 1_000)
-            .err()
-            .expect("refused");
+        let plan = FrontPlan {
+            part: Part::Classifier,
+            flows: 8,
+            len: 60,
+            backlog: 64,
+            delay_ns: 1_000,
+        };
+        let err = visit_front(plan, classifier, sched, RunFront).expect_err("refused");
         assert!(err.to_string().contains("needs the pipe"), "{err}");
     }
 }
