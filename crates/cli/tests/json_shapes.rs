@@ -156,6 +156,41 @@ fn sched_bench_has_one_shape_with_or_without_sweep() {
     );
     assert_eq!(sweep["sweep"], true);
     assert_eq!(sweep["cells"].as_array().map(Vec::len), Some(7));
+    assert!(one["cells"][0].get("dummynet_part").is_none(), "{one}");
+    assert_eq!(one["cells"][0]["dummynet"], false, "{one}");
+}
+
+#[test]
+fn sched_bench_names_the_dummynet_part_it_measured() {
+    for (part, delay) in [("both", "10us"), ("pipe", "0"), ("classifier", "")] {
+        let mut args = vec![
+            "sched-bench",
+            "--flowsets",
+            "1:60:16",
+            "--iterations",
+            "2000",
+            "--repeat",
+            "1",
+            "--dummynet",
+            "--dummynet-part",
+            part,
+        ];
+        if !delay.is_empty() {
+            args.extend(["--delay", delay]);
+        }
+        let doc = check(
+            &args,
+            "sched-bench",
+            &["schema_version", "command", "sweep", "cells"],
+        );
+        let cell = &doc["cells"][0];
+        assert_eq!(cell["dummynet"], true, "{doc}");
+        assert_eq!(cell["dummynet_part"], part, "{doc}");
+        let want_ns = if delay == "10us" { 10_000 } else { 0 };
+        assert_eq!(cell["delay_ns"], want_ns, "{doc}");
+        assert_eq!(cell["drops"], 0, "{doc}");
+        assert!(cell["dequeues"].as_u64().unwrap_or(0) > 0, "{doc}");
+    }
 }
 
 #[test]
