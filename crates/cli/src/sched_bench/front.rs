@@ -83,8 +83,9 @@ pub enum Part {
 /// The classifier in front of `B`: the pipe around the algorithm
 /// ([`Part::Both`]) or the algorithm itself ([`Part::Classifier`]); with
 /// `CLASSIFY` false, packets go to `B` unclassified ([`Part::Pipe`]). The
-/// part is a type, not a field, so that each is compiled on its own and
-/// the whole path costs what it cost before the parts could be chosen.
+/// part is a type, not a field tested per packet, and the pipe-only part's
+/// algorithm is wrapped in a type of its own (`Distinct`), so that the
+/// whole path compiles to what it was before the parts could be chosen.
 pub(super) struct DummynetFront<B, const CLASSIFY: bool> {
     classifier: Classifier,
     behind: B,
