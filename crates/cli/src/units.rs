@@ -105,9 +105,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(ns as u64))
 }
 
-/// Prints a duration as [`parse_duration`] reads it back exactly.
+/// Prints a duration as [`parse_duration`] reads it back exactly, in the
+/// largest of `s`, `ms`, `us` and `ns` that divides it (`10us`, `1500ms`,
+/// `7ns`; zero is `0s`).
 pub fn format_duration(d: Duration) -> String {
-    format!("{}ns", d.as_nanos())
+    let ns = d.as_nanos();
+    let (scale, unit) = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")]
+        .into_iter()
+        .find(|&(scale, _)| ns.is_multiple_of(scale))
+        .unwrap_or((1, "ns"));
+    format!("{}{unit}", ns / scale)
 }
 
 /// `clap` value parser for duration flags: [`parse_duration`].
@@ -276,6 +283,27 @@ mod tests {
         }
         let d = parse_duration("1.25ms").unwrap();
         assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
+    }
+
+    #[test]
+    fn durations_print_in_the_largest_exact_unit() {
+        for (ns, text) in [
+            (0, "0s"),
+            (7, "7ns"),
+            (10_000, "10us"),
+            (1_250_000, "1250us"),
+            (1_500_000_000, "1500ms"),
+            (2_000_000_000, "2s"),
+            (123_456_789, "123456789ns"),
+        ] {
+            let d = Duration::from_nanos(ns);
+            assert_eq!(format_duration(d), text);
+            assert_eq!(
+                parse_duration(text).unwrap().as_nanos(),
+                d.as_nanos(),
+                "{text}"
+            );
+        }
     }
 
     #[test]
