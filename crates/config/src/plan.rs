@@ -564,11 +564,12 @@ impl Checker<'_> {
             } else {
                 ""
             };
-            self.push(
-                pos,
-                ErrorKind::Duplicate,
-                format!("{what} is already defined as {first}{note}"),
-            );
+            let message = if *first == what {
+                format!("{what} is defined twice; give each number one config line")
+            } else {
+                format!("{what} is already defined as {first}{note}")
+            };
+            self.push(pos, ErrorKind::Duplicate, message);
         } else {
             seen.insert(number, what);
         }

@@ -53,6 +53,7 @@ fn duplicate_numbers() {
         &NoProfiles,
     );
     assert_at(&e, "cfg.ipfw", 2, 6, "1", ErrorKind::Duplicate);
+    assert!(e.message.contains("pipe 1 is defined twice"), "{e}");
     let e = error_of(
         "sched 2 config type drr\n# a comment\npipe 2 config bw 1Mbit/s\n",
         &NoProfiles,
