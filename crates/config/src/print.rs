@@ -6,6 +6,7 @@
 //! syntaxes). Comments and the original spelling of aliases (`rr`, `flowset`,
 //! `accept`) are not kept.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use crate::mask::FlowMask;
@@ -319,6 +320,11 @@ fn toml_mask(mask: &FlowMask, out: &mut String) {
     let _ = writeln!(out, "mask = {{ {} }}", items.join(", "));
 }
 
+fn toml_table(number: u32, items: &[String], out: &mut String) {
+    let _ = writeln!(out, "\n[[table]]\nnumber = {number}");
+    let _ = writeln!(out, "entries = {{ {} }}", items.join(", "));
+}
+
 /// The configuration as TOML (the format of `docs/CONFIG.md`).
 ///
 /// # Examples
@@ -377,13 +383,21 @@ pub fn print_toml(config: &Config) -> String {
         toml_mask(&q.mask, &mut out);
     }
     for t in &config.tables {
-        let _ = writeln!(out, "\n[[table]]\nnumber = {}", t.number);
-        let items: Vec<String> = t
-            .entries
-            .iter()
-            .map(|e| format!("{} = {}", quote(&e.prefix.to_string()), e.value))
-            .collect();
-        let _ = writeln!(out, "entries = {{ {} }}", items.join(", "));
+        // A prefix given twice (validation refuses it, parsing keeps it)
+        // cannot be two keys of one TOML table: each repeat starts another
+        // [[table]] of the same number, whose entries the reader appends.
+        let mut items: Vec<String> = Vec::new();
+        let mut keys = HashSet::new();
+        for e in &t.entries {
+            if !keys.insert(e.prefix) {
+                toml_table(t.number, &items, &mut out);
+                items.clear();
+                keys.clear();
+                keys.insert(e.prefix);
+            }
+            items.push(format!("{} = {}", quote(&e.prefix.to_string()), e.value));
+        }
+        toml_table(t.number, &items, &mut out);
     }
     for r in &config.rules {
         out.push_str("\n[[rule]]\n");
@@ -410,4 +424,21 @@ pub fn print_toml(config: &Config) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{parse_ipfw, parse_toml, print_toml};
+
+    #[test]
+    fn a_prefix_given_twice_prints_as_toml_that_reads_back() {
+        let text = "table 1 add 1.2.3.0/24 20\n\
+                    table 1 add 10.0.0.0/8 1\n\
+                    table 1 add 1.2.3.0/24 20\n\
+                    table 2 add ::1 3\n";
+        let cfg = parse_ipfw(text, "x.ipfw").unwrap();
+        let toml = print_toml(&cfg);
+        assert_eq!(parse_toml(&toml, "x.toml").unwrap(), cfg, "{toml}");
+        assert_eq!(toml.matches("[[table]]\nnumber = 1\n").count(), 2, "{toml}");
+    }
 }

@@ -9,10 +9,14 @@
 //! the time).
 //!
 //! Inputs are built from each target's dictionary (digits, units, commas,
-//! JSON keys and values), random bytes, and mutations of earlier inputs
-//! (bit flips, insertions, deletions, splices, repeats), from a xorshift
-//! generator: not coverage guided, but fast (hundreds of thousands of
-//! inputs per second on these parsers) and with no nightly toolchain.
+//! JSON keys and values, configuration lines and keywords, header bytes),
+//! random bytes, and mutations of earlier inputs (bit flips, insertions,
+//! deletions, splices, repeats), from a xorshift generator: not coverage
+//! guided, but fast (hundreds of thousands of inputs per second on the
+//! unit parsers) and with no nightly toolchain. Two targets get generated
+//! inputs with their structure: `frame` a stack of headers (Ethernet,
+//! VLAN tags, IP, extension headers, transport), `classify` configuration
+//! lines, a NUL byte and random bytes.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -169,18 +173,418 @@ fn dictionary(target: &str) -> &'static [&'static str] {
             "4294967296",
             " ",
         ],
+        "ipfw" => &[
+            "pipe 1 config bw 10Mbit/s delay 20ms plr 0.01 queue 50\n",
+            "sched 4 config type qfq bw 4Mbit/s mask src-ip 0xff\n",
+            "queue 1 config weight 10 sched 4 mask dst-ip 0xffffffff\n",
+            "add 100 queue 1 ip from 10.0.0.0/24 to any dst-port 80\n",
+            "table 1 add 1.2.3.0/24 20\n",
+            "ipfw ",
+            "-q ",
+            "pipe ",
+            "queue ",
+            "flowset ",
+            "sched ",
+            "config ",
+            "add ",
+            "table ",
+            "default ",
+            "seed ",
+            "flush",
+            "show",
+            "delete",
+            "bw ",
+            "bandwidth ",
+            "delay ",
+            "burst ",
+            "profile ",
+            "jitter ",
+            "distribution ",
+            "normal",
+            "reorder",
+            "plr ",
+            "red ",
+            "gred ",
+            "droptail",
+            "buckets ",
+            "noerror",
+            "gemodel ",
+            "duplicate ",
+            "weight ",
+            "lmax ",
+            "pri ",
+            "type ",
+            "qfq",
+            "wf2q+",
+            "prio",
+            "mask ",
+            "all",
+            "src-ip ",
+            "dst-ip ",
+            "src-ip6 ",
+            "dst-ip6 ",
+            "src-port ",
+            "dst-port ",
+            "proto ",
+            "flow-id ",
+            "allow",
+            "deny",
+            "tablearg",
+            "ip",
+            "ip6",
+            "tcp",
+            "udp",
+            "icmp",
+            "from ",
+            "to ",
+            "any",
+            "me",
+            "table(1)",
+            "in",
+            "out",
+            "via ",
+            "xmit ",
+            "eth0",
+            "eth*",
+            "1",
+            "0",
+            "4",
+            "100",
+            "0xff",
+            "0xffffffff",
+            "/24",
+            "/64",
+            "ffff::",
+            "1.2.3.4",
+            "2001:db8::/32",
+            "::ffff:1.2.3.4",
+            "80,443",
+            "1000-2000",
+            "10Mbit/s",
+            "1KByte/s",
+            "20ms",
+            "500us",
+            "1s",
+            "64KB",
+            "50KBytes",
+            "0.01",
+            "0.002/30/80/0.1",
+            "1e-300",
+            "-0",
+            "4294967296",
+            "18446744073709551616",
+            " ",
+            "\n",
+            ";",
+            "#",
+            "\r\n",
+            "\t",
+            "é",
+        ],
+        "config_toml" => &[
+            "[[pipe]]\n",
+            "[[sched]]\n",
+            "[[queue]]\n",
+            "[[table]]\n",
+            "[[rule]]\n",
+            "number = 1\n",
+            "number = 4\n",
+            "bw = \"10Mbit/s\"\n",
+            "delay = \"20ms\"\n",
+            "jitter = \"5ms\"\n",
+            "distribution = \"normal\"\n",
+            "profile = \"wifi.prof\"\n",
+            "limit = 50\n",
+            "limit = \"64KB\"\n",
+            "plr = 0.01\n",
+            "duplicate = 1e-4\n",
+            "red = \"0.002/30/80/0.1\"\n",
+            "gemodel = { p = 0.01, r = 0.3, 1-h = 1.0, 1-k = 0.0 }\n",
+            "mask = { src-ip = \"0xffffff00\" }\n",
+            "mask = { dst-ip6 = \"/64\", proto = \"0xff\" }\n",
+            "mask = \"all\"\n",
+            "type = \"qfq\"\n",
+            "sched = 4\n",
+            "pipe = 1\n",
+            "weight = 10\n",
+            "lmax = 1500\n",
+            "pri = 0\n",
+            "buckets = 64\n",
+            "reorder = true\n",
+            "noerror = false\n",
+            "entries = { \"10.1.0.0/16\" = 1, \"2001:db8::/32\" = 3 }\n",
+            "action = \"queue tablearg\"\n",
+            "action = \"pipe 1\"\n",
+            "proto = \"udp\"\n",
+            "from = \"table(1)\"\n",
+            "to = \"any\"\n",
+            "dst-port = \"80,443\"\n",
+            "src-port = \"1000-2000\"\n",
+            "direction = \"out\"\n",
+            "via = \"eth0\"\n",
+            "default = \"deny\"\n",
+            "seed = 42\n",
+            "number",
+            "entries",
+            "mask",
+            " = ",
+            "=",
+            "\"",
+            "'",
+            "\"\"\"",
+            "[",
+            "]",
+            "{",
+            "}",
+            ",",
+            ".",
+            "\n",
+            " ",
+            "#",
+            "0x10",
+            "0o7",
+            "1_000",
+            "+1",
+            "-1",
+            "1e3",
+            "inf",
+            "nan",
+            "true",
+            "4294967296",
+            "\\u0000",
+            "\\n",
+            "é",
+        ],
+        "control" => &[
+            "pipe show",
+            "queue show",
+            "sched show",
+            "show rules",
+            "show",
+            "list",
+            "pipe 1 delete",
+            "delete 100",
+            "flush",
+            "pipe flush",
+            "table 1 flush",
+            "table 1 list",
+            "pipe 1 show",
+            "pipe 1 config bw 20Mbit/s",
+            "queue 1 config weight 5",
+            "add 100 pipe 1 ip from any to any",
+            "table 1 add 10.0.0.0/8 1",
+            "default deny",
+            "seed 1",
+            "ipfw ",
+            "-q ",
+            "-f ",
+            "pipe ",
+            "queue ",
+            "sched ",
+            "table ",
+            "config ",
+            "delete ",
+            "show ",
+            "1 ",
+            "2",
+            "0x",
+            "4294967296",
+            ";",
+            " ",
+            "#",
+            "\t",
+            "\n",
+        ],
+        "frame" => &[],
+        "classify" => &[
+            "pipe 1 config bw 10Mbit/s delay 20ms queue 50\n",
+            "pipe 2 config bw 2Mbit/s mask src-ip 0xffffffff\n",
+            "sched 4 config type qfq bw 4Mbit/s mask src-ip 0xff\n",
+            "sched 5 config type drr mask dst-ip6 /64\n",
+            "queue 1 config weight 10 sched 4 mask dst-ip 0xffffffff\n",
+            "queue 2 config sched 4 mask all\n",
+            "queue 3 config sched 5 mask src-port 0xffff proto 0xff\n",
+            "queue 4 config pipe 1\n",
+            "table 1 add 10.0.0.0/24 1\n",
+            "table 1 add 2001:db8::/32 2\n",
+            "add 100 queue 1 ip from 10.0.0.0/24 to any dst-port 80\n",
+            "add 150 queue tablearg ip from table(1) to any\n",
+            "add 200 pipe 1 udp from any to any out xmit eth1\n",
+            "add 250 queue 3 ip6 from any to any via eth*\n",
+            "add 300 deny tcp from any to me dst-port 22\n",
+            "add 400 pipe 2 ip from any to any in recv eth0\n",
+            "add 500 allow icmp from any to any\n",
+            "add 600 queue 2 ip from any to any\n",
+            "default deny\n",
+        ],
         _ => &["a", " ", "\n", "é", "x", "0"],
     }
 }
 
+/// Ethernet headers: two addresses and an EtherType (IPv4, IPv6, 802.1Q,
+/// 802.1ad, ARP, the old QinQ type, MACsec).
+const ETHERNET: &[&[u8]] = &[
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x08\x00",
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x86\xdd",
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x81\x00",
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x88\xa8",
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x08\x06",
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x91\x00",
+    b"\x02\0\0\0\0\x01\x02\0\0\0\0\x02\x88\xe5",
+];
+
+/// VLAN tags: an ID and the next EtherType.
+const VLAN_TAGS: &[&[u8]] = &[
+    b"\x00\x64\x08\x00",
+    b"\x00\xc8\x86\xdd",
+    b"\x20\x0a\x81\x00",
+    b"\xef\xff\x08\x00",
+    b"\x00\x01\x88\xa8",
+];
+
+/// IP headers: IPv4 (UDP, TCP, ICMP, a first and a later fragment, with
+/// options, an authentication header next, IHL 4) and IPv6 (UDP, TCP,
+/// ICMPv6, then hop-by-hop, fragment, routing, destination options),
+/// their lengths those of the usual next headers.
+const IP: &[&[u8]] = &[
+    b"\x45\x00\x00\x1c\x00\x01\x00\x00\x40\x11\x00\x00\x0a\x00\x00\x01\x0a\x00\x00\x02",
+    b"\x45\x00\x00\x28\x00\x01\x40\x00\x40\x06\x00\x00\x0a\xc7\x00\x07\x01\x02\x03\x04",
+    b"\x45\x00\x00\x1c\x00\x01\x00\x00\x40\x01\x00\x00\xc0\xa8\x01\x01\x0a\x00\x00\x01",
+    b"\x45\x00\x00\x1c\x00\x01\x20\x00\x40\x11\x00\x00\x0a\x00\x00\x01\x0a\x00\x00\x02",
+    b"\x45\x00\x00\x1c\x00\x01\x00\x10\x40\x11\x00\x00\x0a\x00\x00\x01\x0a\x00\x00\x02",
+    b"\x46\x00\x00\x20\x00\x01\x00\x00\x40\x11\x00\x00\x0a\x00\x00\x01\x0a\x00\x00\x02\x01\x01\x01\x00",
+    b"\x45\x00\x00\x28\x00\x01\x00\x00\x40\x33\x00\x00\x0a\x00\x00\x01\x0a\x00\x00\x02",
+    b"\x44\x00\x00\x1c\x00\x01\x00\x00\x40\x11\x00\x00\x0a\x00\x00\x01\x0a\x00\x00\x02",
+    b"\x60\x00\x00\x00\x00\x08\x11\x40\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x02",
+    b"\x60\x00\x00\x00\x00\x14\x06\x40\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x02",
+    b"\x60\x00\x00\x00\x00\x08\x3a\x40\xfe\x80\0\0\0\0\0\0\0\0\0\0\0\0\0\x01\xff\x02\0\0\0\0\0\0\0\0\0\0\0\0\0\x01",
+    b"\x60\x00\x00\x00\x00\x10\x00\x40\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x02",
+    b"\x60\x00\x00\x00\x00\x10\x2c\x40\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x02",
+    b"\x60\x00\x00\x00\x00\x10\x2b\x40\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x02",
+    b"\x60\x00\x00\x00\x00\x10\x3c\x40\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x02",
+];
+
+/// IPv6 extension headers, UDP, TCP or another extension header next:
+/// hop-by-hop or destination options with padding, routing, a first and a
+/// later fragment (8 bytes each), an authentication header (12 bytes).
+const EXTENSIONS: &[&[u8]] = &[
+    b"\x11\x00\x01\x04\x00\x00\x00\x00",
+    b"\x3c\x00\x01\x04\x00\x00\x00\x00",
+    b"\x00\x00\x01\x04\x00\x00\x00\x00",
+    b"\x11\x00\x00\x00\x00\x00\x00\x00",
+    b"\x11\x00\x00\x01\x00\x00\x00\x01",
+    b"\x06\x00\x00\x08\x00\x00\x00\x01",
+    b"\x2c\x00\x00\x01\x00\x00\x00\x01",
+    b"\x11\x01\x00\x00\x00\x00\x01\x00\x00\x00\x00\x01",
+];
+
+/// Transport headers: UDP, TCP (data offset 5, then 4), ICMP echo,
+/// ICMPv6 echo.
+const TRANSPORT: &[&[u8]] = &[
+    b"\x04\xd2\x00\x35\x00\x08\x00\x00",
+    b"\x04\xd2\x00\x50\x00\x00\x00\x01\x00\x00\x00\x00\x50\x02\xff\xff\x00\x00\x00\x00",
+    b"\x04\xd2\x00\x50\x00\x00\x00\x01\x00\x00\x00\x00\x40\x02\xff\xff\x00\x00\x00\x00",
+    b"\x08\x00\x00\x00\x00\x01\x00\x01",
+    b"\x80\x00\x00\x00\x00\x01\x00\x01",
+];
+
+/// Single bytes and lengths that header fields are made of: protocol and
+/// next-header numbers (TCP, UDP, ICMP, ICMPv6, hop-by-hop, routing,
+/// fragment, destination options, authentication, none), versions and
+/// IHLs, lengths.
+const HEADER_BYTES: &[&[u8]] = &[
+    b"\x06",
+    b"\x11",
+    b"\x01",
+    b"\x3a",
+    b"\x00",
+    b"\x2b",
+    b"\x2c",
+    b"\x3c",
+    b"\x33",
+    b"\x3b",
+    b"\x45",
+    b"\x4f",
+    b"\x60",
+    b"\xff",
+    b"\x00\x1c",
+    b"\x05\xdc",
+    b"\xff\xff",
+    b"\x00\x00",
+];
+
+/// Byte tokens of a binary target (empty for text targets).
+fn byte_tokens(target: &str) -> &'static [&'static [&'static [u8]]] {
+    match target {
+        "frame" => &[ETHERNET, VLAN_TAGS, IP, EXTENSIONS, TRANSPORT, HEADER_BYTES],
+        _ => &[],
+    }
+}
+
+/// One token of `target`'s dictionaries, text or bytes.
+fn token(rng: &mut Rng, target: &str) -> &'static [u8] {
+    let groups = byte_tokens(target);
+    if groups.is_empty() {
+        let dict = dictionary(target);
+        dict[rng.below(dict.len())].as_bytes()
+    } else {
+        let group = groups[rng.below(groups.len())];
+        group[rng.below(group.len())]
+    }
+}
+
+/// A frame's headers in order: Ethernet, up to two VLAN tags, IP, up to
+/// two extension headers, transport, and a few trailing bytes.
+fn generate_frame(rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut layer = |rng: &mut Rng, tokens: &[&[u8]]| {
+        out.extend_from_slice(tokens[rng.below(tokens.len())]);
+    };
+    layer(rng, ETHERNET);
+    for _ in 0..rng.below(3) {
+        layer(rng, VLAN_TAGS);
+    }
+    layer(rng, IP);
+    for _ in 0..rng.below(3) {
+        layer(rng, EXTENSIONS);
+    }
+    layer(rng, TRANSPORT);
+    for _ in 0..rng.below(8) {
+        out.push(rng.next() as u8);
+    }
+    out
+}
+
+/// Configuration lines (every object of the dictionary, about a third of
+/// its rules, so that most configurations validate), a NUL byte, then
+/// random bytes (the packets).
+fn generate_classify(rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in dictionary("classify") {
+        let object = !line.starts_with("add") && !line.starts_with("default");
+        if object || rng.below(3) == 0 {
+            out.extend_from_slice(line.as_bytes());
+        }
+    }
+    out.push(0);
+    for _ in 0..8 + rng.below(256) {
+        out.push(rng.next() as u8);
+    }
+    out
+}
+
 fn generate(rng: &mut Rng, target: &str) -> Vec<u8> {
-    let dict = dictionary(target);
+    match target {
+        "frame" => return generate_frame(rng),
+        "classify" => return generate_classify(rng),
+        _ => {}
+    }
     let mut out = Vec::new();
     for _ in 0..1 + rng.below(12) {
         if rng.below(8) == 0 {
             out.push(rng.next() as u8);
         } else {
-            out.extend_from_slice(dict[rng.below(dict.len())].as_bytes());
+            out.extend_from_slice(token(rng, target));
         }
     }
     out
@@ -196,8 +600,7 @@ fn mutate(rng: &mut Rng, target: &str, base: &[u8]) -> Vec<u8> {
                 v[i] ^= 1 << rng.below(8);
             }
             1 => {
-                let dict = dictionary(target);
-                let tok = dict[rng.below(dict.len())].as_bytes();
+                let tok = token(rng, target);
                 v.splice(at..at, tok.iter().copied());
             }
             2 if !v.is_empty() => {
@@ -278,6 +681,12 @@ fn main() -> std::process::ExitCode {
                 seeds[i as usize].clone()
             } else if pool.is_empty() || rng.below(3) == 0 {
                 generate(rng, name)
+            } else if !seeds.is_empty() && rng.below(2) == 0 {
+                // Half the mutations start from a seed: the corpus holds
+                // the valid inputs that reach past the parsers' first
+                // checks, which the pool's random picks rarely are.
+                let pick = rng.below(seeds.len());
+                mutate(rng, name, &seeds[pick])
             } else {
                 let pick = rng.below(pool.len());
                 mutate(rng, name, &pool[pick])
