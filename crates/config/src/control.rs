@@ -164,27 +164,42 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         };
         moved.insert((SiteKind::Queue, i), at);
     }
+    // Tables by number, and a touched table's entries by prefix: a request
+    // of many entries into a large table costs one lookup an entry.
+    let mut table_at: HashMap<u32, usize> = out
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (t.number, k))
+        .collect();
     for (i, t) in lines.tables.iter().enumerate() {
-        let k = match out.tables.iter().position(|o| o.number == t.number) {
-            Some(k) => k,
+        let k = match table_at.get(&t.number) {
+            Some(&k) => k,
             None => {
                 out.tables.push(crate::model::Table {
                     number: t.number,
                     entries: Vec::new(),
                 });
+                table_at.insert(t.number, out.tables.len() - 1);
                 out.tables.len() - 1
             }
         };
         moved.insert((SiteKind::Table, i), k);
         let entries = &mut out.tables[k].entries;
+        let mut entry_at: HashMap<_, usize> = entries
+            .iter()
+            .enumerate()
+            .map(|(x, e)| (e.prefix, x))
+            .collect();
         for (j, e) in t.entries.iter().enumerate() {
-            let at = match entries.iter().position(|o| o.prefix == e.prefix) {
-                Some(x) => {
+            let at = match entry_at.get(&e.prefix) {
+                Some(&x) => {
                     entries[x].value = e.value;
                     x
                 }
                 None => {
                     entries.push(*e);
+                    entry_at.insert(e.prefix, entries.len() - 1);
                     entries.len() - 1
                 }
             };
@@ -248,6 +263,43 @@ mod tests {
             &parse_ipfw(running, "run.ipfw").unwrap(),
             &parse_ipfw(lines, "<ctl>").unwrap(),
         )
+    }
+
+    #[test]
+    fn table_entries_merge_by_prefix_in_order_across_many_tables() {
+        let mut running = String::new();
+        for n in 0..500 {
+            running.push_str(&format!("table {n} add 10.{}.0.0/16 {n}\n", n % 250));
+        }
+        running.push_str("table 3 add 192.0.2.0/24 1\n");
+        let lines = "table 3 add 192.0.2.0/24 7\n\
+                     table 3 add 198.51.100.0/24 8\n\
+                     table 3 add 198.51.100.0/24 9\n\
+                     table 900 add ::1 4\n";
+        let cfg = merged(&running, lines);
+        assert_eq!(cfg.tables.len(), 501);
+        let t3 = cfg.tables.iter().find(|t| t.number == 3).unwrap();
+        let got: Vec<(String, u32)> = t3
+            .entries
+            .iter()
+            .map(|e| (e.prefix.to_string(), e.value))
+            .collect();
+        let want = [
+            ("10.3.0.0/16", 3),
+            ("192.0.2.0/24", 7),
+            ("198.51.100.0/24", 9),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(p, v)| (p.to_string(), v)).to_vec(),
+            "an existing prefix keeps its place, a repeated one its first"
+        );
+        let last = cfg.tables.last().unwrap();
+        assert_eq!((last.number, last.entries.len()), (900, 1));
+        // The builder finds each of 500 tables by number as well.
+        let parsed = parse_ipfw(&running, "run.ipfw").unwrap();
+        assert_eq!(parsed.tables.len(), 500);
+        assert_eq!(parsed.tables[3].entries.len(), 2);
     }
 
     #[test]

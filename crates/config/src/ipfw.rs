@@ -872,6 +872,9 @@ pub(crate) struct Builder {
     pub config: Config,
     seen_default: bool,
     started: bool,
+    /// Each table's position in `config.tables`, by number (one lookup a
+    /// `table N add` line, however many tables there are).
+    table_at: std::collections::HashMap<u32, usize>,
 }
 
 fn site(kind: SiteKind, index: usize, sub: usize, field: &'static str) -> Site {
@@ -892,6 +895,7 @@ impl Builder {
             },
             seen_default: false,
             started: false,
+            table_at: std::collections::HashMap::new(),
         }
     }
 
@@ -965,14 +969,15 @@ impl Builder {
                 prefix_pos,
                 value_pos,
             } => {
-                let index = match self.config.tables.iter().position(|t| t.number == number) {
-                    Some(i) => i,
+                let index = match self.table_at.get(&number) {
+                    Some(&i) => i,
                     None => {
                         self.config.tables.push(Table {
                             number,
                             entries: Vec::new(),
                         });
                         let i = self.config.tables.len() - 1;
+                        self.table_at.insert(number, i);
                         self.config
                             .sources
                             .insert(site(SiteKind::Table, i, 0, "number"), number_pos);

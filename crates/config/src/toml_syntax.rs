@@ -73,8 +73,20 @@ impl Reader<'_> {
         self.tok(key.get_ref().to_string(), key.span().start)
     }
 
+    /// An error at `tok`. Keys and values are quoted in messages as
+    /// written, and a quoted TOML key may hold any character: control
+    /// characters are escaped (`\n`), so that the message stays one line
+    /// in the daemon's log as on the command line.
     fn error(&self, tok: &Tok, kind: ErrorKind, message: impl std::fmt::Display) -> Error {
-        tok.pos().error(self.file, kind, message)
+        let mut text = String::new();
+        for c in message.to_string().chars() {
+            if c.is_control() {
+                text.extend(c.escape_default());
+            } else {
+                text.push(c);
+            }
+        }
+        tok.pos().error(self.file, kind, text)
     }
 
     /// A scalar as one token: a string's content (column after the quote), a number's text.

@@ -374,3 +374,11 @@ fn a_model_built_in_code_reports_errors_without_a_position() {
         (0, 0, "3", ErrorKind::MissingReference)
     );
 }
+
+#[test]
+fn a_toml_key_with_a_newline_is_quoted_on_one_line() {
+    let e = error_of_toml("\"a\\nb\" = 1\n");
+    assert_eq!(e.kind, ErrorKind::UnknownKeyword, "{e}");
+    assert!(!e.to_string().contains('\n'), "{e:?}");
+    assert!(e.message.contains("'a\\nb'"), "{e}");
+}
