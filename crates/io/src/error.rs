@@ -80,6 +80,25 @@ impl IoError {
     }
 }
 
+/// Whether a read or write that failed with `kind` should simply be tried
+/// again: a non-blocking socket had nothing ready (`WouldBlock`), a
+/// socket timeout expired (`TimedOut`; Linux reports `SO_RCVTIMEO` and
+/// `SO_SNDTIMEO` as `WouldBlock`, other systems as `TimedOut`), or a
+/// signal interrupted the call (`Interrupted`).
+///
+/// # Examples
+/// ```
+/// use std::io::ErrorKind;
+/// assert!(pspat_io::error::is_retryable(ErrorKind::Interrupted));
+/// assert!(!pspat_io::error::is_retryable(ErrorKind::ConnectionReset));
+/// ```
+pub fn is_retryable(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 /// Whether an errno means the bound interface went down or away.
 pub(crate) fn is_link_errno(error: &io::Error) -> bool {
     matches!(

@@ -265,12 +265,7 @@ fn send_tcp(config: &SendConfig) -> Result<SendReport, TrafficError> {
     while monotonic_ns() < deadline && !stop::requested() {
         match stream.write(&chunk) {
             Ok(n) => bytes += n as u64,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if pspat_io::error::is_retryable(e.kind()) => {}
             Err(e) => {
                 *send_errors.entry(e.kind().to_string()).or_insert(0) += 1;
                 break;
@@ -751,13 +746,7 @@ fn recv_tcp(config: &RecvConfig) -> Result<RecvReport, TrafficError> {
                     last = now;
                     bytes += n as u64;
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if pspat_io::error::is_retryable(e.kind()) => {}
                 Err(e) => return Err(tcp("read")(e)),
             }
         }

@@ -1056,13 +1056,7 @@ fn read_request(stream: &mut UnixStream) -> Result<Option<String>, String> {
                     return Err(too_long());
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if pspat_io::error::is_retryable(e.kind()) => {}
             Err(e) => return Err(format!("cannot read the request: {e}")),
         }
     }
