@@ -19,8 +19,15 @@
 //!   `filtered` for ports without a rule, `flow_removed` for a deleted
 //!   link's packets, `unknown_flow` for a frame classified just before its
 //!   link was deleted, and the configured loss);
-//! * the receiver got exactly the frames the pipes sent, and no port was
-//!   reordered (each port is one flow under every mask the sequence sets).
+//! * the receiver got exactly the frames the pipes sent, and no flow was
+//!   reordered (a port from one source address is one flow under every
+//!   mask the sequence sets).
+//!
+//! A second case sends each port from 32 source addresses into a daemon
+//! that allows 8 dynamic queues per flowset, the masked flowset starting
+//! with `mask src-ip 0xffffffff`: most keys share the flowset's overflow
+//! queue (checked before the first change), and mask changes move held
+//! packets between dynamic queues and the overflow queue.
 //!
 //! `PSPAT_SOAK_SECONDS` (default 3) and `PSPAT_SOAK_SEED` (default 1) make
 //! a longer or another sequence: `PSPAT_SOAK_SECONDS=60 cargo test -p
@@ -33,7 +40,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::run_bed::{check_conservation, ctl, finish, pace, send_all, Bed};
+use common::run_bed::{check_conservation, ctl, ctl_json, finish, pace, send_all, Bed};
 
 /// Ports and the links their rules send them to.
 const PIPE_PORTS: [u16; 2] = [7001, 7002];
@@ -98,6 +105,7 @@ fn next_change(draw: &mut Draw, added: &mut Added) -> Vec<String> {
                 "dst-port 0xffff",
                 "dst-port 0xfffe",
                 "src-ip 0xffffffff",
+                "src-ip 0xfffffff0",
                 "src-ip 0xffffffff dst-port 0xffff",
             ])
         )],
@@ -145,20 +153,53 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// One source address per port, so that a port is one flow under every
-/// mask the sequence sets (`src-ip`, `dst-port`, both).
-fn host_of(port: u16) -> u8 {
-    10 + (port % 4) as u8
+/// The source address of the `k`-th frame sent to `port` (10.199.S.`host`):
+/// with `hosts` 1, one per port, so that a port is one flow under every
+/// mask the sequence sets; else `hosts` addresses in turn, so that a
+/// `src-ip` mask makes more keys than a flowset may have queues.
+fn host_of(port: u16, k: u32, hosts: u8) -> u8 {
+    if hosts <= 1 {
+        10 + (port % 4) as u8
+    } else {
+        10 + (k % u32::from(hosts)) as u8
+    }
 }
 
 #[test]
 fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
-    let Some(bed) = Bed::new("soak", 246) else {
+    soak("soak", 1, &["--spare-flows", "4096"]);
+}
+
+/// As above with 32 sources per port and 8 dynamic queues per flowset:
+/// under `src-ip` masks most keys find no queue and share the flowset's
+/// overflow queue, and each mask change moves held packets between
+/// dynamic queues and the overflow queue. Order is checked per source and
+/// port.
+#[test]
+fn live_changes_past_the_queue_cap_lose_and_reorder_nothing() {
+    soak(
+        "soak-cap",
+        32,
+        &["--spare-flows", "4096", "--max-queues", "8"],
+    );
+}
+
+/// Runs the sequence with `hosts` sources per port (see [`host_of`]) and
+/// the daemon's `extra` flags, and makes the checks of the module docs.
+fn soak(tag: &str, hosts: u8, extra: &[&str]) {
+    let Some(bed) = Bed::new(tag, 246) else {
         return;
     };
     let seconds = env_or("PSPAT_SOAK_SECONDS", 3).max(1);
     let seed = env_or("PSPAT_SOAK_SEED", 1);
-    let (child, _log) = bed.start(CONFIG, &["--spare-flows", "4096"]);
+    // With many sources, queue 21 starts with a mask that makes more keys
+    // than it may have queues.
+    let config = if hosts > 1 {
+        CONFIG.replace("mask dst-port 0xffff", "mask src-ip 0xffffffff")
+    } else {
+        CONFIG.to_string()
+    };
+    let (child, _log) = bed.start(&config, extra);
     let socket = bed.socket();
     let collector = bed.receiver();
     let mut tx = bed.sender_socket();
@@ -175,6 +216,8 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
             let mut applied: Vec<(String, Duration)> = Vec::new();
             let mut refused: Vec<(String, Output)> = Vec::new();
             std::thread::sleep(Duration::from_millis(200));
+            let shown = ctl_json(&socket, &["queue", "show", "21"]);
+            let first_dynamic = shown["result"]["queues"][0]["dynamic"].clone();
             // Acquire: pairs with the Release store once the traffic ends.
             while !stop.load(Ordering::Acquire) {
                 for request in next_change(&mut draw, &mut added) {
@@ -189,7 +232,7 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
                 }
                 std::thread::sleep(Duration::from_millis(120));
             }
-            (applied, refused)
+            (applied, refused, first_dynamic)
         })
     };
 
@@ -207,10 +250,13 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
     let mut sent = 0u64;
     for round in 0..rounds {
         let mut batch = Vec::with_capacity(2 * ports.len());
-        for _ in 0..2 {
+        for k in 0..2 {
             for &port in &ports {
                 seq += 1;
-                batch.push(bed.frame_from(host_of(port), port, seq, 0, 500));
+                // The source rides in the frame's time field (unused
+                // here), for the order check per source.
+                let host = host_of(port, 2 * round + k, hosts);
+                batch.push(bed.frame_from(host, port, seq, u64::from(host), 500));
             }
         }
         sent += batch.len() as u64;
@@ -219,7 +265,7 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
     }
     // Release: pairs with the changer's Acquire load.
     stop.store(true, Ordering::Release);
-    let (applied, refused) = changer.join().expect("the changer thread");
+    let (applied, refused, first_dynamic) = changer.join().expect("the changer thread");
     // Long enough for the slowest queue drawn (120 slots at 2 Mbit/s).
     std::thread::sleep(Duration::from_millis(600));
     let doc = finish(child);
@@ -227,7 +273,7 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
 
     let slowest = applied.iter().map(|(_, d)| *d).max().unwrap_or_default();
     println!(
-        "seed {seed}, {seconds} s: {} requests applied (slowest answer {:.1} ms), {} refused; \
+        "{tag}: seed {seed}, {seconds} s: {} requests applied (slowest answer {:.1} ms), {} refused; \
          {sent} frames sent, {} arrived; totals {}",
         applied.len(),
         slowest.as_secs_f64() * 1e3,
@@ -235,6 +281,7 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
         got.len(),
         doc["totals"]
     );
+    println!("{tag}: queue 21's dynamic queues before the first change: {first_dynamic}");
     for (request, _) in &applied {
         println!("  applied: {request}");
     }
@@ -247,6 +294,12 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
     }
     assert!(refused.is_empty(), "every change of the sequence is valid");
     assert!(applied.len() >= 5, "changes were made: {}", applied.len());
+    if hosts > 8 {
+        assert!(
+            first_dynamic["overflowed"].as_u64().is_some_and(|n| n > 0),
+            "keys beyond the cap went to the overflow queue: {first_dynamic}"
+        );
+    }
 
     check_conservation(&doc);
     let totals = &doc["totals"];
@@ -276,15 +329,17 @@ fn a_random_sequence_of_live_changes_loses_and_reorders_nothing() {
         .map(|p| p["out_packets"].as_u64().unwrap())
         .sum();
     assert_eq!(got.len() as u64, out, "arrivals against the pipes' output");
-    for &port in &ports {
-        let seqs: Vec<u32> = got
-            .iter()
-            .filter(|a| a.port == port)
-            .map(|a| a.seq)
-            .collect();
-        assert!(
-            seqs.windows(2).all(|w| w[0] < w[1]),
-            "port {port} reordered"
-        );
+    // Each (port, source) is one flow under every mask.
+    let mut last: std::collections::HashMap<(u16, u64), u32> = std::collections::HashMap::new();
+    for a in &got {
+        if let Some(before) = last.insert((a.port, a.sent), a.seq) {
+            assert!(
+                before < a.seq,
+                "port {} from 10.199.246.{} reordered: {} after {before}",
+                a.port,
+                a.sent,
+                a.seq
+            );
+        }
     }
 }
