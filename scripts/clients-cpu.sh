@@ -10,9 +10,9 @@
 #
 # BIN defaults to target/release/pspat; BENCH_ARGS adds flags to every run
 # (for example --descriptors 256). CPU time comes from
-# /proc/PID/task/*/schedstat (nanoseconds on CPU), read every 0.5 s from
-# 1 s after the start; the samples that span the measured window's middle
-# half are kept. Prints one line per run and the medians per client count.
+# /proc/PID/task/*/schedstat (nanoseconds on CPU), read every 0.25 s from
+# 0.5 s after the start; the samples that span the middle half of the run
+# are kept (DURATION at least 2). Prints one line per run and the medians per client count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/pspat}
@@ -56,17 +56,19 @@ for r in range(1, runs + 1):
                "--pkt-len", "60", "--duration", str(duration), "--json", *extra]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         samples = []
-        time.sleep(1.0)
+        time.sleep(0.5)
         while p.poll() is None:
             s = sample(p.pid)
             if s is not None:
                 samples.append((time.monotonic(), s))
-            time.sleep(0.5)
+            time.sleep(0.25)
         doc = json.loads(p.communicate()[0])
         run = doc["runs"][0]
         # The middle half of what was sampled: past the start-up and the
         # clients' warm-up, before the drain.
         k = len(samples)
+        if k < 3:
+            sys.exit(f"clients-cpu: a {duration} s run gave {k} samples; give DURATION=2 or more")
         a, b = samples[k // 4], samples[max(k // 4 + 1, 3 * k // 4)]
         wall = (b[0] - a[0]) * 1e9
         share = {g: 100.0 * (b[1][g] - a[1][g]) / wall for g in a[1]}
