@@ -11,7 +11,8 @@ bin=target/release/pspat
 "$bin" bench --clients 8 --tx-mode client --duration 0.3 > /dev/null
 "$bin" demo --duration 1 > /dev/null
 # The measurement script of BENCHMARKS section 3 (which core limits), one tiny round.
-RUNS=1 DURATION=2 CLIENTS="1 8" bash scripts/clients-cpu.sh "$bin" | grep -q "M decisions/s"
+RUNS=1 DURATION=2 CLIENTS="1 8" bash scripts/clients-cpu.sh "$bin" > target/smoke-clients-cpu.txt
+grep -q "M decisions/s" target/smoke-clients-cpu.txt
 "$bin" sched-bench --alg qfq --flowsets 1:60:64 --iterations 100000 --repeat 1 --json > /dev/null
 "$bin" sched-bench --sweep --iterations 20000 --repeat 1 > /dev/null
 "$bin" sched-bench --alg qfq --flowsets 1:60:1024 --dummynet --delay 10us --iterations 100000 --repeat 1 --json > /dev/null
