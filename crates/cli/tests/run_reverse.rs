@@ -75,10 +75,14 @@ fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_t
          rule deleted {after:?}; reverse {r}",
         bed.out.a
     );
-    // The replies take the pipe's 30 ms exactly while the rule is there.
+    // The replies take the pipe's 30 ms while the rule is there. The rest
+    // of the path is the bridge's own latency, whose minimum over a series
+    // of pings moves by a few tenths of a millisecond from one series to
+    // the next (1.132 ms unshaped, then 1.042 ms on top of the delay, in
+    // one CI run): 0.5 ms of that is allowed.
     assert!(before.0 < 10.0, "unshaped before: {before:?}");
     assert!(
-        shaped.0 >= before.0 + 30.0 && shaped.0 >= 30.0,
+        shaped.0 >= before.0 + 29.5 && shaped.0 >= 30.0,
         "shaped: {shaped:?} against {before:?}"
     );
     assert!(shaped.1 <= 30.0 + before.1 + 5.0, "shaped: {shaped:?}");
