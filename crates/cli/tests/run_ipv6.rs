@@ -50,7 +50,7 @@ fn ipv6_frames_follow_ip6_rules_prefixes_and_a_src_ip6_mask() {
         return;
     };
     // IPv6 from fd00:199::/32 to sched 2, one queue per source /64; IPv4
-    // to pipe 1; other IPv6 (none sent) denied.
+    // to pipe 1; other IPv6 (a few frames from 2001:db8::/32) denied.
     let config = "\
         pipe 1 config bw 20Mbit/s queue 200\n\
         sched 2 config type qfq bw 4Mbit/s\n\
