@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 bin=${1:-target/release/pspat}
 RUNS=${RUNS:-5} DURATION=${DURATION:-4} CLIENTS=${CLIENTS:-1 1000} BENCH_ARGS=${BENCH_ARGS:-} \
   exec python3 - "$bin" <<'EOF'
-import json, os, re, statistics, subprocess, sys, time
+import json, os, statistics, subprocess, sys, tempfile, time
 
 binary = sys.argv[1]
 runs = int(os.environ["RUNS"])
@@ -54,7 +54,10 @@ for r in range(1, runs + 1):
     for n in clients:
         cmd = [binary, "bench", "--mode", "pspat", "--clients", n, "--alg", "drr",
                "--pkt-len", "60", "--duration", str(duration), "--json", *extra]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        # The report goes to a file: with many clients it outgrows a pipe's
+        # buffer, and the bench would wait on it while this loop samples.
+        out = tempfile.TemporaryFile()
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
         samples = []
         time.sleep(0.5)
         while p.poll() is None:
@@ -62,7 +65,9 @@ for r in range(1, runs + 1):
             if s is not None:
                 samples.append((time.monotonic(), s))
             time.sleep(0.25)
-        doc = json.loads(p.communicate()[0])
+        p.wait()
+        out.seek(0)
+        doc = json.loads(out.read())
         run = doc["runs"][0]
         # The middle half of what was sampled: past the start-up and the
         # clients' warm-up, before the drain.
