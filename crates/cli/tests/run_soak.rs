@@ -330,15 +330,20 @@ fn soak(tag: &str, hosts: u8, extra: &[&str]) {
         .sum();
     assert_eq!(got.len() as u64, out, "arrivals against the pipes' output");
     // Each (port, source) is one flow under every mask.
-    let mut last: std::collections::HashMap<(u16, u64), u32> = std::collections::HashMap::new();
+    let mut last: std::collections::HashMap<(u16, u64), (u32, u64)> =
+        std::collections::HashMap::new();
     for a in &got {
-        if let Some(before) = last.insert((a.port, a.sent), a.seq) {
+        if let Some((before, at)) = last.insert((a.port, a.sent), (a.seq, a.at)) {
+            // Arrival times are the receiver's wall clock, as the daemon's
+            // log lines are: the change that reordered can be found there.
             assert!(
                 before < a.seq,
-                "port {} from 10.199.246.{} reordered: {} after {before}",
+                "port {} from 10.199.246.{} reordered: frame {} arrived at {} ns (realtime) after \
+                 frame {before}, which arrived at {at} ns",
                 a.port,
                 a.sent,
-                a.seq
+                a.seq,
+                a.at
             );
         }
     }
