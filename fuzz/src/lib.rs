@@ -318,32 +318,36 @@ fn round_trips(target: &str, input: &str, cfg: &Config, plan: Option<&Plan>) {
 /// the text contract, with errors that name their place and quote the
 /// token there; an accepted configuration validates without panicking.
 pub fn ipfw(data: &[u8]) {
-    let input = text(data);
-    match parse_ipfw(&input, IPFW_FILE) {
-        Ok(cfg) => {
-            let plan = validated("ipfw", &input, IPFW_FILE, &cfg, true);
-            round_trips("ipfw", &input, &cfg, plan.as_ref());
-        }
-        Err(e) => {
-            one_clear_error("ipfw", &input, &e.to_string());
-            names_the_place("ipfw", &input, IPFW_FILE, &e, true);
-        }
-    }
+    configuration("ipfw", parse_ipfw, IPFW_FILE, true, data);
 }
 
 /// TOML configurations (`docs/CONFIG.md`): as [`ipfw`], with errors at a
 /// line and column of the text (a TOML token is a value, not always the
 /// text at its column: escapes, radixes).
 pub fn config_toml(data: &[u8]) {
+    configuration("config_toml", parse_toml, TOML_FILE, false, data);
+}
+
+/// The contract of a configuration syntax read by `parse` under `file`:
+/// an accepted text validates and round-trips ([`round_trips`]), a
+/// refused one gives one clear error that names its place (quoting the
+/// text at its column when `exact`).
+fn configuration(
+    target: &str,
+    parse: fn(&str, &str) -> Result<Config, pspat_config::Error>,
+    file: &str,
+    exact: bool,
+    data: &[u8],
+) {
     let input = text(data);
-    match parse_toml(&input, TOML_FILE) {
+    match parse(&input, file) {
         Ok(cfg) => {
-            let plan = validated("config_toml", &input, TOML_FILE, &cfg, false);
-            round_trips("config_toml", &input, &cfg, plan.as_ref());
+            let plan = validated(target, &input, file, &cfg, exact);
+            round_trips(target, &input, &cfg, plan.as_ref());
         }
         Err(e) => {
-            one_clear_error("config_toml", &input, &e.to_string());
-            names_the_place("config_toml", &input, TOML_FILE, &e, false);
+            one_clear_error(target, &input, &e.to_string());
+            names_the_place(target, &input, file, &e, exact);
         }
     }
 }
