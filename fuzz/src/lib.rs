@@ -874,6 +874,8 @@ pub fn classify(data: &[u8]) {
     let mut two = build();
     let mut now = Instant::ZERO;
     let mut seen: HashMap<PacketKey, (Instant, Placement)> = HashMap::new();
+    // When each key was last placed in an overflow queue or instance.
+    let mut overflowed: HashMap<PacketKey, Instant> = HashMap::new();
     let mut slots = SlotUses::new();
     // One packet through `one.classify`, checked.
     let mut single =
@@ -898,10 +900,23 @@ pub fn classify(data: &[u8]) {
                     );
                 }
             }
+            // A key in the overflow queue gets no queue of its own within
+            // the idle time (its packets there would be overtaken).
+            if let (Verdict::Enqueue(p), Some(then)) = (verdict, overflowed.get(key)) {
+                assert!(
+                    !(own && p.new_queue)
+                        || now.saturating_nanos_since(*then) >= limits.idle_expiry_ns,
+                    "{}",
+                    why("a queue of its own within the idle time of an overflow")
+                );
+            }
             match verdict {
                 Verdict::Enqueue(p) if own => seen.insert(*key, (now, p)),
                 _ => seen.remove(key),
             };
+            if matches!(verdict, Verdict::Enqueue(_)) && !own {
+                overflowed.insert(*key, now);
+            }
             verdict
         };
     for _ in 0..4096 {

@@ -91,8 +91,9 @@ impl Classifier {
     /// classifier whose owner (the link for instances, the flowset for dynamic
     /// queues) is in the new one, on the same link:
     /// * **Same mask, same instances:** the table is copied whole, so every
-    ///   key keeps its slot, its last use and the table's counters: a rule or
-    ///   table change (or a flowset added to the link) moves no flow.
+    ///   key keeps its slot, its last use, its hold in the overflow queue
+    ///   and the table's counters: a rule or table change (or a flowset
+    ///   added to the link) moves no flow.
     /// * **Another mask** (or instances that moved): every live entry's key
     ///   is masked again by the new mask and taken
     ///   into the new table with its last use, oldest first. A coarser mask
@@ -122,7 +123,8 @@ impl Classifier {
     ///
     /// What has no place: an entry the new table has no free slot for goes to
     /// the overflow queue (or instance) under
-    /// [`crate::OverflowPolicy::SharedQueue`], else nowhere; a slot of the old
+    /// [`crate::OverflowPolicy::SharedQueue`], its key held there as after a
+    /// lookup that found no slot, else nowhere; a slot of the old
     /// table with no live entry (its packets outlived the idle expiry) goes to
     /// the new overflow queue, else nowhere; a flowset deleted or moved to
     /// another link, nowhere. The caller drops what goes nowhere with a
@@ -313,7 +315,8 @@ impl Classifier {
     /// their own flows will go ([`Classifier::carry_dynamic_from`]). A key with no entry
     /// yet takes one, last used at the latest use of the old tables (it
     /// then expires like an entry carried with its queue); the table has
-    /// no slot: the overflow instance or queue
+    /// no slot, or the key is held in the overflow queue (the crate docs):
+    /// the overflow instance or queue
     /// ([`crate::OverflowPolicy::SharedQueue`]), else `None`, as for a
     /// flowset deleted or moved to another link. Call it after
     /// [`Classifier::carry_dynamic_from`] gave `moves`, before this

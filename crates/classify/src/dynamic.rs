@@ -62,6 +62,26 @@
 //! * Time never runs backwards inside the table: a `now` earlier than the
 //!   latest seen is taken as the latest.
 //!
+//! # Keys held in the overflow queue
+//! A table whose owner has an overflow queue (or instance) can *hold* the
+//! keys it sends there ([`DynTable::hold_overflow`]): a key the table had
+//! no slot for is marked, and a marked key gets no slot of its own until
+//! it has been absent from the overflow queue for the idle time, even when
+//! a slot frees earlier (it goes on to the overflow queue, counted as
+//! overflowed). Without the hold, a key whose packets wait in a long shared
+//! overflow queue could take a freed slot, and its next packets, in a short
+//! queue of their own, would leave before the earlier ones: a flow
+//! reordered. With it, a flow's packets leave in order whenever the
+//! overflow queue holds a packet less than the idle time (the condition
+//! under which slot reuse keeps keys apart, crate docs). The marks are
+//! per bucket of the key's hash (half of `capacity` rounded up to a power
+//! of two buckets of 2 B, a period number modulo 2^16, 0 for none: 1 to
+//! 2 B per slot): two keys in one bucket hold each other a little longer,
+//! never shorter, and a mark 2^16 periods old reads as recent again (a
+//! longer hold, never a shorter one). The period is the LRU list's; a mark
+//! is kept `ceil(idle / period) + 1` whole periods, so a key is released
+//! between the idle time and 1¼ of it after its last overflow.
+//!
 //! # Complexity
 //! A lookup is O(1) expected (probe length bounded by the load factor; a
 //! probe compares a 7-bit tag and reads a record only on a tag match), plus
@@ -183,6 +203,12 @@ pub(crate) struct DynTable {
     period_shift: u32,
     latest: u64,
     stats: DynamicStats,
+    /// Overflow marks by hash bucket ([`DynTable::hold_overflow`]): the
+    /// period of the key's latest overflow (never 0: 0 is no mark); empty
+    /// when the table holds nothing.
+    held: Vec<u16>,
+    /// Periods a mark is kept: `ceil(idle / period) + 1`.
+    hold_periods: u16,
 }
 
 impl DynTable {
@@ -216,12 +242,64 @@ impl DynTable {
                 capacity: cap as u32,
                 ..DynamicStats::default()
             },
+            held: Vec::new(),
+            hold_periods: 0,
         }
     }
 
-    /// Bytes this table holds: slot records plus index.
+    /// The table holds the keys it finds no slot for (module docs, *Keys
+    /// held in the overflow queue*): for an owner with an overflow queue or
+    /// instance. Allocates the marks once.
+    pub(crate) fn hold_overflow(mut self) -> Self {
+        let buckets = (self.stats.capacity as usize)
+            .next_power_of_two()
+            .div_ceil(2);
+        self.held = vec![0; buckets];
+        let period = 1u64 << self.period_shift;
+        let periods = self.idle_ns.div_ceil(period).saturating_add(1);
+        // At most 17: a period is at least a sixteenth of the idle time.
+        self.hold_periods = u16::try_from(periods).unwrap_or(u16::MAX);
+        self
+    }
+
+    /// The mark bucket of hash `h` (bits the index home and the tag do not
+    /// use first).
+    #[inline]
+    fn hold_bucket(&self, h: u64) -> usize {
+        ((h >> 32) as usize) & (self.held.len() - 1)
+    }
+
+    /// The period number of `now` (ns) as a mark, never 0.
+    #[inline]
+    fn hold_stamp(&self, now: u64) -> u16 {
+        ((now >> self.period_shift) as u16).max(1)
+    }
+
+    /// Whether the key of hash `h` went to the overflow queue within the
+    /// hold at `now`; a stamp that wrapped around reads as recent (a longer
+    /// hold, never a shorter one).
+    #[inline]
+    fn held_at(&self, h: u64, now: u64) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        let mark = self.held[self.hold_bucket(h)];
+        mark != 0 && self.hold_stamp(now).wrapping_sub(mark) <= self.hold_periods
+    }
+
+    /// Marks the key of hash `h` as sent to the overflow queue at `now`.
+    #[inline]
+    fn mark_held(&mut self, h: u64, now: u64) {
+        if !self.held.is_empty() {
+            let b = self.hold_bucket(h);
+            self.held[b] = self.hold_stamp(now);
+        }
+    }
+
+    /// Bytes this table holds: slot records, index and overflow marks.
     pub(crate) fn memory_bytes(&self) -> usize {
         (self.rec.capacity() + self.index.capacity()) * size_of::<u32>()
+            + self.held.capacity() * size_of::<u16>()
     }
 
     /// Bytes of one slot record.
@@ -605,9 +683,15 @@ impl DynTable {
 
     /// A new entry for `key` (hash `h`), absent from the table, at `now`
     /// (ns): a free slot, else the oldest entry if it is stale, else
-    /// [`Lookup::Full`].
+    /// [`Lookup::Full`]; [`Lookup::Full`] too for a key held in the
+    /// overflow queue (module docs), which is marked again.
     #[inline(never)]
     fn create(&mut self, key: &PackedKey, h: u64, now: u64) -> Lookup {
+        if self.held_at(h, now) {
+            self.mark_held(h, now);
+            self.stats.overflowed += 1;
+            return Lookup::Full;
+        }
         let s = if self.free != NIL {
             let s = self.free;
             self.free = self.word(s, NEXT);
@@ -617,6 +701,7 @@ impl DynTable {
             self.evict(s);
             s
         } else {
+            self.mark_held(h, now);
             self.stats.overflowed += 1;
             return Lookup::Full;
         };
@@ -645,7 +730,9 @@ impl DynTable {
     /// ns. Entries come in the other table's [`DynTable::entries`] order
     /// (oldest period first), so the LRU list stays ordered. A key already
     /// live keeps its slot and the later use; a new key takes a free slot.
-    /// Nothing expires here. Returns the slot, `None` when no slot is free.
+    /// Nothing expires here. Returns the slot, `None` when no slot is free
+    /// or the key is held in the overflow queue (marked then at the latest
+    /// time the table has seen, as a lookup would).
     pub(crate) fn carry(&mut self, key: &MaskedKey, last_seen: u64) -> Option<u32> {
         self.latest = self.latest.max(last_seen);
         let (p, h) = self.prepare(key);
@@ -660,7 +747,10 @@ impl DynTable {
                 }
                 Some(s)
             }
-            Err(_) if self.free == NIL => None,
+            Err(_) if self.free == NIL || self.held_at(h, self.latest) => {
+                self.mark_held(h, self.latest);
+                None
+            }
             Err(i) => {
                 let s = self.free;
                 self.free = self.word(s, NEXT);
@@ -713,6 +803,74 @@ mod tests {
 
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)
+    }
+
+    #[test]
+    fn a_key_sent_to_the_overflow_queue_gets_no_slot_until_idle_there() {
+        // Idle 100 ns: periods of 8 ns, a mark kept 14 periods (112 ns).
+        let mut held = DynTable::new(1, 100, 7, KeyLayout::full()).hold_overflow();
+        let mut plain = DynTable::new(1, 100, 7, KeyLayout::full());
+        for d in [&mut held, &mut plain] {
+            assert_eq!(d.lookup(&key(1), t(0)), Lookup::Created(0));
+            assert_eq!(d.lookup(&key(2), t(10)), Lookup::Full);
+            assert_eq!(d.lookup(&key(2), t(60)), Lookup::Full);
+        }
+        // Key 1 is stale from 100 on: without the hold, key 2 takes its
+        // slot while its packets of 10 and 60 may still wait in the
+        // overflow queue.
+        assert_eq!(plain.lookup(&key(2), t(110)), Lookup::Created(0));
+        // With it, key 2 goes on to the overflow queue while it keeps
+        // coming, and until it has been away from it for the idle time.
+        assert_eq!(held.lookup(&key(2), t(110)), Lookup::Full);
+        assert_eq!(held.lookup(&key(2), t(160)), Lookup::Full);
+        assert_eq!(held.lookup(&key(2), t(259)), Lookup::Full, "99 ns away");
+        assert_eq!(held.lookup(&key(2), t(340)), Lookup::Full, "81 ns away");
+        assert_eq!(
+            held.lookup(&key(2), t(460)),
+            Lookup::Created(0),
+            "120 ns away"
+        );
+        // A key that never overflowed takes a free slot at once, unless it
+        // shares a mark's bucket with a held key (held a little longer).
+        let mut d = DynTable::new(8, 100, 7, KeyLayout::full()).hold_overflow();
+        let bucket = |d: &DynTable, k: u32| d.hold_bucket(d.prepare(&key(k)).1);
+        for k in 1..=8 {
+            assert_eq!(d.lookup(&key(k), t(0)), Lookup::Created(k - 1));
+        }
+        assert_eq!(d.lookup(&key(9), t(2)), Lookup::Full);
+        assert_eq!(d.lookup(&key(9), t(60)), Lookup::Full);
+        let other = (10..)
+            .find(|&k| bucket(&d, k) != bucket(&d, 9))
+            .expect("another bucket");
+        let same = (10..)
+            .find(|&k| bucket(&d, k) == bucket(&d, 9))
+            .expect("the same bucket");
+        assert_eq!(
+            d.lookup(&key(same), t(110)),
+            Lookup::Full,
+            "shares the mark"
+        );
+        assert!(matches!(d.lookup(&key(other), t(110)), Lookup::Created(_)));
+        assert_eq!(d.lookup(&key(9), t(111)), Lookup::Full, "held");
+        assert_eq!(d.stats().overflowed, 4);
+    }
+
+    #[test]
+    fn carrying_a_held_key_finds_no_slot_and_marks_it() {
+        let mut d = DynTable::new(2, 100, 7, KeyLayout::full()).hold_overflow();
+        assert_eq!(d.carry(&key(1), 0), Some(0));
+        assert_eq!(d.carry(&key(2), 5), Some(1));
+        // No slot: key 3's packets go to the overflow queue, and it is
+        // held there.
+        assert_eq!(d.carry(&key(3), 10), None);
+        // At 110 keys 1 and 2 are stale and their slots free, but key 3
+        // is held (100 ns away at most); held, it is not taken in either.
+        assert_eq!(d.lookup(&key(3), t(110)), Lookup::Full);
+        assert_eq!(d.carry(&key(3), 111), None);
+        assert_eq!(d.stats().live, 0);
+        assert!(matches!(d.lookup(&key(3), t(240)), Lookup::Created(_)));
+        let mut fresh = DynTable::new(2, 100, 7, KeyLayout::full()).hold_overflow();
+        assert_eq!(fresh.carry(&key(3), 10), Some(0));
     }
 
     #[test]

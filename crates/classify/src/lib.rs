@@ -34,6 +34,14 @@
 //!   ([`DynamicStats::overflowed`]), so a flood of random source addresses
 //!   costs bounded memory and is visible. dummynet itself has no cap (its
 //!   `buckets` only sizes the hash); the cap is pspat's.
+//! * **A key in the overflow queue stays there** while it keeps coming: a
+//!   key sent to the overflow queue (or instance) gets no queue of its own
+//!   until it has been away from the overflow queue for the idle time (to
+//!   1¼ of it), even when a slot frees earlier, so that its next packets
+//!   do not overtake those still waiting in the shared queue (the private
+//!   `dynamic` module, *Keys held in the overflow queue*). Its order is
+//!   kept whenever a packet waits in the overflow queue less than the
+//!   idle time, the condition of *Slot reuse* below.
 //!
 //! # Rules
 //! Protocols, prefixes, `me`, tables, ports, directions and interfaces match
@@ -80,7 +88,9 @@
 //!   `2·cap` rounded up to a power of two (load factor ≤ 1/2), i.e. 8 to
 //!   16 B per slot: 32 B per dynamic queue for `mask src-ip` at a
 //!   power-of-two cap (4096, 65 536), 68 B at most for `mask all` on a link
-//!   with instances; `a_table_stores_only_the_words_its_mask_keeps` and
+//!   with instances; under [`OverflowPolicy::SharedQueue`] 1 to 2 B more
+//!   per slot of overflow marks (1 B at a power-of-two cap);
+//!   `a_table_stores_only_the_words_its_mask_keeps` and
 //!   `memory_per_dynamic_queue_is_at_most_128_bytes` compute it.
 //! * Batches: [`Classifier::classify_batch`] gives the verdicts of
 //!   one-by-one calls while overlapping the cache misses of [`BATCH`]
@@ -618,15 +628,13 @@ impl Classifier {
                 None => plan.scheds[&l.number].mask,
             };
             let instances = CompiledMask::new(&mask).map(|mask| {
-                Masked::new(
-                    mask,
-                    DynTable::new(
-                        limits.instances_per_sched,
-                        idle,
-                        next_seed(),
-                        KeyLayout::new(&mask, false),
-                    ),
-                )
+                let table = DynTable::new(
+                    limits.instances_per_sched,
+                    idle,
+                    next_seed(),
+                    KeyLayout::new(&mask, false),
+                );
+                Masked::new(mask, if shared { table.hold_overflow() } else { table })
             });
             let overflow_instance =
                 (instances.is_some() && shared).then_some(limits.instances_per_sched);
@@ -657,15 +665,13 @@ impl Classifier {
                 .ok_or_else(|| ClassifyError::Dangling(format!("queue {}", q.number)))?;
             let instances = links[link].instances.is_some();
             let dynamic = CompiledMask::new(&q.mask).map(|mask| {
-                Masked::new(
-                    mask,
-                    DynTable::new(
-                        limits.queue_slots(q.number),
-                        idle,
-                        next_seed(),
-                        KeyLayout::new(&mask, instances),
-                    ),
-                )
+                let table = DynTable::new(
+                    limits.queue_slots(q.number),
+                    idle,
+                    next_seed(),
+                    KeyLayout::new(&mask, instances),
+                );
+                Masked::new(mask, if shared { table.hold_overflow() } else { table })
             });
             queues.push(QueueState {
                 number: q.number,

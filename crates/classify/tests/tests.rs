@@ -284,6 +284,47 @@ fn idle_queues_expire_and_their_slots_are_reused() {
     assert_eq!(c.stats().dropped[DropReason::QueueOverflow.index()], 2);
 }
 
+/// A key whose packets went to the shared overflow queue does not move to
+/// a queue of its own while it keeps coming (its next packets would leave
+/// before those waiting in the overflow queue): only after it has been
+/// away from the overflow queue for the idle time.
+#[test]
+fn a_key_in_the_overflow_queue_stays_there_until_idle_there() {
+    let dst = ip("10.199.255.1");
+    let a = udp(ip("10.199.1.1"), dst, 1, 2);
+    let b = udp(ip("10.199.2.1"), dst, 1, 2);
+    let mut c = classifier(MASKED, &limits(1, 1_000, OverflowPolicy::SharedQueue));
+    let (_, range) = c.layout().range_of(FlowOwner::Queue(1)).unwrap();
+    let overflow = range.overflow.unwrap();
+    let pa = placed(c.classify(t(0), &a, 100));
+    assert!(pa.new_queue);
+    // A is stale from 1000 on; B keeps coming every 500 ns and stays in
+    // the overflow queue, though A's slot is free from then on.
+    for at in [100, 600, 1_100, 1_600, 2_100] {
+        let p = placed(c.classify(t(at), &b, 100));
+        assert_eq!(p.flow, overflow, "B at {at}");
+        assert!(!p.new_queue);
+    }
+    // Away from it for 999 ns: still held; for 1 250 ns (1¼ of the idle
+    // time, the longest hold) after that: a queue of its own (A's old
+    // slot).
+    assert_eq!(placed(c.classify(t(3_099), &b, 100)).flow, overflow);
+    let own = placed(c.classify(t(4_349), &b, 100));
+    assert!(own.new_queue);
+    assert_eq!(own.flow, pa.flow);
+    let s = c.flowset_stats(1).unwrap();
+    assert_eq!((s.created, s.expired, s.overflowed, s.live), (2, 1, 6, 1));
+    // Under the drop policy nothing waits in an overflow queue: B takes
+    // A's slot as soon as A is stale.
+    let mut c = classifier(MASKED, &limits(1, 1_000, OverflowPolicy::Drop));
+    placed(c.classify(t(0), &a, 100));
+    assert_eq!(
+        c.classify(t(100), &b, 100),
+        Verdict::Drop(DropReason::QueueOverflow)
+    );
+    assert!(placed(c.classify(t(1_100), &b, 100)).new_queue);
+}
+
 #[test]
 fn the_cap_holds_under_both_overflow_policies() {
     let dst = ip("10.199.255.1");
@@ -577,8 +618,11 @@ fn memory_per_dynamic_queue_is_at_most_128_bytes() {
                 queue 1 config sched 4 mask src-ip 0xffffffff\n\
                 queue 2 config sched 4 mask all\n\
                 add 100 queue 1 ip from any to any\n";
-    for cap in [1u32, 2, 3, 100, 1000, 4096, 5000, 65_536, 100_000] {
-        let c = classifier(text, &limits(cap, 1, OverflowPolicy::Drop));
+    for (cap, policy) in [1u32, 2, 3, 100, 1000, 4096, 5000, 65_536, 100_000]
+        .into_iter()
+        .flat_map(|c| [(c, OverflowPolicy::Drop), (c, OverflowPolicy::SharedQueue)])
+    {
+        let c = classifier(text, &limits(cap, 1, policy));
         let m = c.memory_estimate();
         assert_eq!(
             m.dynamic_slots,
@@ -587,7 +631,7 @@ fn memory_per_dynamic_queue_is_at_most_128_bytes() {
         );
         let per = m.bytes_per_slot();
         println!(
-            "cap {cap}: {per:.1} B per dynamic queue ({} B slot record)",
+            "cap {cap}, {policy:?}: {per:.1} B per dynamic queue ({} B slot record)",
             m.slot_bytes
         );
         assert!(per <= 128.0, "cap {cap}: {per} bytes per dynamic queue");
