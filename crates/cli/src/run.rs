@@ -120,6 +120,11 @@ pub struct Args {
     /// Instances per masked pipe or sched (each has its own link and delay line), 1..=4096.
     #[arg(long = "max-instances", default_value_t = 16, allow_negative_numbers = true, value_parser = ranged::<1, 4096>)]
     max_instances: i64,
+    /// A dynamic queue or instance unused this long is reclaimed for other keys, and a key
+    /// sent to an overflow queue takes a queue of its own only after this long away from it
+    /// (1ms..=3600s; default 10s).
+    #[arg(long = "idle-expiry", value_name = "DURATION", default_value = "10s", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    idle_expiry: Duration,
     /// Flow ids reserved for pipes, scheds and queues added while it runs, 0..=65536 (each
     /// instance of a new link takes its flow count: 1 for a pipe, plus 1 per flowset, plus
     /// --max-queues per masked flowset). Default: 1024, or what the bridge has left.
@@ -1228,6 +1233,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )));
         }
     }
+    if args.idle_expiry < Duration::from_millis(1) || args.idle_expiry > Duration::from_secs(3600) {
+        return Err(usage(format!(
+            "--idle-expiry must be at least 1ms and at most 3600s, got {}",
+            units::format_duration(args.idle_expiry)
+        )));
+    }
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -1235,6 +1246,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let limits = ClassifierLimits {
         queues_per_flowset: args.max_queues as u32,
         instances_per_sched: args.max_instances as u32,
+        idle_expiry_ns: args.idle_expiry.as_nanos() as u64,
         hash_seed: seed,
         ..ClassifierLimits::default()
     };

@@ -134,6 +134,19 @@ fn bad_flags_are_refused_before_anything_starts() {
         "0",
     ]);
     assert!(err.contains("--duration"), "{err}");
+    for bad in ["0s", "999us", "3601s", "soon"] {
+        let err = usage_error(&[
+            "run",
+            f,
+            "--in",
+            "pspat-x0",
+            "--out",
+            "pspat-x1",
+            "--idle-expiry",
+            bad,
+        ]);
+        assert!(err.contains("--idle-expiry"), "{bad}: {err}");
+    }
 }
 
 #[test]
