@@ -102,12 +102,27 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.duplicate = new.duplicate.or(old.duplicate);
     }
 
+    /// Where each key of `items` first is: objects are found by number
+    /// with one lookup each, so a request of many lines into a large
+    /// configuration stays linear.
+    fn positions<T, K: std::hash::Hash + Eq>(
+        items: &[T],
+        key: impl Fn(&T) -> K,
+    ) -> HashMap<K, usize> {
+        let mut at = HashMap::with_capacity(items.len());
+        for (k, item) in items.iter().enumerate() {
+            at.entry(key(item)).or_insert(k);
+        }
+        at
+    }
+
     let mut out = running.clone();
     // (kind, index in `lines`) → index in `out`; tables: (index, sub) too.
     let mut moved: HashMap<(SiteKind, usize), usize> = HashMap::new();
     let mut entry_moved: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut sched_at = positions(&out.scheds, |o| o.number);
     for (i, s) in lines.scheds.iter().enumerate() {
-        let at = match out.scheds.iter().position(|o| o.number == s.number) {
+        let at = match sched_at.get(&s.number).copied() {
             Some(k) => {
                 let o = &mut out.scheds[k];
                 o.alg = s.alg.or(o.alg);
@@ -120,13 +135,15 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             }
             None => {
                 out.scheds.push(s.clone());
+                sched_at.insert(s.number, out.scheds.len() - 1);
                 out.scheds.len() - 1
             }
         };
         moved.insert((SiteKind::Sched, i), at);
     }
+    let mut pipe_at = positions(&out.pipes, |o| o.number);
     for (i, p) in lines.pipes.iter().enumerate() {
-        let at = match out.pipes.iter().position(|o| o.number == p.number) {
+        let at = match pipe_at.get(&p.number).copied() {
             Some(k) => {
                 let o = &mut out.pipes[k];
                 link(&mut o.link, &p.link);
@@ -138,13 +155,15 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             }
             None => {
                 out.pipes.push(p.clone());
+                pipe_at.insert(p.number, out.pipes.len() - 1);
                 out.pipes.len() - 1
             }
         };
         moved.insert((SiteKind::Pipe, i), at);
     }
+    let mut queue_at = positions(&out.queues, |o| o.number);
     for (i, q) in lines.queues.iter().enumerate() {
-        let at = match out.queues.iter().position(|o| o.number == q.number) {
+        let at = match queue_at.get(&q.number).copied() {
             Some(k) => {
                 let o = &mut out.queues[k];
                 o.parent = q.parent.or(o.parent);
@@ -159,6 +178,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             }
             None => {
                 out.queues.push(q.clone());
+                queue_at.insert(q.number, out.queues.len() - 1);
                 out.queues.len() - 1
             }
         };
@@ -166,12 +186,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
     }
     // Tables by number, and a touched table's entries by prefix: a request
     // of many entries into a large table costs one lookup an entry.
-    let mut table_at: HashMap<u32, usize> = out
-        .tables
-        .iter()
-        .enumerate()
-        .map(|(k, t)| (t.number, k))
-        .collect();
+    let mut table_at = positions(&out.tables, |t| t.number);
     for (i, t) in lines.tables.iter().enumerate() {
         let k = match table_at.get(&t.number) {
             Some(&k) => k,
@@ -186,11 +201,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         };
         moved.insert((SiteKind::Table, i), k);
         let entries = &mut out.tables[k].entries;
-        let mut entry_at: HashMap<_, usize> = entries
-            .iter()
-            .enumerate()
-            .map(|(x, e)| (e.prefix, x))
-            .collect();
+        let mut entry_at = positions(entries, |e| e.prefix);
         for (j, e) in t.entries.iter().enumerate() {
             let at = match entry_at.get(&e.prefix) {
                 Some(&x) => {
@@ -206,10 +217,9 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             entry_moved.insert((i, j), at);
         }
     }
+    let mut rule_at = positions(&out.rules, |o| o.number);
     for (i, r) in lines.rules.iter().enumerate() {
-        let same = r
-            .number
-            .and_then(|n| out.rules.iter().position(|o| o.number == Some(n)));
+        let same = r.number.and_then(|n| rule_at.get(&Some(n)).copied());
         let at = match same {
             Some(k) => {
                 out.rules[k] = r.clone();
@@ -217,6 +227,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             }
             None => {
                 out.rules.push(r.clone());
+                rule_at.entry(r.number).or_insert(out.rules.len() - 1);
                 out.rules.len() - 1
             }
         };
@@ -263,6 +274,53 @@ mod tests {
             &parse_ipfw(running, "run.ipfw").unwrap(),
             &parse_ipfw(lines, "<ctl>").unwrap(),
         )
+    }
+
+    /// Objects are found by number: a request that changes some of many
+    /// objects and adds as many changes those in place and appends the
+    /// others in its own order.
+    #[test]
+    fn many_lines_into_a_large_configuration_merge_in_place_and_in_order() {
+        const N: u32 = 3000;
+        let mut running = String::new();
+        let mut lines = String::new();
+        for n in 1..=N {
+            running.push_str(&format!("pipe {n} config bw 1Mbit/s queue 10\n"));
+            running.push_str(&format!("queue {n} config pipe {n} weight 1\n"));
+            running.push_str(&format!("add {n} queue {n} udp from any to any\n"));
+        }
+        for n in (1..=N).step_by(3).chain(N + 1..=N + 500) {
+            lines.push_str(&format!("pipe {n} config bw 2Mbit/s\n"));
+            lines.push_str(&format!("queue {n} config pipe {n} weight 5\n"));
+            lines.push_str(&format!("add {n} queue {n} tcp from any to any\n"));
+        }
+        let c = merged(&running, &lines);
+        let (total, changed) = (N as usize + 500, (N as usize).div_ceil(3) + 500);
+        assert_eq!(
+            (c.pipes.len(), c.queues.len(), c.rules.len()),
+            (total, total, total)
+        );
+        let numbers: Vec<u32> = c.pipes.iter().map(|p| p.number).collect();
+        assert!(
+            numbers.iter().copied().eq(1..=N + 500),
+            "in place, then appended"
+        );
+        let two = c
+            .pipes
+            .iter()
+            .filter(|p| p.link.bw == Some(2_000_000))
+            .count();
+        let five = c.queues.iter().filter(|q| q.weight == Some(5)).count();
+        let tcp = c
+            .rules
+            .iter()
+            .filter(|r| r.proto == crate::model::Proto::Tcp)
+            .count();
+        assert_eq!((two, five, tcp), (changed, changed, changed));
+        assert_eq!(c.rules[3].number, Some(4));
+        let plan = c.validate(&NoProfiles).unwrap();
+        assert_eq!(plan.queues[&4].weight, 5);
+        assert_eq!(plan.queues[&5].weight, 1);
     }
 
     #[test]
