@@ -101,51 +101,19 @@ fn bad_flags_are_refused_before_anything_starts() {
     assert!(err.contains("required"), "{err}");
     let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x0"]);
     assert!(err.contains("--out") && err.contains("also --in"), "{err}");
-    let err = usage_error(&[
-        "run",
-        f,
-        "--in",
-        "pspat-x0",
-        "--out",
-        "pspat-x1",
-        "--rx-threads",
-        "0",
-    ]);
-    assert!(err.contains("--rx-threads"), "{err}");
-    let err = usage_error(&[
-        "run",
-        f,
-        "--in",
-        "pspat-x0",
-        "--out",
-        "pspat-x1",
-        "--descriptors",
-        "100",
-    ]);
-    assert!(err.contains("--descriptors"), "{err}");
-    let err = usage_error(&[
-        "run",
-        f,
-        "--in",
-        "pspat-x0",
-        "--out",
-        "pspat-x1",
-        "--duration",
-        "0",
-    ]);
-    assert!(err.contains("--duration"), "{err}");
-    for bad in ["0s", "999us", "3601s", "soon"] {
-        let err = usage_error(&[
-            "run",
-            f,
-            "--in",
-            "pspat-x0",
-            "--out",
-            "pspat-x1",
-            "--idle-expiry",
-            bad,
-        ]);
-        assert!(err.contains("--idle-expiry"), "{bad}: {err}");
+    // Each flag out of its range, on an otherwise good command line: the
+    // error names the flag.
+    for (flag, bad) in [
+        ("--rx-threads", "0"),
+        ("--descriptors", "100"),
+        ("--duration", "0"),
+        ("--idle-expiry", "0s"),
+        ("--idle-expiry", "999us"),
+        ("--idle-expiry", "3601s"),
+        ("--idle-expiry", "soon"),
+    ] {
+        let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x1", flag, bad]);
+        assert!(err.contains(flag), "{flag} {bad}: {err}");
     }
 }
 

@@ -353,6 +353,15 @@ pub fn pipe(doc: &serde_json::Value, number: u64) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("pipe {number} in the report"))
 }
 
+/// Asserts that every drop reason of pipe object `p` is among `reasons`.
+pub fn check_drop_reasons(p: &serde_json::Value, reasons: &[&str]) {
+    let dropped = p["dropped"].as_object().expect("drops by reason");
+    assert!(
+        dropped.keys().all(|k| reasons.contains(&k.as_str())),
+        "drops other than {reasons:?}: {p}"
+    );
+}
+
 pub fn check_conservation(doc: &serde_json::Value) {
     let t = &doc["totals"];
     assert_eq!(t["in_flight"], 0, "{t}");
