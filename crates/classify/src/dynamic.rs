@@ -247,10 +247,13 @@ impl DynTable {
         }
     }
 
-    /// The table holds the keys it finds no slot for (module docs, *Keys
-    /// held in the overflow queue*): for an owner with an overflow queue or
-    /// instance. Allocates the marks once.
-    pub(crate) fn hold_overflow(mut self) -> Self {
+    /// With `hold`, the table holds the keys it finds no slot for (module
+    /// docs, *Keys held in the overflow queue*): for an owner with an
+    /// overflow queue or instance. Allocates the marks once.
+    pub(crate) fn hold_overflow(mut self, hold: bool) -> Self {
+        if !hold {
+            return self;
+        }
         let buckets = (self.stats.capacity as usize)
             .next_power_of_two()
             .div_ceil(2);
@@ -808,7 +811,7 @@ mod tests {
     #[test]
     fn a_key_sent_to_the_overflow_queue_gets_no_slot_until_idle_there() {
         // Idle 100 ns: periods of 8 ns, a mark kept 14 periods (112 ns).
-        let mut held = DynTable::new(1, 100, 7, KeyLayout::full()).hold_overflow();
+        let mut held = DynTable::new(1, 100, 7, KeyLayout::full()).hold_overflow(true);
         let mut plain = DynTable::new(1, 100, 7, KeyLayout::full());
         for d in [&mut held, &mut plain] {
             assert_eq!(d.lookup(&key(1), t(0)), Lookup::Created(0));
@@ -832,7 +835,7 @@ mod tests {
         );
         // A key that never overflowed takes a free slot at once, unless it
         // shares a mark's bucket with a held key (held a little longer).
-        let mut d = DynTable::new(8, 100, 7, KeyLayout::full()).hold_overflow();
+        let mut d = DynTable::new(8, 100, 7, KeyLayout::full()).hold_overflow(true);
         let bucket = |d: &DynTable, k: u32| d.hold_bucket(d.prepare(&key(k)).1);
         for k in 1..=8 {
             assert_eq!(d.lookup(&key(k), t(0)), Lookup::Created(k - 1));
@@ -857,7 +860,7 @@ mod tests {
 
     #[test]
     fn carrying_a_held_key_finds_no_slot_and_marks_it() {
-        let mut d = DynTable::new(2, 100, 7, KeyLayout::full()).hold_overflow();
+        let mut d = DynTable::new(2, 100, 7, KeyLayout::full()).hold_overflow(true);
         assert_eq!(d.carry(&key(1), 0), Some(0));
         assert_eq!(d.carry(&key(2), 5), Some(1));
         // No slot: key 3's packets go to the overflow queue, and it is
@@ -869,7 +872,7 @@ mod tests {
         assert_eq!(d.carry(&key(3), 111), None);
         assert_eq!(d.stats().live, 0);
         assert!(matches!(d.lookup(&key(3), t(240)), Lookup::Created(_)));
-        let mut fresh = DynTable::new(2, 100, 7, KeyLayout::full()).hold_overflow();
+        let mut fresh = DynTable::new(2, 100, 7, KeyLayout::full()).hold_overflow(true);
         assert_eq!(fresh.carry(&key(3), 10), Some(0));
     }
 

@@ -634,7 +634,7 @@ impl Classifier {
                     next_seed(),
                     KeyLayout::new(&mask, false),
                 );
-                Masked::new(mask, if shared { table.hold_overflow() } else { table })
+                Masked::new(mask, table.hold_overflow(shared))
             });
             let overflow_instance =
                 (instances.is_some() && shared).then_some(limits.instances_per_sched);
@@ -671,7 +671,7 @@ impl Classifier {
                     next_seed(),
                     KeyLayout::new(&mask, instances),
                 );
-                Masked::new(mask, if shared { table.hold_overflow() } else { table })
+                Masked::new(mask, table.hold_overflow(shared))
             });
             queues.push(QueueState {
                 number: q.number,

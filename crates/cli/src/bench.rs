@@ -137,12 +137,13 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             "--dispatchers applies to --tx-mode dispatcher; with --tx-mode client the clients transmit",
         ));
     }
-    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
-        return Err(usage(format!(
-            "--duration must be above 0 and at most 3600s, got {}",
-            units::format_duration(args.duration)
-        )));
-    }
+    units::check_duration(
+        "--duration",
+        args.duration,
+        Duration::from_nanos(1),
+        Duration::from_secs(3600),
+    )
+    .map_err(usage)?;
     if !(1..=65_535).contains(&args.pkt_len) {
         return Err(usage(format!(
             "--pkt-len must be in 1..=65535 bytes, got {}",

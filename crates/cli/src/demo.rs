@@ -105,12 +105,13 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
             weights.len()
         )));
     }
-    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
-        return Err(usage(format!(
-            "--duration must be above 0 and at most 3600s, got {}",
-            units::format_duration(args.duration)
-        )));
-    }
+    units::check_duration(
+        "--duration",
+        args.duration,
+        Duration::from_nanos(1),
+        Duration::from_secs(3600),
+    )
+    .map_err(usage)?;
     if !(64..=65_535).contains(&args.pkt_len) {
         return Err(usage(format!(
             "--pkt-len must be in 64..=65535 bytes, got {}",

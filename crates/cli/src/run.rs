@@ -1226,19 +1226,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )));
     }
     if let Some(d) = args.duration {
-        if d.is_zero() || d > Duration::from_secs(1_000_000) {
-            return Err(usage(format!(
-                "--duration must be above 0 and at most 1000000s, got {}",
-                units::format_duration(d)
-            )));
-        }
+        units::check_duration(
+            "--duration",
+            d,
+            Duration::from_nanos(1),
+            Duration::from_secs(1_000_000),
+        )
+        .map_err(usage)?;
     }
-    if args.idle_expiry < Duration::from_millis(1) || args.idle_expiry > Duration::from_secs(3600) {
-        return Err(usage(format!(
-            "--idle-expiry must be at least 1ms and at most 3600s, got {}",
-            units::format_duration(args.idle_expiry)
-        )));
-    }
+    units::check_duration(
+        "--idle-expiry",
+        args.idle_expiry,
+        Duration::from_millis(1),
+        Duration::from_secs(3600),
+    )
+    .map_err(usage)?;
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

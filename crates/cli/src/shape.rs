@@ -414,12 +414,13 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     }
     cfg.drain = args.drain;
     if let Some(d) = args.duration {
-        if d.is_zero() || d > Duration::from_secs(1_000_000) {
-            return Err(usage(format!(
-                "--duration must be above 0 and at most 1000000s, got {}",
-                units::format_duration(d)
-            )));
-        }
+        units::check_duration(
+            "--duration",
+            d,
+            Duration::from_nanos(1),
+            Duration::from_secs(1_000_000),
+        )
+        .map_err(usage)?;
     }
     cfg.reverse = !args.no_reverse;
     cfg.qdisc_bypass = !args.no_qdisc_bypass;

@@ -117,6 +117,29 @@ pub fn format_duration(d: Duration) -> String {
     format!("{}{unit}", ns / scale)
 }
 
+/// Checks a duration flag's value against `min..=max`; the error names the
+/// flag and the range as they are typed (`--duration must be above 0 and
+/// at most 3600s, got 0s`; a `min` of zero or one nanosecond reads "above
+/// 0").
+///
+/// # Errors
+/// The message above, for the caller's usage error.
+pub fn check_duration(flag: &str, d: Duration, min: Duration, max: Duration) -> Result<(), String> {
+    if (min..=max).contains(&d) {
+        return Ok(());
+    }
+    let low = if min <= Duration::from_nanos(1) {
+        "above 0".to_string()
+    } else {
+        format!("at least {}", format_duration(min))
+    };
+    Err(format!(
+        "{flag} must be {low} and at most {}, got {}",
+        format_duration(max),
+        format_duration(d)
+    ))
+}
+
 /// `clap` value parser for duration flags: [`parse_duration`].
 ///
 /// # Errors
@@ -283,6 +306,32 @@ mod tests {
         }
         let d = parse_duration("1.25ms").unwrap();
         assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
+    }
+
+    #[test]
+    fn a_duration_out_of_its_range_names_the_flag_and_the_range() {
+        let s = Duration::from_secs;
+        assert_eq!(
+            check_duration("--d", s(1), Duration::from_nanos(1), s(3600)),
+            Ok(())
+        );
+        assert_eq!(
+            check_duration("--d", Duration::ZERO, Duration::from_nanos(1), s(3600)),
+            Err("--d must be above 0 and at most 3600s, got 0s".to_string())
+        );
+        assert_eq!(
+            check_duration(
+                "--e",
+                Duration::from_micros(999),
+                Duration::from_millis(1),
+                s(3600)
+            ),
+            Err("--e must be at least 1ms and at most 3600s, got 999us".to_string())
+        );
+        assert_eq!(
+            check_duration("--e", s(3601), Duration::from_millis(1), s(3600)),
+            Err("--e must be at least 1ms and at most 3600s, got 3601s".to_string())
+        );
     }
 
     #[test]
