@@ -1112,8 +1112,26 @@ pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32, turn: &Mutex
     }
 }
 
+/// How often the control and metrics threads look at their stop flag (and
+/// the control thread at SIGHUP) while no connection comes.
+pub const POLL_PERIOD: Duration = Duration::from_millis(20);
+
+/// Waits until `listener` has a connection to accept, or `timeout` passes,
+/// or a signal interrupts the wait: a connection is accepted as soon as it
+/// arrives, not at the next poll. Errors are the caller's next `accept`'s
+/// to report.
+pub fn wait_for_connection(listener: &impl std::os::fd::AsFd, timeout: Duration) {
+    let mut fds = [rustix::event::PollFd::new(
+        listener,
+        rustix::event::PollFlags::IN,
+    )];
+    // A timeout beyond a Timespec's range waits without one.
+    let timeout = rustix::event::Timespec::try_from(timeout).ok();
+    let _ = rustix::event::poll(&mut fds, timeout.as_ref());
+}
+
 /// The control thread: serves the socket (if any) and SIGHUP reloads until
-/// `stop`; polls every 20 ms.
+/// `stop`; waits for a connection up to [`POLL_PERIOD`] at a time.
 pub fn spawn(
     live: Arc<Live>,
     listener: Option<UnixListener>,
@@ -1179,7 +1197,10 @@ pub fn spawn(
                     }
                 }
                 if !served {
-                    std::thread::sleep(Duration::from_millis(20));
+                    match &listener {
+                        Some(l) => wait_for_connection(l, POLL_PERIOD),
+                        None => std::thread::sleep(POLL_PERIOD),
+                    }
                 }
             }
             // Each ends within the deadline and one request.

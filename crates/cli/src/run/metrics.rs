@@ -352,7 +352,8 @@ fn serve_one(live: &Live, mut stream: TcpStream) {
     let _ = stream.write_all(body.as_bytes());
 }
 
-/// The responder's thread, until `stop`; polls every 20 ms.
+/// The responder's thread, until `stop`; answers a connection as it comes
+/// and looks at `stop` every [`super::control::POLL_PERIOD`].
 pub fn spawn(
     live: Arc<Live>,
     listener: TcpListener,
@@ -366,11 +367,11 @@ pub fn spawn(
                 match listener.accept() {
                     Ok((stream, _)) => serve_one(&live, stream),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
+                        super::control::wait_for_connection(&listener, super::control::POLL_PERIOD);
                     }
                     Err(e) => {
                         tracing::warn!(target: "pspat::run", "metrics: {e}");
-                        std::thread::sleep(Duration::from_millis(20));
+                        std::thread::sleep(super::control::POLL_PERIOD);
                     }
                 }
             }

@@ -438,6 +438,24 @@ pub fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
     doc
 }
 
+/// Sends `line` on the control socket as `pspat ctl` does (one line, then
+/// the writing side closed) and returns the daemon's answer, which must be
+/// `ok`. Times the daemon alone: no process start is included.
+pub fn request_on_socket(socket: &Path, line: &str) -> serde_json::Value {
+    use std::io::Write;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(format!("{line}\n").as_bytes()).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let doc: serde_json::Value = serde_json::from_str(answer.trim()).expect("one JSON object");
+    assert_eq!(doc["ok"], true, "{line}: {doc}");
+    doc
+}
+
 /// Whether `ping` can run here; says so when it cannot (CI installs
 /// Debian's iputils-ping, `.ci/run`).
 pub fn ping_missing() -> bool {
