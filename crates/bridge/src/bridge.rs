@@ -721,6 +721,13 @@ impl Bridge {
         self._pool.arena()
     }
 
+    /// One waker per output's arbiter: wakes it for a round now, e.g. after
+    /// a change was queued for the scheduler given to
+    /// [`Bridge::start_custom`] ([`pspat::ArbiterWaker`]).
+    pub fn arbiter_wakers(&self) -> Vec<pspat::ArbiterWaker> {
+        self.runtimes.iter().map(Runtime::arbiter_waker).collect()
+    }
+
     /// The transmitters' counters of a shaped reverse direction (empty
     /// without one).
     fn rev_tx_counters(&self) -> Vec<Arc<TxShared>> {

@@ -859,7 +859,7 @@ fn a_mask_and_the_seed_changed_under_load_lose_and_reorder_nothing() {
 /// it twice, the copy right behind its original; `pipe show`, the metrics
 /// and the final report count the copies.
 #[test]
-fn ctl_sets_duplicate_on_a_running_pipe() {
+fn ctl_sets_duplicate_on_a_running_pipe_and_wakes_an_idle_arbiter() {
     let Some(bed) = Bed::new("ctl-dup", 251) else {
         return;
     };
@@ -881,6 +881,22 @@ fn ctl_sets_duplicate_on_a_running_pipe() {
     };
     send(&mut tx, 0..200);
     std::thread::sleep(Duration::from_millis(200));
+    // The pipe is empty and the arbiter sleeps: each change, sent 10 ms
+    // after the last was answered, wakes it (unwoken, it would wait for
+    // its 100 ms safety wake-up: about 90 ms, checked by taking the wake-up
+    // out). Timed on the socket, without a `pspat ctl` process's start.
+    let mut waits: Vec<Duration> = ["40Mbit/s", "50Mbit/s", "40Mbit/s", "45Mbit/s", "50Mbit/s"]
+        .iter()
+        .map(|bw| {
+            std::thread::sleep(Duration::from_millis(10));
+            let asked = Instant::now();
+            request_on_socket(&socket, &format!("pipe 1 config bw {bw}"));
+            asked.elapsed()
+        })
+        .collect();
+    waits.sort();
+    println!("changes to an idle daemon answered in {waits:?}");
+    assert!(waits[2] < Duration::from_millis(45), "{waits:?}");
     let doc = ctl_json(&socket, &["pipe", "1", "config", "duplicate", "1"]);
     assert_eq!(doc["result"]["changes"].as_array().unwrap().len(), 1);
     send(&mut tx, 200..400);

@@ -23,9 +23,10 @@
 //! * Order: a change cannot reorder a flow's packets unless the closure
 //!   itself dequeues and re-enqueues them.
 //!
-//! When traffic stops, the arbiter stops calling the scheduler: a change
-//! sent then is applied with the next packet, before that packet is
-//! decided, which is indistinguishable from applying it at once.
+//! When traffic stops, the arbiter sleeps: a change sent then is applied at
+//! its next round, at the latest its 100 ms safety wake-up or the next
+//! packet (before that packet is decided). To have it applied at once,
+//! wake the arbiter after sending ([`crate::Runtime::arbiter_waker`]).
 //!
 //! Cost: one Relaxed load per scheduler call when nothing is queued.
 
@@ -109,7 +110,8 @@ impl<S: Scheduler> Reconfigurable<S> {
 
 impl<S: 'static> Control<S> {
     /// Queues `change`; it runs on the arbiter's thread before the
-    /// scheduler's next `enqueue` or `dequeue`.
+    /// scheduler's next `enqueue` or `dequeue` (module docs: waking an idle
+    /// arbiter).
     pub fn send(
         &self,
         change: impl FnOnce(&mut S, &mut dyn FnMut(Rejected)) + Send + 'static,

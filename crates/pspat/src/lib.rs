@@ -88,7 +88,7 @@ pub use control::{Control, Reconfigurable, Ticket};
 pub use error::{RuntimeError, SubmitError};
 pub use manual::ManualRuntime;
 pub use memory::memory_estimate;
-pub use runtime::{Finished, Runtime, TxOwner};
+pub use runtime::{ArbiterWaker, Finished, Runtime, TxOwner};
 pub use stats::{ArbiterStats, ClientStats, Departed, Stats};
 pub use token::MAX_FLOW_ID;
 pub use tx::{NullTx, TxBackend, TxPacket};

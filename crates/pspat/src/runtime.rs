@@ -306,6 +306,40 @@ pub(crate) fn client_left(shared: &Shared, id: u32) {
     reg.leaving.push_back(id);
 }
 
+/// Wakes a runtime's arbiter ([`Runtime::arbiter_waker`]).
+///
+/// A sleeping arbiter wakes as soon as a client submits, but a change
+/// queued for its scheduler by another path ([`crate::Control::send`], an
+/// inbox the scheduler reads in its own `enqueue` or `dequeue`) would
+/// otherwise wait until the next packet or the arbiter's 100 ms safety
+/// wake-up. After [`ArbiterWaker::wake`] the arbiter runs a round, which
+/// calls the scheduler's `dequeue` unless the link is still busy with a
+/// packet (then the scheduler is called when the link frees, as for any
+/// packet).
+///
+/// Costs one unpark (a system call when the arbiter sleeps); an arbiter
+/// that is awake only runs one spare round. Dropping the runtime does not
+/// wait for wakers: waking an arbiter that has exited does nothing.
+#[derive(Clone)]
+pub struct ArbiterWaker {
+    shared: Arc<Shared>,
+}
+
+impl ArbiterWaker {
+    /// Wakes the arbiter. Everything the calling thread wrote before the
+    /// call is visible to the round that follows: the unpark pairs with
+    /// the arbiter's park (the parker's `kick_force`).
+    pub fn wake(&self) {
+        self.shared.arbiter.kick_force();
+    }
+}
+
+impl std::fmt::Debug for ArbiterWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArbiterWaker").finish_non_exhaustive()
+    }
+}
+
 /// A running PSPAT instance: the arbiter thread, T dispatcher threads, and
 /// the factory for client handles.
 ///
@@ -440,6 +474,15 @@ impl<B: TxBackend> Runtime<B> {
     /// Arbiter counters now.
     pub fn arbiter_stats(&self) -> ArbiterStats {
         self.shared.arb_stats.read()
+    }
+
+    /// A handle that wakes the arbiter for a round now, from any thread:
+    /// for work the runtime's mailboxes do not carry (a change queued
+    /// through [`crate::Control`] or an inbox of the caller's own).
+    pub fn arbiter_waker(&self) -> ArbiterWaker {
+        ArbiterWaker {
+            shared: Arc::clone(&self.shared),
+        }
     }
 
     /// Stops accepting clients and packets (every submit fails with

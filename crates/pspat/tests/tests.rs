@@ -386,6 +386,49 @@ fn arbiter_sleeps_and_submit_wakes_it() {
     );
 }
 
+/// A change sent through [`pspat::Control`] to an idle runtime is applied
+/// at once when the arbiter is woken, not at its 100 ms safety wake-up.
+/// Each change is sent 10 ms after the previous one was applied, with the
+/// arbiter parked since: unwoken, it would wait about 90 ms (a median of
+/// 90 ms, checked by taking the `wake` out).
+#[test]
+fn a_woken_arbiter_applies_a_change_without_waiting_for_a_packet() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 1;
+    let (sched, control) = pspat::Reconfigurable::new(drr(2, 1024));
+    let rt = Runtime::start(cfg, sched, |_| pspat::NullTx::new()).unwrap();
+    let waker = rt.arbiter_waker();
+    let mut waits = Vec::new();
+    for weight in 2..9u32 {
+        std::thread::sleep(Duration::from_millis(10));
+        let sent = std::time::Instant::now();
+        let ticket = control.send(move |s, _| {
+            pspat_sched::Scheduler::change_flow(
+                s,
+                FlowId(1),
+                pspat_sched::FlowParams::weighted(weight),
+            )
+            .unwrap();
+        });
+        waker.wake();
+        assert!(control.wait_applied(ticket, Duration::from_secs(2)));
+        waits.push(sent.elapsed());
+    }
+    let stats = rt.arbiter_stats();
+    let done = rt.shutdown().unwrap();
+    assert_eq!(done.stats.transmitted, 0);
+    assert!(
+        stats.sleeps >= 7,
+        "the arbiter did not sleep between changes"
+    );
+    waits.sort();
+    let median = waits[waits.len() / 2];
+    assert!(
+        median < Duration::from_millis(45),
+        "applied after {waits:?}: the wake-up did not reach the arbiter"
+    );
+}
+
 /// Released bytes never run ahead of the emulated link: by transmit time t,
 /// at most B·(t - t0) + one packet. t0 is the runtime clock's epoch: the
 /// round that first collects a packet may have read its clock (and started

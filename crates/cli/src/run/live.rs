@@ -49,9 +49,10 @@
 //!
 //! # Applying
 //! The control side plans a change ([`plan_change`]) and hands the
-//! arbiter's part to the [`Inbox`]; the arbiter takes it at the start of
-//! its next `enqueue` or `dequeue` (so between two packets, never inside
-//! one), applies it to every instance of the links it names ([`apply_keyed`]),
+//! arbiter's part to the [`Inbox`], which wakes the arbiter (an idle one
+//! would otherwise wait for its 100 ms safety wake-up); the arbiter takes
+//! it at the start of its next `enqueue` or `dequeue` (so between two
+//! packets, never inside one), applies it to every instance of the links it names ([`apply_keyed`]),
 //! and answers. Installs are checked first (their keys and ids free), flow
 //! parameters go next and are rolled back if one is refused, so a batch
 //! applies whole or not at all. A change that adds or deletes links runs
@@ -74,7 +75,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use pspat_classify::{
@@ -799,6 +800,9 @@ pub struct Inbox {
     answers: Mutex<Vec<(u64, Result<(), String>)>>,
     answered: Condvar,
     next_id: AtomicU64,
+    /// The arbiters to wake after a batch is pushed, set once the bridge
+    /// runs (empty before: tests step the arbiter's side themselves).
+    wakers: OnceLock<Vec<pspat::ArbiterWaker>>,
 }
 
 impl Inbox {
@@ -818,6 +822,11 @@ impl Inbox {
             .push((id, ops));
         // Release: pairs with the Acquire load in `take`.
         self.pending.store(true, Ordering::Release);
+        // After the store: the wake-up's unpark pairs with the arbiter's
+        // park, so the round it wakes for sees the flag.
+        for w in self.wakers.get().into_iter().flatten() {
+            w.wake();
+        }
         let deadline = Instant::now() + timeout;
         let mut answers = self.answers.lock().map_err(|_| "run: poisoned")?;
         loop {
@@ -854,6 +863,12 @@ impl Inbox {
                 .map_err(|_| "run: poisoned")?;
             answers = a;
         }
+    }
+
+    /// The arbiters [`Inbox::submit`] wakes from now on; the first call
+    /// sets them, later ones are ignored.
+    pub fn wake_on_submit(&self, wakers: Vec<pspat::ArbiterWaker>) {
+        let _ = self.wakers.set(wakers);
     }
 
     /// Whether a batch waits (tests).
