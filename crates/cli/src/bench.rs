@@ -184,15 +184,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
     }
     let rate_bps = match args.rate {
         None => None,
-        Some(r) => {
-            if r < pspat_sched::link::MIN_RATE_BPS {
-                return Err(usage(format!(
-                    "--rate must be at least {} bit/s, got {r}",
-                    pspat_sched::link::MIN_RATE_BPS
-                )));
-            }
-            Some(r)
-        }
+        Some(r) => Some(crate::units::check_rate("--rate", r).map_err(usage)?),
     };
     if !(1..=100).contains(&args.repeat) {
         return Err(usage(format!(

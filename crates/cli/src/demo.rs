@@ -92,12 +92,7 @@ impl Default for Args {
 fn config(args: &Args) -> anyhow::Result<BenchConfig> {
     let sched = args.scheduler.config()?;
     let rate = args.rate;
-    if rate < pspat_sched::link::MIN_RATE_BPS {
-        return Err(usage(format!(
-            "--rate must be at least {} bit/s, got {rate}",
-            pspat_sched::link::MIN_RATE_BPS
-        )));
-    }
+    crate::units::check_rate("--rate", rate).map_err(usage)?;
     let weights = parse_weights("--weights", &args.weights).map_err(usage)?;
     if weights.len() > 999 {
         return Err(usage(format!(

@@ -272,31 +272,15 @@ fn cpu_list(flag: &str, list: &str) -> anyhow::Result<Vec<usize>> {
     Ok(cpus)
 }
 
-/// `rate` if `pspat shape` accepts it (the core's range), else why not,
-/// without the flag's name.
-fn rate_in_range(rate: u64) -> Result<u64, String> {
-    let (lo, hi) = (
-        pspat_sched::rate::MIN_RATE_BPS,
-        pspat_sched::rate::MAX_RATE_BPS,
-    );
-    if (lo..=hi).contains(&rate) {
-        Ok(rate)
-    } else {
-        Err(format!(
-            "must be in {lo}..={hi} bit/s (e.g. 100M), got {rate}"
-        ))
-    }
-}
-
 fn check_rate(flag: &str, rate: u64) -> anyhow::Result<u64> {
-    rate_in_range(rate).map_err(|e| usage(format!("{flag} {e}")))
+    units::check_rate(flag, rate).map_err(usage)
 }
 
 /// A value parser for a rate another command hands to `pspat shape
 /// --rate` (`pspat demo --lab-rate`): refused when parsed, in the same
 /// range, rather than by the child once the lab is built.
 pub fn shape_rate_arg(text: &str) -> Result<u64, String> {
-    rate_in_range(units::rate_arg(text)?)
+    units::rate_in_range(units::rate_arg(text)?)
 }
 
 /// `--out IF[:RATE],...`: the interfaces and their own rates, checked

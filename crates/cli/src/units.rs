@@ -156,6 +156,34 @@ pub fn rate_arg(text: &str) -> Result<u64, String> {
     parse_rate(text)
 }
 
+/// `bps` if a rate flag accepts it (the core's range,
+/// [`pspat_sched::rate::MIN_RATE_BPS`]..=[`pspat_sched::rate::MAX_RATE_BPS`]),
+/// else why not, without the flag's name: one phrasing for every command.
+///
+/// # Errors
+/// A rate outside the range.
+pub fn rate_in_range(bps: u64) -> Result<u64, String> {
+    let (lo, hi) = (
+        pspat_sched::rate::MIN_RATE_BPS,
+        pspat_sched::rate::MAX_RATE_BPS,
+    );
+    if (lo..=hi).contains(&bps) {
+        Ok(bps)
+    } else {
+        Err(format!(
+            "must be in {lo}..={hi} bit/s (e.g. 100M), got {bps}"
+        ))
+    }
+}
+
+/// [`rate_in_range`] with the flag's name in front of the reason.
+///
+/// # Errors
+/// A rate outside the range.
+pub fn check_rate(flag: &str, bps: u64) -> Result<u64, String> {
+    rate_in_range(bps).map_err(|e| format!("{flag} {e}"))
+}
+
 /// Prints a rate as [`parse_rate`] reads it back exactly (bit/s).
 pub fn format_rate(bps: u64) -> String {
     bps.to_string()
@@ -280,6 +308,25 @@ pub fn human_rate(bps: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_rate_flag_takes_the_core_s_range_and_names_itself_outside_it() {
+        let (lo, hi) = (
+            pspat_sched::rate::MIN_RATE_BPS,
+            pspat_sched::rate::MAX_RATE_BPS,
+        );
+        assert_eq!(check_rate("--rate", lo), Ok(lo));
+        assert_eq!(check_rate("--rate", hi), Ok(hi));
+        for bad in [0, lo - 1, hi + 1, u64::MAX] {
+            assert_eq!(
+                check_rate("--rate", bad),
+                Err(format!(
+                    "--rate must be in {lo}..={hi} bit/s (e.g. 100M), got {bad}"
+                ))
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -73,16 +73,9 @@ pub struct Args {
     pub trace: Option<std::path::PathBuf>,
 }
 
-/// Checks a rate against the simulator's range.
+/// Checks a rate against the simulator's range (the core's).
 fn check_rate(bps: u64) -> anyhow::Result<u64> {
-    let min = pspat_sched::link::MIN_RATE_BPS;
-    if !(min..=wfi::MAX_RATE_BPS).contains(&bps) {
-        return Err(usage(format!(
-            "--rate {bps} bit/s is out of range (allowed: {min}..={} bit/s)",
-            wfi::MAX_RATE_BPS
-        )));
-    }
-    Ok(bps)
+    crate::units::check_rate("--rate", bps).map_err(usage)
 }
 
 /// Checks a duration against the simulator's range, in ns.

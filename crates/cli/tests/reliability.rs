@@ -297,3 +297,21 @@ fn a_lab_rate_out_of_shape_s_range_is_refused_in_every_mode() {
         }
     }
 }
+
+/// Every command's `--rate` takes the core's range and says so in one
+/// phrasing: below it, and above it (where `bench` and `demo` once named
+/// an internal field, `rate_bps = ... is out of range`).
+#[test]
+fn a_rate_out_of_the_core_s_range_is_refused_in_one_phrasing_by_every_command() {
+    let range = "--rate must be in 1000..=1000000000000 bit/s (e.g. 100M), got";
+    for rate in ["999", "2T"] {
+        for args in [
+            &["bench", "--no-pin", "--rate", rate][..],
+            &["demo", "--traffic", "emulated", "--rate", rate],
+            &["wfi", "--rate", rate],
+            &["shape", "--in", "lo", "--out", "pspat-none", "--rate", rate],
+        ] {
+            usage_error(args, range);
+        }
+    }
+}
