@@ -47,6 +47,7 @@ use pspat_config::{
 };
 use serde_json::json;
 
+use super::doorbell::Doorbell;
 use super::live::{self, Inbox};
 use super::qstats;
 use super::{
@@ -1112,31 +1113,20 @@ pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32, turn: &Mutex
     }
 }
 
-/// How often the control and metrics threads look at their stop flag (and
-/// the control thread at SIGHUP) while no connection comes.
-pub const POLL_PERIOD: Duration = Duration::from_millis(20);
-
-/// Waits until `listener` has a connection to accept, or `timeout` passes,
-/// or a signal interrupts the wait: a connection is accepted as soon as it
-/// arrives, not at the next poll. Errors are the caller's next `accept`'s
-/// to report.
-pub fn wait_for_connection(listener: &impl std::os::fd::AsFd, timeout: Duration) {
-    let mut fds = [rustix::event::PollFd::new(
-        listener,
-        rustix::event::PollFlags::IN,
-    )];
-    // A timeout beyond a Timespec's range waits without one.
-    let timeout = rustix::event::Timespec::try_from(timeout).ok();
-    let _ = rustix::event::poll(&mut fds, timeout.as_ref());
-}
+/// The longest a service thread (control, metrics) sleeps without a
+/// connection or a ring of its doorbell: a ring lost for any reason costs
+/// at most this.
+pub const SAFETY_WAKE: Duration = Duration::from_secs(1);
 
 /// The control thread: serves the socket (if any) and SIGHUP reloads until
-/// `stop`; waits for a connection up to [`POLL_PERIOD`] at a time.
+/// `stop`; sleeps until a connection comes or `doorbell` rings (SIGHUP and
+/// the stop ring it), at most [`SAFETY_WAKE`] at a time.
 pub fn spawn(
     live: Arc<Live>,
     listener: Option<UnixListener>,
     hup: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    doorbell: Doorbell,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let own_uid = rustix::process::getuid().as_raw();
     std::thread::Builder::new()
@@ -1197,10 +1187,7 @@ pub fn spawn(
                     }
                 }
                 if !served {
-                    match &listener {
-                        Some(l) => wait_for_connection(l, POLL_PERIOD),
-                        None => std::thread::sleep(POLL_PERIOD),
-                    }
+                    doorbell.wait(listener.as_ref(), SAFETY_WAKE);
                 }
             }
             // Each ends within the deadline and one request.

@@ -35,6 +35,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::control::Live;
+use super::doorbell::Doorbell;
 use super::pipes_json;
 use super::qstats::{Board, LinkQueues, QueueJson, BUCKETS_NS};
 
@@ -352,12 +353,13 @@ fn serve_one(live: &Live, mut stream: TcpStream) {
     let _ = stream.write_all(body.as_bytes());
 }
 
-/// The responder's thread, until `stop`; answers a connection as it comes
-/// and looks at `stop` every [`super::control::POLL_PERIOD`].
+/// The responder's thread, until `stop` (set before `doorbell` rings);
+/// answers a connection as it comes.
 pub fn spawn(
     live: Arc<Live>,
     listener: TcpListener,
     stop: Arc<AtomicBool>,
+    doorbell: Doorbell,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("pspat-metrics".into())
@@ -367,11 +369,13 @@ pub fn spawn(
                 match listener.accept() {
                     Ok((stream, _)) => serve_one(&live, stream),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        super::control::wait_for_connection(&listener, super::control::POLL_PERIOD);
+                        doorbell.wait(Some(&listener), super::control::SAFETY_WAKE);
                     }
                     Err(e) => {
                         tracing::warn!(target: "pspat::run", "metrics: {e}");
-                        std::thread::sleep(super::control::POLL_PERIOD);
+                        // Not at once again: an error that stays (no file
+                        // descriptors left) would spin.
+                        std::thread::sleep(Duration::from_millis(20));
                     }
                 }
             }
