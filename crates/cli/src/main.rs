@@ -13,6 +13,7 @@ mod config_cmd;
 mod ctl;
 mod demo;
 mod demo_lab;
+mod doorbell;
 mod lab;
 mod machine;
 mod offload_guard;

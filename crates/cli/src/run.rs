@@ -67,7 +67,6 @@ use crate::usage;
 
 mod bridged;
 mod control;
-mod doorbell;
 mod live;
 mod metrics;
 mod qstats;
@@ -1333,19 +1332,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let metrics_listener = args.metrics.map(metrics::listen).transpose()?;
     let term = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&term))
-            .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
-    }
+    let stop_bell = crate::supervise::stop_signals(&term)
+        .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .map_err(|e| anyhow::anyhow!("cannot install the SIGHUP handler: {e}"))?;
     // The control thread's doorbell rings after the flag is set (a signal's
     // actions run in the order they were registered).
     let bells = || -> std::io::Result<_> {
-        let control = doorbell::Doorbell::new()?;
+        let control = crate::doorbell::Doorbell::new()?;
         control.ring_on_signal(signal_hook::consts::SIGHUP)?;
-        let metrics = doorbell::Doorbell::new()?;
+        let metrics = crate::doorbell::Doorbell::new()?;
         let ringers = [control.ringer()?, metrics.ringer()?];
         Ok((control, metrics, ringers))
     };
@@ -1496,6 +1493,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut prev_t = start.elapsed().as_secs_f64();
     let failure = crate::supervise::until_stopped(
         &term,
+        &stop_bell,
         start,
         args.duration,
         || the_bridge().as_ref().and_then(Bridge::failure),

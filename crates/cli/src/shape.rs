@@ -628,10 +628,8 @@ fn table(out: &mut impl Write, cfg: &BridgeConfig, r: &Report) -> std::io::Resul
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = config(&args)?;
     let term = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&term))
-            .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
-    }
+    let stop_bell = crate::supervise::stop_signals(&term)
+        .map_err(|e| anyhow::anyhow!("cannot install the signal handler: {e}"))?;
     let bridge = Bridge::start(cfg.clone()).map_err(|e| match e {
         BridgeError::Interface { role, source, .. } if e.is_usage() => {
             let flag = if role == "input" { "--in" } else { "--out" };
@@ -675,6 +673,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut prev = bridge.report();
     let failure = crate::supervise::until_stopped(
         &term,
+        &stop_bell,
         start,
         args.duration,
         || bridge.failure(),

@@ -47,13 +47,13 @@ use pspat_config::{
 };
 use serde_json::json;
 
-use super::doorbell::Doorbell;
 use super::live::{self, Inbox};
 use super::qstats;
 use super::{
     classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, PipeJson, RuleJson,
     Snapshots, INPUT_INDEX, OUTPUT_INDEX,
 };
+use crate::doorbell::Doorbell;
 
 /// The file name errors in a request carry.
 pub const CTL_FILE: &str = "<ctl>";

@@ -35,9 +35,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::control::Live;
-use super::doorbell::Doorbell;
 use super::pipes_json;
 use super::qstats::{Board, LinkQueues, QueueJson, BUCKETS_NS};
+use crate::doorbell::Doorbell;
 
 pub(super) type Labels = Vec<(String, String)>;
 

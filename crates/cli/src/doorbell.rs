@@ -1,7 +1,8 @@
-//! A service thread's doorbell: the thread sleeps in `poll(2)` on its
-//! listening socket and on the doorbell, and wakes when a connection
+//! A thread's doorbell: the thread sleeps in `poll(2)` on the doorbell (and
+//! on its listening socket, if it has one) and wakes when a connection
 //! arrives or someone rings (a signal handler, the main thread stopping
-//! it), not on a timer.
+//! it), not on a timer. Used by `pspat run`'s control and metrics threads
+//! and by the main thread of `run` and `shape` (`crate::supervise`).
 //!
 //! The doorbell is a pair of connected Unix stream sockets: ringing writes
 //! one byte to one end (non-blocking: when bytes already wait, the thread
@@ -55,8 +56,10 @@ impl Doorbell {
         self.ringer.try_clone().map(Ringer)
     }
 
-    /// Rings this doorbell from SIGHUP's handler too (the handler writes
-    /// a byte; signal-hook's pipe registration).
+    /// Rings this doorbell from `signal`'s handler too (the handler writes
+    /// a byte; signal-hook's pipe registration). Register it after any flag
+    /// the signal sets: a signal's actions run in the order they were
+    /// registered, so the thread wakes to a flag already set.
     ///
     /// # Errors
     /// The socket cannot be duplicated or the handler installed.
