@@ -1183,6 +1183,9 @@ pub fn spawn(
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                         Err(e) => {
                             tracing::warn!(target: "pspat::run", "control socket: {e}");
+                            // Not at once again: an error that stays (no
+                            // file descriptors left) would spin.
+                            std::thread::sleep(Duration::from_millis(20));
                         }
                     }
                 }

@@ -52,8 +52,8 @@
 //! arbiter's part to the [`Inbox`], which wakes the arbiter (an idle one
 //! would otherwise wait for its 100 ms safety wake-up); the arbiter takes
 //! it at the start of its next `enqueue` or `dequeue` (so between two
-//! packets, never inside one), applies it to every instance of the links it names ([`apply_keyed`]),
-//! and answers. Installs are checked first (their keys and ids free), flow
+//! packets, never inside one), applies it to every instance of the links
+//! it names ([`apply_keyed`]), and answers. Installs are checked first (their keys and ids free), flow
 //! parameters go next and are rolled back if one is refused, so a batch
 //! applies whole or not at all. A change that adds or deletes links runs
 //! in three steps: the first batch (parameters, installs and rebuilds),
