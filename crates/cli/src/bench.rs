@@ -137,13 +137,7 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             "--dispatchers applies to --tx-mode dispatcher; with --tx-mode client the clients transmit",
         ));
     }
-    units::check_duration(
-        "--duration",
-        args.duration,
-        Duration::from_nanos(1),
-        Duration::from_secs(3600),
-    )
-    .map_err(usage)?;
+    units::check_duration("--duration", args.duration, units::MEASURED_RUN).map_err(usage)?;
     if !(1..=65_535).contains(&args.pkt_len) {
         return Err(usage(format!(
             "--pkt-len must be in 1..=65535 bytes, got {}",
@@ -182,10 +176,10 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.clients
         )));
     }
-    let rate_bps = match args.rate {
-        None => None,
-        Some(r) => Some(crate::units::check_rate("--rate", r).map_err(usage)?),
-    };
+    let rate_bps = args
+        .rate
+        .map(|r| units::check_rate("--rate", r).map_err(usage))
+        .transpose()?;
     if !(1..=100).contains(&args.repeat) {
         return Err(usage(format!(
             "--repeat must be in 1..=100, got {}",

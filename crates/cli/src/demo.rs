@@ -100,13 +100,7 @@ fn config(args: &Args) -> anyhow::Result<BenchConfig> {
             weights.len()
         )));
     }
-    units::check_duration(
-        "--duration",
-        args.duration,
-        Duration::from_nanos(1),
-        Duration::from_secs(3600),
-    )
-    .map_err(usage)?;
+    units::check_duration("--duration", args.duration, units::MEASURED_RUN).map_err(usage)?;
     if !(64..=65_535).contains(&args.pkt_len) {
         return Err(usage(format!(
             "--pkt-len must be in 64..=65535 bytes, got {}",

@@ -1226,19 +1226,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )));
     }
     if let Some(d) = args.duration {
-        units::check_duration(
-            "--duration",
-            d,
-            Duration::from_nanos(1),
-            Duration::from_secs(1_000_000),
-        )
-        .map_err(usage)?;
+        units::check_duration("--duration", d, units::FORWARDING_RUN).map_err(usage)?;
     }
     units::check_duration(
         "--idle-expiry",
         args.idle_expiry,
-        Duration::from_millis(1),
-        Duration::from_secs(3600),
+        Duration::from_millis(1)..=Duration::from_secs(3600),
     )
     .map_err(usage)?;
     let seed = std::time::SystemTime::now()

@@ -398,13 +398,7 @@ fn config(args: &Args) -> anyhow::Result<BridgeConfig> {
     }
     cfg.drain = args.drain;
     if let Some(d) = args.duration {
-        units::check_duration(
-            "--duration",
-            d,
-            Duration::from_nanos(1),
-            Duration::from_secs(1_000_000),
-        )
-        .map_err(usage)?;
+        units::check_duration("--duration", d, units::FORWARDING_RUN).map_err(usage)?;
     }
     cfg.reverse = !args.no_reverse;
     cfg.qdisc_bypass = !args.no_qdisc_bypass;

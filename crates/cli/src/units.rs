@@ -13,6 +13,7 @@
 //! message. Each parser has a printer (`format_*`) whose output it reads
 //! back to the same value: the fuzz targets check that round trip.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// Longest prefix of a user's text an error message quotes.
@@ -117,17 +118,32 @@ pub fn format_duration(d: Duration) -> String {
     format!("{}{unit}", ns / scale)
 }
 
-/// Checks a duration flag's value against `min..=max`; the error names the
+/// `--duration` of the commands that measure and report (`bench`, `demo`):
+/// up to an hour.
+pub const MEASURED_RUN: RangeInclusive<Duration> =
+    RangeInclusive::new(Duration::from_nanos(1), Duration::from_secs(3600));
+
+/// `--duration` of the commands that forward until stopped (`run`,
+/// `shape`): up to a million seconds.
+pub const FORWARDING_RUN: RangeInclusive<Duration> =
+    RangeInclusive::new(Duration::from_nanos(1), Duration::from_secs(1_000_000));
+
+/// Checks a duration flag's value against `range`; the error names the
 /// flag and the range as they are typed (`--duration must be above 0 and
-/// at most 3600s, got 0s`; a `min` of zero or one nanosecond reads "above
-/// 0").
+/// at most 3600s, got 0s`; a lower end of zero or one nanosecond reads
+/// "above 0").
 ///
 /// # Errors
 /// The message above, for the caller's usage error.
-pub fn check_duration(flag: &str, d: Duration, min: Duration, max: Duration) -> Result<(), String> {
-    if (min..=max).contains(&d) {
+pub fn check_duration(
+    flag: &str,
+    d: Duration,
+    range: RangeInclusive<Duration>,
+) -> Result<(), String> {
+    if range.contains(&d) {
         return Ok(());
     }
+    let (min, max) = range.into_inner();
     let low = if min <= Duration::from_nanos(1) {
         "above 0".to_string()
     } else {
@@ -358,25 +374,21 @@ mod tests {
     #[test]
     fn a_duration_out_of_its_range_names_the_flag_and_the_range() {
         let s = Duration::from_secs;
+        assert_eq!(check_duration("--d", s(1), MEASURED_RUN), Ok(()));
         assert_eq!(
-            check_duration("--d", s(1), Duration::from_nanos(1), s(3600)),
-            Ok(())
-        );
-        assert_eq!(
-            check_duration("--d", Duration::ZERO, Duration::from_nanos(1), s(3600)),
+            check_duration("--d", Duration::ZERO, MEASURED_RUN),
             Err("--d must be above 0 and at most 3600s, got 0s".to_string())
         );
         assert_eq!(
             check_duration(
                 "--e",
                 Duration::from_micros(999),
-                Duration::from_millis(1),
-                s(3600)
+                Duration::from_millis(1)..=s(3600)
             ),
             Err("--e must be at least 1ms and at most 3600s, got 999us".to_string())
         );
         assert_eq!(
-            check_duration("--e", s(3601), Duration::from_millis(1), s(3600)),
+            check_duration("--e", s(3601), Duration::from_millis(1)..=s(3600)),
             Err("--e must be at least 1ms and at most 3600s, got 3601s".to_string())
         );
     }

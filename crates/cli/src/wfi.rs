@@ -78,16 +78,13 @@ fn check_rate(bps: u64) -> anyhow::Result<u64> {
     crate::units::check_rate("--rate", bps).map_err(usage)
 }
 
-/// Checks a duration against the simulator's range, in ns.
+/// Checks a duration against the simulator's range; in ns.
 fn check_duration(d: std::time::Duration) -> anyhow::Result<u64> {
-    let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    if !(1..=wfi::MAX_DURATION_NS).contains(&ns) {
-        return Err(usage(format!(
-            "--duration {} is out of range (allowed: 1ns..=10s)",
-            crate::units::format_duration(d)
-        )));
-    }
-    Ok(ns)
+    let range =
+        std::time::Duration::from_nanos(1)..=std::time::Duration::from_nanos(wfi::MAX_DURATION_NS);
+    crate::units::check_duration("--duration", d, range).map_err(usage)?;
+    // In range: at most 10 s.
+    Ok(d.as_nanos() as u64)
 }
 
 fn parse_weights(text: &str) -> anyhow::Result<Vec<u32>> {
