@@ -36,6 +36,43 @@ pub struct Doorbell {
 #[derive(Debug)]
 pub struct Ringer(UnixStream);
 
+/// A thread that sleeps on its own doorbell, and the ringer that wakes it.
+#[derive(Debug)]
+pub struct Service {
+    thread: std::thread::JoinHandle<()>,
+    ringer: Ringer,
+}
+
+impl Service {
+    /// Spawns thread `name` running `body` with a new doorbell, which
+    /// `signals` ring too (register their flags first).
+    ///
+    /// # Errors
+    /// The doorbell, a signal's handler or the thread cannot be made.
+    pub fn spawn(
+        name: &str,
+        signals: &[i32],
+        body: impl FnOnce(Doorbell) + Send + 'static,
+    ) -> std::io::Result<Service> {
+        let bell = Doorbell::new()?;
+        for &s in signals {
+            bell.ring_on_signal(s)?;
+        }
+        let ringer = bell.ringer()?;
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(bell))?;
+        Ok(Service { thread, ringer })
+    }
+
+    /// Rings the thread's doorbell (after the caller set the flag that
+    /// tells it to stop) and waits for it to end.
+    pub fn stop(self) {
+        self.ringer.ring();
+        let _ = self.thread.join();
+    }
+}
+
 impl Doorbell {
     /// A new doorbell.
     ///

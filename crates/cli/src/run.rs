@@ -1330,17 +1330,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .map_err(|e| anyhow::anyhow!("cannot install the SIGHUP handler: {e}"))?;
-    // The control thread's doorbell rings after the flag is set (a signal's
-    // actions run in the order they were registered).
-    let bells = || -> std::io::Result<_> {
-        let control = crate::doorbell::Doorbell::new()?;
-        control.ring_on_signal(signal_hook::consts::SIGHUP)?;
-        let metrics = crate::doorbell::Doorbell::new()?;
-        let ringers = [control.ringer()?, metrics.ringer()?];
-        Ok((control, metrics, ringers))
-    };
-    let (control_bell, metrics_bell, ringers) = bells()
-        .map_err(|e| anyhow::anyhow!("run: cannot make the service threads' doorbells: {e}"))?;
     let snaps: Snapshots = Arc::new(Mutex::new(Vec::new()));
     let routes = built.routes.clone();
     let pass = built.pass_flow;
@@ -1432,7 +1421,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         listener,
         Arc::clone(&hup),
         Arc::clone(&stop_control),
-        control_bell,
     )
     .map_err(|e| anyhow::anyhow!("run: cannot start the control thread: {e}"))?;
     if let Some(s) = &socket {
@@ -1468,13 +1456,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let at = l
                 .local_addr()
                 .map_err(|e| anyhow::anyhow!("run: --metrics: {e}"))?;
-            let h = metrics::spawn(
-                Arc::clone(&live),
-                l,
-                Arc::clone(&stop_control),
-                metrics_bell,
-            )
-            .map_err(|e| anyhow::anyhow!("run: cannot start the metrics thread: {e}"))?;
+            let h = metrics::spawn(Arc::clone(&live), l, Arc::clone(&stop_control))
+                .map_err(|e| anyhow::anyhow!("run: cannot start the metrics thread: {e}"))?;
             tracing::info!(target: "pspat::run", "metrics on http://{at}/metrics");
             eprintln!("run: metrics: http://{at}/metrics");
             Some(h)
@@ -1498,15 +1481,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             prev_t = t;
         },
     );
-    // Release: pairs with the control and metrics threads' Acquire loads;
-    // the rings wake them to make them.
+    // Release: pairs with the control and metrics threads' Acquire loads,
+    // which they make when their doorbells ring.
     stop_control.store(true, Ordering::Release);
-    for r in &ringers {
-        r.ring();
-    }
-    let _ = control_thread.join();
-    if let Some(h) = metrics_thread {
-        let _ = h.join();
+    control_thread.stop();
+    if let Some(m) = metrics_thread {
+        m.stop();
     }
     // The control thread is gone: nobody answers on the socket any more.
     drop(socket);

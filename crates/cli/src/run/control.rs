@@ -53,7 +53,7 @@ use super::{
     classifier_json, limit_text, pipe_table, pipes_json, rate_text, LinkInfo, PipeJson, RuleJson,
     Snapshots, INPUT_INDEX, OUTPUT_INDEX,
 };
-use crate::doorbell::Doorbell;
+use crate::doorbell::Service;
 
 /// The file name errors in a request carry.
 pub const CTL_FILE: &str = "<ctl>";
@@ -1119,19 +1119,20 @@ pub fn serve_one(live: &Live, mut stream: UnixStream, own_uid: u32, turn: &Mutex
 pub const SAFETY_WAKE: Duration = Duration::from_secs(1);
 
 /// The control thread: serves the socket (if any) and SIGHUP reloads until
-/// `stop`; sleeps until a connection comes or `doorbell` rings (SIGHUP and
-/// the stop ring it), at most [`SAFETY_WAKE`] at a time.
+/// `stop`; sleeps until a connection comes or its doorbell rings (SIGHUP,
+/// [`Service::stop`]), at most [`SAFETY_WAKE`] at a time. Register the
+/// SIGHUP flag `hup` before.
 pub fn spawn(
     live: Arc<Live>,
     listener: Option<UnixListener>,
     hup: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-    doorbell: Doorbell,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
+) -> std::io::Result<Service> {
     let own_uid = rustix::process::getuid().as_raw();
-    std::thread::Builder::new()
-        .name("pspat-control".into())
-        .spawn(move || {
+    Service::spawn(
+        "pspat-control",
+        &[signal_hook::consts::SIGHUP],
+        move |doorbell| {
             // One request or reload at a time; the connections' reading
             // runs beside it.
             let turn = Arc::new(Mutex::new(()));
@@ -1143,7 +1144,9 @@ pub fn spawn(
                     let file = live.file.display().to_string();
                     tracing::info!(target: "pspat::run", "SIGHUP: reloading {file}");
                     let reloaded = {
-                        let _turn = turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let _turn = turn
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
                         live.reload()
                     };
                     match reloaded {
@@ -1171,7 +1174,9 @@ pub fn spawn(
                                 {
                                     Ok(c) => connections.push(c),
                                     // The stream went with the closure: closed.
-                                    Err(e) => tracing::warn!(target: "pspat::run", "control connection dropped: no thread: {e}"),
+                                    Err(e) => {
+                                        tracing::warn!(target: "pspat::run", "control connection dropped: no thread: {e}")
+                                    }
                                 }
                             } else {
                                 // Every slot busy: this one waits its turn here
@@ -1197,7 +1202,8 @@ pub fn spawn(
             for c in connections {
                 let _ = c.join();
             }
-        })
+        },
+    )
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ use prometheus_client::registry::Registry;
 use super::control::Live;
 use super::pipes_json;
 use super::qstats::{Board, LinkQueues, QueueJson, BUCKETS_NS};
-use crate::doorbell::Doorbell;
+use crate::doorbell::Service;
 
 pub(super) type Labels = Vec<(String, String)>;
 
@@ -353,33 +353,30 @@ fn serve_one(live: &Live, mut stream: TcpStream) {
     let _ = stream.write_all(body.as_bytes());
 }
 
-/// The responder's thread, until `stop` (set before `doorbell` rings);
+/// The responder's thread, until `stop` (set before [`Service::stop`]);
 /// answers a connection as it comes.
 pub fn spawn(
     live: Arc<Live>,
     listener: TcpListener,
     stop: Arc<AtomicBool>,
-    doorbell: Doorbell,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("pspat-metrics".into())
-        .spawn(move || {
-            // Acquire: pairs with the Release store of the main thread.
-            while !stop.load(Ordering::Acquire) {
-                match listener.accept() {
-                    Ok((stream, _)) => serve_one(&live, stream),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        doorbell.wait(Some(&listener), super::control::SAFETY_WAKE);
-                    }
-                    Err(e) => {
-                        tracing::warn!(target: "pspat::run", "metrics: {e}");
-                        // Not at once again: an error that stays (no file
-                        // descriptors left) would spin.
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+) -> std::io::Result<Service> {
+    Service::spawn("pspat-metrics", &[], move |doorbell| {
+        // Acquire: pairs with the Release store of the main thread.
+        while !stop.load(Ordering::Acquire) {
+            match listener.accept() {
+                Ok((stream, _)) => serve_one(&live, stream),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    doorbell.wait(Some(&listener), super::control::SAFETY_WAKE);
+                }
+                Err(e) => {
+                    tracing::warn!(target: "pspat::run", "metrics: {e}");
+                    // Not at once again: an error that stays (no file
+                    // descriptors left) would spin.
+                    std::thread::sleep(Duration::from_millis(20));
                 }
             }
-        })
+        }
+    })
 }
 
 /// Instances with their own series in the metrics, per pipe.
