@@ -1405,6 +1405,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         e => anyhow::anyhow!("run: {e}"),
     })?;
     live.inbox.wake_on_submit(bridge.arbiter_wakers());
+    live.queues.wake_on_request(bridge.arbiter_wakers());
     let offloads = crate::offload_guard::Offloads::started(&bridge.report(), &run_note);
     // Before the control thread starts: no change can come earlier.
     let _ = frames.set(HeldFrames {

@@ -10,9 +10,12 @@
 //! the runtime (where it takes live changes), sees it ([`Recorder::poll`]),
 //! copies the counters of at most [`MAX_ROWS`] queues that saw a packet,
 //! plus exact per-link totals over all of them, into the board, and
-//! publishes the request number it answered. The reader waits at most
-//! [`FETCH_WAIT`] for that answer; without one (an arbiter asleep on a
-//! long delay line) it takes the last copy and says it is not fresh.
+//! publishes the request number it answered. The request wakes the
+//! arbiter ([`Board::wake_on_request`]): one asleep until a packet is due
+//! from a long delay line, or idle, answers at once rather than at its next
+//! wake-up. The reader waits at most [`FETCH_WAIT`] for that answer;
+//! without one (an arbiter busy elsewhere) it takes the last copy and says
+//! it is not fresh.
 //!
 //! When the runtime drops the pipe set (after the drain at shutdown), the
 //! arbiter makes one last copy ([`Recorder::finish`]) for the final report.
@@ -144,6 +147,9 @@ pub struct Board {
     current: std::sync::atomic::AtomicBool,
     hists: Mutex<Vec<(u32, Hist)>>,
     unmeasured: AtomicU64,
+    /// The arbiters a request wakes, set once the bridge runs (empty
+    /// before: tests answer from the arbiter's side themselves).
+    wakers: std::sync::OnceLock<Vec<pspat::ArbiterWaker>>,
 }
 
 impl Board {
@@ -161,6 +167,11 @@ impl Board {
         }
         // Release: pairs with the Acquire load in `Recorder::poll`.
         let want = self.requested.fetch_add(1, Ordering::Release) + 1;
+        // After the request: the wake-up's unpark pairs with the arbiter's
+        // park, so the round it wakes for sees the number.
+        for w in self.wakers.get().into_iter().flatten() {
+            w.wake();
+        }
         let deadline = Instant::now() + wait;
         // Acquire: pairs with the Release store in `Recorder::poll`.
         let mut fresh = self.answered.load(Ordering::Acquire) >= want;
@@ -170,6 +181,12 @@ impl Board {
         }
         let snap = self.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
         (snap, fresh)
+    }
+
+    /// The arbiters [`Board::fetch`] wakes from now on; the first call
+    /// sets them, later ones are ignored.
+    pub fn wake_on_request(&self, wakers: Vec<pspat::ArbiterWaker>) {
+        let _ = self.wakers.set(wakers);
     }
 
     /// The sojourn histograms as last published, by link.
