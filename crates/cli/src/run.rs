@@ -675,6 +675,15 @@ impl Observed {
             self.publish();
             self.inbox.answer(id, r);
         }
+        // The pipes' totals first, so a reader of the rows finds totals at
+        // least as new (`pipe show` reads them after the rows).
+        if self
+            .queues
+            .as_ref()
+            .is_some_and(qstats::Recorder::requested)
+        {
+            self.publish();
+        }
         if let Some(q) = &mut self.queues {
             q.poll(now.as_nanos(), &self.set);
         }

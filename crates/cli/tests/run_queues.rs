@@ -394,7 +394,9 @@ fn rows_of_packets_held_in_a_delay_line_are_fresh_at_once() {
     };
     let (child, _rx) = bed.start(
         "pipe 1 config delay 4s mask src-ip 0xffffffff\n\
+         pipe 2 config bw 1Mbit/s queue 100 mask src-ip 0xffffffff\n\
          add 100 pipe 1 udp from any to any dst-port 6000\n\
+         add 200 pipe 2 udp from any to any dst-port 6001\n\
          default allow\n",
         &[],
     );
@@ -414,15 +416,35 @@ fn rows_of_packets_held_in_a_delay_line_are_fresh_at_once() {
         assert_eq!(doc["result"]["queues_fresh"], true, "{doc}");
         let p = &doc["result"]["pipes"][0];
         assert_eq!(p["queues_total"].as_u64(), Some(sent), "{p}");
+        // The pipe's totals are as new as its rows.
+        assert_eq!(p["in_packets"].as_u64(), Some(sent), "{p}");
         let queued: u64 = p["queues"]
             .as_array()
             .unwrap()
             .iter()
             .map(|r| r["queued_packets"].as_u64().unwrap())
             .sum();
-        // Counted in a queue's row while it waits in the delay line.
+        // Not queued while it waits in the delay line.
         assert_eq!(queued, 0, "{p}");
     }
+    // A backlog: 30 frames of 1000 bytes take 240 ms at 1 Mbit/s; asked
+    // 60 ms in, the pipe's totals count every frame its rows count.
+    let f = frame(SUBNET, 50, 6001, 1000);
+    for _ in 0..30 {
+        assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+    }
+    std::thread::sleep(Duration::from_millis(60));
+    let doc = common::run_bed::request_on_socket(&bed.socket(), "pipe show 2");
+    let p = &doc["result"]["pipes"][0];
+    let row = &p["queues"][0];
+    assert_eq!(row["in_packets"].as_u64(), Some(30), "{p}");
+    assert!(row["queued_packets"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!(p["in_packets"], row["in_packets"], "{p}");
+    // Sent on after the copy, perhaps, never fewer.
+    assert!(
+        p["out_packets"].as_u64() >= row["out_packets"].as_u64(),
+        "{p}"
+    );
     waits.sort();
     println!("rows of held packets answered in {waits:?}");
     // All but the slowest (one may meet a busy machine): an arbiter left
@@ -432,4 +454,5 @@ fn rows_of_packets_held_in_a_delay_line_are_fresh_at_once() {
     let doc = finish(child);
     check_conservation(&doc);
     assert_eq!(pipe(&doc, 1)["in_packets"].as_u64(), Some(sent));
+    assert_eq!(pipe(&doc, 2)["out_packets"].as_u64(), Some(30));
 }

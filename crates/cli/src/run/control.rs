@@ -555,6 +555,9 @@ impl Live {
         let missing = |kind: &str, n: u32| format!("{CTL_FILE}: {kind} {n} does not exist");
         match what {
             Listing::Pipes => {
+                // The rows first: the arbiter publishes the pipes' totals
+                // before it answers, so they are at least as new.
+                let (view, fresh) = self.queue_view();
                 let links = self.links.lock().map_err(|_| "run: poisoned")?.clone();
                 let snaps = self.snaps.lock().map(|s| s.clone()).unwrap_or_default();
                 let mut pipes = pipes_json(&links, &snaps);
@@ -565,7 +568,6 @@ impl Live {
                         return Err(missing("pipe", n));
                     }
                 }
-                let (view, fresh) = self.queue_view();
                 let (text, rows) = pipes_with_queues(&pipes, &view)?;
                 Ok((text, json!({ "pipes": rows, "queues_fresh": fresh })))
             }

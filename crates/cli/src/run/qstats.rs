@@ -289,6 +289,12 @@ impl Recorder {
             .store(self.unmeasured, Ordering::Relaxed);
     }
 
+    /// Whether a request waits for [`Recorder::poll`].
+    pub fn requested(&self) -> bool {
+        // Acquire: pairs with the Release in `Board::fetch`.
+        self.board.requested.load(Ordering::Acquire) != self.seen
+    }
+
     /// Answers a waiting request, if any, at `now_ns`: copies the queues
     /// of `set`.
     pub fn poll(&mut self, now_ns: u64, set: &PipeSet<AnyScheduler>) {
