@@ -111,6 +111,9 @@ fn label(pairs: &[(&str, String)]) -> Labels {
 /// The metrics now, in the OpenMetrics text format.
 pub fn render(live: &Live) -> String {
     let mut reg = Registry::with_prefix("pspat");
+    // The queues first: the arbiter publishes the pipes' totals before it
+    // answers, so the pipes' series are at least as new as the queues'.
+    let (view, _) = live.queue_view();
     let links = live.links.lock().map(|l| l.clone()).unwrap_or_default();
     let snaps = live.snaps.lock().map(|s| s.clone()).unwrap_or_default();
     // A pipe deleted while the daemon runs is no longer exported.
@@ -205,7 +208,6 @@ pub fn render(live: &Live) -> String {
     if let Some(bridge) = live.bridge.lock().ok().as_ref().and_then(|b| b.as_ref()) {
         register_bridge(&mut reg, &bridge.report());
     }
-    let (view, _) = live.queue_view();
     register_metrics(&mut reg, &view, &live.queues, &|link| {
         if link == super::PASS_LINK {
             "pass".to_string()
