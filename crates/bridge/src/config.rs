@@ -288,7 +288,7 @@ pub struct BridgeConfig {
     /// direction on and off while the bridge runs. Off, its RX threads
     /// forward their frames unshaped, each through a socket of its own on
     /// `input` (as the unshaped reverse thread does); on, they classify
-    /// and submit them. Each RX thread reads it once per batch. `None`:
+    /// and submit them. Each RX thread reads it for every frame. `None`:
     /// always shaped.
     pub reverse_switch: Option<ReverseSwitch>,
     /// Core to pin the arbiter to (of `output`, and of every extra egress

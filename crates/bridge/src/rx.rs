@@ -27,10 +27,11 @@
 //! next submit, so a burst ([`pspat::Client::submit_burst`]) could not
 //! place its later frames.
 //!
-//! A reverse RX thread with a [`ReverseSwitch`] reads the switch once per
-//! batch: off, it forwards the batch unshaped ([`Direct`]: its own copy
-//! and `sendmmsg(2)` on the input interface, counted apart), on, it
-//! handles each frame as above. A lost input link ends it either way.
+//! A reverse RX thread with a [`ReverseSwitch`] reads the switch for each
+//! frame: off, it forwards the frame unshaped ([`Direct`]: its own copy,
+//! sent with the batch's others in one `sendmmsg(2)` on the input
+//! interface, counted apart), on, it handles the frame as above. A lost
+//! input link ends it either way.
 //!
 //! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the thread reads an
 //! AF_XDP socket on queue 0 of the input instead (`RxSocket::Xdp`): the
@@ -172,15 +173,19 @@ impl<C: Classifier> RxThread<C> {
         // Acquire: pairs with the Release store of `Bridge::stop`.
         while !st.stop.load(Ordering::Acquire) && !lost {
             note_cpu(&st.counters.cpu);
-            // The mode, once per batch (`ReverseSwitch::shaped`: Acquire).
-            let unshaped = match &mut direct {
-                Some((d, switch)) if !switch.shaped() => Some(d),
-                _ => None,
-            };
-            let outcome = match unshaped {
+            let outcome = match &mut direct {
                 None => rx.recv(POLL, |p| st.handle(p)),
-                Some(d) => {
-                    let outcome = rx.recv(POLL, |p| d.take(p));
+                Some((d, switch)) => {
+                    // The mode, for every frame (`ReverseSwitch::shaped`:
+                    // Acquire): a frame read after a change took effect is
+                    // handled in the new mode, even in a wait begun before.
+                    let outcome = rx.recv(POLL, |p| {
+                        if switch.shaped() {
+                            st.handle(p);
+                        } else {
+                            d.take(p);
+                        }
+                    });
                     lost = d.flush();
                     outcome
                 }

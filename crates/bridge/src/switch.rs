@@ -1,6 +1,6 @@
 //! The live switch of a shaped reverse direction: shaped now, or
-//! forwarded unshaped ([`ReverseSwitch`]). One atomic flag read once per
-//! batch by each reverse RX thread, and a count of its changes.
+//! forwarded unshaped ([`ReverseSwitch`]). One atomic flag read for each
+//! frame by each reverse RX thread, and a count of its changes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -10,8 +10,9 @@ use std::sync::Arc;
 /// reverse RX threads and whoever turns it on and off
 /// ([`crate::BridgeConfig::reverse_switch`]). Clones share the switch.
 ///
-/// Each reverse RX thread reads it once per batch of frames: a change
-/// applies from the thread's next batch. Frames already in the runtime
+/// Each reverse RX thread reads it for every frame: a change applies to
+/// every frame read after it, even one a thread waited for since before
+/// (one load on the frame's path). Frames already in the runtime
 /// when it turns off are still scheduled and sent; frames forwarded
 /// unshaped are counted with the direction's others
 /// ([`crate::ReverseReport`]).

@@ -458,8 +458,7 @@ fn a_switched_reverse_direction_counts_every_frame_in_either_mode() {
     assert_eq!(off.reverse.received, off.reverse.received_unshaped);
     assert!(off.reverse.received > 0);
     assert!(switch.set(true));
-    // A batch already read keeps its mode: wait for the threads' next one.
-    std::thread::sleep(Duration::from_millis(250));
+    // Every frame read from now on is shaped: no wait.
     sent += send_all(
         &mut rev_tx,
         &frames(6001, 300),
@@ -475,7 +474,6 @@ fn a_switched_reverse_direction_counts_every_frame_in_either_mode() {
         on.reverse
     );
     assert!(switch.set(false));
-    std::thread::sleep(Duration::from_millis(250));
     sent += send_all(
         &mut rev_tx,
         &frames(6002, 300),

@@ -11,7 +11,8 @@
 //! logged the same way): the replies are fast again. The final report
 //! counts the reverse direction whatever its mode: two toggles, ended
 //! unshaped, `received = transmitted + dropped`, nothing dropped, nothing
-//! in flight.
+//! in flight. A second test sends a burst right after the change that
+//! turns the shaping on: every frame of it is shaped.
 
 mod common;
 
@@ -55,9 +56,7 @@ fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_t
     assert_eq!(on.len(), 1, "{doc}");
     assert!(on[0].contains(": shaped"), "{on:?}");
     wait_for(&log, "changed: reverse direction", &mut child);
-    // The RX threads take the new mode with their next batch (at most one
-    // ring wait, 100 ms, away).
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The RX threads take the new mode with the next frame they read.
     let shaped = ping(&bed, subnet, count);
 
     let doc = ctl_json(&socket, &["delete", "50"]);
@@ -65,7 +64,6 @@ fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_t
     assert_eq!(off.len(), 1, "{doc}");
     assert!(off[0].contains(": unshaped"), "{off:?}");
     wait_for(&log, "changed: reverse direction", &mut child);
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let after = ping(&bed, subnet, count);
 
     let doc = finish(child);
@@ -111,4 +109,59 @@ fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_t
         p9["out_packets"].as_u64().unwrap() >= u64::from(count),
         "{p9}"
     );
+}
+
+/// The reverse RX thread reads the switch for every frame: the first frames
+/// to arrive after a change turned the shaping on are shaped, even when the
+/// thread was already waiting on its ring, idle, in the unshaped mode.
+#[test]
+fn the_first_reverse_frames_after_the_switch_turns_on_are_shaped() {
+    let subnet = 248;
+    let Some(bed) = Bed::new("rev-first", subnet) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config\n\
+        add 100 pipe 1 udp from any to any dst-port 5001\n\
+        default allow\n";
+    let (mut child, log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let mut back = bed
+        .receiver
+        .run(|| pspat_io::PacketTx::open(&bed.out.b, &pspat_io::TxConfig::default()))
+        .unwrap()
+        .expect("open the reverse sender");
+    // Unshaped: 20 frames cross. Then the reverse RX thread waits, idle.
+    for seq in 0..20 {
+        let f = bed.frame(6100, seq, 0, 200);
+        assert_eq!(back.send_batch(&[f.as_slice()]).expect("send"), 1);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Pipe 9 loses everything: a frame it shapes never arrives.
+    ctl_json(&socket, &["pipe", "9", "config", "plr", "1"]);
+    let rule = format!(
+        "add 50 pipe 9 udp from any to any dst-port 6100 in recv {}",
+        bed.out.a
+    );
+    let doc = ctl_json(&socket, &[rule.as_str()]);
+    assert_eq!(toggles(&doc).len(), 1, "{doc}");
+    wait_for(&log, "changed: reverse direction", &mut child);
+    // At once: the thread is still in the wait it began unshaped.
+    let burst: Vec<Vec<u8>> = (20..70).map(|seq| bed.frame(6100, seq, 0, 200)).collect();
+    for f in &burst {
+        assert_eq!(back.send_batch(&[f.as_slice()]).expect("send"), 1);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let doc = finish(child);
+    check_conservation(&doc);
+    let r = &doc["reverse"];
+    let p9 = common::run_bed::pipe(&doc, 9);
+    println!("pipe 9 {p9}\nreverse {r}");
+    // Every frame of the burst went to pipe 9, none past it unshaped.
+    assert_eq!(p9["in_packets"].as_u64(), Some(50), "{p9}");
+    assert_eq!(p9["dropped"]["random_loss"].as_u64(), Some(50), "{p9}");
+    assert_eq!(r["toggles"], 1, "{r}");
+    assert_eq!(r["conserved"], true, "{r}");
+    // The first 20 crossed unshaped (the namespaces' own frames may too).
+    assert!(r["received_unshaped"].as_u64().unwrap() >= 20, "{r}");
 }
