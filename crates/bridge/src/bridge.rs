@@ -10,7 +10,8 @@ use pspat::{Runtime, RuntimeConfig, ShutdownPolicy, Stats, TxOwner};
 use pspat_io::offload::ReceiveOffloads;
 use pspat_io::parse::{ParseLimits, ParseReason};
 use pspat_io::{
-    Frame, FrameArena, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, TxConfig,
+    Frame, FrameArena, FramePool, IoError, PacketRx, PacketTx, PacketTxRing, RxConfig, StopLatch,
+    TxConfig,
 };
 use pspat_sched::{AnyScheduler, DropReason, FlowParams, FlowTable, Scheduler};
 
@@ -48,6 +49,9 @@ pub struct Bridge {
     /// The thread id of each runtime's arbiter, when it could be told.
     arbiter_tids: Vec<Option<u32>>,
     stop: Arc<AtomicBool>,
+    /// Raised with `stop`: ends the RX and reverse threads' waits on their
+    /// rings at once.
+    stop_latch: Arc<StopLatch>,
     rx_threads: Vec<JoinHandle<Vec<Frame>>>,
     reverse_threads: Vec<JoinHandle<()>>,
     rx: Vec<Arc<RxShared>>,
@@ -520,6 +524,7 @@ impl Bridge {
             tx_lists.push(tx_list);
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let stop_latch = Arc::new(StopLatch::new().map_err(BridgeError::StopLatch)?);
         let tx: Vec<Vec<Arc<TxShared>>> = tx_lists
             .iter()
             .map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
@@ -544,6 +549,7 @@ impl Bridge {
             runtimes,
             arbiter_tids,
             stop: Arc::clone(&stop),
+            stop_latch: Arc::clone(&stop_latch),
             rx_threads: Vec::new(),
             reverse_threads: Vec::new(),
             rx: Vec::new(),
@@ -561,7 +567,8 @@ impl Bridge {
             cfg,
         };
         let limits = ParseLimits::for_mtu(out_max.saturating_sub(14));
-        for (k, (rx, tokens)) in rxs.into_iter().zip(tokens).enumerate() {
+        for (k, (mut rx, tokens)) in rxs.into_iter().zip(tokens).enumerate() {
+            rx.stop_waits_on(Arc::clone(&stop_latch));
             let mut clients = Vec::with_capacity(ne);
             for rt in &bridge.runtimes {
                 let client = rt.client()?;
@@ -610,7 +617,8 @@ impl Bridge {
         let rev_tx: Vec<Arc<TxShared>> = rev_tx_list.lock().map(|l| l.clone()).unwrap_or_default();
         let in_limits = ParseLimits::for_mtu(in_max.saturating_sub(14));
         let mut rev_direct_tx = rev_direct_tx.into_iter();
-        for (k, (rx, tokens)) in rev_rxs.into_iter().zip(rev_tokens).enumerate() {
+        for (k, (mut rx, tokens)) in rev_rxs.into_iter().zip(rev_tokens).enumerate() {
+            rx.stop_waits_on(Arc::clone(&stop_latch));
             let direct = rev_direct_tx.next().map(|(tx, switch)| {
                 let counters = Arc::new(ReverseShared::default());
                 bridge.rev_direct.push(Arc::clone(&counters));
@@ -658,7 +666,8 @@ impl Bridge {
                 .map_err(|source| BridgeError::Spawn { name, source })?;
             bridge.rev_rx_threads.push(handle);
         }
-        for (e, (rx, tx)) in reverse_sockets.into_iter().enumerate() {
+        for (e, (mut rx, tx)) in reverse_sockets.into_iter().enumerate() {
+            rx.stop_waits_on(Arc::clone(&stop_latch));
             let counters = Arc::new(ReverseShared::default());
             bridge.reverse.push(Arc::clone(&counters));
             let reverse = Reverse {
@@ -855,6 +864,8 @@ impl Bridge {
         // Release: pairs with the Acquire loads of the RX and reverse
         // threads' loops.
         self.stop.store(true, Ordering::Release);
+        // After the store: a thread whose wait this ends sees the flag.
+        self.stop_latch.raise();
         let mut panicked = None;
         for (k, h) in self.rx_threads.drain(..).enumerate() {
             match h.join() {
@@ -1385,6 +1396,7 @@ impl Drop for Bridge {
         // A bridge dropped without `stop`: stop its threads anyway.
         // Release: as in `stop`.
         self.stop.store(true, Ordering::Release);
+        self.stop_latch.raise();
         for h in self.rx_threads.drain(..) {
             let _ = h.join();
         }

@@ -9,9 +9,14 @@ use pspat_sched::SchedulerConfig;
 
 use crate::switch::ReverseSwitch;
 
-/// How long one wait for the ring lasts: the longest a stop request waits
-/// for an idle RX thread.
-pub(crate) const POLL: Duration = Duration::from_millis(100);
+/// How long one wait for the ring lasts at most: an idle RX thread wakes
+/// this often (a stop ends the wait at once, through the bridge's
+/// [`pspat_io::StopLatch`]).
+pub(crate) const RX_WAIT: Duration = Duration::from_secs(1);
+
+/// The kernel's ring drop counts are read at most this often (and after
+/// every wait of [`RX_WAIT`] when idle).
+pub(crate) const KERNEL_STATS_EVERY: Duration = Duration::from_millis(100);
 
 /// The most flows a bridge classifies into.
 pub const MAX_FLOWS: u32 = 65_536;
@@ -663,6 +668,10 @@ pub enum BridgeError {
     /// The frame pool could not be allocated.
     #[error("frame pool: {0}")]
     Frames(#[from] pspat_io::FrameError),
+    /// The latch that ends the RX threads' waits at a stop could not be
+    /// made (no file descriptor left).
+    #[error("stop latch: {0}")]
+    StopLatch(IoError),
     /// A thread could not be spawned.
     #[error("cannot spawn thread {name}: {source}")]
     Spawn {

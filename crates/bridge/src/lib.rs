@@ -51,8 +51,8 @@
 //!   flows are counted in groups, [`FlowCounters::Groups`], for a
 //!   scheduler that bounds its queues itself).
 //! * **Idle costs nothing**: with no traffic the RX and reverse threads
-//!   block in `poll(2)` (waking every 100 ms to check for a stop), the
-//!   arbiter and dispatchers park.
+//!   block in `poll(2)` (a second at a time; a stop ends the wait at once,
+//!   [`pspat_io::StopLatch`]), the arbiter and dispatchers park.
 //! * Bad frames never panic: each is counted under a reason.
 //!
 //! # Example

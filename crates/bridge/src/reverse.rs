@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use pspat_io::af_packet::{RxPacket, MAX_BATCH};
 use pspat_io::{IoError, PacketRx, PacketTx};
 
-use crate::config::POLL;
+use crate::config::{KERNEL_STATS_EVERY, RX_WAIT};
 use crate::counters::{note_cpu, ReverseShared, RxReason, TxReason, NRX};
 
 /// The thread of a reverse direction that is never shaped.
@@ -39,9 +39,9 @@ impl Reverse {
         // Acquire: pairs with the Release store of `Bridge::stop`.
         while !stop.load(Ordering::Acquire) {
             note_cpu(&direct.counters.cpu);
-            let outcome = rx.recv_with(POLL, |p| direct.take(p));
+            let outcome = rx.recv_with(RX_WAIT, |p| direct.take(p));
             let lost = direct.flush();
-            if last_kernel.elapsed() >= POLL {
+            if last_kernel.elapsed() >= KERNEL_STATS_EVERY {
                 if let Ok(k) = rx.kernel_stats() {
                     direct.counters.kernel_drops.add(k.drops);
                 }

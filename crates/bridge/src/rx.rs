@@ -17,8 +17,10 @@
 //! back ([`pspat_io::FrameArena`]'s release and reclaim carry the bytes
 //! across threads, with no separate return path).
 //!
-//! The thread waits for its ring in `poll(2)` (at most [`POLL`], to see a
-//! stop request), so an idle bridge costs nothing; with a V2 ring
+//! The thread waits for its ring in `poll(2)`, beside the bridge's
+//! [`pspat_io::StopLatch`] (raised by a stop: the wait ends at once), at
+//! most [`RX_WAIT`] at a time, so an idle bridge costs one wake-up a second
+//! per thread; with a V2 ring
 //! ([`pspat_io::RxRing`]) it wakes on the first frame, and each call gives
 //! every frame that is ready, up to the ring's batch. Each frame is
 //! submitted on its own (one publishing fence per frame): its bytes must
@@ -37,7 +39,7 @@
 //! AF_XDP socket on queue 0 of the input instead (`RxSocket::Xdp`): the
 //! same handling, the frame copied from its UMEM frame into the slot's
 //! pool frame, the UMEM frame lent straight back to the kernel through the
-//! fill ring; the wait is the same `poll(2)` of at most [`POLL`]. The
+//! fill ring; the wait is the same `poll(2)` of at most [`RX_WAIT`]. The
 //! kernel's drops (RX ring full, frame too long for a UMEM frame, no fill
 //! frame) are counted as the ring drops of AF_PACKET are (`not_received`).
 
@@ -48,11 +50,11 @@ use std::time::{Duration, Instant};
 use pspat::{Client, Submission, SubmitError};
 use pspat_io::af_packet::RxPacket;
 use pspat_io::parse::{parse_frame, ParseLimits};
-use pspat_io::{Frame, FrameArena, PacketRx};
+use pspat_io::{Frame, FrameArena, PacketRx, StopLatch};
 
 use crate::backend::AfPacketTx;
 use crate::classify::{Classifier, Verdict};
-use crate::config::POLL;
+use crate::config::{KERNEL_STATS_EVERY, RX_WAIT};
 use crate::counters::{note_cpu, Grouping, RxReason, RxShared, TxShared, NRX};
 use crate::reverse::Direct;
 use crate::switch::ReverseSwitch;
@@ -68,6 +70,16 @@ pub(crate) enum RxSocket {
 }
 
 impl RxSocket {
+    /// Ends the socket's waits once `latch` is raised (the sockets'
+    /// `stop_waits_on`).
+    pub(crate) fn stop_waits_on(&mut self, latch: Arc<StopLatch>) {
+        match self {
+            RxSocket::Packet(rx) => rx.stop_waits_on(latch),
+            #[cfg(feature = "xdp")]
+            RxSocket::Xdp(rx, _) => rx.stop_waits_on(latch),
+        }
+    }
+
     /// Gives every ready frame to `on_packet`, waiting up to `timeout`
     /// for the first (the sockets' `recv_with`); the error as a line.
     #[cfg_attr(not(feature = "xdp"), allow(unused_mut))]
@@ -174,12 +186,12 @@ impl<C: Classifier> RxThread<C> {
         while !st.stop.load(Ordering::Acquire) && !lost {
             note_cpu(&st.counters.cpu);
             let outcome = match &mut direct {
-                None => rx.recv(POLL, |p| st.handle(p)),
+                None => rx.recv(RX_WAIT, |p| st.handle(p)),
                 Some((d, switch)) => {
                     // The mode, for every frame (`ReverseSwitch::shaped`:
                     // Acquire): a frame read after a change took effect is
                     // handled in the new mode, even in a wait begun before.
-                    let outcome = rx.recv(POLL, |p| {
+                    let outcome = rx.recv(RX_WAIT, |p| {
                         if switch.shaped() {
                             st.handle(p);
                         } else {
@@ -190,7 +202,7 @@ impl<C: Classifier> RxThread<C> {
                     outcome
                 }
             };
-            if last_kernel.elapsed() >= POLL {
+            if last_kernel.elapsed() >= KERNEL_STATS_EVERY {
                 rx.read_kernel_stats(&st.counters);
                 last_kernel = Instant::now();
             }

@@ -503,3 +503,32 @@ fn a_switched_reverse_direction_counts_every_frame_in_either_mode() {
         assert!(got.iter().any(|(p, _)| *p == port), "port {port} arrived");
     }
 }
+
+/// An idle bridge's RX and reverse threads wait up to a second at a time
+/// for frames; a stop ends those waits at once (the bridge's stop latch),
+/// so stopping takes far less than a wait. Two RX threads and a shaped
+/// reverse direction: five threads waiting on rings.
+#[test]
+fn an_idle_bridge_stops_without_waiting_for_its_rx_threads_timeouts() {
+    let Some(bed) = Bed::new() else {
+        return;
+    };
+    let mut took = Vec::new();
+    for _ in 0..3 {
+        let mut cfg = bed.config();
+        cfg.rx_threads = 2;
+        cfg.shape_reverse = true;
+        let bridge = bed.start(cfg);
+        // Every thread is in its wait by now.
+        std::thread::sleep(Duration::from_millis(100));
+        let begun = std::time::Instant::now();
+        let report = bridge.stop().expect("stop");
+        took.push(begun.elapsed());
+        assert_eq!(report.in_flight, 0);
+    }
+    took.sort();
+    println!("idle bridge stopped in {took:?}");
+    // The median: without the latch a stop waits for the threads' next
+    // timeout, 0.9 s on average after a 100 ms sleep.
+    assert!(took[1] < Duration::from_millis(400), "{took:?}");
+}

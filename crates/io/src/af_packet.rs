@@ -466,6 +466,8 @@ pub struct PacketRx {
     /// The errno that reported the link lost, kept so that every later
     /// receive (once the ring is drained) reports it again.
     link_lost: Option<i32>,
+    /// Ends a wait at once once raised ([`PacketRx::stop_waits_on`]).
+    stop: Option<std::sync::Arc<crate::StopLatch>>,
 }
 
 impl std::fmt::Debug for PacketRx {
@@ -619,6 +621,7 @@ impl PacketRx {
             current: 0,
             stats: RxStats::default(),
             link_lost: None,
+            stop: None,
         })
     }
 
@@ -892,8 +895,9 @@ impl PacketRx {
     }
 
     /// Gives every received packet to `on_packet`, waiting up to `timeout`
-    /// for the first block when none is ready. Returns how many packets
-    /// were given (0 after a timeout). [`IoError::LinkLost`] when the
+    /// for the first block when none is ready (less once a latch it waits
+    /// on is raised, [`PacketRx::stop_waits_on`]). Returns how many packets
+    /// were given (0 after a timeout or a raise). [`IoError::LinkLost`] when the
     /// interface went down or away and every packet received before was
     /// given; from then on every call that finds the ring empty says so
     /// again (reopen the socket once the interface is back).
@@ -915,7 +919,8 @@ impl PacketRx {
                 });
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let ready = sys::poll(self.fd.as_raw_fd(), libc::POLLIN, left)?;
+            let stop = self.stop.as_ref().map(|l| l.raw_fd());
+            let ready = sys::poll(self.fd.as_raw_fd(), libc::POLLIN, stop, left)?;
             if ready.error {
                 if let Some(error) = sys::take_socket_error(&self.fd) {
                     match classify("receive", &self.interface, error) {
@@ -928,10 +933,17 @@ impl PacketRx {
                 }
             }
             let given = self.drain(&mut on_packet);
-            if given > 0 || (left.is_zero() && self.link_lost.is_none()) {
+            if given > 0 || ((left.is_zero() || ready.stopped) && self.link_lost.is_none()) {
                 return Ok(given);
             }
         }
+    }
+
+    /// Makes every wait of [`PacketRx::recv_with`] (and the calls built on
+    /// it) end at once, with what is ready, once `latch` is raised: a
+    /// thread may then wait long for frames and still stop promptly.
+    pub fn stop_waits_on(&mut self, latch: std::sync::Arc<crate::StopLatch>) {
+        self.stop = Some(latch);
     }
 
     /// Receives like [`PacketRx::recv_with`], copying each packet into a

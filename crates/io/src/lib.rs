@@ -34,6 +34,7 @@ pub mod huge_pages;
 pub mod netns;
 pub mod offload;
 pub mod parse;
+pub mod stop;
 mod sys;
 pub mod udp;
 #[cfg(feature = "xdp")]
@@ -43,4 +44,5 @@ pub use af_packet::{PacketRx, PacketTx, PacketTxRing, RxConfig, RxRing, TxConfig
 pub use error::IoError;
 pub use frames::{ForeignFrame, Frame, FrameArena, FrameError, FramePool, DEFAULT_FRAME_SIZE};
 pub use huge_pages::HugePageAlloc;
+pub use stop::StopLatch;
 pub use udp::{RecvMeta, Timestamps, UdpBatchSocket};

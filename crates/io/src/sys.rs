@@ -259,19 +259,36 @@ pub(crate) struct Readiness {
     pub(crate) readable: bool,
     pub(crate) writable: bool,
     pub(crate) error: bool,
+    /// The [`crate::StopLatch`] waited on beside it was raised.
+    pub(crate) stopped: bool,
 }
 
-/// Waits up to `timeout` (rounded up to a millisecond) for `events` on `fd`.
+/// Waits up to `timeout` (rounded up to a millisecond) for `events` on `fd`,
+/// or for the latch `stop` (a [`crate::StopLatch`]'s eventfd) to be raised.
 /// EINTR counts as a timeout (the caller's loop polls again).
-pub(crate) fn poll(fd: RawFd, events: i16, timeout: Duration) -> Result<Readiness, IoError> {
-    let mut pollfd = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
+pub(crate) fn poll(
+    fd: RawFd,
+    events: i16,
+    stop: Option<RawFd>,
+    timeout: Duration,
+) -> Result<Readiness, IoError> {
+    let mut fds = [
+        libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            // A negative descriptor is skipped by poll(2).
+            fd: stop.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let count = if stop.is_some() { 2 } else { 1 };
     let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    // SAFETY: one live pollfd, count 1.
-    let rc = unsafe { libc::poll(&mut pollfd, 1, millis) };
+    // SAFETY: `fds` holds two live pollfds and `count` is at most 2.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), count, millis) };
     if rc < 0 {
         let error = io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::EINTR) {
@@ -280,12 +297,15 @@ pub(crate) fn poll(fd: RawFd, events: i16, timeout: Duration) -> Result<Readines
                 source: error,
             });
         }
-        pollfd.revents = 0;
+        fds[0].revents = 0;
+        fds[1].revents = 0;
     }
+    let revents = fds[0].revents;
     Ok(Readiness {
-        readable: pollfd.revents & libc::POLLIN != 0,
-        writable: pollfd.revents & libc::POLLOUT != 0,
-        error: pollfd.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
+        readable: revents & libc::POLLIN != 0,
+        writable: revents & libc::POLLOUT != 0,
+        error: revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
+        stopped: count == 2 && fds[1].revents != 0,
     })
 }
 

@@ -180,7 +180,7 @@ impl UdpBatchSocket {
         if count == 0 {
             return Ok(0);
         }
-        let ready = sys::poll(self.socket.as_raw_fd(), libc::POLLIN, timeout)?;
+        let ready = sys::poll(self.socket.as_raw_fd(), libc::POLLIN, None, timeout)?;
         if !ready.readable && !ready.error {
             return Ok(0);
         }

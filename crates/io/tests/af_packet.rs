@@ -467,3 +467,53 @@ fn a_link_set_down_gives_link_lost_to_both_senders_and_the_receiver() {
     assert_eq!((tx.stats().sent, tx.stats().failed), (1, 1));
     assert_eq!((ring.stats().sent, ring.stats().failed), (0, 1));
 }
+
+/// A raised [`pspat_io::StopLatch`] ends a long wait for frames at once,
+/// and every later one; frames that arrive are still given.
+#[test]
+fn a_raised_stop_latch_ends_a_long_wait_for_frames() {
+    let Some((ns_a, ns_b, pair)) = test_bed() else {
+        return;
+    };
+    let mut rx = ns_b
+        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
+        .unwrap()
+        .expect("open RX");
+    let mut tx = ns_a
+        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
+        .unwrap()
+        .expect("open TX");
+    let latch = std::sync::Arc::new(pspat_io::StopLatch::new().unwrap());
+    rx.stop_waits_on(std::sync::Arc::clone(&latch));
+    // Not raised: a frame ends the wait as before.
+    let frame = numbered(7, 1);
+    assert_eq!(tx.send_batch(&[frame.as_slice()]).unwrap(), 1);
+    let mut seqs = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while seqs.is_empty() && Instant::now() < deadline {
+        rx.recv_with(Duration::from_secs(1), |p| seqs.extend(sequence_of(p.data)))
+            .unwrap();
+    }
+    assert_eq!(seqs, vec![7]);
+    let raiser = {
+        let latch = std::sync::Arc::clone(&latch);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            latch.raise();
+        })
+    };
+    let begun = Instant::now();
+    // The namespaces' own frames (IPv6 neighbour discovery) may end a wait
+    // first: wait again until one ends with nothing.
+    while rx.recv_with(Duration::from_secs(30), |_| {}).unwrap() > 0 {}
+    let waited = begun.elapsed();
+    raiser.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(40) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    // Raised for good: a later wait ends at once too.
+    let begun = Instant::now();
+    while rx.recv_with(Duration::from_secs(30), |_| {}).unwrap() > 0 {}
+    assert!(begun.elapsed() < Duration::from_secs(10));
+}

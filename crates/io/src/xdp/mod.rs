@@ -444,6 +444,8 @@ pub struct XdpSocket {
     /// The errno that reported the link lost, kept so that every later
     /// call reports it again.
     link_lost: Option<i32>,
+    /// Ends a wait at once once raised ([`XdpSocket::stop_waits_on`]).
+    stop: Option<std::sync::Arc<crate::StopLatch>>,
 }
 
 impl std::fmt::Debug for XdpSocket {
@@ -713,6 +715,7 @@ impl XdpSocket {
             max_batch: config.max_batch,
             stats: XdpStats::default(),
             link_lost: None,
+            stop: None,
         })
     }
 
@@ -769,7 +772,9 @@ impl XdpSocket {
 
     /// Gives every frame the RX ring holds (at most `max_batch`) to
     /// `on_frame`, waiting up to `timeout` for the first when none is
-    /// ready. Returns how many frames were given (0 after a timeout);
+    /// ready (less once a latch it waits on is raised,
+    /// [`XdpSocket::stop_waits_on`]). Returns how many frames were given
+    /// (0 after a timeout or a raise);
     /// [`IoError::LinkLost`] (inside [`XdpError::Io`]) when the interface
     /// went away and every frame received before was given; from then on
     /// every call says so again (open a new socket once the interface is
@@ -787,12 +792,13 @@ impl XdpSocket {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let ready = sys::poll(self.fd.as_raw_fd(), libc::POLLIN, left)?;
+            let stop = self.stop.as_ref().map(|l| l.raw_fd());
+            let ready = sys::poll(self.fd.as_raw_fd(), libc::POLLIN, stop, left)?;
             let given = self.drain(&mut on_frame)?;
             if given > 0 {
                 return Ok(given);
             }
-            if ready.error || left.is_zero() {
+            if ready.error || ready.stopped || left.is_zero() {
                 // The kernel reports an unbound socket (its interface
                 // gone) by the socket's error, not by poll's events.
                 if let Some(error) = sys::take_socket_error(&self.fd) {
@@ -801,6 +807,13 @@ impl XdpSocket {
                 return Ok(0);
             }
         }
+    }
+
+    /// Makes every wait of [`XdpSocket::recv_with`] (and the calls built
+    /// on it) end at once, with what is ready, once `latch` is raised
+    /// (as [`crate::PacketRx::stop_waits_on`]).
+    pub fn stop_waits_on(&mut self, latch: std::sync::Arc<crate::StopLatch>) {
+        self.stop = Some(latch);
     }
 
     /// [`IoError::LinkLost`] once the link was reported lost.
