@@ -11,11 +11,12 @@
 //! # Guarantees
 //! A raise is never lost: the latch is an `eventfd(2)` whose counter is
 //! never read back, so it stays readable from the first raise on (a wait
-//! begun after the raise returns at once too). Everything the raising
-//! thread wrote before [`StopLatch::raise`] is visible to a thread whose
-//! wait it ended (the kernel's wake-up orders them), but a caller that
-//! pairs the latch with a flag should still load that flag with Acquire
-//! after the wait, as for any flag.
+//! begun after the raise returns at once too). The latch carries no data:
+//! a caller that stops threads with it stores its stop flag (Release)
+//! before the raise and loads it (Acquire) after each wait, as the bridge
+//! does; the latch only ends the wait. Nothing hangs on that order: a
+//! thread that still read the flag unset waits again, and that wait ends
+//! at once too, until the flag's store reaches it.
 //!
 //! # Cost
 //! One `write(2)` per raise; one more descriptor in each `poll(2)`.
