@@ -413,8 +413,11 @@ struct MemberSnap {
 type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 
 /// The longest the arbiter sleeps while the pipes hold packets (a long
-/// delay line), so that a live change waits at most this long; an idle
-/// arbiter parks for at most 100 ms (the runtime's safety timeout).
+/// delay line), so that the counters it publishes every 100 ms of its clock
+/// (the progress lines read them) are never much older while packets wait;
+/// a live change and a request for the rows wake it anyway
+/// ([`live::Inbox::wake_on_submit`], [`qstats::Board::wake_on_request`]).
+/// An idle arbiter parks for at most 100 ms (the runtime's safety timeout).
 const CHANGE_POLL_NS: u64 = 50_000_000;
 
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
@@ -754,9 +757,8 @@ impl Scheduler for Observed {
     }
 
     /// The pipes' next exit or link event, but at most [`CHANGE_POLL_NS`]
-    /// ahead: the arbiter sleeps until then, and a change in the inbox
-    /// waits for its next call (an early wake-up finds nothing due and
-    /// sleeps again; no exit time moves).
+    /// ahead: the arbiter sleeps until then or until woken (an early
+    /// wake-up finds nothing due and sleeps again; no exit time moves).
     fn next_eligible(&self, now: pspat_sched::Instant) -> Option<pspat_sched::Instant> {
         self.set
             .next_eligible(now)
