@@ -418,7 +418,7 @@ type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 /// a live change and a request for the rows wake it anyway
 /// ([`live::Inbox::wake_on_submit`], [`qstats::Board::wake_on_request`]).
 /// An idle arbiter parks for at most 100 ms (the runtime's safety timeout).
-const CHANGE_POLL_NS: u64 = 50_000_000;
+const MAX_SLEEP_WHILE_HOLDING_NS: u64 = 50_000_000;
 
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
 /// counters copied out every 100 ms of the arbiter's clock, when the set
@@ -756,13 +756,13 @@ impl Scheduler for Observed {
         self.set.queued()
     }
 
-    /// The pipes' next exit or link event, but at most [`CHANGE_POLL_NS`]
+    /// The pipes' next exit or link event, but at most [`MAX_SLEEP_WHILE_HOLDING_NS`]
     /// ahead: the arbiter sleeps until then or until woken (an early
     /// wake-up finds nothing due and sleeps again; no exit time moves).
     fn next_eligible(&self, now: pspat_sched::Instant) -> Option<pspat_sched::Instant> {
         self.set
             .next_eligible(now)
-            .map(|t| t.min(now.saturating_add_nanos(CHANGE_POLL_NS)))
+            .map(|t| t.min(now.saturating_add_nanos(MAX_SLEEP_WHILE_HOLDING_NS)))
     }
 
     fn name(&self) -> &'static str {
@@ -2394,7 +2394,7 @@ mod tests {
         let mut wakes = 0;
         while exits.is_empty() {
             let next = set.next_eligible(now).unwrap();
-            assert!(next.as_nanos() - now.as_nanos() <= CHANGE_POLL_NS);
+            assert!(next.as_nanos() - now.as_nanos() <= MAX_SLEEP_WHILE_HOLDING_NS);
             now = next;
             wakes += 1;
             while let Some(p) = set.dequeue(now) {
