@@ -832,6 +832,9 @@ struct PipeJson {
 struct RuleJson {
     number: Option<u32>,
     action: String,
+    /// The rule as an ipfw line (`add 100 pipe 1 udp from any to any
+    /// dst-port 9`); the default action as `action`.
+    rule: String,
     packets: u64,
     bytes: u64,
 }
@@ -954,20 +957,23 @@ fn action_text(a: &Action) -> String {
 fn rules_json(plan: &Plan, c: &Classifier) -> Vec<RuleJson> {
     let mut rules: Vec<RuleJson> = c
         .rule_counters()
-        .map(|(n, rc)| RuleJson {
-            number: Some(n),
-            action: plan
-                .rules
-                .get(&n)
-                .map_or_else(|| "?".into(), |r| action_text(&r.action)),
-            packets: rc.packets,
-            bytes: rc.bytes,
+        .map(|(n, rc)| {
+            let rule = plan.rules.get(&n);
+            RuleJson {
+                number: Some(n),
+                action: rule.map_or_else(|| "?".into(), |r| action_text(&r.action)),
+                rule: rule.map_or_else(|| "?".into(), control::rule_text),
+                packets: rc.packets,
+                bytes: rc.bytes,
+            }
         })
         .collect();
     let d = c.default_counters();
+    let default = format!("default {:?}", plan.default_action).to_lowercase();
     rules.push(RuleJson {
         number: None,
-        action: format!("default {:?}", plan.default_action).to_lowercase(),
+        action: default.clone(),
+        rule: default,
         packets: d.packets,
         bytes: d.bytes,
     });
@@ -1568,11 +1574,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(out, "rules:")?;
         for r in &rules {
             let n = r.number.map_or("default".into(), |n| format!("{n:05}"));
-            writeln!(
-                out,
-                " {n:>7} {:>12} {:>14}  {}",
-                r.packets, r.bytes, r.action
-            )?;
+            writeln!(out, " {n:>7} {:>12} {:>14}  {}", r.packets, r.bytes, r.rule)?;
         }
         writeln!(
             out,

@@ -552,4 +552,17 @@ fn run_applies_out_xmit_to_the_forward_and_in_recv_to_the_reverse_direction() {
     };
     assert!(count(Some(100)) >= 25 && count(Some(200)) >= 25);
     assert!(count(None) >= count(Some(100)));
+    // Each rule as its ipfw line, as `pspat ctl show` prints it.
+    let line = |n: Option<u64>| {
+        rules
+            .iter()
+            .find(|r| r["number"].as_u64() == n)
+            .and_then(|r| r["rule"].as_str())
+            .unwrap()
+    };
+    assert_eq!(
+        line(Some(200)),
+        format!("add 200 pipe 2 ip from any to any in recv {}", bed.out.a)
+    );
+    assert_eq!(line(None), "default allow");
 }

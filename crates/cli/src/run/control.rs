@@ -687,17 +687,13 @@ impl Live {
                     if number.is_some_and(|n| Some(n) != r.number) {
                         continue;
                     }
-                    let words = match r.number.and_then(|n| plan.rules.get(&n)) {
-                        Some(p) => rule_text(p),
-                        None => r.action.clone(),
-                    };
                     let n = r.number.map_or("default".into(), |n| format!("{n:05}"));
                     text.push_str(&format!(
-                        "{n:>7} {:>12} {:>14}  {words}\n",
-                        r.packets, r.bytes
+                        "{n:>7} {:>12} {:>14}  {}\n",
+                        r.packets, r.bytes, r.rule
                     ));
                     rows.push(json!({
-                        "number": r.number, "action": r.action, "rule": words,
+                        "number": r.number, "action": r.action, "rule": r.rule,
                         "packets": r.packets, "bytes": r.bytes,
                     }));
                 }
@@ -763,7 +759,7 @@ fn listing_name(l: Listing) -> String {
 }
 
 /// A rule as ipfw prints it (`add 100 pipe 1 udp from any to any dst-port 9`).
-fn rule_text(r: &pspat_config::RulePlan) -> String {
+pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
     pspat_config::rule_line(&pspat_config::Rule {
         number: Some(r.number),
         action: r.action,
