@@ -105,10 +105,10 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// RX threads on --in, 1..=64. They share one classifier (behind a lock), so more threads
-    /// add contention, not capacity; 1 is the default.
+    /// add contention, not capacity.
     #[arg(long = "rx-threads", default_value_t = 1, allow_negative_numbers = true, value_parser = ranged::<1, 64>)]
     rx_threads: i64,
-    /// Dispatcher threads, 0..=64 (0, the default: the arbiter sends itself).
+    /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
     dispatchers: i64,
     /// Frames per RX thread, a multiple of 64 in 64..=65536: every packet in a queue or a delay line holds one.
@@ -122,7 +122,7 @@ pub struct Args {
     max_instances: i64,
     /// A dynamic queue or instance unused this long is reclaimed for other keys, and a key
     /// sent to an overflow queue takes a queue of its own only after this long away from it
-    /// (1ms..=3600s; default 10s).
+    /// (1ms..=3600s).
     #[arg(long = "idle-expiry", value_name = "DURATION", default_value = "10s", value_parser = units::duration_arg, allow_hyphen_values = true)]
     idle_expiry: Duration,
     /// Flow ids reserved for pipes, scheds and queues added while it runs, 0..=65536 (each

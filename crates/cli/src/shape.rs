@@ -51,7 +51,7 @@ pub struct Args {
     /// Weights of the flows, comma separated, each 1..=65536, one per flow (default: all 1).
     #[arg(long, allow_hyphen_values = true)]
     weights: Option<String>,
-    /// Dispatcher threads, 0..=64 (0, the default: the arbiter sends itself).
+    /// Dispatcher threads, 0..=64 (0: the arbiter sends itself).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = ranged::<0, 64>)]
     dispatchers: i64,
     /// Stop after this long (a number with ns, us, ms or s; bare = seconds), above 0 and at most 10^6 s;
@@ -68,10 +68,10 @@ pub struct Args {
         allow_negative_numbers = true, value_parser = ranged::<1, 64>
     )]
     rx_threads: i64,
-    /// How dispatchers send: sendmmsg (from the frame pool, default) or ring (a TPACKET_V2 TX ring).
+    /// How dispatchers send: sendmmsg (from the frame pool) or ring (a TPACKET_V2 TX ring).
     #[arg(long, default_value = "sendmmsg", value_parser = tx_arg)]
     tx: TxKind,
-    /// Sockets of the shaped direction: af-packet (default) or xdp (AF_XDP on queue 0 of --in and of each
+    /// Sockets of the shaped direction: af-packet or xdp (AF_XDP on queue 0 of --in and of each
     /// --out: one RX thread, at most one dispatcher; needs a build with --features xdp).
     #[arg(long, default_value = "af-packet", value_parser = io_arg)]
     io: IoChoice,
@@ -79,8 +79,8 @@ pub struct Args {
     /// it, else skb; default), driver or skb.
     #[arg(long = "xdp-mode", value_parser = xdp_mode_arg)]
     xdp_mode: Option<XdpAttach>,
-    /// RX ring of the receiving sockets: v2 (TPACKET_V2, each frame handed over as soon as it arrives,
-    /// default) or v3 (TPACKET_V3 blocks, handed over when full or after 1 ms: a frame may wait that
+    /// RX ring of the receiving sockets: v2 (TPACKET_V2, each frame handed over as soon as it
+    /// arrives) or v3 (TPACKET_V3 blocks, handed over when full or after 1 ms: a frame may wait that
     /// long at low rates). Either way an idle RX thread sleeps in poll(2).
     #[arg(long = "rx-ring", default_value = "v2", value_parser = rx_ring_arg)]
     rx_ring: RxRing,
