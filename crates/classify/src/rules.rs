@@ -11,7 +11,11 @@
 //!   `me` matches the addresses given to
 //!   [`crate::Classifier::set_local_addrs`] (none until then); `table(N)`
 //!   matches when the longest prefix of table N containing the address
-//!   exists, and that entry's value is the rule's `tablearg`.
+//!   exists, and that entry's value is the rule's `tablearg`. `not`
+//!   before `me`, `table(N)` or a prefix inverts the test: `not
+//!   10.0.0.0/8` matches every address outside it, IPv6 ones included (as
+//!   ipfw, where the address test fails on the other family before `not`
+//!   inverts it), and `not table(N)` gives no `tablearg`.
 //! * `tablearg` takes the destination table's value when the destination is
 //!   a table, else the source table's (the later of the two lookups, as
 //!   ipfw's last matched table).
@@ -148,11 +152,23 @@ pub(crate) enum AddrCond {
     },
     /// Index into the classifier's tables.
     Table(usize),
+    /// `not ...`: every address the inner condition refuses (no tablearg).
+    Not(Box<AddrCond>),
 }
 
 impl AddrCond {
     /// `table_index` maps a table number to its index (`None`: no such table).
     pub(crate) fn new(a: &AddrMatch, table_index: impl Fn(u32) -> Option<usize>) -> Option<Self> {
+        let (positive, negated) = a.split();
+        let cond = Self::positive(&positive, table_index)?;
+        Some(if negated {
+            AddrCond::Not(Box::new(cond))
+        } else {
+            cond
+        })
+    }
+
+    fn positive(a: &AddrMatch, table_index: impl Fn(u32) -> Option<usize>) -> Option<Self> {
         Some(match a {
             AddrMatch::Any => AddrCond::Any,
             AddrMatch::Me => AddrCond::Me,
@@ -173,6 +189,8 @@ impl AddrCond {
                 }
             },
             AddrMatch::Table(n) => AddrCond::Table(table_index(*n)?),
+            // `split` gave the positive form.
+            AddrMatch::NotMe | AddrMatch::NotPrefix(_) | AddrMatch::NotTable(_) => return None,
         })
     }
 
@@ -198,6 +216,9 @@ impl AddrCond {
                 }
                 None => false,
             },
+            // A negated table that holds the address fails the rule, and
+            // one that does not gives no value: `arg` is left alone.
+            (AddrCond::Not(inner), a) => !inner.matches(a, local, tables, &mut None),
         }
     }
 }
@@ -555,6 +576,11 @@ mod tests {
                 AddrCond::V6 { net: ((0x2001_0db8u128 << 96) | a) & mask, mask }
             }),
             1 => Just(AddrCond::Table(0)),
+            1 => (0u32..4, 0u8..=32).prop_map(|(a, len)| {
+                let mask = mask4(len);
+                AddrCond::Not(Box::new(AddrCond::V4 { net: (0x0a00_0000 | a) & mask, mask }))
+            }),
+            1 => Just(AddrCond::Not(Box::new(AddrCond::Table(0)))),
         ]
     }
 

@@ -836,3 +836,57 @@ fn dynamic_queues_and_instances_name_their_flow_ids_and_masked_keys() {
     let srcs: Vec<IpAddr> = pipe.iter().map(|(_, k)| k.src).collect();
     assert_eq!(srcs, vec![ip("192.0.2.0"), ip("::")], "{pipe:?}");
 }
+
+#[test]
+fn not_inverts_an_address_test_and_a_negated_table_gives_no_tablearg() {
+    let text = "pipe 1 config\npipe 2 config\npipe 3 config\n\
+                sched 4 config type drr\nqueue 10 config sched 4\nqueue 20 config sched 4\n\
+                table 1 add 10.199.1.0/24 10\ntable 1 add 10.199.2.0/24 20\n\
+                add 100 pipe 1 udp from not 10.199.0.0/16 to any dst-port 1\n\
+                add 200 pipe 2 udp from any to not table(1) dst-port 2\n\
+                add 300 queue tablearg udp from table(1) to not 10.199.9.0/24 dst-port 3\n\
+                add 400 pipe 3 ip from not me to any dst-port 4\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let layout = c.layout().clone();
+    let pipe = |n| layout.range_of(FlowOwner::Pipe(n)).unwrap().1.first;
+    let queue = |n| layout.range_of(FlowOwner::Queue(n)).unwrap().1.first;
+    let mut to = |src: &str, dst: &str, dport: u16| match c.classify(
+        t(0),
+        &udp(ip(src), ip(dst), 9, dport),
+        100,
+    ) {
+        Verdict::Enqueue(p) => Some(p.flow),
+        _ => None,
+    };
+    // `from not 10.199.0.0/16`: outside the prefix, IPv6 included (as ipfw).
+    assert_eq!(to("10.200.0.1", "10.199.0.2", 1), Some(pipe(1)));
+    assert_eq!(to("2001:db8::1", "10.199.0.2", 1), Some(pipe(1)));
+    assert_eq!(to("10.199.3.1", "10.199.0.2", 1), None, "inside: denied");
+    // `to not table(1)`: any destination the table has no prefix for.
+    assert_eq!(to("10.199.3.1", "10.199.5.5", 2), Some(pipe(2)));
+    assert_eq!(to("10.199.3.1", "10.199.1.5", 2), None);
+    // The tablearg comes from the positive table, never the negated test.
+    assert_eq!(to("10.199.2.7", "10.199.8.1", 3), Some(queue(20)));
+    assert_eq!(to("10.199.1.7", "10.199.8.1", 3), Some(queue(10)));
+    assert_eq!(to("10.199.1.7", "10.199.9.1", 3), None);
+    // `not me` before any local address is set: every address.
+    assert_eq!(to("10.199.3.1", "10.199.0.2", 4), Some(pipe(3)));
+    c.set_local_addrs(&[ip("10.199.3.1")]);
+    assert_eq!(
+        c.classify(t(0), &udp(ip("10.199.3.1"), ip("10.199.0.2"), 9, 4), 100),
+        Verdict::Drop(DropReason::DefaultDeny)
+    );
+}
+
+#[test]
+fn a_tablearg_with_only_a_negated_table_is_refused() {
+    let text = "pipe 10 config\ntable 1 add 10.199.1.0/24 10\n\
+                add 100 pipe tablearg ip from not table(1) to any\n";
+    let err = pspat_config::parse_ipfw(text, "t.ipfw")
+        .unwrap()
+        .validate(&pspat_config::NoProfiles)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("a 'not table(N)' gives no value"), "{err}");
+}

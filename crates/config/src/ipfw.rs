@@ -536,8 +536,15 @@ pub(crate) fn parse_rule_body(
         match word {
             "from" | "to" | "src-ip" | "dst-ip" | "src-ip6" | "dst-ip6" => {
                 let source = matches!(word, "from" | "src-ip" | "src-ip6");
-                let v = cur.value(tok, "10.0.0.0/24, any, me or table(1)")?;
-                let addr = cur.check(v, AddrMatch::parse(&v.text))?;
+                let mut v = cur.value(tok, "10.0.0.0/24, any, me or table(1)")?;
+                // `from not 10.0.0.0/8`: two words in ipfw lines, one value
+                // ("not 10.0.0.0/8") in TOML.
+                let negated = v.text == "not";
+                if negated {
+                    v = cur.value(v, "10.0.0.0/24, me or table(1) after not")?;
+                }
+                let text = if negated { format!("not {}", v.text) } else { v.text.clone() };
+                let addr = cur.check(v, AddrMatch::parse(&text))?;
                 let field = if source { "src" } else { "dst" };
                 record(fields, cur, field, tok, v.pos())?;
                 if source {

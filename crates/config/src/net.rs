@@ -107,14 +107,32 @@ pub enum AddrMatch {
     Prefix(Prefix),
     /// Addresses found in lookup table N (`table(N)`); the entry's value is the `tablearg`.
     Table(u32),
+    /// `not me`: every address but this host's.
+    NotMe,
+    /// `not PREFIX`: every address outside the prefix, those of the other
+    /// family included (as ipfw, whose address test fails on the other
+    /// family before `not` inverts it).
+    NotPrefix(Prefix),
+    /// `not table(N)`: every address table N has no prefix for (no
+    /// `tablearg`).
+    NotTable(u32),
 }
 
 impl AddrMatch {
-    /// Parses `any`, `me`, `table(N)` or a prefix.
+    /// Parses `any`, `me`, `table(N)` or a prefix, each but `any` optionally
+    /// after `not ` (`not 10.0.0.0/8`).
     ///
     /// # Errors
-    /// [`ValueError`] for anything else.
+    /// [`ValueError`] for anything else, and for `not any` (it would match
+    /// nothing).
     pub fn parse(text: &str) -> Result<Self, ValueError> {
+        if let Some(rest) = text.strip_prefix("not ") {
+            return Self::parse(rest.trim_start())?.negated().ok_or_else(|| {
+                ValueError::syntax(format!(
+                    "'{text}' matches nothing (not may precede me, table(N) or a prefix)"
+                ))
+            });
+        }
         match text {
             "any" => Ok(AddrMatch::Any),
             "me" => Ok(AddrMatch::Me),
@@ -136,6 +154,51 @@ impl AddrMatch {
     }
 }
 
+impl AddrMatch {
+    /// The match of every address this one refuses (`not ...`), or the
+    /// positive match of a negated one; `None` for `any`, whose negation
+    /// would match nothing.
+    pub fn negated(self) -> Option<AddrMatch> {
+        Some(match self {
+            AddrMatch::Any => return None,
+            AddrMatch::Me => AddrMatch::NotMe,
+            AddrMatch::Prefix(p) => AddrMatch::NotPrefix(p),
+            AddrMatch::Table(n) => AddrMatch::NotTable(n),
+            AddrMatch::NotMe => AddrMatch::Me,
+            AddrMatch::NotPrefix(p) => AddrMatch::Prefix(p),
+            AddrMatch::NotTable(n) => AddrMatch::Table(n),
+        })
+    }
+
+    /// The positive match and whether this one is negated: `not
+    /// 10.0.0.0/8` is (`10.0.0.0/8`, true).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::AddrMatch;
+    /// let m = AddrMatch::parse("not table(3)").unwrap();
+    /// assert_eq!(m.to_string(), "not table(3)");
+    /// assert_eq!(m.split(), (AddrMatch::Table(3), true));
+    /// assert!(AddrMatch::parse("not any").is_err());
+    /// ```
+    pub fn split(self) -> (AddrMatch, bool) {
+        match self {
+            AddrMatch::NotMe | AddrMatch::NotPrefix(_) | AddrMatch::NotTable(_) => {
+                (self.negated().unwrap_or(AddrMatch::Any), true)
+            }
+            positive => (positive, false),
+        }
+    }
+
+    /// The table this match looks up, negated or not.
+    pub fn table(self) -> Option<u32> {
+        match self {
+            AddrMatch::Table(n) | AddrMatch::NotTable(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for AddrMatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -143,6 +206,9 @@ impl fmt::Display for AddrMatch {
             AddrMatch::Me => f.write_str("me"),
             AddrMatch::Prefix(p) => write!(f, "{p}"),
             AddrMatch::Table(n) => write!(f, "table({n})"),
+            AddrMatch::NotMe | AddrMatch::NotPrefix(_) | AddrMatch::NotTable(_) => {
+                write!(f, "not {}", self.split().0)
+            }
         }
     }
 }

@@ -281,7 +281,7 @@ impl Plan {
                 _ => {}
             }
             for a in [r.src, r.dst] {
-                if let AddrMatch::Table(t) = a {
+                if let Some(t) = a.table() {
                     if !self.tables.contains_key(&t) {
                         out.push(format!("rule {} reads missing table {t}", r.number));
                     }
@@ -828,7 +828,7 @@ impl Config {
                 _ => {}
             }
             for (field, addr) in [("src", r.src), ("dst", r.dst)] {
-                match addr {
+                match addr.split().0 {
                     AddrMatch::Table(t) if !plan.tables.contains_key(&t) => {
                         let pos = c.pos(SiteKind::Rule, i, 0, field, || addr.to_string());
                         c.push(pos, ErrorKind::MissingReference, format!("rule {number} reads table {t}, which has no entries (add 'table {t} add PREFIX VALUE')"));
@@ -864,7 +864,7 @@ impl Config {
                     .collect();
                 if tables.is_empty() {
                     let pos = c.pos(SiteKind::Rule, i, 0, "action", || "tablearg".into());
-                    c.push(pos, ErrorKind::MissingReference, format!("rule {number} uses tablearg but matches no table; use 'from table(N)' or 'to table(N)'"));
+                    c.push(pos, ErrorKind::MissingReference, format!("rule {number} uses tablearg but matches no table; use 'from table(N)' or 'to table(N)' (a 'not table(N)' gives no value)"));
                 }
                 for t in tables {
                     let Some(ti) = self.tables.iter().position(|x| x.number == t) else {

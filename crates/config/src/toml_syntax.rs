@@ -319,6 +319,38 @@ impl Reader<'_> {
         ] {
             if let Some((k, v)) = find(name) {
                 let key = self.key_tok(k);
+                // `from = "not 10.0.0.0/8"`: the two words of the ipfw line.
+                let negated = match v.get_ref() {
+                    DeValue::String(text) if matches!(name, "from" | "to") => {
+                        text.strip_prefix("not ").map(|rest| {
+                            let skipped = text.len() - rest.trim_start().len();
+                            (rest.trim_start().to_string(), skipped)
+                        })
+                    }
+                    _ => None,
+                };
+                if let Some((rest, skipped)) = negated {
+                    let start = v.span().start + 1;
+                    let mut kt = key.clone();
+                    kt.text = name.into();
+                    toks.push(kt);
+                    toks.push(self.tok("not".to_string(), start));
+                    if rest.is_empty()
+                        || rest.contains(|c: char| c.is_whitespace() || c == '#' || c == ';')
+                    {
+                        let t = self.tok(rest, start + skipped);
+                        return Err(self.error(
+                            &t,
+                            ErrorKind::Syntax,
+                            format!(
+                                "'{}' must be one word after 'not', without spaces, '#' or ';'",
+                                key.text
+                            ),
+                        ));
+                    }
+                    toks.push(self.tok(rest, start + skipped));
+                    continue;
+                }
                 let value = self.scalar(&key, v)?;
                 if name == "direction" && !matches!(value.text.as_str(), "in" | "out") {
                     return Err(self.error(

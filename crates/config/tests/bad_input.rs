@@ -382,3 +382,36 @@ fn a_toml_key_with_a_newline_is_quoted_on_one_line() {
     assert!(!e.to_string().contains('\n'), "{e:?}");
     assert!(e.message.contains("'a\\nb'"), "{e}");
 }
+
+#[test]
+fn not_before_an_address_reads_and_prints_in_both_syntaxes_and_not_any_is_refused() {
+    let text = "pipe 1 config\ntable 2 add 10.1.0.0/16 1\n\
+                add 100 pipe 1 udp from not 10.0.0.0/8 to not table(2) dst-port 53\n\
+                add 200 pipe 1 ip from not me to any\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap();
+    cfg.clone().validate(&NoProfiles).unwrap();
+    let printed = pspat_config::print_ipfw(&cfg);
+    assert!(
+        printed.contains("add 100 pipe 1 udp from not 10.0.0.0/8 to not table(2) dst-port 53"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("add 200 pipe 1 ip from not me to any"),
+        "{printed}"
+    );
+    let toml = pspat_config::print_toml(&cfg);
+    assert!(toml.contains("from = \"not 10.0.0.0/8\""), "{toml}");
+    assert_eq!(parse_toml(&toml, "cfg.toml").unwrap(), cfg);
+    // `not any` would match nothing; `not` needs an address after it.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from not any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 28, "any", ErrorKind::Syntax);
+    assert!(e.to_string().contains("matches nothing"), "{e}");
+    let e = error_of("pipe 1 config\nadd 100 pipe 1 ip from not\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 2, 24, "not", ErrorKind::Syntax);
+    let e =
+        error_of_toml("[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nfrom = \"not  \"\n");
+    assert_eq!(e.kind, ErrorKind::Syntax, "{e}");
+}

@@ -144,6 +144,9 @@ fn addr() -> impl Strategy<Value = AddrMatch> {
         Just(AddrMatch::Me),
         prefix().prop_map(AddrMatch::Prefix),
         any::<u32>().prop_map(AddrMatch::Table),
+        Just(AddrMatch::NotMe),
+        prefix().prop_map(AddrMatch::NotPrefix),
+        any::<u32>().prop_map(AddrMatch::NotTable),
     ]
 }
 
