@@ -30,6 +30,12 @@ fn toggles(doc: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// A configuration with no rule naming a direction or an interface: the
+/// reverse direction starts unshaped.
+const UNSHAPED: &str = "pipe 1 config\n\
+                        add 100 pipe 1 udp from any to any dst-port 5001\n\
+                        default allow\n";
+
 #[test]
 fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_them() {
     if ping_missing() {
@@ -39,11 +45,7 @@ fn a_rule_naming_an_interface_shapes_the_replies_live_and_its_removal_unshapes_t
     let Some(bed) = Bed::new("rev-live", subnet) else {
         return;
     };
-    let config = "\
-        pipe 1 config\n\
-        add 100 pipe 1 udp from any to any dst-port 5001\n\
-        default allow\n";
-    let (mut child, log) = bed.start(config, &[]);
+    let (mut child, log) = bed.start(UNSHAPED, &[]);
     let socket = bed.socket();
     let count = 15;
     let before = ping(&bed, subnet, count);
@@ -120,11 +122,7 @@ fn the_first_reverse_frames_after_the_switch_turns_on_are_shaped() {
     let Some(bed) = Bed::new("rev-first", subnet) else {
         return;
     };
-    let config = "\
-        pipe 1 config\n\
-        add 100 pipe 1 udp from any to any dst-port 5001\n\
-        default allow\n";
-    let (mut child, log) = bed.start(config, &[]);
+    let (mut child, log) = bed.start(UNSHAPED, &[]);
     let socket = bed.socket();
     let mut back = bed
         .receiver

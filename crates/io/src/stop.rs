@@ -79,6 +79,19 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
+    /// Waits up to `timeout` on a socket that never becomes readable (its
+    /// peer stays open and sends nothing) beside `latch`.
+    fn wait_beside(latch: &StopLatch, timeout: Duration) -> crate::sys::Readiness {
+        let (read, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        crate::sys::poll(
+            read.as_raw_fd(),
+            libc::POLLIN,
+            Some(latch.raw_fd()),
+            timeout,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_raise_ends_a_wait_begun_before_and_every_later_one() {
         let latch = Arc::new(StopLatch::new().unwrap());
@@ -90,29 +103,13 @@ mod tests {
                 latch.raise();
             })
         };
-        // A socket that never becomes readable: its peer stays open and
-        // sends nothing.
-        let (read, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
         let begun = Instant::now();
-        let ready = crate::sys::poll(
-            read.as_raw_fd(),
-            libc::POLLIN,
-            Some(latch.raw_fd()),
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let ready = wait_beside(&latch, Duration::from_secs(10));
         assert!(ready.stopped && !ready.readable, "{ready:?}");
         assert!(begun.elapsed() < Duration::from_secs(5));
         raiser.join().unwrap();
         for _ in 0..3 {
-            let ready = crate::sys::poll(
-                read.as_raw_fd(),
-                libc::POLLIN,
-                Some(latch.raw_fd()),
-                Duration::from_secs(10),
-            )
-            .unwrap();
-            assert!(ready.stopped);
+            assert!(wait_beside(&latch, Duration::from_secs(10)).stopped);
         }
         latch.raise();
         assert!(latch.is_raised());
@@ -121,15 +118,8 @@ mod tests {
     #[test]
     fn without_a_raise_the_wait_lasts_its_timeout() {
         let latch = StopLatch::new().unwrap();
-        let (read, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
         let begun = Instant::now();
-        let ready = crate::sys::poll(
-            read.as_raw_fd(),
-            libc::POLLIN,
-            Some(latch.raw_fd()),
-            Duration::from_millis(30),
-        )
-        .unwrap();
+        let ready = wait_beside(&latch, Duration::from_millis(30));
         assert!(!ready.stopped && !ready.readable);
         assert!(begun.elapsed() >= Duration::from_millis(30));
     }

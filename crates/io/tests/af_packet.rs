@@ -22,6 +22,20 @@ fn numbered(seq: u32, flow: u16) -> Vec<u8> {
 
 /// One receive call of up to `timeout`: the sequence numbers of the
 /// numbered frames that came, each checked intact.
+/// A receiving socket on `pair.b` (in `ns_b`) with the default ring.
+fn default_rx(ns_b: &netns::Namespace, pair: &netns::VethPair) -> PacketRx {
+    ns_b.run(|| PacketRx::open(&pair.b, &RxConfig::default()))
+        .unwrap()
+        .expect("open RX")
+}
+
+/// A sending socket on `pair.a` (in `ns_a`), `sendmmsg(2)` by default.
+fn default_tx(ns_a: &netns::Namespace, pair: &netns::VethPair) -> PacketTx {
+    ns_a.run(|| PacketTx::open(&pair.a, &TxConfig::default()))
+        .unwrap()
+        .expect("open TX")
+}
+
 fn receive_once(
     rx: &mut PacketRx,
     pool: &mut FramePool,
@@ -89,14 +103,8 @@ fn sendmmsg_frames_cross_the_veth_pair_intact() {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
-    let mut tx = ns_a
-        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
-        .unwrap()
-        .expect("open TX");
+    let mut rx = default_rx(&ns_b, &pair);
+    let mut tx = default_tx(&ns_a, &pair);
     every_frame_arrives(|frames| tx.send_batch(frames), &mut rx);
     let stats = tx.stats();
     assert_eq!((stats.sent, stats.failed), (1024, 0));
@@ -108,10 +116,7 @@ fn tx_ring_frames_cross_the_veth_pair_intact_with_qdisc_bypass() {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
+    let mut rx = default_rx(&ns_b, &pair);
     let config = TxConfig {
         qdisc_bypass: true,
         ring_frames: 64,
@@ -155,10 +160,7 @@ fn fanout_over_two_sockets(ring: RxRing, group: u16) {
             )
         })
         .unwrap();
-    let mut tx = ns_a
-        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
-        .unwrap()
-        .expect("open TX");
+    let mut tx = default_tx(&ns_a, &pair);
     let mut pool = FramePool::new(256, 2048).unwrap();
     let (mut got1, mut got2) = (Vec::new(), Vec::new());
     for first in (0..256u32).step_by(32) {
@@ -202,14 +204,8 @@ fn malformed_frames_on_the_wire_are_counted_by_reason() {
     // can travel.
     ns_a.ip(&["link", "set", &pair.a, "mtu", "9000"]).unwrap();
     ns_b.ip(&["link", "set", &pair.b, "mtu", "9000"]).unwrap();
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
-    let mut tx = ns_a
-        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
-        .unwrap()
-        .expect("open TX");
+    let mut rx = default_rx(&ns_b, &pair);
+    let mut tx = default_tx(&ns_a, &pair);
     // Not sent: a frame shorter than an Ethernet header (the kernel pads
     // it to 14 bytes) and a cut VLAN tag (the receiving kernel drops it
     // before packet sockets see it); both are covered by tests/parse.rs.
@@ -253,14 +249,8 @@ fn a_removed_interface_gives_link_lost_and_consistent_counters() {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
-    let mut tx = ns_a
-        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
-        .unwrap()
-        .expect("open TX");
+    let mut rx = default_rx(&ns_b, &pair);
+    let mut tx = default_tx(&ns_a, &pair);
     let mut ring = ns_a
         .run(|| PacketTxRing::open(&pair.a, &TxConfig::default()))
         .unwrap()
@@ -387,10 +377,7 @@ fn pool_frames_are_sent_from_the_pool_by_both_senders() {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
+    let mut rx = default_rx(&ns_b, &pair);
     let (mut tx, mut ring) = ns_a
         .run(|| {
             (
@@ -438,10 +425,7 @@ fn a_link_set_down_gives_link_lost_to_both_senders_and_the_receiver() {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
+    let mut rx = default_rx(&ns_b, &pair);
     let (mut tx, mut ring) = ns_a
         .run(|| {
             (
@@ -475,14 +459,8 @@ fn a_raised_stop_latch_ends_a_long_wait_for_frames() {
     let Some((ns_a, ns_b, pair)) = test_bed() else {
         return;
     };
-    let mut rx = ns_b
-        .run(|| PacketRx::open(&pair.b, &RxConfig::default()))
-        .unwrap()
-        .expect("open RX");
-    let mut tx = ns_a
-        .run(|| PacketTx::open(&pair.a, &TxConfig::default()))
-        .unwrap()
-        .expect("open TX");
+    let mut rx = default_rx(&ns_b, &pair);
+    let mut tx = default_tx(&ns_a, &pair);
     let latch = std::sync::Arc::new(pspat_io::StopLatch::new().unwrap());
     rx.stop_waits_on(std::sync::Arc::clone(&latch));
     // Not raised: a frame ends the wait as before.
