@@ -800,9 +800,29 @@ pub struct Inbox {
     answers: Mutex<Vec<(u64, Result<(), String>)>>,
     answered: Condvar,
     next_id: AtomicU64,
-    /// The arbiters to wake after a batch is pushed, set once the bridge
-    /// runs (empty before: tests step the arbiter's side themselves).
-    wakers: OnceLock<Vec<pspat::ArbiterWaker>>,
+    /// The arbiters to wake after a batch is pushed.
+    arbiters: Arbiters,
+}
+
+/// The arbiters a request wakes, set once the bridge runs (none before:
+/// tests step the arbiter's side themselves).
+#[derive(Debug, Default)]
+pub struct Arbiters(OnceLock<Vec<pspat::ArbiterWaker>>);
+
+impl Arbiters {
+    /// Sets them; the first call counts, later ones are ignored.
+    pub fn set(&self, wakers: Vec<pspat::ArbiterWaker>) {
+        let _ = self.0.set(wakers);
+    }
+
+    /// Wakes every arbiter. Call it after publishing the request: the
+    /// wake-up's unpark pairs with the arbiter's park, so the round it
+    /// wakes for sees what was written before.
+    pub fn wake(&self) {
+        for w in self.0.get().into_iter().flatten() {
+            w.wake();
+        }
+    }
 }
 
 impl Inbox {
@@ -822,11 +842,8 @@ impl Inbox {
             .push((id, ops));
         // Release: pairs with the Acquire load in `take`.
         self.pending.store(true, Ordering::Release);
-        // After the store: the wake-up's unpark pairs with the arbiter's
-        // park, so the round it wakes for sees the flag.
-        for w in self.wakers.get().into_iter().flatten() {
-            w.wake();
-        }
+        // After the store, so the round it wakes for sees the flag.
+        self.arbiters.wake();
         let deadline = Instant::now() + timeout;
         let mut answers = self.answers.lock().map_err(|_| "run: poisoned")?;
         loop {
@@ -868,7 +885,7 @@ impl Inbox {
     /// The arbiters [`Inbox::submit`] wakes from now on; the first call
     /// sets them, later ones are ignored.
     pub fn wake_on_submit(&self, wakers: Vec<pspat::ArbiterWaker>) {
-        let _ = self.wakers.set(wakers);
+        self.arbiters.set(wakers);
     }
 
     /// Whether a batch waits (tests).

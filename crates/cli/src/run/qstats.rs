@@ -147,9 +147,8 @@ pub struct Board {
     current: std::sync::atomic::AtomicBool,
     hists: Mutex<Vec<(u32, Hist)>>,
     unmeasured: AtomicU64,
-    /// The arbiters a request wakes, set once the bridge runs (empty
-    /// before: tests answer from the arbiter's side themselves).
-    wakers: std::sync::OnceLock<Vec<pspat::ArbiterWaker>>,
+    /// The arbiters a request wakes.
+    arbiters: super::live::Arbiters,
 }
 
 impl Board {
@@ -167,11 +166,8 @@ impl Board {
         }
         // Release: pairs with the Acquire load in `Recorder::poll`.
         let want = self.requested.fetch_add(1, Ordering::Release) + 1;
-        // After the request: the wake-up's unpark pairs with the arbiter's
-        // park, so the round it wakes for sees the number.
-        for w in self.wakers.get().into_iter().flatten() {
-            w.wake();
-        }
+        // After the request, so the round it wakes for sees the number.
+        self.arbiters.wake();
         let deadline = Instant::now() + wait;
         // Acquire: pairs with the Release store in `Recorder::poll`.
         let mut fresh = self.answered.load(Ordering::Acquire) >= want;
@@ -186,7 +182,7 @@ impl Board {
     /// The arbiters [`Board::fetch`] wakes from now on; the first call
     /// sets them, later ones are ignored.
     pub fn wake_on_request(&self, wakers: Vec<pspat::ArbiterWaker>) {
-        let _ = self.wakers.set(wakers);
+        self.arbiters.set(wakers);
     }
 
     /// The sojourn histograms as last published, by link.
