@@ -412,12 +412,17 @@ struct MemberSnap {
 /// The pipes' counters, published by the arbiter's thread.
 type Snapshots = Arc<Mutex<Vec<MemberSnap>>>;
 
+/// The longest an idle arbiter sleeps without a kick
+/// ([`pspat::RuntimeConfig::idle_safety_wake_ns`]; the runtime's default is
+/// 100 ms).
+const IDLE_SAFETY_WAKE_NS: u64 = 1_000_000_000;
+
 /// The longest the arbiter sleeps while the pipes hold packets (a long
 /// delay line), so that the counters it publishes every 100 ms of its clock
 /// (the progress lines read them) are never much older while packets wait;
 /// a live change and a request for the rows wake it anyway
 /// ([`live::Inbox::wake_on_submit`], [`qstats::Board::wake_on_request`]).
-/// An idle arbiter parks for at most 100 ms (the runtime's safety timeout).
+/// An idle arbiter parks for at most [`IDLE_SAFETY_WAKE_NS`].
 const MAX_SLEEP_WHILE_HOLDING_NS: u64 = 50_000_000;
 
 /// The [`PipeSet`] as the arbiter runs it: every call forwarded, the
@@ -1410,7 +1415,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bridge = Bridge::start_custom(
         cfg.clone(),
         sched,
-        |rt: &mut pspat::RuntimeConfig| rt.wake_batch = 1,
+        |rt: &mut pspat::RuntimeConfig| {
+            rt.wake_batch = 1;
+            // Changes and requests for the rows wake the arbiter
+            // (`Arbiters`), as packets and shutdown do: an idle one needs
+            // no more than a rare safety wake-up.
+            rt.idle_safety_wake_ns = IDLE_SAFETY_WAKE_NS;
+        },
         make,
     )
     .map_err(|e| match e {

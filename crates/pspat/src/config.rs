@@ -163,6 +163,13 @@ pub struct RuntimeConfig {
     /// The most a packet is held back by wake-up coalescing, ns
     /// (default 1 ms; 0..=100 ms).
     pub max_wake_delay_ns: u64,
+    /// The longest an idle arbiter sleeps without a kick, ns (default
+    /// 100 ms; 1 ms..=10 s): a safety net that bounds what a lost wake-up
+    /// would cost, and the only time an idle arbiter wakes by itself.
+    /// Clients kick it when they submit, and shutdown does; a caller that
+    /// hands it work another way wakes it ([`crate::Runtime::arbiter_waker`])
+    /// and may raise this to spare an idle process wake-ups.
+    pub idle_safety_wake_ns: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -189,6 +196,7 @@ impl Default for RuntimeConfig {
             wake_batch: 4,
             dispatch_placement: DispatchPlacement::Modulo,
             max_wake_delay_ns: 1_000_000,
+            idle_safety_wake_ns: 100_000_000,
         }
     }
 }
@@ -241,6 +249,11 @@ impl RuntimeConfig {
         RuntimeError::check_range("lists", self.lists, 0..=1024)?;
         RuntimeError::check_range("wake_batch", self.wake_batch, 1..=64)?;
         RuntimeError::check_range("max_wake_delay_ns", self.max_wake_delay_ns, 0..=100_000_000)?;
+        RuntimeError::check_range(
+            "idle_safety_wake_ns",
+            self.idle_safety_wake_ns,
+            1_000_000..=10_000_000_000,
+        )?;
         Ok(())
     }
 }

@@ -24,7 +24,8 @@
 //!   itself dequeues and re-enqueues them.
 //!
 //! When traffic stops, the arbiter sleeps: a change sent then is applied at
-//! its next round, at the latest its 100 ms safety wake-up or the next
+//! its next round, at the latest its safety wake-up (100 ms by default,
+//! [`crate::RuntimeConfig::idle_safety_wake_ns`]) or the next
 //! packet (before that packet is decided). To have it applied at once,
 //! wake the arbiter after sending ([`crate::Runtime::arbiter_waker`]).
 //!

@@ -311,8 +311,8 @@ pub(crate) fn client_left(shared: &Shared, id: u32) {
 /// A sleeping arbiter wakes as soon as a client submits, but a change
 /// queued for its scheduler by another path ([`crate::Control::send`], an
 /// inbox the scheduler reads in its own `enqueue` or `dequeue`) would
-/// otherwise wait until the next packet or the arbiter's 100 ms safety
-/// wake-up. After [`ArbiterWaker::wake`] the arbiter runs a round, which
+/// otherwise wait until the next packet or the arbiter's safety wake-up
+/// ([`crate::RuntimeConfig::idle_safety_wake_ns`]). After [`ArbiterWaker::wake`] the arbiter runs a round, which
 /// calls the scheduler's `dequeue` unless the link is still busy with a
 /// packet (then the scheduler is called when the link frees, as for any
 /// packet).

@@ -269,7 +269,8 @@ pub struct ArbiterStats {
     pub sleeps: u64,
     /// Scheduler dequeues (decisions).
     pub decisions: u64,
-    /// Park timeouts (nobody kicked for the whole 100 ms safety period)
+    /// Park timeouts (nobody kicked for the whole safety period,
+    /// [`crate::RuntimeConfig::idle_safety_wake_ns`])
     /// after which work was found: a lost wake-up would show here. Expected
     /// 0 (a submit racing with the very moment of a timeout could also
     /// count, which is vanishingly rare).

@@ -429,6 +429,50 @@ fn a_woken_arbiter_applies_a_change_without_waiting_for_a_packet() {
     );
 }
 
+/// An idle arbiter wakes by itself once per `idle_safety_wake_ns`: ten
+/// times a second by default, about once with 1 s; a client's packet still
+/// wakes it at once, and shutdown does.
+#[test]
+fn an_idle_arbiter_sleeps_its_safety_wake_and_a_packet_still_wakes_it() {
+    let sleeps_in = |safety_ns: u64| {
+        let mut cfg = RuntimeConfig::default();
+        cfg.max_clients = 1;
+        cfg.idle_safety_wake_ns = safety_ns;
+        let rt = Runtime::start(cfg, drr(2, 1024), |_| pspat::NullTx::new()).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let before = rt.arbiter_stats().sleeps;
+        std::thread::sleep(Duration::from_millis(1500));
+        let idle = rt.arbiter_stats().sleeps - before;
+        let mut c = rt.client().unwrap();
+        let sent = std::time::Instant::now();
+        let s = Submission {
+            flow: FlowId(1),
+            len: 60,
+            cookie: 1,
+        };
+        while c.submit(s).is_err() {}
+        while rt.stats().transmitted < 1 {
+            std::thread::yield_now();
+        }
+        let waited = sent.elapsed();
+        drop(c);
+        let begun = std::time::Instant::now();
+        let done = rt.shutdown().unwrap();
+        assert_eq!(done.stats.transmitted, 1);
+        (idle, waited, begun.elapsed())
+    };
+    let (default_sleeps, _, _) = sleeps_in(100_000_000);
+    let (long_sleeps, waited, shutdown) = sleeps_in(1_000_000_000);
+    println!("sleeps in 1.5 s idle: {default_sleeps} (100 ms), {long_sleeps} (1 s); packet after {waited:?}, shutdown {shutdown:?}");
+    assert!(default_sleeps >= 10, "{default_sleeps}");
+    assert!(long_sleeps <= 3, "{long_sleeps}");
+    assert!(waited < Duration::from_millis(500), "{waited:?}");
+    assert!(shutdown < Duration::from_millis(500), "{shutdown:?}");
+    let mut cfg = RuntimeConfig::default();
+    cfg.idle_safety_wake_ns = 0;
+    assert!(cfg.validate().is_err());
+}
+
 /// Released bytes never run ahead of the emulated link: by transmit time t,
 /// at most B·(t - t0) + one packet. t0 is the runtime clock's epoch: the
 /// round that first collects a packet may have read its clock (and started

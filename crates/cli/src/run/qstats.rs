@@ -20,7 +20,7 @@
 //! When the runtime drops the pipe set (after the drain at shutdown), the
 //! arbiter makes one last copy ([`Recorder::finish`]) for the final report.
 //!
-//! An idle arbiter sleeps up to 100 ms, so the arbiter also copies the
+//! An idle arbiter sleeps up to a second, so the arbiter also copies the
 //! queues when its pipes are empty and the counters moved since its last
 //! copy, and marks the copy current: a reader then takes it at once
 //! (nothing moved since), until the next packet arrives. Those copies take

@@ -17,8 +17,9 @@
 //!   a shaper keeps its own schedule, so a late wake-up never lowers its rate.
 //! * [`Outcome::Idle`]: spin for T_w ([`crate::RuntimeConfig::spin_ns`];
 //!   yielding the core instead with [`crate::RuntimeConfig::spin_yields`]),
-//!   then park until a kick (\[E\] §3.1, \[J\] §3.5), with a 100 ms safety
-//!   timeout whose use with work found is counted in
+//!   then park until a kick (\[E\] §3.1, \[J\] §3.5), with a safety
+//!   timeout ([`crate::RuntimeConfig::idle_safety_wake_ns`], 100 ms by
+//!   default) whose use with work found is counted in
 //!   [`crate::ArbiterStats::unrequested_wakeups_with_work`].
 //!
 //! Both sleeps are stretched by wake-up coalescing
@@ -64,8 +65,6 @@ const SPIN_BELOW_NS: u64 = 50_000;
 const SHAPER_SPIN_BELOW_NS: u64 = 2_000;
 /// Longest single sleep waiting for the link.
 const LINK_SLEEP_MAX: Duration = Duration::from_millis(50);
-/// Safety-net park timeout.
-const PARK_TIMEOUT: Duration = Duration::from_millis(100);
 
 pub(crate) struct Arbiter<S, B> {
     pub(crate) rt: Arc<Shared>,
@@ -179,11 +178,12 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                         continue;
                     }
                     let parked = std::time::Instant::now();
-                    if let Some(wake) = self.sleep(PARK_TIMEOUT, true) {
+                    let safety = Duration::from_nanos(self.rt.cfg.idle_safety_wake_ns);
+                    if let Some(wake) = self.sleep(safety, true) {
                         // Nobody kicked for the whole safety period (an early
                         // return is a stale unpark token or a spurious
                         // wake-up, not a lost wake-up).
-                        unkicked = wake == Wake::TimedOut && parked.elapsed() >= PARK_TIMEOUT;
+                        unkicked = wake == Wake::TimedOut && parked.elapsed() >= safety;
                     }
                     idle_since = None;
                 }
