@@ -764,11 +764,12 @@ struct NodeRun {
     client_ns: f64,
 }
 
-/// CPU time (ns) of this process's threads whose name starts with
-/// `prefix`, from `/proc/self/task/*/schedstat` (0 where unreadable).
-fn cpu_ns_of_threads(prefix: &str) -> u64 {
+/// CPU time (ns) of each of this process's threads whose name starts with
+/// `prefix`, by thread id, from `/proc/self/task/*/schedstat` (none where
+/// unreadable).
+fn cpu_ns_by_thread(prefix: &str) -> std::collections::BTreeMap<u64, u64> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return Default::default();
     };
     tasks
         .flatten()
@@ -776,13 +777,29 @@ fn cpu_ns_of_threads(prefix: &str) -> u64 {
             std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
         })
         .filter_map(|t| {
-            std::fs::read_to_string(t.path().join("schedstat"))
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let ns = std::fs::read_to_string(t.path().join("schedstat"))
                 .ok()?
                 .split_whitespace()
                 .next()?
                 .parse::<u64>()
-                .ok()
+                .ok()?;
+            Some((tid, ns))
         })
+        .collect()
+}
+
+/// CPU ns that the threads of `ours` used between the readings `before`
+/// and `after` ([`cpu_ns_by_thread`]): a thread that is not in both (one
+/// that started or ended in between, or another runtime's of the same
+/// name) counts nothing, so no exit can make the sum go backwards.
+fn cpu_ns_between(
+    ours: &std::collections::BTreeSet<u64>,
+    before: &std::collections::BTreeMap<u64, u64>,
+    after: &std::collections::BTreeMap<u64, u64>,
+) -> u64 {
+    ours.iter()
+        .filter_map(|t| Some(after.get(t)?.saturating_sub(*before.get(t)?)))
         .sum()
 }
 
@@ -795,6 +812,10 @@ fn node_run(args: &Args, alg: pspat_sched::AlgKind, links: usize) -> anyhow::Res
     use std::time::Duration;
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let flows = args.flows.min(pspat::MAX_FLOW_ID as usize + 1);
+    // The arbiters this node starts: those of that name that were not
+    // there before (another runtime of this process may have its own).
+    let others: std::collections::BTreeSet<u64> =
+        cpu_ns_by_thread("pspat-arbiter").into_keys().collect();
     let node: pspat::node::Node<CountTx> = pspat::node::Node::new();
     let mut counts = Vec::with_capacity(links);
     for e in 0..links {
@@ -860,15 +881,25 @@ fn node_run(args: &Args, alg: pspat_sched::AlgKind, links: usize) -> anyhow::Res
     };
     std::thread::sleep(Duration::from_millis(100));
     let cpu0 = (
-        cpu_ns_of_threads("pspat-arbiter"),
-        cpu_ns_of_threads("pspat-pb-client"),
+        cpu_ns_by_thread("pspat-arbiter"),
+        cpu_ns_by_thread("pspat-pb-client"),
     );
+    // This node's threads, named by now (a thread names itself once it
+    // runs): the arbiters that were not there before it, the clients
+    // alive now.
+    let arbiters: std::collections::BTreeSet<u64> = cpu0
+        .0
+        .keys()
+        .filter(|t| !others.contains(t))
+        .copied()
+        .collect();
+    let client_tids: std::collections::BTreeSet<u64> = cpu0.1.keys().copied().collect();
     let (t0, n0) = (Instant::now(), read());
     std::thread::sleep(Duration::from_millis(args.arbiter_ms));
     let (t1, n1) = (Instant::now(), read());
     let cpu1 = (
-        cpu_ns_of_threads("pspat-arbiter"),
-        cpu_ns_of_threads("pspat-pb-client"),
+        cpu_ns_by_thread("pspat-arbiter"),
+        cpu_ns_by_thread("pspat-pb-client"),
     );
     let arbiter_cpus = cpus_of_threads("pspat-arbiter");
     // Release: pairs with the clients' Acquire loads.
@@ -902,13 +933,13 @@ fn node_run(args: &Args, alg: pspat_sched::AlgKind, links: usize) -> anyhow::Res
     }
     let rate = (n1 - n0) as f64 / (t1 - t0).as_secs_f64();
     let parks = finished.iter().map(|(_, f)| f.arbiter.sleeps).sum();
-    let per_packet = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / (n1 - n0).max(1) as f64;
+    let per_packet = |ns: u64| ns as f64 / (n1 - n0).max(1) as f64;
     Ok(NodeRun {
         rate,
         threads,
         parks,
-        arbiter_ns: per_packet(cpu0.0, cpu1.0),
-        client_ns: per_packet(cpu0.1, cpu1.1),
+        arbiter_ns: per_packet(cpu_ns_between(&arbiters, &cpu0.0, &cpu1.0)),
+        client_ns: per_packet(cpu_ns_between(&client_tids, &cpu0.1, &cpu1.1)),
     })
 }
 
