@@ -107,7 +107,8 @@
 //!   rule order; only those are tried. A rule with no other condition
 //!   (`ip from any to any`, `udp from any to any out`) matches without a
 //!   test; one with ports, addresses or an interface tests just those (a
-//!   port list is scanned; a prefix is one mask and compare; a table is
+//!   port list is scanned; a prefix is one mask and compare, an address
+//!   list one per entry of the packet's family (scanned); a table is
 //!   O(L log n) for L distinct prefix lengths; `me` and interfaces scan
 //!   their short lists). Matching is linear in the rules of the packet's
 //!   class, at most all of them. A class whose first rule has no other

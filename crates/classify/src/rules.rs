@@ -11,11 +11,15 @@
 //!   `me` matches the addresses given to
 //!   [`crate::Classifier::set_local_addrs`] (none until then); `table(N)`
 //!   matches when the longest prefix of table N containing the address
-//!   exists, and that entry's value is the rule's `tablearg`. `not`
-//!   before `me`, `table(N)` or a prefix inverts the test: `not
+//!   exists, and that entry's value is the rule's `tablearg`. An address
+//!   list (`10.0.0.1,10.0.0.0/24,2001:db8::/32`) matches when one of its
+//!   prefixes does (its entries are scanned in order; an address only
+//!   meets those of its family) and gives no `tablearg`. `not` before
+//!   `me`, `table(N)`, a prefix or a list inverts the test: `not
 //!   10.0.0.0/8` matches every address outside it, IPv6 ones included (as
 //!   ipfw, where the address test fails on the other family before `not`
-//!   inverts it), and `not table(N)` gives no `tablearg`.
+//!   inverts it), `not 10.0.0.0/8,192.168.0.0/16` every address in none of
+//!   the prefixes, and `not table(N)` gives no `tablearg`.
 //! * `tablearg` takes the destination table's value when the destination is
 //!   a table, else the source table's (the later of the two lookups, as
 //!   ipfw's last matched table).
@@ -152,6 +156,14 @@ pub(crate) enum AddrCond {
     },
     /// Index into the classifier's tables.
     Table(usize),
+    /// An address list: inside any of its prefixes, each family's scanned
+    /// apart (an address never meets the other family's entries).
+    List {
+        /// `(net, mask)` of the IPv4 entries, in the order written.
+        v4: Box<[(u32, u32)]>,
+        /// `(net, mask)` of the IPv6 entries, in the order written.
+        v6: Box<[(u128, u128)]>,
+    },
     /// `not ...`: every address the inner condition refuses (no tablearg).
     Not(Box<AddrCond>),
 }
@@ -189,8 +201,31 @@ impl AddrCond {
                 }
             },
             AddrMatch::Table(n) => AddrCond::Table(table_index(*n)?),
+            AddrMatch::List(list) => {
+                let mut v4 = Vec::new();
+                let mut v6 = Vec::new();
+                for p in list.prefixes() {
+                    match p.addr {
+                        IpAddr::V4(a) => {
+                            let mask = mask4(p.len);
+                            v4.push((u32::from(a) & mask, mask));
+                        }
+                        IpAddr::V6(a) => {
+                            let mask = mask6(p.len);
+                            v6.push((u128::from(a) & mask, mask));
+                        }
+                    }
+                }
+                AddrCond::List {
+                    v4: v4.into_boxed_slice(),
+                    v6: v6.into_boxed_slice(),
+                }
+            }
             // `split` gave the positive form.
-            AddrMatch::NotMe | AddrMatch::NotPrefix(_) | AddrMatch::NotTable(_) => return None,
+            AddrMatch::NotMe
+            | AddrMatch::NotPrefix(_)
+            | AddrMatch::NotTable(_)
+            | AddrMatch::NotList(_) => return None,
         })
     }
 
@@ -209,6 +244,14 @@ impl AddrCond {
             (AddrCond::V4 { net, mask }, IpAddr::V4(a)) => u32::from(a) & mask == *net,
             (AddrCond::V6 { net, mask }, IpAddr::V6(a)) => u128::from(a) & mask == *net,
             (AddrCond::V4 { .. } | AddrCond::V6 { .. }, _) => false,
+            (AddrCond::List { v4, .. }, IpAddr::V4(a)) => {
+                let a = u32::from(a);
+                v4.iter().any(|&(net, mask)| a & mask == net)
+            }
+            (AddrCond::List { v6, .. }, IpAddr::V6(a)) => {
+                let a = u128::from(a);
+                v6.iter().any(|&(net, mask)| a & mask == net)
+            }
             (AddrCond::Table(t), a) => match tables[*t].lookup(a) {
                 Some(v) => {
                     *arg = Some(v);
@@ -581,7 +624,32 @@ mod tests {
                 AddrCond::Not(Box::new(AddrCond::V4 { net: (0x0a00_0000 | a) & mask, mask }))
             }),
             1 => Just(AddrCond::Not(Box::new(AddrCond::Table(0)))),
+            1 => addr_list(),
+            1 => addr_list().prop_map(|list| AddrCond::Not(Box::new(list))),
         ]
+    }
+
+    /// A list of one to three IPv4 and zero to two IPv6 entries near the
+    /// generated prefixes and packets.
+    fn addr_list() -> impl Strategy<Value = AddrCond> {
+        let v4 = proptest::collection::vec(
+            (0u32..4, 0u8..=32).prop_map(|(a, len)| {
+                let mask = mask4(len);
+                ((0x0a00_0000 | a) & mask, mask)
+            }),
+            1..4,
+        );
+        let v6 = proptest::collection::vec(
+            (0u128..4, 0u8..=128).prop_map(|(a, len)| {
+                let mask = mask6(len);
+                (((0x2001_0db8u128 << 96) | a) & mask, mask)
+            }),
+            0..3,
+        );
+        (v4, v6).prop_map(|(v4, v6)| AddrCond::List {
+            v4: v4.into_boxed_slice(),
+            v6: v6.into_boxed_slice(),
+        })
     }
 
     fn ports() -> impl Strategy<Value = Vec<PortRange>> {
@@ -711,6 +779,45 @@ mod tests {
             }
             let got: Vec<u64> = set.rules.iter().map(|r| r.bytes).collect();
             prop_assert_eq!(got, expected);
+        }
+
+        /// A compiled address list matches exactly the addresses one of
+        /// its entries, compiled alone as a prefix, matches; negated, the
+        /// others; neither gives a tablearg.
+        #[test]
+        fn a_list_matches_what_one_of_its_prefixes_matches(
+            entries in proptest::collection::vec(
+                prop_oneof![
+                    (0u32..5, 24u8..=32).prop_map(|(a, len)| format!("10.0.0.{a}/{len}")),
+                    (0u32..5, 120u8..=128).prop_map(|(a, len)| format!("2001:db8::{a}/{len}")),
+                ],
+                2..6,
+            ),
+            addrs in proptest::collection::vec(
+                prop_oneof![
+                    (0u32..6).prop_map(|a| format!("10.0.0.{a}")),
+                    (0u32..6).prop_map(|a| format!("2001:db8::{a}")),
+                ],
+                1..16,
+            ),
+        ) {
+            let prefixes: Vec<Prefix> = entries.iter().map(|e| e.parse().unwrap()).collect();
+            let list = AddrMatch::any_of(prefixes.clone()).unwrap();
+            let no_table = |_| None;
+            let cond = AddrCond::new(&list, no_table).unwrap();
+            let negated = AddrCond::new(&list.clone().negated().unwrap(), no_table).unwrap();
+            let singles: Vec<AddrCond> = prefixes
+                .iter()
+                .map(|p| AddrCond::new(&AddrMatch::Prefix(*p), no_table).unwrap())
+                .collect();
+            for a in &addrs {
+                let a: IpAddr = a.parse().unwrap();
+                let want = singles.iter().any(|s| s.matches(a, &[], &[], &mut None));
+                let mut arg = None;
+                prop_assert_eq!(cond.matches(a, &[], &[], &mut arg), want, "{} in {}", a, list);
+                prop_assert_eq!(negated.matches(a, &[], &[], &mut arg), !want, "{} in not {}", a, list);
+                prop_assert_eq!(arg, None);
+            }
         }
     }
 

@@ -890,3 +890,101 @@ fn a_tablearg_with_only_a_negated_table_is_refused() {
         .to_string();
     assert!(err.contains("a 'not table(N)' gives no value"), "{err}");
 }
+
+#[test]
+fn an_address_list_matches_v4_and_v6_packets_inside_any_of_its_entries() {
+    let text = "pipe 1 config\npipe 2 config\n\
+                add 100 pipe 1 udp from 10.0.0.1,10.1.0.0/16,2001:db8::/32 to any dst-port 1\n\
+                add 200 pipe 2 udp from any to 192.0.2.0/24,2001:db8:1::/48 dst-port 2\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let layout = c.layout().clone();
+    let pipe = |n| layout.range_of(FlowOwner::Pipe(n)).unwrap().1.first;
+    let mut to = |src: &str, dst: &str, dport: u16| match c.classify(
+        t(0),
+        &udp(ip(src), ip(dst), 9, dport),
+        100,
+    ) {
+        Verdict::Enqueue(p) => Some(p.flow),
+        _ => None,
+    };
+    // Each entry of the source list, whatever its family.
+    assert_eq!(to("10.0.0.1", "10.9.9.9", 1), Some(pipe(1)));
+    assert_eq!(to("10.1.200.3", "10.9.9.9", 1), Some(pipe(1)));
+    assert_eq!(to("2001:db8:ffff::7", "2001:db8::9", 1), Some(pipe(1)));
+    // Outside every entry: 10.0.0.2 is next to the single address.
+    assert_eq!(to("10.0.0.2", "10.9.9.9", 1), None);
+    assert_eq!(to("10.2.0.1", "10.9.9.9", 1), None);
+    assert_eq!(to("2001:db9::1", "2001:db8::9", 1), None);
+    // A v4 packet never meets a v6 entry (::ffff:10.0.0.1 is not 10.0.0.1).
+    assert_eq!(to("::ffff:10.0.0.1", "10.9.9.9", 1), None);
+    // The destination list.
+    assert_eq!(to("10.9.9.9", "192.0.2.77", 2), Some(pipe(2)));
+    assert_eq!(to("2001:db8::5", "2001:db8:1:2::1", 2), Some(pipe(2)));
+    assert_eq!(to("2001:db8::5", "2001:db8:2::1", 2), None);
+    assert_eq!(to("10.9.9.9", "192.0.3.1", 2), None);
+}
+
+#[test]
+fn a_negated_address_list_matches_addresses_inside_none_of_its_entries() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 udp from not 10.0.0.0/8,192.168.0.0/16 to any dst-port 1\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let layout = c.layout().clone();
+    let pipe = layout.range_of(FlowOwner::Pipe(1)).unwrap().1.first;
+    let mut from = |src: &str| match c.classify(t(0), &udp(ip(src), ip("198.51.100.1"), 9, 1), 100)
+    {
+        Verdict::Enqueue(p) => Some(p.flow),
+        _ => None,
+    };
+    assert_eq!(from("10.3.4.5"), None, "inside the first entry");
+    assert_eq!(from("192.168.77.1"), None, "inside the second entry");
+    assert_eq!(from("172.16.0.1"), Some(pipe));
+    assert_eq!(from("192.169.0.1"), Some(pipe));
+    // A list of IPv4 entries holds no IPv6 address: all of them pass.
+    assert_eq!(from("2001:db8::1"), Some(pipe));
+}
+
+#[test]
+fn a_mixed_family_list_negated_refuses_both_families_it_names() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 ip from any to not 10.0.0.0/8,2001:db8::/32\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let layout = c.layout().clone();
+    let pipe = layout.range_of(FlowOwner::Pipe(1)).unwrap().1.first;
+    let mut to = |src: &str, dst: &str| match c.classify(t(0), &udp(ip(src), ip(dst), 9, 1), 100) {
+        Verdict::Enqueue(p) => Some(p.flow),
+        _ => None,
+    };
+    assert_eq!(to("192.0.2.1", "10.0.0.9"), None);
+    assert_eq!(to("2001:db8::1", "2001:db8:5::9"), None);
+    assert_eq!(to("192.0.2.1", "11.0.0.9"), Some(pipe));
+    assert_eq!(to("2001:db8::1", "2001:db9::9"), Some(pipe));
+}
+
+#[test]
+fn rules_with_address_lists_keep_first_match_order() {
+    // 10.0.0.5 is in both lists: rule 100 comes first and wins; a source
+    // only in the second list falls through to rule 200, one in neither to
+    // the catch-all, and a list rule after the catch-all never matches.
+    let text = "pipe 1 config\npipe 2 config\npipe 3 config\npipe 4 config\n\
+                add 100 pipe 1 ip from 10.0.0.5,2001:db8::5 to any\n\
+                add 200 pipe 2 ip from 10.0.0.0/24,2001:db8::/64 to any\n\
+                add 300 pipe 3 ip from any to any\n\
+                add 400 pipe 4 ip from 10.0.0.6,10.0.0.7 to any\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let layout = c.layout().clone();
+    let pipe = |n| layout.range_of(FlowOwner::Pipe(n)).unwrap().1.first;
+    let mut from =
+        |src: &str| placed(c.classify(t(0), &udp(ip(src), ip("192.0.2.1"), 9, 1), 100)).flow;
+    assert_eq!(from("10.0.0.5"), pipe(1));
+    assert_eq!(from("2001:db8::5"), pipe(1));
+    assert_eq!(from("10.0.0.6"), pipe(2));
+    assert_eq!(from("2001:db8::6"), pipe(2));
+    assert_eq!(from("10.0.1.6"), pipe(3));
+    assert_eq!(from("2001:db8:1::6"), pipe(3));
+    let counts: Vec<(u32, u64)> = c.rule_counters().map(|(n, k)| (n, k.packets)).collect();
+    assert_eq!(counts, [(100, 2), (200, 2), (300, 2), (400, 0)]);
+}

@@ -536,15 +536,28 @@ pub(crate) fn parse_rule_body(
         match word {
             "from" | "to" | "src-ip" | "dst-ip" | "src-ip6" | "dst-ip6" => {
                 let source = matches!(word, "from" | "src-ip" | "src-ip6");
-                let mut v = cur.value(tok, "10.0.0.0/24, any, me or table(1)")?;
+                let mut v = cur.value(tok, "10.0.0.0/24, any, me, table(1) or a list 10.0.0.1,10.0.0.0/24")?;
                 // `from not 10.0.0.0/8`: two words in ipfw lines, one value
                 // ("not 10.0.0.0/8") in TOML.
                 let negated = v.text == "not";
                 if negated {
-                    v = cur.value(v, "10.0.0.0/24, me or table(1) after not")?;
+                    v = cur.value(v, "10.0.0.0/24, me, table(1) or a list 10.0.0.1,10.0.0.0/24 after not")?;
                 }
-                let text = if negated { format!("not {}", v.text) } else { v.text.clone() };
-                let addr = cur.check(v, AddrMatch::parse(&text))?;
+                // An error inside a list names the offending entry, at its column.
+                let positive = AddrMatch::parse_located(&v.text).map_err(|e| {
+                    let offset = u32::try_from(e.offset).unwrap_or(u32::MAX);
+                    let entry = Tok {
+                        text: e.token,
+                        line: v.line,
+                        column: v.column.saturating_add(offset),
+                    };
+                    cur.error(&entry, e.error.kind, e.error.message)
+                })?;
+                let addr = if negated {
+                    cur.check(v, positive.negated_as_written(&format!("not {}", v.text)))?
+                } else {
+                    positive
+                };
                 let field = if source { "src" } else { "dst" };
                 record(fields, cur, field, tok, v.pos())?;
                 if source {

@@ -66,7 +66,7 @@ pub use model::{
     InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched, Table,
     TableEntry, Target,
 };
-pub use net::{AddrMatch, PortRange, Prefix};
+pub use net::{AddrList, AddrListError, AddrMatch, PortRange, Prefix, MAX_ADDR_LIST_LEN};
 pub use pipe_config::{
     delay_line_capacity, pipe_config, pipe_seed, plan_pipe_configs, queue_config, sched_config,
 };

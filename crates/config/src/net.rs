@@ -1,6 +1,6 @@
-//! Addresses and ports as rules write them: IPv4 and IPv6 prefixes, `any`,
-//! `me`, `table(N)`, and port lists with ranges (`80,443,1000-2000`), as in
-//! `ipfw(8)`'s rule body.
+//! Addresses and ports as rules write them: IPv4 and IPv6 prefixes, address
+//! lists (`10.0.0.1,10.0.0.0/24`), `any`, `me`, `table(N)`, and port lists
+//! with ranges (`80,443,1000-2000`), as in `ipfw(8)`'s rule body.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -94,8 +94,91 @@ impl<'de> Deserialize<'de> for Prefix {
     }
 }
 
+/// The most entries an address list may have; a longer set of prefixes
+/// belongs in a table (`table N add PREFIX`, matched with `table(N)`).
+pub const MAX_ADDR_LIST_LEN: usize = 256;
+
+/// Why prefixes do not make an [`AddrList`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddrListError {
+    /// Fewer than two prefixes: one prefix alone is [`AddrMatch::Prefix`].
+    #[error(
+        "an address list needs at least 2 entries, not {0} (a single prefix is written alone)"
+    )]
+    TooShort(usize),
+    /// More than [`MAX_ADDR_LIST_LEN`] prefixes.
+    #[error(
+        "an address list has at most {MAX_ADDR_LIST_LEN} entries, not {0}; put the prefixes in a table"
+    )]
+    TooLong(usize),
+}
+
+/// An address list, ipfw's `addr-list`: 2 to [`MAX_ADDR_LIST_LEN`] prefixes
+/// or addresses, of either family, in the order written
+/// (`10.0.0.1,10.0.0.0/24,2001:db8::/32`). An address matches when one of
+/// them contains it; an entry of the other family never does.
+///
+/// # Examples
+/// ```
+/// use pspat_config::{AddrList, AddrMatch};
+/// let m = AddrMatch::parse("10.0.0.1,10.0.0.0/24,2001:db8::/32").unwrap();
+/// let AddrMatch::List(list) = &m else { panic!("{m:?}") };
+/// assert_eq!(list.prefixes().len(), 3);
+/// assert_eq!(m.to_string(), "10.0.0.1,10.0.0.0/24,2001:db8::/32");
+/// assert!(AddrList::new(vec!["10.0.0.1".parse().unwrap()]).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "Vec<Prefix>", into = "Vec<Prefix>")]
+pub struct AddrList(Box<[Prefix]>);
+
+impl AddrList {
+    /// The list of `prefixes`, in order.
+    ///
+    /// # Errors
+    /// [`AddrListError`] for fewer than 2 prefixes or more than
+    /// [`MAX_ADDR_LIST_LEN`].
+    pub fn new(prefixes: Vec<Prefix>) -> Result<Self, AddrListError> {
+        match prefixes.len() {
+            n @ 0..=1 => Err(AddrListError::TooShort(n)),
+            n if n > MAX_ADDR_LIST_LEN => Err(AddrListError::TooLong(n)),
+            _ => Ok(AddrList(prefixes.into_boxed_slice())),
+        }
+    }
+
+    /// The entries, in the order written.
+    pub fn prefixes(&self) -> &[Prefix] {
+        &self.0
+    }
+}
+
+impl TryFrom<Vec<Prefix>> for AddrList {
+    type Error = AddrListError;
+
+    fn try_from(prefixes: Vec<Prefix>) -> Result<Self, AddrListError> {
+        AddrList::new(prefixes)
+    }
+}
+
+impl From<AddrList> for Vec<Prefix> {
+    fn from(list: AddrList) -> Self {
+        list.0.into_vec()
+    }
+}
+
+impl fmt::Display for AddrList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The source or destination of a rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AddrMatch {
     /// Every address.
@@ -116,23 +199,56 @@ pub enum AddrMatch {
     /// `not table(N)`: every address table N has no prefix for (no
     /// `tablearg`).
     NotTable(u32),
+    /// Addresses inside any prefix of an address list
+    /// (`10.0.0.1,10.0.0.0/24`); no `tablearg`.
+    List(AddrList),
+    /// `not LIST`: every address inside none of the list's prefixes, those
+    /// of a family the list does not name included.
+    NotList(AddrList),
+}
+
+/// A parse error located inside an address's text: the offending part (an
+/// entry of a list, or the whole text) and where it starts, in characters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LocatedError {
+    /// Characters of the text before the offending part.
+    pub(crate) offset: usize,
+    /// The offending part as written.
+    pub(crate) token: String,
+    /// What is wrong.
+    pub(crate) error: ValueError,
 }
 
 impl AddrMatch {
-    /// Parses `any`, `me`, `table(N)` or a prefix, each but `any` optionally
-    /// after `not ` (`not 10.0.0.0/8`).
+    /// Parses `any`, `me`, `table(N)`, a prefix or an address list
+    /// (`10.0.0.1,10.0.0.0/24`), each but `any` optionally after `not `
+    /// (`not 10.0.0.0/8`, `not 10.0.0.0/8,192.168.0.0/16`). A list of one
+    /// entry is that prefix.
     ///
     /// # Errors
-    /// [`ValueError`] for anything else, and for `not any` (it would match
-    /// nothing).
+    /// [`ValueError`] for anything else, for `not any` (it would match
+    /// nothing), and for a list with an empty entry, an entry that is not
+    /// a prefix or more than [`MAX_ADDR_LIST_LEN`] entries.
     pub fn parse(text: &str) -> Result<Self, ValueError> {
         if let Some(rest) = text.strip_prefix("not ") {
-            return Self::parse(rest.trim_start())?.negated().ok_or_else(|| {
-                ValueError::syntax(format!(
-                    "'{text}' matches nothing (not may precede me, table(N) or a prefix)"
-                ))
-            });
+            return Self::parse_located(rest.trim_start())
+                .map_err(|e| e.error)?
+                .negated_as_written(text);
         }
+        Self::parse_located(text).map_err(|e| e.error)
+    }
+
+    /// [`AddrMatch::parse`] without `not`, its error naming the offending
+    /// entry of a list and where it starts.
+    pub(crate) fn parse_located(text: &str) -> Result<Self, LocatedError> {
+        if text.contains(',') {
+            return parse_list(text);
+        }
+        let whole = |error| LocatedError {
+            offset: 0,
+            token: text.to_string(),
+            error,
+        };
         match text {
             "any" => Ok(AddrMatch::Any),
             "me" => Ok(AddrMatch::Me),
@@ -141,20 +257,106 @@ impl AddrMatch {
                     .strip_prefix("table(")
                     .and_then(|t| t.strip_suffix(')'))
                 {
-                    return crate::units::parse_u32(inner).map(AddrMatch::Table);
+                    return crate::units::parse_u32(inner)
+                        .map(AddrMatch::Table)
+                        .map_err(whole);
                 }
                 text.parse()
                     .map(AddrMatch::Prefix)
-                    .map_err(|e: ValueError| ValueError {
-                        kind: e.kind,
-                        message: format!("{} (or any, me, table(N))", e.message),
+                    .map_err(|e: ValueError| {
+                        whole(ValueError {
+                            kind: e.kind,
+                            message: format!(
+                                "{} (or any, me, table(N), or a comma-separated list)",
+                                e.message
+                            ),
+                        })
                     })
             }
         }
     }
+
+    /// The negation of this match as `text` wrote it (`not ...`).
+    ///
+    /// # Errors
+    /// [`ValueError`] for `not any`, which would match nothing.
+    pub(crate) fn negated_as_written(self, text: &str) -> Result<Self, ValueError> {
+        self.negated().ok_or_else(|| {
+            ValueError::syntax(format!(
+                "'{text}' matches nothing (not may precede me, table(N), a prefix or an address list)"
+            ))
+        })
+    }
+}
+
+/// An address list's entries (`text` holds a comma, so at least two
+/// entries, each checked).
+fn parse_list(text: &str) -> Result<AddrMatch, LocatedError> {
+    let mut prefixes = Vec::new();
+    let mut offset = 0;
+    for (index, entry) in text.split(',').enumerate() {
+        let at = |error| LocatedError {
+            offset,
+            token: entry.to_string(),
+            error,
+        };
+        if entry.is_empty() {
+            return Err(LocatedError {
+                offset: 0,
+                token: text.to_string(),
+                error: ValueError::syntax(format!(
+                    "'{text}': entry {} of the address list is empty (one comma between entries, none at either end, no spaces)",
+                    index + 1
+                )),
+            });
+        }
+        if index == MAX_ADDR_LIST_LEN {
+            return Err(at(ValueError::range(format!(
+                "an address list has at most {MAX_ADDR_LIST_LEN} entries; put more prefixes in a table (table N add PREFIX, then table(N))"
+            ))));
+        }
+        let not_a_prefix = entry == "any"
+            || entry == "me"
+            || entry == "not"
+            || (entry.starts_with("table(") && entry.ends_with(')'));
+        if not_a_prefix {
+            return Err(at(ValueError::syntax(format!(
+                "'{entry}' cannot be in an address list (entries are addresses or prefixes, e.g. 10.0.0.1,10.0.0.0/24,2001:db8::/32)"
+            ))));
+        }
+        prefixes.push(entry.parse::<Prefix>().map_err(at)?);
+        offset += entry.chars().count() + 1;
+    }
+    AddrMatch::any_of(prefixes).map_err(|e| LocatedError {
+        offset: 0,
+        token: text.to_string(),
+        error: ValueError::syntax(e.to_string()),
+    })
 }
 
 impl AddrMatch {
+    /// The addresses inside any of `prefixes`: the prefix itself for one
+    /// (a list of one entry is that prefix), else an [`AddrMatch::List`].
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::{AddrMatch, Prefix};
+    /// let p: Prefix = "10.0.0.0/8".parse().unwrap();
+    /// assert_eq!(AddrMatch::any_of(vec![p]), Ok(AddrMatch::Prefix(p)));
+    /// let two = AddrMatch::any_of(vec![p, "2001:db8::/32".parse().unwrap()]).unwrap();
+    /// assert_eq!(two.to_string(), "10.0.0.0/8,2001:db8::/32");
+    /// assert!(AddrMatch::any_of(Vec::new()).is_err());
+    /// ```
+    ///
+    /// # Errors
+    /// [`AddrListError`] for no prefix or more than [`MAX_ADDR_LIST_LEN`].
+    pub fn any_of(prefixes: Vec<Prefix>) -> Result<AddrMatch, AddrListError> {
+        match prefixes.as_slice() {
+            [one] => Ok(AddrMatch::Prefix(*one)),
+            _ => AddrList::new(prefixes).map(AddrMatch::List),
+        }
+    }
+
     /// The match of every address this one refuses (`not ...`), or the
     /// positive match of a negated one; `None` for `any`, whose negation
     /// would match nothing.
@@ -164,10 +366,23 @@ impl AddrMatch {
             AddrMatch::Me => AddrMatch::NotMe,
             AddrMatch::Prefix(p) => AddrMatch::NotPrefix(p),
             AddrMatch::Table(n) => AddrMatch::NotTable(n),
+            AddrMatch::List(l) => AddrMatch::NotList(l),
             AddrMatch::NotMe => AddrMatch::Me,
             AddrMatch::NotPrefix(p) => AddrMatch::Prefix(p),
             AddrMatch::NotTable(n) => AddrMatch::Table(n),
+            AddrMatch::NotList(l) => AddrMatch::List(l),
         })
+    }
+
+    /// Whether this is a `not ...` match.
+    pub fn is_negated(&self) -> bool {
+        matches!(
+            self,
+            AddrMatch::NotMe
+                | AddrMatch::NotPrefix(_)
+                | AddrMatch::NotTable(_)
+                | AddrMatch::NotList(_)
+        )
     }
 
     /// The positive match and whether this one is negated: `not
@@ -180,21 +395,32 @@ impl AddrMatch {
     /// assert_eq!(m.to_string(), "not table(3)");
     /// assert_eq!(m.split(), (AddrMatch::Table(3), true));
     /// assert!(AddrMatch::parse("not any").is_err());
+    /// let list = AddrMatch::parse("not 10.0.0.0/8,192.168.0.0/16").unwrap();
+    /// assert_eq!(list.split().0.to_string(), "10.0.0.0/8,192.168.0.0/16");
     /// ```
-    pub fn split(self) -> (AddrMatch, bool) {
-        match self {
-            AddrMatch::NotMe | AddrMatch::NotPrefix(_) | AddrMatch::NotTable(_) => {
-                (self.negated().unwrap_or(AddrMatch::Any), true)
-            }
-            positive => (positive, false),
+    pub fn split(&self) -> (AddrMatch, bool) {
+        if self.is_negated() {
+            (self.clone().negated().unwrap_or(AddrMatch::Any), true)
+        } else {
+            (self.clone(), false)
         }
     }
 
     /// The table this match looks up, negated or not.
-    pub fn table(self) -> Option<u32> {
+    pub fn table(&self) -> Option<u32> {
         match self {
-            AddrMatch::Table(n) | AddrMatch::NotTable(n) => Some(n),
+            AddrMatch::Table(n) | AddrMatch::NotTable(n) => Some(*n),
             _ => None,
+        }
+    }
+
+    /// The prefixes this match tests, negated or not: the prefix of
+    /// `PREFIX`, the entries of a list, none for `any`, `me` and tables.
+    pub fn prefixes(&self) -> &[Prefix] {
+        match self {
+            AddrMatch::Prefix(p) | AddrMatch::NotPrefix(p) => std::slice::from_ref(p),
+            AddrMatch::List(l) | AddrMatch::NotList(l) => l.prefixes(),
+            _ => &[],
         }
     }
 }
@@ -206,7 +432,11 @@ impl fmt::Display for AddrMatch {
             AddrMatch::Me => f.write_str("me"),
             AddrMatch::Prefix(p) => write!(f, "{p}"),
             AddrMatch::Table(n) => write!(f, "table({n})"),
-            AddrMatch::NotMe | AddrMatch::NotPrefix(_) | AddrMatch::NotTable(_) => {
+            AddrMatch::List(l) => write!(f, "{l}"),
+            AddrMatch::NotMe
+            | AddrMatch::NotPrefix(_)
+            | AddrMatch::NotTable(_)
+            | AddrMatch::NotList(_) => {
                 write!(f, "not {}", self.split().0)
             }
         }

@@ -280,7 +280,7 @@ impl Plan {
                 }
                 _ => {}
             }
-            for a in [r.src, r.dst] {
+            for a in [&r.src, &r.dst] {
                 if let Some(t) = a.table() {
                     if !self.tables.contains_key(&t) {
                         out.push(format!("rule {} reads missing table {t}", r.number));
@@ -827,27 +827,27 @@ impl Config {
                 }
                 _ => {}
             }
-            for (field, addr) in [("src", r.src), ("dst", r.dst)] {
-                match addr.split().0 {
-                    AddrMatch::Table(t) if !plan.tables.contains_key(&t) => {
-                        let pos = c.pos(SiteKind::Rule, i, 0, field, || addr.to_string());
-                        c.push(pos, ErrorKind::MissingReference, format!("rule {number} reads table {t}, which has no entries (add 'table {t} add PREFIX VALUE')"));
-                    }
-                    AddrMatch::Prefix(p)
-                        if (r.proto == Proto::Ip4 && !p.addr.is_ipv4())
-                            || (r.proto == Proto::Ip6 && !p.addr.is_ipv6()) =>
-                    {
-                        let pos = c.pos(SiteKind::Rule, i, 0, field, || p.to_string());
-                        c.push(
-                            pos,
-                            ErrorKind::OutOfRange,
-                            format!(
-                                "rule {number} matches {} but {p} is of the other address family",
-                                r.proto.name()
-                            ),
-                        );
-                    }
-                    _ => {}
+            for (field, addr) in [("src", &r.src), ("dst", &r.dst)] {
+                if let Some(t) = addr.table().filter(|t| !plan.tables.contains_key(t)) {
+                    let pos = c.pos(SiteKind::Rule, i, 0, field, || addr.to_string());
+                    c.push(pos, ErrorKind::MissingReference, format!("rule {number} reads table {t}, which has no entries (add 'table {t} add PREFIX VALUE')"));
+                }
+                // A prefix, or a list entry, that no packet of the rule's
+                // family can fall in.
+                let other_family = addr.prefixes().iter().find(|p| {
+                    (r.proto == Proto::Ip4 && !p.addr.is_ipv4())
+                        || (r.proto == Proto::Ip6 && !p.addr.is_ipv6())
+                });
+                if let Some(p) = other_family {
+                    let pos = c.pos(SiteKind::Rule, i, 0, field, || p.to_string());
+                    c.push(
+                        pos,
+                        ErrorKind::OutOfRange,
+                        format!(
+                            "rule {number} matches {} but {p} is of the other address family",
+                            r.proto.name()
+                        ),
+                    );
                 }
             }
             let tablearg = matches!(
@@ -855,16 +855,18 @@ impl Config {
                 Action::Pipe(Target::Tablearg) | Action::Queue(Target::Tablearg)
             );
             if tablearg {
-                let tables: Vec<u32> = [r.src, r.dst]
+                // Only a positive table gives a value: not a prefix, a
+                // list, or a negated table.
+                let tables: Vec<u32> = [&r.src, &r.dst]
                     .into_iter()
                     .filter_map(|a| match a {
-                        AddrMatch::Table(t) => Some(t),
+                        AddrMatch::Table(t) => Some(*t),
                         _ => None,
                     })
                     .collect();
                 if tables.is_empty() {
                     let pos = c.pos(SiteKind::Rule, i, 0, "action", || "tablearg".into());
-                    c.push(pos, ErrorKind::MissingReference, format!("rule {number} uses tablearg but matches no table; use 'from table(N)' or 'to table(N)' (a 'not table(N)' gives no value)"));
+                    c.push(pos, ErrorKind::MissingReference, format!("rule {number} uses tablearg but matches no table; use 'from table(N)' or 'to table(N)' (a prefix, an address list or a 'not table(N)' gives no value)"));
                 }
                 for t in tables {
                     let Some(ti) = self.tables.iter().position(|x| x.number == t) else {
@@ -897,8 +899,8 @@ impl Config {
                 number,
                 action: r.action,
                 proto: r.proto,
-                src: r.src,
-                dst: r.dst,
+                src: r.src.clone(),
+                dst: r.dst.clone(),
                 src_ports: r.src_ports.clone(),
                 dst_ports: r.dst_ports.clone(),
                 direction: r.direction,

@@ -1,6 +1,9 @@
 use std::io;
 
-use pspat_config::{parse_ipfw, parse_toml, Error, ErrorKind, NoProfiles, ProfileLoader};
+use pspat_config::{
+    parse_ipfw, parse_toml, AddrList, AddrListError, AddrMatch, Error, ErrorKind, NoProfiles,
+    Prefix, ProfileLoader, MAX_ADDR_LIST_LEN,
+};
 
 /// Parses and validates; returns the one error.
 fn error_of(text: &str, loader: &dyn ProfileLoader) -> Error {
@@ -414,4 +417,225 @@ fn not_before_an_address_reads_and_prints_in_both_syntaxes_and_not_any_is_refuse
     let e =
         error_of_toml("[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nfrom = \"not  \"\n");
     assert_eq!(e.kind, ErrorKind::Syntax, "{e}");
+}
+
+#[test]
+fn address_lists_read_and_print_in_both_syntaxes() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 ip from 10.0.0.1,10.0.0.0/24,2001:db8::/32 to any\n\
+                add 200 pipe 1 udp from any to not 10.0.0.0/8,192.168.0.0/16 dst-port 53\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap();
+    let plan = cfg.clone().validate(&NoProfiles).unwrap();
+    let AddrMatch::List(src) = &plan.rules[&100].src else {
+        panic!("{:?}", plan.rules[&100].src)
+    };
+    let written: Vec<String> = src.prefixes().iter().map(|p| p.to_string()).collect();
+    assert_eq!(written, ["10.0.0.1", "10.0.0.0/24", "2001:db8::/32"]);
+    assert!(
+        matches!(&plan.rules[&200].dst, AddrMatch::NotList(l) if l.prefixes().len() == 2),
+        "{:?}",
+        plan.rules[&200].dst
+    );
+    let printed = pspat_config::print_ipfw(&cfg);
+    assert!(
+        printed.contains("add 100 pipe 1 ip from 10.0.0.1,10.0.0.0/24,2001:db8::/32 to any\n"),
+        "{printed}"
+    );
+    assert!(
+        printed
+            .contains("add 200 pipe 1 udp from any to not 10.0.0.0/8,192.168.0.0/16 dst-port 53\n"),
+        "{printed}"
+    );
+    let toml = pspat_config::print_toml(&cfg);
+    assert!(
+        toml.contains("from = \"10.0.0.1,10.0.0.0/24,2001:db8::/32\""),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("to = \"not 10.0.0.0/8,192.168.0.0/16\""),
+        "{toml}"
+    );
+    assert_eq!(parse_toml(&toml, "cfg.toml").unwrap(), cfg);
+    assert_eq!(parse_ipfw(&printed, "cfg.ipfw").unwrap(), cfg);
+    // The plan's JSON: a list is its entries as written, and reads back
+    // only with 2 to MAX_ADDR_LIST_LEN of them.
+    let json = serde_json::to_value(&plan.rules[&200].dst).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({ "not_list": ["10.0.0.0/8", "192.168.0.0/16"] })
+    );
+    let back: AddrMatch = serde_json::from_value(json).unwrap();
+    assert_eq!(back, plan.rules[&200].dst);
+    let one = serde_json::json!({ "list": ["10.0.0.0/8"] });
+    let err = serde_json::from_value::<AddrMatch>(one).unwrap_err();
+    assert!(err.to_string().contains("at least 2 entries"), "{err}");
+}
+
+#[test]
+fn an_address_list_of_one_prefix_is_that_prefix() {
+    let p: Prefix = "10.0.0.0/8".parse().unwrap();
+    assert_eq!(AddrMatch::any_of(vec![p]), Ok(AddrMatch::Prefix(p)));
+    assert_eq!(
+        AddrMatch::any_of(Vec::new()),
+        Err(AddrListError::TooShort(0))
+    );
+    assert_eq!(
+        AddrList::new(vec![p]).unwrap_err(),
+        AddrListError::TooShort(1)
+    );
+    assert_eq!(
+        AddrList::new(vec![p; MAX_ADDR_LIST_LEN + 1]).unwrap_err(),
+        AddrListError::TooLong(MAX_ADDR_LIST_LEN + 1)
+    );
+}
+
+#[test]
+fn a_bad_address_list_entry_is_named_at_its_column() {
+    // "add 100 pipe 1 ip from " is 23 characters: the list starts at 24.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from 10.0.0.1,any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 33, "any", ErrorKind::Syntax);
+    assert!(e.message.contains("cannot be in an address list"), "{e}");
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from not 10.0.0.1,me to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 37, "me", ErrorKind::Syntax);
+    let e = error_of(
+        "pipe 1 config\ntable 1 add 10.0.0.0/8 1\nadd 100 pipe 1 ip from any to 10.0.0.1,table(1)\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 3, 40, "table(1)", ErrorKind::Syntax);
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from 10.0.0.1,10.0.0.0/33 to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 33, "10.0.0.0/33", ErrorKind::OutOfRange);
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from 10.0.0.1,10.0.0.256 to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 33, "10.0.0.256", ErrorKind::Syntax);
+    // Entries are counted in characters, as columns are.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from 10.0.0.1,é to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 33, "é", ErrorKind::Syntax);
+}
+
+#[test]
+fn an_empty_address_list_entry_names_the_list() {
+    for (list, entry) in [("1.2.3.4,,5.6.7.8", 2), ("10.0.0.1,", 2), (",10.0.0.1", 1)] {
+        let e = error_of(
+            &format!("pipe 1 config\nadd 100 pipe 1 ip from {list} to any\n"),
+            &NoProfiles,
+        );
+        assert_at(&e, "cfg.ipfw", 2, 24, list, ErrorKind::Syntax);
+        assert!(
+            e.message
+                .contains(&format!("entry {entry} of the address list is empty")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn an_address_list_beyond_its_cap_names_the_first_entry_too_many() {
+    let entry = |i: usize| format!("10.{}.{}.0/24", i / 256, i % 256);
+    let list = |n: usize| (0..n).map(entry).collect::<Vec<_>>().join(",");
+    let text = |n: usize| format!("pipe 1 config\nadd 100 pipe 1 ip from {} to any\n", list(n));
+    let cfg = parse_ipfw(&text(MAX_ADDR_LIST_LEN), "cfg.ipfw").unwrap();
+    assert_eq!(cfg.rules[0].src.prefixes().len(), MAX_ADDR_LIST_LEN);
+    let e = error_of(&text(MAX_ADDR_LIST_LEN + 1), &NoProfiles);
+    let column = 24 + list(MAX_ADDR_LIST_LEN).chars().count() + 1;
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        u32::try_from(column).unwrap(),
+        &entry(MAX_ADDR_LIST_LEN),
+        ErrorKind::OutOfRange,
+    );
+    assert!(e.message.contains("at most 256 entries"), "{e}");
+    assert!(e.message.contains("table"), "{e}");
+}
+
+#[test]
+fn address_list_errors_in_toml_name_the_entry_at_its_column() {
+    // `from = "` is 8 characters: the list starts at column 9.
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nfrom = \"10.0.0.1,any\"\n",
+    );
+    assert_at(&e, "cfg.toml", 5, 18, "any", ErrorKind::Syntax);
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nto = \"not 10.0.0.1,,10.0.0.2\"\n",
+    );
+    assert_at(
+        &e,
+        "cfg.toml",
+        5,
+        11,
+        "10.0.0.1,,10.0.0.2",
+        ErrorKind::Syntax,
+    );
+    let cfg = parse_toml(
+        "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nfrom = \"10.0.0.1,10.0.0.0/24\"\nto = \"not 10.0.0.0/8,192.168.0.0/16\"\n",
+        "cfg.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        pspat_config::rule_line(&cfg.rules[0]),
+        "add pipe 1 ip from 10.0.0.1,10.0.0.0/24 to not 10.0.0.0/8,192.168.0.0/16"
+    );
+}
+
+#[test]
+fn an_address_list_entry_of_the_other_family_is_refused_under_ip4_or_ip6() {
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip4 from 10.0.0.1,2001:db8::/32 to any\n",
+        &NoProfiles,
+    );
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        25,
+        "10.0.0.1,2001:db8::/32",
+        ErrorKind::OutOfRange,
+    );
+    assert!(
+        e.message
+            .contains("matches ip4 but 2001:db8::/32 is of the other address family"),
+        "{e}"
+    );
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip6 from any to not 2001:db8::/32,10.0.0.0/8\n",
+        &NoProfiles,
+    );
+    assert!(e.message.contains("10.0.0.0/8 is of the other"), "{e}");
+}
+
+#[test]
+fn a_tablearg_rule_with_only_address_lists_is_refused() {
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe tablearg ip from 10.0.0.1,10.0.0.2 to not 10.1.0.0/16,10.2.0.0/16\n",
+        &NoProfiles,
+    );
+    assert_eq!(e.kind, ErrorKind::MissingReference, "{e}");
+    assert!(
+        e.message.contains("uses tablearg but matches no table"),
+        "{e}"
+    );
+    assert!(e.message.contains("an address list"), "{e}");
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        14,
+        "tablearg",
+        ErrorKind::MissingReference,
+    );
 }

@@ -1,4 +1,7 @@
-use pspat_config::{parse_ipfw, parse_profile, parse_toml, print_ipfw, Action, Parent, Target};
+use pspat_config::{
+    parse_ipfw, parse_profile, parse_toml, print_ipfw, Action, AddrMatch, NoProfiles, Parent,
+    Target,
+};
 
 const DOC: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/CONFIG.md"));
 
@@ -45,6 +48,12 @@ fn the_complete_example_loads_validates_and_matches_its_ipfw_form() {
     assert_eq!(plan.tables[&1].len(), 3);
     assert_eq!(plan.rules[&200].action, Action::Queue(Target::Tablearg));
     assert_eq!(
+        plan.rules[&100].src.to_string(),
+        "192.168.1.0/24,192.168.2.0/24",
+        "rule 100 reads an address list"
+    );
+    assert!(matches!(&plan.rules[&100].src, AddrMatch::List(l) if l.prefixes().len() == 2));
+    assert_eq!(
         plan.rules.keys().copied().collect::<Vec<_>>(),
         vec![100, 200, 300]
     );
@@ -61,4 +70,36 @@ fn the_complete_example_loads_validates_and_matches_its_ipfw_form() {
     let json = serde_json::to_value(&plan).unwrap();
     assert_eq!(json["schema_version"], 1);
     assert_eq!(json["pipes"]["10"]["link"]["bw_bps"], 20_000_000);
+}
+
+#[test]
+fn the_address_list_examples_load_in_both_syntaxes() {
+    // The plain block of the rules section that shows address lists.
+    let open = "```\nadd 100 pipe 1 ip from 10.0.0.1,";
+    let start = DOC.find(open).expect("the address list example") + 4;
+    let len = DOC[start..].find("```").expect("the block is closed");
+    let rules = &DOC[start..start + len];
+    let text = format!("pipe 1 config\npipe 2 config\n{rules}");
+    let cfg = parse_ipfw(&text, "lists.ipfw").unwrap_or_else(|e| panic!("{e}"));
+    let plan = cfg
+        .clone()
+        .validate(&NoProfiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(&plan.rules[&100].src, AddrMatch::List(l) if l.prefixes().len() == 3));
+    assert!(matches!(&plan.rules[&200].src, AddrMatch::NotList(l) if l.prefixes().len() == 2));
+    assert!(print_ipfw(&cfg).ends_with(rules), "{}", print_ipfw(&cfg));
+    // The TOML strings the text gives for the same two lists.
+    for (value, rule) in [
+        ("10.0.0.1,10.0.0.0/24,2001:db8::/32", 100),
+        ("not 10.0.0.0/8,192.168.0.0/16", 200),
+    ] {
+        assert!(
+            DOC.contains(&format!("`from = \"{value}\"`")),
+            "the text shows {value}"
+        );
+        let toml =
+            format!("[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nfrom = \"{value}\"\n");
+        let from_toml = parse_toml(&toml, "lists.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(from_toml.rules[0].src, plan.rules[&rule].src, "{value}");
+    }
 }

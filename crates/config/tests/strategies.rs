@@ -5,9 +5,9 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::select;
 use pspat_config::{
-    Action, AddrMatch, Config, DefaultAction, Direction, Distribution, FlowMask, GilbertElliott,
-    InterfaceMatch, InterfaceRole, LinkParams, Parent, Pipe, PortRange, Prefix, Proto, Queue,
-    QueueLimit, QueueParams, Red, Rule, Sched, Table, TableEntry, Target,
+    Action, AddrList, AddrMatch, Config, DefaultAction, Direction, Distribution, FlowMask,
+    GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, Parent, Pipe, PortRange, Prefix,
+    Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, Table, TableEntry, Target,
 };
 use pspat_sched::AlgKind;
 
@@ -147,7 +147,14 @@ fn addr() -> impl Strategy<Value = AddrMatch> {
         Just(AddrMatch::NotMe),
         prefix().prop_map(AddrMatch::NotPrefix),
         any::<u32>().prop_map(AddrMatch::NotTable),
+        addr_list().prop_map(AddrMatch::List),
+        addr_list().prop_map(AddrMatch::NotList),
     ]
+}
+
+/// Lists of 2 to 5 entries, both families mixed.
+fn addr_list() -> impl Strategy<Value = AddrList> {
+    vec(prefix(), 2..6).prop_map(|prefixes| AddrList::new(prefixes).expect("2 to 5 entries"))
 }
 
 fn ports() -> impl Strategy<Value = Vec<PortRange>> {
