@@ -5,7 +5,8 @@
 //! the CPUs that share it (`/sys/devices/system/cpu/cpu*/cache/index*/`, the
 //! kernel's `Documentation/ABI/testing/sysfs-devices-system-cpu`), memory
 //! (`/proc/meminfo`), the kernel release, the transparent-huge-page setting
-//! and the load average, then measures a **dependent-load latency curve**.
+//! and the load average, then measures a **dependent-load latency curve**
+//! and the **CPU cost of a wake-up**.
 //!
 //! # The latency curve
 //! For each buffer size, the buffer is cut into 64-byte lines, and each line
@@ -34,6 +35,20 @@
 //! a few seconds in all; `--quick` 4 sizes with a floor of 100 k loads.
 //!
 //! Complexity: O(lines) memory and set-up per size, O(loads) per run.
+//!
+//! # The cost of a wake-up
+//! A shaper that sleeps until its next release time pays one timed wake-up
+//! per sleep, and on a virtual machine that cost varies by an order of
+//! magnitude between hosts (each return from an idle vCPU may take the
+//! hypervisor several exits, for the timer among others). The thread sleeps
+//! 1 ms at a time (`std::thread::sleep`, a timer it arms itself), then parks
+//! while a second thread on another core, if there is one, wakes it every
+//! 1 ms (no timer of its own); for each, the thread's on-CPU time
+//! (`/proc/thread-self/schedstat`, first field) per wake-up. The kernel
+//! charges a woken thread from its wake-up, not from its switch-in, so the
+//! idle core's way back from the interrupt is in the figure, as it is in the
+//! arbiter's. Full mode 1 000 wake-ups of each kind (about 2 s), `--quick`
+//! 100.
 //!
 //! The process pins itself to one core (`--core`, default the last one
 //! `core_affinity` reports) before measuring, and says so: on a 2-core
@@ -123,6 +138,8 @@ struct Report {
     loadavg_after: Option<[f64; 3]>,
     pinning: Pinning,
     latency: Latency,
+    /// CPU per wake-up; `None` without `/proc/thread-self/schedstat`.
+    wake_up: Option<WakeUp>,
 }
 
 #[derive(Serialize, Default)]
@@ -209,6 +226,25 @@ struct LatencyPoint {
     cpu_wait_share: Option<f64>,
 }
 
+/// The on-CPU cost of a thread's wake-ups (module docs, *The cost of a
+/// wake-up*).
+#[derive(Serialize)]
+struct WakeUp {
+    /// Time between wake-ups (ns).
+    period_ns: u64,
+    /// Wake-ups measured of each kind.
+    wake_ups: u32,
+    /// On-CPU µs per wake-up of a thread that sleeps on its own timer.
+    timed_sleep_cpu_us: f64,
+    /// Wake-ups per second of wall time the timed sleeps reached.
+    timed_sleep_per_s: f64,
+    /// On-CPU µs per wake-up of a thread woken by another thread (`None`
+    /// with a single core: the waker would share it).
+    woken_by_thread_cpu_us: Option<f64>,
+    /// Core the waking thread ran on.
+    waker_core: Option<usize>,
+}
+
 /// Runs `pspat machine`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
@@ -258,6 +294,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         points.push(point);
     }
+    let wake_up = measure_wake_up(
+        if args.quick { 100 } else { 1_000 },
+        cores.iter().map(|id| id.id).find(|&c| c != core),
+    );
     if !args.json {
         eprintln!();
     }
@@ -300,6 +340,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             min_loads_per_run: min_loads,
             points,
         },
+        wake_up,
     };
 
     let mut out = std::io::stdout().lock();
@@ -368,6 +409,68 @@ fn measure(size: usize, min_loads: usize) -> LatencyPoint {
         wall_ns_per_load_median: wall[RUNS / 2],
         cpu_wait_share: have_wait.then(|| wait_total / wall_total),
     }
+}
+
+/// The calling thread's on-CPU time so far (first field of
+/// `/proc/thread-self/schedstat`).
+fn on_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Times `wake_ups` sleeps of 1 ms on the calling thread's own timer, then
+/// as many parks ended by a thread pinned to `waker_core`.
+fn measure_wake_up(wake_ups: u32, waker_core: Option<usize>) -> Option<WakeUp> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const PERIOD: Duration = Duration::from_millis(1);
+    let per_wake_us =
+        |before: u64, after: u64| after.saturating_sub(before) as f64 / 1e3 / f64::from(wake_ups);
+
+    let (cpu_before, started) = (on_cpu_ns()?, Instant::now());
+    for _ in 0..wake_ups {
+        std::thread::sleep(PERIOD);
+    }
+    let (cpu_after, elapsed) = (on_cpu_ns()?, started.elapsed());
+    let timed_sleep_cpu_us = per_wake_us(cpu_before, cpu_after);
+    let timed_sleep_per_s = f64::from(wake_ups) / elapsed.as_secs_f64();
+
+    let woken_by_thread_cpu_us = waker_core.and_then(|waker| {
+        let sleeper = std::thread::current();
+        // Relaxed: the flag only ends the waker's loop; join orders the rest.
+        let done = Arc::new(AtomicBool::new(false));
+        let waker_done = Arc::clone(&done);
+        let handle = std::thread::Builder::new()
+            .name("pspat-waker".into())
+            .spawn(move || {
+                core_affinity::set_for_current(core_affinity::CoreId { id: waker });
+                while !waker_done.load(Ordering::Relaxed) {
+                    std::thread::sleep(PERIOD);
+                    sleeper.unpark();
+                }
+            })
+            .ok()?;
+        // A park may also end spuriously or on a token left from before:
+        // count only the parks, which is what a wake-up costs either way.
+        let before = on_cpu_ns();
+        for _ in 0..wake_ups {
+            std::thread::park();
+        }
+        let after = on_cpu_ns();
+        done.store(true, Ordering::Relaxed);
+        let _ = handle.join();
+        Some(per_wake_us(before?, after?))
+    });
+    Some(WakeUp {
+        period_ns: PERIOD.as_nanos() as u64,
+        wake_ups,
+        timed_sleep_cpu_us,
+        timed_sleep_per_s,
+        woken_by_thread_cpu_us,
+        waker_core: woken_by_thread_cpu_us.and(waker_core),
+    })
 }
 
 /// The calling thread's total time spent runnable but waiting for a CPU
@@ -688,12 +791,63 @@ fn write_table(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
             r.pinning.core
         )?;
     }
+    match &r.wake_up {
+        None => writeln!(
+            out,
+            "\nwake-up cost: not measured (no /proc/thread-self/schedstat)"
+        )?,
+        Some(w) => {
+            writeln!(
+                out,
+                "\nwake-up cost (on-CPU time of the woken thread, {} wake-ups, one every {} µs):",
+                w.wake_ups,
+                w.period_ns / 1_000
+            )?;
+            writeln!(
+                out,
+                "  sleep on its own timer   {:>6.1} µs per wake-up ({:.0} wake-ups/s)",
+                w.timed_sleep_cpu_us, w.timed_sleep_per_s
+            )?;
+            match (w.woken_by_thread_cpu_us, w.waker_core) {
+                (Some(us), Some(core)) => writeln!(
+                    out,
+                    "  woken by a thread        {us:>6.1} µs per wake-up (waker on core {core})"
+                )?,
+                _ => writeln!(out, "  woken by a thread        not measured (one core)")?,
+            }
+        }
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wake_up_cost_is_measured_for_both_kinds_and_only_with_a_second_core() {
+        let Some(alone) = measure_wake_up(5, None) else {
+            // No schedstat on this kernel: nothing to measure.
+            assert!(on_cpu_ns().is_none());
+            return;
+        };
+        assert_eq!(alone.wake_ups, 5);
+        assert!(alone.timed_sleep_cpu_us > 0.0);
+        // Five 1 ms sleeps cannot run faster than 1 000 a second.
+        assert!(
+            alone.timed_sleep_per_s <= 1_000.0,
+            "{}",
+            alone.timed_sleep_per_s
+        );
+        assert!(alone.woken_by_thread_cpu_us.is_none() && alone.waker_core.is_none());
+        let core = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .first()
+            .map_or(0, |id| id.id);
+        let woken = measure_wake_up(5, Some(core)).expect("schedstat was readable above");
+        assert!(woken.woken_by_thread_cpu_us.is_some_and(|us| us > 0.0));
+        assert_eq!(woken.waker_core, Some(core));
+    }
 
     #[test]
     fn random_cycle_visits_every_index_once() {
