@@ -43,11 +43,12 @@
 //! hypervisor several exits, for the timer among others). The thread sleeps
 //! 1 ms at a time (`std::thread::sleep`, a timer it arms itself), then parks
 //! while a second thread on another core, if there is one, wakes it every
-//! 1 ms (no timer of its own); for each, the thread's on-CPU time
+//! 1 ms (no timer of its own), then while a thread on its own core does
+//! (the core is busy when the wake-up comes); for each, the thread's on-CPU time
 //! (`/proc/thread-self/schedstat`, first field) per wake-up. The kernel
 //! charges a woken thread from its wake-up, not from its switch-in, so the
 //! idle core's way back from the interrupt is in the figure, as it is in the
-//! arbiter's. Full mode 1 000 wake-ups of each kind (about 2 s), `--quick`
+//! arbiter's. Full mode 1 000 wake-ups of each kind (about 3 s), `--quick`
 //! 100.
 //!
 //! The process pins itself to one core (`--core`, default the last one
@@ -243,6 +244,10 @@ struct WakeUp {
     woken_by_thread_cpu_us: Option<f64>,
     /// Core the waking thread ran on.
     waker_core: Option<usize>,
+    /// On-CPU µs per wake-up of a thread woken by another thread on its own
+    /// core: the core is busy with the waker when the wake-up comes, so no
+    /// idle core returns.
+    woken_on_own_core_cpu_us: Option<f64>,
 }
 
 /// Runs `pspat machine`.
@@ -296,6 +301,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let wake_up = measure_wake_up(
         if args.quick { 100 } else { 1_000 },
+        core,
         cores.iter().map(|id| id.id).find(|&c| c != core),
     );
     if !args.json {
@@ -419,58 +425,63 @@ fn on_cpu_ns() -> Option<u64> {
 }
 
 /// Times `wake_ups` sleeps of 1 ms on the calling thread's own timer, then
-/// as many parks ended by a thread pinned to `waker_core`.
-fn measure_wake_up(wake_ups: u32, waker_core: Option<usize>) -> Option<WakeUp> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    const PERIOD: Duration = Duration::from_millis(1);
-    let per_wake_us =
-        |before: u64, after: u64| after.saturating_sub(before) as f64 / 1e3 / f64::from(wake_ups);
-
+/// as many parks ended by a thread pinned to `other_core`, then by one
+/// pinned to `own_core` (the calling thread's).
+fn measure_wake_up(wake_ups: u32, own_core: usize, other_core: Option<usize>) -> Option<WakeUp> {
     let (cpu_before, started) = (on_cpu_ns()?, Instant::now());
     for _ in 0..wake_ups {
-        std::thread::sleep(PERIOD);
+        std::thread::sleep(WAKE_PERIOD);
     }
     let (cpu_after, elapsed) = (on_cpu_ns()?, started.elapsed());
-    let timed_sleep_cpu_us = per_wake_us(cpu_before, cpu_after);
-    let timed_sleep_per_s = f64::from(wake_ups) / elapsed.as_secs_f64();
-
-    let woken_by_thread_cpu_us = waker_core.and_then(|waker| {
-        let sleeper = std::thread::current();
-        // Relaxed: the flag only ends the waker's loop; join orders the rest.
-        let done = Arc::new(AtomicBool::new(false));
-        let waker_done = Arc::clone(&done);
-        let handle = std::thread::Builder::new()
-            .name("pspat-waker".into())
-            .spawn(move || {
-                core_affinity::set_for_current(core_affinity::CoreId { id: waker });
-                while !waker_done.load(Ordering::Relaxed) {
-                    std::thread::sleep(PERIOD);
-                    sleeper.unpark();
-                }
-            })
-            .ok()?;
-        // A park may also end spuriously or on a token left from before:
-        // count only the parks, which is what a wake-up costs either way.
-        let before = on_cpu_ns();
-        for _ in 0..wake_ups {
-            std::thread::park();
-        }
-        let after = on_cpu_ns();
-        done.store(true, Ordering::Relaxed);
-        let _ = handle.join();
-        Some(per_wake_us(before?, after?))
-    });
+    let woken_by_thread_cpu_us = other_core.and_then(|core| woken_by_thread(wake_ups, core));
     Some(WakeUp {
-        period_ns: PERIOD.as_nanos() as u64,
+        period_ns: WAKE_PERIOD.as_nanos() as u64,
         wake_ups,
-        timed_sleep_cpu_us,
-        timed_sleep_per_s,
+        timed_sleep_cpu_us: per_wake_up_us(cpu_before, cpu_after, wake_ups),
+        timed_sleep_per_s: f64::from(wake_ups) / elapsed.as_secs_f64(),
         woken_by_thread_cpu_us,
-        waker_core: woken_by_thread_cpu_us.and(waker_core),
+        waker_core: woken_by_thread_cpu_us.and(other_core),
+        woken_on_own_core_cpu_us: woken_by_thread(wake_ups, own_core),
     })
+}
+
+/// The period of every wake-up [`measure_wake_up`] times.
+const WAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
+
+fn per_wake_up_us(before_ns: u64, after_ns: u64, wake_ups: u32) -> f64 {
+    after_ns.saturating_sub(before_ns) as f64 / 1e3 / f64::from(wake_ups)
+}
+
+/// On-CPU µs per park of the calling thread ended by a thread pinned to
+/// `waker_core` every [`WAKE_PERIOD`]; `None` if either cannot be measured.
+fn woken_by_thread(wake_ups: u32, waker_core: usize) -> Option<f64> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let sleeper = std::thread::current();
+    // Relaxed: the flag only ends the waker's loop; join orders the rest.
+    let done = Arc::new(AtomicBool::new(false));
+    let waker_done = Arc::clone(&done);
+    let handle = std::thread::Builder::new()
+        .name("pspat-waker".into())
+        .spawn(move || {
+            core_affinity::set_for_current(core_affinity::CoreId { id: waker_core });
+            while !waker_done.load(Ordering::Relaxed) {
+                std::thread::sleep(WAKE_PERIOD);
+                sleeper.unpark();
+            }
+        })
+        .ok()?;
+    // A park may also end spuriously or on a token left from before:
+    // count only the parks, which is what a wake-up costs either way.
+    let before = on_cpu_ns();
+    for _ in 0..wake_ups {
+        std::thread::park();
+    }
+    let after = on_cpu_ns();
+    done.store(true, Ordering::Relaxed);
+    let _ = handle.join();
+    Some(per_wake_up_us(before?, after?, wake_ups))
 }
 
 /// The calling thread's total time spent runnable but waiting for a CPU
@@ -815,6 +826,13 @@ fn write_table(out: &mut impl Write, r: &Report) -> std::io::Result<()> {
                 )?,
                 _ => writeln!(out, "  woken by a thread        not measured (one core)")?,
             }
+            if let Some(us) = w.woken_on_own_core_cpu_us {
+                writeln!(
+                    out,
+                    "  woken on its own core    {us:>6.1} µs per wake-up (the waker shares core {}: no idle core to wake)",
+                    r.pinning.core
+                )?;
+            }
         }
     }
     Ok(())
@@ -826,7 +844,11 @@ mod tests {
 
     #[test]
     fn wake_up_cost_is_measured_for_both_kinds_and_only_with_a_second_core() {
-        let Some(alone) = measure_wake_up(5, None) else {
+        let core = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .first()
+            .map_or(0, |id| id.id);
+        let Some(alone) = measure_wake_up(5, core, None) else {
             // No schedstat on this kernel: nothing to measure.
             assert!(on_cpu_ns().is_none());
             return;
@@ -840,11 +862,8 @@ mod tests {
             alone.timed_sleep_per_s
         );
         assert!(alone.woken_by_thread_cpu_us.is_none() && alone.waker_core.is_none());
-        let core = core_affinity::get_core_ids()
-            .unwrap_or_default()
-            .first()
-            .map_or(0, |id| id.id);
-        let woken = measure_wake_up(5, Some(core)).expect("schedstat was readable above");
+        assert!(alone.woken_on_own_core_cpu_us.is_some_and(|us| us > 0.0));
+        let woken = measure_wake_up(5, core, Some(core)).expect("schedstat was readable above");
         assert!(woken.woken_by_thread_cpu_us.is_some_and(|us| us > 0.0));
         assert_eq!(woken.waker_core, Some(core));
     }
