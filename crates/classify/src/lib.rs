@@ -52,7 +52,11 @@
 //! destination table's value when both sides are tables); empty port lists
 //! match any port; `via` any direction, `recv` received packets, `xmit` sent
 //! ones, on interface indexes bound by [`Classifier::bind_interface`] (a name
-//! or a pattern ending in `*`; unbound names match nothing).
+//! or a pattern ending in `*`; unbound names match nothing). `not` before
+//! the protocol, a port option or an interface option matches what the
+//! positive test refuses, as ipfw: `not dst-port 80` matches every packet
+//! without ports (neither TCP nor UDP), `not xmit eth0` every received
+//! packet.
 //!
 //! # Slot reuse and queued packets
 //! A slot freed by expiry may still have packets queued in the scheduler from
@@ -111,7 +115,10 @@
 //!   list one per entry of the packet's family (scanned); a table is
 //!   O(L log n) for L distinct prefix lengths; `me` and interfaces scan
 //!   their short lists). Matching is linear in the rules of the packet's
-//!   class, at most all of them. A class whose first rule has no other
+//!   class, at most all of them. A negated protocol is decided by the
+//!   class too; a rule with a negated port list or interface takes a path
+//!   of its own, so that the others pay one flag test for it. A class
+//!   whose first rule has no other
 //!   condition and sends to a flowset on a link without a sched mask is
 //!   placed directly, decided at construction: the rule's counters, then
 //!   the dynamic queue, with no dispatch on the action and no instance.
@@ -178,7 +185,7 @@ pub use view::DynamicKey;
 
 use dynamic::{DynTable, Hashed, Lookup};
 use key::{CompiledMask, KeyLayout, Narrow};
-use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, RuleAction, RuleSet, CLASSES};
+use rules::{AddrCond, CompiledRule, IfaceCond, LpmTable, Negated, RuleAction, RuleSet, CLASSES};
 
 /// What happens to a packet whose dynamic queue (or instance) would exceed
 /// the cap.
@@ -708,20 +715,28 @@ impl Classifier {
                 AddrCond::new(a, table_index)
                     .ok_or_else(|| ClassifyError::Dangling(format!("rule {} table", r.number)))
             };
+            let iface = r.interface.as_ref().map(|i| IfaceCond {
+                role: i.role,
+                pattern: i.name.clone(),
+                bound: Vec::new(),
+                negated: i.negated,
+            });
             rules.push(CompiledRule {
                 number: r.number,
                 action,
                 proto: r.proto,
+                proto_negated: r.proto_negated,
                 src: addr(&r.src)?,
                 dst: addr(&r.dst)?,
                 src_ports: r.src_ports.clone(),
                 dst_ports: r.dst_ports.clone(),
+                negated: Negated::new(
+                    r.src_ports_negated && !r.src_ports.is_empty(),
+                    r.dst_ports_negated && !r.dst_ports.is_empty(),
+                    iface.as_ref(),
+                ),
                 direction: r.direction,
-                iface: r.interface.as_ref().map(|i| IfaceCond {
-                    role: i.role,
-                    pattern: i.name.clone(),
-                    bound: Vec::new(),
-                }),
+                iface,
                 packets: 0,
                 bytes: 0,
             });

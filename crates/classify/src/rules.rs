@@ -29,11 +29,26 @@
 //!   packets, `xmit` only sent ones; the name (or a pattern ending in `*`,
 //!   matching by prefix) is bound to interface indexes with
 //!   [`crate::Classifier::bind_interface`]; an unbound name matches nothing.
+//! * `not` before the protocol, a port option or an interface option
+//!   matches every packet the positive test refuses, as ipfw, which
+//!   computes the test and then inverts it: `not udp` every protocol but
+//!   UDP (`not icmp` neither ICMP on IPv4 nor ICMPv6 on IPv6, `not ip4`
+//!   IPv6); `not dst-port 80,443` a TCP or UDP packet whose port is in
+//!   none of the ranges, and every packet of another protocol (ICMP, a
+//!   protocol number without ports: ipfw's port test fails on a packet
+//!   without ports, and `not` turns that into a match); `not via eth0`
+//!   every packet not on eth0, `not recv eth0` every sent packet and every
+//!   packet received on another interface, `not xmit eth0` every received
+//!   packet and every packet sent on another interface (an unbound name:
+//!   every packet).
 //!
 //! # Prefilter
-//! The protocol, direction and interface-role conditions depend only on the
-//! packet's *class*: its protocol group (TCP, UDP, ICMP, ICMPv6, any other
-//! number), its source family and its direction, 20 classes. [`RuleSet`]
+//! The protocol (negated or not), direction and interface-role conditions
+//! depend only on the packet's *class*: its protocol group (TCP, UDP, ICMP,
+//! ICMPv6, any other number), its source family and its direction, 20
+//! classes (a negated interface's role is not a class condition: every
+//! class meets it, and the rule tests role and interface together).
+//! [`RuleSet`]
 //! lists, for each class, the rules the class meets, in rule order, each
 //! marked when it has conditions left (ports, addresses other than `any`,
 //! an interface). A packet reads its class (one table read, two shifts),
@@ -287,6 +302,8 @@ pub(crate) struct IfaceCond {
     pub(crate) role: InterfaceRole,
     pub(crate) pattern: String,
     pub(crate) bound: Vec<u32>,
+    /// `not via|recv|xmit`: every packet the positive test refuses.
+    pub(crate) negated: bool,
 }
 
 impl IfaceCond {
@@ -322,14 +339,42 @@ pub(crate) struct CompiledRule {
     pub(crate) number: u32,
     pub(crate) action: RuleAction,
     pub(crate) proto: Proto,
+    /// `not PROTO` (decided by the packet's class, like the protocol).
+    pub(crate) proto_negated: bool,
     pub(crate) src: AddrCond,
     pub(crate) dst: AddrCond,
     pub(crate) src_ports: Vec<PortRange>,
     pub(crate) dst_ports: Vec<PortRange>,
+    /// Whether a port list or the interface is negated (`not dst-port`,
+    /// `not via`): such a rule takes [`CompiledRule::matches_rest_negated`],
+    /// so that a rule without `not` pays one test of this flag.
+    pub(crate) negated: Negated,
     pub(crate) direction: Direction,
     pub(crate) iface: Option<IfaceCond>,
     /// Bytes matched.
     pub(crate) bytes: u64,
+}
+
+/// Which port lists of a rule are negated (`not src-port`, `not
+/// dst-port`), and whether anything beyond the class is (the port lists or
+/// the interface).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Negated {
+    pub(crate) src_ports: bool,
+    pub(crate) dst_ports: bool,
+    /// `src_ports || dst_ports ||` the interface is negated.
+    pub(crate) any: bool,
+}
+
+impl Negated {
+    /// The flags of a rule whose interface condition is `iface`.
+    pub(crate) fn new(src_ports: bool, dst_ports: bool, iface: Option<&IfaceCond>) -> Self {
+        Negated {
+            src_ports,
+            dst_ports,
+            any: src_ports || dst_ports || iface.is_some_and(|i| i.negated),
+        }
+    }
 }
 
 impl CompiledRule {
@@ -349,8 +394,47 @@ impl CompiledRule {
     }
 }
 
-fn ports_match(list: &[PortRange], p: u16) -> bool {
-    list.is_empty() || list.iter().any(|r| r.lo <= p && p <= r.hi)
+/// ipfw's port test: the packet has ports (TCP or UDP) and `p` is in one
+/// of the ranges. The parser reports an ICMP message's type and code in
+/// the source port (for masks), but no port option sees them, as in ipfw.
+#[inline]
+fn port_in(list: &[PortRange], proto: u8, p: u16) -> bool {
+    has_ports(proto) && list.iter().any(|r| r.lo <= p && p <= r.hi)
+}
+
+/// A port option without `not`: no list, or the port test passes.
+#[inline]
+fn ports_match(list: &[PortRange], proto: u8, p: u16) -> bool {
+    list.is_empty() || port_in(list, proto, p)
+}
+
+/// Whether a packet of protocol `proto` has ports for a port option to
+/// test: TCP and UDP, as ipfw's port test.
+#[inline]
+fn has_ports(proto: u8) -> bool {
+    proto == 6 || proto == 17
+}
+
+/// A port option, negated or not: a negated one matches a packet without
+/// ports, and one whose port is in none of the ranges (ipfw: the test
+/// fails on a packet without ports, then `not` inverts it).
+#[inline]
+fn ports_match_as(list: &[PortRange], negated: bool, proto: u8, p: u16) -> bool {
+    if negated {
+        list.is_empty() || !port_in(list, proto, p)
+    } else {
+        ports_match(list, proto, p)
+    }
+}
+
+/// Whether an interface role meets a packet's direction.
+#[inline]
+fn role_admits(role: InterfaceRole, out: bool) -> bool {
+    match role {
+        InterfaceRole::Via => true,
+        InterfaceRole::Recv => !out,
+        InterfaceRole::Xmit => out,
+    }
 }
 
 /// Packet classes of the prefilter: protocol group (5) × source family (2)
@@ -393,16 +477,17 @@ fn class_admits(rule: &CompiledRule, proto: u8, v6: bool, out: bool) -> bool {
         Proto::Tcp => proto == 6,
         Proto::Udp => proto == 17,
         Proto::Icmp => proto == if v6 { 58 } else { 1 },
-    };
+    } != rule.proto_negated;
     let dir_ok = match rule.direction {
         Direction::Any => true,
         Direction::In => !out,
         Direction::Out => out,
     };
-    let role_ok = match rule.iface.as_ref().map(|i| i.role) {
-        None | Some(InterfaceRole::Via) => true,
-        Some(InterfaceRole::Recv) => !out,
-        Some(InterfaceRole::Xmit) => out,
+    // A negated interface admits every class: `not recv eth0` matches
+    // every sent packet, and a received one unless it came in on eth0.
+    let role_ok = match &rule.iface {
+        None => true,
+        Some(i) => i.negated || role_admits(i.role, out),
     };
     proto_ok && dir_ok && role_ok
 }
@@ -428,7 +513,12 @@ impl CompiledRule {
         local: &[IpAddr],
         tables: &[LpmTable],
     ) -> Option<Option<u32>> {
-        if !ports_match(&self.src_ports, k.src_port) || !ports_match(&self.dst_ports, k.dst_port) {
+        if self.negated.any {
+            return self.matches_rest_negated(k, local, tables);
+        }
+        if !ports_match(&self.src_ports, k.proto, k.src_port)
+            || !ports_match(&self.dst_ports, k.proto, k.dst_port)
+        {
             return None;
         }
         if let Some(i) = &self.iface {
@@ -436,6 +526,43 @@ impl CompiledRule {
                 return None;
             }
         }
+        self.addrs_match(k, local, tables)
+    }
+
+    /// [`CompiledRule::matches_rest`] for a rule with a negated port list
+    /// or interface (module docs for what `not` matches).
+    #[cold]
+    #[inline(never)]
+    fn matches_rest_negated(
+        &self,
+        k: &PacketKey,
+        local: &[IpAddr],
+        tables: &[LpmTable],
+    ) -> Option<Option<u32>> {
+        if !ports_match_as(&self.src_ports, self.negated.src_ports, k.proto, k.src_port)
+            || !ports_match_as(&self.dst_ports, self.negated.dst_ports, k.proto, k.dst_port)
+        {
+            return None;
+        }
+        if let Some(i) = &self.iface {
+            let out = k.direction == PacketDirection::Out;
+            // The class checked the role of a positive interface only.
+            let on = role_admits(i.role, out) && i.bound.contains(&k.ifindex);
+            if on == i.negated {
+                return None;
+            }
+        }
+        self.addrs_match(k, local, tables)
+    }
+
+    /// The address conditions: `Some(tablearg)` when both hold.
+    #[inline(always)]
+    fn addrs_match(
+        &self,
+        k: &PacketKey,
+        local: &[IpAddr],
+        tables: &[LpmTable],
+    ) -> Option<Option<u32>> {
         let mut arg = None;
         if !self.src.matches(k.src, local, tables, &mut arg)
             || !self.dst.matches(k.dst, local, tables, &mut arg)
@@ -559,6 +686,7 @@ impl CompiledRule {
         local: &[IpAddr],
         tables: &[LpmTable],
     ) -> Option<Option<u32>> {
+        // Each test as ipfw computes it, then inverted by `not`.
         let proto_ok = match self.proto {
             Proto::Ip => true,
             Proto::Ip4 => k.src.is_ipv4(),
@@ -572,10 +700,19 @@ impl CompiledRule {
             Direction::In => k.direction == PacketDirection::In,
             Direction::Out => k.direction == PacketDirection::Out,
         };
-        if !proto_ok
+        let port_test = |list: &[PortRange], negated: bool, p: u16| {
+            if list.is_empty() {
+                return true;
+            }
+            // ipfw's test: only a TCP or UDP packet has ports to test.
+            let ported = k.proto == 6 || k.proto == 17;
+            let inside = ported && list.iter().any(|r| r.lo <= p && p <= r.hi);
+            inside != negated
+        };
+        if proto_ok == self.proto_negated
             || !dir_ok
-            || !ports_match(&self.src_ports, k.src_port)
-            || !ports_match(&self.dst_ports, k.dst_port)
+            || !port_test(&self.src_ports, self.negated.src_ports, k.src_port)
+            || !port_test(&self.dst_ports, self.negated.dst_ports, k.dst_port)
         {
             return None;
         }
@@ -585,7 +722,7 @@ impl CompiledRule {
                 InterfaceRole::Recv => k.direction == PacketDirection::In,
                 InterfaceRole::Xmit => k.direction == PacketDirection::Out,
             };
-            if !role_ok || !i.bound.contains(&k.ifindex) {
+            if (role_ok && i.bound.contains(&k.ifindex)) == i.negated {
                 return None;
             }
         }
@@ -682,12 +819,20 @@ mod tests {
                     Just(InterfaceRole::Xmit)
                 ],
                 proptest::collection::vec(0u32..3, 0..3),
+                proptest::bool::weighted(0.3),
             )
-                .prop_map(|(role, bound)| IfaceCond {
+                .prop_map(|(role, bound, negated)| IfaceCond {
                     role,
                     pattern: String::new(),
                     bound,
+                    negated,
                 }),
+        );
+        // `not` before the protocol and each port list, a third of the time.
+        let nots = (
+            proptest::bool::weighted(0.3),
+            proptest::bool::weighted(0.3),
+            proptest::bool::weighted(0.3),
         );
         (
             proto,
@@ -697,20 +842,34 @@ mod tests {
             ports(),
             ports(),
             iface,
+            nots,
         )
             .prop_map(
-                |(proto, direction, src, dst, src_ports, dst_ports, iface)| CompiledRule {
-                    number: 0,
-                    action: RuleAction::Allow,
-                    proto,
-                    src,
-                    dst,
-                    src_ports,
-                    dst_ports,
-                    direction,
-                    iface,
-                    packets: 0,
-                    bytes: 0,
+                |(proto, direction, src, dst, src_ports, dst_ports, iface, nots)| {
+                    let (proto_negated, not_src, not_dst) = nots;
+                    // As the plan gives them: `not ip` is refused, and a
+                    // negation without a port list is dropped.
+                    let proto_negated = proto_negated && proto != Proto::Ip;
+                    let negated = Negated::new(
+                        not_src && !src_ports.is_empty(),
+                        not_dst && !dst_ports.is_empty(),
+                        iface.as_ref(),
+                    );
+                    CompiledRule {
+                        number: 0,
+                        action: RuleAction::Allow,
+                        proto,
+                        proto_negated,
+                        src,
+                        dst,
+                        src_ports,
+                        dst_ports,
+                        negated,
+                        direction,
+                        iface,
+                        packets: 0,
+                        bytes: 0,
+                    }
                 },
             )
     }
@@ -779,6 +938,59 @@ mod tests {
             }
             let got: Vec<u64> = set.rules.iter().map(|r| r.bytes).collect();
             prop_assert_eq!(got, expected);
+        }
+
+        /// A negated port list or interface matches exactly the packets
+        /// the same condition without `not` refuses, but for packets
+        /// without ports, which every negated port list takes (ipfw).
+        #[test]
+        fn not_matches_the_complement_of_the_positive_condition(
+            rule in rule(),
+            packets in proptest::collection::vec(packet(), 1..32),
+        ) {
+            let plain = CompiledRule {
+                src: AddrCond::Any,
+                dst: AddrCond::Any,
+                proto: Proto::Ip,
+                proto_negated: false,
+                direction: Direction::Any,
+                ..rule
+            };
+            // One condition at a time, the others left out.
+            let only_src = CompiledRule { dst_ports: Vec::new(), iface: None, ..plain.clone() };
+            let only_dst = CompiledRule { src_ports: Vec::new(), iface: None, ..plain.clone() };
+            let only_iface = CompiledRule { src_ports: Vec::new(), dst_ports: Vec::new(), ..plain.clone() };
+            for k in &packets {
+                let with = |r: &CompiledRule, nots: (bool, bool, bool)| {
+                    let iface = r.iface.clone().map(|i| IfaceCond { negated: nots.2, ..i });
+                    let r = CompiledRule {
+                        negated: Negated::new(nots.0 && !r.src_ports.is_empty(), nots.1 && !r.dst_ports.is_empty(), iface.as_ref()),
+                        iface,
+                        ..r.clone()
+                    };
+                    RuleSet::new(vec![r]).first_match(k, 1, &[], &[]).is_some()
+                };
+                let ported = k.proto == 6 || k.proto == 17;
+                for (r, nots, list) in [
+                    (&only_src, (true, false, false), !only_src.src_ports.is_empty()),
+                    (&only_dst, (false, true, false), !only_dst.dst_ports.is_empty()),
+                ] {
+                    let pos = with(r, (false, false, false));
+                    let neg = with(r, nots);
+                    if !list {
+                        prop_assert!(pos && neg, "no list: both match");
+                    } else if ported {
+                        prop_assert_eq!(neg, !pos, "{:?}", k);
+                    } else {
+                        prop_assert!(neg, "no ports: the negated list matches {:?}", k);
+                    }
+                }
+                if only_iface.iface.is_some() {
+                    let pos = with(&only_iface, (false, false, false));
+                    let neg = with(&only_iface, (false, false, true));
+                    prop_assert_eq!(neg, !pos, "{:?}", k);
+                }
+            }
         }
 
         /// A compiled address list matches exactly the addresses one of

@@ -988,3 +988,194 @@ fn rules_with_address_lists_keep_first_match_order() {
     let counts: Vec<(u32, u64)> = c.rule_counters().map(|(n, k)| (n, k.packets)).collect();
     assert_eq!(counts, [(100, 2), (200, 2), (300, 2), (400, 0)]);
 }
+
+/// The pipe (link) number a verdict sends to (`None`: no pipe).
+fn pipe_of(c: &Classifier, v: Verdict) -> Option<u32> {
+    let Verdict::Enqueue(p) = v else { return None };
+    let (link, _) = c.layout().range_of(FlowOwner::Pipe(p.link))?;
+    Some(link)
+}
+
+#[test]
+fn a_negated_port_list_matches_ports_outside_it_and_packets_without_ports() {
+    let text = "pipe 1 config\npipe 2 config\n\
+                add 100 pipe 1 ip from 10.0.0.1 to any not dst-port 80,443,8000-8999\n\
+                add 200 pipe 2 ip from 10.0.0.2 not 0-1023 to any\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let mut to = |src: &str, proto: u8, sport: u16, dport: u16| {
+        let v = c.classify(
+            t(0),
+            &PacketKey::new(ip(src), ip("10.9.9.9"), proto, sport, dport),
+            100,
+        );
+        pipe_of(&c, v)
+    };
+    // TCP and UDP: a port in none of the ranges.
+    assert_eq!(to("10.0.0.1", 6, 9, 22), Some(1));
+    assert_eq!(to("10.0.0.1", 17, 9, 53), Some(1));
+    assert_eq!(to("10.0.0.1", 6, 9, 80), None);
+    assert_eq!(to("10.0.0.1", 17, 9, 443), None);
+    assert_eq!(to("10.0.0.1", 6, 9, 8500), None);
+    assert_eq!(to("10.0.0.1", 6, 9, 9000), Some(1));
+    // Without ports (ICMP, ICMPv6, any other protocol): the port test
+    // fails before `not` inverts it, as ipfw, whatever the key holds
+    // (ICMP's type and code, here 80 in the destination port).
+    assert_eq!(to("10.0.0.1", 1, 0x0800, 80), Some(1));
+    assert_eq!(to("10.0.0.1", 47, 0, 443), Some(1));
+    // `from ADDR not PORTS`: the source port, the same way.
+    assert_eq!(to("10.0.0.2", 6, 1023, 80), None);
+    assert_eq!(to("10.0.0.2", 6, 1024, 80), Some(2));
+    assert_eq!(to("10.0.0.2", 1, 0x0800, 0), Some(2), "ICMP has no ports");
+    let mut k = PacketKey::new(ip("2001:db8::2"), ip("2001:db8::9"), 58, 0x8000, 0);
+    assert_eq!(
+        c.classify(t(0), &k, 100),
+        Verdict::Drop(DropReason::DefaultDeny)
+    );
+    k.src = ip("10.0.0.2");
+    let v = c.classify(t(0), &k, 100);
+    assert_eq!(
+        pipe_of(&c, v),
+        Some(2),
+        "ICMPv6's number on an IPv4 key has no ports either"
+    );
+}
+
+#[test]
+fn a_port_option_never_matches_a_packet_without_ports() {
+    // The parser reports an ICMP message's type and code in the source
+    // port (8 << 8 for an echo request: 2048); ipfw's port test needs TCP
+    // or UDP, so neither port option sees them.
+    let text = "pipe 1 config\npipe 2 config\npipe 3 config\n\
+                add 100 pipe 1 ip from any 2048 to any\n\
+                add 200 pipe 2 ip from any to any dst-port 0\n\
+                add 300 pipe 3 ip from any to any\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let mut to = |proto: u8, sport: u16, dport: u16| {
+        let v = c.classify(
+            t(0),
+            &PacketKey::new(ip("10.0.0.1"), ip("10.9.9.9"), proto, sport, dport),
+            100,
+        );
+        pipe_of(&c, v)
+    };
+    assert_eq!(to(1, 0x0800, 0), Some(3), "ICMP echo request");
+    assert_eq!(to(58, 0x8000, 0), Some(3), "ICMPv6's number");
+    assert_eq!(to(47, 2048, 0), Some(3), "GRE");
+    assert_eq!(to(6, 2048, 80), Some(1));
+    assert_eq!(to(17, 53, 0), Some(2));
+}
+
+#[test]
+fn a_negated_protocol_matches_every_other_protocol_and_family() {
+    let text = "pipe 1 config\npipe 2 config\npipe 3 config\n\
+                add 100 pipe 1 not udp from any to any dst-port 1\n\
+                add 200 pipe 2 not icmp from any to any\n\
+                add 300 pipe 3 not ip4 from any to any\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let mut of = |src: &str, proto: u8, dport: u16| {
+        let v = c.classify(
+            t(0),
+            &PacketKey::new(ip(src), ip("10.9.9.9"), proto, 9, dport),
+            100,
+        );
+        pipe_of(&c, v)
+    };
+    assert_eq!(of("10.0.0.1", 6, 1), Some(1), "TCP is not UDP");
+    assert_eq!(of("10.0.0.1", 17, 1), Some(2), "UDP falls to `not icmp`");
+    assert_eq!(
+        of("10.0.0.1", 1, 0),
+        None,
+        "ICMP: neither rule, an IPv4 source"
+    );
+    assert_eq!(of("2001:db8::1", 58, 0), Some(3), "ICMPv6: only `not ip4`");
+    assert_eq!(
+        of("2001:db8::1", 1, 0),
+        Some(2),
+        "protocol 1 on IPv6 is not pspat's icmp"
+    );
+    assert_eq!(of("2001:db8::1", 17, 1), Some(2));
+}
+
+#[test]
+fn a_negated_interface_matches_in_both_directions_as_ipfw() {
+    let text = "pipe 1 config\npipe 2 config\npipe 3 config\n\
+                add 100 pipe 1 udp from any to any dst-port 1 not via eth0\n\
+                add 200 pipe 2 udp from any to any dst-port 2 not recv eth0\n\
+                add 300 pipe 3 udp from any to any dst-port 3 not xmit eth*\n\
+                default deny\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    let on = |c: &mut Classifier, dport: u16, dir: PacketDirection, ifindex: u32| {
+        let mut k = udp(ip("10.0.0.1"), ip("10.0.0.2"), 9, dport);
+        k.direction = dir;
+        k.ifindex = ifindex;
+        let v = c.classify(t(0), &k, 100);
+        pipe_of(c, v)
+    };
+    use PacketDirection::{In, Out};
+    // Unbound names: the positive test matches nothing, so `not` matches
+    // every packet.
+    for dir in [In, Out] {
+        assert_eq!(on(&mut c, 1, dir, 1), Some(1));
+        assert_eq!(on(&mut c, 2, dir, 1), Some(2));
+        assert_eq!(on(&mut c, 3, dir, 1), Some(3));
+    }
+    assert_eq!(c.bind_interface("eth0", 1), 3, "eth0 fits eth* too");
+    assert_eq!(c.bind_interface("eth1", 2), 1);
+    // `not via eth0`: any packet not on eth0, in either direction.
+    assert_eq!(on(&mut c, 1, In, 1), None);
+    assert_eq!(on(&mut c, 1, Out, 1), None);
+    assert_eq!(on(&mut c, 1, In, 2), Some(1));
+    assert_eq!(on(&mut c, 1, Out, 2), Some(1));
+    // `not recv eth0`: every sent packet, eth0's included; a received one
+    // unless it came in on eth0.
+    assert_eq!(on(&mut c, 2, In, 1), None);
+    assert_eq!(on(&mut c, 2, In, 2), Some(2));
+    assert_eq!(on(&mut c, 2, Out, 1), Some(2));
+    // `not xmit eth*`: every received packet; a sent one unless on eth*.
+    assert_eq!(on(&mut c, 3, In, 1), Some(3));
+    assert_eq!(on(&mut c, 3, In, 2), Some(3));
+    assert_eq!(on(&mut c, 3, Out, 2), None);
+    assert_eq!(on(&mut c, 3, Out, 1), None);
+    assert_eq!(
+        on(&mut c, 3, Out, 3),
+        Some(3),
+        "an interface eth* was not bound to"
+    );
+    // Bridged: the `in` pass on the ingress decides here (default deny).
+    let k = udp(ip("10.0.0.1"), ip("10.0.0.2"), 9, 2);
+    let v = c.classify_bridged(t(0), &k, 2, 1, 100);
+    assert_eq!(pipe_of(&c, v), Some(2), "received on eth1");
+    assert_eq!(
+        c.classify_bridged(t(0), &k, 1, 2, 100),
+        Verdict::Drop(DropReason::DefaultDeny),
+        "received on eth0: no rule, and the default denies in the first pass"
+    );
+}
+
+#[test]
+fn negated_rules_keep_first_match_order_and_counters() {
+    // Each `not` rule is tried in its place: a packet it refuses falls to
+    // the next rule, one it takes never reaches the later ones.
+    let text = "pipe 1 config\npipe 2 config\npipe 3 config\npipe 4 config\n\
+                add 100 pipe 1 tcp from any to any not dst-port 1-1023\n\
+                add 200 pipe 2 not tcp from any to any not via eth0\n\
+                add 300 pipe 3 ip from any to any\n\
+                add 400 pipe 4 udp from any to any not dst-port 53\n";
+    let mut c = classifier(text, &ClassifierLimits::default());
+    c.bind_interface("eth0", 1);
+    let mut of = |proto: u8, dport: u16, ifindex: u32| {
+        let mut k = PacketKey::new(ip("10.0.0.1"), ip("10.0.0.2"), proto, 9, dport);
+        k.ifindex = ifindex;
+        let v = c.classify(t(0), &k, 100);
+        pipe_of(&c, v)
+    };
+    assert_eq!(of(6, 8080, 1), Some(1));
+    assert_eq!(of(6, 80, 2), Some(3), "TCP is refused by rule 200");
+    assert_eq!(of(17, 80, 2), Some(2));
+    assert_eq!(of(17, 80, 1), Some(3), "on eth0");
+    assert_eq!(of(1, 0, 1), Some(3));
+    let counts: Vec<(u32, u64)> = c.rule_counters().map(|(n, k)| (n, k.packets)).collect();
+    assert_eq!(counts, [(100, 1), (200, 1), (300, 3), (400, 0)]);
+}

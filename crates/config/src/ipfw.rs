@@ -108,6 +108,11 @@ impl<'t> Cursor<'t> {
         self.toks.get(self.next)
     }
 
+    /// The token `n` places after the next one (`peek_at(0)` is `peek`).
+    pub fn peek_at(&self, n: usize) -> Option<&'t Tok> {
+        self.toks.get(self.next.checked_add(n)?)
+    }
+
     pub fn bump(&mut self) -> Option<&'t Tok> {
         let t = self.toks.get(self.next)?;
         self.next += 1;
@@ -526,23 +531,70 @@ pub(crate) fn parse_rule_body(
             ))
         }
     };
+    // A `not` read and not yet applied: it negates the next option.
+    let mut pending_not = false;
     while let Some(tok) = cur.bump() {
         let word = tok.text.as_str();
+        if word == "not" {
+            if pending_not {
+                return Err(cur.error(
+                    tok,
+                    ErrorKind::Syntax,
+                    "'not' is given twice in a row (one 'not' negates the option after it)",
+                ));
+            }
+            if cur.peek().is_none() {
+                return Err(cur.error(
+                    tok,
+                    ErrorKind::Syntax,
+                    format!("'not' needs a rule option after it ({NEGATABLE})"),
+                ));
+            }
+            pending_not = true;
+            continue;
+        }
+        let negated = std::mem::take(&mut pending_not);
         if let Some(proto) = Proto::from_name(word) {
+            if negated && proto == Proto::Ip {
+                return Err(cur.error(
+                    tok,
+                    ErrorKind::Syntax,
+                    format!(
+                        "'not {word}' matches nothing (not may precede ip4, ip6, tcp, udp or icmp)"
+                    ),
+                ));
+            }
             rule.proto = proto;
+            rule.proto_negated = negated;
             record(fields, cur, "proto", tok, tok.pos())?;
             continue;
         }
         match word {
             "from" | "to" | "src-ip" | "dst-ip" | "src-ip6" | "dst-ip6" => {
+                if negated && matches!(word, "from" | "to") {
+                    return Err(cur.error(
+                        tok,
+                        ErrorKind::Syntax,
+                        format!("'not' cannot precede '{word}'; write '{word} not ADDR' to negate the address"),
+                    ));
+                }
                 let source = matches!(word, "from" | "src-ip" | "src-ip6");
                 let mut v = cur.value(tok, "10.0.0.0/24, any, me, table(1) or a list 10.0.0.1,10.0.0.0/24")?;
                 // `from not 10.0.0.0/8`: two words in ipfw lines, one value
-                // ("not 10.0.0.0/8") in TOML.
-                let negated = v.text == "not";
-                if negated {
+                // ("not 10.0.0.0/8") in TOML. `not src-ip ADDR` is the same
+                // as `src-ip not ADDR`, as ipfw.
+                let inner_not = v.text == "not";
+                if inner_not {
+                    if negated {
+                        return Err(cur.error(
+                            v,
+                            ErrorKind::Syntax,
+                            format!("'not' is given twice for one address ('not {word} not ...'); keep one"),
+                        ));
+                    }
                     v = cur.value(v, "10.0.0.0/24, me, table(1) or a list 10.0.0.1,10.0.0.0/24 after not")?;
                 }
+                let negated = negated || inner_not;
                 // An error inside a list names the offending entry, at its column.
                 let positive = AddrMatch::parse_located(&v.text).map_err(|e| {
                     let offset = u32::try_from(e.offset).unwrap_or(u32::MAX);
@@ -565,17 +617,26 @@ pub(crate) fn parse_rule_body(
                 } else {
                     rule.dst = addr;
                 }
-                // `from ADDR PORTS`: classic ipfw puts ports right after the address.
+                // `from ADDR [not] PORTS`: classic ipfw puts ports (negated
+                // or not) right after the address.
                 if matches!(word, "from" | "to") {
-                    if let Some(p) = cur.peek().filter(|p| p.text.starts_with(|c: char| c.is_ascii_digit())) {
+                    let digits = |t: &Tok| t.text.starts_with(|c: char| c.is_ascii_digit());
+                    let ports_not = cur.peek().is_some_and(|t| t.text == "not")
+                        && cur.peek_at(1).is_some_and(digits);
+                    if ports_not {
+                        cur.bump();
+                    }
+                    if let Some(p) = cur.peek().filter(|p| digits(p)) {
                         cur.bump();
                         let ports = cur.check(p, parse_ports(&p.text))?;
                         let field = if source { "src-port" } else { "dst-port" };
                         record(fields, cur, field, tok, p.pos())?;
                         if source {
                             rule.src_ports = ports;
+                            rule.src_ports_negated = ports_not;
                         } else {
                             rule.dst_ports = ports;
+                            rule.dst_ports_negated = ports_not;
                         }
                     }
                 }
@@ -587,12 +648,15 @@ pub(crate) fn parse_rule_body(
                 record(fields, cur, field, tok, v.pos())?;
                 if word == "src-port" {
                     rule.src_ports = ports;
+                    rule.src_ports_negated = negated;
                 } else {
                     rule.dst_ports = ports;
+                    rule.dst_ports_negated = negated;
                 }
             }
             "in" | "out" => {
-                rule.direction = if word == "in" { Direction::In } else { Direction::Out };
+                // ipfw compiles `out` as `not in`: `not in` is `out`.
+                rule.direction = if (word == "in") != negated { Direction::In } else { Direction::Out };
                 record(fields, cur, "direction", tok, tok.pos())?;
             }
             "via" | "recv" | "xmit" => {
@@ -605,6 +669,7 @@ pub(crate) fn parse_rule_body(
                 rule.interface = Some(InterfaceMatch {
                     role,
                     name: v.text.clone(),
+                    negated,
                 });
                 record(fields, cur, "interface", tok, v.pos())?;
             }
@@ -612,7 +677,7 @@ pub(crate) fn parse_rule_body(
                 return Err(cur.error(
                     tok,
                     ErrorKind::UnknownKeyword,
-                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, in, out, via, recv, xmit)"),
+                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, in, out, via, recv, xmit, not)"),
                 ))
             }
         }
@@ -620,16 +685,23 @@ pub(crate) fn parse_rule_body(
     Ok(())
 }
 
+/// What `not` may precede, for messages.
+const NEGATABLE: &str =
+    "ip4, ip6, tcp, udp, icmp, src-port, dst-port, via, recv, xmit, in, out, src-ip or dst-ip";
+
 /// A rule with every option at its default and the given action.
 pub(crate) fn empty_rule(action: Action) -> Rule {
     Rule {
         number: None,
         action,
         proto: Proto::Ip,
+        proto_negated: false,
         src: AddrMatch::Any,
         dst: AddrMatch::Any,
         src_ports: Vec::new(),
+        src_ports_negated: false,
         dst_ports: Vec::new(),
+        dst_ports_negated: false,
         direction: Direction::Any,
         interface: None,
     }

@@ -300,16 +300,30 @@ impl InterfaceRole {
     }
 }
 
-/// An interface match (`via eth0`).
+/// An interface match (`via eth0`, `not recv eth0`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct InterfaceMatch {
     /// `via`, `recv` or `xmit`.
     pub role: InterfaceRole,
     /// The interface name (at most 15 bytes; `*` is a wildcard as in ipfw).
     pub name: String,
+    /// `not via|recv|xmit IF`: every packet the positive test refuses, as
+    /// ipfw (`not xmit eth0` matches every received packet and every packet
+    /// sent on another interface).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub negated: bool,
 }
 
-/// `add [N] ACTION [PROTO] from SRC to DST [options]`.
+/// Whether a flag is off (a negation left out of serialized rules).
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `add [N] ACTION [[not] PROTO] from SRC to DST [options]`.
+///
+/// `not` before the protocol, a port option or an interface option sets the
+/// matching `*_negated` flag (`not udp`, `not dst-port 80,443`, `not via
+/// eth0`); before an address it is part of the [`AddrMatch`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Rule {
     /// The number; `None` takes the previous rule's number plus 100, as ipfw.
@@ -318,17 +332,32 @@ pub struct Rule {
     pub action: Action,
     /// The protocol.
     pub proto: Proto,
+    /// `not PROTO`: every packet the protocol refuses (`not udp`: TCP,
+    /// ICMP, any other protocol). Never set with [`Proto::Ip`], whose
+    /// negation would match nothing.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub proto_negated: bool,
     /// Source addresses.
     pub src: AddrMatch,
     /// Destination addresses.
     pub dst: AddrMatch,
     /// `src-port`: empty matches any.
     pub src_ports: Vec<PortRange>,
+    /// `not src-port LIST`: a TCP or UDP packet whose source port is in
+    /// none of the ranges, and every packet of another protocol (as ipfw,
+    /// where the port test fails on a packet without ports before `not`
+    /// inverts it). Ignored while `src_ports` is empty.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub src_ports_negated: bool,
     /// `dst-port`: empty matches any.
     pub dst_ports: Vec<PortRange>,
-    /// `in`/`out`.
+    /// `not dst-port LIST`: as [`Rule::src_ports_negated`], for the
+    /// destination port.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dst_ports_negated: bool,
+    /// `in`/`out` (`not in` is `out`, `not out` is `in`, as ipfw compiles them).
     pub direction: Direction,
-    /// `via`/`recv`/`xmit`.
+    /// `via`/`recv`/`xmit`, negated or not.
     pub interface: Option<InterfaceMatch>,
 }
 

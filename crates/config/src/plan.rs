@@ -202,17 +202,28 @@ pub struct RulePlan {
     pub action: Action,
     /// Protocol.
     pub proto: Proto,
+    /// `not PROTO` ([`crate::Rule::proto_negated`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proto_negated: bool,
     /// Source.
     pub src: AddrMatch,
     /// Destination.
     pub dst: AddrMatch,
     /// Source ports (empty: any).
     pub src_ports: Vec<PortRange>,
+    /// `not src-port` ([`crate::Rule::src_ports_negated`]); only set with
+    /// a port list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub src_ports_negated: bool,
     /// Destination ports (empty: any).
     pub dst_ports: Vec<PortRange>,
+    /// `not dst-port` ([`crate::Rule::dst_ports_negated`]); only set with
+    /// a port list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dst_ports_negated: bool,
     /// Direction.
     pub direction: Direction,
-    /// Interface.
+    /// Interface, negated or not.
     pub interface: Option<InterfaceMatch>,
 }
 
@@ -827,6 +838,26 @@ impl Config {
                 }
                 _ => {}
             }
+            if r.proto_negated && r.proto == Proto::Ip {
+                let pos = c.pos(SiteKind::Rule, i, 0, "proto", || "ip".into());
+                c.push(
+                    pos,
+                    ErrorKind::Syntax,
+                    format!("rule {number}: 'not ip' matches nothing (not may precede ip4, ip6, tcp, udp or icmp)"),
+                );
+            }
+            // The one address family the protocol leaves (`not ip6` is
+            // IPv4 only), if any.
+            let family = match (r.proto, r.proto_negated) {
+                (Proto::Ip4, false) | (Proto::Ip6, true) => Some(true),
+                (Proto::Ip6, false) | (Proto::Ip4, true) => Some(false),
+                _ => None,
+            };
+            let proto_text = if r.proto_negated {
+                format!("not {}", r.proto.name())
+            } else {
+                r.proto.name().to_string()
+            };
             for (field, addr) in [("src", &r.src), ("dst", &r.dst)] {
                 if let Some(t) = addr.table().filter(|t| !plan.tables.contains_key(t)) {
                     let pos = c.pos(SiteKind::Rule, i, 0, field, || addr.to_string());
@@ -834,18 +865,17 @@ impl Config {
                 }
                 // A prefix, or a list entry, that no packet of the rule's
                 // family can fall in.
-                let other_family = addr.prefixes().iter().find(|p| {
-                    (r.proto == Proto::Ip4 && !p.addr.is_ipv4())
-                        || (r.proto == Proto::Ip6 && !p.addr.is_ipv6())
-                });
+                let other_family = addr
+                    .prefixes()
+                    .iter()
+                    .find(|p| family.is_some_and(|v4| p.addr.is_ipv4() != v4));
                 if let Some(p) = other_family {
                     let pos = c.pos(SiteKind::Rule, i, 0, field, || p.to_string());
                     c.push(
                         pos,
                         ErrorKind::OutOfRange,
                         format!(
-                            "rule {number} matches {} but {p} is of the other address family",
-                            r.proto.name()
+                            "rule {number} matches {proto_text} but {p} is of the other address family"
                         ),
                     );
                 }
@@ -899,10 +929,14 @@ impl Config {
                 number,
                 action: r.action,
                 proto: r.proto,
+                proto_negated: r.proto_negated,
                 src: r.src.clone(),
                 dst: r.dst.clone(),
                 src_ports: r.src_ports.clone(),
+                // A negation without a list tests nothing: dropped.
+                src_ports_negated: r.src_ports_negated && !r.src_ports.is_empty(),
                 dst_ports: r.dst_ports.clone(),
+                dst_ports_negated: r.dst_ports_negated && !r.dst_ports.is_empty(),
                 direction: r.direction,
                 interface: r.interface.clone(),
             });

@@ -109,17 +109,28 @@ pub fn rule_line(rule: &Rule) -> String {
     }
     let _ = write!(
         s,
-        " {} {} from {} to {}",
+        " {} {}{} from {} to {}",
         action_text(rule.action),
+        not(rule.proto_negated),
         rule.proto.name(),
         rule.src,
         rule.dst
     );
     if !rule.src_ports.is_empty() {
-        let _ = write!(s, " src-port {}", format_ports(&rule.src_ports));
+        let _ = write!(
+            s,
+            " {}src-port {}",
+            not(rule.src_ports_negated),
+            format_ports(&rule.src_ports)
+        );
     }
     if !rule.dst_ports.is_empty() {
-        let _ = write!(s, " dst-port {}", format_ports(&rule.dst_ports));
+        let _ = write!(
+            s,
+            " {}dst-port {}",
+            not(rule.dst_ports_negated),
+            format_ports(&rule.dst_ports)
+        );
     }
     match rule.direction {
         Direction::Any => {}
@@ -127,9 +138,18 @@ pub fn rule_line(rule: &Rule) -> String {
         Direction::Out => s.push_str(" out"),
     }
     if let Some(i) = &rule.interface {
-        let _ = write!(s, " {} {}", i.role.name(), i.name);
+        let _ = write!(s, " {}{} {}", not(i.negated), i.role.name(), i.name);
     }
     s
+}
+
+/// `"not "` before a negated option, nothing before a positive one.
+fn not(negated: bool) -> &'static str {
+    if negated {
+        "not "
+    } else {
+        ""
+    }
 }
 
 fn line(head: String, words: Vec<String>) -> String {
@@ -405,14 +425,22 @@ pub fn print_toml(config: &Config) -> String {
             let _ = writeln!(out, "number = {n}");
         }
         let _ = writeln!(out, "action = {}", quote(&action_text(r.action)));
-        let _ = writeln!(out, "proto = {}", quote(r.proto.name()));
+        let _ = writeln!(
+            out,
+            "proto = {}",
+            quote(&format!("{}{}", not(r.proto_negated), r.proto.name()))
+        );
         let _ = writeln!(out, "from = {}", quote(&r.src.to_string()));
         let _ = writeln!(out, "to = {}", quote(&r.dst.to_string()));
         if !r.src_ports.is_empty() {
-            let _ = writeln!(out, "src-port = {}", quote(&format_ports(&r.src_ports)));
+            let ports = format_ports(&r.src_ports);
+            let text = format!("{}{ports}", not(r.src_ports_negated));
+            let _ = writeln!(out, "src-port = {}", quote(&text));
         }
         if !r.dst_ports.is_empty() {
-            let _ = writeln!(out, "dst-port = {}", quote(&format_ports(&r.dst_ports)));
+            let ports = format_ports(&r.dst_ports);
+            let text = format!("{}{ports}", not(r.dst_ports_negated));
+            let _ = writeln!(out, "dst-port = {}", quote(&text));
         }
         match r.direction {
             Direction::Any => {}
@@ -420,7 +448,8 @@ pub fn print_toml(config: &Config) -> String {
             Direction::Out => out.push_str("direction = \"out\"\n"),
         }
         if let Some(i) = &r.interface {
-            let _ = writeln!(out, "{} = {}", i.role.name(), quote(&i.name));
+            let text = format!("{}{}", not(i.negated), i.name);
+            let _ = writeln!(out, "{} = {}", i.role.name(), quote(&text));
         }
     }
     out

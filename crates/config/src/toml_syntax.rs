@@ -12,6 +12,9 @@
 //! flags are booleans (`reorder = true`); `mask` is `"all"` or a table of
 //! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with keys `p`,
 //! `r`, `1-h`, `1-k`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
+//! In a rule, `not ` before a value negates it as the ipfw word does:
+//! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
+//! `via = "not eth0"`.
 
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -319,39 +322,39 @@ impl Reader<'_> {
         ] {
             if let Some((k, v)) = find(name) {
                 let key = self.key_tok(k);
-                // `from = "not 10.0.0.0/8"`: the two words of the ipfw line.
+                // `from = "not 10.0.0.0/8"`, `dst-port = "not 80,443"`,
+                // `via = "not eth0"`, `proto = "not udp"`: the words of the
+                // ipfw line (`from not ...`, `not dst-port ...`).
                 let negated = match v.get_ref() {
-                    DeValue::String(text) if matches!(name, "from" | "to") => {
-                        text.strip_prefix("not ").map(|rest| {
-                            let skipped = text.len() - rest.trim_start().len();
-                            (rest.trim_start().to_string(), skipped)
-                        })
-                    }
+                    DeValue::String(text) => text.strip_prefix("not ").map(|rest| {
+                        let skipped = text.len() - rest.trim_start().len();
+                        (rest.trim_start().to_string(), skipped)
+                    }),
                     _ => None,
                 };
-                if let Some((rest, skipped)) = negated {
-                    let start = v.span().start + 1;
-                    let mut kt = key.clone();
-                    kt.text = name.into();
-                    toks.push(kt);
-                    toks.push(self.tok("not".to_string(), start));
-                    if rest.is_empty()
-                        || rest.contains(|c: char| c.is_whitespace() || c == '#' || c == ';')
-                    {
-                        let t = self.tok(rest, start + skipped);
-                        return Err(self.error(
-                            &t,
-                            ErrorKind::Syntax,
-                            format!(
-                                "'{}' must be one word after 'not', without spaces, '#' or ';'",
-                                key.text
-                            ),
-                        ));
+                let (not, value) = match negated {
+                    Some((rest, skipped)) => {
+                        let start = v.span().start + 1;
+                        if rest.is_empty()
+                            || rest.contains(|c: char| c.is_whitespace() || c == '#' || c == ';')
+                        {
+                            let t = self.tok(rest, start + skipped);
+                            return Err(self.error(
+                                &t,
+                                ErrorKind::Syntax,
+                                format!(
+                                    "'{}' must be one word after 'not', without spaces, '#' or ';'",
+                                    key.text
+                                ),
+                            ));
+                        }
+                        (
+                            Some(self.tok("not".to_string(), start)),
+                            self.tok(rest, start + skipped),
+                        )
                     }
-                    toks.push(self.tok(rest, start + skipped));
-                    continue;
-                }
-                let value = self.scalar(&key, v)?;
+                    None => (None, self.scalar(&key, v)?),
+                };
                 if name == "direction" && !matches!(value.text.as_str(), "in" | "out") {
                     return Err(self.error(
                         &value,
@@ -369,10 +372,19 @@ impl Reader<'_> {
                         ),
                     ));
                 }
-                if let Some(kw) = keyword {
+                let keyword = keyword.map(|kw| {
                     let mut kt = key.clone();
                     kt.text = kw.into();
-                    toks.push(kt);
+                    kt
+                });
+                if matches!(name, "from" | "to") {
+                    // `from not ADDR`: the negation follows the keyword.
+                    toks.extend(keyword);
+                    toks.extend(not);
+                } else {
+                    // `not dst-port 80`, `not via eth0`, `not udp`, `not in`.
+                    toks.extend(not);
+                    toks.extend(keyword);
                 }
                 toks.push(value);
             }

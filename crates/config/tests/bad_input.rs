@@ -639,3 +639,198 @@ fn a_tablearg_rule_with_only_address_lists_is_refused() {
         ErrorKind::MissingReference,
     );
 }
+
+#[test]
+fn not_before_ports_protocols_and_interfaces_reads_and_prints_in_both_syntaxes() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 ip from any to any not dst-port 80,443\n\
+                add 200 pipe 1 not udp from any to any\n\
+                add 300 pipe 1 tcp from any not 1000-2000 to any not 80\n\
+                add 400 pipe 1 ip from any to any not via eth0\n\
+                add 500 pipe 1 not ip4 from any to any not recv eth*\n\
+                add 600 pipe 1 ip from any to any out not xmit eth1\n\
+                add 700 pipe 1 ip from any to any not in\n\
+                add 800 pipe 1 ip not src-ip 10.0.0.0/8 to any\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap_or_else(|e| panic!("{e}"));
+    let plan = cfg
+        .clone()
+        .validate(&NoProfiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plan.rules[&100].dst_ports_negated && !plan.rules[&100].src_ports_negated);
+    assert!(plan.rules[&200].proto_negated);
+    assert!(plan.rules[&300].src_ports_negated && plan.rules[&300].dst_ports_negated);
+    assert!(plan.rules[&400]
+        .interface
+        .as_ref()
+        .is_some_and(|i| i.negated));
+    assert_eq!(plan.rules[&700].direction, pspat_config::Direction::Out);
+    assert_eq!(plan.rules[&800].src.to_string(), "not 10.0.0.0/8");
+    let printed = pspat_config::print_ipfw(&cfg);
+    for line in [
+        "add 100 pipe 1 ip from any to any not dst-port 80,443",
+        "add 200 pipe 1 not udp from any to any",
+        "add 300 pipe 1 tcp from any to any not src-port 1000-2000 not dst-port 80",
+        "add 400 pipe 1 ip from any to any not via eth0",
+        "add 500 pipe 1 not ip4 from any to any not recv eth*",
+        "add 600 pipe 1 ip from any to any out not xmit eth1",
+        "add 700 pipe 1 ip from any to any out",
+        "add 800 pipe 1 ip from not 10.0.0.0/8 to any",
+    ] {
+        assert!(printed.contains(&format!("{line}\n")), "{line}\n{printed}");
+    }
+    assert_eq!(parse_ipfw(&printed, "again.ipfw").unwrap(), cfg);
+    let toml = pspat_config::print_toml(&cfg);
+    for line in [
+        "dst-port = \"not 80,443\"",
+        "proto = \"not udp\"",
+        "src-port = \"not 1000-2000\"",
+        "via = \"not eth0\"",
+        "proto = \"not ip4\"",
+        "recv = \"not eth*\"",
+        "xmit = \"not eth1\"",
+    ] {
+        assert!(toml.contains(&format!("{line}\n")), "{line}\n{toml}");
+    }
+    assert_eq!(parse_toml(&toml, "cfg.toml").unwrap(), cfg);
+    // The JSON of the plan keeps the flags, and leaves them out when off.
+    let json = serde_json::to_value(&plan).unwrap();
+    assert_eq!(json["rules"]["100"]["dst_ports_negated"], true);
+    assert!(json["rules"]["100"].get("src_ports_negated").is_none());
+    assert_eq!(json["rules"]["400"]["interface"]["negated"], true);
+    let back: pspat_config::Plan = serde_json::from_value(json).unwrap();
+    assert_eq!(back, plan);
+}
+
+#[test]
+fn a_negated_option_in_toml_reads_as_the_ipfw_words() {
+    let toml = "[[pipe]]\nnumber = 1\n[[rule]]\nnumber = 100\naction = \"pipe 1\"\n\
+                proto = \"not tcp\"\ndst-port = \"not 53\"\nsrc-port = \"not 1-1023\"\n\
+                direction = \"not out\"\nxmit = \"not eth0\"\n";
+    let cfg = parse_toml(toml, "cfg.toml").unwrap();
+    assert_eq!(
+        pspat_config::rule_line(&cfg.rules[0]),
+        "add 100 pipe 1 not tcp from any to any not src-port 1-1023 not dst-port 53 in not xmit eth0"
+    );
+    // An interface called `not` is a name, not a negation.
+    let cfg = parse_toml(
+        "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nvia = \"not\"\n",
+        "cfg.toml",
+    )
+    .unwrap();
+    let i = cfg.rules[0].interface.as_ref().unwrap();
+    assert_eq!((i.name.as_str(), i.negated), ("not", false));
+}
+
+#[test]
+fn not_errors_name_the_offending_token() {
+    // `not` at the end of the rule: nothing to negate.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 35, "not", ErrorKind::Syntax);
+    assert!(
+        e.message.contains("'not' needs a rule option after it"),
+        "{e}"
+    );
+    assert!(e.message.contains("dst-port"), "{e}");
+    // A doubled `not`: the second is named.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not not dst-port 80\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 39, "not", ErrorKind::Syntax);
+    assert!(e.message.contains("twice"), "{e}");
+    // `not` before the address keyword, not the address.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip not from any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 23, "from", ErrorKind::Syntax);
+    assert!(e.message.contains("'from not ADDR'"), "{e}");
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any not to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 32, "to", ErrorKind::Syntax);
+    // `not ip` would match nothing.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 not ip from any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 20, "ip", ErrorKind::Syntax);
+    assert!(e.message.contains("matches nothing"), "{e}");
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 not all from any to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 20, "all", ErrorKind::Syntax);
+    // One `not` for one address.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not dst-ip not 10.0.0.1\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 46, "not", ErrorKind::Syntax);
+    // `not` before an unknown word names the word.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not keep-state\n",
+        &NoProfiles,
+    );
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        39,
+        "keep-state",
+        ErrorKind::UnknownKeyword,
+    );
+    // A port list after `not` is checked as any other.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not dst-port 80-70\n",
+        &NoProfiles,
+    );
+    assert_eq!(
+        (e.line, e.column, e.token.as_str()),
+        (2, 48, "80-70"),
+        "{e}"
+    );
+    // A negated option keeps the once-per-rule check.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any dst-port 80 not dst-port 81\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 51, "dst-port", ErrorKind::Duplicate);
+    // `not ip6` leaves IPv4 only: an IPv6 prefix is of the other family.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 not ip6 from 2001:db8::/32 to any\n",
+        &NoProfiles,
+    );
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        29,
+        "2001:db8::/32",
+        ErrorKind::OutOfRange,
+    );
+    assert!(e.message.contains("matches not ip6 but"), "{e}");
+}
+
+#[test]
+fn not_errors_in_toml_name_the_value() {
+    // `proto = "` is 9 characters: `not` at column 10, `ip` at 14.
+    let e =
+        error_of_toml("[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nproto = \"not ip\"\n");
+    assert_at(&e, "cfg.toml", 5, 14, "ip", ErrorKind::Syntax);
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\ndst-port = \"not not 80\"\n",
+    );
+    assert_at(&e, "cfg.toml", 5, 17, "not 80", ErrorKind::Syntax);
+    assert!(e.message.contains("one word after 'not'"), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\nvia = \"not \"\n");
+    assert_eq!((e.line, e.kind), (5, ErrorKind::Syntax), "{e}");
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\ndirection = \"not up\"\n",
+    );
+    assert_at(&e, "cfg.toml", 5, 18, "up", ErrorKind::UnknownKeyword);
+}

@@ -74,3 +74,21 @@ fn control_commands_are_not_configuration_but_a_flush_preamble_is_accepted() {
     let e = parse_ipfw("pipe 1 config bw 1Mbit/s\nflush", "cfg.ipfw").unwrap_err();
     assert_eq!(e.line, 2);
 }
+
+#[test]
+fn configuration_lines_with_not_before_options_parse_and_print_back() {
+    for line in [
+        "add 100 pipe 1 not udp from any to any not dst-port 80,443",
+        "add 200 pipe 1 tcp from any to any not src-port 1000-2000 in not recv eth0",
+        "add 300 pipe 1 ip from any to not 10.0.0.0/8,192.168.0.0/16 not via eth*",
+    ] {
+        let ControlRequest::Configure(cfg) = parse_control(line, "ctl").unwrap() else {
+            panic!("{line} is configuration");
+        };
+        assert_eq!(pspat_config::rule_line(&cfg.rules[0]), line);
+    }
+    // A bad `not` in a control line is named at its column.
+    let e = parse_control("add 100 pipe 1 ip from any to any not not via eth0", "ctl").unwrap_err();
+    assert_eq!((e.line, e.column, e.token.as_str()), (1, 39, "not"), "{e}");
+    assert_eq!(e.kind, ErrorKind::Syntax);
+}

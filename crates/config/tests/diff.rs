@@ -2,9 +2,36 @@ use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
 use pspat_config::{apply, diff, parse_ipfw, Change, NoProfiles, Plan};
 
+/// Protocols of generated rules, negated or not.
+const PROTOS: [&str; 5] = ["ip", "udp", "not udp", "not icmp", "not tcp"];
+
+/// Addresses of generated rules: prefixes and address lists of both
+/// families, negated or not.
+const ADDRS: [&str; 6] = [
+    "any",
+    "any",
+    "192.168.0.0/16",
+    "10.0.0.1,10.0.0.0/24,2001:db8::/32",
+    "not 10.0.0.0/8,192.168.0.0/16",
+    "not 2001:db8:4::/48",
+];
+
+/// Options after the addresses: ports and interfaces, negated or not.
+const TAILS: [&str; 8] = [
+    "",
+    " dst-port 53",
+    " not dst-port 80,443",
+    " not src-port 1000-2000",
+    " via eth0",
+    " not via eth0",
+    " not recv eth1",
+    " out not xmit eth*",
+];
+
 /// A valid configuration as ipfw text: scheds 1..=4, pipes 5..=8, queues
 /// feeding existing ones, a table whose values name queues, rules pointing at
-/// existing objects.
+/// existing objects, with every form of match (`not` before the protocol,
+/// an address or list, a port list, an interface).
 fn valid_text() -> impl Strategy<Value = String> {
     (
         subsequence(vec![1u32, 2, 3, 4], 0..=4),
@@ -32,7 +59,20 @@ fn valid_text() -> impl Strategy<Value = String> {
             0..5,
         ),
         subsequence(vec!["10.0.0.0/8", "192.168.0.0/16", "2001:db8::/32"], 0..=3),
-        proptest::collection::vec((100u32..=400, any::<prop::sample::Index>(), 0u8..4), 0..5),
+        proptest::collection::vec(
+            (
+                100u32..=400,
+                any::<prop::sample::Index>(),
+                0u8..4,
+                (
+                    select(PROTOS.to_vec()),
+                    select(ADDRS.to_vec()),
+                    select(ADDRS.to_vec()),
+                    select(TAILS.to_vec()),
+                ),
+            ),
+            0..5,
+        ),
         select(vec!["", "default deny\n"]),
         select(vec!["", "seed 7\n", "seed 9\n"]),
     )
@@ -68,7 +108,7 @@ fn valid_text() -> impl Strategy<Value = String> {
                         );
                     }
                 }
-                for (number, idx, kind) in rules {
+                for (number, idx, kind, (proto, src, dst, tail)) in rules {
                     if !used.insert(number) {
                         continue;
                     }
@@ -86,9 +126,9 @@ fn valid_text() -> impl Strategy<Value = String> {
                     let src = if action.contains("tablearg") {
                         "table(1)"
                     } else {
-                        "any"
+                        src
                     };
-                    text += &format!("add {number} {action} ip from {src} to any\n");
+                    text += &format!("add {number} {action} {proto} from {src} to {dst}{tail}\n");
                 }
                 text + default + seed
             },

@@ -103,3 +103,59 @@ fn the_address_list_examples_load_in_both_syntaxes() {
         assert_eq!(from_toml.rules[0].src, plan.rules[&rule].src, "{value}");
     }
 }
+
+#[test]
+fn the_not_before_options_examples_load_in_both_syntaxes() {
+    // The plain block of the rules section that shows `not` before options.
+    let open = "```\nadd 300 pipe 1 tcp from any to any not dst-port";
+    let start = DOC.find(open).expect("the not-before-options example") + 4;
+    let len = DOC[start..].find("```").expect("the block is closed");
+    let rules = &DOC[start..start + len];
+    let text = format!("pipe 1 config\npipe 2 config\n{rules}");
+    let cfg = parse_ipfw(&text, "not.ipfw").unwrap_or_else(|e| panic!("{e}"));
+    let plan = cfg
+        .clone()
+        .validate(&NoProfiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (r300, r400, r500) = (&plan.rules[&300], &plan.rules[&400], &plan.rules[&500]);
+    assert!(r300.dst_ports_negated && !r300.proto_negated);
+    assert!(r400.proto_negated && r400.src_ports_negated);
+    assert!(r400.interface.as_ref().is_some_and(|i| i.negated));
+    assert!(r500.interface.as_ref().is_some_and(|i| i.negated));
+    // Printed back the same, but for the ports after the address, which
+    // move to their option.
+    let printed = print_ipfw(&cfg);
+    let expected = rules.replace(
+        "from any not 1000-2000 to any",
+        "from any to any not src-port 1000-2000",
+    );
+    assert!(printed.ends_with(&expected), "{printed}");
+    assert!(
+        DOC.contains("add 400 pipe 2 not udp from any not 1000-2000 to any not via eth0"),
+        "the example keeps the ports after the address"
+    );
+    // The TOML values the text gives, each against its rule.
+    for (key, value, rule) in [
+        ("dst-port", "not 80,443", 300),
+        ("proto", "not udp", 400),
+        ("src-port", "not 1000-2000", 400),
+        ("via", "not eth0", 400),
+        ("xmit", "not eth1", 500),
+    ] {
+        let shown = format!("`{key} = \"{value}\"`");
+        assert!(DOC.contains(&shown), "the text shows {shown}");
+        let toml = format!(
+            "[[pipe]]\nnumber = 1\n[[rule]]\nnumber = {rule}\naction = \"pipe 1\"\n{key} = \"{value}\"\n"
+        );
+        let r = &parse_toml(&toml, "not.toml")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .rules[0];
+        let want = &plan.rules[&rule];
+        match key {
+            "dst-port" => assert_eq!((&r.dst_ports, r.dst_ports_negated), (&want.dst_ports, true)),
+            "src-port" => assert_eq!((&r.src_ports, r.src_ports_negated), (&want.src_ports, true)),
+            "proto" => assert_eq!((r.proto, r.proto_negated), (want.proto, true)),
+            _ => assert_eq!(r.interface, want.interface, "{key}"),
+        }
+    }
+}

@@ -29,6 +29,14 @@ const EXAMPLES: &[(&str, &str)] = &[
         "add 100 queue 1 ip from 1.2.3.4 to any out\n",
     ),
     (
+        "ipfw add 100 pipe 1 ip from any to any not dst-port 80",
+        "add 100 pipe 1 ip from any to any not dst-port 80\n",
+    ),
+    (
+        "ipfw add 200 pipe 1 not udp from any not 1000-2000 to any not via eth0",
+        "add 200 pipe 1 not udp from any to any not src-port 1000-2000 not via eth0\n",
+    ),
+    (
         "ipfw queue 2 config weight 1 sched 5 mask dst-ip 0xff       # one queue per host",
         "queue 2 config weight 1 sched 5 mask dst-ip 0x000000ff\n",
     ),

@@ -198,9 +198,18 @@ fn rule() -> impl Strategy<Value = Rule> {
                 InterfaceRole::Xmit,
             ]),
             "[a-z][a-z0-9*]{0,10}",
+            any::<bool>(),
         )
-            .prop_map(|(role, name)| InterfaceMatch { role, name }),
+            .prop_map(|(role, name, negated)| InterfaceMatch {
+                role,
+                name,
+                negated,
+            }),
     );
+    // `not` before the protocol (never `ip`, which would match nothing)
+    // and before each port list (only with a list: a negation of no list
+    // is not written).
+    let nots = (any::<bool>(), any::<bool>(), any::<bool>());
     (
         option::of(any::<u32>()),
         action,
@@ -211,9 +220,10 @@ fn rule() -> impl Strategy<Value = Rule> {
         ports(),
         direction,
         interface,
+        nots,
     )
         .prop_map(
-            |(number, action, proto, src, dst, src_ports, dst_ports, direction, interface)| Rule {
+            |(
                 number,
                 action,
                 proto,
@@ -223,6 +233,23 @@ fn rule() -> impl Strategy<Value = Rule> {
                 dst_ports,
                 direction,
                 interface,
+                nots,
+            )| {
+                let (not_proto, not_src, not_dst) = nots;
+                Rule {
+                    number,
+                    action,
+                    proto,
+                    proto_negated: not_proto && proto != Proto::Ip,
+                    src,
+                    dst,
+                    src_ports_negated: not_src && !src_ports.is_empty(),
+                    src_ports,
+                    dst_ports_negated: not_dst && !dst_ports.is_empty(),
+                    dst_ports,
+                    direction,
+                    interface,
+                }
             },
         )
 }

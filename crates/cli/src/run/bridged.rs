@@ -73,6 +73,7 @@ mod tests {
         let off = [
             "add 100 pipe 1 icmp from any to any\n",
             "add 100 pipe 1 udp from 10.0.0.0/8 to any dst-port 53\n",
+            "add 100 pipe 1 not udp from any to any not dst-port 53\n",
             "",
         ];
         for rule in off {
@@ -87,6 +88,10 @@ mod tests {
             "add 100 pipe 1 ip from any to any recv eth0\n",
             "add 100 pipe 1 ip from any to any out xmit eth1\n",
             "add 100 pipe 1 icmp from any to any\nadd 200 pipe 1 ip from any to any via eth1\n",
+            // A negated interface still names one, and `not in` is `out`.
+            "add 100 pipe 1 ip from any to any not via eth0\n",
+            "add 100 pipe 1 ip from any to any not xmit eth1\n",
+            "add 100 pipe 1 ip from any to any not in\n",
         ];
         for rule in on {
             assert!(names_a_direction(&plan(&format!("{base}{rule}"))), "{rule}");

@@ -764,10 +764,13 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
         number: Some(r.number),
         action: r.action,
         proto: r.proto,
+        proto_negated: r.proto_negated,
         src: r.src.clone(),
         dst: r.dst.clone(),
         src_ports: r.src_ports.clone(),
+        src_ports_negated: r.src_ports_negated,
         dst_ports: r.dst_ports.clone(),
+        dst_ports_negated: r.dst_ports_negated,
         direction: r.direction,
         interface: r.interface.clone(),
     })
@@ -1309,6 +1312,27 @@ mod tests {
         );
         let under_one = text.split("00002:").next().unwrap();
         assert!(under_one.contains("BKT Prot"), "{text}");
+    }
+
+    #[test]
+    fn a_ctl_line_with_not_shows_back_as_written() {
+        let running = pspat_config::parse_ipfw("pipe 1 config\n", "run.ipfw").unwrap();
+        for line in [
+            "add 100 pipe 1 not udp from any to any not dst-port 80,443",
+            "add 200 pipe 1 tcp from any to any not src-port 1000-2000 out not xmit eth1",
+            "add 300 pipe 1 ip from not 10.0.0.0/8 to any not via eth0",
+        ] {
+            let ControlRequest::Configure(lines) =
+                pspat_config::parse_control(line, "<ctl>").unwrap()
+            else {
+                panic!("{line} is configuration");
+            };
+            let plan = pspat_config::merge(&running, &lines)
+                .validate(&pspat_config::NoProfiles)
+                .unwrap();
+            let rule = plan.rules.values().next().unwrap();
+            assert_eq!(rule_text(rule), line);
+        }
     }
 
     #[test]
