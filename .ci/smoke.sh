@@ -115,7 +115,15 @@ printf '[[cpus]]\ncpu = 0\npackage = 0\n\n[[cpus]]\ncpu = 1\npackage = 1\n' > "$
 printf '[[cpus]]\ncpu = 0\npackage = zero\n' > "$cfgdir/topo-bad.toml"
 "$bin" place-bench --targets 2 --flows 200 --packets 500 --decisions 100 --repeat 1 --topology "$cfgdir/topo2.toml" > /dev/null
 expect_usage_error place-bench --topology "$cfgdir/topo-bad.toml"
-"$bin" machine --quick --json > /dev/null
+"$bin" machine --quick --json > target/smoke-machine.json
+python3 - target/smoke-machine.json <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["command"] == "machine", m["command"]
+w = m["wake_up"]
+assert w is not None and w["wake_ups"] == 100 and w["timed_sleep_cpu_us"] > 0, w
+assert m["latency"]["points"], "no latency points"
+PY
 expect_usage_error demo --sched-config "$cfgdir/array.json"
 expect_usage_error demo --sched-config "$cfgdir/positional.json"
 expect_usage_error bench --sched-config "$cfgdir/trailing.json"

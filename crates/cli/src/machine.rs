@@ -126,6 +126,8 @@ struct Line {
 #[derive(Serialize)]
 struct Report {
     schema_version: u32,
+    /// `"machine"`, as every command's JSON names itself.
+    command: &'static str,
     cpu: Cpu,
     cores: Cores,
     caches: Vec<Cache>,
@@ -310,6 +312,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let report = Report {
         schema_version: 1,
+        command: "machine",
         cpu: parse_cpuinfo(&cpuinfo),
         cores: Cores {
             online_count: online_cpus.as_ref().map(Vec::len),
