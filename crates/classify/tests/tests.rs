@@ -36,6 +36,14 @@ fn udp(src: IpAddr, dst: IpAddr, sport: u16, dport: u16) -> PacketKey {
     PacketKey::new(src, dst, 17, sport, dport)
 }
 
+/// The flow a UDP packet from port 9 to `dport` is enqueued on, if it is.
+fn udp_flow(c: &mut Classifier, src: &str, dst: &str, dport: u16) -> Option<FlowId> {
+    match c.classify(t(0), &udp(ip(src), ip(dst), 9, dport), 100) {
+        Verdict::Enqueue(p) => Some(p.flow),
+        _ => None,
+    }
+}
+
 fn t(ns: u64) -> Instant {
     Instant::from_nanos(ns)
 }
@@ -851,14 +859,7 @@ fn not_inverts_an_address_test_and_a_negated_table_gives_no_tablearg() {
     let layout = c.layout().clone();
     let pipe = |n| layout.range_of(FlowOwner::Pipe(n)).unwrap().1.first;
     let queue = |n| layout.range_of(FlowOwner::Queue(n)).unwrap().1.first;
-    let mut to = |src: &str, dst: &str, dport: u16| match c.classify(
-        t(0),
-        &udp(ip(src), ip(dst), 9, dport),
-        100,
-    ) {
-        Verdict::Enqueue(p) => Some(p.flow),
-        _ => None,
-    };
+    let mut to = |src: &str, dst: &str, dport: u16| udp_flow(&mut c, src, dst, dport);
     // `from not 10.199.0.0/16`: outside the prefix, IPv6 included (as ipfw).
     assert_eq!(to("10.200.0.1", "10.199.0.2", 1), Some(pipe(1)));
     assert_eq!(to("2001:db8::1", "10.199.0.2", 1), Some(pipe(1)));
@@ -900,14 +901,7 @@ fn an_address_list_matches_v4_and_v6_packets_inside_any_of_its_entries() {
     let mut c = classifier(text, &ClassifierLimits::default());
     let layout = c.layout().clone();
     let pipe = |n| layout.range_of(FlowOwner::Pipe(n)).unwrap().1.first;
-    let mut to = |src: &str, dst: &str, dport: u16| match c.classify(
-        t(0),
-        &udp(ip(src), ip(dst), 9, dport),
-        100,
-    ) {
-        Verdict::Enqueue(p) => Some(p.flow),
-        _ => None,
-    };
+    let mut to = |src: &str, dst: &str, dport: u16| udp_flow(&mut c, src, dst, dport);
     // Each entry of the source list, whatever its family.
     assert_eq!(to("10.0.0.1", "10.9.9.9", 1), Some(pipe(1)));
     assert_eq!(to("10.1.200.3", "10.9.9.9", 1), Some(pipe(1)));

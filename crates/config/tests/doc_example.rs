@@ -72,13 +72,22 @@ fn the_complete_example_loads_validates_and_matches_its_ipfw_form() {
     assert_eq!(json["pipes"]["10"]["link"]["bw_bps"], 20_000_000);
 }
 
+/// The plain (unlabelled) code block of CONFIG.md that begins with
+/// `first`, without its fences.
+fn plain_block(first: &str) -> &'static str {
+    let open = format!("```\n{first}");
+    let start = DOC
+        .find(&open)
+        .unwrap_or_else(|| panic!("a block begins with {first}"))
+        + 4;
+    let len = DOC[start..].find("```").expect("the block is closed");
+    &DOC[start..start + len]
+}
+
 #[test]
 fn the_address_list_examples_load_in_both_syntaxes() {
     // The plain block of the rules section that shows address lists.
-    let open = "```\nadd 100 pipe 1 ip from 10.0.0.1,";
-    let start = DOC.find(open).expect("the address list example") + 4;
-    let len = DOC[start..].find("```").expect("the block is closed");
-    let rules = &DOC[start..start + len];
+    let rules = plain_block("add 100 pipe 1 ip from 10.0.0.1,");
     let text = format!("pipe 1 config\npipe 2 config\n{rules}");
     let cfg = parse_ipfw(&text, "lists.ipfw").unwrap_or_else(|e| panic!("{e}"));
     let plan = cfg
@@ -107,10 +116,7 @@ fn the_address_list_examples_load_in_both_syntaxes() {
 #[test]
 fn the_not_before_options_examples_load_in_both_syntaxes() {
     // The plain block of the rules section that shows `not` before options.
-    let open = "```\nadd 300 pipe 1 tcp from any to any not dst-port";
-    let start = DOC.find(open).expect("the not-before-options example") + 4;
-    let len = DOC[start..].find("```").expect("the block is closed");
-    let rules = &DOC[start..start + len];
+    let rules = plain_block("add 300 pipe 1 tcp from any to any not dst-port");
     let text = format!("pipe 1 config\npipe 2 config\n{rules}");
     let cfg = parse_ipfw(&text, "not.ipfw").unwrap_or_else(|e| panic!("{e}"));
     let plan = cfg
