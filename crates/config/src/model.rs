@@ -310,13 +310,8 @@ pub struct InterfaceMatch {
     /// `not via|recv|xmit IF`: every packet the positive test refuses, as
     /// ipfw (`not xmit eth0` matches every received packet and every packet
     /// sent on another interface).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub negated: bool,
-}
-
-/// Whether a flag is off (a negation left out of serialized rules).
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// `add [N] ACTION [[not] PROTO] from SRC to DST [options]`.
@@ -335,7 +330,7 @@ pub struct Rule {
     /// `not PROTO`: every packet the protocol refuses (`not udp`: TCP,
     /// ICMP, any other protocol). Never set with [`Proto::Ip`], whose
     /// negation would match nothing.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub proto_negated: bool,
     /// Source addresses.
     pub src: AddrMatch,
@@ -347,13 +342,13 @@ pub struct Rule {
     /// none of the ranges, and every packet of another protocol (as ipfw,
     /// where the port test fails on a packet without ports before `not`
     /// inverts it). Ignored while `src_ports` is empty.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub src_ports_negated: bool,
     /// `dst-port`: empty matches any.
     pub dst_ports: Vec<PortRange>,
     /// `not dst-port LIST`: as [`Rule::src_ports_negated`], for the
     /// destination port.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dst_ports_negated: bool,
     /// `in`/`out` (`not in` is `out`, `not out` is `in`, as ipfw compiles them).
     pub direction: Direction,
