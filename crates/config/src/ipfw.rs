@@ -534,7 +534,23 @@ pub(crate) fn parse_rule_body(
     // A `not` read and not yet applied: it negates the next option.
     let mut pending_not = false;
     while let Some(tok) = cur.bump() {
-        let word = tok.text.as_str();
+        let mut word = tok.text.as_str();
+        // `!OPTION` (`!dst-port 80`, `!via eth0`) is ipfw's other spelling
+        // of `not OPTION`.
+        if let Some(option) = word
+            .strip_prefix('!')
+            .filter(|w| !w.is_empty() && *w != "not")
+        {
+            if pending_not {
+                return Err(cur.error(
+                    tok,
+                    ErrorKind::Syntax,
+                    "'not' is given twice in a row (one 'not' negates the option after it)",
+                ));
+            }
+            pending_not = true;
+            word = option;
+        }
         if word == "not" {
             if pending_not {
                 return Err(cur.error(

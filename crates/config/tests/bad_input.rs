@@ -702,6 +702,34 @@ fn not_before_ports_protocols_and_interfaces_reads_and_prints_in_both_syntaxes()
 }
 
 #[test]
+fn a_bang_before_an_option_is_not_as_in_ipfw() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 ip from any to any !dst-port 80,443 !via eth0\n\
+                add 200 pipe 1 tcp from any to any !src-port 1-1023 out\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap_or_else(|e| panic!("{e}"));
+    let printed = pspat_config::print_ipfw(&cfg);
+    for line in [
+        "add 100 pipe 1 ip from any to any not dst-port 80,443 not via eth0",
+        "add 200 pipe 1 tcp from any to any not src-port 1-1023 out",
+    ] {
+        assert!(printed.contains(&format!("{line}\n")), "{line}\n{printed}");
+    }
+    // `not` and `!` together are one negation too many, named at the `!`.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not !dst-port 80\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 39, "!dst-port", ErrorKind::Syntax);
+    assert!(e.message.contains("twice"), "{e}");
+    // A bare `!` is no option.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any ! dst-port 80\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 35, "!", ErrorKind::UnknownKeyword);
+}
+
+#[test]
 fn a_negated_option_in_toml_reads_as_the_ipfw_words() {
     let toml = "[[pipe]]\nnumber = 1\n[[rule]]\nnumber = 100\naction = \"pipe 1\"\n\
                 proto = \"not tcp\"\ndst-port = \"not 53\"\nsrc-port = \"not 1-1023\"\n\
