@@ -11,7 +11,10 @@
 //! a flowset's weight, queue limit, loss rate or mask (a rebuild that moves
 //! the held packets by their keys); the seed; a pipe added with its rule
 //! and later deleted with its packets; a flowset added to the busy sched
-//! and later deleted. Every change must be accepted. At the end:
+//! and later deleted; the unmasked flowset's rule replaced by another that
+//! matches the same traffic (an address list, `not` before the protocol
+//! and a negated list, a negated port list). Every change must be
+//! accepted. At the end:
 //! * the daemon exits cleanly and its report conserves every packet
 //!   (`received = transmitted + dropped`, nothing in flight, every pipe's
 //!   `in = out + dropped + held`);
@@ -86,7 +89,18 @@ struct Added {
 
 /// The next change: the `pspat ctl` requests that make it, in order.
 fn next_change(draw: &mut Draw, added: &mut Added) -> Vec<String> {
-    match draw.below(9) {
+    match draw.below(10) {
+        // Every form sends the unmasked port (and no other port that
+        // reaches rule 300) to flowset 22: the sources are in
+        // 10.199.0.0/16, the traffic is UDP.
+        9 => vec![draw
+            .pick(&[
+                "add 300 queue 22 udp from any to any dst-port 7010",
+                "add 300 queue 22 udp from 10.199.0.0/16,2001:db8::/32 to any dst-port 7010",
+                "add 300 queue 22 not tcp from not 192.0.2.0/24,198.51.100.0/24 to any dst-port 7010",
+                "add 300 queue 22 udp from any to any !dst-port 1-7009,7011-65535",
+            ])
+            .to_string()],
         0 => vec![format!(
             "pipe 1 config bw {}Mbit/s queue {} delay {}ms",
             2 + draw.below(19),
