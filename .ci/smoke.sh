@@ -61,6 +61,8 @@ expect_usage_error bench --clients 1001
 expect_usage_error bench --alg nope
 expect_usage_error bench --rate 0
 expect_usage_error bench --pkt-len 0
+expect_usage_error bench --wake-batch 0
+expect_usage_error bench --max-wake-delay 200ms
 expect_usage_error bench --pkt-len 65536
 expect_usage_error bench --weights 1,x
 expect_usage_error bench --weights 0

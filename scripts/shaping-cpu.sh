@@ -11,11 +11,16 @@
 # /proc/PID/task/*/schedstat (nanoseconds on CPU), sampled 1 s after the
 # start and 0.5 s before the end of a DURATION-second run (default 6), so
 # start-up and the final drain are left out. The bench pins the arbiter to
-# core 0 and the client to core 1 and says so.
+# core 0 and the client to core 1 and says so. RATES picks some of
+# the three rates (default "1M 100M unlimited"); BENCH_ARGS adds flags to every run,
+# e.g. BENCH_ARGS="--max-wake-delay 2ms --wake-batch 8" (section 10 of
+# docs/BENCHMARKS.md: wake-up coalescing against CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-6}
+read -r -a rates <<< "${RATES:-1M 100M unlimited}"
+read -r -a extra <<< "${BENCH_ARGS:-}"
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=(target/release/pspat)
 tmp=$(mktemp -d)
@@ -40,7 +45,7 @@ one_run() { # bin rate -> "arbiter_share process_share decisions_per_s"
     unlimited) args=(--alg drr) ;;
     *) args=(--sched-config "$tmp/$rate.json") ;;
   esac
-  "$bin" bench --mode pspat --clients 1 --duration "$DURATION" "${args[@]}" > "$tmp/out" 2>&1 &
+  "$bin" bench --mode pspat --clients 1 --duration "$DURATION" "${args[@]}" ${extra[@]+"${extra[@]}"} > "$tmp/out" 2>&1 &
   local pid=$!
   sleep 1
   read -r a0 t0 < <(cpu_ns "$pid")
@@ -57,7 +62,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 
 echo "pinning: the bench pins the arbiter to core 0 and the client to core 1"
 for r in $(seq "$RUNS"); do
-  for rate in 1M 100M unlimited; do
+  for rate in "${rates[@]}"; do
     for i in "${!bins[@]}"; do
       one_run "${bins[$i]}" "$rate" >> "$tmp/res.$i.$rate"
       echo "run $r/$RUNS ${bins[$i]} $rate: $(tail -1 "$tmp/res.$i.$rate")" >&2
@@ -66,7 +71,7 @@ for r in $(seq "$RUNS"); do
 done
 printf '%-40s %-10s %16s %16s %14s\n' binary rate arbiter_cpu_% process_cpu_% decisions_M/s
 for i in "${!bins[@]}"; do
-  for rate in 1M 100M unlimited; do
+  for rate in "${rates[@]}"; do
     f="$tmp/res.$i.$rate"
     printf '%-40s %-10s %16.2f %16.2f %14.2f\n' "${bins[$i]}" "$rate" \
       "$(awk '{print $1*100}' "$f" | median)" "$(awk '{print $2*100}' "$f" | median)" \

@@ -100,6 +100,12 @@ pub struct BenchConfig {
     pub victim: Option<VictimConfig>,
     /// Δ_A in ns.
     pub delta_a_ns: u64,
+    /// Pspat mode: [`pspat::RuntimeConfig::max_wake_delay_ns`], the
+    /// longest wake-up coalescing holds a due packet back (default 1 ms).
+    pub max_wake_delay_ns: u64,
+    /// Pspat mode: [`pspat::RuntimeConfig::wake_batch`], about how many
+    /// packets leave per wake-up of a sleeping arbiter (default 4).
+    pub wake_batch: u32,
     /// Client mailbox slots, a power of two in 64..=65536; 0 (the default)
     /// sizes them to the descriptor pool: twice the client's descriptors,
     /// 64..=512 slots. Pspat mode only.
@@ -132,6 +138,8 @@ impl BenchConfig {
             pin: true,
             victim: None,
             delta_a_ns: 1000,
+            max_wake_delay_ns: RuntimeConfig::default().max_wake_delay_ns,
+            wake_batch: RuntimeConfig::default().wake_batch,
             mailbox_entries: 0,
             descriptors_per_client: 0,
             shutdown: ShutdownPolicy::default(),
@@ -267,6 +275,8 @@ impl BenchConfig {
         rc.max_clients = self.total_clients().max(1);
         rc.mailbox_entries = self.mailbox_entries();
         rc.delta_a_ns = self.delta_a_ns;
+        rc.max_wake_delay_ns = self.max_wake_delay_ns;
+        rc.wake_batch = self.wake_batch;
         rc.tx_mode = self.tx_mode;
         rc.dispatchers = self.dispatchers;
         rc.rate_bps = self.rate_bps;
@@ -341,6 +351,22 @@ pub(crate) const BURST: usize = 32;
 mod tests {
     use super::*;
     use pspat_sched::FlowId;
+
+    #[test]
+    fn the_coalescing_settings_reach_the_runtime() {
+        let mut cfg = BenchConfig::new(Mode::Pspat, 1);
+        let defaults = RuntimeConfig::default();
+        let rc = cfg.runtime_config(false);
+        assert_eq!(
+            (rc.max_wake_delay_ns, rc.wake_batch),
+            (defaults.max_wake_delay_ns, defaults.wake_batch)
+        );
+        cfg.max_wake_delay_ns = 2_000_000;
+        cfg.wake_batch = 8;
+        let rc = cfg.runtime_config(false);
+        assert_eq!((rc.max_wake_delay_ns, rc.wake_batch), (2_000_000, 8));
+        assert!(rc.validate().is_ok());
+    }
 
     #[test]
     fn flows_declare_the_lmax_and_the_victim_its_larger_length() {

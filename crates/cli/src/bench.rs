@@ -63,6 +63,16 @@ pub struct Args {
     /// Arbiter read interval Delta_A: a duration (e.g. 1us, 500ns; bare = seconds), at most 1ms.
     #[arg(long = "delta-a", default_value = "1us", value_parser = units::duration_arg, allow_hyphen_values = true)]
     delta_a: Duration,
+    /// Wake-up coalescing behind a slow link or a shaper: the longest the arbiter, when it sleeps, holds a due packet back to release it with the next ones; a duration (e.g. 2ms; bare = seconds), at most 100ms, 0 for a wake-up per release time. Longer means fewer wake-ups, so less CPU at low rates, and later releases (docs/BENCHMARKS.md, section 10).
+    #[arg(long = "max-wake-delay", default_value = "1ms", value_parser = units::duration_arg, allow_hyphen_values = true)]
+    max_wake_delay: Duration,
+    /// Wake-up coalescing: about this many packets leave per wake-up of a sleeping arbiter (it sleeps this many mean gaps between releases, less one, past the first due time, at most --max-wake-delay), 1..=64; 1 wakes for every packet.
+    #[arg(
+        long = "wake-batch",
+        default_value_t = 4,
+        allow_negative_numbers = true
+    )]
+    wake_batch: u32,
     /// What shutdown does with packets still queued after the run: drain or drain:DEADLINE (send at the link rate for at most DEADLINE, a duration, default 5s, at most 3600s; then drop the rest) or discard (drop them at once). Dropped packets are counted with reason "shutdown"; nothing sent after the run counts in the report.
     #[arg(long, default_value = "drain:5s", value_parser = shutdown_arg, allow_hyphen_values = true)]
     shutdown: ShutdownPolicy,
@@ -186,6 +196,18 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             args.repeat
         )));
     }
+    if !(1..=64).contains(&args.wake_batch) {
+        return Err(usage(format!(
+            "--wake-batch must be in 1..=64, got {}",
+            args.wake_batch
+        )));
+    }
+    if args.max_wake_delay > Duration::from_millis(100) {
+        return Err(usage(format!(
+            "--max-wake-delay must be at most 100ms, got {}",
+            units::format_duration(args.max_wake_delay)
+        )));
+    }
     if args.delta_a > Duration::from_millis(1) {
         return Err(usage(format!(
             "--delta-a must be at most 1ms, got {}",
@@ -209,6 +231,8 @@ fn configs(args: &Args) -> anyhow::Result<Vec<BenchConfig>> {
             cfg.rate_bps = rate_bps;
             cfg.pin = !args.no_pin;
             cfg.delta_a_ns = args.delta_a.as_nanos() as u64;
+            cfg.max_wake_delay_ns = args.max_wake_delay.as_nanos() as u64;
+            cfg.wake_batch = args.wake_batch;
             cfg.shutdown = args.shutdown;
             check_config(&cfg, &args.scheduler)?;
             Ok(cfg)
