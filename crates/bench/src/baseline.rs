@@ -65,6 +65,7 @@ impl<S: Scheduler> Locked<S> {
                 len: p.len,
                 cookie: p.token,
                 copies: 1,
+                corrupt: false,
             })
         });
     }
@@ -155,6 +156,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                     len,
                     cookie: 0,
                     copies: 1,
+                    corrupt: false,
                 }];
                 go.wait();
                 let period = 1_000_000_000 / pps.max(1);

@@ -91,6 +91,7 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
             loss_good: g.one_minus_k,
         }),
         duplicate: q.duplicate,
+        corrupt: 0.0,
     }
 }
 
@@ -255,6 +256,7 @@ mod tests {
                 red: None,
                 gilbert_elliott: None,
                 duplicate: 0.0,
+                corrupt: 0.0,
             },
             delay_line_capacity: 782,
             seed: pipe_seed(crate::plan::DEFAULT_SEED, 1),

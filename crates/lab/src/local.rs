@@ -650,6 +650,7 @@ mod tests {
                 len: 60,
                 cookie: 1000 + i,
                 copies: 1,
+                corrupt: false,
             })
             .collect();
         tx.transmit(pspat_sched::Instant::ZERO, &pkts);

@@ -340,7 +340,7 @@ impl<B: TxBackend> Client<B> {
             let Grant {
                 desc,
                 dropped,
-                copies,
+                marks,
             } = Grant::decode(g);
             if !dropped {
                 let d = &self.shared.descs[desc as usize];
@@ -351,7 +351,8 @@ impl<B: TxBackend> Client<B> {
                     flow: FlowId((meta >> 32) as u32),
                     len: meta as u32,
                     cookie: d.cookie.load(Ordering::Relaxed),
-                    copies,
+                    copies: marks.copies,
+                    corrupt: marks.corrupt,
                 });
             }
             self.free.free(desc);

@@ -71,7 +71,7 @@ impl<B: TxBackend> Dispatcher<B> {
         let cap = self.rt.cfg.dispatch_batch;
         while self.batch.len() < cap {
             let Some(v) = self.rx.pop() else { break };
-            let (r, copies) = DescRef::from_tx_slot(v);
+            let (r, marks) = DescRef::from_tx_slot(v);
             let client = r.client as usize;
             if self.known[client].is_none() {
                 for c in self.rt.registry().all.iter() {
@@ -91,7 +91,8 @@ impl<B: TxBackend> Dispatcher<B> {
                 flow: FlowId((meta >> 32) as u32),
                 len: meta as u32,
                 cookie: d.cookie.load(Ordering::Relaxed),
-                copies,
+                copies: marks.copies,
+                corrupt: marks.corrupt,
             });
             self.recycler.mark(r.client, r.desc);
         }

@@ -8,16 +8,17 @@
 //! | word | written by | read by | layout |
 //! |---|---|---|---|
 //! | client slot | client (`submit`) | arbiter (collect) | `desc << 40 \| flow << 16 \| len` (the client is implied by the mailbox) |
-//! | scheduler token | arbiter | arbiter (release) | `client << 32 \| desc` in [`pspat_sched::Packet::token`]; bit 63 is the pipe's copy mark ([`pspat_sched::Packet::COPY_BIT`]), set by the scheduler, read and cleared at release |
-//! | TX slot | arbiter | dispatcher | the token with bit 63 set (non-zero), bit 31 = send twice |
-//! | grant | arbiter | client (client-transmit mode) | bit 63, bit 62 = dropped, bit 61 = send twice, `desc` in the low 32 bits |
+//! | scheduler token | arbiter | arbiter (release) | `client << 32 \| desc` in [`pspat_sched::Packet::token`]; bits 63 and 62 are the pipe's copy and corruption marks ([`pspat_sched::Packet::COPY_BIT`], [`pspat_sched::Packet::CORRUPT_BIT`]), set by the scheduler, read and cleared at release |
+//! | TX slot | arbiter | dispatcher | the token with bit 63 set (non-zero), bit 31 = send twice, bit 30 = corrupt |
+//! | grant | arbiter | client (client-transmit mode) | bit 63, bit 62 = dropped, bit 61 = send twice, bit 60 = corrupt, `desc` in the low 32 bits |
 //!
 //! Every mailbox word must be non-zero (zero marks an empty slot): the client
 //! slot is, because `len >= 1`; the TX slot and grant carry bit 63.
 //!
 //! # Ranges
 //! `desc < 2^24` (descriptors per client are at most 2^20), `flow < 2^24`
-//! ([`MAX_FLOW_ID`]), `1 <= len <= 65535`, `client < 2^31`.
+//! ([`MAX_FLOW_ID`]), `1 <= len <= 65535`, `client < 2^30` (clients are at
+//! most 2^20), so a token never has the pipe's marks set.
 
 use std::num::NonZeroU64;
 
@@ -30,9 +31,33 @@ const MARK: u64 = 1 << 63;
 const DROPPED: u64 = 1 << 62;
 /// In a grant: transmit the descriptor twice.
 const GRANT_COPY: u64 = 1 << 61;
+/// In a grant: flip one bit of the packet before transmitting it.
+const GRANT_CORRUPT: u64 = 1 << 60;
 /// In a TX slot: transmit the descriptor twice (a bit `desc < 2^24` leaves
 /// free).
 const SLOT_COPY: u64 = 1 << 31;
+/// In a TX slot: flip one bit of the packet before transmitting it.
+const SLOT_CORRUPT: u64 = 1 << 30;
+/// The pipe's marks in a scheduler token.
+const PIPE_MARKS: u64 = Packet::COPY_BIT | Packet::CORRUPT_BIT;
+
+/// What a pipe decided about a released packet beyond its release: how
+/// many times to send it and whether to corrupt it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Marks {
+    /// 1, or 2 for a pipe's duplicate.
+    pub(crate) copies: u8,
+    /// One bit of it is to be flipped (a pipe's `corrupt`).
+    pub(crate) corrupt: bool,
+}
+
+impl Marks {
+    /// Sent once, unchanged.
+    pub(crate) const PLAIN: Marks = Marks {
+        copies: 1,
+        corrupt: false,
+    };
+}
 
 /// One descriptor of one client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,39 +73,51 @@ impl DescRef {
         (u64::from(self.client) << 32) | u64::from(self.desc)
     }
 
-    /// Inverse of [`DescRef::token`]; ignores the copy mark
-    /// ([`pspat_sched::Packet::COPY_BIT`]) a pipe may have set.
+    /// Inverse of [`DescRef::token`]; ignores the marks a pipe may have
+    /// set ([`pspat_sched::Packet::COPY_BIT`],
+    /// [`pspat_sched::Packet::CORRUPT_BIT`]).
     #[inline]
     pub(crate) fn from_token(token: u64) -> Self {
-        let token = token & !Packet::COPY_BIT;
+        let token = token & !PIPE_MARKS;
         DescRef {
             client: (token >> 32) as u32,
             desc: token as u32,
         }
     }
 
-    /// The descriptor of a released packet and how many times to send it
-    /// ([`pspat_sched::Packet::copies`]: 1, or 2 for a pipe's duplicate).
+    /// The descriptor of a released packet and the pipe's marks on it
+    /// ([`pspat_sched::Packet::copies`]: 1, or 2 for a pipe's duplicate;
+    /// [`pspat_sched::Packet::is_corrupt`]).
     #[inline]
-    pub(crate) fn released(p: &Packet) -> (Self, u8) {
-        (Self::from_token(p.token), p.copies())
+    pub(crate) fn released(p: &Packet) -> (Self, Marks) {
+        (
+            Self::from_token(p.token),
+            Marks {
+                copies: p.copies(),
+                corrupt: p.is_corrupt(),
+            },
+        )
     }
 
-    /// The word a dispatcher's TX mailbox carries, for a packet sent
-    /// `copies` times (1 or 2).
+    /// The word a dispatcher's TX mailbox carries, for a packet with
+    /// `marks`.
     #[inline]
-    pub(crate) fn tx_slot(self, copies: u8) -> NonZeroU64 {
-        let copy = if copies > 1 { SLOT_COPY } else { 0 };
-        NonZeroU64::new(self.token() | MARK | copy).unwrap_or(NonZeroU64::MIN)
+    pub(crate) fn tx_slot(self, marks: Marks) -> NonZeroU64 {
+        let copy = if marks.copies > 1 { SLOT_COPY } else { 0 };
+        let corrupt = if marks.corrupt { SLOT_CORRUPT } else { 0 };
+        NonZeroU64::new(self.token() | MARK | copy | corrupt).unwrap_or(NonZeroU64::MIN)
     }
 
     /// Inverse of [`DescRef::tx_slot`].
     #[inline]
-    pub(crate) fn from_tx_slot(v: NonZeroU64) -> (Self, u8) {
+    pub(crate) fn from_tx_slot(v: NonZeroU64) -> (Self, Marks) {
         let v = v.get();
         (
-            Self::from_token(v & !(MARK | SLOT_COPY)),
-            1 + u8::from(v & SLOT_COPY != 0),
+            Self::from_token(v & !(MARK | SLOT_COPY | SLOT_CORRUPT)),
+            Marks {
+                copies: 1 + u8::from(v & SLOT_COPY != 0),
+                corrupt: v & SLOT_CORRUPT != 0,
+            },
         )
     }
 }
@@ -122,8 +159,8 @@ impl ClientSlot {
 pub(crate) struct Grant {
     pub(crate) desc: u32,
     pub(crate) dropped: bool,
-    /// Times to transmit it (1, or 2 for a pipe's duplicate).
-    pub(crate) copies: u8,
+    /// Times to transmit it and whether to corrupt it.
+    pub(crate) marks: Marks,
 }
 
 impl Grant {
@@ -131,7 +168,8 @@ impl Grant {
     pub(crate) fn encode(self) -> NonZeroU64 {
         let v = MARK
             | if self.dropped { DROPPED } else { 0 }
-            | if self.copies > 1 { GRANT_COPY } else { 0 }
+            | if self.marks.copies > 1 { GRANT_COPY } else { 0 }
+            | if self.marks.corrupt { GRANT_CORRUPT } else { 0 }
             | u64::from(self.desc);
         NonZeroU64::new(v).unwrap_or(NonZeroU64::MIN)
     }
@@ -142,7 +180,10 @@ impl Grant {
         Grant {
             desc: v as u32,
             dropped: v & DROPPED != 0,
-            copies: 1 + u8::from(v & GRANT_COPY != 0),
+            marks: Marks {
+                copies: 1 + u8::from(v & GRANT_COPY != 0),
+                corrupt: v & GRANT_CORRUPT != 0,
+            },
         }
     }
 }
@@ -169,29 +210,46 @@ mod tests {
 
     #[test]
     fn tokens_and_tx_slots_round_trip() {
-        for (client, desc) in [(0, 0), (1023, 1 << 20), ((1 << 31) - 1, (1 << 24) - 1)] {
+        for (client, desc) in [(0, 0), (1023, 1 << 20), ((1 << 30) - 1, (1 << 24) - 1)] {
             let r = DescRef { client, desc };
             assert_eq!(DescRef::from_token(r.token()), r);
-            for copies in [1, 2] {
-                assert_eq!(DescRef::from_tx_slot(r.tx_slot(copies)), (r, copies));
-                assert_ne!(r.tx_slot(copies).get() & MARK, 0);
+            assert_eq!(r.token() & PIPE_MARKS, 0);
+            for marks in all_marks() {
+                assert_eq!(DescRef::from_tx_slot(r.tx_slot(marks)), (r, marks));
+                assert_ne!(r.tx_slot(marks).get() & MARK, 0);
             }
-            // The pipe's copy mark is read and cleared at release.
+            // The pipe's marks are read and cleared at release.
             let p = Packet::new(FlowId(3), 60, r.token());
-            assert_eq!(DescRef::released(&p), (r, 1));
-            assert_eq!(DescRef::released(&p.with_copy()), (r, 2));
+            assert_eq!(DescRef::released(&p), (r, Marks::PLAIN));
+            let copy = Marks {
+                copies: 2,
+                corrupt: false,
+            };
+            assert_eq!(DescRef::released(&p.with_copy()), (r, copy));
+            let both = Marks {
+                copies: 2,
+                corrupt: true,
+            };
+            assert_eq!(DescRef::released(&p.with_copy().with_corrupt()), (r, both));
         }
     }
 
     #[test]
     fn grants_carry_the_descriptor_and_the_drop_flag() {
-        for (dropped, copies) in [(false, 1), (false, 2), (true, 1)] {
-            let g = Grant {
-                desc: (1 << 24) - 1,
-                dropped,
-                copies,
-            };
-            assert_eq!(Grant::decode(g.encode()), g);
+        for dropped in [false, true] {
+            for marks in all_marks() {
+                let g = Grant {
+                    desc: (1 << 24) - 1,
+                    dropped,
+                    marks,
+                };
+                assert_eq!(Grant::decode(g.encode()), g);
+            }
         }
+    }
+
+    fn all_marks() -> [Marks; 4] {
+        [(1, false), (2, false), (1, true), (2, true)]
+            .map(|(copies, corrupt)| Marks { copies, corrupt })
     }
 }

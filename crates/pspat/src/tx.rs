@@ -31,10 +31,15 @@ pub struct TxPacket {
     /// packet once in [`crate::Stats`]' `transmitted`; counting the copy is
     /// the backend's (it may fail to send one but not the other).
     pub copies: u8,
+    /// Whether a pipe corrupted it (`corrupt`,
+    /// [`pspat_sched::Packet::is_corrupt`]): the backend flips one bit of
+    /// the packet's bytes before sending them (every copy carries the same
+    /// flipped bit). The runtime counts it like any packet.
+    pub corrupt: bool,
 }
 
 impl Default for TxPacket {
-    /// Client 0, flow 0, length 0, cookie 0, sent once.
+    /// Client 0, flow 0, length 0, cookie 0, sent once, not corrupted.
     fn default() -> Self {
         TxPacket {
             client: 0,
@@ -42,6 +47,7 @@ impl Default for TxPacket {
             len: 0,
             cookie: 0,
             copies: 1,
+            corrupt: false,
         }
     }
 }

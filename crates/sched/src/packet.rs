@@ -83,11 +83,52 @@ impl Packet {
         }
     }
 
-    /// The packet with the mark cleared: the token as it was enqueued.
+    /// The packet with the copy mark cleared.
     #[inline]
     pub const fn without_copy(self) -> Self {
         Packet {
             token: self.token & !Self::COPY_BIT,
+            ..self
+        }
+    }
+
+    /// The bit of [`Packet::token`] a [`crate::Pipe`] sets on a packet it
+    /// corrupted (a `corrupt` decision of its queue): whoever holds the
+    /// packet's bytes flips one bit of them before sending. Like
+    /// [`Packet::COPY_BIT`], callers keep it clear in the tokens they
+    /// enqueue (pspat's runtime does: its tokens are below 2^52) and clear
+    /// it with [`Packet::without_marks`] before they read their token.
+    pub const CORRUPT_BIT: u64 = 1 << 62;
+
+    /// Whether a pipe corrupted the packet ([`Packet::CORRUPT_BIT`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::{FlowId, Packet};
+    /// let p = Packet::new(FlowId(0), 60, 42);
+    /// assert!(!p.is_corrupt() && p.with_corrupt().is_corrupt());
+    /// assert_eq!(p.with_corrupt().with_copy().without_marks(), p);
+    /// ```
+    #[inline]
+    pub const fn is_corrupt(&self) -> bool {
+        self.token & Self::CORRUPT_BIT != 0
+    }
+
+    /// The packet marked as corrupted.
+    #[inline]
+    pub const fn with_corrupt(self) -> Self {
+        Packet {
+            token: self.token | Self::CORRUPT_BIT,
+            ..self
+        }
+    }
+
+    /// The packet with both marks ([`Packet::COPY_BIT`],
+    /// [`Packet::CORRUPT_BIT`]) cleared: the token as it was enqueued.
+    #[inline]
+    pub const fn without_marks(self) -> Self {
+        Packet {
+            token: self.token & !(Self::COPY_BIT | Self::CORRUPT_BIT),
             ..self
         }
     }

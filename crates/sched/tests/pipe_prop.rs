@@ -33,8 +33,9 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
         )),
         proptest::option::of((0.0..=1.0f64, 0.0..=1.0f64, probability(), probability())),
         probability(),
+        probability(),
     )
-        .prop_map(|(limit, plr, red, ge, duplicate)| QueueConfig {
+        .prop_map(|(limit, plr, red, ge, duplicate, corrupt)| QueueConfig {
             limit,
             plr,
             red: red.map(|(gentle, w_q, min, span, max_p)| {
@@ -59,6 +60,7 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 loss_good,
             }),
             duplicate,
+            corrupt,
         })
 }
 
@@ -143,16 +145,22 @@ proptest! {
         prop_assert_eq!(c.in_packets, arr.len() as u64);
         prop_assert_eq!(c.in_packets, c.out_packets + c.dropped_total());
         prop_assert_eq!(c.duplicates, run.with_fate(Fate::Duplicate).count() as u64);
+        // A corrupted packet is marked once, as it left the link: on its
+        // exit to transmit (and its copy's), never on a drop.
+        let corrupt_exits = run.with_fate(Fate::Transmit).filter(|e| e.packet.is_corrupt()).count();
+        prop_assert_eq!(c.corrupted, corrupt_exits as u64);
+        prop_assert!(run.rejected.iter().all(|(_, r)| !r.packet.is_corrupt()));
         // Every packet accounted for exactly once (plus its duplicate).
         let mut seen: HashMap<u64, u32> = HashMap::new();
         for (_, r) in &run.rejected {
             *seen.entry(r.packet.token).or_default() += 1;
         }
         for (_, e) in &run.exits {
+            let token = e.packet.without_marks().token;
             if e.fate != Fate::Duplicate {
-                *seen.entry(e.packet.token).or_default() += 1;
+                *seen.entry(token).or_default() += 1;
             }
-            prop_assert!(e.at >= arrival[&e.packet.token].0, "left before it arrived");
+            prop_assert!(e.at >= arrival[&token].0, "left before it arrived");
         }
         prop_assert_eq!(seen.len(), arr.len());
         prop_assert!(seen.values().all(|&n| n == 1));
@@ -161,11 +169,12 @@ proptest! {
             prop_assert!(run.exits.windows(2).all(|w| w[0].1.at <= w[1].1.at));
             let mut last: HashMap<FlowId, u64> = HashMap::new();
             for (_, e) in run.exits.iter().filter(|(_, e)| e.fate == Fate::Transmit) {
-                let flow = arrival[&e.packet.token].1;
+                let token = e.packet.without_marks().token;
+                let flow = arrival[&token].1;
                 if let Some(&prev) = last.get(&flow) {
-                    prop_assert!(prev < e.packet.token, "flow {:?} reordered", flow);
+                    prop_assert!(prev < token, "flow {:?} reordered", flow);
                 }
-                last.insert(flow, e.packet.token);
+                last.insert(flow, token);
             }
         }
     }

@@ -404,6 +404,7 @@ fn everything(seed: u64) -> PipeConfig {
                 loss_good: 0.0,
             }),
             duplicate: 0.05,
+            corrupt: 0.05,
         },
         delay_line_capacity: 4_096,
         seed,

@@ -31,7 +31,7 @@ use super::placement::{DispatchPlacement, Placer};
 use crate::shared::Shared;
 use crate::stats::{panic_text, TxCount, NREASONS};
 use crate::sync::{AtomicU64, Ordering};
-use crate::token::{DescRef, Grant};
+use crate::token::{DescRef, Grant, Marks};
 use crate::{TxBackend, TxPacket};
 
 pub(crate) enum Sink<B> {
@@ -135,7 +135,7 @@ impl<B: TxBackend> Sink<B> {
                         Grant {
                             desc: r.desc,
                             dropped: true,
-                            copies: 1,
+                            marks: Marks::PLAIN,
                         },
                     );
                 }
@@ -157,7 +157,7 @@ impl<B: TxBackend> Sink<B> {
                 batch, recycler, ..
             } => {
                 for p in released {
-                    let (r, copies) = DescRef::released(p);
+                    let (r, marks) = DescRef::released(p);
                     let cookie = if write_descs {
                         clients[r.client as usize].as_ref().map_or(0, |c| {
                             // Relaxed: published by the client's Release
@@ -174,7 +174,8 @@ impl<B: TxBackend> Sink<B> {
                         flow: p.flow,
                         len: p.len,
                         cookie,
-                        copies,
+                        copies: marks.copies,
+                        corrupt: marks.corrupt,
                     });
                     recycler.mark(r.client, r.desc);
                 }
@@ -198,8 +199,8 @@ impl<B: TxBackend> Sink<B> {
                 debug_assert!(backlog.iter().all(|b| b.is_empty()));
                 for p in released {
                     let d = placer.place(p.flow);
-                    let (r, copies) = DescRef::released(p);
-                    let v = r.tx_slot(copies);
+                    let (r, marks) = DescRef::released(p);
+                    let v = r.tx_slot(marks);
                     pushed[d] = true;
                     if !backlog[d].is_empty() || tx[d].push(v).is_err() {
                         backlog[d].push_back(v);
@@ -208,7 +209,7 @@ impl<B: TxBackend> Sink<B> {
             }
             Sink::Grant => {
                 for p in released {
-                    let (r, copies) = DescRef::released(p);
+                    let (r, marks) = DescRef::released(p);
                     if let Some(g) = clients[r.client as usize]
                         .as_mut()
                         .and_then(|c| c.grants.as_mut())
@@ -218,7 +219,7 @@ impl<B: TxBackend> Sink<B> {
                             Grant {
                                 desc: r.desc,
                                 dropped: false,
-                                copies,
+                                marks,
                             },
                         );
                     }

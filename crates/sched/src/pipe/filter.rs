@@ -312,6 +312,11 @@ pub struct QueueConfig {
     pub gilbert_elliott: Option<GilbertElliott>,
     /// Probability that a packet leaves twice.
     pub duplicate: f64,
+    /// Probability that a packet leaves with one bit of it flipped
+    /// (`corrupt`, as tc-netem): the pipe marks the packet
+    /// ([`crate::Packet::CORRUPT_BIT`]) and whoever holds its bytes flips
+    /// the bit.
+    pub corrupt: f64,
 }
 
 impl QueueConfig {
@@ -339,6 +344,7 @@ impl QueueConfig {
         }
         check_probability("plr", self.plr)?;
         check_probability("duplicate", self.duplicate)?;
+        check_probability("corrupt", self.corrupt)?;
         if let Some(red) = &self.red {
             red.validate()?;
         }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! enqueue(now, pkt) ─▶ filters per queue ─▶ Scheduler ─▶ link (bw, burst, ─▶ delay line (delay, ─▶ release(now) ─▶ Exit
-//!                      plr, Gilbert-Elliott,  (any)       profile airtime)    jitter, duplicate)
+//!                      plr, Gilbert-Elliott,  (any)       profile airtime)    jitter, duplicate,
+//!                                                                             corrupt)
 //!                      RED/GRED, limit
 //! ```
 //!
@@ -36,7 +37,9 @@
 //! * **Conservation.** `in = out + dropped + held` at every instant
 //!   ([`PipeCounters`], [`Pipe::held`]), and per queue ([`FlowCounters`]); every dropped packet is handed back
 //!   to the caller with its [`DropReason`] (by [`Pipe::enqueue`] or as an
-//!   [`Exit`] with [`Fate::Dropped`]); duplicates are counted apart.
+//!   [`Exit`] with [`Fate::Dropped`]); duplicates are counted apart. A
+//!   corrupted packet is an ordinary packet with a mark
+//!   ([`Packet::CORRUPT_BIT`]); the bytes are the caller's to flip.
 //! * **Determinism.** No clock, no thread, no allocation after
 //!   construction; one seed drives every random choice
 //!   ([`random::Streams`]), so the same seed and calls give the same exits.
@@ -72,7 +75,7 @@
 //! link loop out of line only when it is free. The loop reads the link's
 //! time before it asks the scheduler whether it is empty: after moving a
 //! packet the link is mostly busy past `now`, and the loop ends on that
-//! one comparison. With no profile, jitter or duplication (decided when the
+//! one comparison. With no profile, jitter, duplication or corruption (decided when the
 //! configuration changes, one flag a packet) a packet's exit is its finish
 //! on the link plus the fixed delay, appended to the ring; the path that
 //! draws is a call, as is the general filter path, so neither weighs on
@@ -97,8 +100,8 @@
 //!
 //! The general filter path (plr, then Gilbert-Elliott, then RED, then the
 //! limit) is taken only by queues that configure one of them; profile,
-//! jitter and duplication cost one flag test when none is configured
-//! (decided when the configuration changes).
+//! jitter, duplication and corruption cost one flag test when none is
+//! configured (decided when the configuration changes).
 //!
 //! Memory per queue (flow slot): one 56-byte record, 16 B of state
 //! (length in packets and bytes, configuration index) beside 40 B of
@@ -113,10 +116,14 @@
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
 //! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
 //! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss and
-//! duplication. Deviations: ns instead of ticks; `f64` probabilities; a hard
-//! byte limit (see [`filter`]); profile airtime even on an unlimited link
-//! (see [`delay`]); a duplicate leaves together with its original instead
-//! of being re-enqueued (tc-netem re-enqueues the copy at the root).
+//! duplication and corruption. Deviations: ns instead of ticks; `f64`
+//! probabilities; a hard byte limit (see [`filter`]); profile airtime even
+//! on an unlimited link (see [`delay`]); a duplicate leaves together with
+//! its original instead of being re-enqueued (tc-netem re-enqueues the
+//! copy at the root); corruption is decided as a packet leaves the link,
+//! not on arrival, so a corrupted packet is never one the queue then
+//! drops, and a duplicate carries its original's corruption (tc-netem
+//! decides each copy apart).
 //!
 //! # Example
 //! ```
@@ -279,6 +286,10 @@ pub struct PipeCounters {
     pub out_bytes: u64,
     /// Copies handed out with [`Fate::Duplicate`] (not in `out_*`).
     pub duplicates: u64,
+    /// Packets marked corrupt ([`Packet::CORRUPT_BIT`]) as they left the
+    /// link, once per packet whatever its copies; they are handed out with
+    /// [`Fate::Transmit`] and counted in `out_*` too.
+    pub corrupted: u64,
     /// Packets dropped, indexed by [`DropReason::index`].
     pub dropped_packets: [u64; DropReason::ALL.len()],
     /// Bytes dropped, indexed by [`DropReason::index`].
@@ -409,8 +420,10 @@ pub struct Pipe<S> {
     red_unit_ns: Option<u64>,
     /// Some queue duplicates: moving a packet needs two free entries.
     any_duplicate: bool,
-    /// No profile, no jitter and no duplication: a packet's exit is the
-    /// link's finish plus the delay ([`Pipe::refresh_paths`]).
+    /// Some queue corrupts.
+    any_corrupt: bool,
+    /// No profile, no jitter, no duplication and no corruption: a packet's
+    /// exit is the link's finish plus the delay ([`Pipe::refresh_paths`]).
     fixed_delay: bool,
     /// Every queue has the one configuration, a limit in slots and no
     /// filter: that limit, checked on arrival without looking the
@@ -453,6 +466,7 @@ impl<S: Scheduler> Pipe<S> {
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
+            any_corrupt: config.queue.corrupt > 0.0,
             fixed_delay: false,
             sole_slot_limit: None,
             shaper_wait: false,
@@ -518,14 +532,19 @@ impl<S: Scheduler> Pipe<S> {
         // `at` fits: `configs` never exceeds 65 536 entries.
         self.queues[flow.index()].state.config = at as u16;
         self.any_duplicate = self.configs.iter().any(|q| q.config.duplicate > 0.0);
+        self.any_corrupt = self.configs.iter().any(|q| q.config.corrupt > 0.0);
         self.refresh_paths();
         Ok(())
     }
 
     /// Decides once, after a change of the profile, the jitter or a
-    /// queue's duplication, which way a packet takes into the delay line.
+    /// queue's duplication or corruption, which way a packet takes into the
+    /// delay line.
     fn refresh_paths(&mut self) {
-        self.fixed_delay = self.profile.is_none() && self.jitter.is_none() && !self.any_duplicate;
+        self.fixed_delay = self.profile.is_none()
+            && self.jitter.is_none()
+            && !self.any_duplicate
+            && !self.any_corrupt;
         // A queue's configuration is an index below `configs.len()`: with
         // one entry, every queue has it.
         self.sole_slot_limit = match self.configs.as_slice() {
@@ -877,14 +896,14 @@ impl<S: Scheduler> Pipe<S> {
         self.move_random(pkt.flow, pkt.len, pkt.token);
     }
 
-    /// [`Pipe::move_to_line`] with a profile, jitter or duplication
-    /// configured: out of line, so that the fixed-delay path stays short
+    /// [`Pipe::move_to_line`] with a profile, jitter, duplication or
+    /// corruption configured: out of line, so that the fixed-delay path stays short
     /// in the caller's loop. It takes the packet's fields, not the
     /// packet: a 16-byte argument is passed through memory, and the
     /// caller would keep the packet on its stack for every packet.
     #[inline(never)]
     fn move_random(&mut self, flow: FlowId, len: u32, token: u64) {
-        let pkt = Packet::new(flow, len, token);
+        let mut pkt = Packet::new(flow, len, token);
         let config = self
             .queues
             .get(flow.index())
@@ -898,6 +917,15 @@ impl<S: Scheduler> Pipe<S> {
             self.line
                 .insert(finish, pkt, Fate::Dropped(DropReason::ProfileLoss));
             return;
+        }
+        if self.any_corrupt {
+            let p = config.map_or(0.0, |c| self.configs[c].config.corrupt);
+            if p > 0.0 && bernoulli(&mut self.rng.corrupt, p) {
+                // Marked before the line takes it, so that a duplicate
+                // carries the mark too.
+                pkt = pkt.with_corrupt();
+                self.counters.corrupted += 1;
+            }
         }
         let mut wish = finish.saturating_add_nanos(self.delay_ns);
         if let Some(j) = &self.jitter {

@@ -59,6 +59,9 @@ pub struct Streams {
     pub jitter: Rng,
     /// Delay-profile samples.
     pub profile: Rng,
+    /// Corruption draws (derived last, so that adding it left the other
+    /// streams' sequences as they were).
+    pub corrupt: Rng,
     /// The seed the streams were derived from.
     seed: u64,
 }
@@ -75,6 +78,7 @@ impl Streams {
             duplicate: next(),
             jitter: next(),
             profile: next(),
+            corrupt: next(),
             seed,
         }
     }
@@ -116,6 +120,7 @@ impl Streams {
             (&mut self.duplicate, &old.duplicate, &new.duplicate),
             (&mut self.jitter, &old.jitter, &new.jitter),
             (&mut self.profile, &old.profile, &new.profile),
+            (&mut self.corrupt, &old.corrupt, &new.corrupt),
         ];
         for (rng, first, first_new) in pairs {
             let advanced = rng.get_seed().wrapping_sub(first.get_seed());
