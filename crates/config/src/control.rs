@@ -100,6 +100,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.noerror |= new.noerror;
         old.gemodel = new.gemodel.or(old.gemodel);
         old.duplicate = new.duplicate.or(old.duplicate);
+        old.corrupt = new.corrupt.or(old.corrupt);
     }
 
     /// Where each key of `items` first is: objects are found by number

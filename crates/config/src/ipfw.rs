@@ -8,7 +8,7 @@
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder`, `gemodel`,
-//! `duplicate`, `default allow|deny` and `seed N`. `flush` lines are accepted
+//! `duplicate`, `corrupt`, `default allow|deny` and `seed N`. `flush` lines are accepted
 //! in a file only before the first configuration statement (a script's
 //! preamble), where they change nothing.
 
@@ -181,8 +181,8 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, mask",
-            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
         }
     }
 
@@ -199,7 +199,15 @@ impl ObjKind {
         );
         let queue = matches!(
             keyword,
-            "queue" | "plr" | "red" | "gred" | "droptail" | "noerror" | "gemodel" | "duplicate"
+            "queue"
+                | "plr"
+                | "red"
+                | "gred"
+                | "droptail"
+                | "noerror"
+                | "gemodel"
+                | "duplicate"
+                | "corrupt"
         );
         match self {
             ObjKind::Sched => {
@@ -404,6 +412,11 @@ pub(crate) fn parse_object_keyword(
             let v = cur.value(kw, "0.01")?;
             d.params.duplicate = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "duplicate", kw, v.pos())?;
+        }
+        "corrupt" => {
+            let v = cur.value(kw, "0.01")?;
+            d.params.corrupt = Some(probability(cur, v)?);
+            record(&mut d.fields, cur, "corrupt", kw, v.pos())?;
         }
         "red" | "gred" => {
             let v = cur.value(kw, "0.002/30/80/0.1")?;

@@ -126,6 +126,9 @@ pub struct QueueParams {
     pub gemodel: Option<GilbertElliott>,
     /// `duplicate`: probability that a packet is sent twice (pspat).
     pub duplicate: Option<f64>,
+    /// `corrupt`: probability that a packet leaves with one bit flipped
+    /// (pspat, as tc-netem).
+    pub corrupt: Option<f64>,
 }
 
 /// `sched N config ...`: a scheduler on a link.

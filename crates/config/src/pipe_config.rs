@@ -91,7 +91,7 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
             loss_good: g.one_minus_k,
         }),
         duplicate: q.duplicate,
-        corrupt: 0.0,
+        corrupt: q.corrupt,
     }
 }
 
@@ -272,7 +272,7 @@ mod tests {
         let p = plan(
             "seed 42\n\
              pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto reorder \
-             queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05\n\
+             queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
              queue 7 config sched 4 weight 3 red 0.5/5/15/0.2",
         );
@@ -314,6 +314,7 @@ mod tests {
             })
         );
         assert_eq!(c.queue.duplicate, 0.05);
+        assert_eq!(c.queue.corrupt, 0.002);
         assert_eq!(c.seed, pipe_seed(42, 2));
         assert!(c.validate().is_ok());
         let all = plan_pipe_configs(&p).unwrap();

@@ -144,6 +144,9 @@ pub struct QueueSetPlan {
     pub gemodel: Option<GilbertElliott>,
     /// Duplication probability.
     pub duplicate: f64,
+    /// Corruption probability (one bit flipped).
+    #[serde(default)]
+    pub corrupt: f64,
 }
 
 /// A resolved sched.
@@ -498,6 +501,9 @@ impl Checker<'_> {
         if let Some(p) = q.duplicate {
             self.probability((kind, index, "duplicate"), &format!("{owner} duplicate"), p);
         }
+        if let Some(p) = q.corrupt {
+            self.probability((kind, index, "corrupt"), &format!("{owner} corrupt"), p);
+        }
         if let Some(g) = q.gemodel {
             self.probability(
                 (kind, index, "gemodel.p"),
@@ -557,6 +563,7 @@ impl Checker<'_> {
             noerror: q.noerror,
             gemodel: q.gemodel,
             duplicate: q.duplicate.unwrap_or(0.0),
+            corrupt: q.corrupt.unwrap_or(0.0),
         }
     }
 

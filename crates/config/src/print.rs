@@ -69,6 +69,9 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
     if let Some(d) = q.duplicate {
         out.push(format!("duplicate {d}"));
     }
+    if let Some(c) = q.corrupt {
+        out.push(format!("corrupt {c}"));
+    }
 }
 
 fn mask_words(mask: &FlowMask, out: &mut Vec<String>) {
@@ -321,6 +324,9 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
     }
     if let Some(d) = q.duplicate {
         let _ = writeln!(out, "duplicate = {}", real(d));
+    }
+    if let Some(c) = q.corrupt {
+        let _ = writeln!(out, "corrupt = {}", real(c));
     }
 }
 

@@ -148,6 +148,14 @@ fn values_out_of_range() {
     assert_at(&e, "cfg.toml", 7, 10, "100000", ErrorKind::OutOfRange);
     let e = error_of_toml("[[pipe]]\nnumber = 1\nplr = -0.5\n");
     assert_at(&e, "cfg.toml", 3, 7, "-0.5", ErrorKind::OutOfRange);
+    let e = error_of(
+        "pipe 1 config\nqueue 2 config pipe 1 corrupt 2\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 31, "2", ErrorKind::OutOfRange);
+    assert!(e.message.contains("0..=1"), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncorrupt = 1.01\n");
+    assert_at(&e, "cfg.toml", 3, 11, "1.01", ErrorKind::OutOfRange);
 }
 
 /// The rates `pspat run` would refuse when building the pipe are refused by

@@ -75,6 +75,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 2 config bw 1Mbit/s delay 500us jitter 100us distribution normal reorder gemodel 0.01 0.3 1 0 duplicate 0.001\n",
     ),
     (
+        "pipe 3 config corrupt 0.001 delay 5ms duplicate 0.01",
+        "pipe 3 config delay 5ms duplicate 0.01 corrupt 0.001\n",
+    ),
+    (
         "sched 1 config type rr\nadd 200 pipe 1 udp from 2001:db8::/32 to me 53 xmit eth0",
         "sched 1 config type drr\nadd 200 pipe 1 udp from 2001:db8::/32 to me dst-port 53 xmit eth0\n",
     ),

@@ -78,9 +78,10 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         any::<bool>(),
         option::of(ge),
         option::of(real()),
+        option::of(real()),
     )
         .prop_map(
-            |(limit, plr, red, buckets, noerror, gemodel, duplicate)| QueueParams {
+            |(limit, plr, red, buckets, noerror, gemodel, duplicate, corrupt)| QueueParams {
                 limit,
                 plr,
                 red,
@@ -88,6 +89,7 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                 noerror,
                 gemodel,
                 duplicate,
+                corrupt,
             },
         )
 }
