@@ -8,7 +8,8 @@
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder`, `gemodel`,
-//! `duplicate`, `corrupt`, `default allow|deny` and `seed N`. `flush` lines are accepted
+//! `duplicate`, `corrupt`, `packetoverhead`, `cellsize`, `celloverhead`,
+//! `default allow|deny` and `seed N`. `flush` lines are accepted
 //! in a file only before the first configuration statement (a script's
 //! preamble), where they change nothing.
 
@@ -24,8 +25,8 @@ use crate::model::{
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
-    parse_rate, parse_real, parse_size, parse_time_us, parse_u32, parse_uint, QueueLimit,
-    ValueError,
+    parse_i32, parse_rate, parse_real, parse_size, parse_time_us, parse_u32, parse_uint,
+    QueueLimit, ValueError,
 };
 
 /// One whitespace-separated word and where it starts.
@@ -180,8 +181,8 @@ impl ObjKind {
 
     pub fn keywords(self) -> &'static str {
         match self {
-            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
+            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, packetoverhead, cellsize, celloverhead, buckets, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
             ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
         }
     }
@@ -196,6 +197,9 @@ impl ObjKind {
                 | "jitter"
                 | "distribution"
                 | "reorder"
+                | "packetoverhead"
+                | "cellsize"
+                | "celloverhead"
         );
         let queue = matches!(
             keyword,
@@ -392,6 +396,21 @@ pub(crate) fn parse_object_keyword(
             let v = cur.value(kw, "64KB")?;
             d.link.burst = Some(cur.check(v, parse_size(&v.text))?.0);
             record(&mut d.fields, cur, "burst", kw, v.pos())?;
+        }
+        "packetoverhead" => {
+            let v = cur.value(kw, "24")?;
+            d.link.packet_overhead = Some(cur.check(v, parse_i32(&v.text))?);
+            record(&mut d.fields, cur, "packetoverhead", kw, v.pos())?;
+        }
+        "cellsize" => {
+            let v = cur.value(kw, "48")?;
+            d.link.cell_size = Some(number(cur, v)?);
+            record(&mut d.fields, cur, "cellsize", kw, v.pos())?;
+        }
+        "celloverhead" => {
+            let v = cur.value(kw, "5")?;
+            d.link.cell_overhead = Some(number(cur, v)?);
+            record(&mut d.fields, cur, "celloverhead", kw, v.pos())?;
         }
         "profile" => {
             let v = cur.value(kw, "profile.txt")?;

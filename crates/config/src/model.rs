@@ -79,6 +79,13 @@ pub struct LinkParams {
     /// `reorder`: let jitter reorder packets; without it a packet never leaves
     /// before the one in front of it (pspat).
     pub reorder: bool,
+    /// `packetoverhead`: bytes added to each packet's length on the link
+    /// (pspat, as tc-netem's `rate`; may be negative).
+    pub packet_overhead: Option<i32>,
+    /// `cellsize`: the link carries whole cells of this payload (pspat).
+    pub cell_size: Option<u32>,
+    /// `celloverhead`: bytes added to each cell (pspat; needs `cellsize`).
+    pub cell_overhead: Option<u32>,
 }
 
 /// RED or gentle RED (`red | gred w_q/min_th/max_th/max_p`).

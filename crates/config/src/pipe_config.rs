@@ -157,6 +157,11 @@ fn link_config(
     Ok(PipeConfig {
         bw,
         burst_bytes: link.burst_bytes,
+        framing: pspat_sched::pipe::Framing {
+            packet_overhead: link.packet_overhead,
+            cell_size: link.cell_size,
+            cell_overhead: link.cell_overhead,
+        },
         delay_ns: link.delay_us.saturating_mul(1_000),
         profile,
         jitter,
@@ -246,6 +251,7 @@ mod tests {
         let expected = PipeConfig {
             bw: Some(Rate::checked("bw", 10_000_000u64).unwrap()),
             burst_bytes: 0,
+            framing: pspat_sched::pipe::Framing::NONE,
             delay_ns: 20_000_000,
             profile: None,
             jitter: None,
@@ -272,12 +278,21 @@ mod tests {
         let p = plan(
             "seed 42\n\
              pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto reorder \
+             packetoverhead -4 cellsize 48 celloverhead 5 \
              queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
              queue 7 config sched 4 weight 3 red 0.5/5/15/0.2",
         );
         let c = pipe_config(&p.pipes[&2], p.seed).unwrap();
         assert_eq!(c.burst_bytes, 3_000);
+        assert_eq!(
+            c.framing,
+            pspat_sched::pipe::Framing {
+                packet_overhead: -4,
+                cell_size: 48,
+                cell_overhead: 5
+            }
+        );
         assert_eq!(c.delay_ns, 10_000_000);
         let prof = c.profile.as_ref().unwrap();
         assert_eq!(

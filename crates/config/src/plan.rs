@@ -125,6 +125,15 @@ pub struct LinkPlan {
     pub distribution: Distribution,
     /// Whether jitter may reorder packets.
     pub reorder: bool,
+    /// Bytes added to each packet on the link (0: none).
+    #[serde(default)]
+    pub packet_overhead: i32,
+    /// Cell payload in bytes (0: no cells).
+    #[serde(default)]
+    pub cell_size: u32,
+    /// Bytes added to each cell.
+    #[serde(default)]
+    pub cell_overhead: u32,
 }
 
 /// A resolved queue (the queue half of a pipe or flowset).
@@ -428,6 +437,38 @@ impl Checker<'_> {
                 format!("{owner} has a jitter distribution but no jitter; add 'jitter TIME'"),
             );
         }
+        let max = pspat_sched::pipe::MAX_OVERHEAD;
+        let packet_overhead = link.packet_overhead.unwrap_or(0);
+        self.range(
+            (kind, index, "packetoverhead"),
+            &format!("{owner} packetoverhead (bytes)"),
+            packet_overhead,
+            -(max as i32)..=max as i32,
+        );
+        let cell_size = link.cell_size.unwrap_or(0);
+        if link.cell_size.is_some() {
+            self.range(
+                (kind, index, "cellsize"),
+                &format!("{owner} cellsize (bytes)"),
+                cell_size,
+                1..=65_535,
+            );
+        }
+        let cell_overhead = link.cell_overhead.unwrap_or(0);
+        self.range(
+            (kind, index, "celloverhead"),
+            &format!("{owner} celloverhead (bytes)"),
+            cell_overhead,
+            0..=max,
+        );
+        if link.cell_overhead.is_some() && link.cell_size.is_none() {
+            let pos = self.pos(kind, index, 0, "celloverhead", || cell_overhead.to_string());
+            self.push(
+                pos,
+                ErrorKind::MissingReference,
+                format!("{owner} has a celloverhead but no cells; add 'cellsize BYTES'"),
+            );
+        }
         if link.reorder && link.jitter_us.is_none() {
             let pos = self.pos(kind, index, 0, "reorder", || "reorder".into());
             self.push(
@@ -470,6 +511,9 @@ impl Checker<'_> {
             jitter_us,
             distribution: link.distribution.unwrap_or_default(),
             reorder: link.reorder,
+            packet_overhead,
+            cell_size,
+            cell_overhead,
         }
     }
 

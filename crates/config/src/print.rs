@@ -38,6 +38,15 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if link.reorder {
         out.push("reorder".into());
     }
+    if let Some(o) = link.packet_overhead {
+        out.push(format!("packetoverhead {o}"));
+    }
+    if let Some(c) = link.cell_size {
+        out.push(format!("cellsize {c}"));
+    }
+    if let Some(c) = link.cell_overhead {
+        out.push(format!("celloverhead {c}"));
+    }
 }
 
 fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
@@ -281,6 +290,15 @@ fn toml_link(link: &LinkParams, out: &mut String) {
     }
     if link.reorder {
         out.push_str("reorder = true\n");
+    }
+    if let Some(o) = link.packet_overhead {
+        let _ = writeln!(out, "packetoverhead = {o}");
+    }
+    if let Some(c) = link.cell_size {
+        let _ = writeln!(out, "cellsize = {c}");
+    }
+    if let Some(c) = link.cell_overhead {
+        let _ = writeln!(out, "celloverhead = {c}");
     }
 }
 

@@ -308,9 +308,33 @@ pub fn parse_u32(text: &str) -> Result<u32, ValueError> {
     u32::try_from(v).map_err(|_| ValueError::range(format!("'{text}' exceeds {}", u32::MAX)))
 }
 
+/// A whole number that fits `i32`, with an optional sign.
+///
+/// # Errors
+/// [`ValueError`] for text that is not a whole number or does not fit `i32`.
+pub fn parse_i32(text: &str) -> Result<i32, ValueError> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let v = i64::from(parse_u32(digits)?);
+    i32::try_from(if negative { -v } else { v })
+        .map_err(|_| ValueError::range(format!("'{text}' does not fit 32 bits")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signed_numbers_parse_with_either_sign() {
+        assert_eq!(parse_i32("-14").unwrap(), -14);
+        assert_eq!(parse_i32("+24").unwrap(), 24);
+        assert_eq!(parse_i32("0").unwrap(), 0);
+        assert!(parse_i32("--1").is_err());
+        assert!(parse_i32("3000000000").is_err());
+        assert!(parse_i32("").is_err());
+    }
 
     #[test]
     fn rates_parse_exactly_and_print_back() {

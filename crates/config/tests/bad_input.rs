@@ -156,6 +156,26 @@ fn values_out_of_range() {
     assert!(e.message.contains("0..=1"), "{e}");
     let e = error_of_toml("[[pipe]]\nnumber = 1\ncorrupt = 1.01\n");
     assert_at(&e, "cfg.toml", 3, 11, "1.01", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config packetoverhead -2000\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 30, "-2000", ErrorKind::OutOfRange);
+    assert!(e.message.contains("-1024..=1024"), "{e}");
+    let e = error_of("sched 1 config cellsize 0\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "0", ErrorKind::OutOfRange);
+    let e = error_of("pipe 1 config cellsize 53 celloverhead 2000\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 40, "2000", ErrorKind::OutOfRange);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\npacketoverhead = 5000\n");
+    assert_at(&e, "cfg.toml", 3, 18, "5000", ErrorKind::OutOfRange);
+}
+
+#[test]
+fn a_cell_overhead_without_cells_is_named_in_both_syntaxes() {
+    let e = error_of("pipe 1 config bw 1Mbit/s celloverhead 5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 39, "5", ErrorKind::MissingReference);
+    assert!(e.message.contains("cellsize"), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncelloverhead = 5\n");
+    assert_at(&e, "cfg.toml", 3, 16, "5", ErrorKind::MissingReference);
+    let e = error_of("pipe 1 config packetoverhead 1.5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 30, "1.5", ErrorKind::Syntax);
 }
 
 /// The rates `pspat run` would refuse when building the pipe are refused by

@@ -75,6 +75,14 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 2 config bw 1Mbit/s delay 500us jitter 100us distribution normal reorder gemodel 0.01 0.3 1 0 duplicate 0.001\n",
     ),
     (
+        "pipe 1 config bw 8Mbit/s packetoverhead 10 cellsize 48 celloverhead 5",
+        "pipe 1 config bw 8Mbit/s packetoverhead 10 cellsize 48 celloverhead 5\n",
+    ),
+    (
+        "pipe 4 config cellsize 48 bw 2Mbit/s celloverhead 5 packetoverhead -8",
+        "pipe 4 config bw 2Mbit/s packetoverhead -8 cellsize 48 celloverhead 5\n",
+    ),
+    (
         "pipe 3 config corrupt 0.001 delay 5ms duplicate 0.01",
         "pipe 3 config delay 5ms duplicate 0.01 corrupt 0.001\n",
     ),

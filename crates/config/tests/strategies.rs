@@ -34,9 +34,14 @@ fn link() -> impl Strategy<Value = LinkParams> {
         option::of(any::<u64>()),
         option::of(select(Distribution::ALL.to_vec())),
         any::<bool>(),
+        (
+            option::of(any::<i32>()),
+            option::of(any::<u32>()),
+            option::of(any::<u32>()),
+        ),
     )
         .prop_map(
-            |(bw, delay_us, burst, profile, jitter_us, distribution, reorder)| LinkParams {
+            |(
                 bw,
                 delay_us,
                 burst,
@@ -44,6 +49,18 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 jitter_us,
                 distribution,
                 reorder,
+                (packet_overhead, cell_size, cell_overhead),
+            )| LinkParams {
+                bw,
+                delay_us,
+                burst,
+                profile,
+                jitter_us,
+                distribution,
+                reorder,
+                packet_overhead,
+                cell_size,
+                cell_overhead,
             },
         )
 }

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use pspat_sched::pipe::{
-    DelayProfile, GilbertElliott, Jitter, JitterDistribution, Pipe, PipeConfig, QueueConfig,
-    QueueLimit, Red,
+    DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, Pipe, PipeConfig,
+    QueueConfig, QueueLimit, Red,
 };
 use pspat_sched::{AlgKind, Fate, FlowId, FlowTable, Instant, Packet, SchedulerConfig};
 
@@ -64,6 +64,19 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
         })
 }
 
+fn framing() -> impl Strategy<Value = Framing> {
+    prop_oneof![
+        Just(Framing::NONE),
+        (-64i32..=64, prop_oneof![Just(0u32), 1u32..100], 0u32..10).prop_map(|(o, c, co)| {
+            Framing {
+                packet_overhead: o,
+                cell_size: c,
+                cell_overhead: if c == 0 { 0 } else { co },
+            }
+        }),
+    ]
+}
+
 fn pipe_config() -> impl Strategy<Value = PipeConfig> {
     (
         proptest::option::of(prop_oneof![Just(1_000u64), 100_000u64..10_000_000_000]),
@@ -77,26 +90,29 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
         any::<bool>(),
         queue_config(),
         2usize..64,
-        any::<u64>(),
+        (any::<u64>(), framing()),
     )
         .prop_map(
-            |(bw, burst_bytes, delay_ns, profile, jitter, reorder, queue, cap, seed)| PipeConfig {
-                bw: bw.map(rate),
-                burst_bytes,
-                delay_ns,
-                profile: profile.map(|(t, l)| DelayProfile::new(t, l).unwrap()),
-                jitter: jitter.map(|(ns, d)| Jitter {
-                    ns,
-                    distribution: [
-                        JitterDistribution::Uniform,
-                        JitterDistribution::Normal,
-                        JitterDistribution::Pareto,
-                    ][d],
-                }),
-                reorder,
-                queue,
-                delay_line_capacity: cap,
-                seed,
+            |(bw, burst_bytes, delay_ns, profile, jitter, reorder, queue, cap, (seed, framing))| {
+                PipeConfig {
+                    bw: bw.map(rate),
+                    burst_bytes,
+                    framing,
+                    delay_ns,
+                    profile: profile.map(|(t, l)| DelayProfile::new(t, l).unwrap()),
+                    jitter: jitter.map(|(ns, d)| Jitter {
+                        ns,
+                        distribution: [
+                            JitterDistribution::Uniform,
+                            JitterDistribution::Normal,
+                            JitterDistribution::Pareto,
+                        ][d],
+                    }),
+                    reorder,
+                    queue,
+                    delay_line_capacity: cap,
+                    seed,
+                }
             },
         )
 }

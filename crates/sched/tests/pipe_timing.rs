@@ -2,7 +2,8 @@
 //! order, replay from one seed, a stalled delay line, and no allocation.
 
 use pspat_sched::pipe::{
-    GilbertElliott, Jitter, JitterDistribution, Pipe, PipeConfig, QueueConfig, QueueLimit, Red,
+    Framing, GilbertElliott, Jitter, JitterDistribution, Pipe, PipeConfig, QueueConfig, QueueLimit,
+    Red,
 };
 use pspat_sched::{
     AlgKind, DropReason, Fate, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
@@ -79,6 +80,92 @@ fn exit_is_link_departure_plus_delay_to_the_nanosecond() {
             assert_eq!(tokens, (0..5_000).collect::<Vec<_>>());
         }
     }
+}
+
+#[test]
+fn framing_times_each_packet_by_its_bytes_on_the_wire() {
+    // 10 Mbit/s: 800 ns a byte. Random lengths, random gaps; the exits are
+    // the FIFO model's with each length replaced by its wire length.
+    let framings = [
+        Framing {
+            packet_overhead: 24,
+            ..Framing::NONE
+        },
+        Framing {
+            packet_overhead: -40,
+            ..Framing::NONE
+        },
+        Framing {
+            packet_overhead: 8,
+            cell_size: 48,
+            cell_overhead: 5,
+        },
+    ];
+    for framing in framings {
+        let cfg = PipeConfig {
+            bw: Some(rate(10_000_000)),
+            delay_ns: 3 * MS,
+            framing,
+            queue: QueueConfig {
+                limit: QueueLimit::Slots(100_000),
+                ..QueueConfig::default()
+            },
+            delay_line_capacity: 100_000,
+            ..PipeConfig::default()
+        };
+        let arr = arrivals(3, 3_000, 1, 2 * MS);
+        let wire: Vec<(Instant, Packet)> = arr
+            .iter()
+            .map(|(a, p)| (*a, Packet::new(p.flow, framing.wire_len(p.len), p.token)))
+            .collect();
+        let mut pipe = fifo_pipe(cfg, 1, 100_000);
+        let run = drive(&mut pipe, &arr);
+        assert!(run.rejected.is_empty());
+        assert_eq!(
+            exit_times(&run),
+            expected_exits(&wire, 800, 3 * MS),
+            "{framing:?}"
+        );
+        // Counters count the packets' own bytes.
+        let bytes: u64 = arr.iter().map(|(_, p)| u64::from(p.len)).sum();
+        assert_eq!(pipe.counters().out_bytes, bytes);
+    }
+}
+
+#[test]
+fn a_live_framing_change_times_the_next_packet_to_start() {
+    // 8 Mbit/s: 1 µs a byte. Ten 1000-byte packets at once; after the
+    // first has started, cells of 48 + 5 bytes: 1000 bytes are 21 cells,
+    // 1 113 bytes on the wire.
+    let us = 1_000;
+    let mut cfg = PipeConfig {
+        bw: Some(rate(8_000_000)),
+        delay_line_capacity: 64,
+        ..PipeConfig::default()
+    };
+    let mut pipe = fifo_pipe(cfg.clone(), 1, 64);
+    for i in 0..10 {
+        pipe.enqueue(at(0), Packet::new(FlowId(0), 1_000, i))
+            .unwrap();
+    }
+    cfg.framing = Framing {
+        packet_overhead: 0,
+        cell_size: 48,
+        cell_overhead: 5,
+    };
+    pipe.reconfigure(at(500 * us), &cfg).unwrap();
+    let mut exits = Vec::new();
+    while let Some(t) = pipe.poll_at() {
+        pipe.release(t, &mut |e| exits.push(e.at.as_nanos()));
+    }
+    let mut want = vec![1_000 * us];
+    for i in 1..10 {
+        want.push(1_000 * us + i * 1_113 * us);
+    }
+    assert_eq!(exits, want);
+    // A framing out of range is refused and changes nothing.
+    cfg.framing.cell_overhead = 5_000;
+    assert!(pipe.reconfigure(at(20 * MS), &cfg).is_err());
 }
 
 #[test]
@@ -377,6 +464,11 @@ fn everything(seed: u64) -> PipeConfig {
     PipeConfig {
         bw: Some(rate(50_000_000)),
         burst_bytes: 10_000,
+        framing: Framing {
+            packet_overhead: 24,
+            cell_size: 64,
+            cell_overhead: 4,
+        },
         delay_ns: 2 * MS,
         profile: Some(
             pspat_sched::pipe::DelayProfile::new((0..20).map(|i| i * 10_000).collect(), 0.9)

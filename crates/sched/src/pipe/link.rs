@@ -1,9 +1,11 @@
 //! The pipe's link: a serializer at `bw` with dummynet's `burst` credit.
 //!
 //! The link keeps `busy_until`, the instant it can start the next packet. A
-//! packet of `len` bytes started there finishes `len·8/bw` later (through a
+//! packet of `len` bytes started there finishes `wire·8/bw` later (through a
 //! [`Pacer`], which carries fractional ns so a long run loses no rate), plus
-//! the profile's extra airtime if any.
+//! the profile's extra airtime if any, where `wire` is `len` under the
+//! link's [`Framing`] (its own length unless overheads or cells are
+//! configured). Burst credit is counted in those bytes too.
 //!
 //! # Burst (dummynet's `burst`, `ip_dn_io.c`)
 //! When a packet arrives at `t` on an idle pipe (nothing queued, the link
@@ -21,6 +23,7 @@
 //! # Complexity
 //! O(1) per packet.
 
+use super::framing::Framing;
 use crate::rate::{Pacer, Rate, UNITS_PER_BYTE};
 use crate::Instant;
 
@@ -30,6 +33,8 @@ pub(crate) struct BurstLink {
     rate: Option<Rate>,
     pacer: Pacer,
     burst: u64,
+    /// `None` when a packet weighs its own length (one test a packet).
+    framing: Option<Framing>,
     /// Bytes that may still leave in no time.
     pub credit: u64,
     /// When the next transmission can start.
@@ -39,11 +44,12 @@ pub(crate) struct BurstLink {
 }
 
 impl BurstLink {
-    pub fn new(rate: Option<Rate>, burst: u64) -> Self {
+    pub fn new(rate: Option<Rate>, burst: u64, framing: Framing) -> Self {
         BurstLink {
             rate,
             pacer: rate.map_or(Pacer::UNLIMITED, Pacer::new),
             burst,
+            framing: (!framing.is_none()).then_some(framing),
             credit: 0,
             busy_until: Instant::ZERO,
             last_finish: Instant::ZERO,
@@ -74,6 +80,10 @@ impl BurstLink {
     /// Transmits `len` bytes (plus `airtime_ns`) from `busy_until`; returns
     /// when the transmission ends.
     pub fn transmit(&mut self, len: u32, airtime_ns: u64) -> Instant {
+        let len = match &self.framing {
+            None => len,
+            Some(f) => f.wire_len(len),
+        };
         // Without credit (no burst, or spent) the whole packet pays.
         let paid = if self.credit == 0 {
             len
@@ -103,14 +113,15 @@ impl BurstLink {
         self.rate
     }
 
-    /// A new rate and burst for the packets that start from now on: the
-    /// transmission in progress (ending at `busy_until`) keeps its end, the
-    /// credit left is capped at the new burst, the fraction carried is
-    /// dropped (at most 1 ns).
-    pub fn set_rate(&mut self, rate: Option<Rate>, burst: u64) {
+    /// A new rate, burst and framing for the packets that start from now
+    /// on: the transmission in progress (ending at `busy_until`) keeps its
+    /// end, the credit left is capped at the new burst, the fraction
+    /// carried is dropped (at most 1 ns).
+    pub fn set_rate(&mut self, rate: Option<Rate>, burst: u64, framing: Framing) {
         self.rate = rate;
         self.pacer = rate.map_or(Pacer::UNLIMITED, Pacer::new);
         self.burst = burst;
+        self.framing = (!framing.is_none()).then_some(framing);
         self.credit = self.credit.min(burst);
     }
 }

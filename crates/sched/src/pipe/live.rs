@@ -34,7 +34,7 @@ use super::{Pipe, PipeConfig};
 use crate::{ConfigError, Instant, Scheduler};
 
 impl<S: Scheduler> Pipe<S> {
-    /// Gives the running pipe `config`'s link (`bw`, `burst`), delay,
+    /// Gives the running pipe `config`'s link (`bw`, `burst`, framing), delay,
     /// jitter, profile and a delay line at least `config`'s capacity, at
     /// `now` (module docs). `config.queue` and `config.seed` are not used:
     /// queues change with [`Pipe::set_queue`], the seed with
@@ -51,7 +51,8 @@ impl<S: Scheduler> Pipe<S> {
             });
         }
         self.advance_link(now);
-        self.link.set_rate(config.bw, config.burst_bytes);
+        self.link
+            .set_rate(config.bw, config.burst_bytes, config.framing);
         self.red_unit_ns = config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE));
         self.delay_ns = config.delay_ns;
         self.jitter = config.jitter;

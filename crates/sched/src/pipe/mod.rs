@@ -19,8 +19,9 @@
 //!
 //! # Guarantees
 //! * **Exact times.** The link runs in virtual time: a packet starts when
-//!   the link is free (never before it arrived), ends `len·8/bw` later (less
-//!   what burst credit covers, plus profile airtime), and its exit time is
+//!   the link is free (never before it arrived), ends `len·8/bw` later (`len`
+//!   under the link's [`Framing`]; less what burst credit covers, plus
+//!   profile airtime), and its exit time is
 //!   that end plus `delay` plus the jitter sample, in ns. A caller that
 //!   calls `release` late gets the packet late, with the exit time it
 //!   should have had in [`Exit::at`]; it never gets one early
@@ -150,6 +151,7 @@
 
 pub mod delay;
 pub mod filter;
+mod framing;
 mod handover;
 mod link;
 mod live;
@@ -159,6 +161,7 @@ mod set;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
+pub use framing::{Framing, MAX_OVERHEAD};
 pub use handover::Moved;
 pub use scheduler::PipeScheduler;
 pub use set::{PacketMoves, PipeRoutes, PipeSet};
@@ -197,6 +200,9 @@ pub struct PipeConfig {
     pub bw: Option<Rate>,
     /// Bytes that may leave at line speed after idle (dummynet's `burst`).
     pub burst_bytes: u64,
+    /// What a packet weighs on the link (tc-netem's `rate` overheads and
+    /// cells): [`Framing::NONE`] by default.
+    pub framing: Framing,
     /// Fixed delay after the link, ns.
     pub delay_ns: u64,
     /// dummynet's empirical profile (extra airtime on the link, and loss).
@@ -219,6 +225,7 @@ impl Default for PipeConfig {
         PipeConfig {
             bw: None,
             burst_bytes: 0,
+            framing: Framing::NONE,
             delay_ns: 0,
             profile: None,
             jitter: None,
@@ -241,6 +248,7 @@ impl PipeConfig {
             self.delay_line_capacity,
             2..=MAX_DELAY_LINE,
         )?;
+        self.framing.validate()?;
         self.queue.validate()
     }
 }
@@ -451,7 +459,7 @@ impl<S: Scheduler> Pipe<S> {
         ConfigError::check_range("pipe flows", flows, 1..=FlowTable::MAX_FLOWS)?;
         let mut pipe = Pipe {
             sched,
-            link: BurstLink::new(config.bw, config.burst_bytes),
+            link: BurstLink::new(config.bw, config.burst_bytes, config.framing),
             line: DelayLine::new(config.delay_line_capacity, config.reorder),
             delay_ns: config.delay_ns,
             profile: config.profile,
