@@ -668,7 +668,16 @@ pub(crate) fn parse_rule_body(
                 // `from ADDR [not] PORTS`: classic ipfw puts ports (negated
                 // or not) right after the address.
                 if matches!(word, "from" | "to") {
-                    let digits = |t: &Tok| t.text.starts_with(|c: char| c.is_ascii_digit());
+                    // A port list begins with a digit or a service name
+                    // (no option word is one).
+                    let digits = |t: &Tok| {
+                        t.text.starts_with(|c: char| c.is_ascii_digit())
+                            || t.text
+                                .split([',', '-'])
+                                .next()
+                                .and_then(crate::net::service_port)
+                                .is_some()
+                    };
                     let ports_not = cur.peek().is_some_and(|t| t.text == "not")
                         && cur.peek_at(1).is_some_and(digits);
                     if ports_not {

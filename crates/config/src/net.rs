@@ -452,7 +452,65 @@ pub struct PortRange {
     pub hi: u16,
 }
 
-/// Parses `80,443,1000-2000` into ranges, in the order written.
+/// Service names a port list accepts in place of a number, as ipfw looks
+/// them up in `/etc/services`: the IANA names of common services, without
+/// a dash (a dash separates a range). Built in, so a file means the same on
+/// every host.
+pub const SERVICE_PORTS: &[(&str, u16)] = &[
+    ("echo", 7),
+    ("discard", 9),
+    ("ftp", 21),
+    ("ssh", 22),
+    ("telnet", 23),
+    ("smtp", 25),
+    ("domain", 53),
+    ("bootps", 67),
+    ("bootpc", 68),
+    ("tftp", 69),
+    ("http", 80),
+    ("www", 80),
+    ("kerberos", 88),
+    ("pop3", 110),
+    ("sunrpc", 111),
+    ("nntp", 119),
+    ("ntp", 123),
+    ("imap", 143),
+    ("imap2", 143),
+    ("snmp", 161),
+    ("bgp", 179),
+    ("ldap", 389),
+    ("https", 443),
+    ("syslog", 514),
+    ("submission", 587),
+    ("ldaps", 636),
+    ("rsync", 873),
+    ("imaps", 993),
+    ("pop3s", 995),
+    ("openvpn", 1194),
+    ("mysql", 3306),
+    ("sip", 5060),
+    ("sips", 5061),
+    ("postgresql", 5432),
+];
+
+/// The port of a service name of [`SERVICE_PORTS`].
+///
+/// # Examples
+/// ```
+/// use pspat_config::net::service_port;
+/// assert_eq!(service_port("https"), Some(443));
+/// assert_eq!(service_port("gopherish"), None);
+/// ```
+pub fn service_port(name: &str) -> Option<u16> {
+    SERVICE_PORTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, p)| p)
+}
+
+/// Parses `80,443,1000-2000` into ranges, in the order written; an item or
+/// a range end may be a service name of [`SERVICE_PORTS`] (`http,https`,
+/// `ssh-1024`), printed back as its number.
 ///
 /// # Examples
 /// ```
@@ -460,13 +518,23 @@ pub struct PortRange {
 /// let p = parse_ports("80,443,1000-2000").unwrap();
 /// assert_eq!(p[2], PortRange { lo: 1000, hi: 2000 });
 /// assert_eq!(format_ports(&p), "80,443,1000-2000");
+/// assert_eq!(format_ports(&parse_ports("http,domain").unwrap()), "80,53");
 /// assert!(parse_ports("2000-1000").is_err());
 /// ```
 ///
 /// # Errors
-/// [`ValueError`] for an item that is not a port, or a range whose end is below its start.
+/// [`ValueError`] for an item that is neither a port nor a known service
+/// name, or a range whose end is below its start.
 pub fn parse_ports(text: &str) -> Result<Vec<PortRange>, ValueError> {
     let port = |p: &str| -> Result<u16, ValueError> {
+        if p.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
+            return service_port(p).ok_or_else(|| {
+                ValueError::syntax(format!(
+                    "'{p}' in '{text}' is neither a port nor a known service name \
+                     (example: 80,443,1000-2000 or http,https)"
+                ))
+            });
+        }
         if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
             return Err(ValueError::syntax(format!(
                 "'{text}' is not a port list (example: 80,443,1000-2000)"

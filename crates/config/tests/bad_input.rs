@@ -1,8 +1,8 @@
 use std::io;
 
 use pspat_config::{
-    parse_ipfw, parse_toml, AddrList, AddrListError, AddrMatch, Error, ErrorKind, NoProfiles,
-    Prefix, ProfileLoader, MAX_ADDR_LIST_LEN,
+    parse_ipfw, parse_toml, print_ipfw, AddrList, AddrListError, AddrMatch, Error, ErrorKind,
+    NoProfiles, Prefix, ProfileLoader, MAX_ADDR_LIST_LEN,
 };
 
 /// Parses and validates; returns the one error.
@@ -889,4 +889,39 @@ fn not_errors_in_toml_name_the_value() {
         "[[pipe]]\nnumber = 1\n[[rule]]\naction = \"pipe 1\"\ndirection = \"not up\"\n",
     );
     assert_at(&e, "cfg.toml", 5, 18, "up", ErrorKind::UnknownKeyword);
+}
+
+#[test]
+fn service_names_read_as_their_ports_in_both_syntaxes() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 tcp from any http to any not https,ssh\n\
+                add 200 pipe 1 udp from any to any dst-port domain,ntp,sip-sips\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap();
+    assert_eq!(
+        print_ipfw(&cfg),
+        "pipe 1 config\n\
+         add 100 pipe 1 tcp from any to any src-port 80 not dst-port 443,22\n\
+         add 200 pipe 1 udp from any to any dst-port 53,123,5060-5061\n"
+    );
+    let toml = "[[pipe]]\nnumber = 1\n\n[[rule]]\nnumber = 100\naction = \"pipe 1\"\n\
+                from = \"any\"\nto = \"any\"\ndst-port = \"http,https\"\n";
+    let cfg = parse_toml(toml, "cfg.toml").unwrap();
+    assert!(
+        print_ipfw(&cfg).contains("dst-port 80,443"),
+        "{}",
+        print_ipfw(&cfg)
+    );
+    // A word that is no service name is named at its column; after an
+    // address it is read as the next option.
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 tcp from any to any dst-port http,gopher\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 45, "http,gopher", ErrorKind::Syntax);
+    assert!(e.message.contains("'gopher'"), "{e}");
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 tcp from any gopher to any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 29, "gopher", ErrorKind::UnknownKeyword);
 }
