@@ -335,6 +335,99 @@ pub(crate) fn parse_mask(
     Ok(())
 }
 
+/// `text` (the part of `tok` from character `skip` on) as an address
+/// match; an error inside a list names the offending entry at its column.
+fn parse_addr(cur: &Cursor, tok: &Tok, text: &str, skip: u32) -> Result<AddrMatch, Error> {
+    AddrMatch::parse_located(text).map_err(|e| {
+        let offset = u32::try_from(e.offset).unwrap_or(u32::MAX);
+        let entry = Tok {
+            text: e.token,
+            line: tok.line,
+            column: tok.column.saturating_add(skip).saturating_add(offset),
+        };
+        cur.error(&entry, e.error.kind, e.error.message)
+    })
+}
+
+/// ipfw's or-block of addresses, `{ 10.0.0.1 or 10.0.0.0/24 or ... }`,
+/// from its opening token `open` (the braces may be words of their own or
+/// glued to the first and last address): the address list of every entry
+/// (an entry may itself be a list), printed back as that list. Only
+/// addresses and prefixes: `any`, `me` and tables have no place in it.
+fn parse_addr_or_block(cur: &mut Cursor, open: &Tok) -> Result<AddrMatch, Error> {
+    const EXAMPLE: &str = "{ 10.0.0.1 or 10.0.0.0/24 }";
+    let mut prefixes = Vec::new();
+    // The entry glued to the opening brace, if any.
+    let mut pending: Option<(&Tok, u32)> = (open.text.len() > 1).then_some((open, 1));
+    let unclosed = |cur: &Cursor| {
+        cur.error(
+            open,
+            ErrorKind::Syntax,
+            format!("the or-block opened here is not closed with '}}' (example: {EXAMPLE})"),
+        )
+    };
+    let mut after_or = false;
+    loop {
+        let (tok, skip) = match pending.take() {
+            Some(p) => p,
+            None => (cur.bump().ok_or_else(|| unclosed(cur))?, 0),
+        };
+        let body = &tok.text[skip as usize..];
+        let (entry, closed) = match body.strip_suffix('}') {
+            Some(e) => (e, true),
+            None => (body, false),
+        };
+        if entry == "}" || (entry.is_empty() && (!closed || after_or)) || entry == "or" {
+            return Err(cur.error(
+                tok,
+                ErrorKind::Syntax,
+                format!(
+                    "an address is missing before '{}' in the or-block (example: {EXAMPLE})",
+                    tok.text
+                ),
+            ));
+        }
+        if !entry.is_empty() {
+            match parse_addr(cur, tok, entry, skip)? {
+                AddrMatch::Prefix(p) => prefixes.push(p),
+                AddrMatch::List(l) => prefixes.extend(l.prefixes().iter().copied()),
+                _ => {
+                    return Err(cur.error(
+                        tok,
+                        ErrorKind::Syntax,
+                        format!("'{entry}' cannot be in an or-block (entries are addresses or prefixes, example: {EXAMPLE})"),
+                    ))
+                }
+            }
+        } else if prefixes.is_empty() {
+            return Err(cur.error(
+                tok,
+                ErrorKind::Syntax,
+                format!("an empty or-block (example: {EXAMPLE})"),
+            ));
+        }
+        if closed {
+            break;
+        }
+        let next = cur.bump().ok_or_else(|| unclosed(cur))?;
+        match next.text.as_str() {
+            "or" => after_or = true,
+            "}" => break,
+            _ => {
+                return Err(cur.error(
+                    next,
+                    ErrorKind::Syntax,
+                    format!(
+                        "expected 'or' or '}}' in the or-block, found '{}' (example: {EXAMPLE})",
+                        next.text
+                    ),
+                ))
+            }
+        }
+    }
+    AddrMatch::any_of(prefixes).map_err(|e| cur.error(open, ErrorKind::OutOfRange, e))
+}
+
 fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
     cur.check(tok, parse_real(&tok.text))
 }
@@ -644,15 +737,11 @@ pub(crate) fn parse_rule_body(
                 }
                 let negated = negated || inner_not;
                 // An error inside a list names the offending entry, at its column.
-                let positive = AddrMatch::parse_located(&v.text).map_err(|e| {
-                    let offset = u32::try_from(e.offset).unwrap_or(u32::MAX);
-                    let entry = Tok {
-                        text: e.token,
-                        line: v.line,
-                        column: v.column.saturating_add(offset),
-                    };
-                    cur.error(&entry, e.error.kind, e.error.message)
-                })?;
+                let positive = if v.text.starts_with('{') {
+                    parse_addr_or_block(cur, v)?
+                } else {
+                    parse_addr(cur, v, &v.text, 0)?
+                };
                 let addr = if negated {
                     cur.check(v, positive.negated_as_written(&format!("not {}", v.text)))?
                 } else {

@@ -925,3 +925,40 @@ fn service_names_read_as_their_ports_in_both_syntaxes() {
     );
     assert_at(&e, "cfg.ipfw", 2, 29, "gopher", ErrorKind::UnknownKeyword);
 }
+
+#[test]
+fn an_or_block_of_addresses_reads_as_an_address_list() {
+    let text = "pipe 1 config\n\
+                add 100 pipe 1 ip from { 10.0.0.1 or 10.0.0.0/24 or 2001:db8::/32 } to any\n\
+                add 200 pipe 1 udp from {10.0.0.1 or 10.0.0.2} 53 to not { 10.1.0.0/16 or 10.2.0.0/16 }\n\
+                add 300 pipe 1 ip from { 10.0.0.9 } to any\n";
+    let cfg = parse_ipfw(text, "cfg.ipfw").unwrap();
+    assert_eq!(
+        print_ipfw(&cfg),
+        "pipe 1 config\n\
+         add 100 pipe 1 ip from 10.0.0.1,10.0.0.0/24,2001:db8::/32 to any\n\
+         add 200 pipe 1 udp from 10.0.0.1,10.0.0.2 to not 10.1.0.0/16,10.2.0.0/16 src-port 53\n\
+         add 300 pipe 1 ip from 10.0.0.9 to any\n"
+    );
+    let cases = [
+        ("from { 10.0.0.1 or any } to any", 38, "any"),
+        ("from { 10.0.0.1 10.0.0.2 } to any", 35, "10.0.0.2"),
+        ("from { 10.0.0.1 or } to any", 38, "}"),
+        ("from { or 10.0.0.1 } to any", 26, "or"),
+        ("from { } to any", 26, "}"),
+        ("from { 10.0.0.1 or 10.0.0.300 } to any", 38, "10.0.0.300"),
+        ("from { 10.0.0.1 or 10.0.0.2", 24, "{"),
+    ];
+    for (body, column, token) in cases {
+        let e = error_of(
+            &format!("pipe 1 config\nadd 100 pipe 1 ip {body}\n"),
+            &NoProfiles,
+        );
+        assert_eq!(
+            (e.line, e.column, e.token.as_str()),
+            (2, column, token),
+            "{body}: {e}"
+        );
+        assert_eq!(e.kind, ErrorKind::Syntax, "{body}: {e}");
+    }
+}
