@@ -16,6 +16,23 @@
 //! like any frame, so `received + duplicated = sent + dropped + in flight`
 //! holds for the bridge; the runtime counts the packet once.
 //!
+//! A packet a pipe corrupted ([`TxPacket::corrupt`]) has one bit of its
+//! frame flipped in the pool before it is sent ([`corrupt_frame`]): a
+//! uniformly drawn bit of the bytes after the Ethernet header and its VLAN
+//! tags, so that the frame still reaches its receiver and the IP header
+//! checksum or the TCP/UDP checksum is what finds the damage; a frame with
+//! nothing after its L2 header has a bit flipped anywhere. (tc-netem flips
+//! a random bit of the packet's first bytes from the Ethernet header on,
+//! so there a flip can also send the frame to no one, in a MAC address, or
+//! make it another protocol, in the EtherType.) A duplicated packet is
+//! flipped once and then sent twice, so both copies carry the same bit.
+//! The packet is counted `corrupted` once when the backend takes it (like
+//! `duplicated`); it is not an extra frame, and is then sent or dropped
+//! like any other. Each lane draws its bits from a SplitMix64 stream of its
+//! own, seeded from [`crate::BridgeConfig::corrupt_seed`], the transmitter
+//! and the direction ([`lane_seed`]), so one seed replays the same bits for
+//! the same packets taken in the same order.
+//!
 //! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the socket is a
 //! sending-only AF_XDP socket (`Sender::Xdp`): each frame is copied once
 //! from the pool into a UMEM TX frame, the completion ring reaped at each
@@ -26,14 +43,16 @@
 //!
 //! Cost per packet: one compare-exchange and one store on the frame's
 //! state word, three counter stores; one system call per batch of up to
-//! [`pspat_io::af_packet::MAX_BATCH`] frames.
+//! [`pspat_io::af_packet::MAX_BATCH`] frames. A corrupted packet adds one
+//! SplitMix64 step, a walk over its VLAN tags and one byte written.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pspat::{TxBackend, TxPacket};
+use pspat::{TxBackend, TxOwner, TxPacket};
 use pspat_io::af_packet::MAX_BATCH;
 use pspat_io::{Frame, FrameArena, IoError, PacketTx, PacketTxRing};
+use pspat_sched::pipe::random::splitmix64;
 
 use crate::counters::{note_cpu, TxReason, TxShared, NTX};
 
@@ -127,10 +146,18 @@ struct Lane {
     /// twice in a row (the second is its copy).
     picks: Vec<u32>,
     link_lost: bool,
+    /// The SplitMix64 state of the corruption draws ([`lane_seed`]): one
+    /// step per corrupted packet taken.
+    corrupt_state: u64,
 }
 
 impl Lane {
-    fn new(sender: Option<Sender>, counters: Arc<TxShared>, first_client: u32) -> Self {
+    fn new(
+        sender: Option<Sender>,
+        counters: Arc<TxShared>,
+        first_client: u32,
+        corrupt_seed: u64,
+    ) -> Self {
         Lane {
             sender,
             counters,
@@ -139,6 +166,7 @@ impl Lane {
             pkts: Vec::with_capacity(MAX_BATCH),
             picks: Vec::with_capacity(MAX_BATCH),
             link_lost: false,
+            corrupt_state: corrupt_seed,
         }
     }
 
@@ -181,19 +209,36 @@ impl Lane {
         (&self.pkts[self.picks[i] as usize], self.is_copy(i))
     }
 
-    /// Takes `p` into the batch (twice if it is duplicated), flushing first
-    /// if it would not fit.
+    /// Takes `p` into the batch (twice if it is duplicated, with one bit
+    /// flipped if it is corrupted), flushing first if it would not fit.
     fn push(&mut self, arena: &FrameArena, p: &TxPacket) {
         let copies = usize::from(p.copies.clamp(1, 2));
+        let c = &self.counters;
         if copies == 2 {
-            let c = &self.counters;
             c.duplicated[c.grouping.of(p.flow.0)].add(1);
         }
+        // Drawn for every corrupted packet taken, sent or not, so that the
+        // stream's position depends only on the packets taken.
+        let draw = p.corrupt.then(|| {
+            c.corrupted[c.grouping.of(p.flow.0)].add(1);
+            splitmix64(&mut self.corrupt_state)
+        });
         if self.picks.len() + copies > MAX_BATCH {
             self.flush(arena);
         }
         match arena.reclaim(p.cookie as u32) {
-            Ok(frame) => {
+            Ok(mut frame) => {
+                if let Some(draw) = draw {
+                    // Once for the frame: a copy sends the same bytes.
+                    let len = frame.len();
+                    if let Some(bytes) = arena
+                        .buffer_mut(&mut frame)
+                        .ok()
+                        .and_then(|b| b.get_mut(..len))
+                    {
+                        corrupt_frame(bytes, draw);
+                    }
+                }
                 let i = self.frames.len() as u32;
                 self.frames.push(frame);
                 self.pkts.push(*p);
@@ -281,19 +326,34 @@ pub struct AfPacketTx {
     reverse: Option<Lane>,
     arena: Arc<FrameArena>,
     calls: u32,
+    /// [`crate::BridgeConfig::corrupt_seed`] and this transmitter's index,
+    /// for the reverse lane's stream.
+    corrupt_seed: u64,
+    transmitter: u64,
 }
 
 impl AfPacketTx {
+    /// The transmitter `transmitter` ([`transmitter_index`]) of a bridge
+    /// whose corruption seed is `corrupt_seed`.
     pub(crate) fn new(
         sender: Option<Sender>,
         arena: Arc<FrameArena>,
         counters: Arc<TxShared>,
+        corrupt_seed: u64,
+        transmitter: u64,
     ) -> Self {
         AfPacketTx {
-            forward: Lane::new(sender, counters, 0),
+            forward: Lane::new(
+                sender,
+                counters,
+                0,
+                lane_seed(corrupt_seed, transmitter, false),
+            ),
             reverse: None,
             arena,
             calls: 0,
+            corrupt_seed,
+            transmitter,
         }
     }
 
@@ -305,8 +365,72 @@ impl AfPacketTx {
         counters: Arc<TxShared>,
         first_client: u32,
     ) -> Self {
-        self.reverse = Some(Lane::new(sender, counters, first_client));
+        let seed = lane_seed(self.corrupt_seed, self.transmitter, true);
+        self.reverse = Some(Lane::new(sender, counters, first_client, seed));
         self
+    }
+}
+
+/// The index of the transmitter `owner` of egress interface `egress`
+/// (the runtime's dispatcher number, 0 for the arbiter), unique in a
+/// bridge: the egress interface in the high half, the owner in the low.
+pub(crate) fn transmitter_index(egress: usize, owner: TxOwner) -> u64 {
+    let within = match owner {
+        TxOwner::Arbiter => 0,
+        TxOwner::Dispatcher(d) => d as u64,
+        TxOwner::Client(id) => u64::from(id),
+    };
+    (egress as u64) << 32 | (within & 0xffff_ffff)
+}
+
+/// The first state of the corruption stream of a lane: `seed` mixed with
+/// the transmitter's index and the lane's direction by one SplitMix64
+/// step, so that every lane of every transmitter draws a stream of its
+/// own and the same seed gives the same streams.
+pub(crate) fn lane_seed(seed: u64, transmitter: u64, reverse: bool) -> u64 {
+    let mut s = seed ^ (transmitter << 1 | u64::from(reverse)).wrapping_mul(0xd1b5_4a32_d192_ed03);
+    splitmix64(&mut s)
+}
+
+/// Flips one bit of `frame` chosen by `draw` and returns its position
+/// (byte × 8 + bit, bit 0 the least significant): a bit of the bytes
+/// after the Ethernet header and its VLAN tags ([`l2_header_len`]), or of
+/// the whole frame when nothing follows that header. Every bit of the
+/// range is equally likely for a uniform `draw` (the draw is scaled to the
+/// range by a 64 × 64-bit multiplication: a relative bias below 2⁻⁴⁵ for
+/// frames up to 64 KiB). An empty frame is left alone (`None`).
+pub(crate) fn corrupt_frame(frame: &mut [u8], draw: u64) -> Option<usize> {
+    if frame.is_empty() {
+        return None;
+    }
+    let header = l2_header_len(frame);
+    let start = if header < frame.len() { header } else { 0 };
+    let bits = (frame.len() - start) * 8;
+    let at = start * 8 + ((u128::from(draw) * bits as u128) >> 64) as usize;
+    let byte = frame.get_mut(at / 8)?;
+    *byte ^= 1 << (at % 8);
+    Some(at)
+}
+
+/// 802.1Q and 802.1ad, the VLAN tags [`l2_header_len`] steps over.
+const VLAN_TPIDS: [u16; 2] = [0x8100, 0x88a8];
+
+/// The length of the Ethernet header of `frame` with its VLAN tags: the
+/// offset of the first byte after the EtherType that follows the tags
+/// (any number of them); `frame.len()` when the frame ends inside that
+/// header.
+fn l2_header_len(frame: &[u8]) -> usize {
+    // The EtherType (or the TPID of the first tag) after the two MAC
+    // addresses.
+    let mut at = 12;
+    loop {
+        let Some(&[hi, lo]) = frame.get(at..at + 2) else {
+            return frame.len();
+        };
+        if !VLAN_TPIDS.contains(&u16::from_be_bytes([hi, lo])) {
+            return at + 2;
+        }
+        at += pspat_io::parse::VLAN_TAG_LEN;
     }
 }
 
@@ -336,5 +460,255 @@ impl TxBackend for AfPacketTx {
         if let Some(r) = reverse {
             r.flush(arena);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::Grouping;
+    use pspat_io::FramePool;
+    use pspat_sched::FlowId;
+
+    /// An untagged Ethernet header, then `payload` bytes.
+    fn untagged(payload: usize) -> Vec<u8> {
+        let mut f = vec![0xaa; 12];
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend((0..payload).map(|i| i as u8));
+        f
+    }
+
+    /// An Ethernet header with the tags `tpids`, then `payload` bytes.
+    fn tagged(tpids: &[u16], payload: usize) -> Vec<u8> {
+        let mut f = vec![0xaa; 12];
+        for t in tpids {
+            f.extend_from_slice(&t.to_be_bytes());
+            f.extend_from_slice(&[0x00, 0x2a]);
+        }
+        f.extend_from_slice(&[0x86, 0xdd]);
+        f.extend((0..payload).map(|i| i as u8));
+        f
+    }
+
+    /// The positions of the bits that differ between `a` and `b`.
+    fn differing_bits(a: &[u8], b: &[u8]) -> Vec<usize> {
+        assert_eq!(a.len(), b.len());
+        (0..a.len() * 8)
+            .filter(|&i| (a[i / 8] ^ b[i / 8]) & (1 << (i % 8)) != 0)
+            .collect()
+    }
+
+    /// Flips with `draw` and checks that exactly the returned bit changed
+    /// and that it lies at or after `first_byte`; returns its position.
+    fn flip_one(frame: &[u8], draw: u64, first_byte: usize) -> usize {
+        let mut out = frame.to_vec();
+        let at = corrupt_frame(&mut out, draw).expect("a bit flipped");
+        assert_eq!(differing_bits(frame, &out), [at], "draw {draw:#x}");
+        assert!(at >= first_byte * 8, "bit {at} before byte {first_byte}");
+        at
+    }
+
+    #[test]
+    fn the_l2_header_is_the_ethernet_header_and_its_vlan_tags() {
+        assert_eq!(l2_header_len(&untagged(20)), 14);
+        assert_eq!(l2_header_len(&tagged(&[0x8100], 20)), 18);
+        assert_eq!(l2_header_len(&tagged(&[0x88a8, 0x8100], 20)), 22);
+        assert_eq!(l2_header_len(&tagged(&[0x88a8, 0x8100, 0x8100], 20)), 26);
+        // Cut before or inside it: the whole frame.
+        assert_eq!(l2_header_len(&[0; 13]), 13);
+        assert_eq!(l2_header_len(&tagged(&[0x8100], 0)[..16]), 16);
+        assert_eq!(l2_header_len(&[]), 0);
+    }
+
+    #[test]
+    fn exactly_one_bit_of_the_payload_is_flipped() {
+        let mut s = 42;
+        for (frame, header) in [
+            (untagged(46), 14),
+            (untagged(1), 14),
+            (tagged(&[0x8100], 60), 18),
+            (tagged(&[0x88a8, 0x8100], 60), 22),
+            (tagged(&[0x8100], 1), 18),
+        ] {
+            for _ in 0..2_000 {
+                flip_one(&frame, splitmix64(&mut s), header);
+            }
+            // The ends of the range: the first bit after the header and
+            // the frame's last bit.
+            assert_eq!(flip_one(&frame, 0, header), header * 8);
+            assert_eq!(flip_one(&frame, u64::MAX, header), frame.len() * 8 - 1);
+        }
+    }
+
+    #[test]
+    fn every_bit_after_the_header_is_drawn_equally() {
+        // 2 bytes after the header: draw k·2⁶⁰ picks bit k of 16.
+        let frame = untagged(2);
+        for k in 0..16u64 {
+            assert_eq!(flip_one(&frame, k << 60, 14), 14 * 8 + k as usize);
+        }
+        // A uniform stream over 5 bytes: each of the 40 bits about equally
+        // often (within 6 standard deviations of 1 000).
+        let frame = tagged(&[0x8100], 5);
+        let mut hits = [0u32; 40];
+        let mut s = 7;
+        for _ in 0..40_000 {
+            hits[flip_one(&frame, splitmix64(&mut s), 18) - 18 * 8] += 1;
+        }
+        let sd = (40_000.0f64 / 40.0 * (1.0 - 1.0 / 40.0)).sqrt();
+        for (bit, &n) in hits.iter().enumerate() {
+            assert!((f64::from(n) - 1_000.0).abs() <= 6.0 * sd, "bit {bit}: {n}");
+        }
+    }
+
+    #[test]
+    fn a_frame_with_nothing_after_its_l2_header_has_any_bit_flipped() {
+        let mut s = 3;
+        for frame in [
+            vec![0x5a],
+            vec![0xff; 13],
+            untagged(0),
+            tagged(&[0x8100], 0),
+            tagged(&[0x8100], 0)[..16].to_vec(),
+        ] {
+            let mut seen = vec![false; frame.len() * 8];
+            for _ in 0..4_000 {
+                seen[flip_one(&frame, splitmix64(&mut s), 0)] = true;
+            }
+            assert!(seen.iter().all(|&b| b), "{} bytes: {seen:?}", frame.len());
+        }
+    }
+
+    #[test]
+    fn an_empty_frame_is_left_alone() {
+        let mut empty: [u8; 0] = [];
+        for draw in [0, 1, u64::MAX] {
+            assert_eq!(corrupt_frame(&mut empty, draw), None);
+        }
+    }
+
+    /// Random frames (any length to 300 bytes, 0 to 3 VLAN tags, cut
+    /// anywhere, random bytes, EtherTypes that look like tags included):
+    /// one bit differs, never inside the L2 header when bytes follow it.
+    #[test]
+    fn any_frame_gets_exactly_one_bit_flipped_outside_a_complete_l2_header() {
+        let mut s = 0x5eed;
+        for case in 0..20_000 {
+            let tags = (splitmix64(&mut s) % 4) as usize;
+            let tpids: Vec<u16> = (0..tags)
+                .map(|_| VLAN_TPIDS[(splitmix64(&mut s) % 2) as usize])
+                .collect();
+            let payload = (splitmix64(&mut s) % 300) as usize;
+            let mut frame = tagged(&tpids, payload);
+            for b in frame.iter_mut().skip(14 + 4 * tags) {
+                *b = splitmix64(&mut s) as u8;
+            }
+            let cut = (splitmix64(&mut s) % (frame.len() as u64 + 1)) as usize;
+            frame.truncate(cut);
+            let draw = splitmix64(&mut s);
+            let mut out = frame.clone();
+            let flipped = corrupt_frame(&mut out, draw);
+            let diff = differing_bits(&frame, &out);
+            match flipped {
+                None => assert!(frame.is_empty() && diff.is_empty(), "case {case}"),
+                Some(at) => {
+                    assert_eq!(diff, [at], "case {case}: {frame:?}");
+                    let header = l2_header_len(&frame);
+                    if header < frame.len() {
+                        assert!(at >= header * 8, "case {case}: bit {at}, header {header}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_lane_of_each_transmitter_draws_its_own_stream_and_a_seed_replays_it() {
+        let seed = crate::DEFAULT_CORRUPT_SEED;
+        let ids = [
+            transmitter_index(0, TxOwner::Arbiter),
+            transmitter_index(0, TxOwner::Dispatcher(1)),
+            transmitter_index(0, TxOwner::Dispatcher(2)),
+            transmitter_index(1, TxOwner::Dispatcher(1)),
+            transmitter_index(3, TxOwner::Dispatcher(0)),
+        ];
+        let mut firsts = std::collections::BTreeSet::new();
+        for id in ids {
+            for reverse in [false, true] {
+                assert_eq!(lane_seed(seed, id, reverse), lane_seed(seed, id, reverse));
+                assert!(
+                    firsts.insert(lane_seed(seed, id, reverse)),
+                    "{id} {reverse}"
+                );
+                assert_ne!(
+                    lane_seed(seed, id, reverse),
+                    lane_seed(seed + 1, id, reverse)
+                );
+            }
+        }
+        assert_eq!(
+            transmitter_index(0, TxOwner::Arbiter),
+            transmitter_index(0, TxOwner::Dispatcher(0))
+        );
+    }
+
+    /// A lane without a socket: what `push` does to the frame and the
+    /// counters before the send (which then fails: no socket).
+    #[test]
+    fn a_corrupted_duplicated_packet_is_flipped_once_sent_twice_and_counted_once() {
+        let mut pool = FramePool::new(4, 2048).expect("pool");
+        let arena = Arc::clone(pool.arena());
+        let original = tagged(&[0x8100], 100);
+        let mut frame = pool.alloc().expect("a frame");
+        arena.write(&mut frame, &original).expect("written");
+        let cookie = u64::from(arena.release(frame).expect("released"));
+        let counters = Arc::new(TxShared::new(1, Grouping::new(1)));
+        let mut lane = Lane::new(None, Arc::clone(&counters), 0, 9);
+        let p = TxPacket {
+            len: original.len() as u32,
+            cookie,
+            copies: 2,
+            corrupt: true,
+            flow: FlowId(0),
+            ..TxPacket::default()
+        };
+        lane.push(&arena, &p);
+        assert_eq!(lane.picks, [0, 0], "the frame named twice");
+        let sent = arena.bytes(&lane.frames[0]).expect("bytes").to_vec();
+        let diff = differing_bits(&original, &sent);
+        assert_eq!(diff.len(), 1, "{diff:?}");
+        assert!(diff[0] >= 18 * 8, "{diff:?}");
+        // The draw is the lane's first: a replay flips the same bit.
+        let mut again = original.clone();
+        let mut state = 9;
+        assert_eq!(
+            corrupt_frame(&mut again, splitmix64(&mut state)),
+            Some(diff[0])
+        );
+        assert_eq!(lane.corrupt_state, state);
+        assert_eq!(
+            (counters.corrupted[0].read(), counters.duplicated[0].read()),
+            (1, 1)
+        );
+        // A packet not marked is sent as it came.
+        let mut frame = pool.alloc().expect("a frame");
+        arena.write(&mut frame, &original).expect("written");
+        let cookie = u64::from(arena.release(frame).expect("released"));
+        lane.push(
+            &arena,
+            &TxPacket {
+                len: original.len() as u32,
+                cookie,
+                ..TxPacket::default()
+            },
+        );
+        assert_eq!(arena.bytes(&lane.frames[1]).expect("bytes"), &original[..]);
+        assert_eq!(lane.corrupt_state, state, "no draw for it");
+        // No socket: every send is dropped, the corruption stays counted
+        // once and is no drop of its own.
+        lane.flush(&arena);
+        assert_eq!(counters.corrupted[0].read(), 1);
+        assert_eq!(counters.drops[TxReason::TxError as usize].read(), 3);
+        assert_eq!(counters.sent[0].read(), 0);
     }
 }

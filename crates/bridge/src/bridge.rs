@@ -15,7 +15,7 @@ use pspat_io::{
 };
 use pspat_sched::{AnyScheduler, DropReason, FlowParams, FlowTable, Scheduler};
 
-use crate::backend::{AfPacketTx, Sender};
+use crate::backend::{transmitter_index, AfPacketTx, Sender};
 use crate::classify::{Classifier, HashClassifier};
 #[cfg(feature = "xdp")]
 use crate::config::XdpAttach;
@@ -471,7 +471,7 @@ impl Bridge {
         let mut arbiter_tids = Vec::with_capacity(ne);
         let mut tx_lists: Vec<TxList> = Vec::with_capacity(ne);
         let rev_tx_list: TxList = Arc::new(Mutex::new(Vec::new()));
-        for (e, mut senders) in egress.iter().zip(senders) {
+        for (index, (e, mut senders)) in egress.iter().zip(senders).enumerate() {
             let sched = build(&cfg, e, out_max)?;
             let mut rt_cfg = RuntimeConfig::default();
             rt_cfg.max_clients = cfg.rx_threads * directions;
@@ -490,15 +490,22 @@ impl Bridge {
                 let rev_tx_list = Arc::clone(&rev_tx_list);
                 let arena = Arc::clone(&arena);
                 let rx_threads = cfg.rx_threads;
+                let corrupt_seed = cfg.corrupt_seed;
                 // Only one egress with a shaped reverse (validated): the
                 // reverse senders all go to this runtime's transmitters.
                 let mut rev_senders = std::mem::take(&mut rev_senders);
-                move |_owner: TxOwner| {
+                move |owner: TxOwner| {
                     let counters = Arc::new(TxShared::new(rx_threads, grouping));
                     if let Ok(mut list) = tx_list.lock() {
                         list.push(Arc::clone(&counters));
                     }
-                    let tx = AfPacketTx::new(senders.pop_front(), Arc::clone(&arena), counters);
+                    let tx = AfPacketTx::new(
+                        senders.pop_front(),
+                        Arc::clone(&arena),
+                        counters,
+                        corrupt_seed,
+                        transmitter_index(index, owner),
+                    );
                     if !shaped {
                         return tx;
                     }
@@ -1052,6 +1059,7 @@ impl Bridge {
         r.parse = std::mem::take(&mut fwd.parse);
         let fl = std::mem::take(&mut fwd.flows);
         r.duplicated = fl.iter().map(|f| f.duplicated).sum();
+        r.corrupted = fl.iter().map(|f| f.corrupted).sum();
         r.transmitted = fl.iter().map(|f| f.transmitted).sum();
         r.transmitted_bytes = fl.iter().map(|f| f.bytes).sum();
         r.dropped_total = r.dropped.values().sum();
@@ -1122,6 +1130,7 @@ impl Bridge {
                 received_unshaped: direct.received,
                 received_bytes: rev.received_bytes + direct.received_bytes,
                 duplicated: rev.duplicated.iter().sum(),
+                corrupted: rev.flows.iter().map(|f| f.corrupted).sum(),
                 transmitted: rev.flows.iter().map(|f| f.transmitted).sum::<u64>()
                     + direct.transmitted,
                 bytes: rev.flows.iter().map(|f| f.bytes).sum::<u64>() + direct.bytes,
@@ -1200,6 +1209,7 @@ impl Bridge {
                     let d = c.duplicated[f].read();
                     flow.duplicated += d;
                     t.duplicated[e] += d;
+                    flow.corrupted += c.corrupted[f].read();
                     let sent = c.sent[f].read();
                     flow.transmitted += sent;
                     t.sent[e] += sent;
@@ -1284,6 +1294,7 @@ impl Bridge {
             g.flows += 1;
             g.received += flow.received;
             g.duplicated += flow.duplicated;
+            g.corrupted += flow.corrupted;
             g.transmitted += flow.transmitted;
             g.bytes += flow.bytes;
             g.in_flight += flow.in_flight;

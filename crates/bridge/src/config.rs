@@ -309,9 +309,20 @@ pub struct BridgeConfig {
     /// The `PACKET_FANOUT` group id of the RX sockets (when `rx_threads`
     /// > 1); unique per network namespace.
     pub fanout_group: u16,
+    /// Seed of the bits the transmitters flip in the packets a pipe
+    /// corrupted (`corrupt`): each transmitter's lane draws from a
+    /// SplitMix64 stream of its own, this seed mixed with the
+    /// transmitter's index (its egress interface and dispatcher) and its
+    /// direction, so the same seed flips the same bits of the same packets
+    /// taken in the same order. [`DEFAULT_CORRUPT_SEED`] by default.
+    pub corrupt_seed: u64,
     /// Seed of the built-in classifier's flow hash.
     pub hash_seed: u64,
 }
+
+/// The default [`BridgeConfig::corrupt_seed`] (the bytes of `corrupt!`);
+/// any value will do, a fixed one makes a run replayable.
+pub const DEFAULT_CORRUPT_SEED: u64 = 0x636f_7272_7570_7421;
 
 /// The default [`BridgeConfig::queue_limit`]: what Linux gives a qdisc
 /// class on a veth or Ethernet device with no queue of its own (its
@@ -357,6 +368,7 @@ impl BridgeConfig {
             rx_cpus: Vec::new(),
             drain: Duration::from_secs(1),
             fanout_group: (std::process::id() & 0xffff) as u16,
+            corrupt_seed: DEFAULT_CORRUPT_SEED,
             hash_seed: 0x7073_7061_7462_7267,
         }
     }
@@ -786,9 +798,10 @@ mod tests {
             let (small, large) = (cfg(2_000, c), cfg(62_000, c));
             (large.flow_state_bytes() - small.flow_state_bytes()) as f64 / 60_000.0
         };
-        // One RX thread, one transmitter: 6 RX reasons and 5 TX reasons.
+        // One RX thread, one transmitter: 6 RX reasons and 5 TX reasons;
+        // sent, bytes, duplicated, corrupted.
         let own = per_flow(FlowCounters::PerFlow);
-        assert_eq!(own, (8.0 + 1.0) * 8.0 + (1.0 + 8.0) * 8.0 + 4.0 + 2.0);
+        assert_eq!(own, (8.0 + 1.0) * 8.0 + (1.0 + 9.0) * 8.0 + 4.0 + 2.0);
         assert_eq!(per_flow(FlowCounters::Groups(1)), 0.0);
         let mut shaped = cfg(100, FlowCounters::PerFlow);
         let one = shaped.flow_state_bytes();

@@ -73,9 +73,9 @@ impl Grouping {
 /// `received_bytes` and one `flow_drops` per [`RxReason`].
 pub(crate) const RX_PER_GROUP: usize = 2 + NRX;
 /// Counters per group in a transmitter's block, besides one `done` per RX
-/// thread: `sent`, `sent_bytes`, `duplicated` and one `drops` per
-/// [`TxReason`].
-pub(crate) const TX_PER_GROUP: usize = 3 + NTX;
+/// thread: `sent`, `sent_bytes`, `duplicated`, `corrupted` and one `drops`
+/// per [`TxReason`].
+pub(crate) const TX_PER_GROUP: usize = 4 + NTX;
 
 /// Why an RX thread dropped a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +253,11 @@ pub(crate) struct TxShared {
     /// Per counter group: copies of duplicated packets the backend was
     /// given (each then sent or dropped, like a frame received).
     pub(crate) duplicated: Box<[Counter]>,
+    /// Per counter group: packets marked corrupt the backend was given,
+    /// once per packet (a duplicated one's copy carries the same flipped
+    /// bit and is not counted again); not extra frames: each is sent or
+    /// dropped as the packet it is.
+    pub(crate) corrupted: Box<[Counter]>,
     pub(crate) cpu: AtomicU64,
     pub(crate) error: ErrorSlot,
 }
@@ -267,6 +272,7 @@ impl TxShared {
             sent_bytes: counters(groups),
             drops: counters(groups * NTX),
             duplicated: counters(groups),
+            corrupted: counters(groups),
             cpu: AtomicU64::new(0),
             error: ErrorSlot::default(),
         }
@@ -334,7 +340,11 @@ mod tests {
         let tx = TxShared::new(rx_threads, Grouping::new(groups));
         assert_eq!(tx.done.len(), rx_threads * groups);
         assert_eq!(
-            tx.sent.len() + tx.sent_bytes.len() + tx.drops.len() + tx.duplicated.len(),
+            tx.sent.len()
+                + tx.sent_bytes.len()
+                + tx.drops.len()
+                + tx.duplicated.len()
+                + tx.corrupted.len(),
             groups * TX_PER_GROUP
         );
     }

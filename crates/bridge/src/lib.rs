@@ -84,7 +84,7 @@ pub use bridge::Bridge;
 pub use classify::{Classifier, HashClassifier, Verdict};
 pub use config::{
     BridgeConfig, BridgeError, Egress, FlowCounters, IoBackend, TxKind, Unparsed, XdpAttach,
-    DEFAULT_QUEUE_LIMIT, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS, XDP_BUILT,
+    DEFAULT_CORRUPT_SEED, DEFAULT_QUEUE_LIMIT, MAX_EGRESS, MAX_FLOWS, MAX_RX_THREADS, XDP_BUILT,
 };
 pub use counters::{RxReason, TxReason};
 pub use report::{

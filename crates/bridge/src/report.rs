@@ -20,6 +20,13 @@
 //! `in_flight` as the rest, the arbiter's drops included (per flow they
 //! are only known once the bridge stopped). A final report has
 //! `in_flight == 0` and gives each flow its arbiter drops.
+//!
+//! `corrupted` counts the packets a pipe corrupted (`corrupt`: one bit of
+//! the frame flipped by the transmitter) once each, when the transmitter
+//! takes them: they are neither extra frames nor drops, and stay out of the
+//! conservation sum (each is counted `transmitted` or dropped as any
+//! frame; a duplicated one's copy is in `duplicated` and carries the same
+//! flipped bit).
 
 use std::collections::BTreeMap;
 
@@ -42,6 +49,8 @@ pub struct FlowReport {
     pub received_bytes: u64,
     /// Copies of its packets a pipe duplicated (each sent or dropped).
     pub duplicated: u64,
+    /// Its packets a pipe corrupted (one bit flipped; module docs).
+    pub corrupted: u64,
     /// Frames sent on the output interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
@@ -77,6 +86,8 @@ pub struct ReverseReport {
     /// Copies of its packets a pipe duplicated (shaped only; each then sent
     /// or dropped).
     pub duplicated: u64,
+    /// Its packets a pipe corrupted (shaped only; module docs).
+    pub corrupted: u64,
     /// Frames sent on the input interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
@@ -125,6 +136,8 @@ pub struct EgressReport {
     pub received: u64,
     /// Copies of its flows' packets a pipe duplicated.
     pub duplicated: u64,
+    /// Its flows' packets a pipe corrupted.
+    pub corrupted: u64,
     /// Frames sent on it (copies included).
     pub transmitted: u64,
     /// Their bytes.
@@ -176,6 +189,10 @@ pub struct Report {
     /// Copies of packets a pipe duplicated (`duplicate`): extra frames the
     /// transmitters were given, each then sent or dropped.
     pub duplicated: u64,
+    /// Packets a pipe corrupted (`corrupt`): the transmitters flipped one
+    /// bit of each (module docs); counted once per packet, in no sum of
+    /// the conservation.
+    pub corrupted: u64,
     /// Frames sent on the output interface (copies included).
     pub transmitted: u64,
     /// Their bytes.

@@ -515,7 +515,9 @@ impl HeldFrames {
     /// released again, so whoever takes the descriptor next finds it as
     /// it was.
     fn key_of(&self, token: u64) -> Option<PacketKey> {
-        let token = token & !Packet::COPY_BIT;
+        // A packet past its pipe's link may carry the copy and corrupt
+        // marks.
+        let token = token & !(Packet::COPY_BIT | Packet::CORRUPT_BIT);
         let (client, desc) = ((token >> 32) as usize, (token as u32) as usize);
         if desc >= self.per_client {
             return None;
@@ -825,6 +827,10 @@ struct PipeJson {
     out_bytes: u64,
     /// Copies sent after their original (`duplicate`), not in `out_*`.
     duplicates: u64,
+    /// Packets marked to leave with one bit flipped (`corrupt`), once
+    /// each: they are in `out_*` (a duplicated one's copy carries the same
+    /// bit).
+    corrupted: u64,
     dropped: BTreeMap<&'static str, u64>,
     dropped_total: u64,
     queued: u64,
@@ -862,6 +868,10 @@ struct TotalsJson {
     /// Copies of duplicated packets: `received + duplicated = transmitted +
     /// dropped_total + in_flight`.
     duplicated: u64,
+    /// Packets the transmitters sent (or dropped) with one bit flipped, once
+    /// each: not in the accounting sum (they are in `transmitted` or
+    /// `dropped`).
+    corrupted: u64,
     dropped: BTreeMap<String, u64>,
     dropped_total: u64,
     in_flight: u64,
@@ -932,6 +942,7 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 p.out_packets += c.out_packets;
                 p.out_bytes += c.out_bytes;
                 p.duplicates += c.duplicates;
+                p.corrupted += c.corrupted;
                 for r in DropReason::ALL {
                     let n = c.dropped(r);
                     if n > 0 {
@@ -1048,6 +1059,9 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
         )?;
         if p.duplicates > 0 {
             writeln!(out, "       duplicated {} pkt", p.duplicates)?;
+        }
+        if p.corrupted > 0 {
+            writeln!(out, "       corrupted {} pkt", p.corrupted)?;
         }
     }
     Ok(())
@@ -1321,6 +1335,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.shape_reverse = true;
     cfg.reverse_switch = switch.clone();
     cfg.receive_offloads_off = !args.keep_offloads;
+    // The bits `corrupt` flips replay with the configuration's seed (fixed
+    // at the start: a live `seed` change reseeds the pipes, not these).
+    cfg.corrupt_seed = plan.seed;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 
     init_logs();
@@ -1536,6 +1553,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         transmitted: report.transmitted,
         transmitted_bytes: report.transmitted_bytes,
         duplicated: report.duplicated,
+        corrupted: report.corrupted,
         dropped: report.dropped.clone(),
         dropped_total: report.dropped_total,
         in_flight: report.in_flight,
@@ -1608,6 +1626,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             totals.in_flight,
             totals.not_received
         )?;
+        if totals.corrupted > 0 {
+            writeln!(
+                out,
+                "corrupted: {} packets with one bit flipped (in transmitted or dropped)",
+                totals.corrupted
+            )?;
+        }
         if report.reverse.enabled {
             let r = &report.reverse;
             writeln!(
@@ -2314,6 +2339,29 @@ mod tests {
         assert!(r.ok, "{r:?}");
         assert_eq!(live.plan().pipes[&1].queue.duplicate, 0.5);
         assert_eq!(live.plan().rules, before.rules);
+        // So does corruption.
+        let r = live.request("pipe 1 config corrupt 0.25");
+        assert!(r.ok, "{r:?}");
+        assert!(r.text.contains("corrupt 0.25"), "{}", r.text);
+        assert_eq!(live.plan().pipes[&1].queue.corrupt, 0.25);
+        assert_eq!(live.plan().pipes[&1].queue.duplicate, 0.5);
+        // And the link's framing, taken by the running pipe.
+        let r = live.request("pipe 1 config packetoverhead 24 cellsize 48 celloverhead 5");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.text
+                .contains("packetoverhead 24 cellsize 48 celloverhead 5"),
+            "{}",
+            r.text
+        );
+        let link = &live.plan().pipes[&1].link;
+        assert_eq!(
+            (link.packet_overhead, link.cell_size, link.cell_overhead),
+            (24, 48, 5)
+        );
+        let r = live.request("pipe 1 config celloverhead 5000");
+        assert!(!r.ok, "{r:?}");
+        assert_eq!(live.plan().pipes[&1].link.cell_overhead, 5);
         // Rules: add, show, delete; the counters of a replaced classifier stay.
         live.classifier.lock().unwrap().classify(
             pspat_sched::Instant::ZERO,

@@ -232,6 +232,59 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
     assert!((rate / 10e6 - 1.0).abs() <= 0.02, "rate {rate} bit/s");
 }
 
+/// The same greedy stream into a pipe whose link carries ATM-like cells:
+/// each 1000-byte frame weighs 1000 + 24 bytes in 48-byte cells of 53, 22
+/// cells or 1166 bytes, so the frames arrive at 10 Mbit/s × 1000 / 1166.
+#[test]
+fn run_times_each_frame_by_its_bytes_on_the_framed_wire() {
+    let Some(bed) = Bed::new("framing", 251) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config bw 10Mbit/s queue 100 packetoverhead 24 cellsize 48 celloverhead 5\n\
+        add 100 pipe 1 udp from any to any dst-port 6000\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    let start = Instant::now();
+    let mut seq = 0u32;
+    for round in 0..300u32 {
+        let batch: Vec<Vec<u8>> = (0..25)
+            .map(|_| {
+                seq += 1;
+                bed.frame(6000, seq, realtime_ns(), 1000)
+            })
+            .collect();
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(10), round);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let first = got.first().expect("frames arrived").at;
+    let window: Vec<&Arrival> = got.iter().filter(|a| a.at >= first + 500_000_000).collect();
+    assert!(window.len() > 1000, "{} frames", window.len());
+    let span = (window.last().unwrap().at - window[0].at) as f64 / 1e9;
+    let bytes: u64 = window[1..].iter().map(|a| a.len).sum();
+    let rate = bytes as f64 * 8.0 / span;
+    let want = 10e6 * 1000.0 / 1166.0;
+    println!(
+        "received {:.4} Mbit/s over {span:.3} s ({} frames), expected {:.4}",
+        rate / 1e6,
+        window.len(),
+        want / 1e6
+    );
+    assert!(
+        (rate / want - 1.0).abs() <= 0.02,
+        "rate {rate} bit/s, expected {want}"
+    );
+}
+
 /// One bulk TCP stream for 4 s through `bw 10Mbit/s` with a 100-slot
 /// queue: at least 90% of the rate in goodput (the receiver's bytes over
 /// the time from its first read to its last), never above it, every byte

@@ -298,6 +298,15 @@ fn link_text(l: &pspat_config::LinkPlan) -> String {
     if l.burst_bytes > 0 {
         s.push_str(&format!(" burst {} B", l.burst_bytes));
     }
+    if l.packet_overhead != 0 {
+        s.push_str(&format!(" packetoverhead {}", l.packet_overhead));
+    }
+    if l.cell_size > 0 {
+        s.push_str(&format!(
+            " cellsize {} celloverhead {}",
+            l.cell_size, l.cell_overhead
+        ));
+    }
     if l.jitter_us > 0 {
         s.push_str(&format!(" jitter {}", us_text(l.jitter_us)));
     }
@@ -328,6 +337,9 @@ fn queue_text(q: &pspat_config::QueueSetPlan) -> String {
     }
     if q.duplicate > 0.0 {
         s.push_str(&format!(" duplicate {}", q.duplicate));
+    }
+    if q.corrupt > 0.0 {
+        s.push_str(&format!(" corrupt {}", q.corrupt));
     }
     s
 }

@@ -6,14 +6,14 @@
 //! arbiter last published them (at most 100 ms old, docs/RUN.md) and the
 //! rule counters, and encodes it in the OpenMetrics text format
 //! (prometheus-client). Per pipe (label `pipe`, `pass` for the pass pipe):
-//! packets and bytes in and out, copies sent by `duplicate`, drops by
-//! `reason`, packets held, the
+//! packets and bytes in and out, copies sent by `duplicate`, packets
+//! corrupted by `corrupt`, drops by `reason`, packets held, the
 //! configured rate and delay; per rule (label `rule`, `default`): packets
 //! and bytes; the classifier's decisions and drops by reason; per queue
 //! and the sojourn histograms, from the arbiter on request (run/qstats.rs);
-//! the bridge's frames in, out, duplicated, dropped by reason, missed and
-//! held, per direction (label `direction`), from a report of the running
-//! bridge.
+//! the bridge's frames in, out, duplicated, corrupted, dropped by reason,
+//! missed and held, per direction (label `direction`), from a report of
+//! the running bridge.
 //!
 //! The responder is a few lines over [`TcpListener`]: one request per
 //! connection, answered in turn by one thread; anything but `GET /metrics`
@@ -119,7 +119,7 @@ pub fn render(live: &Live) -> String {
     // A pipe deleted while the daemon runs is no longer exported.
     let mut pipes = pipes_json(&links, &snaps);
     pipes.retain(|p| !p.removed);
-    let (traffic, drops, dups) = (InOut::new(), counters(), counters());
+    let (traffic, drops, dups, corrupted) = (InOut::new(), counters(), counters(), counters());
     let queued: Family<Labels, Gauge> = Family::default();
     let rate: Family<Labels, Gauge> = Family::default();
     let delay: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
@@ -128,6 +128,7 @@ pub fn render(live: &Live) -> String {
         let l = label(&[("pipe", name.clone())]);
         traffic.add(&l, [p.in_packets, p.in_bytes, p.out_packets, p.out_bytes]);
         dups.get_or_create(&l).inc_by(p.duplicates);
+        corrupted.get_or_create(&l).inc_by(p.corrupted);
         queued
             .get_or_create(&l)
             .set(i64::try_from(p.queued).unwrap_or(i64::MAX));
@@ -152,6 +153,11 @@ pub fn render(live: &Live) -> String {
         "pipe_duplicates",
         "Copies the pipe sent right after their original (duplicate), not in out",
         dups,
+    );
+    reg.register(
+        "pipe_corrupted",
+        "Packets the pipe marked to leave with one bit flipped (corrupt), in out",
+        corrupted,
     );
     reg.register(
         "pipe_dropped_packets",
@@ -230,7 +236,7 @@ pub fn render(live: &Live) -> String {
 /// `in_flight` there (docs/RUN.md, *Metrics*).
 fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
     let traffic = InOut::new();
-    let (dups, drops, missed) = (counters(), counters(), counters());
+    let (dups, corrupted, drops, missed) = (counters(), counters(), counters(), counters());
     let in_flight: Family<Labels, Gauge> = Family::default();
     let forward = [
         r.received,
@@ -243,7 +249,7 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
     let mut directions = vec![(
         "forward",
         forward,
-        r.duplicated,
+        [r.duplicated, r.corrupted],
         &r.dropped,
         r.not_received,
         r.in_flight,
@@ -252,16 +258,17 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
         directions.push((
             "reverse",
             reverse,
-            v.duplicated,
+            [v.duplicated, v.corrupted],
             &v.dropped,
             v.not_received,
             v.in_flight,
         ));
     }
-    for (direction, counts, duplicated, dropped, not_received, held) in directions {
+    for (direction, counts, [duplicated, corrupt], dropped, not_received, held) in directions {
         let l = label(&[("direction", direction.to_string())]);
         traffic.add(&l, counts);
         dups.get_or_create(&l).inc_by(duplicated);
+        corrupted.get_or_create(&l).inc_by(corrupt);
         missed.get_or_create(&l).inc_by(not_received);
         in_flight
             .get_or_create(&l)
@@ -287,6 +294,11 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
         "bridge_duplicated_packets",
         "Copies of the direction's packets a pipe duplicated, each then sent or dropped",
         dups,
+    );
+    reg.register(
+        "bridge_corrupted_packets",
+        "The direction's packets a pipe corrupted, one bit flipped by the transmitter (in transmitted or dropped)",
+        corrupted,
     );
     reg.register(
         "bridge_dropped_packets",
@@ -557,6 +569,7 @@ mod tests {
         r.transmitted = 9;
         r.transmitted_bytes = 900;
         r.duplicated = 1;
+        r.corrupted = 2;
         r.dropped.insert("filtered".into(), 3);
         r.in_flight = 1;
         let m = encoded(&r);
@@ -572,6 +585,7 @@ mod tests {
             "pspat_bridge_transmitted_packets_total{direction=\"forward\"} 9",
             "pspat_bridge_transmitted_bytes_total{direction=\"forward\"} 900",
             "pspat_bridge_duplicated_packets_total{direction=\"forward\"} 1",
+            "pspat_bridge_corrupted_packets_total{direction=\"forward\"} 2",
             "pspat_bridge_dropped_packets_total{direction=\"forward\",reason=\"filtered\"} 3",
             "pspat_bridge_not_received_packets_total{direction=\"forward\"} 0",
             "pspat_bridge_in_flight_packets{direction=\"forward\"} 1",
@@ -591,6 +605,7 @@ mod tests {
         r.reverse.transmitted = 38;
         r.reverse.dropped.insert("filtered".into(), 2);
         r.reverse.not_received = 5;
+        r.reverse.corrupted = 4;
         let m = encoded(&r);
         for want in [
             "pspat_bridge_received_packets_total{direction=\"reverse\"} 40",
@@ -599,6 +614,7 @@ mod tests {
             "pspat_bridge_transmitted_bytes_total{direction=\"reverse\"} 3800",
             "pspat_bridge_dropped_packets_total{direction=\"reverse\",reason=\"filtered\"} 2",
             "pspat_bridge_not_received_packets_total{direction=\"reverse\"} 5",
+            "pspat_bridge_corrupted_packets_total{direction=\"reverse\"} 4",
             "pspat_bridge_dropped_packets_total{direction=\"forward\",reason=\"filtered\"} 3",
         ] {
             assert!(m.contains(want), "{want} not in\n{m}");

@@ -231,8 +231,9 @@ impl Recorder {
     }
 
     fn slot(&self, token: u64) -> Option<usize> {
-        // A duplicated packet leaves with the copy mark in its token.
-        let token = token & !Packet::COPY_BIT;
+        // A duplicated or corrupted packet leaves with its marks in its
+        // token.
+        let token = token & !(Packet::COPY_BIT | Packet::CORRUPT_BIT);
         let (client, desc) = ((token >> 32) as usize, (token as u32) as usize);
         let i = client.checked_mul(self.per_client)?.checked_add(desc)?;
         (desc < self.per_client && i < self.entered.len()).then_some(i)
@@ -709,6 +710,21 @@ mod tests {
         assert!(!board.fetch(Duration::ZERO).1);
         rec.emptied(t + 1_000_000_000, &set);
         assert!(board.fetch(Duration::ZERO).1);
+    }
+
+    #[test]
+    fn a_packet_s_marks_do_not_change_its_descriptor() {
+        let rec = Recorder::new(Arc::new(Board::default()), 2, 64);
+        let t = (1u64 << 32) | 63;
+        assert_eq!(rec.slot(t), Some(127));
+        for marks in [
+            Packet::COPY_BIT,
+            Packet::CORRUPT_BIT,
+            Packet::COPY_BIT | Packet::CORRUPT_BIT,
+        ] {
+            assert_eq!(rec.slot(t | marks), Some(127), "{marks:#x}");
+        }
+        assert_eq!(rec.slot((2u64 << 32) | Packet::CORRUPT_BIT), None);
     }
 
     /// Through the daemon's own pieces: the classifier and pipes `build`
