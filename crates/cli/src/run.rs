@@ -831,6 +831,9 @@ struct PipeJson {
     /// each: they are in `out_*` (a duplicated one's copy carries the same
     /// bit).
     corrupted: u64,
+    /// Packets sent ahead of the delay (`reorder P`, tc-netem's); in
+    /// `out_*`.
+    reordered: u64,
     dropped: BTreeMap<&'static str, u64>,
     dropped_total: u64,
     queued: u64,
@@ -943,6 +946,7 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 p.out_bytes += c.out_bytes;
                 p.duplicates += c.duplicates;
                 p.corrupted += c.corrupted;
+                p.reordered += c.reordered;
                 for r in DropReason::ALL {
                     let n = c.dropped(r);
                     if n > 0 {
@@ -1062,6 +1066,9 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
         }
         if p.corrupted > 0 {
             writeln!(out, "       corrupted {} pkt", p.corrupted)?;
+        }
+        if p.reordered > 0 {
+            writeln!(out, "       sent ahead of the delay {} pkt", p.reordered)?;
         }
     }
     Ok(())

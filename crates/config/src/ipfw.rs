@@ -181,8 +181,8 @@ impl ObjKind {
 
     pub fn keywords(self) -> &'static str {
         match self {
-            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
+            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, gap, packetoverhead, cellsize, celloverhead, buckets, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, gap, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
             ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
         }
     }
@@ -197,6 +197,7 @@ impl ObjKind {
                 | "jitter"
                 | "distribution"
                 | "reorder"
+                | "gap"
                 | "packetoverhead"
                 | "cellsize"
                 | "celloverhead"
@@ -483,7 +484,40 @@ pub(crate) fn parse_object_keyword(
         }
         "reorder" => {
             d.link.reorder = true;
-            record(&mut d.fields, cur, "reorder", kw, kw.pos())?;
+            // `reorder` alone lets jitter reorder; `reorder P` (a number
+            // or a percentage, as tc-netem writes it) sends packets ahead.
+            let value = cur.peek().filter(|t| {
+                t.text
+                    .starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
+            });
+            match value {
+                Some(v) => {
+                    cur.bump();
+                    let p = match v.text.strip_suffix('%') {
+                        Some(pct) => cur.check(v, parse_real(pct))? / 100.0,
+                        None => probability(cur, v)?,
+                    };
+                    d.link.reorder_probability = Some(p);
+                    record(&mut d.fields, cur, "reorder", kw, v.pos())?;
+                    if cur
+                        .peek()
+                        .is_some_and(|t| t.text.starts_with(|c: char| c.is_ascii_digit()))
+                    {
+                        let c = cur.bump().unwrap_or(v);
+                        return Err(cur.error(
+                            c,
+                            ErrorKind::Syntax,
+                            "a correlation after the reorder probability is not supported: give the probability alone (example: reorder 25% gap 5)",
+                        ));
+                    }
+                }
+                None => record(&mut d.fields, cur, "reorder", kw, kw.pos())?,
+            }
+        }
+        "gap" => {
+            let v = cur.value(kw, "5")?;
+            d.link.reorder_gap = Some(number(cur, v)?);
+            record(&mut d.fields, cur, "gap", kw, v.pos())?;
         }
         "burst" => {
             let v = cur.value(kw, "64KB")?;

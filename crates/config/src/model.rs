@@ -77,8 +77,14 @@ pub struct LinkParams {
     /// `distribution` of the jitter (pspat; default uniform).
     pub distribution: Option<Distribution>,
     /// `reorder`: let jitter reorder packets; without it a packet never leaves
-    /// before the one in front of it (pspat).
+    /// before the one in front of it (pspat). Set too by `reorder P`.
     pub reorder: bool,
+    /// `reorder P` (tc-netem's): the probability that a candidate packet
+    /// skips the delay and leaves ahead of those still delayed (pspat).
+    pub reorder_probability: Option<f64>,
+    /// `gap N` after `reorder P`: every N-th packet is a candidate
+    /// (default 1, every packet).
+    pub reorder_gap: Option<u32>,
     /// `packetoverhead`: bytes added to each packet's length on the link
     /// (pspat, as tc-netem's `rate`; may be negative).
     pub packet_overhead: Option<i32>,

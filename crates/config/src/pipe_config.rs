@@ -166,6 +166,12 @@ fn link_config(
         profile,
         jitter,
         reorder: link.reorder,
+        netem_reorder: link.reorder_probability.map(|probability| {
+            pspat_sched::pipe::NetemReorder {
+                probability,
+                gap: link.reorder_gap,
+            }
+        }),
         queue: QueueConfig::default(),
         delay_line_capacity: delay_line_capacity(link),
         seed: pipe_seed(plan_seed, number),
@@ -256,6 +262,7 @@ mod tests {
             profile: None,
             jitter: None,
             reorder: false,
+            netem_reorder: None,
             queue: QueueConfig {
                 limit: pipe::QueueLimit::Slots(50),
                 plr: 0.01,
@@ -277,7 +284,7 @@ mod tests {
     fn every_extension_is_carried_over() {
         let p = plan(
             "seed 42\n\
-             pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto reorder \
+             pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto reorder 10% gap 3 \
              packetoverhead -4 cellsize 48 celloverhead 5 \
              queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
@@ -308,6 +315,13 @@ mod tests {
             })
         );
         assert!(c.reorder);
+        assert_eq!(
+            c.netem_reorder,
+            Some(pspat_sched::pipe::NetemReorder {
+                probability: 0.1,
+                gap: 3
+            })
+        );
         assert_eq!(c.queue.limit, pipe::QueueLimit::Bytes(65_536));
         assert_eq!(
             c.queue.red,

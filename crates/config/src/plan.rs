@@ -123,8 +123,14 @@ pub struct LinkPlan {
     pub jitter_us: u64,
     /// Distribution of the jitter.
     pub distribution: Distribution,
-    /// Whether jitter may reorder packets.
+    /// Whether jitter may reorder packets (true with `reorder P` too).
     pub reorder: bool,
+    /// tc-netem's `reorder P`: the probability a candidate skips the delay.
+    #[serde(default)]
+    pub reorder_probability: Option<f64>,
+    /// Every `reorder_gap`-th packet is a candidate (1: every packet).
+    #[serde(default = "one")]
+    pub reorder_gap: u32,
     /// Bytes added to each packet on the link (0: none).
     #[serde(default)]
     pub packet_overhead: i32,
@@ -469,7 +475,37 @@ impl Checker<'_> {
                 format!("{owner} has a celloverhead but no cells; add 'cellsize BYTES'"),
             );
         }
-        if link.reorder && link.jitter_us.is_none() {
+        if let Some(p) = link.reorder_probability {
+            self.probability((kind, index, "reorder"), &format!("{owner} reorder"), p);
+            if delay_us == 0 {
+                let pos = self.pos(kind, index, 0, "reorder", || p.to_string());
+                self.push(
+                    pos,
+                    ErrorKind::MissingReference,
+                    format!(
+                        "{owner} sends packets ahead of a delay it does not have; add 'delay TIME'"
+                    ),
+                );
+            }
+        }
+        let reorder_gap = link.reorder_gap.unwrap_or(1);
+        if let Some(g) = link.reorder_gap {
+            self.range(
+                (kind, index, "gap"),
+                &format!("{owner} gap"),
+                g,
+                1..=u32::MAX,
+            );
+            if link.reorder_probability.is_none() {
+                let pos = self.pos(kind, index, 0, "gap", || g.to_string());
+                self.push(
+                    pos,
+                    ErrorKind::MissingReference,
+                    format!("{owner} has a reorder gap but no reorder probability; write 'reorder P gap N'"),
+                );
+            }
+        }
+        if link.reorder && link.jitter_us.is_none() && link.reorder_probability.is_none() {
             let pos = self.pos(kind, index, 0, "reorder", || "reorder".into());
             self.push(
                 pos,
@@ -511,6 +547,8 @@ impl Checker<'_> {
             jitter_us,
             distribution: link.distribution.unwrap_or_default(),
             reorder: link.reorder,
+            reorder_probability: link.reorder_probability,
+            reorder_gap,
             packet_overhead,
             cell_size,
             cell_overhead,
@@ -1016,4 +1054,9 @@ fn numbers<'a>(keys: impl Iterator<Item = &'a u32>) -> String {
     } else {
         list.join(", ")
     }
+}
+
+/// Serde's default for a gap of one.
+fn one() -> u32 {
+    1
 }

@@ -35,8 +35,13 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if let Some(d) = link.distribution {
         out.push(format!("distribution {}", d.name()));
     }
-    if link.reorder {
-        out.push("reorder".into());
+    match link.reorder_probability {
+        Some(p) => out.push(format!("reorder {p}")),
+        None if link.reorder => out.push("reorder".into()),
+        None => {}
+    }
+    if let Some(g) = link.reorder_gap {
+        out.push(format!("gap {g}"));
     }
     if let Some(o) = link.packet_overhead {
         out.push(format!("packetoverhead {o}"));
@@ -288,8 +293,15 @@ fn toml_link(link: &LinkParams, out: &mut String) {
     if let Some(d) = link.distribution {
         let _ = writeln!(out, "distribution = {}", quote(d.name()));
     }
-    if link.reorder {
-        out.push_str("reorder = true\n");
+    match link.reorder_probability {
+        Some(p) => {
+            let _ = writeln!(out, "reorder = {}", real(p));
+        }
+        None if link.reorder => out.push_str("reorder = true\n"),
+        None => {}
+    }
+    if let Some(g) = link.reorder_gap {
+        let _ = writeln!(out, "gap = {g}");
     }
     if let Some(o) = link.packet_overhead {
         let _ = writeln!(out, "packetoverhead = {o}");

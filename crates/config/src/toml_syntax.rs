@@ -175,6 +175,11 @@ impl Reader<'_> {
         let flag = matches!(kw.text.as_str(), "reorder" | "noerror" | "droptail");
         match value.get_ref() {
             DeValue::Boolean(b) if flag => Ok(if *b { vec![kw] } else { Vec::new() }),
+            // `reorder = 0.25`: tc-netem's reordering probability.
+            DeValue::Float(_) | DeValue::Integer(_) if kw.text == "reorder" => {
+                let v = self.scalar(&kw, value)?;
+                Ok(vec![kw, v])
+            }
             _ if flag => {
                 let t = self.tok(value.get_ref().type_str(), value.span().start);
                 Err(self.error(

@@ -962,3 +962,57 @@ fn an_or_block_of_addresses_reads_as_an_address_list() {
         assert_eq!(e.kind, ErrorKind::Syntax, "{body}: {e}");
     }
 }
+
+#[test]
+fn netem_reorder_errors_name_their_token_in_both_syntaxes() {
+    let cases = [
+        (
+            "pipe 5 config reorder 0.5\n",
+            23,
+            "0.5",
+            ErrorKind::MissingReference,
+        ),
+        (
+            "pipe 5 config delay 1ms gap 5\n",
+            29,
+            "5",
+            ErrorKind::MissingReference,
+        ),
+        (
+            "pipe 5 config delay 1ms reorder 1.5\n",
+            33,
+            "1.5",
+            ErrorKind::OutOfRange,
+        ),
+        (
+            "pipe 5 config delay 1ms reorder 25% 50%\n",
+            37,
+            "50%",
+            ErrorKind::Syntax,
+        ),
+        (
+            "pipe 5 config delay 1ms reorder 0.1 gap 0\n",
+            41,
+            "0",
+            ErrorKind::OutOfRange,
+        ),
+    ];
+    for (text, column, token, kind) in cases {
+        let e = error_of(text, &NoProfiles);
+        assert_at(&e, "cfg.ipfw", 1, column, token, kind);
+    }
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nreorder = 0.5\n");
+    assert_at(&e, "cfg.toml", 3, 11, "0.5", ErrorKind::MissingReference);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ndelay = \"1ms\"\nreorder = \"often\"\n");
+    assert_eq!((e.line, e.kind), (4, ErrorKind::Syntax), "{e}");
+    // Read in TOML as in ipfw lines.
+    let cfg = parse_toml(
+        "[[pipe]]\nnumber = 1\ndelay = \"5ms\"\nreorder = 0.25\ngap = 4\n",
+        "cfg.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        print_ipfw(&cfg),
+        "pipe 1 config delay 5ms reorder 0.25 gap 4\n"
+    );
+}

@@ -83,6 +83,14 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 4 config bw 2Mbit/s packetoverhead -8 cellsize 48 celloverhead 5\n",
     ),
     (
+        "pipe 5 config delay 10ms reorder 25% gap 5",
+        "pipe 5 config delay 10ms reorder 0.25 gap 5\n",
+    ),
+    (
+        "pipe 6 config delay 10ms reorder 0.5",
+        "pipe 6 config delay 10ms reorder 0.5\n",
+    ),
+    (
         "pipe 3 config corrupt 0.001 delay 5ms duplicate 0.01",
         "pipe 3 config delay 5ms duplicate 0.01 corrupt 0.001\n",
     ),

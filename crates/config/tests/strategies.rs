@@ -38,6 +38,8 @@ fn link() -> impl Strategy<Value = LinkParams> {
             option::of(any::<i32>()),
             option::of(any::<u32>()),
             option::of(any::<u32>()),
+            option::of(real()),
+            option::of(any::<u32>()),
         ),
     )
         .prop_map(
@@ -49,7 +51,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 jitter_us,
                 distribution,
                 reorder,
-                (packet_overhead, cell_size, cell_overhead),
+                (packet_overhead, cell_size, cell_overhead, reorder_probability, reorder_gap),
             )| LinkParams {
                 bw,
                 delay_us,
@@ -57,7 +59,10 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 profile,
                 jitter_us,
                 distribution,
-                reorder,
+                // `reorder P` prints as the flag too.
+                reorder: reorder || reorder_probability.is_some(),
+                reorder_probability,
+                reorder_gap,
                 packet_overhead,
                 cell_size,
                 cell_overhead,

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use pspat_sched::pipe::{
-    DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, Pipe, PipeConfig,
-    QueueConfig, QueueLimit, Red,
+    DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, NetemReorder, Pipe,
+    PipeConfig, QueueConfig, QueueLimit, Red,
 };
 use pspat_sched::{AlgKind, Fate, FlowId, FlowTable, Instant, Packet, SchedulerConfig};
 
@@ -90,10 +90,24 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
         any::<bool>(),
         queue_config(),
         2usize..64,
-        (any::<u64>(), framing()),
+        (
+            any::<u64>(),
+            framing(),
+            proptest::option::of((0.0..=1.0f64, 1u32..6)),
+        ),
     )
         .prop_map(
-            |(bw, burst_bytes, delay_ns, profile, jitter, reorder, queue, cap, (seed, framing))| {
+            |(
+                bw,
+                burst_bytes,
+                delay_ns,
+                profile,
+                jitter,
+                reorder,
+                queue,
+                cap,
+                (seed, framing, netem),
+            )| {
                 PipeConfig {
                     bw: bw.map(rate),
                     burst_bytes,
@@ -109,6 +123,10 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                         ][d],
                     }),
                     reorder,
+                    // tc-netem's reordering needs a line that reorders.
+                    netem_reorder: netem
+                        .filter(|_| reorder)
+                        .map(|(probability, gap)| NetemReorder { probability, gap }),
                     queue,
                     delay_line_capacity: cap,
                     seed,
@@ -357,6 +375,7 @@ proptest! {
         let ring = PipeConfig {
             jitter: None,
             reorder: false,
+            netem_reorder: None,
             // A loss level of 1 keeps the profile's airtime and loses nothing.
             profile: cfg
                 .profile

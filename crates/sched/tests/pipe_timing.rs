@@ -2,8 +2,8 @@
 //! order, replay from one seed, a stalled delay line, and no allocation.
 
 use pspat_sched::pipe::{
-    Framing, GilbertElliott, Jitter, JitterDistribution, Pipe, PipeConfig, QueueConfig, QueueLimit,
-    Red,
+    Framing, GilbertElliott, Jitter, JitterDistribution, NetemReorder, Pipe, PipeConfig,
+    QueueConfig, QueueLimit, Red,
 };
 use pspat_sched::{
     AlgKind, DropReason, Fate, FlowId, FlowParams, FlowTable, Instant, Packet, Scheduler,
@@ -479,6 +479,10 @@ fn everything(seed: u64) -> PipeConfig {
             distribution: JitterDistribution::Normal,
         }),
         reorder: true,
+        netem_reorder: Some(NetemReorder {
+            probability: 0.1,
+            gap: 3,
+        }),
         queue: QueueConfig {
             limit: QueueLimit::Bytes(60_000),
             plr: 0.02,
@@ -694,4 +698,122 @@ fn exits_do_not_depend_on_when_release_is_called() {
     }
     assert_eq!(got.len(), reference.len());
     assert_eq!(got, reference);
+}
+
+/// A FIFO pipe at 8 Mbit/s (1 µs a byte) with a 10 ms delay and
+/// tc-netem's reordering.
+fn netem_reorder_pipe(probability: f64, gap: u32) -> Pipe<pspat_sched::Fifo> {
+    let cfg = PipeConfig {
+        bw: Some(rate(8_000_000)),
+        delay_ns: 10 * MS,
+        reorder: true,
+        netem_reorder: Some(NetemReorder { probability, gap }),
+        queue: QueueConfig {
+            limit: QueueLimit::Slots(100_000),
+            ..QueueConfig::default()
+        },
+        delay_line_capacity: 100_000,
+        seed: 3,
+        ..PipeConfig::default()
+    };
+    fifo_pipe(cfg, 1, 100_000)
+}
+
+/// `n` 100-byte packets (100 µs on the link), one every `gap_ns`.
+fn even_arrivals(n: u64, gap_ns: u64) -> Vec<(Instant, Packet)> {
+    (0..n)
+        .map(|i| (at(i * gap_ns), Packet::new(FlowId(0), 100, i)))
+        .collect()
+}
+
+#[test]
+fn netem_reorder_sends_every_gap_th_packet_ahead_of_the_delay() {
+    // Probability 1, gap 5: packets 4, 9, 14... leave as they leave the
+    // link (100 µs after they arrive, the link idle), the others 10 ms
+    // later, as tc-netem's `reorder 100% gap 5`.
+    let mut pipe = netem_reorder_pipe(1.0, 5);
+    let arr = even_arrivals(50, 1_000_000);
+    let run = drive(&mut pipe, &arr);
+    assert!(run.rejected.is_empty());
+    let mut exits: Vec<(u64, u64)> = run
+        .with_fate(Fate::Transmit)
+        .map(|e| (e.packet.token, e.at.as_nanos()))
+        .collect();
+    exits.sort_unstable();
+    for (token, exit) in exits {
+        let finish = token * 1_000_000 + 100_000;
+        let want = if token % 5 == 4 {
+            finish
+        } else {
+            finish + 10 * MS
+        };
+        assert_eq!(exit, want, "packet {token}");
+    }
+    assert_eq!(pipe.counters().reordered, 10);
+    assert_conserved(&pipe);
+}
+
+#[test]
+fn netem_reorder_draws_within_the_binomial_interval_and_overtakes() {
+    let n = 20_000;
+    let mut pipe = netem_reorder_pipe(0.25, 1);
+    // A packet every 200 µs: a packet sent ahead overtakes the ~50 still
+    // in the 10 ms delay.
+    let arr = even_arrivals(n, 200_000);
+    let run = drive(&mut pipe, &arr);
+    assert!(run.rejected.is_empty());
+    let reordered = pipe.counters().reordered;
+    crate::pipe_common::assert_binomial("reorder 0.25", reordered, n, 0.25);
+    let tokens: Vec<u64> = run
+        .with_fate(Fate::Transmit)
+        .map(|e| e.packet.token)
+        .collect();
+    assert_eq!(tokens.len() as u64, n);
+    let overtaken = tokens.windows(2).filter(|w| w[1] < w[0]).count();
+    assert!(overtaken > 1_000, "{overtaken} inversions");
+    // With probability 0 nothing is sent ahead and order is kept.
+    let mut pipe = netem_reorder_pipe(0.0, 1);
+    let run = drive(&mut pipe, &even_arrivals(2_000, 200_000));
+    let tokens: Vec<u64> = run
+        .with_fate(Fate::Transmit)
+        .map(|e| e.packet.token)
+        .collect();
+    assert_eq!(tokens, (0..2_000).collect::<Vec<_>>());
+    assert_eq!(pipe.counters().reordered, 0);
+}
+
+#[test]
+fn netem_reorder_needs_a_reordering_line_and_a_gap_of_one_or_more() {
+    let base = PipeConfig {
+        reorder: true,
+        netem_reorder: Some(NetemReorder {
+            probability: 0.5,
+            gap: 1,
+        }),
+        ..PipeConfig::default()
+    };
+    assert!(base.validate().is_ok());
+    let e = PipeConfig {
+        reorder: false,
+        ..base.clone()
+    }
+    .validate()
+    .unwrap_err();
+    assert!(e.to_string().contains("reorder"), "{e}");
+    for r in [
+        NetemReorder {
+            probability: 1.5,
+            gap: 1,
+        },
+        NetemReorder {
+            probability: 0.5,
+            gap: 0,
+        },
+    ] {
+        let c = PipeConfig {
+            netem_reorder: Some(r),
+            ..base.clone()
+        };
+        assert!(c.validate().is_err(), "{r:?}");
+    }
 }

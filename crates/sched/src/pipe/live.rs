@@ -56,6 +56,7 @@ impl<S: Scheduler> Pipe<S> {
         self.red_unit_ns = config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE));
         self.delay_ns = config.delay_ns;
         self.jitter = config.jitter;
+        self.netem_reorder = config.netem_reorder;
         self.profile = config.profile.clone();
         self.refresh_paths();
         let need = self.entries_per_packet();

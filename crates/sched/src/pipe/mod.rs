@@ -33,7 +33,8 @@
 //!   `release` is called, as long as the delay line does not fill (a full
 //!   line restarts the link when a release frees room).
 //! * **Order.** Packets leave in the order they left the link unless
-//!   `reorder` is set (jitter is then free to reorder); a flow's order
+//!   `reorder` is set (jitter is then free to reorder, and
+//!   [`NetemReorder`] sends some packets ahead of the delay); a flow's order
 //!   through the scheduler is the scheduler's contract.
 //! * **Conservation.** `in = out + dropped + held` at every instant
 //!   ([`PipeCounters`], [`Pipe::held`]), and per queue ([`FlowCounters`]); every dropped packet is handed back
@@ -209,8 +210,12 @@ pub struct PipeConfig {
     pub profile: Option<DelayProfile>,
     /// Delay variation.
     pub jitter: Option<Jitter>,
-    /// Let jitter reorder packets.
+    /// Let jitter reorder packets (the delay line is then a heap).
     pub reorder: bool,
+    /// tc-netem's `reorder P gap N`: some packets skip the delay and
+    /// jitter and leave as they leave the link, ahead of the packets still
+    /// delayed; needs `reorder` (a line that can reorder).
+    pub netem_reorder: Option<NetemReorder>,
     /// The configuration of every queue (flow slot) unless
     /// [`Pipe::set_queue`] changes one.
     pub queue: QueueConfig,
@@ -230,6 +235,7 @@ impl Default for PipeConfig {
             profile: None,
             jitter: None,
             reorder: false,
+            netem_reorder: None,
             queue: QueueConfig::default(),
             delay_line_capacity: DEFAULT_DELAY_LINE,
             seed: 1,
@@ -249,7 +255,55 @@ impl PipeConfig {
             2..=MAX_DELAY_LINE,
         )?;
         self.framing.validate()?;
+        if let Some(r) = &self.netem_reorder {
+            r.validate()?;
+            if !self.reorder {
+                return Err(ConfigError::invalid(
+                    "pipe reorder probability",
+                    "needs a delay line that reorders (reorder)",
+                ));
+            }
+        }
         self.queue.validate()
+    }
+}
+
+/// tc-netem's reordering (`reorder P gap N`): of the packets that leave the
+/// link, every `gap`-th one since the last reordered packet is a candidate,
+/// and a candidate skips the delay and the jitter with probability
+/// `probability`, leaving as it leaves the link, ahead of the packets still
+/// in the delay line; the others are delayed as usual. `gap` 1 makes every
+/// packet a candidate (tc-netem's default once `reorder` is given).
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::NetemReorder;
+/// let r = NetemReorder { probability: 0.25, gap: 1 };
+/// assert!(r.validate().is_ok());
+/// assert!(NetemReorder { gap: 0, ..r }.validate().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NetemReorder {
+    /// Probability that a candidate skips the delay, 0..=1.
+    pub probability: f64,
+    /// Every `gap`-th packet is a candidate, 1..=2³²−1.
+    pub gap: u32,
+}
+
+impl NetemReorder {
+    /// Checks both ranges.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming the bad parameter.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.probability) {
+            return Err(ConfigError::out_of_range(
+                "reorder probability",
+                self.probability,
+                "0..=1",
+            ));
+        }
+        ConfigError::check_range("reorder gap", self.gap, 1..=u32::MAX)
     }
 }
 
@@ -298,6 +352,9 @@ pub struct PipeCounters {
     /// link, once per packet whatever its copies; they are handed out with
     /// [`Fate::Transmit`] and counted in `out_*` too.
     pub corrupted: u64,
+    /// Packets tc-netem's reordering sent ahead of the delay
+    /// ([`NetemReorder`]); in `out_*` too.
+    pub reordered: u64,
     /// Packets dropped, indexed by [`DropReason::index`].
     pub dropped_packets: [u64; DropReason::ALL.len()],
     /// Bytes dropped, indexed by [`DropReason::index`].
@@ -415,6 +472,9 @@ pub struct Pipe<S> {
     delay_ns: u64,
     profile: Option<DelayProfile>,
     jitter: Option<Jitter>,
+    netem_reorder: Option<NetemReorder>,
+    /// Packets delayed since the last one tc-netem's reordering sent ahead.
+    reorder_count: u32,
     /// The distinct queue configurations (few: one per flowset).
     configs: Vec<Installed>,
     /// Per flow: its length, its configuration's index in `configs` and
@@ -464,6 +524,8 @@ impl<S: Scheduler> Pipe<S> {
             delay_ns: config.delay_ns,
             profile: config.profile,
             jitter: config.jitter,
+            netem_reorder: config.netem_reorder,
+            reorder_count: 0,
             configs: vec![Installed::new(config.queue)],
             queues: vec![Queue::default(); flows],
             filter_state: if config.queue.keeps_state() {
@@ -551,6 +613,7 @@ impl<S: Scheduler> Pipe<S> {
     fn refresh_paths(&mut self) {
         self.fixed_delay = self.profile.is_none()
             && self.jitter.is_none()
+            && self.netem_reorder.is_none()
             && !self.any_duplicate
             && !self.any_corrupt;
         // A queue's configuration is an index below `configs.len()`: with
@@ -935,6 +998,20 @@ impl<S: Scheduler> Pipe<S> {
                 self.counters.corrupted += 1;
             }
         }
+        if let Some(r) = &self.netem_reorder {
+            // tc-netem: a candidate (every `gap`-th packet since the last
+            // one sent ahead) skips the delay with the probability.
+            if self.reorder_count.saturating_add(1) >= r.gap
+                && bernoulli(&mut self.rng.reorder, r.probability)
+            {
+                self.reorder_count = 0;
+                self.counters.reordered += 1;
+                let exit = self.line.insert(finish, pkt, Fate::Transmit);
+                self.duplicate_maybe(config, exit, pkt);
+                return;
+            }
+            self.reorder_count = self.reorder_count.saturating_add(1);
+        }
         let mut wish = finish.saturating_add_nanos(self.delay_ns);
         if let Some(j) = &self.jitter {
             let s = j.sample(&mut self.rng.jitter);
@@ -946,6 +1023,13 @@ impl<S: Scheduler> Pipe<S> {
             };
         }
         let exit = self.line.insert(wish, pkt, Fate::Transmit);
+        self.duplicate_maybe(config, exit, pkt);
+    }
+
+    /// Draws whether `pkt`, of the queue configuration `config`, just put
+    /// in the line to leave at `exit`, leaves twice.
+    #[inline]
+    fn duplicate_maybe(&mut self, config: Option<usize>, exit: Instant, pkt: Packet) {
         if self.any_duplicate {
             let dup = config.map_or(0.0, |c| self.configs[c].config.duplicate);
             if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {

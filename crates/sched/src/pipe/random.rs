@@ -59,9 +59,11 @@ pub struct Streams {
     pub jitter: Rng,
     /// Delay-profile samples.
     pub profile: Rng,
-    /// Corruption draws (derived last, so that adding it left the other
-    /// streams' sequences as they were).
+    /// Corruption draws (derived after the older streams, so that adding
+    /// it left their sequences as they were).
     pub corrupt: Rng,
+    /// tc-netem reordering draws (derived last, likewise).
+    pub reorder: Rng,
     /// The seed the streams were derived from.
     seed: u64,
 }
@@ -79,6 +81,7 @@ impl Streams {
             jitter: next(),
             profile: next(),
             corrupt: next(),
+            reorder: next(),
             seed,
         }
     }
@@ -121,6 +124,7 @@ impl Streams {
             (&mut self.jitter, &old.jitter, &new.jitter),
             (&mut self.profile, &old.profile, &new.profile),
             (&mut self.corrupt, &old.corrupt, &new.corrupt),
+            (&mut self.reorder, &old.reorder, &new.reorder),
         ];
         for (rng, first, first_new) in pairs {
             let advanced = rng.get_seed().wrapping_sub(first.get_seed());
