@@ -7,9 +7,10 @@
 //!
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
-//! pspat's extensions `jitter`, `distribution`, `reorder`, `gemodel`,
-//! `duplicate`, `corrupt`, `packetoverhead`, `cellsize`, `celloverhead`,
-//! `default allow|deny` and `seed N`. `flush` lines are accepted
+//! pspat's extensions `jitter`, `distribution`, `reorder` (a flag, or
+//! tc-netem's `reorder P` with `gap N`), `gemodel`, `duplicate`, `corrupt`,
+//! `packetoverhead`, `cellsize`, `celloverhead`, `default allow|deny` and
+//! `seed N`. `flush` lines are accepted
 //! in a file only before the first configuration statement (a script's
 //! preamble), where they change nothing.
 
