@@ -102,10 +102,16 @@ fn next_change(draw: &mut Draw, added: &mut Added) -> Vec<String> {
             ])
             .to_string()],
         0 => vec![format!(
-            "pipe 1 config bw {}Mbit/s queue {} delay {}ms",
+            "pipe 1 config bw {}Mbit/s queue {} delay {}ms {}",
             2 + draw.below(19),
             20 + draw.below(101),
-            draw.below(5)
+            draw.below(5),
+            // The link's framing, on or off (cells taken away by 0).
+            draw.pick(&[
+                "packetoverhead 0 cellsize 0 celloverhead 0",
+                "packetoverhead 24",
+                "packetoverhead -8 cellsize 48 celloverhead 5",
+            ])
         )],
         1 => vec![format!(
             "sched 2 config type {} bw {}Mbit/s",

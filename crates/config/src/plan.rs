@@ -451,15 +451,14 @@ impl Checker<'_> {
             packet_overhead,
             -(max as i32)..=max as i32,
         );
+        // 0 is no cells (so that `pspat ctl` can take cells away).
         let cell_size = link.cell_size.unwrap_or(0);
-        if link.cell_size.is_some() {
-            self.range(
-                (kind, index, "cellsize"),
-                &format!("{owner} cellsize (bytes)"),
-                cell_size,
-                1..=65_535,
-            );
-        }
+        self.range(
+            (kind, index, "cellsize"),
+            &format!("{owner} cellsize (bytes)"),
+            cell_size,
+            0..=65_535,
+        );
         let cell_overhead = link.cell_overhead.unwrap_or(0);
         self.range(
             (kind, index, "celloverhead"),
@@ -467,7 +466,7 @@ impl Checker<'_> {
             cell_overhead,
             0..=max,
         );
-        if link.cell_overhead.is_some() && link.cell_size.is_none() {
+        if cell_overhead > 0 && cell_size == 0 {
             let pos = self.pos(kind, index, 0, "celloverhead", || cell_overhead.to_string());
             self.push(
                 pos,

@@ -159,8 +159,10 @@ fn values_out_of_range() {
     let e = error_of("pipe 1 config packetoverhead -2000\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 30, "-2000", ErrorKind::OutOfRange);
     assert!(e.message.contains("-1024..=1024"), "{e}");
-    let e = error_of("sched 1 config cellsize 0\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 25, "0", ErrorKind::OutOfRange);
+    let e = error_of("sched 1 config cellsize 70000\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "70000", ErrorKind::OutOfRange);
+    let e = error_of("sched 1 config cellsize 0 celloverhead 5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 40, "5", ErrorKind::MissingReference);
     let e = error_of("pipe 1 config cellsize 53 celloverhead 2000\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 40, "2000", ErrorKind::OutOfRange);
     let e = error_of_toml("[[pipe]]\nnumber = 1\npacketoverhead = 5000\n");
