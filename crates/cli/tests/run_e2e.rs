@@ -176,23 +176,23 @@ fn run_delays_each_pipe_by_its_own_delay_to_the_millisecond() {
     assert!(doc["classifier"]["not_ip_passed"].as_u64().unwrap() >= 1);
 }
 
-#[test]
-fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
-    let Some(bed) = Bed::new("rate", 250) else {
-        return;
-    };
-    let config = "\
-        pipe 1 config bw 10Mbit/s queue 100\n\
-        add 100 pipe 1 udp from any to any dst-port 6000\n\
-        default deny\n";
-    let (child, _log) = bed.start(config, &["--rx-threads", "2"]);
+/// Sends a greedy UDP stream to port 6000 through `pspat run` with
+/// `config` (20 Mbit/s of 1000-byte frames, 2500 a second, in bursts of 25
+/// every 10 ms, for `rounds` bursts), stops the daemon and returns the
+/// rate received in the steady state (from 0.5 s after the first arrival
+/// to the last one), the frames in that window and the daemon's report.
+fn greedy_stream_rate(
+    bed: &Bed,
+    config: &str,
+    args: &[&str],
+    rounds: u32,
+) -> (f64, usize, serde_json::Value) {
+    let (child, _log) = bed.start(config, args);
     let collector = bed.receiver();
     let mut tx = bed.sender_socket();
-    // 20 Mbit/s of 1000-byte frames (2500 a second) for 4 s, in bursts of
-    // 25 every 10 ms.
     let start = Instant::now();
     let mut seq = 0u32;
-    for round in 0..400u32 {
+    for round in 0..rounds {
         let batch: Vec<Vec<u8>> = (0..25)
             .map(|_| {
                 seq += 1;
@@ -209,22 +209,32 @@ fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
     let doc = finish(child);
     let got = collector.finish();
     check_conservation(&doc);
-    let p1 = pipe(&doc, 1);
-    assert!(
-        p1["dropped"]["flow_limit"].as_u64().unwrap_or(0) > 0,
-        "{p1}"
-    );
-    // Steady state: from 0.5 s after the first arrival to the last one.
     let first = got.first().expect("frames arrived").at;
     let window: Vec<&Arrival> = got.iter().filter(|a| a.at >= first + 500_000_000).collect();
     assert!(window.len() > 1000, "{} frames", window.len());
     let span = (window.last().unwrap().at - window[0].at) as f64 / 1e9;
     let bytes: u64 = window[1..].iter().map(|a| a.len).sum();
-    let rate = bytes as f64 * 8.0 / span;
+    (bytes as f64 * 8.0 / span, window.len(), doc)
+}
+
+#[test]
+fn run_holds_a_greedy_udp_stream_to_the_pipe_rate() {
+    let Some(bed) = Bed::new("rate", 250) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config bw 10Mbit/s queue 100\n\
+        add 100 pipe 1 udp from any to any dst-port 6000\n\
+        default deny\n";
+    let (rate, frames, doc) = greedy_stream_rate(&bed, config, &["--rx-threads", "2"], 400);
+    let p1 = pipe(&doc, 1);
+    assert!(
+        p1["dropped"]["flow_limit"].as_u64().unwrap_or(0) > 0,
+        "{p1}"
+    );
     println!(
-        "received {:.4} Mbit/s over {span:.3} s ({} frames); pipe in {} out {} dropped {}",
+        "received {:.4} Mbit/s ({frames} frames); pipe in {} out {} dropped {}",
         rate / 1e6,
-        window.len(),
         p1["in_packets"],
         p1["out_packets"],
         p1["dropped_total"]
@@ -244,39 +254,11 @@ fn run_times_each_frame_by_its_bytes_on_the_framed_wire() {
         pipe 1 config bw 10Mbit/s queue 100 packetoverhead 24 cellsize 48 celloverhead 5\n\
         add 100 pipe 1 udp from any to any dst-port 6000\n\
         default deny\n";
-    let (child, _log) = bed.start(config, &[]);
-    let collector = bed.receiver();
-    let mut tx = bed.sender_socket();
-    let start = Instant::now();
-    let mut seq = 0u32;
-    for round in 0..300u32 {
-        let batch: Vec<Vec<u8>> = (0..25)
-            .map(|_| {
-                seq += 1;
-                bed.frame(6000, seq, realtime_ns(), 1000)
-            })
-            .collect();
-        send_all(&mut tx, &batch);
-        pace(start, Duration::from_millis(10), round);
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = child.id().to_string();
-    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(status.success());
-    let doc = finish(child);
-    let got = collector.finish();
-    check_conservation(&doc);
-    let first = got.first().expect("frames arrived").at;
-    let window: Vec<&Arrival> = got.iter().filter(|a| a.at >= first + 500_000_000).collect();
-    assert!(window.len() > 1000, "{} frames", window.len());
-    let span = (window.last().unwrap().at - window[0].at) as f64 / 1e9;
-    let bytes: u64 = window[1..].iter().map(|a| a.len).sum();
-    let rate = bytes as f64 * 8.0 / span;
+    let (rate, frames, _) = greedy_stream_rate(&bed, config, &[], 300);
     let want = 10e6 * 1000.0 / 1166.0;
     println!(
-        "received {:.4} Mbit/s over {span:.3} s ({} frames), expected {:.4}",
+        "received {:.4} Mbit/s ({frames} frames), expected {:.4}",
         rate / 1e6,
-        window.len(),
         want / 1e6
     );
     assert!(
