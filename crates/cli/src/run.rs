@@ -193,6 +193,11 @@ struct LinkInfo {
     instances: u32,
     /// Deleted while the daemon ran: kept for the final report only.
     removed: bool,
+    /// Its parameters beyond rate, delay and queue limit, as ipfw words
+    /// (`burst`, framing, jitter, reordering, loss, RED, duplication,
+    /// corruption: `run::live::link_extras`, `queue_extras`); empty when
+    /// none.
+    settings: String,
 }
 
 /// The classifier, the pipes and what the reports need to name them.
@@ -304,6 +309,7 @@ fn build_link(
             queue: (kind == "pipe").then_some(base.queue.limit),
             instances: link.instances,
             removed: false,
+            settings: String::new(),
         },
         span_ns,
     }))
@@ -361,6 +367,7 @@ fn build(
         queue: Some(QueueLimit::Slots(capacity as u32)),
         instances: 1,
         removed: false,
+        settings: String::new(),
     });
     if set.flows() > pspat_bridge::MAX_FLOWS {
         return Err(usage(format!(
@@ -821,6 +828,9 @@ struct PipeJson {
     delay_ns: u64,
     queue_limit: String,
     instances: u32,
+    /// Its parameters beyond rate, delay and queue limit, as ipfw words
+    /// (empty when none).
+    settings: String,
     in_packets: u64,
     in_bytes: u64,
     out_packets: u64,
@@ -933,6 +943,7 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 queue_limit: l.queue.map_or_else(|| "-".into(), limit_text),
                 instances: l.instances,
                 removed: l.removed,
+                settings: l.settings.trim_start().to_string(),
                 ..PipeJson::default()
             };
             for s in snaps
@@ -1050,6 +1061,9 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
             p.queue_limit,
             if p.removed { " (deleted)" } else { "" }
         )?;
+        if !p.settings.is_empty() {
+            writeln!(out, "       {}", p.settings)?;
+        }
         writeln!(
             out,
             "       in {} pkt {} B  out {} pkt {} B  queued {}  dropped {} ({})",
@@ -1297,6 +1311,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let capacity = descriptors * rx_threads * 2;
     let spare = args.spare_flows.map(|n| n as u32);
     let mut built = build(&plan, &limits, capacity, spare)?;
+    control::refresh_links(&mut built.links, &plan);
     if args.dry_run {
         let snaps: Vec<MemberSnap> = built
             .set
@@ -2369,6 +2384,11 @@ mod tests {
         let r = live.request("pipe 1 config celloverhead 5000");
         assert!(!r.ok, "{r:?}");
         assert_eq!(live.plan().pipes[&1].link.cell_overhead, 5);
+        // `pipe show` lists what runs beyond rate, delay and queue limit.
+        let r = live.request("pipe show 1");
+        assert!(r.ok, "{r:?}");
+        let want = "packetoverhead 24 cellsize 48 celloverhead 5 duplicate 0.5 corrupt 0.25";
+        assert!(r.text.contains(want), "{}", r.text);
         // Rules: add, show, delete; the counters of a replaced classifier stay.
         live.classifier.lock().unwrap().classify(
             pspat_sched::Instant::ZERO,

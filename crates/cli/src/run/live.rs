@@ -295,6 +295,15 @@ fn us_text(us: u64) -> String {
 /// Describes a link's parameters for a log line.
 fn link_text(l: &pspat_config::LinkPlan) -> String {
     let mut s = format!("bw {} delay {}", bw_text(l.bw_bps), us_text(l.delay_us));
+    s.push_str(&link_extras(l));
+    s
+}
+
+/// A link's parameters beyond its rate and delay, each after a space, as
+/// ipfw words (`burst`, the framing, jitter, reordering, a profile); empty
+/// when it has none.
+pub fn link_extras(l: &pspat_config::LinkPlan) -> String {
+    let mut s = String::new();
     if l.burst_bytes > 0 {
         s.push_str(&format!(" burst {} B", l.burst_bytes));
     }
@@ -309,6 +318,17 @@ fn link_text(l: &pspat_config::LinkPlan) -> String {
     }
     if l.jitter_us > 0 {
         s.push_str(&format!(" jitter {}", us_text(l.jitter_us)));
+        if l.distribution != pspat_config::Distribution::Uniform {
+            s.push_str(&format!(" distribution {}", l.distribution.name()));
+        }
+    }
+    if let Some(p) = l.reorder_probability {
+        s.push_str(&format!(" reorder {p}"));
+        if l.reorder_gap > 1 {
+            s.push_str(&format!(" gap {}", l.reorder_gap));
+        }
+    } else if l.reorder {
+        s.push_str(" reorder");
     }
     if l.profile.is_some() {
         s.push_str(" profile");
@@ -321,7 +341,13 @@ fn queue_text(q: &pspat_config::QueueSetPlan) -> String {
         pspat_config::QueueLimit::Slots(n) => format!("{n} slots"),
         pspat_config::QueueLimit::Bytes(b) => format!("{b} B"),
     };
-    let mut s = format!("queue {limit} plr {}", q.plr);
+    format!("queue {limit} plr {}{}", q.plr, queue_extras(q))
+}
+
+/// A queue's filters and impairments beyond its limit and `plr`, each
+/// after a space, as ipfw words; empty when it has none.
+pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
+    let mut s = String::new();
     if let Some(r) = &q.red {
         s.push_str(&format!(
             " {} {}/{}/{}/{}",
