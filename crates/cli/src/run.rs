@@ -943,7 +943,7 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 queue_limit: l.queue.map_or_else(|| "-".into(), limit_text),
                 instances: l.instances,
                 removed: l.removed,
-                settings: l.settings.trim_start().to_string(),
+                settings: l.settings.clone(),
                 ..PipeJson::default()
             };
             for s in snaps

@@ -108,6 +108,11 @@ pub struct LoadedProfile {
     pub delay_table_us: Vec<u64>,
 }
 
+/// Serde's default for [`LinkPlan::reorder_gap`]: every packet a candidate.
+fn gap_of_one() -> u32 {
+    1
+}
+
 /// A resolved link.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkPlan {
@@ -129,7 +134,7 @@ pub struct LinkPlan {
     #[serde(default)]
     pub reorder_probability: Option<f64>,
     /// Every `reorder_gap`-th packet is a candidate (1: every packet).
-    #[serde(default = "one")]
+    #[serde(default = "gap_of_one")]
     pub reorder_gap: u32,
     /// Bytes added to each packet on the link (0: none).
     #[serde(default)]
@@ -1053,9 +1058,4 @@ fn numbers<'a>(keys: impl Iterator<Item = &'a u32>) -> String {
     } else {
         list.join(", ")
     }
-}
-
-/// Serde's default for a gap of one.
-fn one() -> u32 {
-    1
 }

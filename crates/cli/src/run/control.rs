@@ -879,13 +879,15 @@ pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
         };
         l.bw_bps = (link.bw_bps > 0).then_some(link.bw_bps);
         l.delay_ns = link.delay_us.saturating_mul(1_000);
-        l.settings = super::live::link_extras(link);
+        let mut words = super::live::link_extras(link);
         if let Some(q) = queue {
             if q.plr > 0.0 {
-                l.settings.push_str(&format!(" plr {}", q.plr));
+                words.push_str(&format!(" plr {}", q.plr));
             }
-            l.settings.push_str(&super::live::queue_extras(q));
+            words.push_str(&super::live::queue_extras(q));
         }
+        // The words each begin with a space.
+        l.settings = words.trim_start().to_string();
         if let Some(q) = queue {
             l.queue = Some(match q.limit {
                 QueueLimit::Slots(n) => pspat_sched::pipe::QueueLimit::Slots(n),
