@@ -93,6 +93,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.reorder |= new.reorder;
         old.reorder_probability = new.reorder_probability.or(old.reorder_probability);
         old.reorder_gap = new.reorder_gap.or(old.reorder_gap);
+        old.slot = new.slot.or(old.slot);
         old.packet_overhead = new.packet_overhead.or(old.packet_overhead);
         old.cell_size = new.cell_size.or(old.cell_size);
         old.cell_overhead = new.cell_overhead.or(old.cell_overhead);

@@ -8,7 +8,7 @@
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder` (a flag, or
-//! tc-netem's `reorder P` with `gap N`), `gemodel`, `duplicate`, `corrupt`,
+//! tc-netem's `reorder P` with `gap N`), `slot`, `gemodel`, `duplicate`, `corrupt`,
 //! `packetoverhead`, `cellsize`, `celloverhead`, `default allow|deny` and
 //! `seed N`. `flush` lines are accepted
 //! in a file only before the first configuration statement (a script's
@@ -22,7 +22,7 @@ use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
     InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched, Site,
-    SiteKind, Table, TableEntry, Target,
+    SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
@@ -182,8 +182,8 @@ impl ObjKind {
 
     pub fn keywords(self) -> &'static str {
         match self {
-            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, gap, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, gap, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
+            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
             ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
         }
     }
@@ -199,6 +199,7 @@ impl ObjKind {
                 | "distribution"
                 | "reorder"
                 | "gap"
+                | "slot"
                 | "packetoverhead"
                 | "cellsize"
                 | "celloverhead"
@@ -430,6 +431,75 @@ fn parse_addr_or_block(cur: &mut Cursor, open: &Tok) -> Result<AddrMatch, Error>
     AddrMatch::any_of(prefixes).map_err(|e| cur.error(open, ErrorKind::OutOfRange, e))
 }
 
+/// tc-netem's `slot MIN [MAX] [packets N] [bytes N]` or `slot distribution
+/// D DELAY JITTER [packets N] [bytes N]`, after the keyword. Records the
+/// first value as `slot`, and `slot.max`, `slot.jitter`, `slot.packets`,
+/// `slot.bytes` where given, for the checks' messages.
+fn parse_slot(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<SlotParams, Error> {
+    const EXAMPLE: &str = "slot 800us 1ms packets 32, or slot distribution normal 1ms 200us";
+    let first = cur.value(kw, EXAMPLE)?;
+    let interval = if first.text == "distribution" {
+        let d = cur.value(first, "slot distribution normal 1ms 200us")?;
+        record(fields, cur, "slot", kw, d.pos())?;
+        let distribution = Distribution::from_name(&d.text).ok_or_else(|| {
+            cur.error(
+                d,
+                ErrorKind::UnknownKeyword,
+                format!(
+                    "unknown distribution '{}' (allowed: {})",
+                    d.text,
+                    Distribution::names()
+                ),
+            )
+        })?;
+        let delay = cur.value(d, "slot distribution normal 1ms 200us")?;
+        let delay_us = cur.check(delay, parse_time_us(&delay.text))?;
+        let jitter = cur.value(delay, "slot distribution normal 1ms 200us")?;
+        let jitter_us = cur.check(jitter, parse_time_us(&jitter.text))?;
+        record(fields, cur, "slot.jitter", kw, jitter.pos())?;
+        SlotInterval::Distribution {
+            distribution,
+            delay_us,
+            jitter_us,
+        }
+    } else {
+        let min_us = cur.check(first, parse_time_us(&first.text))?;
+        record(fields, cur, "slot", kw, first.pos())?;
+        let max_us = match cur.peek() {
+            Some(t) if t.text.starts_with(|c: char| c.is_ascii_digit()) => {
+                let t = cur.bump().unwrap_or(first);
+                record(fields, cur, "slot.max", kw, t.pos())?;
+                cur.check(t, parse_time_us(&t.text))?
+            }
+            _ => min_us,
+        };
+        SlotInterval::Uniform { min_us, max_us }
+    };
+    let mut slot = SlotParams {
+        interval,
+        packets: None,
+        bytes: None,
+    };
+    while let Some(t) = cur.peek() {
+        match t.text.as_str() {
+            "packets" => {
+                let t = cur.bump().unwrap_or(first);
+                let v = cur.value(t, "32")?;
+                slot.packets = Some(number(cur, v)?);
+                record(fields, cur, "slot.packets", t, v.pos())?;
+            }
+            "bytes" => {
+                let t = cur.bump().unwrap_or(first);
+                let v = cur.value(t, "64KB")?;
+                slot.bytes = Some(cur.check(v, parse_size(&v.text))?.0);
+                record(fields, cur, "slot.bytes", t, v.pos())?;
+            }
+            _ => break,
+        }
+    }
+    Ok(slot)
+}
+
 fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
     cur.check(tok, parse_real(&tok.text))
 }
@@ -476,8 +546,9 @@ pub(crate) fn parse_object_keyword(
                     v,
                     ErrorKind::UnknownKeyword,
                     format!(
-                        "unknown distribution '{}' (allowed: uniform, normal, pareto)",
-                        v.text
+                        "unknown distribution '{}' (allowed: {})",
+                        v.text,
+                        Distribution::names()
                     ),
                 )
             })?);
@@ -520,6 +591,7 @@ pub(crate) fn parse_object_keyword(
             d.link.reorder_gap = Some(number(cur, v)?);
             record(&mut d.fields, cur, "gap", kw, v.pos())?;
         }
+        "slot" => d.link.slot = Some(parse_slot(cur, kw, &mut d.fields)?),
         "burst" => {
             let v = cur.value(kw, "64KB")?;
             d.link.burst = Some(cur.check(v, parse_size(&v.text))?.0);
@@ -888,9 +960,10 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
     }
 }
 
-/// One parsed statement.
+/// One parsed statement (an object's draft boxed: it is by far the
+/// largest).
 pub(crate) enum Statement {
-    Object(ObjKind, u32, Draft),
+    Object(ObjKind, u32, Box<Draft>),
     Rule(Rule, Fields),
     TableAdd {
         number: u32,
@@ -1045,7 +1118,7 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
         while cur.peek().is_some() {
             parse_object_keyword(&mut cur, kind, &mut draft)?;
         }
-        return Ok(Statement::Object(kind, n, draft));
+        return Ok(Statement::Object(kind, n, Box::new(draft)));
     }
     match word {
         "add" => {

@@ -63,8 +63,8 @@ pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};
 pub use model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched, Table,
-    TableEntry, Target,
+    InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched,
+    SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 pub use net::{AddrList, AddrListError, AddrMatch, PortRange, Prefix, MAX_ADDR_LIST_LEN};
 pub use pipe_config::{
@@ -74,7 +74,7 @@ pub use plan::{
     FsProfiles, LinkPlan, LoadedProfile, NoProfiles, PipePlan, Plan, ProfileLoader, QueuePlan,
     QueueSetPlan, RulePlan, SchedPlan, SCHEMA_VERSION,
 };
-pub use print::{print_ipfw, print_toml, rule_line};
+pub use print::{print_ipfw, print_toml, rule_line, slot_words};
 pub use profile::{parse_profile, Profile, ProfilePoint};
 pub use read::{read_regular_text_file, read_text_file, MAX_FILE_BYTES};
 pub use units::QueueLimit;

@@ -55,9 +55,66 @@ impl Distribution {
         }
     }
 
+    /// Every keyword, as messages list them (`uniform, normal, ...`).
+    pub fn names() -> String {
+        Self::ALL.map(Distribution::name).join(", ")
+    }
+
     /// Looks a distribution up by its keyword.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+/// The time between two transmission slots (`slot MIN [MAX]` or `slot
+/// distribution D DELAY JITTER`, as tc-netem(8)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotInterval {
+    /// Uniform between `min_us` and `max_us`.
+    Uniform {
+        /// Shortest interval, microseconds.
+        min_us: u64,
+        /// Longest interval, microseconds.
+        max_us: u64,
+    },
+    /// `delay_us` plus a sample of `distribution` scaled by `jitter_us`.
+    Distribution {
+        /// The distribution.
+        distribution: Distribution,
+        /// Mean interval, microseconds.
+        delay_us: u64,
+        /// Variation, microseconds.
+        jitter_us: u64,
+    },
+}
+
+/// tc-netem's transmission slots (`slot ... [packets N] [bytes N]`): packets
+/// leave the link's delay only when a slot opens, at most `packets` packets
+/// and `bytes` bytes a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SlotParams {
+    /// Time between slots.
+    pub interval: SlotInterval,
+    /// Packets a slot carries at most (`None`: any number).
+    pub packets: Option<u32>,
+    /// Bytes a slot carries at most (`None`: any number).
+    pub bytes: Option<u64>,
+}
+
+impl SlotParams {
+    /// Whether the slots change nothing: an interval that is always 0
+    /// (`slot 0`, which is how a running pipe's slots are turned off).
+    pub fn is_off(&self) -> bool {
+        matches!(
+            self.interval,
+            SlotInterval::Uniform { max_us: 0, .. }
+                | SlotInterval::Distribution {
+                    delay_us: 0,
+                    jitter_us: 0,
+                    ..
+                }
+        )
     }
 }
 
@@ -92,6 +149,8 @@ pub struct LinkParams {
     pub cell_size: Option<u32>,
     /// `celloverhead`: bytes added to each cell (pspat; needs `cellsize`).
     pub cell_overhead: Option<u32>,
+    /// `slot`: tc-netem's transmission slots (pspat).
+    pub slot: Option<SlotParams>,
 }
 
 /// RED or gentle RED (`red | gred w_q/min_th/max_th/max_p`).

@@ -33,7 +33,7 @@ use pspat_sched::pipe::{self, DelayProfile, Jitter, JitterDistribution, PipeConf
 use pspat_sched::rate::Rate;
 use pspat_sched::ConfigError;
 
-use crate::model::Distribution;
+use crate::model::{Distribution, SlotInterval, SlotParams};
 use crate::plan::{LinkPlan, PipePlan, Plan, QueueSetPlan, SchedPlan};
 use crate::units::QueueLimit;
 
@@ -116,13 +116,61 @@ pub fn delay_line_capacity(link: &LinkPlan) -> usize {
     let span_us = link
         .delay_us
         .saturating_add(link.jitter_us.saturating_mul(4))
-        .saturating_add(profile_us);
+        .saturating_add(profile_us)
+        .saturating_add(link.slot.map_or(0, |s| slot_span_us(&s)));
     // bytes = bw · span / 8; packets = bytes / 64, rounded up.
     let bytes = u128::from(link.bw_bps) * u128::from(span_us) / 8_000_000;
     let packets = bytes.div_ceil(u128::from(MIN_PACKET_BYTES)) * 2;
     usize::try_from(packets)
         .unwrap_or(usize::MAX)
         .clamp(MIN_DELAY_LINE, MAX_CHOSEN_DELAY_LINE)
+}
+
+/// How long a packet may wait for its slot, about: the longest uniform
+/// interval, or the mean plus four times the jitter.
+fn slot_span_us(s: &SlotParams) -> u64 {
+    match s.interval {
+        SlotInterval::Uniform { max_us, .. } => max_us,
+        SlotInterval::Distribution {
+            delay_us,
+            jitter_us,
+            ..
+        } => delay_us.saturating_add(jitter_us.saturating_mul(4)),
+    }
+}
+
+/// The core's form of a link's slots.
+fn slots(s: &SlotParams) -> pipe::Slots {
+    pipe::Slots {
+        interval: match s.interval {
+            SlotInterval::Uniform { min_us, max_us } => pipe::SlotInterval::Uniform {
+                min_ns: min_us.saturating_mul(1_000),
+                max_ns: max_us.saturating_mul(1_000),
+            },
+            SlotInterval::Distribution {
+                distribution,
+                delay_us,
+                jitter_us,
+            } => pipe::SlotInterval::Drawn {
+                delay_ns: delay_us.saturating_mul(1_000),
+                jitter: Jitter {
+                    ns: jitter_us.saturating_mul(1_000),
+                    distribution: jitter_distribution(distribution),
+                },
+            },
+        },
+        packets: s.packets,
+        bytes: s.bytes,
+    }
+}
+
+/// The core's name of a jitter distribution.
+fn jitter_distribution(d: Distribution) -> JitterDistribution {
+    match d {
+        Distribution::Uniform => JitterDistribution::Uniform,
+        Distribution::Normal => JitterDistribution::Normal,
+        Distribution::Pareto => JitterDistribution::Pareto,
+    }
 }
 
 /// The link half: everything but the queue, which is left at the default.
@@ -148,11 +196,7 @@ fn link_config(
     };
     let jitter = (link.jitter_us > 0).then(|| Jitter {
         ns: link.jitter_us.saturating_mul(1_000),
-        distribution: match link.distribution {
-            Distribution::Uniform => JitterDistribution::Uniform,
-            Distribution::Normal => JitterDistribution::Normal,
-            Distribution::Pareto => JitterDistribution::Pareto,
-        },
+        distribution: jitter_distribution(link.distribution),
     });
     Ok(PipeConfig {
         bw,
@@ -172,6 +216,7 @@ fn link_config(
                 gap: link.reorder_gap,
             }
         }),
+        slots: link.slot.as_ref().map(slots),
         queue: QueueConfig::default(),
         delay_line_capacity: delay_line_capacity(link),
         seed: pipe_seed(plan_seed, number),
@@ -263,6 +308,7 @@ mod tests {
             jitter: None,
             reorder: false,
             netem_reorder: None,
+            slots: None,
             queue: QueueConfig {
                 limit: pipe::QueueLimit::Slots(50),
                 plr: 0.01,
@@ -285,6 +331,7 @@ mod tests {
         let p = plan(
             "seed 42\n\
              pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto reorder 10% gap 3 \
+             slot 800us 1ms packets 32 bytes 64KB \
              packetoverhead -4 cellsize 48 celloverhead 5 \
              queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
@@ -315,6 +362,17 @@ mod tests {
             })
         );
         assert!(c.reorder);
+        assert_eq!(
+            c.slots,
+            Some(pipe::Slots {
+                interval: pipe::SlotInterval::Uniform {
+                    min_ns: 800_000,
+                    max_ns: 1_000_000
+                },
+                packets: Some(32),
+                bytes: Some(65_536),
+            })
+        );
         assert_eq!(
             c.netem_reorder,
             Some(pspat_sched::pipe::NetemReorder {

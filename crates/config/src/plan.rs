@@ -28,7 +28,7 @@ use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::FlowMask;
 use crate::model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    LinkParams, Parent, Proto, QueueParams, Red, Site, SiteKind, Target,
+    LinkParams, Parent, Proto, QueueParams, Red, Site, SiteKind, SlotInterval, SlotParams, Target,
 };
 use crate::net::{AddrMatch, PortRange, Prefix};
 use crate::profile::{parse_profile, Profile};
@@ -139,6 +139,10 @@ pub struct LinkPlan {
     /// Bytes added to each packet on the link (0: none).
     #[serde(default)]
     pub packet_overhead: i32,
+    /// tc-netem's transmission slots; `None` when there are none (or
+    /// `slot 0`, which turns them off).
+    #[serde(default)]
+    pub slot: Option<SlotParams>,
     /// Cell payload in bytes (0: no cells).
     #[serde(default)]
     pub cell_size: u32,
@@ -519,6 +523,9 @@ impl Checker<'_> {
                 ),
             );
         }
+        if let Some(s) = &link.slot {
+            self.slot(kind, index, owner, s);
+        }
         let profile = link.profile.as_ref().and_then(|name| {
             let pos = self.pos(kind, index, 0, "profile", || name.clone());
             match loader.load(name) {
@@ -553,9 +560,79 @@ impl Checker<'_> {
             reorder: link.reorder,
             reorder_probability: link.reorder_probability,
             reorder_gap,
+            slot: link.slot.filter(|s| !s.is_off()),
             packet_overhead,
             cell_size,
             cell_overhead,
+        }
+    }
+
+    /// Checks a link's slots: intervals up to [`MAX_DELAY_US`], the
+    /// shortest no longer than the longest, budgets of at least 1.
+    fn slot(&mut self, kind: SiteKind, index: usize, owner: &str, s: &SlotParams) {
+        match s.interval {
+            SlotInterval::Uniform { min_us, max_us } => {
+                self.range(
+                    (kind, index, "slot"),
+                    &format!("{owner} slot (us)"),
+                    min_us,
+                    0..=MAX_DELAY_US,
+                );
+                if max_us < min_us {
+                    let pos = self.pos(kind, index, 0, "slot.max", || format_time_us(max_us));
+                    self.push(
+                        pos,
+                        ErrorKind::OutOfRange,
+                        format!(
+                            "{owner} slot's longest interval {} is shorter than its shortest {}",
+                            format_time_us(max_us),
+                            format_time_us(min_us)
+                        ),
+                    );
+                } else if max_us != min_us {
+                    // (Equal, or not given: the shortest's check covers it.)
+                    self.range(
+                        (kind, index, "slot.max"),
+                        &format!("{owner} slot's longest interval (us)"),
+                        max_us,
+                        0..=MAX_DELAY_US,
+                    );
+                }
+            }
+            SlotInterval::Distribution {
+                delay_us,
+                jitter_us,
+                ..
+            } => {
+                self.range(
+                    (kind, index, "slot"),
+                    &format!("{owner} slot interval (us)"),
+                    delay_us,
+                    0..=MAX_DELAY_US,
+                );
+                self.range(
+                    (kind, index, "slot.jitter"),
+                    &format!("{owner} slot jitter (us)"),
+                    jitter_us,
+                    0..=MAX_DELAY_US,
+                );
+            }
+        }
+        if let Some(p) = s.packets {
+            self.range(
+                (kind, index, "slot.packets"),
+                &format!("{owner} slot packets"),
+                p,
+                1..=u32::MAX,
+            );
+        }
+        if let Some(b) = s.bytes {
+            self.range(
+                (kind, index, "slot.bytes"),
+                &format!("{owner} slot bytes"),
+                b,
+                1..=u64::MAX,
+            );
         }
     }
 

@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Config, DefaultAction, Direction, LinkParams, Parent, QueueParams, Rule, Target,
+    Action, Config, DefaultAction, Direction, LinkParams, Parent, QueueParams, Rule, SlotInterval,
+    SlotParams, Target,
 };
 use crate::net::format_ports;
 use crate::units::{format_rate, format_size, format_time_us};
@@ -43,6 +44,9 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if let Some(g) = link.reorder_gap {
         out.push(format!("gap {g}"));
     }
+    if let Some(s) = &link.slot {
+        out.push(slot_words(s));
+    }
     if let Some(o) = link.packet_overhead {
         out.push(format!("packetoverhead {o}"));
     }
@@ -52,6 +56,36 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if let Some(c) = link.cell_overhead {
         out.push(format!("celloverhead {c}"));
     }
+}
+
+/// `slot MIN [MAX] [packets N] [bytes N]` or `slot distribution D DELAY
+/// JITTER [packets N] [bytes N]`.
+pub fn slot_words(s: &SlotParams) -> String {
+    let mut w = match s.interval {
+        SlotInterval::Uniform { min_us, max_us } if min_us == max_us => {
+            format!("slot {}", format_time_us(min_us))
+        }
+        SlotInterval::Uniform { min_us, max_us } => {
+            format!("slot {} {}", format_time_us(min_us), format_time_us(max_us))
+        }
+        SlotInterval::Distribution {
+            distribution,
+            delay_us,
+            jitter_us,
+        } => format!(
+            "slot distribution {} {} {}",
+            distribution.name(),
+            format_time_us(delay_us),
+            format_time_us(jitter_us)
+        ),
+    };
+    if let Some(p) = s.packets {
+        let _ = write!(w, " packets {p}");
+    }
+    if let Some(b) = s.bytes {
+        let _ = write!(w, " bytes {}", format_size(b));
+    }
+    w
 }
 
 fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
@@ -302,6 +336,30 @@ fn toml_link(link: &LinkParams, out: &mut String) {
     }
     if let Some(g) = link.reorder_gap {
         let _ = writeln!(out, "gap = {g}");
+    }
+    if let Some(s) = &link.slot {
+        let mut keys = match s.interval {
+            SlotInterval::Uniform { min_us, max_us } => vec![
+                format!("min = {}", quote(&format_time_us(min_us))),
+                format!("max = {}", quote(&format_time_us(max_us))),
+            ],
+            SlotInterval::Distribution {
+                distribution,
+                delay_us,
+                jitter_us,
+            } => vec![
+                format!("distribution = {}", quote(distribution.name())),
+                format!("delay = {}", quote(&format_time_us(delay_us))),
+                format!("jitter = {}", quote(&format_time_us(jitter_us))),
+            ],
+        };
+        if let Some(p) = s.packets {
+            keys.push(format!("packets = {p}"));
+        }
+        if let Some(b) = s.bytes {
+            keys.push(format!("bytes = {}", quote(&format_size(b))));
+        }
+        let _ = writeln!(out, "slot = {{ {} }}", keys.join(", "));
     }
     if let Some(o) = link.packet_overhead {
         let _ = writeln!(out, "packetoverhead = {o}");

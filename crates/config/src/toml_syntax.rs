@@ -11,7 +11,8 @@
 //! `number`. A queue limit is `limit` (`limit = 50` slots, `limit = "64KB"`);
 //! flags are booleans (`reorder = true`); `mask` is `"all"` or a table of
 //! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with keys `p`,
-//! `r`, `1-h`, `1-k`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
+//! `r`, `1-h`, `1-k`; `slot` a table with `min` and `max`, or
+//! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
 //! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
 //! `via = "not eth0"`.
@@ -202,6 +203,7 @@ impl Reader<'_> {
                 }
                 Ok(toks)
             }
+            DeValue::Table(t) if kw.text == "slot" => self.slot_tokens(kw, t),
             DeValue::Table(t) if kw.text == "gemodel" => {
                 let mut toks = vec![kw.clone()];
                 for name in ["p", "r", "1-h", "1-k"] {
@@ -233,6 +235,85 @@ impl Reader<'_> {
         }
     }
 
+    /// `slot = { min = "800us", max = "1ms", packets = 32, bytes = "64KB" }`
+    /// or `slot = { distribution = "normal", delay = "1ms", jitter =
+    /// "200us" }` as the words of `slot ...`, in their order.
+    fn slot_tokens(&self, kw: Tok, t: &DeTable<'_>) -> Result<Vec<Tok>, Error> {
+        const KEYS: &str = "min, max, distribution, delay, jitter, packets, bytes";
+        if let Some((k, _)) = t.iter().find(|(k, _)| {
+            !matches!(
+                k.get_ref().as_ref(),
+                "min" | "max" | "distribution" | "delay" | "jitter" | "packets" | "bytes"
+            )
+        }) {
+            let t = self.key_tok(k);
+            return Err(self.error(
+                &t,
+                ErrorKind::UnknownKeyword,
+                format!("unknown slot key '{}' (allowed: {KEYS})", t.text),
+            ));
+        }
+        let value = |name: &str| -> Result<Option<(Tok, Tok)>, Error> {
+            match t.iter().find(|(k, _)| k.get_ref() == name) {
+                Some((k, v)) => {
+                    let key = self.key_tok(k);
+                    let v = self.scalar(&key, v)?;
+                    Ok(Some((key, v)))
+                }
+                None => Ok(None),
+            }
+        };
+        let missing = |what: &str| {
+            self.error(
+                &kw,
+                ErrorKind::Syntax,
+                format!(
+                    "'slot' needs {what} (example: slot = {{ min = \"800us\", max = \"1ms\", packets = 32 }})"
+                ),
+            )
+        };
+        let mut toks = vec![kw.clone()];
+        match value("distribution")? {
+            Some((key, d)) => {
+                if let Some((k, _)) = value("min")?.or(value("max")?) {
+                    return Err(self.error(
+                        &k,
+                        ErrorKind::Syntax,
+                        "a slot has either min and max or a distribution with delay and jitter, not both",
+                    ));
+                }
+                let (_, delay) =
+                    value("delay")?.ok_or_else(|| missing("a 'delay' with its distribution"))?;
+                let (_, jitter) =
+                    value("jitter")?.ok_or_else(|| missing("a 'jitter' with its distribution"))?;
+                let mut word = key;
+                word.text = "distribution".into();
+                toks.extend([word, d, delay, jitter]);
+            }
+            None => {
+                if let Some((k, _)) = value("delay")?.or(value("jitter")?) {
+                    return Err(self.error(
+                        &k,
+                        ErrorKind::Syntax,
+                        "a slot's 'delay' and 'jitter' go with a 'distribution'; a uniform interval is 'min' and 'max'",
+                    ));
+                }
+                let (_, min) = value("min")?
+                    .ok_or_else(|| missing("'min' (and 'max'), or a 'distribution'"))?;
+                toks.push(min);
+                if let Some((_, max)) = value("max")? {
+                    toks.push(max);
+                }
+            }
+        }
+        for name in ["packets", "bytes"] {
+            if let Some((key, v)) = value(name)? {
+                toks.extend([key, v]);
+            }
+        }
+        Ok(toks)
+    }
+
     fn object(&self, kind: ObjKind, header: &Tok, table: &DeTable<'_>) -> Result<Statement, Error> {
         let (number, number_tok) = self.number(table, header)?;
         let mut draft = Draft::default();
@@ -248,7 +329,7 @@ impl Reader<'_> {
                 parse_object_keyword(&mut cur, kind, &mut draft)?;
             }
         }
-        Ok(Statement::Object(kind, number, draft))
+        Ok(Statement::Object(kind, number, Box::new(draft)))
     }
 
     fn rule(&self, header: &Tok, table: &DeTable<'_>) -> Result<Statement, Error> {

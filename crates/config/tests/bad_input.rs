@@ -1,8 +1,8 @@
 use std::io;
 
 use pspat_config::{
-    parse_ipfw, parse_toml, print_ipfw, AddrList, AddrListError, AddrMatch, Error, ErrorKind,
-    NoProfiles, Prefix, ProfileLoader, MAX_ADDR_LIST_LEN,
+    parse_ipfw, parse_toml, print_ipfw, print_toml, AddrList, AddrListError, AddrMatch, Error,
+    ErrorKind, NoProfiles, Prefix, ProfileLoader, MAX_ADDR_LIST_LEN,
 };
 
 /// Parses and validates; returns the one error.
@@ -1017,4 +1017,78 @@ fn netem_reorder_errors_name_their_token_in_both_syntaxes() {
         print_ipfw(&cfg),
         "pipe 1 config delay 5ms reorder 0.25 gap 4\n"
     );
+}
+
+#[test]
+fn slot_errors_name_their_token_in_both_syntaxes() {
+    let cases = [
+        // The longest interval below the shortest.
+        (
+            "pipe 5 config slot 5ms 1ms\n",
+            24,
+            "1ms",
+            ErrorKind::OutOfRange,
+        ),
+        (
+            "pipe 5 config slot 1ms packets 0\n",
+            32,
+            "0",
+            ErrorKind::OutOfRange,
+        ),
+        (
+            "pipe 5 config slot 1ms bytes 0\n",
+            30,
+            "0",
+            ErrorKind::OutOfRange,
+        ),
+        ("pipe 5 config slot 90s\n", 20, "90s", ErrorKind::OutOfRange),
+        (
+            "pipe 5 config slot distribution gaussian 1ms 1ms\n",
+            33,
+            "gaussian",
+            ErrorKind::UnknownKeyword,
+        ),
+        ("pipe 5 config slot soon\n", 20, "soon", ErrorKind::Syntax),
+        (
+            "pipe 5 config slot 1ms packets 3 packets 4\n",
+            34,
+            "packets",
+            ErrorKind::Duplicate,
+        ),
+    ];
+    for (text, column, token, kind) in cases {
+        let e = error_of(text, &NoProfiles);
+        assert_at(&e, "cfg.ipfw", 1, column, token, kind);
+    }
+    let e = error_of("pipe 5 config slot\n", &NoProfiles);
+    assert_eq!((e.line, e.kind), (1, ErrorKind::Syntax), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nslot = { min = \"1ms\", maxx = \"2ms\" }\n");
+    assert_at(&e, "cfg.toml", 3, 23, "maxx", ErrorKind::UnknownKeyword);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nslot = { min = \"3ms\", max = \"2ms\" }\n");
+    assert_at(&e, "cfg.toml", 3, 30, "2ms", ErrorKind::OutOfRange);
+    assert!(e.message.contains("shorter than its shortest 3ms"), "{e}");
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\nslot = { distribution = \"normal\", delay = \"1ms\" }\n",
+    );
+    assert_eq!((e.line, e.kind), (3, ErrorKind::Syntax), "{e}");
+    // Read in TOML as in ipfw lines, and printed back.
+    let cfg = parse_toml(
+        "[[pipe]]\nnumber = 1\nslot = { min = \"800us\", max = \"1ms\", packets = 32 }\n",
+        "cfg.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        print_ipfw(&cfg),
+        "pipe 1 config slot 800us 1ms packets 32\n"
+    );
+    assert_eq!(
+        print_toml(&cfg),
+        "\n[[pipe]]\nnumber = 1\nslot = { min = \"800us\", max = \"1ms\", packets = 32 }\n"
+    );
+    // `slot 0` turns slots off: the plan has none.
+    let plan = parse_ipfw("pipe 1 config slot 0", "x")
+        .unwrap()
+        .validate(&NoProfiles)
+        .unwrap();
+    assert_eq!(plan.pipes[&1].link.slot, None);
 }

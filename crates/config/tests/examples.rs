@@ -95,6 +95,18 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 3 config delay 5ms duplicate 0.01 corrupt 0.001\n",
     ),
     (
+        "pipe 7 config bw 50Mbit/s slot 800us 1ms packets 32 bytes 64000 delay 2ms",
+        "pipe 7 config bw 50Mbit/s delay 2ms slot 800us 1ms packets 32 bytes 64000B\n",
+    ),
+    (
+        "pipe 8 config slot 2ms",
+        "pipe 8 config slot 2ms\n",
+    ),
+    (
+        "sched 9 config type qfq slot distribution normal 1ms 200us bytes 16KB",
+        "sched 9 config type qfq slot distribution normal 1ms 200us bytes 16KB\n",
+    ),
+    (
         "sched 1 config type rr\nadd 200 pipe 1 udp from 2001:db8::/32 to me 53 xmit eth0",
         "sched 1 config type drr\nadd 200 pipe 1 udp from 2001:db8::/32 to me dst-port 53 xmit eth0\n",
     ),

@@ -7,7 +7,8 @@ use proptest::sample::select;
 use pspat_config::{
     Action, AddrList, AddrMatch, Config, DefaultAction, Direction, Distribution, FlowMask,
     GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, Parent, Pipe, PortRange, Prefix,
-    Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, Table, TableEntry, Target,
+    Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval, SlotParams, Table,
+    TableEntry, Target,
 };
 use pspat_sched::AlgKind;
 
@@ -25,6 +26,32 @@ fn word() -> impl Strategy<Value = String> {
     "[a-z][a-z0-9._*/-]{0,12}"
 }
 
+fn slot() -> impl Strategy<Value = SlotParams> {
+    let interval = prop_oneof![
+        (any::<u64>(), any::<u64>())
+            .prop_map(|(min_us, max_us)| SlotInterval::Uniform { min_us, max_us }),
+        (
+            select(Distribution::ALL.to_vec()),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(
+                |(distribution, delay_us, jitter_us)| SlotInterval::Distribution {
+                    distribution,
+                    delay_us,
+                    jitter_us,
+                }
+            ),
+    ];
+    (interval, option::of(any::<u32>()), option::of(any::<u64>())).prop_map(
+        |(interval, packets, bytes)| SlotParams {
+            interval,
+            packets,
+            bytes,
+        },
+    )
+}
+
 fn link() -> impl Strategy<Value = LinkParams> {
     (
         option::of(any::<u64>()),
@@ -40,6 +67,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
             option::of(any::<u32>()),
             option::of(real()),
             option::of(any::<u32>()),
+            option::of(slot()),
         ),
     )
         .prop_map(
@@ -51,7 +79,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 jitter_us,
                 distribution,
                 reorder,
-                (packet_overhead, cell_size, cell_overhead, reorder_probability, reorder_gap),
+                (packet_overhead, cell_size, cell_overhead, reorder_probability, reorder_gap, slot),
             )| LinkParams {
                 bw,
                 delay_us,
@@ -66,6 +94,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 packet_overhead,
                 cell_size,
                 cell_overhead,
+                slot,
             },
         )
 }

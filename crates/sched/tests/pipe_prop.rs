@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use pspat_sched::pipe::{
     DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, NetemReorder, Pipe,
-    PipeConfig, QueueConfig, QueueLimit, Red,
+    PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
 };
 use pspat_sched::{AlgKind, Fate, FlowId, FlowTable, Instant, Packet, SchedulerConfig};
 
@@ -94,6 +94,12 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
             any::<u64>(),
             framing(),
             proptest::option::of((0.0..=1.0f64, 1u32..6)),
+            proptest::option::of((
+                0u64..2_000_000,
+                0u64..2_000_000,
+                proptest::option::of(1u32..5),
+                proptest::option::of(1u64..4_000),
+            )),
         ),
     )
         .prop_map(
@@ -106,7 +112,7 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                 reorder,
                 queue,
                 cap,
-                (seed, framing, netem),
+                (seed, framing, netem, slots),
             )| {
                 PipeConfig {
                     bw: bw.map(rate),
@@ -127,6 +133,14 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                     netem_reorder: netem
                         .filter(|_| reorder)
                         .map(|(probability, gap)| NetemReorder { probability, gap }),
+                    slots: slots.map(|(a, b, packets, bytes)| Slots {
+                        interval: SlotInterval::Uniform {
+                            min_ns: a.min(b),
+                            max_ns: a.max(b),
+                        },
+                        packets,
+                        bytes,
+                    }),
                     queue,
                     delay_line_capacity: cap,
                     seed,

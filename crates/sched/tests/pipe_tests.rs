@@ -10,6 +10,8 @@ mod pipe_timing;
 mod pipe_random;
 // Random configurations and arrivals: conservation, order, never early.
 mod pipe_prop;
+// tc-netem's slots: bursts at slot instants, budgets, intervals, live changes.
+mod pipe_slots;
 // Live changes: a new seed, a link rebuilt with its instances moved.
 mod pipe_live;
 // The pipe behind the Scheduler trait: a duplicate marks its original.

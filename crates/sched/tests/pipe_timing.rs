@@ -483,6 +483,14 @@ fn everything(seed: u64) -> PipeConfig {
             probability: 0.1,
             gap: 3,
         }),
+        slots: Some(pspat_sched::pipe::Slots {
+            interval: pspat_sched::pipe::SlotInterval::Uniform {
+                min_ns: 100_000,
+                max_ns: 400_000,
+            },
+            packets: Some(5),
+            bytes: Some(6_000),
+        }),
         queue: QueueConfig {
             limit: QueueLimit::Bytes(60_000),
             plr: 0.02,

@@ -330,6 +330,10 @@ pub fn link_extras(l: &pspat_config::LinkPlan) -> String {
     } else if l.reorder {
         s.push_str(" reorder");
     }
+    if let Some(slot) = &l.slot {
+        s.push(' ');
+        s.push_str(&pspat_config::slot_words(slot));
+    }
     if l.profile.is_some() {
         s.push_str(" profile");
     }

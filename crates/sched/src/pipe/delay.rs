@@ -403,6 +403,16 @@ impl DelayLine {
         }
     }
 
+    /// The exit [`DelayLine::insert`] would give an entry wished to leave
+    /// at `wish` (later only to keep order).
+    #[inline(always)]
+    pub fn floor(&self, wish: Instant) -> Instant {
+        match &self.line {
+            Line::Fifo(_) => wish.max(self.last_exit),
+            Line::Heap(_) => wish,
+        }
+    }
+
     /// Inserts a packet with a wished exit time `wish` (at or after its
     /// departure from the link); returns the exit time given (later than
     /// `wish` only to keep order). The caller checked [`DelayLine::free`].

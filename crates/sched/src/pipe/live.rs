@@ -10,6 +10,9 @@
 //!   line keep their exit times; a shorter delay cannot make a later packet
 //!   overtake them (the line keeps order unless `reorder` is set), so no
 //!   flow is reordered by a change.
+//! * **Slots go on.** A change of the slots keeps the current slot's
+//!   instant and gives it the new budgets; the next interval is drawn from
+//!   the new ones. Packets already in the line keep their slots.
 //! * **Nothing is dropped by a change.** Queued packets stay; a smaller
 //!   queue limit only refuses later arrivals ([`Pipe::set_queue`]).
 //!
@@ -30,6 +33,7 @@
 //! one allocation: it is for a control path, not the packet path.
 
 use super::filter::RED_AVG_PKT_SIZE;
+use super::slot::SlotGate;
 use super::{Pipe, PipeConfig};
 use crate::{ConfigError, Instant, Scheduler};
 
@@ -57,6 +61,11 @@ impl<S: Scheduler> Pipe<S> {
         self.delay_ns = config.delay_ns;
         self.jitter = config.jitter;
         self.netem_reorder = config.netem_reorder;
+        self.slot_gate = match (&self.slot_gate, config.slots) {
+            (Some(g), Some(s)) => Some(g.changed(s)),
+            (None, Some(s)) => Some(SlotGate::new(s)),
+            (_, None) => None,
+        };
         self.profile = config.profile.clone();
         self.refresh_paths();
         let need = self.entries_per_packet();

@@ -4,7 +4,7 @@
 //! ```text
 //! enqueue(now, pkt) ─▶ filters per queue ─▶ Scheduler ─▶ link (bw, burst, ─▶ delay line (delay, ─▶ release(now) ─▶ Exit
 //!                      plr, Gilbert-Elliott,  (any)       profile airtime)    jitter, duplicate,
-//!                                                                             corrupt)
+//!                                                                             corrupt, slots)
 //!                      RED/GRED, limit
 //! ```
 //!
@@ -117,8 +117,8 @@
 //! # Sources and deviations
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
 //! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
-//! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss and
-//! duplication and corruption. Deviations: ns instead of ticks; `f64`
+//! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss,
+//! duplication, corruption and slots ([`Slots`]). Deviations: ns instead of ticks; `f64`
 //! probabilities; a hard byte limit (see [`filter`]); profile airtime even
 //! on an unlimited link (see [`delay`]); a duplicate leaves together with
 //! its original instead of being re-enqueued (tc-netem re-enqueues the
@@ -159,6 +159,7 @@ mod live;
 pub mod random;
 mod scheduler;
 mod set;
+mod slot;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
@@ -166,6 +167,7 @@ pub use framing::{Framing, MAX_OVERHEAD};
 pub use handover::Moved;
 pub use scheduler::PipeScheduler;
 pub use set::{PacketMoves, PipeRoutes, PipeSet};
+pub use slot::{SlotInterval, Slots};
 
 use crate::rate::Rate;
 use crate::{
@@ -176,6 +178,7 @@ use delay::{DelayLine, SoleDue};
 use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
 use random::{bernoulli, Streams};
+use slot::SlotGate;
 
 /// Default delay-line capacity, in packets.
 pub const DEFAULT_DELAY_LINE: usize = 1024;
@@ -216,6 +219,9 @@ pub struct PipeConfig {
     /// jitter and leave as they leave the link, ahead of the packets still
     /// delayed; needs `reorder` (a line that can reorder).
     pub netem_reorder: Option<NetemReorder>,
+    /// tc-netem's `slot`: packets leave the delay line only when a slot
+    /// opens, in bursts ([`Slots`]).
+    pub slots: Option<Slots>,
     /// The configuration of every queue (flow slot) unless
     /// [`Pipe::set_queue`] changes one.
     pub queue: QueueConfig,
@@ -236,6 +242,7 @@ impl Default for PipeConfig {
             jitter: None,
             reorder: false,
             netem_reorder: None,
+            slots: None,
             queue: QueueConfig::default(),
             delay_line_capacity: DEFAULT_DELAY_LINE,
             seed: 1,
@@ -255,6 +262,9 @@ impl PipeConfig {
             2..=MAX_DELAY_LINE,
         )?;
         self.framing.validate()?;
+        if let Some(s) = &self.slots {
+            s.validate()?;
+        }
         if let Some(r) = &self.netem_reorder {
             r.validate()?;
             if !self.reorder {
@@ -475,6 +485,8 @@ pub struct Pipe<S> {
     netem_reorder: Option<NetemReorder>,
     /// Packets delayed since the last one tc-netem's reordering sent ahead.
     reorder_count: u32,
+    /// tc-netem's slots: where the current one is and what it has left.
+    slot_gate: Option<SlotGate>,
     /// The distinct queue configurations (few: one per flowset).
     configs: Vec<Installed>,
     /// Per flow: its length, its configuration's index in `configs` and
@@ -490,8 +502,9 @@ pub struct Pipe<S> {
     any_duplicate: bool,
     /// Some queue corrupts.
     any_corrupt: bool,
-    /// No profile, no jitter, no duplication and no corruption: a packet's
-    /// exit is the link's finish plus the delay ([`Pipe::refresh_paths`]).
+    /// No profile, no jitter, no reordering, no slots, no duplication and
+    /// no corruption: a packet's exit is the link's finish plus the delay
+    /// ([`Pipe::refresh_paths`]).
     fixed_delay: bool,
     /// Every queue has the one configuration, a limit in slots and no
     /// filter: that limit, checked on arrival without looking the
@@ -526,6 +539,7 @@ impl<S: Scheduler> Pipe<S> {
             jitter: config.jitter,
             netem_reorder: config.netem_reorder,
             reorder_count: 0,
+            slot_gate: config.slots.map(SlotGate::new),
             configs: vec![Installed::new(config.queue)],
             queues: vec![Queue::default(); flows],
             filter_state: if config.queue.keeps_state() {
@@ -614,6 +628,7 @@ impl<S: Scheduler> Pipe<S> {
         self.fixed_delay = self.profile.is_none()
             && self.jitter.is_none()
             && self.netem_reorder.is_none()
+            && self.slot_gate.is_none()
             && !self.any_duplicate
             && !self.any_corrupt;
         // A queue's configuration is an index below `configs.len()`: with
@@ -967,8 +982,8 @@ impl<S: Scheduler> Pipe<S> {
         self.move_random(pkt.flow, pkt.len, pkt.token);
     }
 
-    /// [`Pipe::move_to_line`] with a profile, jitter, duplication or
-    /// corruption configured: out of line, so that the fixed-delay path stays short
+    /// [`Pipe::move_to_line`] with a profile, jitter, reordering, slots,
+    /// duplication or corruption configured: out of line, so that the fixed-delay path stays short
     /// in the caller's loop. It takes the packet's fields, not the
     /// packet: a 16-byte argument is passed through memory, and the
     /// caller would keep the packet on its stack for every packet.
@@ -1006,7 +1021,7 @@ impl<S: Scheduler> Pipe<S> {
             {
                 self.reorder_count = 0;
                 self.counters.reordered += 1;
-                let exit = self.line.insert(finish, pkt, Fate::Transmit);
+                let exit = self.put_in_line(finish, pkt, Fate::Transmit);
                 self.duplicate_maybe(config, exit, pkt);
                 return;
             }
@@ -1022,8 +1037,20 @@ impl<S: Scheduler> Pipe<S> {
                 w.max(finish)
             };
         }
-        let exit = self.line.insert(wish, pkt, Fate::Transmit);
+        let exit = self.put_in_line(wish, pkt, Fate::Transmit);
         self.duplicate_maybe(config, exit, pkt);
+    }
+
+    /// Puts an entry that would leave at `wish` into the line, through the
+    /// slots when there are some (a slot instant is never earlier than the
+    /// exit the line would give); returns its exit.
+    #[inline]
+    fn put_in_line(&mut self, wish: Instant, pkt: Packet, fate: Fate) -> Instant {
+        let wish = match &mut self.slot_gate {
+            Some(g) => g.place(self.line.floor(wish), pkt.len, &mut self.rng.slot),
+            None => wish,
+        };
+        self.line.insert(wish, pkt, fate)
     }
 
     /// Draws whether `pkt`, of the queue configuration `config`, just put
@@ -1033,7 +1060,7 @@ impl<S: Scheduler> Pipe<S> {
         if self.any_duplicate {
             let dup = config.map_or(0.0, |c| self.configs[c].config.duplicate);
             if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {
-                self.line.insert(exit, pkt, Fate::Duplicate);
+                self.put_in_line(exit, pkt, Fate::Duplicate);
             }
         }
     }

@@ -62,8 +62,10 @@ pub struct Streams {
     /// Corruption draws (derived after the older streams, so that adding
     /// it left their sequences as they were).
     pub corrupt: Rng,
-    /// tc-netem reordering draws (derived last, likewise).
+    /// tc-netem reordering draws (derived after the older streams, likewise).
     pub reorder: Rng,
+    /// Slot intervals (derived last, likewise).
+    pub slot: Rng,
     /// The seed the streams were derived from.
     seed: u64,
 }
@@ -82,6 +84,7 @@ impl Streams {
             profile: next(),
             corrupt: next(),
             reorder: next(),
+            slot: next(),
             seed,
         }
     }
@@ -125,6 +128,7 @@ impl Streams {
             (&mut self.profile, &old.profile, &new.profile),
             (&mut self.corrupt, &old.corrupt, &new.corrupt),
             (&mut self.reorder, &old.reorder, &new.reorder),
+            (&mut self.slot, &old.slot, &new.slot),
         ];
         for (rng, first, first_new) in pairs {
             let advanced = rng.get_seed().wrapping_sub(first.get_seed());
