@@ -520,18 +520,31 @@ pub fn service_port(name: &str) -> Option<u16> {
 /// assert_eq!(format_ports(&p), "80,443,1000-2000");
 /// assert_eq!(format_ports(&parse_ports("http,domain").unwrap()), "80,53");
 /// assert!(parse_ports("2000-1000").is_err());
+/// // An error names the list only when it holds more than the bad item.
+/// assert!(parse_ports("gopher").unwrap_err().message.starts_with("'gopher' is neither"));
+/// assert!(parse_ports("80,gopher").unwrap_err().message.starts_with("'gopher' in '80,gopher'"));
+/// assert_eq!(parse_ports("70000").unwrap_err().message, "port '70000' exceeds 65535");
 /// ```
 ///
 /// # Errors
 /// [`ValueError`] for an item that is neither a port nor a known service
 /// name, or a range whose end is below its start.
 pub fn parse_ports(text: &str) -> Result<Vec<PortRange>, ValueError> {
+    // "'x' in 'y'" names the list only when it is more than the item.
+    let within = |p: &str| {
+        if p == text {
+            format!("'{p}'")
+        } else {
+            format!("'{p}' in '{text}'")
+        }
+    };
     let port = |p: &str| -> Result<u16, ValueError> {
         if p.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
             return service_port(p).ok_or_else(|| {
                 ValueError::syntax(format!(
-                    "'{p}' in '{text}' is neither a port nor a known service name \
-                     (example: 80,443,1000-2000 or http,https)"
+                    "{} is neither a port nor a known service name \
+                     (example: 80,443,1000-2000 or http,https)",
+                    within(p)
                 ))
             });
         }
@@ -541,7 +554,7 @@ pub fn parse_ports(text: &str) -> Result<Vec<PortRange>, ValueError> {
             )));
         }
         p.parse::<u16>()
-            .map_err(|_| ValueError::range(format!("port '{p}' in '{text}' exceeds 65535")))
+            .map_err(|_| ValueError::range(format!("port {} exceeds 65535", within(p))))
     };
     text.split(',')
         .map(|item| {
