@@ -104,7 +104,17 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.red = new.red.or(old.red);
         old.buckets = new.buckets.or(old.buckets);
         old.noerror |= new.noerror;
+        // The two loss models replace each other: a line that gives one
+        // takes the other off (a line that gives both is refused by
+        // validation).
+        if new.lossstate.is_some() && new.gemodel.is_none() {
+            old.gemodel = None;
+        }
+        if new.gemodel.is_some() && new.lossstate.is_none() {
+            old.lossstate = None;
+        }
         old.gemodel = new.gemodel.or(old.gemodel);
+        old.lossstate = new.lossstate.or(old.lossstate);
         old.duplicate = new.duplicate.or(old.duplicate);
         old.corrupt = new.corrupt.or(old.corrupt);
     }

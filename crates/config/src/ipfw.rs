@@ -8,7 +8,8 @@
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder` (a flag, or
-//! tc-netem's `reorder P` with `gap N`), `slot`, `gemodel`, `duplicate`, `corrupt`,
+//! tc-netem's `reorder P` with `gap N`), `slot`, `gemodel`, `lossstate` (tc-netem's
+//! 4-state `loss state P13 [P31 [P32 [P23 [P14]]]]`), `duplicate`, `corrupt`,
 //! `packetoverhead`, `cellsize`, `celloverhead`, `default allow|deny` and
 //! `seed N`. `flush` lines are accepted
 //! in a file only before the first configuration statement (a script's
@@ -21,8 +22,8 @@ use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched, Site,
-    SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
+    InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule,
+    Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
@@ -183,8 +184,8 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
-            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, duplicate, corrupt, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
         }
     }
 
@@ -213,6 +214,7 @@ impl ObjKind {
                 | "droptail"
                 | "noerror"
                 | "gemodel"
+                | "lossstate"
                 | "duplicate"
                 | "corrupt"
         );
@@ -504,6 +506,44 @@ fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
     cur.check(tok, parse_real(&tok.text))
 }
 
+/// `lossstate P13 [P31 [P32 [P23 [P14]]]]`: the values after `p13` are
+/// taken while the next word looks like a number; those not given take
+/// tc-netem's defaults ([`LossState::with_defaults`]).
+fn parse_loss_state(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<LossState, Error> {
+    const NAMES: [&str; 5] = [
+        "lossstate.p13",
+        "lossstate.p31",
+        "lossstate.p32",
+        "lossstate.p23",
+        "lossstate.p14",
+    ];
+    // The keyword's own place: where a clash with `gemodel` is told.
+    record(fields, cur, "lossstate", kw, kw.pos())?;
+    let first = cur.value(kw, "0.01 0.3 0 1 0 (p13 [p31 [p32 [p23 [p14]]]])")?;
+    let p13 = probability(cur, first)?;
+    record(fields, cur, NAMES[0], kw, first.pos())?;
+    let m = LossState::with_defaults(p13);
+    let mut values = [m.p13, m.p31, m.p32, m.p23, m.p14];
+    for (slot, name) in values.iter_mut().zip(NAMES).skip(1) {
+        let Some(v) = cur.peek().filter(|t| {
+            t.text
+                .starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
+        }) else {
+            break;
+        };
+        cur.bump();
+        *slot = probability(cur, v)?;
+        record(fields, cur, name, kw, v.pos())?;
+    }
+    Ok(LossState {
+        p13: values[0],
+        p31: values[1],
+        p32: values[2],
+        p23: values[3],
+        p14: values[4],
+    })
+}
+
 /// Parses one keyword of a sched, pipe or queue body, with its values.
 pub(crate) fn parse_object_keyword(
     cur: &mut Cursor,
@@ -651,6 +691,8 @@ pub(crate) fn parse_object_keyword(
             record(&mut d.fields, cur, "noerror", kw, kw.pos())?;
         }
         "gemodel" => {
+            // The keyword's own place: where a clash with `lossstate` is told.
+            record(&mut d.fields, cur, "gemodel", kw, kw.pos())?;
             let mut values = [0.0; 4];
             const NAMES: [&str; 4] = ["gemodel.p", "gemodel.r", "gemodel.1-h", "gemodel.1-k"];
             for (slot, name) in values.iter_mut().zip(NAMES) {
@@ -665,6 +707,7 @@ pub(crate) fn parse_object_keyword(
                 one_minus_k: values[3],
             });
         }
+        "lossstate" => d.params.lossstate = Some(parse_loss_state(cur, kw, &mut d.fields)?),
         "buckets" => {
             let v = cur.value(kw, "64")?;
             let n = cur.check(v, parse_u32(&v.text))?;

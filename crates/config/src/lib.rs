@@ -39,7 +39,8 @@
 //!
 //! Sources: `ipfw(8)` and `dummynet.c` of the Linux/Windows dummynet port and
 //! of FreeBSD (`sbin/ipfw/dummynet.c`); tc-netem(8) for the delay
-//! distribution, Gilbert-Elliott loss and duplication.
+//! distribution, Gilbert-Elliott loss, the 4-state loss model (`loss
+//! state`) and duplication.
 #![forbid(unsafe_code)]
 
 pub mod control;
@@ -63,8 +64,8 @@ pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};
 pub use model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    InterfaceRole, LinkParams, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule, Sched,
-    SlotInterval, SlotParams, Table, TableEntry, Target,
+    InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule,
+    Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 pub use net::{AddrList, AddrListError, AddrMatch, PortRange, Prefix, MAX_ADDR_LIST_LEN};
 pub use pipe_config::{

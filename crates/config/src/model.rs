@@ -1,6 +1,7 @@
 //! dummynet's user model as plain data: scheds, pipes, queues (flowsets),
 //! lookup tables and rules, plus pspat's netem-like extensions (jitter with a
-//! distribution, reordering, Gilbert-Elliott loss, duplication, one seed).
+//! distribution, reordering, Gilbert-Elliott and 4-state loss, duplication,
+//! one seed).
 //!
 //! A [`Config`] holds what a file says, as written: unset parameters are
 //! `None` and take dummynet's defaults only when [`Config::validate`] resolves
@@ -181,6 +182,46 @@ pub struct GilbertElliott {
     pub one_minus_k: f64,
 }
 
+/// The 4-state loss model (`lossstate p13 [p31 [p32 [p23 [p14]]]]`, as
+/// tc-netem(8)'s `loss state`): the parsers fill in the defaults of the
+/// values not given (`p31 = 1 − p13`, `p32 = 0`, `p23 = 1`, `p14 = 0`),
+/// so the model always holds all five and prints them all.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LossState {
+    /// Gap (1) → lost in a burst (3).
+    pub p13: f64,
+    /// Lost in a burst (3) → gap (1).
+    pub p31: f64,
+    /// Lost in a burst (3) → sent in a burst (2).
+    pub p32: f64,
+    /// Sent in a burst (2) → lost in a burst (3).
+    pub p23: f64,
+    /// Gap (1) → isolated loss (4).
+    pub p14: f64,
+}
+
+impl LossState {
+    /// The model with the defaults of tc-netem's `loss state P13`:
+    /// `p31 = 1 − p13` (kept within 0..=1, so that an out-of-range `p13`
+    /// is the one value reported), `p32 = 0`, `p23 = 1`, `p14 = 0`.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::LossState;
+    /// let m = LossState::with_defaults(0.01);
+    /// assert_eq!((m.p31, m.p32, m.p23, m.p14), (0.99, 0.0, 1.0, 0.0));
+    /// ```
+    pub fn with_defaults(p13: f64) -> Self {
+        LossState {
+            p13,
+            p31: (1.0 - p13).clamp(0.0, 1.0),
+            p32: 0.0,
+            p23: 1.0,
+            p14: 0.0,
+        }
+    }
+}
+
 /// The queue half of a pipe or queue: limits, loss and drop policy.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct QueueParams {
@@ -196,6 +237,8 @@ pub struct QueueParams {
     pub noerror: bool,
     /// `gemodel`: Gilbert-Elliott loss (pspat).
     pub gemodel: Option<GilbertElliott>,
+    /// `lossstate`: the 4-state loss model (pspat); not with `gemodel`.
+    pub lossstate: Option<LossState>,
     /// `duplicate`: probability that a packet is sent twice (pspat).
     pub duplicate: Option<f64>,
     /// `corrupt`: probability that a packet leaves with one bit flipped

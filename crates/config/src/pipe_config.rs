@@ -1,7 +1,8 @@
 //! From a validated [`Plan`] to the core's pipe configuration
 //! ([`pspat_sched::pipe::PipeConfig`]): the link half (bw, burst, delay,
 //! profile, jitter, reorder) of a pipe or sched and the queue half (limit,
-//! plr, RED/GRED, Gilbert-Elliott, duplication) of a pipe or flowset.
+//! plr, RED/GRED, Gilbert-Elliott, the 4-state loss model, duplication) of
+//! a pipe or flowset.
 //!
 //! # Guarantees
 //! * Every value of the plan that the pipe models is carried over, units
@@ -89,6 +90,13 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
             r: g.r,
             loss_bad: g.one_minus_h,
             loss_good: g.one_minus_k,
+        }),
+        loss_state: q.lossstate.map(|m| pipe::LossState {
+            p13: m.p13,
+            p31: m.p31,
+            p32: m.p32,
+            p23: m.p23,
+            p14: m.p14,
         }),
         duplicate: q.duplicate,
         corrupt: q.corrupt,
@@ -314,6 +322,7 @@ mod tests {
                 plr: 0.01,
                 red: None,
                 gilbert_elliott: None,
+                loss_state: None,
                 duplicate: 0.0,
                 corrupt: 0.0,
             },

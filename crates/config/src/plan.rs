@@ -28,7 +28,8 @@ use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::FlowMask;
 use crate::model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    LinkParams, Parent, Proto, QueueParams, Red, Site, SiteKind, SlotInterval, SlotParams, Target,
+    LinkParams, LossState, Parent, Proto, QueueParams, Red, Site, SiteKind, SlotInterval,
+    SlotParams, Target,
 };
 use crate::net::{AddrMatch, PortRange, Prefix};
 use crate::profile::{parse_profile, Profile};
@@ -166,6 +167,9 @@ pub struct QueueSetPlan {
     pub noerror: bool,
     /// Gilbert-Elliott loss.
     pub gemodel: Option<GilbertElliott>,
+    /// The 4-state loss model (never with `gemodel`).
+    #[serde(default)]
+    pub lossstate: Option<LossState>,
     /// Duplication probability.
     pub duplicate: f64,
     /// Corruption probability (one bit flipped).
@@ -689,6 +693,9 @@ impl Checker<'_> {
                 g.one_minus_k,
             );
         }
+        if let Some(m) = q.lossstate {
+            self.loss_state(kind, index, owner, &m, q.gemodel.is_some());
+        }
         if let Some(r) = q.red {
             let bad = if !(r.w_q > 0.0 && r.w_q <= 1.0) {
                 Some(format!("w_q {} must be in (0, 1]", r.w_q))
@@ -725,8 +732,82 @@ impl Checker<'_> {
             buckets,
             noerror: q.noerror,
             gemodel: q.gemodel,
+            lossstate: q.lossstate,
             duplicate: q.duplicate.unwrap_or(0.0),
             corrupt: q.corrupt.unwrap_or(0.0),
+        }
+    }
+
+    /// A queue's `lossstate`: each value a probability, the ways out of
+    /// states 1 and 3 summing to at most 1, and no `gemodel` beside it
+    /// (told at whichever of the two keywords comes second).
+    fn loss_state(
+        &mut self,
+        kind: SiteKind,
+        index: usize,
+        owner: &str,
+        m: &LossState,
+        with_gemodel: bool,
+    ) {
+        let values = [
+            ("lossstate.p13", "p13", m.p13),
+            ("lossstate.p31", "p31", m.p31),
+            ("lossstate.p32", "p32", m.p32),
+            ("lossstate.p23", "p23", m.p23),
+            ("lossstate.p14", "p14", m.p14),
+        ];
+        for (field, name, p) in values {
+            self.probability(
+                (kind, index, field),
+                &format!("{owner} lossstate {name}"),
+                p,
+            );
+        }
+        let valid = values.iter().all(|v| (0.0..=1.0).contains(&v.2));
+        // Told at the value that tips the sum over (p14, p32: each
+        // defaults to 0, so a sum above 1 has it written).
+        for (a, b, field, state) in [
+            (("p13", m.p13), ("p14", m.p14), "lossstate.p14", 1),
+            (("p31", m.p31), ("p32", m.p32), "lossstate.p32", 3),
+        ] {
+            if valid && a.1 + b.1 > 1.0 {
+                let pos = self.pos(kind, index, 0, field, || b.1.to_string());
+                self.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    format!(
+                        "{owner} lossstate {} + {} is {}, above 1 (both are chances of \
+                         leaving state {state}: their sum is at most 1)",
+                        a.0,
+                        b.0,
+                        a.1 + b.1
+                    ),
+                );
+            }
+        }
+        if with_gemodel {
+            let at = |field| {
+                self.config.sources.get(&Site {
+                    kind,
+                    index,
+                    sub: 0,
+                    field,
+                })
+            };
+            let second = match (at("lossstate"), at("gemodel")) {
+                (Some(l), Some(g)) if (g.line, g.column) > (l.line, l.column) => "gemodel",
+                _ => "lossstate",
+            };
+            let pos = self.pos(kind, index, 0, second, || second.into());
+            self.push(
+                pos,
+                // A loss model given twice (tc-netem's `loss` takes one).
+                ErrorKind::Duplicate,
+                format!(
+                    "{owner} has both gemodel and lossstate: a queue takes one loss model, \
+                     Gilbert-Elliott or the 4-state one"
+                ),
+            );
         }
     }
 

@@ -114,6 +114,13 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
             g.p, g.r, g.one_minus_h, g.one_minus_k
         ));
     }
+    if let Some(m) = q.lossstate {
+        // All five, defaults included: the words read back as they were.
+        out.push(format!(
+            "lossstate {} {} {} {} {}",
+            m.p13, m.p31, m.p32, m.p23, m.p14
+        ));
+    }
     if let Some(d) = q.duplicate {
         out.push(format!("duplicate {d}"));
     }
@@ -408,6 +415,17 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
             real(g.r),
             real(g.one_minus_h),
             real(g.one_minus_k)
+        );
+    }
+    if let Some(m) = q.lossstate {
+        let _ = writeln!(
+            out,
+            "lossstate = {{ p13 = {}, p31 = {}, p32 = {}, p23 = {}, p14 = {} }}",
+            real(m.p13),
+            real(m.p31),
+            real(m.p32),
+            real(m.p23),
+            real(m.p14)
         );
     }
     if let Some(d) = q.duplicate {

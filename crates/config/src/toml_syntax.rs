@@ -11,7 +11,9 @@
 //! `number`. A queue limit is `limit` (`limit = 50` slots, `limit = "64KB"`);
 //! flags are booleans (`reorder = true`); `mask` is `"all"` or a table of
 //! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with keys `p`,
-//! `r`, `1-h`, `1-k`; `slot` a table with `min` and `max`, or
+//! `r`, `1-h`, `1-k`; `lossstate` a table with key `p13` and optional
+//! `p31`, `p32`, `p23`, `p14` (tc-netem's defaults for those not given);
+//! `slot` a table with `min` and `max`, or
 //! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
 //! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
@@ -25,8 +27,8 @@ use crate::ipfw::{
     empty_rule, parse_object_keyword, parse_rule_body, Builder, Cursor, Draft, Fields, ObjKind,
     Statement, Tok,
 };
-use crate::model::{Action, Config, DefaultAction, TableEntry};
-use crate::units::{parse_u32, parse_uint};
+use crate::model::{Action, Config, DefaultAction, LossState, TableEntry};
+use crate::units::{parse_real, parse_u32, parse_uint};
 
 /// Byte offsets to 1-based line and character column.
 struct LineIndex<'a> {
@@ -204,6 +206,7 @@ impl Reader<'_> {
                 Ok(toks)
             }
             DeValue::Table(t) if kw.text == "slot" => self.slot_tokens(kw, t),
+            DeValue::Table(t) if kw.text == "lossstate" => self.loss_state_tokens(kw, t),
             DeValue::Table(t) if kw.text == "gemodel" => {
                 let mut toks = vec![kw.clone()];
                 for name in ["p", "r", "1-h", "1-k"] {
@@ -233,6 +236,65 @@ impl Reader<'_> {
             }
             _ => Ok(vec![kw, self.scalar(key, value)?]),
         }
+    }
+
+    /// `lossstate = { p13 = 0.01, p31 = 0.3, p32 = 0, p23 = 1, p14 = 0 }` as
+    /// the words of `lossstate p13 p31 p32 p23 p14`: `p13` is required; a
+    /// key left out before one given becomes its default, written at the
+    /// table's key (`p31 = 1 − p13`, `p32 = 0`, `p23 = 1`); those left out
+    /// after the last one given are left to the ipfw parser's defaults.
+    fn loss_state_tokens(&self, kw: Tok, t: &DeTable<'_>) -> Result<Vec<Tok>, Error> {
+        const KEYS: [&str; 5] = ["p13", "p31", "p32", "p23", "p14"];
+        if let Some((k, _)) = t
+            .iter()
+            .find(|(k, _)| !KEYS.contains(&k.get_ref().as_ref()))
+        {
+            let t = self.key_tok(k);
+            return Err(self.error(
+                &t,
+                ErrorKind::UnknownKeyword,
+                format!(
+                    "unknown lossstate key '{}' (allowed: p13, p31, p32, p23, p14)",
+                    t.text
+                ),
+            ));
+        }
+        let mut given = Vec::with_capacity(KEYS.len());
+        for name in KEYS {
+            given.push(match t.iter().find(|(k, _)| k.get_ref() == name) {
+                Some((k, v)) => Some(self.scalar(&self.key_tok(k), v)?),
+                None => None,
+            });
+        }
+        let Some(p13) = given[0].clone() else {
+            return Err(self.error(
+                &kw,
+                ErrorKind::Syntax,
+                "'lossstate' needs the key p13 (example: lossstate = { p13 = 0.01, p31 = 0.3 })",
+            ));
+        };
+        let last = given.iter().rposition(Option::is_some).unwrap_or(0);
+        let defaults = match parse_real(&p13.text) {
+            Ok(p) => LossState::with_defaults(p),
+            // The ipfw parser tells this one, at p13.
+            Err(_) => LossState::with_defaults(0.0),
+        };
+        let defaults = [
+            defaults.p13,
+            defaults.p31,
+            defaults.p32,
+            defaults.p23,
+            defaults.p14,
+        ];
+        let mut toks = vec![kw.clone()];
+        for (i, v) in given.into_iter().enumerate().take(last + 1) {
+            toks.push(v.unwrap_or_else(|| {
+                let mut d = kw.clone();
+                d.text = defaults[i].to_string();
+                d
+            }));
+        }
+        Ok(toks)
     }
 
     /// `slot = { min = "800us", max = "1ms", packets = 32, bytes = "64KB" }`

@@ -127,6 +127,50 @@ fn values_out_of_range() {
     assert_at(&e, "cfg.ipfw", 1, 19, "1.5", ErrorKind::OutOfRange);
     let e = error_of("pipe 1 config gemodel 0.1 0.2 2 0\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 31, "2", ErrorKind::OutOfRange);
+    // lossstate: a value out of 0..=1 (p13, and a later one), each at its token.
+    let e = error_of("pipe 1 config lossstate 1.5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "1.5", ErrorKind::OutOfRange);
+    assert!(e.message.contains("lossstate p13"), "{e}");
+    let e = error_of("pipe 1 config lossstate 0.1 0.2 -0.1\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 33, "-0.1", ErrorKind::OutOfRange);
+    assert!(e.message.contains("lossstate p32"), "{e}");
+    let e = error_of("pipe 1 config lossstate 0.1 0.2 0 1.25\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 35, "1.25", ErrorKind::OutOfRange);
+    // p13 + p14 above 1: at p14.
+    let e = error_of("pipe 1 config lossstate 0.6 0.3 0 1 0.5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 37, "0.5", ErrorKind::OutOfRange);
+    assert!(e.message.contains("p13 + p14"), "{e}");
+    // p31 + p32 above 1: at p32.
+    let e = error_of("pipe 1 config lossstate 0.1 0.7 0.4\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 33, "0.4", ErrorKind::OutOfRange);
+    assert!(e.message.contains("p31 + p32"), "{e}");
+    // lossstate and gemodel on one queue: at the second of the two.
+    let e = error_of(
+        "pipe 1 config gemodel 0.1 0.2 1 0 lossstate 0.01\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 1, 35, "lossstate", ErrorKind::Duplicate);
+    assert!(e.message.contains("both gemodel and lossstate"), "{e}");
+    let e = error_of(
+        "pipe 1 config bw 1Mbit/s\nqueue 2 config pipe 1 lossstate 0.01 gemodel 0.1 0.2 1 0\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 38, "gemodel", ErrorKind::Duplicate);
+    // Given twice.
+    let e = error_of("pipe 1 config lossstate 0.1 lossstate 0.2\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 29, "lossstate", ErrorKind::Duplicate);
+    // TOML: p31 defaults to 1 - p13 = 0.9, so p32 = 0.2 is too much.
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nlossstate = { p13 = 0.1, p32 = 0.2 }\n");
+    assert_at(&e, "cfg.toml", 3, 32, "0.2", ErrorKind::OutOfRange);
+    assert!(e.message.contains("p31 + p32"), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nlossstate = { p13 = 0.1, p41 = 0.2 }\n");
+    assert_at(&e, "cfg.toml", 3, 26, "p41", ErrorKind::UnknownKeyword);
+    assert!(
+        e.message.contains("allowed: p13, p31, p32, p23, p14"),
+        "{e}"
+    );
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nlossstate = { p31 = 0.2 }\n");
+    assert_at(&e, "cfg.toml", 3, 1, "lossstate", ErrorKind::Syntax);
     let e = error_of("pipe 1 config red 0.002/80/30/0.1\n", &NoProfiles);
     assert_at(
         &e,

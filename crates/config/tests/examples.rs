@@ -102,6 +102,24 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 8 config slot 2ms",
         "pipe 8 config slot 2ms\n",
     ),
+    // tc-netem's `loss state`: the defaults of the values not given are
+    // printed (p31 = 1 - p13, p32 = 0, p23 = 1, p14 = 0).
+    (
+        "pipe 1 config lossstate 0.01",
+        "pipe 1 config lossstate 0.01 0.99 0 1 0\n",
+    ),
+    (
+        "pipe 3 config bw 1Mbit/s lossstate 0.02 0.2 0.3 0.1 0.01 plr 0.001",
+        "pipe 3 config bw 1Mbit/s plr 0.001 lossstate 0.02 0.2 0.3 0.1 0.01\n",
+    ),
+    (
+        "pipe 4 config lossstate 0.1 0.5 queue 20",
+        "pipe 4 config queue 20 lossstate 0.1 0.5 0 1 0\n",
+    ),
+    (
+        "pipe 5 config lossstate 0 1 0 1 0.05 duplicate 0.01",
+        "pipe 5 config lossstate 0 1 0 1 0.05 duplicate 0.01\n",
+    ),
     (
         "sched 9 config type qfq slot distribution normal 1ms 200us bytes 16KB",
         "sched 9 config type qfq slot distribution normal 1ms 200us bytes 16KB\n",
@@ -127,6 +145,89 @@ fn every_man_page_example_parses_and_prints_normalised() {
         let via_toml = parse_toml(&print_toml(&cfg), "example.toml").unwrap();
         assert_eq!(via_toml, cfg, "TOML round trip of {input:?}");
     }
+}
+
+#[test]
+fn lossstate_defaults_and_toml_agree_with_the_ipfw_words() {
+    use pspat_config::{merge, LossState, NoProfiles};
+    let words = |text: &str| {
+        parse_ipfw(text, "x").unwrap().pipes[0]
+            .queue
+            .lossstate
+            .unwrap()
+    };
+    let m = |p13, p31, p32, p23, p14| LossState {
+        p13,
+        p31,
+        p32,
+        p23,
+        p14,
+    };
+    assert_eq!(
+        words("pipe 1 config lossstate 0.25"),
+        m(0.25, 0.75, 0.0, 1.0, 0.0)
+    );
+    assert_eq!(
+        words("pipe 1 config lossstate 0.25 0.5"),
+        m(0.25, 0.5, 0.0, 1.0, 0.0)
+    );
+    assert_eq!(
+        words("pipe 1 config lossstate 0.25 0.5 0.125 0.75"),
+        m(0.25, 0.5, 0.125, 0.75, 0.0)
+    );
+    // TOML: only p13 is required; keys left out take the defaults, also
+    // before a key given.
+    let toml = |table: &str| {
+        parse_toml(
+            &format!("[[pipe]]\nnumber = 1\nlossstate = {table}\n"),
+            "x.toml",
+        )
+        .unwrap()
+        .pipes[0]
+            .queue
+            .lossstate
+            .unwrap()
+    };
+    assert_eq!(toml("{ p13 = 0.25 }"), m(0.25, 0.75, 0.0, 1.0, 0.0));
+    assert_eq!(
+        toml("{ p14 = 0.125, p13 = 0.25 }"),
+        m(0.25, 0.75, 0.0, 1.0, 0.125)
+    );
+    assert_eq!(
+        toml("{ p13 = 0.25, p31 = 0.5, p32 = 0.125, p23 = 0.75, p14 = 0.0625 }"),
+        m(0.25, 0.5, 0.125, 0.75, 0.0625)
+    );
+    // The plan carries it; a live line giving one loss model replaces the
+    // other.
+    let running = parse_ipfw("pipe 1 config gemodel 0.01 0.3 1 0", "run").unwrap();
+    let lines = parse_ipfw("pipe 1 config lossstate 0.01", "<ctl>").unwrap();
+    let plan = merge(&running, &lines).validate(&NoProfiles).unwrap();
+    assert_eq!(plan.pipes[&1].queue.gemodel, None);
+    assert_eq!(
+        plan.pipes[&1].queue.lossstate,
+        Some(m(0.01, 0.99, 0.0, 1.0, 0.0))
+    );
+    let back = parse_ipfw("pipe 1 config gemodel 0.01 0.3 1 0", "<ctl>").unwrap();
+    let plan = merge(&merge(&running, &lines), &back)
+        .validate(&NoProfiles)
+        .unwrap();
+    assert_eq!(plan.pipes[&1].queue.lossstate, None);
+    assert!(plan.pipes[&1].queue.gemodel.is_some());
+    // And the core gets the same five values.
+    let core = pspat_config::queue_config(
+        &merge(&running, &lines).validate(&NoProfiles).unwrap().pipes[&1].queue,
+    );
+    assert_eq!(
+        core.loss_state,
+        Some(pspat_sched::pipe::LossState {
+            p13: 0.01,
+            p31: 0.99,
+            p32: 0.0,
+            p23: 1.0,
+            p14: 0.0
+        })
+    );
+    assert_eq!(core.gilbert_elliott, None);
 }
 
 #[test]

@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use pspat_config::{
     Action, AddrList, AddrMatch, Config, DefaultAction, Direction, Distribution, FlowMask,
-    GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, Parent, Pipe, PortRange, Prefix,
-    Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval, SlotParams, Table,
-    TableEntry, Target,
+    GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe, PortRange,
+    Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval, SlotParams,
+    Table, TableEntry, Target,
 };
 use pspat_sched::AlgKind;
 
@@ -121,6 +121,19 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
             one_minus_k,
         }
     });
+    // All five values, as the parsers store them (defaults filled in).
+    let loss_state = prop_oneof![
+        (real(), real(), real(), real(), real()).prop_map(|(p13, p31, p32, p23, p14)| {
+            LossState {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            }
+        }),
+        real().prop_map(LossState::with_defaults),
+    ];
     (
         option::of(limit),
         option::of(real()),
@@ -128,19 +141,23 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         option::of(any::<u32>()),
         any::<bool>(),
         option::of(ge),
+        option::of(loss_state),
         option::of(real()),
         option::of(real()),
     )
         .prop_map(
-            |(limit, plr, red, buckets, noerror, gemodel, duplicate, corrupt)| QueueParams {
-                limit,
-                plr,
-                red,
-                buckets,
-                noerror,
-                gemodel,
-                duplicate,
-                corrupt,
+            |(limit, plr, red, buckets, noerror, gemodel, lossstate, duplicate, corrupt)| {
+                QueueParams {
+                    limit,
+                    plr,
+                    red,
+                    buckets,
+                    noerror,
+                    gemodel,
+                    lossstate,
+                    duplicate,
+                    corrupt,
+                }
             },
         )
 }

@@ -97,7 +97,8 @@ pub enum DropReason {
     Shutdown,
     /// A pipe's random loss (`plr`) took it.
     RandomLoss,
-    /// A pipe's Gilbert-Elliott loss model took it.
+    /// A pipe's correlated loss model took it: Gilbert-Elliott
+    /// (`gemodel`) or the 4-state model (`lossstate`).
     BurstLoss,
     /// A pipe queue's RED or gentle RED dropped it early.
     Red,

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use pspat_sched::pipe::{
-    DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, NetemReorder, Pipe,
-    PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
+    DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, LossState, NetemReorder,
+    Pipe, PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
 };
 use pspat_sched::{AlgKind, Fate, FlowId, FlowTable, Instant, Packet, SchedulerConfig};
 
@@ -32,35 +32,58 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
             0.01..=1.0f64,
         )),
         proptest::option::of((0.0..=1.0f64, 0.0..=1.0f64, probability(), probability())),
+        proptest::option::of(loss_state()),
         probability(),
         probability(),
     )
-        .prop_map(|(limit, plr, red, ge, duplicate, corrupt)| QueueConfig {
-            limit,
-            plr,
-            red: red.map(|(gentle, w_q, min, span, max_p)| {
-                // Thresholds in the limit's unit: bytes are scaled up.
-                let unit = if matches!(limit, QueueLimit::Bytes(_)) {
-                    500
-                } else {
-                    1
-                };
-                Red {
-                    gentle,
-                    w_q,
-                    min_th: min * unit,
-                    max_th: (min + span) * unit,
-                    max_p,
-                }
-            }),
-            gilbert_elliott: ge.map(|(p, r, loss_bad, loss_good)| GilbertElliott {
-                p,
-                r,
-                loss_bad,
-                loss_good,
-            }),
-            duplicate,
-            corrupt,
+        .prop_map(
+            |(limit, plr, red, ge, ls, duplicate, corrupt)| QueueConfig {
+                limit,
+                plr,
+                red: red.map(|(gentle, w_q, min, span, max_p)| {
+                    // Thresholds in the limit's unit: bytes are scaled up.
+                    let unit = if matches!(limit, QueueLimit::Bytes(_)) {
+                        500
+                    } else {
+                        1
+                    };
+                    Red {
+                        gentle,
+                        w_q,
+                        min_th: min * unit,
+                        max_th: (min + span) * unit,
+                        max_p,
+                    }
+                }),
+                gilbert_elliott: ge.map(|(p, r, loss_bad, loss_good)| GilbertElliott {
+                    p,
+                    r,
+                    loss_bad,
+                    loss_good,
+                }),
+                loss_state: ls,
+                duplicate,
+                corrupt,
+            },
+        )
+}
+
+/// A valid 4-state loss model: the ways out of states 1 and 3 sum to at
+/// most 1 (each of the pair scaled into what the other leaves).
+fn loss_state() -> impl Strategy<Value = LossState> {
+    (
+        probability(),
+        0.0..=1.0f64,
+        probability(),
+        0.0..=1.0f64,
+        0.0..=1.0f64,
+    )
+        .prop_map(|(p13, p14_share, p31, p32_share, p23)| LossState {
+            p13,
+            p31,
+            p32: (1.0 - p31) * p32_share,
+            p23,
+            p14: (1.0 - p13) * p14_share * 0.3,
         })
 }
 
@@ -228,13 +251,15 @@ proptest! {
     }
 }
 
-/// `q` with the filters a flowset without them has: no plr, RED or
-/// Gilbert-Elliott (so its packets take the pipe's fast path).
+/// `q` with the filters a flowset without them has: no plr, RED,
+/// Gilbert-Elliott or 4-state loss (so its packets take the pipe's fast
+/// path).
 fn without_filters(q: QueueConfig) -> QueueConfig {
     QueueConfig {
         plr: 0.0,
         red: None,
         gilbert_elliott: None,
+        loss_state: None,
         ..q
     }
 }

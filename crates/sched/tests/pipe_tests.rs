@@ -8,6 +8,8 @@ mod pipe_timing;
 // Random processes against their formulas: plr, RED, GRED, Gilbert-Elliott,
 // duplication, profile, jitter.
 mod pipe_random;
+// tc-netem's 4-state loss model: stationary loss, forced branches, replay.
+mod pipe_loss_state;
 // Random configurations and arrivals: conservation, order, never early.
 mod pipe_prop;
 // tc-netem's slots: bursts at slot instants, budgets, intervals, live changes.

@@ -2,7 +2,7 @@
 //! order, replay from one seed, a stalled delay line, and no allocation.
 
 use pspat_sched::pipe::{
-    Framing, GilbertElliott, Jitter, JitterDistribution, NetemReorder, Pipe, PipeConfig,
+    Framing, GilbertElliott, Jitter, JitterDistribution, LossState, NetemReorder, Pipe, PipeConfig,
     QueueConfig, QueueLimit, Red,
 };
 use pspat_sched::{
@@ -506,6 +506,13 @@ fn everything(seed: u64) -> PipeConfig {
                 r: 0.2,
                 loss_bad: 0.5,
                 loss_good: 0.0,
+            }),
+            loss_state: Some(LossState {
+                p13: 0.02,
+                p31: 0.2,
+                p32: 0.3,
+                p23: 0.1,
+                p14: 0.01,
             }),
             duplicate: 0.05,
             corrupt: 0.05,

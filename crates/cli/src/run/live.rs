@@ -8,7 +8,8 @@
 //!   distribution, `profile` ([`Pipe::reconfigure`]: from the next packet
 //!   to start on the link; packets in the delay line keep their exit times);
 //! * a queue's parameters (a pipe's own queue, or a flowset's on every one
-//!   of its dynamic queues): limit, `plr`, RED/GRED, Gilbert-Elliott loss
+//!   of its dynamic queues): limit, `plr`, RED/GRED, Gilbert-Elliott loss,
+//!   the 4-state loss model (`lossstate`)
 //!   ([`Pipe::set_queue`]: packets already queued stay);
 //! * a flowset's `weight`, `lmax` and `pri` ([`pspat_sched::Scheduler::change_flow`]:
 //!   queued packets stay in order);
@@ -364,6 +365,9 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
     }
     if q.gemodel.is_some() {
         s.push_str(" gemodel");
+    }
+    if q.lossstate.is_some() {
+        s.push_str(" lossstate");
     }
     if q.duplicate > 0.0 {
         s.push_str(&format!(" duplicate {}", q.duplicate));

@@ -1,7 +1,8 @@
 //! The enqueue filters of a pipe's queue: random loss (`plr`),
-//! Gilbert-Elliott loss, RED / gentle RED, and the queue limit in slots or
-//! bytes, applied in that order (dummynet's `dn_enqueue`: plr, then RED,
-//! then the limit; Gilbert-Elliott, a pspat extension, sits with plr).
+//! Gilbert-Elliott loss, the 4-state loss model, RED / gentle RED, and the
+//! queue limit in slots or bytes, applied in that order (dummynet's
+//! `dn_enqueue`: plr, then RED, then the limit; Gilbert-Elliott and the
+//! 4-state model, pspat extensions, sit with plr).
 //!
 //! # RED (Floyd and Jacobson, "Random Early Detection Gateways for
 //! Congestion Avoidance", IEEE/ACM ToN 1(4), 1993; dummynet's `red_drops`)
@@ -29,6 +30,30 @@
 //! (good → bad with `p`, bad → good with `r`). Long-run loss:
 //! `(r·(1−k) + p·(1−h)) / (p + r)`.
 //!
+//! # The 4-state loss model (tc-netem(8) `loss state p13 p31 p32 p23 p14`)
+//! The general and intuitive (GI) model of Salsano, Ludovici and Ordine,
+//! "Definition of a general and intuitive loss model for packet networks
+//! and its implementation in the Netem module in the Linux kernel" (2009),
+//! as Linux's netem runs it with contiguous ranges of the draw. A Markov
+//! chain per queue whose state says what happened to the last packet:
+//! 1, sent within a gap (good period; the start); 2, sent within a burst;
+//! 3, lost within a burst; 4, an isolated loss within a gap. Each arrival
+//! makes one uniform draw `u` in `[0, 1)` and moves the chain; the packet
+//! is lost when the chain lands in 3 or 4:
+//! * from 1: to 4 when `u < p14`, else to 3 when `u < p14 + p13`, else it
+//!   stays in 1;
+//! * from 2: to 3 when `u < p23`, else it stays in 2;
+//! * from 3: to 2 when `u < p32`, else to 1 when `u < p32 + p31`, else it
+//!   stays in 3;
+//! * from 4: back to 1 (the draw is made all the same, so the stream moves
+//!   by one draw a packet).
+//!
+//! Long-run loss: `π3 + π4` of the chain's stationary distribution
+//! (`π4 = p14·π1`, `π3 = p13·π1/p31`, `π2 = p32·π3/p23` when `p31` and
+//! `p23` are positive). A loss counts as [`DropReason::BurstLoss`], the
+//! reason Gilbert-Elliott's losses count as (both are correlated loss
+//! models; a queue configures one of them).
+//!
 //! # Deviations from dummynet
 //! * Probabilities and the RED average are `f64`, not 31-bit / 16-bit fixed
 //!   point: a user-space emulator has no reason to round `plr 0.01`.
@@ -39,11 +64,13 @@
 //!   unlimited link (`s = 0`) any idle time empties the average.
 //!
 //! # Complexity
-//! O(1) per packet (the idle decay takes O(log t) multiplications, t < 256).
-//! A queue whose configuration has no `plr`, RED or Gilbert-Elliott (known
+//! O(1) per packet (the idle decay takes O(log t) multiplications, t < 256;
+//! the 4-state model one draw and at most two comparisons). A queue whose
+//! configuration has no `plr`, RED, Gilbert-Elliott or 4-state model (known
 //! when the configuration is installed) only compares its length with its
-//! limit. RED and Gilbert-Elliott state lives in a side table of 40 bytes a
-//! queue, allocated only once some queue of the pipe configures one of them.
+//! limit. RED, Gilbert-Elliott and 4-state state lives in a side table of
+//! 40 bytes a queue (the 4-state model's one byte fits in what was padding),
+//! allocated only once some queue of the pipe configures one of them.
 
 use fastrand::Rng;
 
@@ -280,6 +307,113 @@ impl GilbertElliott {
     }
 }
 
+/// The 4-state loss model's parameters (tc-netem(8) `loss state p13 p31
+/// p32 p23 p14`; see the module docs). Probabilities, with `p13 + p14 ≤ 1`
+/// and `p31 + p32 ≤ 1`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossState {
+    /// Gap, sent (1) → burst, lost (3).
+    pub p13: f64,
+    /// Burst, lost (3) → gap, sent (1).
+    pub p31: f64,
+    /// Burst, lost (3) → burst, sent (2).
+    pub p32: f64,
+    /// Burst, sent (2) → burst, lost (3).
+    pub p23: f64,
+    /// Gap, sent (1) → isolated loss (4).
+    pub p14: f64,
+}
+
+/// Where a queue's 4-state loss chain is: what happened to the queue's
+/// last packet. One byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LossPhase {
+    /// State 1: sent within a gap (the start).
+    #[default]
+    GapSent = 1,
+    /// State 2: sent within a burst.
+    BurstSent = 2,
+    /// State 3: lost within a burst.
+    BurstLost = 3,
+    /// State 4: an isolated loss within a gap.
+    GapLost = 4,
+}
+
+impl LossPhase {
+    /// Whether the packet that brought the chain here was lost (3 or 4).
+    pub fn lost(self) -> bool {
+        matches!(self, LossPhase::BurstLost | LossPhase::GapLost)
+    }
+}
+
+impl LossState {
+    /// One arrival: one uniform draw moves the chain from `phase`; true
+    /// when the packet is lost (the chain lands in state 3 or 4).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::pipe::filter::{LossPhase, LossState};
+    /// // Every packet of a gap is lost alone: 1 → 4 → 1 → 4 ...
+    /// let m = LossState { p13: 0.0, p31: 1.0, p32: 0.0, p23: 1.0, p14: 1.0 };
+    /// let (mut phase, mut rng) = (LossPhase::default(), fastrand::Rng::with_seed(1));
+    /// assert!(m.step(&mut phase, &mut rng) && phase == LossPhase::GapLost);
+    /// assert!(!m.step(&mut phase, &mut rng) && phase == LossPhase::GapSent);
+    /// ```
+    #[inline]
+    pub fn step(&self, phase: &mut LossPhase, rng: &mut Rng) -> bool {
+        let u = rng.f64();
+        *phase = match *phase {
+            LossPhase::GapSent if u < self.p14 => LossPhase::GapLost,
+            LossPhase::GapSent if u < self.p14 + self.p13 => LossPhase::BurstLost,
+            LossPhase::GapSent => LossPhase::GapSent,
+            LossPhase::BurstSent if u < self.p23 => LossPhase::BurstLost,
+            LossPhase::BurstSent => LossPhase::BurstSent,
+            LossPhase::BurstLost if u < self.p32 => LossPhase::BurstSent,
+            LossPhase::BurstLost if u < self.p32 + self.p31 => LossPhase::GapSent,
+            LossPhase::BurstLost => LossPhase::BurstLost,
+            LossPhase::GapLost => LossPhase::GapSent,
+        };
+        phase.lost()
+    }
+
+    /// Checks the ranges and that the probabilities out of states 1 and 3
+    /// sum to at most 1.
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] naming the first bad parameter.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::pipe::filter::LossState;
+    /// let m = LossState { p13: 0.01, p31: 0.3, p32: 0.0, p23: 1.0, p14: 0.0 };
+    /// assert!(m.validate().is_ok());
+    /// assert!(LossState { p14: 0.995, ..m }.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_probability("4-state loss p13", self.p13)?;
+        check_probability("4-state loss p31", self.p31)?;
+        check_probability("4-state loss p32", self.p32)?;
+        check_probability("4-state loss p23", self.p23)?;
+        check_probability("4-state loss p14", self.p14)?;
+        if self.p13 + self.p14 > 1.0 {
+            return Err(ConfigError::out_of_range(
+                "4-state loss p14",
+                self.p14,
+                format!("0..={} (p13 + p14 at most 1)", 1.0 - self.p13),
+            ));
+        }
+        if self.p31 + self.p32 > 1.0 {
+            return Err(ConfigError::out_of_range(
+                "4-state loss p32",
+                self.p32,
+                format!("0..={} (p31 + p32 at most 1)", 1.0 - self.p31),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Checks that `p` is a probability (NaN refused).
 pub(crate) fn check_probability(what: &str, p: f64) -> Result<(), ConfigError> {
     if (0.0..=1.0).contains(&p) {
@@ -290,7 +424,8 @@ pub(crate) fn check_probability(what: &str, p: f64) -> Result<(), ConfigError> {
 }
 
 /// The configuration of one queue of a pipe (dummynet's flowset
-/// parameters plus pspat's Gilbert-Elliott loss and duplication).
+/// parameters plus pspat's Gilbert-Elliott and 4-state loss, duplication
+/// and corruption).
 ///
 /// # Examples
 /// ```
@@ -310,6 +445,8 @@ pub struct QueueConfig {
     pub red: Option<Red>,
     /// Gilbert-Elliott loss.
     pub gilbert_elliott: Option<GilbertElliott>,
+    /// The 4-state loss model (after Gilbert-Elliott when both are given).
+    pub loss_state: Option<LossState>,
     /// Probability that a packet leaves twice.
     pub duplicate: f64,
     /// Probability that a packet leaves with one bit of it flipped
@@ -351,21 +488,25 @@ impl QueueConfig {
         if let Some(ge) = &self.gilbert_elliott {
             ge.validate()?;
         }
+        if let Some(ls) = &self.loss_state {
+            ls.validate()?;
+        }
         Ok(())
     }
 }
 
 impl QueueConfig {
     /// Whether the queue runs a filter besides its limit (`plr`, RED,
-    /// Gilbert-Elliott): decided once, when the configuration is installed.
+    /// Gilbert-Elliott, 4-state loss): decided once, when the configuration
+    /// is installed.
     pub(crate) fn filters(&self) -> bool {
         self.plr > 0.0 || self.keeps_state()
     }
 
     /// Whether the queue's filters keep state between packets (RED,
-    /// Gilbert-Elliott), kept in the pipe's side table.
+    /// Gilbert-Elliott, 4-state loss), kept in the pipe's side table.
     pub(crate) fn keeps_state(&self) -> bool {
-        self.red.is_some() || self.gilbert_elliott.is_some()
+        self.red.is_some() || self.gilbert_elliott.is_some() || self.loss_state.is_some()
     }
 
     /// Whether a packet of `len` bytes finds the queue full.
@@ -394,9 +535,9 @@ pub(crate) struct QueueState {
 
 const _: () = assert!(std::mem::size_of::<QueueState>() == 16);
 
-/// What a queue's RED and Gilbert-Elliott filters remember between
-/// packets: a side table the pipe allocates only once some queue configures
-/// one of them. 40 bytes.
+/// What a queue's RED, Gilbert-Elliott and 4-state filters remember
+/// between packets: a side table the pipe allocates only once some queue
+/// configures one of them. 40 bytes.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct FilterState {
     /// RED's state.
@@ -405,21 +546,28 @@ pub(crate) struct FilterState {
     pub empty_since: Instant,
     /// Gilbert-Elliott state: true in the bad state.
     pub ge_bad: bool,
+    /// The 4-state loss chain's state.
+    pub loss_phase: LossPhase,
 }
+
+const _: () = assert!(std::mem::size_of::<FilterState>() == 40);
 
 /// The random streams the filters draw from.
 pub(crate) struct FilterRngs<'a> {
     pub loss: &'a mut Rng,
     pub gilbert_elliott: &'a mut Rng,
+    pub loss_state: &'a mut Rng,
     pub red: &'a mut Rng,
 }
 
-/// Runs the filters of `cfg` (plr, Gilbert-Elliott, RED, then the limit)
-/// for a packet of `len` bytes arriving at `now` in queue `q`; `Err` names
-/// why it is dropped. `fs` is the queue's entry in the side table, present
-/// whenever `cfg` keeps state. Does not count the packet in. Out of line:
-/// only queues with `plr`, RED or Gilbert-Elliott call it, so the
-/// limit-only path stays short in the pipe's enqueue.
+/// Runs the filters of `cfg` (plr, Gilbert-Elliott, 4-state loss, RED,
+/// then the limit) for a packet of `len` bytes arriving at `now` in queue
+/// `q`; `Err` names why it is dropped. `fs` is the queue's entry in the side
+/// table, present whenever `cfg` keeps state. Does not count the packet in.
+/// Out of line: only queues with `plr`, RED, Gilbert-Elliott or 4-state
+/// loss call it, so the limit-only path stays short in the pipe's enqueue.
+/// A filter that drops a packet ends it: the filters after it do not see
+/// it (a packet `plr` took does not move the loss chains).
 #[inline(never)]
 pub(crate) fn admit(
     cfg: &QueueConfig,
@@ -436,6 +584,11 @@ pub(crate) fn admit(
     if let Some(fs) = fs {
         if let Some(ge) = &cfg.gilbert_elliott {
             if ge.step(&mut fs.ge_bad, rngs.gilbert_elliott) {
+                return Err(DropReason::BurstLoss);
+            }
+        }
+        if let Some(ls) = &cfg.loss_state {
+            if ls.step(&mut fs.loss_phase, rngs.loss_state) {
                 return Err(DropReason::BurstLoss);
             }
         }

@@ -35,8 +35,8 @@
 //!
 //! What does not carry over: the schedulers' fair-share state (virtual
 //! times, deficits): queued packets enter the new scheduler in the old
-//! one's service order, as if they had just arrived. RED averages and Gilbert-Elliott
-//! states are carried by [`crate::PipeSet::replace_link_moving`], queue by
+//! one's service order, as if they had just arrived. RED averages, Gilbert-Elliott
+//! and 4-state loss states are carried by [`crate::PipeSet::replace_link_moving`], queue by
 //! queue, where one old queue continues in one new queue; so are the
 //! queues' counters, summed where several old queues meet in one.
 //!

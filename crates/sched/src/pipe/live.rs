@@ -17,8 +17,8 @@
 //!   queue limit only refuses later arrivals ([`Pipe::set_queue`]).
 //!
 //! * **A new seed continues the streams.** [`Pipe::reseed`] gives each
-//!   random stream (loss, Gilbert-Elliott, RED, duplication, jitter,
-//!   profile) the position it had, in the new seed's sequence: from the
+//!   random stream (loss, Gilbert-Elliott, 4-state loss, RED, duplication,
+//!   jitter, profile, ...) the position it had, in the new seed's sequence: from the
 //!   change on, the pipe draws what a pipe started with the new seed would
 //!   draw after as many draws. Replay after a change therefore means: the
 //!   same arrivals, the same seed, and the same change made after the same

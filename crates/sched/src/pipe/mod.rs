@@ -4,7 +4,7 @@
 //! ```text
 //! enqueue(now, pkt) ─▶ filters per queue ─▶ Scheduler ─▶ link (bw, burst, ─▶ delay line (delay, ─▶ release(now) ─▶ Exit
 //!                      plr, Gilbert-Elliott,  (any)       profile airtime)    jitter, duplicate,
-//!                                                                             corrupt, slots)
+//!                      4-state loss,                                          corrupt, slots)
 //!                      RED/GRED, limit
 //! ```
 //!
@@ -100,24 +100,26 @@
 //! the scheduler's enqueue: nothing on those paths takes it by reference
 //! or passes it whole to a call (the calls off them take its fields).
 //!
-//! The general filter path (plr, then Gilbert-Elliott, then RED, then the
-//! limit) is taken only by queues that configure one of them; profile,
+//! The general filter path (plr, then Gilbert-Elliott, then the 4-state
+//! loss model, then RED, then the limit) is taken only by queues that configure one of them; profile,
 //! jitter, duplication and corruption cost one flag test when none is
 //! configured (decided when the configuration changes).
 //!
 //! Memory per queue (flow slot): one 56-byte record, 16 B of state
 //! (length in packets and bytes, configuration index) beside 40 B of
 //! counters, [`Pipe::PER_FLOW_BYTES`];
-//! plus 40 B of RED and Gilbert-Elliott state, [`Pipe::PER_FLOW_FILTER_BYTES`],
-//! for every queue once some queue of the pipe configures RED or
-//! Gilbert-Elliott (a side table, allocated then). A configuration is
+//! plus 40 B of RED, Gilbert-Elliott and 4-state loss state,
+//! [`Pipe::PER_FLOW_FILTER_BYTES`], for every queue once some queue of the
+//! pipe configures RED, Gilbert-Elliott or the 4-state model (a side table,
+//! allocated then). A configuration is
 //! stored once and shared by index. The delay line takes 32 B an entry
 //! (48 B with `reorder`), its capacity rounded up to a power of two.
 //!
 //! # Sources and deviations
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
 //! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
-//! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss,
+//! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
+//! 4-state loss model (Salsano, Ludovici and Ordine 2009; see [`filter`]),
 //! duplication, corruption and slots ([`Slots`]). Deviations: ns instead of ticks; `f64`
 //! probabilities; a hard byte limit (see [`filter`]); profile airtime even
 //! on an unlimited link (see [`delay`]); a duplicate leaves together with
@@ -162,7 +164,7 @@ mod set;
 mod slot;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
-pub use filter::{GilbertElliott, QueueConfig, QueueLimit, Red, RedState};
+pub use filter::{GilbertElliott, LossPhase, LossState, QueueConfig, QueueLimit, Red, RedState};
 pub use framing::{Framing, MAX_OVERHEAD};
 pub use handover::Moved;
 pub use scheduler::PipeScheduler;
@@ -446,7 +448,7 @@ fn count_drop_of(
 #[derive(Clone, Copy, Debug)]
 struct Installed {
     config: QueueConfig,
-    /// `plr`, RED or Gilbert-Elliott configured: the packet takes the
+    /// `plr`, RED, Gilbert-Elliott or 4-state loss configured: the packet takes the
     /// general filter path (otherwise only the limit is checked).
     filters: bool,
 }
@@ -492,8 +494,8 @@ pub struct Pipe<S> {
     /// Per flow: its length, its configuration's index in `configs` and
     /// its counters.
     queues: Vec<Queue>,
-    /// Per flow: RED and Gilbert-Elliott state; empty until some
-    /// configuration has RED or Gilbert-Elliott, then one entry per flow.
+    /// Per flow: RED, Gilbert-Elliott and 4-state loss state; empty until
+    /// some configuration has one of them, then one entry per flow.
     filter_state: Vec<FilterState>,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
@@ -608,7 +610,7 @@ impl<S: Scheduler> Pipe<S> {
             }
         };
         if config.keeps_state() && self.filter_state.is_empty() {
-            // The first RED or Gilbert-Elliott queue: the side table
+            // The first RED, Gilbert-Elliott or 4-state queue: the side table
             // (control path; every queue starts from the default state,
             // as it would have had the table existed from the start).
             self.filter_state = vec![FilterState::default(); slots];
@@ -662,7 +664,8 @@ impl<S: Scheduler> Pipe<S> {
     /// # Errors
     /// The packet back with the reason: [`DropReason::UnknownFlow`],
     /// [`DropReason::BadLength`], [`DropReason::RandomLoss`],
-    /// [`DropReason::BurstLoss`], [`DropReason::Red`],
+    /// [`DropReason::BurstLoss`] (Gilbert-Elliott or the 4-state model),
+    /// [`DropReason::Red`],
     /// [`DropReason::FlowLimit`], or the scheduler's own.
     pub fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
         self.counters.in_packets += 1;
@@ -692,6 +695,7 @@ impl<S: Scheduler> Pipe<S> {
                 let rngs = FilterRngs {
                     loss: &mut self.rng.loss,
                     gilbert_elliott: &mut self.rng.gilbert_elliott,
+                    loss_state: &mut self.rng.loss_state,
                     red: &mut self.rng.red,
                 };
                 let fs = self.filter_state.get_mut(i);
@@ -1105,13 +1109,14 @@ impl<S: Scheduler> Pipe<S> {
     /// not counting the scheduler's, nor [`Pipe::PER_FLOW_FILTER_BYTES`].
     pub const PER_FLOW_BYTES: usize = std::mem::size_of::<Queue>();
 
-    /// Bytes more per flow once some queue of the pipe configures RED or
-    /// Gilbert-Elliott (their state, in a side table).
+    /// Bytes more per flow once some queue of the pipe configures RED,
+    /// Gilbert-Elliott or the 4-state loss model (their state, in a side
+    /// table).
     pub const PER_FLOW_FILTER_BYTES: usize = std::mem::size_of::<FilterState>();
 
     /// Bytes of per-flow state this pipe keeps for each of its flows:
     /// [`Pipe::PER_FLOW_BYTES`], plus [`Pipe::PER_FLOW_FILTER_BYTES`] when
-    /// some queue has RED or Gilbert-Elliott.
+    /// some queue has RED, Gilbert-Elliott or the 4-state loss model.
     pub fn per_flow_bytes(&self) -> usize {
         if self.filter_state.is_empty() {
             Self::PER_FLOW_BYTES
@@ -1121,7 +1126,7 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// The RED average of queue `flow` (0 while no queue of the pipe has
-    /// RED or Gilbert-Elliott).
+    /// RED, Gilbert-Elliott or the 4-state loss model).
     pub fn red_average(&self, flow: FlowId) -> Option<f64> {
         self.queues.get(flow.index()).map(|_| {
             self.filter_state
@@ -1130,7 +1135,7 @@ impl<S: Scheduler> Pipe<S> {
         })
     }
 
-    /// Queue `flow`'s RED and Gilbert-Elliott state, when the pipe keeps
+    /// Queue `flow`'s RED, Gilbert-Elliott and 4-state state, when the pipe keeps
     /// any (a rebuilt link carries it to the queue's heir).
     pub(crate) fn filter_state_of(&self, flow: FlowId) -> Option<FilterState> {
         self.filter_state.get(flow.index()).copied()

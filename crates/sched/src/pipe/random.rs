@@ -6,8 +6,9 @@
 //!   the one seed (SplitMix64, Steele, Lea and Flood, "Fast splittable
 //!   pseudorandom number generators", OOPSLA 2014), so the same seed and the
 //!   same calls give the same drops, delays and duplicates.
-//! * **Processes do not disturb each other.** Each random process (plr, Gilbert-Elliott,
-//!   RED, duplication, jitter, profile) draws from its own stream, so turning
+//! * **Processes do not disturb each other.** Each random process (plr,
+//!   Gilbert-Elliott, the 4-state loss model, RED, duplication, jitter,
+//!   profile, corruption, reordering, slots) draws from its own stream, so turning
 //!   one on or off leaves the others' draws unchanged, and draws made at
 //!   enqueue do not depend on how often the caller releases.
 //! * Floating point: uniform draws are exact binary fractions; the normal
@@ -64,8 +65,11 @@ pub struct Streams {
     pub corrupt: Rng,
     /// tc-netem reordering draws (derived after the older streams, likewise).
     pub reorder: Rng,
-    /// Slot intervals (derived last, likewise).
+    /// Slot intervals (derived after the older streams, likewise).
     pub slot: Rng,
+    /// The 4-state loss model's draws, one a packet it sees (derived
+    /// last, likewise).
+    pub loss_state: Rng,
     /// The seed the streams were derived from.
     seed: u64,
 }
@@ -85,6 +89,7 @@ impl Streams {
             corrupt: next(),
             reorder: next(),
             slot: next(),
+            loss_state: next(),
             seed,
         }
     }
@@ -129,6 +134,7 @@ impl Streams {
             (&mut self.corrupt, &old.corrupt, &new.corrupt),
             (&mut self.reorder, &old.reorder, &new.reorder),
             (&mut self.slot, &old.slot, &new.slot),
+            (&mut self.loss_state, &old.loss_state, &new.loss_state),
         ];
         for (rng, first, first_new) in pairs {
             let advanced = rng.get_seed().wrapping_sub(first.get_seed());

@@ -367,7 +367,7 @@ impl<S: Scheduler> PipeSet<S> {
     /// others go on in the new pipe; those with no place there (no such
     /// instance, `remap` refuses the flow, or the new pipe refuses them)
     /// are handed to `take_late_drops` with [`DropReason::FlowRemoved`].
-    /// A queue's RED average and Gilbert-Elliott state go on in the queue
+    /// A queue's RED average, Gilbert-Elliott and 4-state loss state go on in the queue
     /// that continues it, when that queue continues only it and both
     /// pipes keep such state (queues merged by a coarser mask start
     /// afresh). Returns each old instance's final counters (moved packets
@@ -487,7 +487,7 @@ impl<S: Scheduler> PipeSet<S> {
         };
         let place = |instance: u32, f: FlowId| moves(instance, f).filter(has_heir);
         let mut out = Vec::with_capacity(old.len());
-        // RED and Gilbert-Elliott states by heir (new instance, flow): the
+        // RED, Gilbert-Elliott and 4-state states by heir (new instance, flow): the
         // state of the one old queue that continues there, and how many
         // old queues meet there (several: merged, the heir starts afresh).
         let mut carried: BTreeMap<(u32, u32), (u32, FilterState)> = BTreeMap::new();
