@@ -37,14 +37,18 @@ pub enum Distribution {
     Normal,
     /// Pareto with scale `jitter` (a heavy tail).
     Pareto,
+    /// tc-netem's `paretonormal`: a quarter normal, three quarters Pareto.
+    #[serde(rename = "paretonormal")]
+    ParetoNormal,
 }
 
 impl Distribution {
     /// Every distribution, in the order messages list them.
-    pub const ALL: [Distribution; 3] = [
+    pub const ALL: [Distribution; 4] = [
         Distribution::Uniform,
         Distribution::Normal,
         Distribution::Pareto,
+        Distribution::ParetoNormal,
     ];
 
     /// The keyword.
@@ -53,6 +57,7 @@ impl Distribution {
             Distribution::Uniform => "uniform",
             Distribution::Normal => "normal",
             Distribution::Pareto => "pareto",
+            Distribution::ParetoNormal => "paretonormal",
         }
     }
 

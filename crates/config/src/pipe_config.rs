@@ -178,6 +178,7 @@ fn jitter_distribution(d: Distribution) -> JitterDistribution {
         Distribution::Uniform => JitterDistribution::Uniform,
         Distribution::Normal => JitterDistribution::Normal,
         Distribution::Pareto => JitterDistribution::Pareto,
+        Distribution::ParetoNormal => JitterDistribution::ParetoNormal,
     }
 }
 

@@ -102,6 +102,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 8 config slot 2ms",
         "pipe 8 config slot 2ms\n",
     ),
+    (
+        "pipe 9 config delay 100ms jitter 20ms distribution paretonormal",
+        "pipe 9 config delay 100ms jitter 20ms distribution paretonormal\n",
+    ),
     // tc-netem's `loss state`: the defaults of the values not given are
     // printed (p31 = 1 - p13, p32 = 0, p23 = 1, p14 = 0).
     (

@@ -408,7 +408,29 @@ fn jitter_samples_follow_their_distribution() {
     let j = MS as f64;
     let n = 20_000u64;
     let gap = 200_000;
-    let cases: [(JitterDistribution, Cdf); 3] = [
+    // paretonormal at quantile q is h(Φ⁻¹(q)), h(z) = z/4 + (1 − Φ(z))^(−1/3)
+    // − 3/2, increasing in z: its CDF at x is Φ(z) where h(z) = x, found
+    // by bisection with the test's own Φ.
+    let pareto_normal_cdf = move |x: f64| {
+        let h = |z: f64| z / 4.0 + (1.0 - phi(z)).max(1e-300).powf(-1.0 / 3.0) - 1.5;
+        let (mut lo, mut hi) = (-9.0f64, 9.0f64);
+        if h(lo) >= x / j {
+            return 0.0;
+        }
+        if h(hi) <= x / j {
+            return 1.0;
+        }
+        for _ in 0..60 {
+            let mid = (lo + hi) / 2.0;
+            if h(mid) < x / j {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        phi((lo + hi) / 2.0)
+    };
+    let cases: [(JitterDistribution, Cdf); 4] = [
         (
             JitterDistribution::Uniform,
             Box::new(move |x: f64| ((x + j) / (2.0 * j)).clamp(0.0, 1.0)),
@@ -426,6 +448,10 @@ fn jitter_samples_follow_their_distribution() {
                     1.0 - ((x / j + 3.0) / 2.0).powi(-3)
                 }
             }),
+        ),
+        (
+            JitterDistribution::ParetoNormal,
+            Box::new(pareto_normal_cdf),
         ),
     ];
     for (dist, cdf) in cases {

@@ -32,7 +32,8 @@
 //! # Jitter (tc-netem(8) `delay TIME JITTER distribution D`)
 //! `uniform`: uniform in `[−j, +j]`; `normal`: mean 0, standard deviation
 //! `j`; `pareto`: shape 3, mean 0, minimum `−j`, a heavy right tail
-//! ([`super::random::centered_pareto`]). A sample that would put the exit
+//! ([`super::random::centered_pareto`]); `paretonormal`: tc-netem's mix of
+//! the two at one quantile ([`super::random::pareto_normal`]). A sample that would put the exit
 //! before the departure is cut at the departure.
 //!
 //! # Complexity
@@ -50,7 +51,7 @@ use std::collections::BinaryHeap;
 
 use fastrand::Rng;
 
-use super::random::{centered_pareto, standard_normal};
+use super::random::{centered_pareto, pareto_normal, standard_normal};
 use super::Fate;
 use crate::{ConfigError, Instant, Packet};
 
@@ -64,6 +65,10 @@ pub enum JitterDistribution {
     Normal,
     /// Pareto (shape 3) with mean 0 and minimum `−jitter`.
     Pareto,
+    /// tc-netem's `paretonormal`: a quarter normal, three quarters Pareto
+    /// at one quantile, mean 0 ([`super::random::pareto_normal`]), times
+    /// `jitter`.
+    ParetoNormal,
 }
 
 /// Delay variation added to each packet's delay.
@@ -91,6 +96,7 @@ impl Jitter {
             JitterDistribution::Uniform => (2.0 * rng.f64() - 1.0) * j,
             JitterDistribution::Normal => standard_normal(rng) * j,
             JitterDistribution::Pareto => centered_pareto(rng) * j,
+            JitterDistribution::ParetoNormal => pareto_normal(rng) * j,
         };
         // `as` saturates at the i64 range (and maps NaN to 0).
         x.round() as i64
