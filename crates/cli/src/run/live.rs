@@ -301,7 +301,7 @@ fn link_text(l: &pspat_config::LinkPlan) -> String {
 }
 
 /// A link's parameters beyond its rate and delay, each after a space, as
-/// ipfw words (`burst`, the framing, jitter, reordering, a profile); empty
+/// ipfw words (`burst`, the framing, jitter, reordering, slots, a profile); empty
 /// when it has none.
 pub fn link_extras(l: &pspat_config::LinkPlan) -> String {
     let mut s = String::new();
@@ -363,11 +363,17 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
             r.max_p
         ));
     }
-    if q.gemodel.is_some() {
-        s.push_str(" gemodel");
+    if let Some(g) = &q.gemodel {
+        s.push_str(&format!(
+            " gemodel {} {} {} {}",
+            g.p, g.r, g.one_minus_h, g.one_minus_k
+        ));
     }
-    if q.lossstate.is_some() {
-        s.push_str(" lossstate");
+    if let Some(l) = &q.lossstate {
+        s.push_str(&format!(
+            " lossstate {} {} {} {} {}",
+            l.p13, l.p31, l.p32, l.p23, l.p14
+        ));
     }
     if q.duplicate > 0.0 {
         s.push_str(&format!(" duplicate {}", q.duplicate));
@@ -1181,4 +1187,37 @@ pub fn apply_keyed(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod words_tests {
+    use super::{link_extras, queue_extras};
+
+    fn plan(text: &str) -> pspat_config::Plan {
+        pspat_config::parse_ipfw(text, "t")
+            .unwrap()
+            .validate(&pspat_config::NoProfiles)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_settings_words_give_slots_and_both_loss_models_with_their_values() {
+        let p = plan(
+            "pipe 1 config delay 5ms slot 2ms 4ms packets 16 gemodel 0.01 0.3 1 0\n\
+             pipe 2 config slot distribution normal 3ms 500us lossstate 0.02\n",
+        );
+        let (one, two) = (&p.pipes[&1], &p.pipes[&2]);
+        assert_eq!(link_extras(&one.link), " slot 2ms 4ms packets 16");
+        assert_eq!(queue_extras(&one.queue), " gemodel 0.01 0.3 1 0");
+        assert_eq!(
+            link_extras(&two.link),
+            " slot distribution normal 3ms 500us"
+        );
+        assert_eq!(queue_extras(&two.queue), " lossstate 0.02 0.98 0 1 0");
+        // `slot 0` leaves no slots to show.
+        assert_eq!(
+            link_extras(&plan("pipe 3 config slot 0").pipes[&3].link),
+            ""
+        );
+    }
 }
