@@ -46,6 +46,7 @@
 //! [`pspat_io::af_packet::MAX_BATCH`] frames. A corrupted packet adds one
 //! SplitMix64 step, a walk over its VLAN tags and one byte written.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -149,6 +150,11 @@ struct Lane {
     /// The SplitMix64 state of the corruption draws ([`lane_seed`]): one
     /// step per corrupted packet taken.
     corrupt_state: u64,
+    /// The bridge's corruption seed `corrupt_state` follows, and this
+    /// lane's place (transmitter, direction) in it.
+    corrupt_seed: u64,
+    transmitter: u64,
+    reverse: bool,
 }
 
 impl Lane {
@@ -157,6 +163,7 @@ impl Lane {
         counters: Arc<TxShared>,
         first_client: u32,
         corrupt_seed: u64,
+        (transmitter, reverse): (u64, bool),
     ) -> Self {
         Lane {
             sender,
@@ -166,8 +173,35 @@ impl Lane {
             pkts: Vec::with_capacity(MAX_BATCH),
             picks: Vec::with_capacity(MAX_BATCH),
             link_lost: false,
-            corrupt_state: corrupt_seed,
+            corrupt_state: lane_seed(corrupt_seed, transmitter, reverse),
+            corrupt_seed,
+            transmitter,
+            reverse,
         }
+    }
+
+    /// The next corruption draw, in the stream of the seed the bridge
+    /// follows now: when it changed ([`crate::Bridge::set_corrupt_seed`]),
+    /// the lane continues from its position in the new seed's stream, as
+    /// a pipe's random streams do on a new seed (a SplitMix64 state moves
+    /// by one fixed step a draw, so its position is its state less its
+    /// first state).
+    fn corrupt_draw(&mut self) -> u64 {
+        // Relaxed: the seed is a value alone, published with nothing; a
+        // lane that sees a new one a few packets late draws those from the
+        // old stream.
+        let seed = self.counters.corrupt_seed.load(Ordering::Relaxed);
+        if seed != self.corrupt_seed {
+            let drawn = self.corrupt_state.wrapping_sub(lane_seed(
+                self.corrupt_seed,
+                self.transmitter,
+                self.reverse,
+            ));
+            self.corrupt_state =
+                lane_seed(seed, self.transmitter, self.reverse).wrapping_add(drawn);
+            self.corrupt_seed = seed;
+        }
+        splitmix64(&mut self.corrupt_state)
     }
 
     /// Counts `p` dropped for `reason`; a copy does not end its packet.
@@ -219,10 +253,10 @@ impl Lane {
         }
         // Drawn for every corrupted packet taken, sent or not, so that the
         // stream's position depends only on the packets taken.
-        let draw = p.corrupt.then(|| {
+        if p.corrupt {
             c.corrupted[c.grouping.of(p.flow.0)].add(1);
-            splitmix64(&mut self.corrupt_state)
-        });
+        }
+        let draw = p.corrupt.then(|| self.corrupt_draw());
         if self.picks.len() + copies > MAX_BATCH {
             self.flush(arena);
         }
@@ -343,12 +377,7 @@ impl AfPacketTx {
         transmitter: u64,
     ) -> Self {
         AfPacketTx {
-            forward: Lane::new(
-                sender,
-                counters,
-                0,
-                lane_seed(corrupt_seed, transmitter, false),
-            ),
+            forward: Lane::new(sender, counters, 0, corrupt_seed, (transmitter, false)),
             reverse: None,
             arena,
             calls: 0,
@@ -365,8 +394,13 @@ impl AfPacketTx {
         counters: Arc<TxShared>,
         first_client: u32,
     ) -> Self {
-        let seed = lane_seed(self.corrupt_seed, self.transmitter, true);
-        self.reverse = Some(Lane::new(sender, counters, first_client, seed));
+        self.reverse = Some(Lane::new(
+            sender,
+            counters,
+            first_client,
+            self.corrupt_seed,
+            (self.transmitter, true),
+        ));
         self
     }
 }
@@ -652,6 +686,33 @@ mod tests {
         );
     }
 
+    /// A new seed (`Bridge::set_corrupt_seed`): the lane's next draw is the
+    /// one a lane started with that seed makes at the same position, so a
+    /// run replays with the seed and the change made after the same draws.
+    #[test]
+    fn a_new_corruption_seed_continues_the_lane_from_its_position() {
+        let lane = |seed: u64| {
+            let shared = Arc::new(std::sync::atomic::AtomicU64::new(seed));
+            let counters = Arc::new(TxShared::new(1, Grouping::new(1), Arc::clone(&shared)));
+            (Lane::new(None, counters, 0, seed, (5, true)), shared)
+        };
+        let (mut changed, seed) = lane(9);
+        let (mut fresh, _) = lane(10);
+        for _ in 0..3 {
+            changed.corrupt_draw();
+            fresh.corrupt_draw();
+        }
+        seed.store(10, Ordering::Relaxed);
+        let next: Vec<u64> = (0..4).map(|_| changed.corrupt_draw()).collect();
+        let want: Vec<u64> = (0..4).map(|_| fresh.corrupt_draw()).collect();
+        assert_eq!(next, want);
+        // And back: the old seed's stream, from the seventh draw on.
+        seed.store(9, Ordering::Relaxed);
+        let (mut old, _) = lane(9);
+        let want: Vec<u64> = (0..8).map(|_| old.corrupt_draw()).skip(7).collect();
+        assert_eq!(vec![changed.corrupt_draw()], want);
+    }
+
     /// A lane without a socket: what `push` does to the frame and the
     /// counters before the send (which then fails: no socket).
     #[test]
@@ -662,8 +723,12 @@ mod tests {
         let mut frame = pool.alloc().expect("a frame");
         arena.write(&mut frame, &original).expect("written");
         let cookie = u64::from(arena.release(frame).expect("released"));
-        let counters = Arc::new(TxShared::new(1, Grouping::new(1)));
-        let mut lane = Lane::new(None, Arc::clone(&counters), 0, 9);
+        let counters = Arc::new(TxShared::new(
+            1,
+            Grouping::new(1),
+            Arc::new(std::sync::atomic::AtomicU64::new(9)),
+        ));
+        let mut lane = Lane::new(None, Arc::clone(&counters), 0, 9, (0, false));
         let p = TxPacket {
             len: original.len() as u32,
             cookie,
@@ -680,7 +745,7 @@ mod tests {
         assert!(diff[0] >= 18 * 8, "{diff:?}");
         // The draw is the lane's first: a replay flips the same bit.
         let mut again = original.clone();
-        let mut state = 9;
+        let mut state = lane_seed(9, 0, false);
         assert_eq!(
             corrupt_frame(&mut again, splitmix64(&mut state)),
             Some(diff[0])

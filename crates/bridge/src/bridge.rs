@@ -1,7 +1,7 @@
 //! Starting, watching and stopping a bridge.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -35,6 +35,8 @@ use crate::rx::{RxSocket, RxState, RxThread};
 /// direction (crate docs).
 pub struct Bridge {
     cfg: BridgeConfig,
+    /// The seed the transmitters' corruption draws follow now.
+    corrupt_seed: Arc<AtomicU64>,
     /// The egress interfaces, `output` first (rates and cores resolved).
     egress: Vec<Egress>,
     /// The egress interface of each flow (empty when the flows are counted
@@ -470,6 +472,9 @@ impl Bridge {
         let mut runtimes = Vec::with_capacity(ne);
         let mut arbiter_tids = Vec::with_capacity(ne);
         let mut tx_lists: Vec<TxList> = Vec::with_capacity(ne);
+        // The corruption seed every transmitter follows (changed live by
+        // `set_corrupt_seed`).
+        let corrupt_seed_now = Arc::new(AtomicU64::new(cfg.corrupt_seed));
         let rev_tx_list: TxList = Arc::new(Mutex::new(Vec::new()));
         for (index, (e, mut senders)) in egress.iter().zip(senders).enumerate() {
             let sched = build(&cfg, e, out_max)?;
@@ -491,11 +496,13 @@ impl Bridge {
                 let arena = Arc::clone(&arena);
                 let rx_threads = cfg.rx_threads;
                 let corrupt_seed = cfg.corrupt_seed;
+                let live_seed = Arc::clone(&corrupt_seed_now);
                 // Only one egress with a shaped reverse (validated): the
                 // reverse senders all go to this runtime's transmitters.
                 let mut rev_senders = std::mem::take(&mut rev_senders);
                 move |owner: TxOwner| {
-                    let counters = Arc::new(TxShared::new(rx_threads, grouping));
+                    let counters =
+                        Arc::new(TxShared::new(rx_threads, grouping, Arc::clone(&live_seed)));
                     if let Ok(mut list) = tx_list.lock() {
                         list.push(Arc::clone(&counters));
                     }
@@ -509,7 +516,7 @@ impl Bridge {
                     if !shaped {
                         return tx;
                     }
-                    let rev = Arc::new(TxShared::new(rx_threads, grouping));
+                    let rev = Arc::new(TxShared::new(rx_threads, grouping, Arc::clone(&live_seed)));
                     if let Ok(mut list) = rev_tx_list.lock() {
                         list.push(Arc::clone(&rev));
                     }
@@ -561,6 +568,7 @@ impl Bridge {
             reverse_threads: Vec::new(),
             rx: Vec::new(),
             tx: tx_lists,
+            corrupt_seed: corrupt_seed_now,
             rev_rx_threads: Vec::new(),
             rev_rx: Vec::new(),
             rev_tx: shaped.then(|| Arc::clone(&rev_tx_list)),
@@ -758,6 +766,15 @@ impl Bridge {
             .iter()
             .map(|l| l.lock().map(|l| l.clone()).unwrap_or_default())
             .collect()
+    }
+
+    /// Makes the transmitters' corruption draws follow `seed` from now on
+    /// (a live change of the configuration's seed): each lane continues
+    /// from its position in the new seed's stream.
+    pub fn set_corrupt_seed(&self, seed: u64) {
+        // Relaxed: a value alone, published with nothing (the lanes read
+        // it with Relaxed loads).
+        self.corrupt_seed.store(seed, Ordering::Relaxed);
     }
 
     /// The first error that ended one of its threads (the input or an

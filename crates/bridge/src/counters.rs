@@ -10,7 +10,7 @@
 //! before it was received (in-flight counts are never negative).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A counter with one writer.
 #[derive(Default, Debug)]
@@ -258,12 +258,18 @@ pub(crate) struct TxShared {
     /// bit and is not counted again); not extra frames: each is sent or
     /// dropped as the packet it is.
     pub(crate) corrupted: Box<[Counter]>,
+    /// The seed the transmitters' corruption draws follow
+    /// ([`crate::BridgeConfig::corrupt_seed`], then each
+    /// [`crate::Bridge::set_corrupt_seed`]): one for the whole bridge.
+    pub(crate) corrupt_seed: Arc<AtomicU64>,
     pub(crate) cpu: AtomicU64,
     pub(crate) error: ErrorSlot,
 }
 
 impl TxShared {
-    pub(crate) fn new(rx_threads: usize, grouping: Grouping) -> Self {
+    /// Counters for a transmitter whose corruption draws follow
+    /// `corrupt_seed`.
+    pub(crate) fn new(rx_threads: usize, grouping: Grouping, corrupt_seed: Arc<AtomicU64>) -> Self {
         let groups = grouping.groups();
         TxShared {
             grouping,
@@ -273,6 +279,7 @@ impl TxShared {
             drops: counters(groups * NTX),
             duplicated: counters(groups),
             corrupted: counters(groups),
+            corrupt_seed,
             cpu: AtomicU64::new(0),
             error: ErrorSlot::default(),
         }
@@ -337,7 +344,7 @@ mod tests {
             groups * RX_PER_GROUP
         );
         let rx_threads = 3;
-        let tx = TxShared::new(rx_threads, Grouping::new(groups));
+        let tx = TxShared::new(rx_threads, Grouping::new(groups), Arc::default());
         assert_eq!(tx.done.len(), rx_threads * groups);
         assert_eq!(
             tx.sent.len()

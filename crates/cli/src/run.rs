@@ -1357,8 +1357,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.shape_reverse = true;
     cfg.reverse_switch = switch.clone();
     cfg.receive_offloads_off = !args.keep_offloads;
-    // The bits `corrupt` flips replay with the configuration's seed (fixed
-    // at the start: a live `seed` change reseeds the pipes, not these).
+    // The bits `corrupt` flips replay with the configuration's seed (a
+    // live `seed` change moves them to the new one, as it does the pipes).
     cfg.corrupt_seed = plan.seed;
     cfg.validate().map_err(|e| usage(format!("{e}")))?;
 

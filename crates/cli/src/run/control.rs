@@ -393,6 +393,17 @@ impl Live {
             planned_log.push(super::bridged::toggle_line(on, &self.input, &self.output));
         }
 
+        if plan.seed != running.plan.seed {
+            // The bits `corrupt` flips follow the new seed too.
+            if let Some(b) = self
+                .bridge
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_ref()
+            {
+                b.set_corrupt_seed(plan.seed);
+            }
+        }
         pin_rule_numbers(&mut config);
         running.config = config;
         running.plan = plan;
