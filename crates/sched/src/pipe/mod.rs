@@ -161,7 +161,7 @@ mod live;
 pub mod random;
 mod scheduler;
 mod set;
-mod slot;
+pub mod slot;
 
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, LossPhase, LossState, QueueConfig, QueueLimit, Red, RedState};
