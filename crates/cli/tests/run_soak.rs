@@ -7,8 +7,9 @@
 //! The configuration has a pipe carrying two ports and a QFQ sched with a
 //! masked flowset (five ports) and an unmasked one (one port). Every 120 ms
 //! a change drawn from a seeded generator goes through `pspat ctl`: a pipe's
-//! bandwidth, queue and delay; the sched's type and bandwidth (a rebuild);
-//! a flowset's weight, queue limit, loss rate or mask (a rebuild that moves
+//! bandwidth, queue, delay, framing and slots; the sched's type and
+//! bandwidth (a rebuild); a flowset's weight, queue limit, loss (`plr`,
+//! the 4-state model, Gilbert-Elliott) or mask (a rebuild that moves
 //! the held packets by their keys); the seed; a pipe added with its rule
 //! and later deleted with its packets; a flowset added to the busy sched
 //! and later deleted; the unmasked flowset's rule replaced by another that
@@ -102,7 +103,7 @@ fn next_change(draw: &mut Draw, added: &mut Added) -> Vec<String> {
             ])
             .to_string()],
         0 => vec![format!(
-            "pipe 1 config bw {}Mbit/s queue {} delay {}ms {}",
+            "pipe 1 config bw {}Mbit/s queue {} delay {}ms {} {}",
             2 + draw.below(19),
             20 + draw.below(101),
             draw.below(5),
@@ -111,7 +112,9 @@ fn next_change(draw: &mut Draw, added: &mut Added) -> Vec<String> {
                 "packetoverhead 0 cellsize 0 celloverhead 0",
                 "packetoverhead 24",
                 "packetoverhead -8 cellsize 48 celloverhead 5",
-            ])
+            ]),
+            // tc-netem's slots, on or off (`slot 0`).
+            draw.pick(&["slot 0", "slot 0", "slot 1ms 3ms packets 8"])
         )],
         1 => vec![format!(
             "sched 2 config type {} bw {}Mbit/s",
@@ -134,9 +137,18 @@ fn next_change(draw: &mut Draw, added: &mut Added) -> Vec<String> {
             1 + draw.below(8),
             10 + draw.below(71)
         )],
+        // Random loss, or one of the two correlated loss models (each
+        // replaces the other; `lossstate 0` loses nothing).
         4 => vec![format!(
-            "queue 22 config plr {}",
-            draw.pick(&["0", "0", "0.02"])
+            "queue 22 config {}",
+            draw.pick(&[
+                "plr 0",
+                "plr 0",
+                "plr 0.02",
+                "lossstate 0.01 0.3 0.4 0.2 0.002",
+                "lossstate 0",
+                "gemodel 0.01 0.3 1 0",
+            ])
         )],
         5 => vec![format!("seed {}", 1 + draw.below(1000))],
         6 | 7 if !added.pipe_9 && draw.below(2) == 0 => {
@@ -334,6 +346,7 @@ fn soak(tag: &str, hosts: u8, extra: &[&str]) {
         "flow_removed",
         "unknown_flow",
         "random_loss",
+        "burst_loss",
     ];
     for (reason, count) in totals["dropped"].as_object().expect("totals.dropped") {
         assert!(
