@@ -90,6 +90,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.profile = new.profile.clone().or(old.profile.take());
         old.jitter_us = new.jitter_us.or(old.jitter_us);
         old.distribution = new.distribution.or(old.distribution);
+        old.jitter_correlation = new.jitter_correlation.or(old.jitter_correlation);
         old.reorder |= new.reorder;
         old.reorder_probability = new.reorder_probability.or(old.reorder_probability);
         old.reorder_gap = new.reorder_gap.or(old.reorder_gap);

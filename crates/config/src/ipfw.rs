@@ -8,7 +8,7 @@
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder` (a flag, or
-//! tc-netem's `reorder P` with `gap N`), `slot`, `gemodel`, `lossstate` (tc-netem's
+//! tc-netem's `reorder P` with `gap N`), `correlation`, `slot`, `gemodel`, `lossstate` (tc-netem's
 //! 4-state `loss state P13 [P31 [P32 [P23 [P14]]]]`), `duplicate`, `corrupt`,
 //! `packetoverhead`, `cellsize`, `celloverhead`, `default allow|deny` and
 //! `seed N`. `flush` lines are accepted
@@ -183,8 +183,8 @@ impl ObjKind {
 
     pub fn keywords(self) -> &'static str {
         match self {
-            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
+            ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
             ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
         }
     }
@@ -201,6 +201,7 @@ impl ObjKind {
                 | "reorder"
                 | "gap"
                 | "slot"
+                | "correlation"
                 | "packetoverhead"
                 | "cellsize"
                 | "celloverhead"
@@ -593,6 +594,15 @@ pub(crate) fn parse_object_keyword(
                 )
             })?);
             record(&mut d.fields, cur, "distribution", kw, v.pos())?;
+        }
+        "correlation" => {
+            let v = cur.value(kw, "25% or 0.25")?;
+            let c = match v.text.strip_suffix('%') {
+                Some(pct) => cur.check(v, parse_real(pct))? / 100.0,
+                None => probability(cur, v)?,
+            };
+            d.link.jitter_correlation = Some(c);
+            record(&mut d.fields, cur, "correlation", kw, v.pos())?;
         }
         "reorder" => {
             d.link.reorder = true;

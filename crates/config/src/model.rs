@@ -139,6 +139,9 @@ pub struct LinkParams {
     pub jitter_us: Option<u64>,
     /// `distribution` of the jitter (pspat; default uniform).
     pub distribution: Option<Distribution>,
+    /// `correlation` of successive jitter samples, 0..=1 (pspat, as
+    /// tc-netem's `delay D J C`; the distribution is kept).
+    pub jitter_correlation: Option<f64>,
     /// `reorder`: let jitter reorder packets; without it a packet never leaves
     /// before the one in front of it (pspat). Set too by `reorder P`.
     pub reorder: bool,

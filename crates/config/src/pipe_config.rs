@@ -218,6 +218,11 @@ fn link_config(
         delay_ns: link.delay_us.saturating_mul(1_000),
         profile,
         jitter,
+        jitter_correlation: if link.jitter_us > 0 {
+            link.jitter_correlation
+        } else {
+            0.0
+        },
         reorder: link.reorder,
         netem_reorder: link.reorder_probability.map(|probability| {
             pspat_sched::pipe::NetemReorder {
@@ -315,6 +320,7 @@ mod tests {
             delay_ns: 20_000_000,
             profile: None,
             jitter: None,
+            jitter_correlation: 0.0,
             reorder: false,
             netem_reorder: None,
             slots: None,
@@ -340,7 +346,7 @@ mod tests {
     fn every_extension_is_carried_over() {
         let p = plan(
             "seed 42\n\
-             pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto reorder 10% gap 3 \
+             pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto correlation 25% reorder 10% gap 3 \
              slot 800us 1ms packets 32 bytes 64KB \
              packetoverhead -4 cellsize 48 celloverhead 5 \
              queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 corrupt 0.002\n\
@@ -372,6 +378,7 @@ mod tests {
             })
         );
         assert!(c.reorder);
+        assert_eq!(c.jitter_correlation, 0.25);
         assert_eq!(
             c.slots,
             Some(pipe::Slots {

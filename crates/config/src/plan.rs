@@ -129,6 +129,9 @@ pub struct LinkPlan {
     pub jitter_us: u64,
     /// Distribution of the jitter.
     pub distribution: Distribution,
+    /// Correlation of successive jitter samples (0: independent).
+    #[serde(default)]
+    pub jitter_correlation: f64,
     /// Whether jitter may reorder packets (true with `reorder P` too).
     pub reorder: bool,
     /// tc-netem's `reorder P`: the probability a candidate skips the delay.
@@ -456,6 +459,21 @@ impl Checker<'_> {
                 format!("{owner} has a jitter distribution but no jitter; add 'jitter TIME'"),
             );
         }
+        if let Some(c) = link.jitter_correlation {
+            self.probability(
+                (kind, index, "correlation"),
+                &format!("{owner} correlation"),
+                c,
+            );
+            if link.jitter_us.is_none() {
+                let pos = self.pos(kind, index, 0, "correlation", || c.to_string());
+                self.push(
+                    pos,
+                    ErrorKind::MissingReference,
+                    format!("{owner} has a jitter correlation but no jitter; add 'jitter TIME'"),
+                );
+            }
+        }
         let max = pspat_sched::pipe::MAX_OVERHEAD;
         let packet_overhead = link.packet_overhead.unwrap_or(0);
         self.range(
@@ -561,6 +579,7 @@ impl Checker<'_> {
             profile,
             jitter_us,
             distribution: link.distribution.unwrap_or_default(),
+            jitter_correlation: link.jitter_correlation.unwrap_or(0.0),
             reorder: link.reorder,
             reorder_probability: link.reorder_probability,
             reorder_gap,

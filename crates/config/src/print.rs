@@ -36,6 +36,9 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if let Some(d) = link.distribution {
         out.push(format!("distribution {}", d.name()));
     }
+    if let Some(c) = link.jitter_correlation {
+        out.push(format!("correlation {c}"));
+    }
     match link.reorder_probability {
         Some(p) => out.push(format!("reorder {p}")),
         None if link.reorder => out.push("reorder".into()),
@@ -333,6 +336,9 @@ fn toml_link(link: &LinkParams, out: &mut String) {
     }
     if let Some(d) = link.distribution {
         let _ = writeln!(out, "distribution = {}", quote(d.name()));
+    }
+    if let Some(c) = link.jitter_correlation {
+        let _ = writeln!(out, "correlation = {}", real(c));
     }
     match link.reorder_probability {
         Some(p) => {

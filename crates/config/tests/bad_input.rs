@@ -1136,3 +1136,31 @@ fn slot_errors_name_their_token_in_both_syntaxes() {
         .unwrap();
     assert_eq!(plan.pipes[&1].link.slot, None);
 }
+
+#[test]
+fn jitter_correlation_errors_name_their_token_in_both_syntaxes() {
+    let e = error_of("pipe 5 config delay 10ms correlation 0.5\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 38, "0.5", ErrorKind::MissingReference);
+    assert!(e.message.contains("add 'jitter TIME'"), "{e}");
+    let e = error_of(
+        "pipe 5 config delay 10ms jitter 1ms correlation 1.5\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 1, 49, "1.5", ErrorKind::OutOfRange);
+    let e = error_of(
+        "pipe 5 config delay 10ms jitter 1ms correlation often\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 1, 49, "often", ErrorKind::Syntax);
+    let cfg = parse_toml(
+        "[[pipe]]\nnumber = 1\ndelay = \"10ms\"\njitter = \"1ms\"\ncorrelation = 0.25\n",
+        "cfg.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        print_ipfw(&cfg),
+        "pipe 1 config delay 10ms jitter 1ms correlation 0.25\n"
+    );
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ndelay = \"10ms\"\ncorrelation = 0.25\n");
+    assert_at(&e, "cfg.toml", 4, 15, "0.25", ErrorKind::MissingReference);
+}

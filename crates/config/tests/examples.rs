@@ -103,6 +103,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 8 config slot 2ms\n",
     ),
     (
+        "pipe 2 config delay 100ms jitter 10ms correlation 25%",
+        "pipe 2 config delay 100ms jitter 10ms correlation 0.25\n",
+    ),
+    (
         "pipe 9 config delay 100ms jitter 20ms distribution paretonormal",
         "pipe 9 config delay 100ms jitter 20ms distribution paretonormal\n",
     ),

@@ -68,6 +68,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
             option::of(real()),
             option::of(any::<u32>()),
             option::of(slot()),
+            option::of(real()),
         ),
     )
         .prop_map(
@@ -79,7 +80,15 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 jitter_us,
                 distribution,
                 reorder,
-                (packet_overhead, cell_size, cell_overhead, reorder_probability, reorder_gap, slot),
+                (
+                    packet_overhead,
+                    cell_size,
+                    cell_overhead,
+                    reorder_probability,
+                    reorder_gap,
+                    slot,
+                    jitter_correlation,
+                ),
             )| LinkParams {
                 bw,
                 delay_us,
@@ -87,6 +96,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 profile,
                 jitter_us,
                 distribution,
+                jitter_correlation,
                 // `reorder P` prints as the flag too.
                 reorder: reorder || reorder_probability.is_some(),
                 reorder_probability,

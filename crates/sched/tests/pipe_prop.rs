@@ -109,7 +109,11 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
             proptest::collection::vec(0u64..2_000_000, 1..8),
             0.0..=1.0f64,
         )),
-        proptest::option::of((0u64..3_000_000, 0usize..4)),
+        proptest::option::of((
+            0u64..3_000_000,
+            0usize..4,
+            prop_oneof![Just(0.0f64), 0.0..=1.0f64],
+        )),
         any::<bool>(),
         queue_config(),
         2usize..64,
@@ -143,7 +147,8 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                     framing,
                     delay_ns,
                     profile: profile.map(|(t, l)| DelayProfile::new(t, l).unwrap()),
-                    jitter: jitter.map(|(ns, d)| Jitter {
+                    jitter_correlation: jitter.map_or(0.0, |j| j.2),
+                    jitter: jitter.map(|(ns, d, _)| Jitter {
                         ns,
                         distribution: [
                             JitterDistribution::Uniform,

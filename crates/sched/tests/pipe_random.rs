@@ -403,6 +403,106 @@ fn ks(mut xs: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The jitter samples a pipe draws with `jitter_correlation` `rho` (1 ms
+/// scale, reordering allowed so they are the raw samples), in order.
+fn correlated_samples(dist: JitterDistribution, rho: f64, n: u64) -> Vec<f64> {
+    let gap = 200_000;
+    let delay = 10 * MS;
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            bw: Some(rate(8_000_000_000)),
+            delay_ns: delay,
+            jitter: Some(Jitter {
+                ns: MS,
+                distribution: dist,
+            }),
+            jitter_correlation: rho,
+            reorder: true,
+            delay_line_capacity: 4_096,
+            seed: 8,
+            ..PipeConfig::default()
+        },
+        1,
+        16,
+    );
+    let run = drive(&mut pipe, &spaced(n, 100, gap));
+    let mut by_token: Vec<(u64, f64)> = run
+        .exits
+        .iter()
+        .map(|(_, e)| {
+            let t = e.packet.token;
+            (t, e.at.as_nanos() as f64 - (t * gap + 100 + delay) as f64)
+        })
+        .collect();
+    by_token.sort_by_key(|e| e.0);
+    by_token.into_iter().map(|e| e.1).collect()
+}
+
+/// Pearson's correlation of successive values.
+fn lag1(xs: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    let cov = xs
+        .windows(2)
+        .map(|w| (w[0] - mean) * (w[1] - mean))
+        .sum::<f64>()
+        / (n - 1.0);
+    cov / var
+}
+
+#[test]
+fn correlated_jitter_keeps_its_distribution_and_has_the_asked_correlation() {
+    let rho = 0.5;
+    let n = 40_000u64;
+    let j = MS as f64;
+    // Normal: lag-1 correlation ρ exactly. Uniform through the copula:
+    // (6/π)·asin(ρ/2) (Pearson's correlation of Φ of a bivariate normal).
+    let uniform_rho = 6.0 / std::f64::consts::PI * (rho / 2.0f64).asin();
+    for (dist, want, cdf) in [
+        (
+            JitterDistribution::Normal,
+            rho,
+            Box::new(move |x: f64| phi(x / j)) as Cdf,
+        ),
+        (
+            JitterDistribution::Uniform,
+            uniform_rho,
+            Box::new(move |x: f64| ((x + j) / (2.0 * j)).clamp(0.0, 1.0)),
+        ),
+    ] {
+        let xs = correlated_samples(dist, rho, n);
+        assert_eq!(xs.len() as u64, n);
+        let r = lag1(&xs);
+        // The standard error of a lag-1 estimate over 40 000 samples is
+        // below 0.005; 0.02 is four of them and then some.
+        assert!(
+            (r - want).abs() < 0.02,
+            "{dist:?}: lag-1 correlation {r}, want {want}"
+        );
+        // Every 20th sample is as good as independent (0.5^20): its
+        // distribution is the jitter's, by the KS test at 99.9%.
+        let thin: Vec<f64> = xs.iter().step_by(20).copied().collect();
+        let d = ks(thin.clone(), cdf);
+        assert!(
+            d < 1.949 / (thin.len() as f64).sqrt(),
+            "{dist:?}: KS distance {d}"
+        );
+    }
+    // The heavy tails keep their minimum and mean through the copula.
+    for dist in [JitterDistribution::Pareto, JitterDistribution::ParetoNormal] {
+        let xs = correlated_samples(dist, rho, n);
+        let min = xs.iter().copied().fold(f64::MAX, f64::min);
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        assert!(lag1(&xs) > 0.2, "{dist:?}: lag-1 correlation {}", lag1(&xs));
+        assert!(min >= -2.7 * j, "{dist:?}: minimum {min}");
+        assert!(mean.abs() < 0.1 * j, "{dist:?}: mean {mean}");
+    }
+    // Without correlation, successive samples are independent.
+    let r = lag1(&correlated_samples(JitterDistribution::Normal, 0.0, n));
+    assert!(r.abs() < 0.02, "independent: {r}");
+}
+
 #[test]
 fn jitter_samples_follow_their_distribution() {
     let j = MS as f64;

@@ -478,6 +478,7 @@ fn everything(seed: u64) -> PipeConfig {
             ns: MS,
             distribution: JitterDistribution::Normal,
         }),
+        jitter_correlation: 0.3,
         reorder: true,
         netem_reorder: Some(NetemReorder {
             probability: 0.1,

@@ -211,6 +211,7 @@ fn dictionary(target: &str) -> &'static [&'static str] {
             "gemodel ",
             "lossstate ",
             "slot ",
+            "correlation ",
             "packets ",
             "bytes ",
             "paretonormal",

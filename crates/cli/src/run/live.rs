@@ -322,6 +322,9 @@ pub fn link_extras(l: &pspat_config::LinkPlan) -> String {
         if l.distribution != pspat_config::Distribution::Uniform {
             s.push_str(&format!(" distribution {}", l.distribution.name()));
         }
+        if l.jitter_correlation > 0.0 {
+            s.push_str(&format!(" correlation {}", l.jitter_correlation));
+        }
     }
     if let Some(p) = l.reorder_probability {
         s.push_str(&format!(" reorder {p}"));
@@ -1204,7 +1207,8 @@ mod words_tests {
     fn the_settings_words_give_slots_and_both_loss_models_with_their_values() {
         let p = plan(
             "pipe 1 config delay 5ms slot 2ms 4ms packets 16 gemodel 0.01 0.3 1 0\n\
-             pipe 2 config slot distribution normal 3ms 500us lossstate 0.02\n",
+             pipe 2 config slot distribution normal 3ms 500us lossstate 0.02\n\
+             pipe 4 config delay 10ms jitter 2ms distribution pareto correlation 25%\n",
         );
         let (one, two) = (&p.pipes[&1], &p.pipes[&2]);
         assert_eq!(link_extras(&one.link), " slot 2ms 4ms packets 16");
@@ -1214,6 +1218,10 @@ mod words_tests {
             " slot distribution normal 3ms 500us"
         );
         assert_eq!(queue_extras(&two.queue), " lossstate 0.02 0.98 0 1 0");
+        assert_eq!(
+            link_extras(&p.pipes[&4].link),
+            " jitter 2ms distribution pareto correlation 0.25"
+        );
         // `slot 0` leaves no slots to show.
         assert_eq!(
             link_extras(&plan("pipe 3 config slot 0").pipes[&3].link),

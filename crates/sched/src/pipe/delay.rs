@@ -36,6 +36,15 @@
 //! the two at one quantile ([`super::random::pareto_normal`]). A sample that would put the exit
 //! before the departure is cut at the departure.
 //!
+//! # Correlated jitter (tc-netem(8) `delay TIME JITTER CORRELATION`)
+//! With [`crate::pipe::PipeConfig::jitter_correlation`] ρ > 0, the samples
+//! come from an AR(1) standard normal sequence `z' = ρ·z + √(1−ρ²)·ε`
+//! mapped through the distribution's quantile function at `Φ(z')`
+//! ([`Jitter::at_normal`]): successive samples are correlated (ρ itself
+//! for `normal`) and each keeps the distribution. tc-netem mixes each
+//! uniform draw with the last one instead, which narrows the distribution
+//! as the correlation grows.
+//!
 //! # Complexity
 //! Order-keeping: O(1) per insert and per exit: a ring of (exit time,
 //! packet, fate), 32 bytes an entry, whose exit times are non-decreasing,
@@ -51,7 +60,7 @@ use std::collections::BinaryHeap;
 
 use fastrand::Rng;
 
-use super::random::{centered_pareto, pareto_normal, standard_normal};
+use super::random::{centered_pareto, normal_cdf, pareto_normal, standard_normal, PARETO_ALPHA};
 use super::Fate;
 use crate::{ConfigError, Instant, Packet};
 
@@ -81,6 +90,37 @@ pub struct Jitter {
 }
 
 impl Jitter {
+    /// The sample at the quantile `Φ(z)` of a standard normal `z`, in ns:
+    /// `z` itself scaled for `normal`, the distribution's quantile
+    /// function at `Φ(z)` for the others (a Gaussian copula: correlated
+    /// normals give correlated samples with this distribution's
+    /// marginal, [`Pipe`](super::Pipe)'s jitter correlation). The tails use
+    /// `Φ(−z)` rather than `1 − Φ(z)`, so they keep their precision.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::pipe::{Jitter, JitterDistribution};
+    /// let j = |distribution| Jitter { ns: 1_000, distribution };
+    /// assert_eq!(j(JitterDistribution::Normal).at_normal(1.5), 1_500);
+    /// assert_eq!(j(JitterDistribution::Uniform).at_normal(0.0), 0);
+    /// // Pareto's minimum, −jitter, at the far left.
+    /// assert_eq!(j(JitterDistribution::Pareto).at_normal(-9.0), -1_000);
+    /// ```
+    pub fn at_normal(&self, z: f64) -> i64 {
+        let j = self.ns as f64;
+        // 1 − Φ(z), precise in the right tail.
+        let upper = normal_cdf(-z);
+        let x = match self.distribution {
+            JitterDistribution::Uniform => (1.0 - 2.0 * upper) * j,
+            JitterDistribution::Normal => z * j,
+            JitterDistribution::Pareto => (2.0 * (upper.powf(-1.0 / PARETO_ALPHA) - 1.0) - 1.0) * j,
+            JitterDistribution::ParetoNormal => {
+                (z / 4.0 + upper.powf(-1.0 / PARETO_ALPHA) - 1.5) * j
+            }
+        };
+        x.round() as i64
+    }
+
     /// One sample in ns (may be negative).
     ///
     /// # Examples

@@ -60,6 +60,9 @@ impl<S: Scheduler> Pipe<S> {
         self.red_unit_ns = config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE));
         self.delay_ns = config.delay_ns;
         self.jitter = config.jitter;
+        // The AR(1) state carries on: a new correlation applies from the
+        // next sample.
+        self.jitter_correlation = config.jitter_correlation;
         self.netem_reorder = config.netem_reorder;
         self.slot_gate = match (&self.slot_gate, config.slots) {
             (Some(g), Some(s)) => Some(g.changed(s)),

@@ -179,7 +179,7 @@ use crate::{
 use delay::{DelayLine, SoleDue};
 use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
-use random::{bernoulli, Streams};
+use random::{bernoulli, standard_normal, Streams};
 use slot::SlotGate;
 
 /// Default delay-line capacity, in packets.
@@ -215,6 +215,13 @@ pub struct PipeConfig {
     pub profile: Option<DelayProfile>,
     /// Delay variation.
     pub jitter: Option<Jitter>,
+    /// Correlation of successive jitter samples, 0..=1 (tc-netem's
+    /// `delay D J C`): the samples are those of an AR(1) standard normal
+    /// sequence with this lag-1 correlation, each mapped through the
+    /// jitter's quantile function at its normal quantile (a Gaussian
+    /// copula), so every sample keeps the jitter's distribution. 0 draws
+    /// them independently, as without it.
+    pub jitter_correlation: f64,
     /// Let jitter reorder packets (the delay line is then a heap).
     pub reorder: bool,
     /// tc-netem's `reorder P gap N`: some packets skip the delay and
@@ -242,6 +249,7 @@ impl Default for PipeConfig {
             delay_ns: 0,
             profile: None,
             jitter: None,
+            jitter_correlation: 0.0,
             reorder: false,
             netem_reorder: None,
             slots: None,
@@ -264,6 +272,13 @@ impl PipeConfig {
             2..=MAX_DELAY_LINE,
         )?;
         self.framing.validate()?;
+        if !(0.0..=1.0).contains(&self.jitter_correlation) {
+            return Err(ConfigError::out_of_range(
+                "jitter correlation",
+                self.jitter_correlation,
+                "0..=1",
+            ));
+        }
         if let Some(s) = &self.slots {
             s.validate()?;
         }
@@ -484,6 +499,10 @@ pub struct Pipe<S> {
     delay_ns: u64,
     profile: Option<DelayProfile>,
     jitter: Option<Jitter>,
+    /// [`PipeConfig::jitter_correlation`], and the AR(1) normal behind the
+    /// last correlated sample (`None` before the first).
+    jitter_correlation: f64,
+    jitter_normal: Option<f64>,
     netem_reorder: Option<NetemReorder>,
     /// Packets delayed since the last one tc-netem's reordering sent ahead.
     reorder_count: u32,
@@ -539,6 +558,8 @@ impl<S: Scheduler> Pipe<S> {
             delay_ns: config.delay_ns,
             profile: config.profile,
             jitter: config.jitter,
+            jitter_correlation: config.jitter_correlation,
+            jitter_normal: None,
             netem_reorder: config.netem_reorder,
             reorder_count: 0,
             slot_gate: config.slots.map(SlotGate::new),
@@ -1032,8 +1053,12 @@ impl<S: Scheduler> Pipe<S> {
             self.reorder_count = self.reorder_count.saturating_add(1);
         }
         let mut wish = finish.saturating_add_nanos(self.delay_ns);
-        if let Some(j) = &self.jitter {
-            let s = j.sample(&mut self.rng.jitter);
+        if let Some(j) = self.jitter {
+            let s = if self.jitter_correlation > 0.0 {
+                self.correlated_jitter(&j)
+            } else {
+                j.sample(&mut self.rng.jitter)
+            };
             wish = if s >= 0 {
                 wish.saturating_add_nanos(s.unsigned_abs())
             } else {
@@ -1043,6 +1068,21 @@ impl<S: Scheduler> Pipe<S> {
         }
         let exit = self.put_in_line(wish, pkt, Fate::Transmit);
         self.duplicate_maybe(config, exit, pkt);
+    }
+
+    /// A jitter sample correlated with the last one
+    /// ([`PipeConfig::jitter_correlation`]): the next step of the AR(1)
+    /// normal, `ρ·z + √(1−ρ²)·ε` (a stationary start: the first is `ε`),
+    /// through the jitter's quantile function ([`Jitter::at_normal`]).
+    fn correlated_jitter(&mut self, j: &Jitter) -> i64 {
+        let rho = self.jitter_correlation;
+        let e = standard_normal(&mut self.rng.jitter);
+        let z = match self.jitter_normal {
+            Some(prev) => rho * prev + (1.0 - rho * rho).sqrt() * e,
+            None => e,
+        };
+        self.jitter_normal = Some(z);
+        j.at_normal(z)
     }
 
     /// Puts an entry that would leave at `wish` into the line, through the
