@@ -503,6 +503,26 @@ fn parse_slot(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<SlotPar
     Ok(slot)
 }
 
+/// tc-netem writes a correlation as a second number after some values
+/// (`loss 1% 25%`, `delay 100ms 10ms 25%`, `duplicate 1% 25%`); a number
+/// right after `what`'s value is refused with `hint`, rather than as an
+/// unknown keyword.
+fn no_netem_correlation(cur: &mut Cursor, what: &str, hint: &str) -> Result<(), Error> {
+    match cur.peek() {
+        Some(t) if t.text.starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
+            let t = cur.bump().unwrap_or(t);
+            Err(cur.error(
+                t,
+                ErrorKind::Syntax,
+                format!(
+                    "a second value after '{what}' (tc-netem's correlation) is not taken: {hint}"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
     cur.check(tok, parse_real(&tok.text))
 }
@@ -579,6 +599,11 @@ pub(crate) fn parse_object_keyword(
             let v = cur.value(kw, "5ms")?;
             d.link.jitter_us = Some(cur.check(v, parse_time_us(&v.text))?);
             record(&mut d.fields, cur, "jitter", kw, v.pos())?;
+            no_netem_correlation(
+                cur,
+                "jitter",
+                "write it as 'correlation 25%' (example: delay 100ms jitter 10ms correlation 25%)",
+            )?;
         }
         "distribution" => {
             let v = cur.value(kw, "normal")?;
@@ -676,16 +701,23 @@ pub(crate) fn parse_object_keyword(
             let v = cur.value(kw, "0.01")?;
             d.params.plr = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "plr", kw, v.pos())?;
+            no_netem_correlation(
+                cur,
+                "plr",
+                "for losses in bursts use 'gemodel p r 1-h 1-k' or 'lossstate p13 p31 p32 p23 p14'",
+            )?;
         }
         "duplicate" => {
             let v = cur.value(kw, "0.01")?;
             d.params.duplicate = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "duplicate", kw, v.pos())?;
+            no_netem_correlation(cur, "duplicate", "give the probability alone")?;
         }
         "corrupt" => {
             let v = cur.value(kw, "0.01")?;
             d.params.corrupt = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "corrupt", kw, v.pos())?;
+            no_netem_correlation(cur, "corrupt", "give the probability alone")?;
         }
         "red" | "gred" => {
             let v = cur.value(kw, "0.002/30/80/0.1")?;

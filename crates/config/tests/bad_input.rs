@@ -1164,3 +1164,32 @@ fn jitter_correlation_errors_name_their_token_in_both_syntaxes() {
     let e = error_of_toml("[[pipe]]\nnumber = 1\ndelay = \"10ms\"\ncorrelation = 0.25\n");
     assert_at(&e, "cfg.toml", 4, 15, "0.25", ErrorKind::MissingReference);
 }
+
+#[test]
+fn a_netem_correlation_after_a_value_is_refused_with_what_to_write() {
+    for (text, column, token, hint) in [
+        ("pipe 1 config plr 0.01 25%\n", 24, "25%", "gemodel"),
+        (
+            "pipe 1 config duplicate 0.01 25%\n",
+            30,
+            "25%",
+            "probability alone",
+        ),
+        (
+            "pipe 1 config corrupt 0.01 0.5\n",
+            28,
+            "0.5",
+            "probability alone",
+        ),
+        (
+            "pipe 1 config delay 10ms jitter 1ms 25%\n",
+            37,
+            "25%",
+            "correlation 25%",
+        ),
+    ] {
+        let e = error_of(text, &NoProfiles);
+        assert_at(&e, "cfg.ipfw", 1, column, token, ErrorKind::Syntax);
+        assert!(e.message.contains(hint), "{e}");
+    }
+}
