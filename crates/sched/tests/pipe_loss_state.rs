@@ -237,10 +237,11 @@ fn forced_branches_give_their_exact_patterns() {
 }
 
 #[test]
-fn the_step_follows_the_contiguous_ranges() {
-    // One draw u: in 1, [0, p14) → 4, [p14, p14 + p13) → 3, else 1; in 3,
-    // [0, p32) → 2, [p32, p32 + p31) → 1, else 3. The draws are replayed
-    // from a clone of the generator to know u.
+fn each_state_moves_with_its_transition_probabilities() {
+    // Counted transitions from each state against the model's
+    // probabilities, within four standard errors: the ranges of the one
+    // draw are contiguous and as wide as their probabilities (a gap or an
+    // overlap between two ranges would show in two of these counts).
     let m = LossState {
         p13: 0.3,
         p31: 0.25,
@@ -250,31 +251,38 @@ fn the_step_follows_the_contiguous_ranges() {
     };
     let mut rng = fastrand::Rng::with_seed(99);
     let mut phase = LossPhase::default();
-    let mut seen = [0u32; 4];
-    for _ in 0..100_000 {
-        let u = rng.clone().f64();
-        let from = phase;
+    // moves[from][to], states 1..=4 at 0..=3.
+    let mut moves = [[0u64; 4]; 4];
+    for _ in 0..400_000 {
+        let from = phase as usize - 1;
         let lost = m.step(&mut phase, &mut rng);
-        let expected = match from {
-            LossPhase::GapSent if u < m.p14 => LossPhase::GapLost,
-            LossPhase::GapSent if u < m.p14 + m.p13 => LossPhase::BurstLost,
-            LossPhase::GapSent => LossPhase::GapSent,
-            LossPhase::BurstSent if u < m.p23 => LossPhase::BurstLost,
-            LossPhase::BurstSent => LossPhase::BurstSent,
-            LossPhase::BurstLost if u < m.p32 => LossPhase::BurstSent,
-            LossPhase::BurstLost if u < m.p32 + m.p31 => LossPhase::GapSent,
-            LossPhase::BurstLost => LossPhase::BurstLost,
-            LossPhase::GapLost => LossPhase::GapSent,
-        };
-        assert_eq!(phase, expected, "from {from:?} with u = {u}");
         assert_eq!(
             lost,
             matches!(phase, LossPhase::BurstLost | LossPhase::GapLost)
         );
-        seen[phase as usize - 1] += 1;
+        moves[from][phase as usize - 1] += 1;
     }
-    // Every state was visited.
-    assert!(seen.iter().all(|&c| c > 1_000), "{seen:?}");
+    let want = [
+        [1.0 - m.p13 - m.p14, 0.0, m.p13, m.p14],
+        [0.0, 1.0 - m.p23, m.p23, 0.0],
+        [m.p31, m.p32, 1.0 - m.p31 - m.p32, 0.0],
+        [1.0, 0.0, 0.0, 0.0],
+    ];
+    for (from, row) in moves.iter().enumerate() {
+        let n: u64 = row.iter().sum();
+        assert!(n > 10_000, "state {} visited {n} times", from + 1);
+        for (to, &count) in row.iter().enumerate() {
+            let p = want[from][to];
+            let got = count as f64 / n as f64;
+            let se = (p * (1.0 - p) / n as f64).sqrt();
+            assert!(
+                (got - p).abs() <= 4.0 * se + 1e-12,
+                "{} -> {}: {got} against {p}",
+                from + 1,
+                to + 1
+            );
+        }
+    }
 }
 
 #[test]

@@ -403,9 +403,12 @@ fn ks(mut xs: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The jitter samples a pipe draws with `jitter_correlation` `rho` (1 ms
-/// scale, reordering allowed so they are the raw samples), in order.
-fn correlated_samples(dist: JitterDistribution, rho: f64, n: u64) -> Vec<f64> {
+/// The `n` jitter samples a pipe seeded with `seed` draws, at 1 ms scale
+/// with `jitter_correlation` `rho`, in packet order: one 100-byte packet
+/// every 200 µs on a fast link, a delay of ten standard deviations (so
+/// nothing is cut) and reordering allowed (no order floor: the raw
+/// samples).
+fn jitter_samples(dist: JitterDistribution, rho: f64, n: u64, seed: u64) -> Vec<f64> {
     let gap = 200_000;
     let delay = 10 * MS;
     let mut pipe = fifo_pipe(
@@ -419,7 +422,7 @@ fn correlated_samples(dist: JitterDistribution, rho: f64, n: u64) -> Vec<f64> {
             jitter_correlation: rho,
             reorder: true,
             delay_line_capacity: 4_096,
-            seed: 8,
+            seed,
             ..PipeConfig::default()
         },
         1,
@@ -471,7 +474,7 @@ fn correlated_jitter_keeps_its_distribution_and_has_the_asked_correlation() {
             Box::new(move |x: f64| ((x + j) / (2.0 * j)).clamp(0.0, 1.0)),
         ),
     ] {
-        let xs = correlated_samples(dist, rho, n);
+        let xs = jitter_samples(dist, rho, n, 8);
         assert_eq!(xs.len() as u64, n);
         let r = lag1(&xs);
         // The standard error of a lag-1 estimate over 40 000 samples is
@@ -491,7 +494,7 @@ fn correlated_jitter_keeps_its_distribution_and_has_the_asked_correlation() {
     }
     // The heavy tails keep their minimum and mean through the copula.
     for dist in [JitterDistribution::Pareto, JitterDistribution::ParetoNormal] {
-        let xs = correlated_samples(dist, rho, n);
+        let xs = jitter_samples(dist, rho, n, 8);
         let min = xs.iter().copied().fold(f64::MAX, f64::min);
         let mean = xs.iter().sum::<f64>() / n as f64;
         assert!(lag1(&xs) > 0.2, "{dist:?}: lag-1 correlation {}", lag1(&xs));
@@ -499,7 +502,7 @@ fn correlated_jitter_keeps_its_distribution_and_has_the_asked_correlation() {
         assert!(mean.abs() < 0.1 * j, "{dist:?}: mean {mean}");
     }
     // Without correlation, successive samples are independent.
-    let r = lag1(&correlated_samples(JitterDistribution::Normal, 0.0, n));
+    let r = lag1(&jitter_samples(JitterDistribution::Normal, 0.0, n, 8));
     assert!(r.abs() < 0.02, "independent: {r}");
 }
 
@@ -507,7 +510,6 @@ fn correlated_jitter_keeps_its_distribution_and_has_the_asked_correlation() {
 fn jitter_samples_follow_their_distribution() {
     let j = MS as f64;
     let n = 20_000u64;
-    let gap = 200_000;
     // paretonormal at quantile q is h(Φ⁻¹(q)), h(z) = z/4 + (1 − Φ(z))^(−1/3)
     // − 3/2, increasing in z: its CDF at x is Φ(z) where h(z) = x, found
     // by bisection with the test's own Φ.
@@ -555,29 +557,7 @@ fn jitter_samples_follow_their_distribution() {
         ),
     ];
     for (dist, cdf) in cases {
-        let delay = 10 * MS; // ten standard deviations: nothing is cut
-        let mut pipe = fifo_pipe(
-            PipeConfig {
-                bw: Some(rate(8_000_000_000)),
-                delay_ns: delay,
-                jitter: Some(Jitter {
-                    ns: MS,
-                    distribution: dist,
-                }),
-                reorder: true, // no order floor: the raw samples
-                delay_line_capacity: 4_096,
-                seed: 5,
-                ..PipeConfig::default()
-            },
-            1,
-            16,
-        );
-        let run = drive(&mut pipe, &spaced(n, 100, gap));
-        let samples: Vec<f64> = run
-            .exits
-            .iter()
-            .map(|(_, e)| e.at.as_nanos() as f64 - (e.packet.token * gap + 100 + delay) as f64)
-            .collect();
+        let samples = jitter_samples(dist, 0.0, n, 5);
         let d = ks(samples.clone(), cdf);
         // 99.9% critical value of the one-sample KS statistic: 1.949/√n.
         assert!(d < 1.949 / (n as f64).sqrt(), "{dist:?}: KS distance {d}");
