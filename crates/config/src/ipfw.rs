@@ -8,8 +8,9 @@
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
 //! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder` (a flag, or
-//! tc-netem's `reorder P` with `gap N`), `correlation`, `slot`, `gemodel`, `lossstate` (tc-netem's
-//! 4-state `loss state P13 [P31 [P32 [P23 [P14]]]]`), `duplicate`, `corrupt`,
+//! tc-netem's `reorder P` with `gap N`), `correlation`, `slot`, `gemodel`,
+//! `lossstate` (tc-netem's 4-state `loss state P13 [P31 [P32 [P23
+//! [P14]]]]`), `duplicate`, `corrupt`,
 //! `packetoverhead`, `cellsize`, `celloverhead`, `default allow|deny` and
 //! `seed N`. `flush` lines are accepted
 //! in a file only before the first configuration statement (a script's

@@ -25,7 +25,9 @@
 //!   and a packet's place is decided when it enters the line (the line's
 //!   ring, its `poll_at` and its capacity rule are unchanged).
 //! * Budgets are counted per entry that leaves (a duplicate is one;
-//!   a packet lost to the profile is not).
+//!   a packet lost to the profile is not), in the order entries enter the
+//!   line: with `reorder`, where an entry may leave before one that
+//!   entered earlier, that is not always the order they leave in.
 //!
 //! # Complexity
 //! O(1) per packet and one draw per slot; 40 bytes of state.
