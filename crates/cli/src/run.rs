@@ -1702,6 +1702,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The plan of ipfw lines `text` (tests' shorthand; the text must be valid).
+#[cfg(test)]
+pub(crate) fn test_plan(text: &str) -> Plan {
+    pspat_config::parse_ipfw(text, "t.ipfw")
+        .and_then(|c| c.validate(&pspat_config::NoProfiles))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

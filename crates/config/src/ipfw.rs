@@ -528,6 +528,15 @@ fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
     cur.check(tok, parse_real(&tok.text))
 }
 
+/// A probability written as a fraction (`0.25`) or, as tc-netem writes
+/// it, a percentage (`25%`).
+fn fraction_or_percent(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
+    match tok.text.strip_suffix('%') {
+        Some(pct) => Ok(cur.check(tok, parse_real(pct))? / 100.0),
+        None => probability(cur, tok),
+    }
+}
+
 /// `lossstate P13 [P31 [P32 [P23 [P14]]]]`: the values after `p13` are
 /// taken while the next word looks like a number; those not given take
 /// tc-netem's defaults ([`LossState::with_defaults`]).
@@ -623,11 +632,7 @@ pub(crate) fn parse_object_keyword(
         }
         "correlation" => {
             let v = cur.value(kw, "25% or 0.25")?;
-            let c = match v.text.strip_suffix('%') {
-                Some(pct) => cur.check(v, parse_real(pct))? / 100.0,
-                None => probability(cur, v)?,
-            };
-            d.link.jitter_correlation = Some(c);
+            d.link.jitter_correlation = Some(fraction_or_percent(cur, v)?);
             record(&mut d.fields, cur, "correlation", kw, v.pos())?;
         }
         "reorder" => {
@@ -641,23 +646,13 @@ pub(crate) fn parse_object_keyword(
             match value {
                 Some(v) => {
                     cur.bump();
-                    let p = match v.text.strip_suffix('%') {
-                        Some(pct) => cur.check(v, parse_real(pct))? / 100.0,
-                        None => probability(cur, v)?,
-                    };
-                    d.link.reorder_probability = Some(p);
+                    d.link.reorder_probability = Some(fraction_or_percent(cur, v)?);
                     record(&mut d.fields, cur, "reorder", kw, v.pos())?;
-                    if cur
-                        .peek()
-                        .is_some_and(|t| t.text.starts_with(|c: char| c.is_ascii_digit()))
-                    {
-                        let c = cur.bump().unwrap_or(v);
-                        return Err(cur.error(
-                            c,
-                            ErrorKind::Syntax,
-                            "a correlation after the reorder probability is not supported: give the probability alone (example: reorder 25% gap 5)",
-                        ));
-                    }
+                    no_netem_correlation(
+                        cur,
+                        "reorder",
+                        "give the probability alone (example: reorder 25% gap 5)",
+                    )?;
                 }
                 None => record(&mut d.fields, cur, "reorder", kw, kw.pos())?,
             }

@@ -60,12 +60,7 @@ pub(super) fn interfaces(k: usize, rx_threads: usize, input: u32, output: u32) -
 mod tests {
     use super::*;
 
-    fn plan(text: &str) -> Plan {
-        pspat_config::parse_ipfw(text, "t.ipfw")
-            .unwrap()
-            .validate(&pspat_config::NoProfiles)
-            .unwrap()
-    }
+    use crate::run::test_plan as plan;
 
     #[test]
     fn a_direction_or_an_interface_turns_the_reverse_direction_on() {

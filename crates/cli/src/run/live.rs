@@ -1195,13 +1195,7 @@ pub fn apply_keyed(
 #[cfg(test)]
 mod words_tests {
     use super::{link_extras, queue_extras};
-
-    fn plan(text: &str) -> pspat_config::Plan {
-        pspat_config::parse_ipfw(text, "t")
-            .unwrap()
-            .validate(&pspat_config::NoProfiles)
-            .unwrap()
-    }
+    use crate::run::test_plan as plan;
 
     #[test]
     fn the_settings_words_give_slots_and_both_loss_models_with_their_values() {
