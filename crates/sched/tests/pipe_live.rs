@@ -608,3 +608,102 @@ fn a_rebuilt_link_continues_its_random_draws() {
     let after: std::collections::BTreeSet<bool> = fates[0][30..].iter().copied().collect();
     assert_eq!(after.len(), 2, "{:?}", fates[0]);
 }
+
+/// A one-flow DRR pipe with tc-netem's running states: correlated normal
+/// jitter (2 ms, correlation 0.9), every 3rd packet a candidate to skip
+/// the delay (`reorder 50% gap 3`) and slots of 1 to 3 ms holding at most
+/// 4 packets, seeded.
+fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
+    use pspat_sched::pipe::slot::{SlotInterval, Slots};
+    use pspat_sched::pipe::NetemReorder;
+    let sched = SchedulerConfig::new(AlgKind::Drr)
+        .build(FlowTable::uniform(1).unwrap())
+        .unwrap();
+    let cfg = PipeConfig {
+        bw: Some(Rate::checked("bw", 80_000_000u64).unwrap()),
+        delay_ns: 10 * MS,
+        jitter: Some(Jitter {
+            ns: 2 * MS,
+            distribution: JitterDistribution::Normal,
+        }),
+        jitter_correlation: 0.9,
+        reorder: true,
+        netem_reorder: Some(NetemReorder {
+            probability: 0.5,
+            gap: 3,
+        }),
+        slots: Some(Slots {
+            interval: SlotInterval::Uniform {
+                min_ns: MS,
+                max_ns: 3 * MS,
+            },
+            packets: Some(4),
+            bytes: None,
+        }),
+        delay_line_capacity: 256,
+        seed,
+        ..PipeConfig::default()
+    };
+    Pipe::new(cfg, sched, 1).unwrap()
+}
+
+#[test]
+fn a_rebuilt_link_keeps_its_slot_its_jitter_correlation_and_its_reorder_count() {
+    // Two links with the same seed see the same 90 packets, one every
+    // 700 µs, so that slots, the reorder gap and the jitter's AR(1)
+    // sequence are in the middle of something at any instant; one of them
+    // is rebuilt (same configuration, new ids) at packet `at_seq`. Every
+    // packet leaves both at the same instant, in the same order.
+    for at_seq in [20, 31, 45, 58, 71] {
+        let outs = kept_and_rebuilt(at_seq);
+        assert_eq!(outs[0].len(), 90);
+        assert_eq!(outs[0], outs[1], "rebuilt at packet {at_seq}");
+        // The slots were at work: packets left in bursts at shared instants.
+        let instants: std::collections::BTreeSet<u64> = outs[0].iter().map(|o| o.0).collect();
+        assert!(instants.len() < 60, "{} exit instants", instants.len());
+    }
+}
+
+/// The exits `(ns, token)` of [`netem_like`] links kept and rebuilt at
+/// packet `at_seq`.
+fn kept_and_rebuilt(at_seq: u64) -> [Vec<(u64, u64)>; 2] {
+    let mut kept = PipeSet::new();
+    let mut rebuilt = PipeSet::new();
+    for set in [&mut kept, &mut rebuilt] {
+        set.push(9, 0, netem_like(17), 1).unwrap();
+        set.reserve(1).unwrap();
+    }
+    let mut outs = [Vec::new(), Vec::new()];
+    let mut nows = [Instant::ZERO; 2];
+    for seq in 0..90u64 {
+        let at = Instant::from_nanos(seq * 700_000);
+        if seq == at_seq {
+            let gone = rebuilt
+                .replace_link_moving(9, at, vec![(0, 1, netem_like(17), 1)], &|i, f| Some((i, f)))
+                .unwrap();
+            assert_eq!(gone.len(), 1);
+        }
+        for (k, set) in [&mut kept, &mut rebuilt].into_iter().enumerate() {
+            // Everything due up to `at`, as an arbiter would see it.
+            let mut now = nows[k];
+            loop {
+                while let Some(p) = set.dequeue(now) {
+                    outs[k].push((now.as_nanos(), p.token));
+                }
+                match set.next_eligible(now) {
+                    Some(t) if t > now && t <= at => now = t,
+                    _ => break,
+                }
+            }
+            nows[k] = at;
+            let flow = set.global(9, 0, FlowId(0)).unwrap();
+            set.enqueue(at, Packet::new(flow, 1000, seq)).unwrap();
+        }
+    }
+    for (k, set) in [&mut kept, &mut rebuilt].into_iter().enumerate() {
+        let (rest, late) = drain(set, nows[k]);
+        assert!(late.is_empty(), "{late:?}");
+        outs[k].extend(rest.into_iter().map(|(t, p)| (t, p.token)));
+    }
+    outs
+}

@@ -30,8 +30,11 @@
 //! period; the bound of [`super::link`] holds per instance).
 //!
 //! The random streams go on as well: the new pipe of an instance continues
-//! the old one's draws in its own seed ([`Pipe::continue_streams`]), so a
-//! rebuild does not replay the loss and jitter draws a run began with.
+//! the old one's draws in its own seed ([`Pipe::continue_from`]), so a
+//! rebuild does not replay the loss and jitter draws a run began with; so
+//! do the link's other running states, as a live change of the same pipe
+//! keeps them: the last correlated jitter sample, tc-netem's reordering
+//! count and the current slot.
 //!
 //! What does not carry over: the schedulers' fair-share state (virtual
 //! times, deficits): queued packets enter the new scheduler in the old
@@ -45,6 +48,18 @@
 
 use super::{count_drop, Fate, Pipe, PipeCounters, Queue};
 use crate::{DropReason, FlowId, Instant, Packet, Rejected, Scheduler};
+
+/// The running state of a pipe's link that its replacement continues
+/// ([`Pipe::continuation`], [`Pipe::continue_from`]); its packets and
+/// burst credit are handed over apart ([`Pipe::hand_over`],
+/// [`Pipe::continue_link`]).
+#[derive(Clone, Debug)]
+pub struct Continuation {
+    streams: super::random::Streams,
+    jitter_normal: Option<f64>,
+    reorder_count: u32,
+    slot_gate: Option<super::slot::SlotGate>,
+}
 
 /// A packet a pipe gives up when it is replaced ([`Pipe::hand_over`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,18 +210,33 @@ impl<S: Scheduler> Pipe<S> {
         self.link.carry_credit(credit);
     }
 
-    /// The pipe's random streams, for the pipe that replaces it
-    /// ([`Pipe::continue_streams`]).
-    pub fn streams(&self) -> &super::random::Streams {
-        &self.rng
+    /// What this pipe's link has reached, for the pipe that replaces it
+    /// ([`Pipe::continue_from`]).
+    pub fn continuation(&self) -> Continuation {
+        Continuation {
+            streams: self.rng.clone(),
+            jitter_normal: self.jitter_normal,
+            reorder_count: self.reorder_count,
+            slot_gate: self.slot_gate.clone(),
+        }
     }
 
-    /// Continues `from`'s random streams (those of the pipe this one
-    /// replaces, same instance) in this pipe's seed: loss, RED, jitter and
-    /// the others go on from the draws they had reached instead of
-    /// replaying their first ones ([`super::random::Streams::continue_from`]).
-    pub fn continue_streams(&mut self, from: &super::random::Streams) {
-        self.rng.continue_from(from);
+    /// Continues `from` (the pipe this one replaces, same instance) as a
+    /// live change of the same pipe would: the random streams go on from
+    /// the draws they had reached, in this pipe's seed
+    /// ([`super::random::Streams::continue_from`]), instead of replaying
+    /// their first ones; correlated jitter goes on from the last sample;
+    /// tc-netem's reordering keeps its count of packets since the last one
+    /// sent ahead; and with slots on both, the current slot keeps its
+    /// instant (and, when the slots are the same, what it has left), so a
+    /// packet does not wait a whole interval for a new first slot.
+    pub fn continue_from(&mut self, from: &Continuation) {
+        self.rng.continue_from(&from.streams);
+        self.jitter_normal = from.jitter_normal;
+        self.reorder_count = from.reorder_count;
+        if let (Some(new), Some(old)) = (&mut self.slot_gate, &from.slot_gate) {
+            *new = new.continuing(old);
+        }
     }
 
     /// Bytes the link may still send at line speed in its current busy

@@ -166,7 +166,7 @@ pub mod slot;
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, LossPhase, LossState, QueueConfig, QueueLimit, Red, RedState};
 pub use framing::{Framing, MAX_OVERHEAD};
-pub use handover::Moved;
+pub use handover::{Continuation, Moved};
 pub use scheduler::PipeScheduler;
 pub use set::{PacketMoves, PipeRoutes, PipeSet};
 pub use slot::{SlotInterval, Slots};

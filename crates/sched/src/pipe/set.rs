@@ -64,8 +64,8 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 use super::filter::FilterState;
+use super::handover::Continuation;
 use super::handover::Moved;
-use super::random::Streams;
 use super::{FlowCounters, Pipe, PipeCounters, PipeScheduler};
 use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
@@ -500,7 +500,7 @@ impl<S: Scheduler> PipeSet<S> {
         let mut frees: Vec<(u32, Instant)> = Vec::new();
         // The burst credit and random streams of each old instance, for
         // its namesake heir.
-        let mut credits: Vec<(u32, u64, Streams)> = Vec::new();
+        let mut credits: Vec<(u32, u64, Continuation)> = Vec::new();
         for mut m in old {
             let instance = m.instance;
             let target = Cell::new(0u32);
@@ -552,7 +552,7 @@ impl<S: Scheduler> PipeSet<S> {
             if heirs.binary_search_by_key(&instance, |h| h.0).is_ok() {
                 frees.push((instance, free));
                 let p = m.pipe.pipe();
-                credits.push((instance, p.burst_credit(), p.streams().clone()));
+                credits.push((instance, p.burst_credit(), p.continuation()));
             }
             for (t, _, _) in &moved[first..] {
                 if frees.last() != Some(&(*t, free)) {
@@ -606,8 +606,8 @@ impl<S: Scheduler> PipeSet<S> {
             let nbase = n.base;
             let pipe = n.pipe.pipe_mut();
             let namesake = credits.iter().find(|c| c.0 == *instance);
-            if let Some((_, _, streams)) = namesake {
-                pipe.continue_streams(streams);
+            if let Some((_, _, running)) = namesake {
+                pipe.continue_from(running);
             }
             let credit = namesake.map_or(0, |c| c.1);
             for (_, free) in frees.iter().filter(|f| f.0 == *instance) {

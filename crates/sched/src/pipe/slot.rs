@@ -168,6 +168,17 @@ impl SlotGate {
         }
     }
 
+    /// This gate continuing `old`, the gate of the pipe this one replaces:
+    /// `old` itself when the slots are the same, else the current slot's
+    /// instant with this gate's budgets ([`SlotGate::changed`]).
+    pub fn continuing(&self, old: &SlotGate) -> Self {
+        if old.slots == self.slots {
+            old.clone()
+        } else {
+            old.changed(self.slots)
+        }
+    }
+
     fn next_slot(&mut self, after: Instant, rng: &mut Rng) -> Instant {
         let at = after.saturating_add_nanos(self.slots.draw(rng));
         self.opens = Some(at);
