@@ -73,10 +73,13 @@ fn validate(config: &Config, file: &Path) -> anyhow::Result<Plan> {
     config.validate(&loader).map_err(|e| usage(e.to_string()))
 }
 
+/// `config` in `syntax`, its rules numbered and in the order they are
+/// tried ([`Config::in_rule_order`]).
 fn print(config: &Config, syntax: Syntax) -> String {
+    let config = config.in_rule_order();
     match syntax {
-        Syntax::Toml => print_toml(config),
-        Syntax::Ipfw => print_ipfw(config),
+        Syntax::Toml => print_toml(&config),
+        Syntax::Ipfw => print_ipfw(&config),
     }
 }
 
@@ -205,5 +208,37 @@ mod tests {
             );
             assert_eq!(check.0, convert.0, "{name}");
         }
+    }
+
+    #[test]
+    fn rules_print_numbered_in_the_order_they_are_tried() {
+        let file = temp_file(
+            "order.ipfw",
+            "pipe 1 config bw 1Mbit/s\nadd 200 pipe 1 ip from any to any\nadd pipe 1 udp from any to any\nadd 100 deny tcp from any to any\n",
+        );
+        let config = load(&file).unwrap();
+        let plan = validate(&config, &file).unwrap();
+        for syntax in [Syntax::Ipfw, Syntax::Toml] {
+            let text = print(&config, syntax);
+            let again = match syntax {
+                Syntax::Ipfw => pspat_config::parse_ipfw(&text, "printed"),
+                Syntax::Toml => pspat_config::parse_toml(&text, "printed"),
+            }
+            .unwrap();
+            let numbers: Vec<Option<u32>> = again.rules.iter().map(|r| r.number).collect();
+            assert_eq!(numbers, [Some(100), Some(200), Some(300)], "{text}");
+            // The same plan: the rules are tried in the same order.
+            assert_eq!(again.validate(&pspat_config::NoProfiles).unwrap(), plan);
+        }
+        let ipfw = print(&config, Syntax::Ipfw);
+        let rules: Vec<&str> = ipfw.lines().filter(|l| l.starts_with("add")).collect();
+        assert_eq!(
+            rules,
+            [
+                "add 100 deny tcp from any to any",
+                "add 200 pipe 1 ip from any to any",
+                "add 300 pipe 1 udp from any to any"
+            ]
+        );
     }
 }

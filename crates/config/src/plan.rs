@@ -28,7 +28,7 @@ use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::FlowMask;
 use crate::model::{
     Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    LinkParams, LossState, Parent, Proto, QueueParams, Red, Site, SiteKind, SlotInterval,
+    LinkParams, LossState, Parent, Proto, QueueParams, Red, Rule, Site, SiteKind, SlotInterval,
     SlotParams, Target,
 };
 use crate::net::{AddrMatch, PortRange, Prefix};
@@ -857,7 +857,53 @@ impl Checker<'_> {
     }
 }
 
+/// Each rule's number, in file order: its own, or for a rule written
+/// without one the highest number before it plus [`RULE_STEP`], as ipfw
+/// numbers a rule added without a number.
+fn rule_numbers(rules: &[Rule]) -> impl Iterator<Item = u32> + '_ {
+    rules.iter().scan(0u32, |last, r| {
+        let number = r.number.unwrap_or(last.saturating_add(RULE_STEP));
+        *last = (*last).max(number);
+        Some(number)
+    })
+}
+
 impl Config {
+    /// The same configuration with every rule numbered ([`Rule::number`]
+    /// filled in as validation numbers it) and the rules in number order,
+    /// the order a packet tries them in: how `pspat config check` prints a
+    /// configuration whose file lists its rules in another order. Rules
+    /// sharing a number (refused by validation) keep their file order.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::parse_ipfw;
+    ///
+    /// let c = parse_ipfw(
+    ///     "pipe 1 config bw 1Mbit/s\nadd 200 pipe 1 ip from any to any\nadd pipe 1 udp from any to any\nadd 50 deny tcp from any to any\n",
+    ///     "example",
+    /// )
+    /// .unwrap();
+    /// let numbers: Vec<_> = c.in_rule_order().rules.iter().map(|r| r.number).collect();
+    /// assert_eq!(numbers, [Some(50), Some(200), Some(300)]);
+    /// ```
+    pub fn in_rule_order(&self) -> Config {
+        let mut rules: Vec<Rule> = self
+            .rules
+            .iter()
+            .zip(rule_numbers(&self.rules))
+            .map(|(r, n)| Rule {
+                number: Some(n),
+                ..r.clone()
+            })
+            .collect();
+        rules.sort_by_key(|r| r.number);
+        Config {
+            rules,
+            ..self.clone()
+        }
+    }
+
     /// Validates the configuration into a [`Plan`], reading profile files through `loader`.
     ///
     /// # Examples
@@ -1062,13 +1108,7 @@ impl Config {
                 }
             }
         }
-        let mut last = 0u32;
-        for (i, r) in self.rules.iter().enumerate() {
-            let number = match r.number {
-                Some(n) => n,
-                None => last.saturating_add(RULE_STEP),
-            };
-            last = last.max(number);
+        for (i, (r, number)) in self.rules.iter().zip(rule_numbers(&self.rules)).enumerate() {
             c.range(
                 (SiteKind::Rule, i, "number"),
                 "rule number",
