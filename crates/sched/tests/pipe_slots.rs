@@ -223,3 +223,28 @@ fn the_same_seed_gives_the_same_slots() {
     let mut c = fifo_pipe(other, 1, 10_000);
     assert_ne!(exits(&drive(&mut c, &arr)), ra);
 }
+
+#[test]
+fn a_packet_sent_ahead_by_reorder_skips_the_slots_and_their_budget() {
+    // Every second packet is sent ahead (`reorder 100% gap 2`): tokens 1
+    // and 3 leave as they leave the link (2 and 4 ms), as tc-netem serves
+    // them before its slotted queue. Tokens 0 and 2 (due at 11 and 13 ms)
+    // share the slot opened 5 ms after the first (16 ms): its budget of 2
+    // is theirs alone, the packets sent ahead took none of it.
+    let cfg = PipeConfig {
+        reorder: true,
+        netem_reorder: Some(pspat_sched::pipe::NetemReorder {
+            probability: 1.0,
+            gap: 2,
+        }),
+        ..config(10 * MS, Some(every(5 * MS, Some(2), None)))
+    };
+    let mut pipe = fifo_pipe(cfg, 1, 1_000);
+    let run = drive(&mut pipe, &burst(4, 1_250));
+    assert_eq!(
+        exits(&run),
+        [(1, 2 * MS), (3, 4 * MS), (0, 16 * MS), (2, 16 * MS)]
+    );
+    assert_eq!(pipe.counters().reordered, 2);
+    assert_conserved(&pipe);
+}

@@ -1040,13 +1040,15 @@ impl<S: Scheduler> Pipe<S> {
         }
         if let Some(r) = &self.netem_reorder {
             // tc-netem: a candidate (every `gap`-th packet since the last
-            // one sent ahead) skips the delay with the probability.
+            // one sent ahead) skips the delay with the probability, and the
+            // slots too (netem's dequeue serves the packets it sent ahead
+            // before its slotted queue, out of the slots' budgets).
             if self.reorder_count.saturating_add(1) >= r.gap
                 && bernoulli(&mut self.rng.reorder, r.probability)
             {
                 self.reorder_count = 0;
                 self.counters.reordered += 1;
-                let exit = self.put_in_line(finish, pkt, Fate::Transmit);
+                let exit = self.line.insert(finish, pkt, Fate::Transmit);
                 self.duplicate_maybe(config, exit, pkt);
                 return;
             }

@@ -28,6 +28,10 @@
 //!   a packet lost to the profile is not), in the order entries enter the
 //!   line: with `reorder`, where an entry may leave before one that
 //!   entered earlier, that is not always the order they leave in.
+//! * A packet tc-netem's `reorder` sends ahead skips the slots as it skips
+//!   the delay: it leaves as it leaves the link and spends no budget (netem
+//!   serves the packets it sent ahead before its slotted queue). Its
+//!   duplicate, if it has one, waits for a slot.
 //!
 //! # Complexity
 //! O(1) per packet and one draw per slot; 40 bytes of state.
