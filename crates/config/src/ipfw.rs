@@ -28,8 +28,8 @@ use crate::model::{
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
-    parse_i32, parse_rate, parse_real, parse_size, parse_time_us, parse_u32, parse_uint,
-    QueueLimit, ValueError,
+    parse_i32, parse_probability, parse_rate, parse_real, parse_size, parse_time_us, parse_u32,
+    parse_uint, QueueLimit, ValueError,
 };
 
 /// One whitespace-separated word and where it starts.
@@ -525,16 +525,18 @@ fn no_netem_correlation(cur: &mut Cursor, what: &str, hint: &str) -> Result<(), 
 }
 
 fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
-    cur.check(tok, parse_real(&tok.text))
+    cur.check(tok, parse_probability(&tok.text))
 }
 
-/// A probability written as a fraction (`0.25`) or, as tc-netem writes
-/// it, a percentage (`25%`).
-fn fraction_or_percent(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
-    match tok.text.strip_suffix('%') {
-        Some(pct) => Ok(cur.check(tok, parse_real(pct))? / 100.0),
-        None => probability(cur, tok),
-    }
+/// The next word if it looks like a number (an optional value of
+/// `gemodel` or `lossstate`), taken.
+fn next_number<'t>(cur: &mut Cursor<'t>) -> Option<&'t Tok> {
+    let t = cur.peek().filter(|t| {
+        t.text
+            .starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
+    })?;
+    cur.bump();
+    Some(t)
 }
 
 /// `lossstate P13 [P31 [P32 [P23 [P14]]]]`: the values after `p13` are
@@ -556,13 +558,9 @@ fn parse_loss_state(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<L
     let m = LossState::with_defaults(p13);
     let mut values = [m.p13, m.p31, m.p32, m.p23, m.p14];
     for (slot, name) in values.iter_mut().zip(NAMES).skip(1) {
-        let Some(v) = cur.peek().filter(|t| {
-            t.text
-                .starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '-')
-        }) else {
+        let Some(v) = next_number(cur) else {
             break;
         };
-        cur.bump();
         *slot = probability(cur, v)?;
         record(fields, cur, name, kw, v.pos())?;
     }
@@ -632,7 +630,7 @@ pub(crate) fn parse_object_keyword(
         }
         "correlation" => {
             let v = cur.value(kw, "25% or 0.25")?;
-            d.link.jitter_correlation = Some(fraction_or_percent(cur, v)?);
+            d.link.jitter_correlation = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "correlation", kw, v.pos())?;
         }
         "reorder" => {
@@ -646,7 +644,7 @@ pub(crate) fn parse_object_keyword(
             match value {
                 Some(v) => {
                     cur.bump();
-                    d.link.reorder_probability = Some(fraction_or_percent(cur, v)?);
+                    d.link.reorder_probability = Some(probability(cur, v)?);
                     record(&mut d.fields, cur, "reorder", kw, v.pos())?;
                     no_netem_correlation(
                         cur,
@@ -730,11 +728,20 @@ pub(crate) fn parse_object_keyword(
         }
         "gemodel" => {
             // The keyword's own place: where a clash with `lossstate` is told.
+            // `gemodel P [R [1-H [1-K]]]`: the values after `p` are taken
+            // while the next word looks like a number; those not given take
+            // tc-netem's defaults ([`GilbertElliott::with_defaults`]).
             record(&mut d.fields, cur, "gemodel", kw, kw.pos())?;
-            let mut values = [0.0; 4];
             const NAMES: [&str; 4] = ["gemodel.p", "gemodel.r", "gemodel.1-h", "gemodel.1-k"];
-            for (slot, name) in values.iter_mut().zip(NAMES) {
-                let v = cur.value(kw, "0.01 0.3 1 0 (p r 1-h 1-k)")?;
+            let first = cur.value(kw, "0.01 0.3 1 0 (p [r [1-h [1-k]]])")?;
+            let p = probability(cur, first)?;
+            record(&mut d.fields, cur, NAMES[0], kw, first.pos())?;
+            let m = GilbertElliott::with_defaults(p);
+            let mut values = [m.p, m.r, m.one_minus_h, m.one_minus_k];
+            for (slot, name) in values.iter_mut().zip(NAMES).skip(1) {
+                let Some(v) = next_number(cur) else {
+                    break;
+                };
                 *slot = probability(cur, v)?;
                 record(&mut d.fields, cur, name, kw, v.pos())?;
             }

@@ -190,6 +190,27 @@ pub struct GilbertElliott {
     pub one_minus_k: f64,
 }
 
+impl GilbertElliott {
+    /// The model of `gemodel p` with the values left out at tc-netem's
+    /// defaults (iproute2's `loss gemodel`): `r = 1 − p`, `1-h = 1` (every
+    /// packet in the bad state lost), `1-k = 0` (none in the good state).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::GilbertElliott;
+    /// let m = GilbertElliott::with_defaults(0.01);
+    /// assert_eq!((m.r, m.one_minus_h, m.one_minus_k), (0.99, 1.0, 0.0));
+    /// ```
+    pub fn with_defaults(p: f64) -> Self {
+        GilbertElliott {
+            p,
+            r: (1.0 - p).clamp(0.0, 1.0),
+            one_minus_h: 1.0,
+            one_minus_k: 0.0,
+        }
+    }
+}
+
 /// The 4-state loss model (`lossstate p13 [p31 [p32 [p23 [p14]]]]`, as
 /// tc-netem(8)'s `loss state`): the parsers fill in the defaults of the
 /// values not given (`p31 = 1 − p13`, `p32 = 0`, `p23 = 1`, `p14 = 0`),

@@ -10,9 +10,10 @@
 //! `[[sched]]`, `[[pipe]]`, `[[queue]]`, `[[table]]`, `[[rule]]`, each with a
 //! `number`. A queue limit is `limit` (`limit = 50` slots, `limit = "64KB"`);
 //! flags are booleans (`reorder = true`); `mask` is `"all"` or a table of
-//! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with keys `p`,
-//! `r`, `1-h`, `1-k`; `lossstate` a table with key `p13` and optional
-//! `p31`, `p32`, `p23`, `p14` (tc-netem's defaults for those not given);
+//! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with key `p`
+//! and optional `r`, `1-h`, `1-k`, `lossstate` one with key `p13` and
+//! optional `p31`, `p32`, `p23`, `p14` (tc-netem's defaults for those not
+//! given); a probability is a number or a percentage (`plr = "1%"`);
 //! `slot` a table with `min` and `max`, or
 //! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
@@ -27,9 +28,34 @@ use crate::ipfw::{
     empty_rule, parse_object_keyword, parse_rule_body, Builder, Cursor, Draft, Fields, ObjKind,
     Statement, Tok,
 };
-use crate::model::{Action, Config, DefaultAction, LossState, TableEntry};
-use crate::units::{parse_real, parse_u32, parse_uint};
+use crate::model::{Action, Config, DefaultAction, GilbertElliott, LossState, TableEntry};
+use crate::units::{parse_probability, parse_u32, parse_uint};
 
+/// A loss model written as a table: its keys in the order of its ipfw
+/// words, and the values of all of them from the first alone.
+struct LossModel {
+    keys: &'static [&'static str],
+    example: &'static str,
+    defaults: fn(f64) -> [f64; 5],
+}
+
+const GEMODEL: LossModel = LossModel {
+    keys: &["p", "r", "1-h", "1-k"],
+    example: "gemodel = { p = 0.01, r = 0.3 }",
+    defaults: |p| {
+        let m = GilbertElliott::with_defaults(p);
+        [m.p, m.r, m.one_minus_h, m.one_minus_k, 0.0]
+    },
+};
+
+const LOSSSTATE: LossModel = LossModel {
+    keys: &["p13", "p31", "p32", "p23", "p14"],
+    example: "lossstate = { p13 = 0.01, p31 = 0.3 }",
+    defaults: |p| {
+        let m = LossState::with_defaults(p);
+        [m.p13, m.p31, m.p32, m.p23, m.p14]
+    },
+};
 /// Byte offsets to 1-based line and character column.
 struct LineIndex<'a> {
     text: &'a str,
@@ -206,86 +232,64 @@ impl Reader<'_> {
                 Ok(toks)
             }
             DeValue::Table(t) if kw.text == "slot" => self.slot_tokens(kw, t),
-            DeValue::Table(t) if kw.text == "lossstate" => self.loss_state_tokens(kw, t),
-            DeValue::Table(t) if kw.text == "gemodel" => {
-                let mut toks = vec![kw.clone()];
-                for name in ["p", "r", "1-h", "1-k"] {
-                    let Some((k, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
-                        return Err(self.error(
-                            &kw,
-                            ErrorKind::Syntax,
-                            format!(
-                                "'gemodel' needs the keys p, r, 1-h and 1-k; '{name}' is missing"
-                            ),
-                        ));
-                    };
-                    toks.push(self.scalar(&self.key_tok(k), v)?);
-                }
-                if let Some((k, _)) = t
-                    .iter()
-                    .find(|(k, _)| !matches!(k.get_ref().as_ref(), "p" | "r" | "1-h" | "1-k"))
-                {
-                    let t = self.key_tok(k);
-                    return Err(self.error(
-                        &t,
-                        ErrorKind::UnknownKeyword,
-                        format!("unknown gemodel key '{}' (allowed: p, r, 1-h, 1-k)", t.text),
-                    ));
-                }
-                Ok(toks)
+            DeValue::Table(t) if kw.text == "lossstate" => {
+                self.loss_model_tokens(kw, t, &LOSSSTATE)
             }
+            DeValue::Table(t) if kw.text == "gemodel" => self.loss_model_tokens(kw, t, &GEMODEL),
             _ => Ok(vec![kw, self.scalar(key, value)?]),
         }
     }
 
-    /// `lossstate = { p13 = 0.01, p31 = 0.3, p32 = 0, p23 = 1, p14 = 0 }` as
-    /// the words of `lossstate p13 p31 p32 p23 p14`: `p13` is required; a
-    /// key left out before one given becomes its default, written at the
-    /// table's key (`p31 = 1 − p13`, `p32 = 0`, `p23 = 1`); those left out
-    /// after the last one given are left to the ipfw parser's defaults.
-    fn loss_state_tokens(&self, kw: Tok, t: &DeTable<'_>) -> Result<Vec<Tok>, Error> {
-        const KEYS: [&str; 5] = ["p13", "p31", "p32", "p23", "p14"];
+    /// A loss model's table as the words of its ipfw keyword
+    /// (`lossstate = { p13 = 0.01, p31 = 0.3 }` as `lossstate 0.01 0.3`,
+    /// `gemodel = { p = 0.01, r = 0.3, 1-h = 1, 1-k = 0 }` as `gemodel 0.01
+    /// 0.3 1 0`): the first key is required; a key left out before one
+    /// given becomes its default, written at the table's key; those left
+    /// out after the last one given are left to the ipfw parser's defaults.
+    fn loss_model_tokens(
+        &self,
+        kw: Tok,
+        t: &DeTable<'_>,
+        model: &LossModel,
+    ) -> Result<Vec<Tok>, Error> {
+        let keys = model.keys;
         if let Some((k, _)) = t
             .iter()
-            .find(|(k, _)| !KEYS.contains(&k.get_ref().as_ref()))
+            .find(|(k, _)| !keys.contains(&k.get_ref().as_ref()))
         {
             let t = self.key_tok(k);
             return Err(self.error(
                 &t,
                 ErrorKind::UnknownKeyword,
                 format!(
-                    "unknown lossstate key '{}' (allowed: p13, p31, p32, p23, p14)",
-                    t.text
+                    "unknown {} key '{}' (allowed: {})",
+                    kw.text,
+                    t.text,
+                    keys.join(", ")
                 ),
             ));
         }
-        let mut given = Vec::with_capacity(KEYS.len());
-        for name in KEYS {
+        let mut given = Vec::with_capacity(keys.len());
+        for name in keys {
             given.push(match t.iter().find(|(k, _)| k.get_ref() == name) {
                 Some((k, v)) => Some(self.scalar(&self.key_tok(k), v)?),
                 None => None,
             });
         }
-        let Some(p13) = given[0].clone() else {
+        let Some(first) = given[0].clone() else {
             return Err(self.error(
                 &kw,
                 ErrorKind::Syntax,
-                "'lossstate' needs the key p13 (example: lossstate = { p13 = 0.01, p31 = 0.3 })",
+                format!(
+                    "'{}' needs the key {} (example: {})",
+                    kw.text, keys[0], model.example
+                ),
             ));
         };
         let last = given.iter().rposition(Option::is_some).unwrap_or(0);
-        let defaults = match parse_real(&p13.text) {
-            Ok(p) => LossState::with_defaults(p),
-            // The ipfw parser tells this one, at p13.
-            Err(_) => LossState::with_defaults(0.0),
-        };
-        let defaults = [
-            defaults.p13,
-            defaults.p31,
-            defaults.p32,
-            defaults.p23,
-            defaults.p14,
-        ];
+        // A first value that is no probability is told by the ipfw
+        // parser, at its key.
+        let defaults = (model.defaults)(parse_probability(&first.text).unwrap_or(0.0));
         let mut toks = vec![kw.clone()];
         for (i, v) in given.into_iter().enumerate().take(last + 1) {
             toks.push(v.unwrap_or_else(|| {

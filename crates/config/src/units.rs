@@ -277,6 +277,36 @@ pub fn parse_real(text: &str) -> Result<f64, ValueError> {
     }
 }
 
+/// A probability as a fraction (`0.25`) or, as tc-netem writes it, a
+/// percentage (`25%`): the fraction. The range (0..=1) is checked by
+/// validation, which names the parameter.
+///
+/// # Errors
+/// [`ValueError`] for text that is neither.
+///
+/// # Examples
+/// ```
+/// use pspat_config::units::parse_probability;
+/// assert_eq!(parse_probability("0.25").unwrap(), 0.25);
+/// assert_eq!(parse_probability("25%").unwrap(), 0.25);
+/// assert!(parse_probability("%").is_err());
+/// ```
+pub fn parse_probability(text: &str) -> Result<f64, ValueError> {
+    match text.strip_suffix('%') {
+        Some(pct) => match pct.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v / 100.0),
+            _ => Err(ValueError::syntax(format!(
+                "'{text}' is not a probability (example: 0.01 or 1%)"
+            ))),
+        },
+        None => parse_real(text).map_err(|_| {
+            ValueError::syntax(format!(
+                "'{text}' is not a probability (example: 0.01 or 1%)"
+            ))
+        }),
+    }
+}
+
 /// A whole number: decimal, or hexadecimal with `0x`.
 ///
 /// # Errors

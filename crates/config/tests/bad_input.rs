@@ -127,6 +127,17 @@ fn values_out_of_range() {
     assert_at(&e, "cfg.ipfw", 1, 19, "1.5", ErrorKind::OutOfRange);
     let e = error_of("pipe 1 config gemodel 0.1 0.2 2 0\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 31, "2", ErrorKind::OutOfRange);
+    // A percentage over 100, at its token; a bare '%', as no probability.
+    let e = error_of("pipe 1 config plr 150%\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 19, "150%", ErrorKind::OutOfRange);
+    assert!(e.message.contains("plr 1.5"), "{e}");
+    let e = error_of("pipe 1 config duplicate %\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "%", ErrorKind::Syntax);
+    assert!(
+        e.message
+            .contains("not a probability (example: 0.01 or 1%)"),
+        "{e}"
+    );
     // lossstate: a value out of 0..=1 (p13, and a later one), each at its token.
     let e = error_of("pipe 1 config lossstate 1.5\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 25, "1.5", ErrorKind::OutOfRange);

@@ -128,6 +128,25 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 5 config lossstate 0 1 0 1 0.05 duplicate 0.01",
         "pipe 5 config lossstate 0 1 0 1 0.05 duplicate 0.01\n",
     ),
+    // tc-netem's `loss gemodel` with values left out: r = 1 - p, 1-h = 1,
+    // 1-k = 0, printed.
+    (
+        "pipe 6 config gemodel 0.01",
+        "pipe 6 config gemodel 0.01 0.99 1 0\n",
+    ),
+    (
+        "pipe 7 config gemodel 0.02 0.3 delay 10ms",
+        "pipe 7 config delay 10ms gemodel 0.02 0.3 1 0\n",
+    ),
+    // Probabilities as tc-netem writes them, printed as fractions.
+    (
+        "pipe 8 config plr 1% duplicate 0.5% corrupt 0.25% gemodel 1% 30% 100% 0%",
+        "pipe 8 config plr 0.01 gemodel 0.01 0.3 1 0 duplicate 0.005 corrupt 0.0025\n",
+    ),
+    (
+        "queue 3 config pipe 8 lossstate 1% 30%",
+        "queue 3 config pipe 8 lossstate 0.01 0.3 0 1 0\n",
+    ),
     (
         "sched 9 config type qfq slot distribution normal 1ms 200us bytes 16KB",
         "sched 9 config type qfq slot distribution normal 1ms 200us bytes 16KB\n",
@@ -267,4 +286,62 @@ fn the_man_page_examples_read_as_dummynet_means_them() {
     let cfg = parse_ipfw("sched 5 config type QFQ bw 4Mbit/s mask src-ip 0xff", "x").unwrap();
     assert_eq!(cfg.scheds[0].alg, Some(pspat_sched::AlgKind::Qfq));
     assert_eq!(u32::from(cfg.scheds[0].mask.src_ip), 0xff);
+}
+
+#[test]
+fn gemodel_defaults_and_toml_agree_with_the_ipfw_words() {
+    use pspat_config::GilbertElliott;
+    let words = |text: &str| {
+        parse_ipfw(text, "x").unwrap().pipes[0]
+            .queue
+            .gemodel
+            .unwrap()
+    };
+    let m = |p, r, one_minus_h, one_minus_k| GilbertElliott {
+        p,
+        r,
+        one_minus_h,
+        one_minus_k,
+    };
+    assert_eq!(words("pipe 1 config gemodel 0.25"), m(0.25, 0.75, 1.0, 0.0));
+    assert_eq!(
+        words("pipe 1 config gemodel 0.25 0.5"),
+        m(0.25, 0.5, 1.0, 0.0)
+    );
+    assert_eq!(
+        words("pipe 1 config gemodel 0.25 0.5 0.75"),
+        m(0.25, 0.5, 0.75, 0.0)
+    );
+    assert_eq!(
+        words("pipe 1 config gemodel 25% 50% 75% 12.5%"),
+        m(0.25, 0.5, 0.75, 0.125)
+    );
+    // TOML: only p is required; keys left out take the defaults, also
+    // before a key given; a percentage is a string.
+    let toml = |table: &str| {
+        parse_toml(
+            &format!("[[pipe]]\nnumber = 1\ngemodel = {table}\n"),
+            "x.toml",
+        )
+        .unwrap()
+        .pipes[0]
+            .queue
+            .gemodel
+            .unwrap()
+    };
+    assert_eq!(toml("{ p = 0.25 }"), m(0.25, 0.75, 1.0, 0.0));
+    assert_eq!(toml("{ 1-k = 0.125, p = 0.25 }"), m(0.25, 0.75, 1.0, 0.125));
+    assert_eq!(toml("{ p = \"25%\", r = \"50%\" }"), m(0.25, 0.5, 1.0, 0.0));
+    let e = parse_toml("[[pipe]]\nnumber = 1\ngemodel = { r = 0.5 }\n", "x.toml").unwrap_err();
+    assert!(e.message.contains("'gemodel' needs the key p"), "{e}");
+    let e = parse_toml(
+        "[[pipe]]\nnumber = 1\ngemodel = { p = 0.5, h = 1 }\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("unknown gemodel key 'h' (allowed: p, r, 1-h, 1-k)"),
+        "{e}"
+    );
 }
