@@ -392,6 +392,31 @@ impl Checker<'_> {
         }
     }
 
+    /// [`Checker::range`] of a time in microseconds, told in the units the
+    /// file writes times in (`pipe 1 delay 100000ms is out of range
+    /// (allowed: 0ms..=60000ms)`).
+    fn time_range(
+        &mut self,
+        at: (SiteKind, usize, &'static str),
+        what: &str,
+        us: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) {
+        if !range.contains(&us) {
+            let pos = self.pos(at.0, at.1, 0, at.2, || format_time_us(us));
+            self.push(
+                pos,
+                ErrorKind::OutOfRange,
+                format!(
+                    "{what} {} is out of range (allowed: {}..={})",
+                    format_time_us(us),
+                    format_time_us(*range.start()),
+                    format_time_us(*range.end())
+                ),
+            );
+        }
+    }
+
     fn probability(&mut self, at: (SiteKind, usize, &'static str), what: &str, value: f64) {
         self.range(at, what, value, 0.0..=1.0);
     }
@@ -426,16 +451,16 @@ impl Checker<'_> {
         let bw_bps = link.bw.unwrap_or(0);
         self.rate(kind, index, owner, bw_bps);
         let delay_us = link.delay_us.unwrap_or(0);
-        self.range(
+        self.time_range(
             (kind, index, "delay"),
-            &format!("{owner} delay (us)"),
+            &format!("{owner} delay"),
             delay_us,
             0..=MAX_DELAY_US,
         );
         let jitter_us = link.jitter_us.unwrap_or(0);
-        self.range(
+        self.time_range(
             (kind, index, "jitter"),
-            &format!("{owner} jitter (us)"),
+            &format!("{owner} jitter"),
             jitter_us,
             0..=MAX_DELAY_US,
         );
@@ -595,9 +620,9 @@ impl Checker<'_> {
     fn slot(&mut self, kind: SiteKind, index: usize, owner: &str, s: &SlotParams) {
         match s.interval {
             SlotInterval::Uniform { min_us, max_us } => {
-                self.range(
+                self.time_range(
                     (kind, index, "slot"),
-                    &format!("{owner} slot (us)"),
+                    &format!("{owner} slot"),
                     min_us,
                     0..=MAX_DELAY_US,
                 );
@@ -614,9 +639,9 @@ impl Checker<'_> {
                     );
                 } else if max_us != min_us {
                     // (Equal, or not given: the shortest's check covers it.)
-                    self.range(
+                    self.time_range(
                         (kind, index, "slot.max"),
-                        &format!("{owner} slot's longest interval (us)"),
+                        &format!("{owner} slot's longest interval"),
                         max_us,
                         0..=MAX_DELAY_US,
                     );
@@ -627,15 +652,15 @@ impl Checker<'_> {
                 jitter_us,
                 ..
             } => {
-                self.range(
+                self.time_range(
                     (kind, index, "slot"),
-                    &format!("{owner} slot interval (us)"),
+                    &format!("{owner} slot interval"),
                     delay_us,
                     0..=MAX_DELAY_US,
                 );
-                self.range(
+                self.time_range(
                     (kind, index, "slot.jitter"),
-                    &format!("{owner} slot jitter (us)"),
+                    &format!("{owner} slot jitter"),
                     jitter_us,
                     0..=MAX_DELAY_US,
                 );

@@ -127,6 +127,14 @@ fn values_out_of_range() {
     assert_at(&e, "cfg.ipfw", 1, 19, "1.5", ErrorKind::OutOfRange);
     let e = error_of("pipe 1 config gemodel 0.1 0.2 2 0\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 31, "2", ErrorKind::OutOfRange);
+    // A time out of range, told in the units of times.
+    let e = error_of("pipe 1 config delay 100s\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 21, "100s", ErrorKind::OutOfRange);
+    assert!(
+        e.message
+            .contains("pipe 1 delay 100000ms is out of range (allowed: 0ms..=60000ms)"),
+        "{e}"
+    );
     // A percentage over 100, at its token; a bare '%', as no probability.
     let e = error_of("pipe 1 config plr 150%\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 19, "150%", ErrorKind::OutOfRange);
