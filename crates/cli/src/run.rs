@@ -1310,6 +1310,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Every descriptor of both directions fits every pipe.
     let capacity = descriptors * rx_threads * 2;
     let spare = args.spare_flows.map(|n| n as u32);
+    // Two different interfaces, checked before a dry run too (which opens
+    // neither), so that it says what a real start would.
+    if let (Some(input), Some(output)) = (&args.input, &args.output) {
+        if input == output {
+            return Err(usage(format!(
+                "--out: {} is also --in: the bridge needs two different interfaces",
+                units::quote(output)
+            )));
+        }
+    }
     let mut built = build(&plan, &limits, capacity, spare)?;
     control::refresh_links(&mut built.links, &plan);
     if args.dry_run {
@@ -1338,12 +1348,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let output = args.output.clone().unwrap_or_default();
     check_interface("--in", &input)?;
     check_interface("--out", &output)?;
-    if input == output {
-        return Err(usage(format!(
-            "--out: {} is also --in: the bridge needs two different interfaces",
-            units::quote(&output)
-        )));
-    }
     built.classifier.bind_interface(&output, OUTPUT_INDEX);
     built.classifier.bind_interface(&input, INPUT_INDEX);
     let mut cfg = BridgeConfig::new(input.clone(), output.clone());

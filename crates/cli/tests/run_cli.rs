@@ -101,6 +101,17 @@ fn bad_flags_are_refused_before_anything_starts() {
     assert!(err.contains("required"), "{err}");
     let err = usage_error(&["run", f, "--in", "pspat-x0", "--out", "pspat-x0"]);
     assert!(err.contains("--out") && err.contains("also --in"), "{err}");
+    // A dry run says so too, although it opens neither.
+    let err = usage_error(&[
+        "run",
+        f,
+        "--in",
+        "pspat-x0",
+        "--out",
+        "pspat-x0",
+        "--dry-run",
+    ]);
+    assert!(err.contains("--out") && err.contains("also --in"), "{err}");
     // Each flag out of its range, on an otherwise good command line: the
     // error names the flag.
     for (flag, bad) in [
