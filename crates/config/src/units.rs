@@ -118,8 +118,12 @@ pub fn parse_rate(text: &str) -> Result<u64, ValueError> {
     u64::try_from(bits).map_err(|_| ValueError::range(format!("'{text}' exceeds 2^64 bit/s")))
 }
 
-/// Prints a rate with the largest unit that divides it: `4Mbit/s`, `1500Kbit/s`.
+/// Prints a rate with the largest unit that divides it: `4Mbit/s`,
+/// `1500Kbit/s`; 0 (dummynet's unlimited) as `0`.
 pub fn format_rate(bps: u64) -> String {
+    if bps == 0 {
+        return "0".into();
+    }
     for (unit, div) in [
         ("Tbit/s", 1_000_000_000_000u64),
         ("Gbit/s", 1_000_000_000),
@@ -374,7 +378,7 @@ mod tests {
         assert_eq!(parse_rate("0").unwrap(), 0);
         assert_eq!(parse_rate("1000").unwrap(), 1000);
         assert_eq!(format_rate(2_500_000), "2500Kbit/s");
-        assert_eq!(format_rate(0), "0bit/s");
+        assert_eq!(format_rate(0), "0");
         assert_eq!(format_rate(1_001), "1001bit/s");
         assert_eq!(
             parse_rate("0.5bit/s").unwrap_err().kind,

@@ -128,6 +128,8 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 5 config lossstate 0 1 0 1 0.05 duplicate 0.01",
         "pipe 5 config lossstate 0 1 0 1 0.05 duplicate 0.01\n",
     ),
+    // dummynet's unlimited bandwidth.
+    ("pipe 5 config bw 0 delay 10", "pipe 5 config bw 0 delay 10ms\n"),
     // tc-netem's `loss gemodel` with values left out: r = 1 - p, 1-h = 1,
     // 1-k = 0, printed.
     (
