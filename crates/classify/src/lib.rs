@@ -1175,6 +1175,23 @@ impl Classifier {
         self.rules.rules.iter().map(|r| (r.number, r.counters()))
     }
 
+    /// Sets the counters of rule `number` back to 0 (ipfw's `zero N`), or
+    /// of every rule and the default action with `None` (`zero`); returns
+    /// whether a rule of that number exists (`None`: always).
+    pub fn zero_rule_counters(&mut self, number: Option<u32>) -> bool {
+        let mut found = number.is_none();
+        for r in &mut self.rules.rules {
+            if number.is_none_or(|n| n == r.number) {
+                r.zero();
+                found = true;
+            }
+        }
+        if number.is_none() {
+            self.default_counters = RuleCounters::default();
+        }
+        found
+    }
+
     /// Packets no rule matched (the default action's counter).
     pub fn default_counters(&self) -> RuleCounters {
         self.default_counters

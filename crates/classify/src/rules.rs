@@ -385,6 +385,12 @@ impl CompiledRule {
         self.bytes += u64::from(len);
     }
 
+    /// Counts from 0 again.
+    pub(crate) fn zero(&mut self) {
+        self.packets = 0;
+        self.bytes = 0;
+    }
+
     /// What the rule matched.
     pub(crate) fn counters(&self) -> RuleCounters {
         RuleCounters {

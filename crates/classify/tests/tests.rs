@@ -441,6 +441,22 @@ fn first_match_in_rule_number_order_with_counters() {
         .collect();
     assert_eq!(counters, vec![(100, 2, 300), (200, 0, 0), (300, 1, 300)]);
     assert_eq!(c.default_counters().packets, 0);
+    // `zero 300`: that rule only; `zero 7`: no such rule, nothing changes.
+    let counts = |c: &Classifier| -> Vec<(u32, u64, u64)> {
+        c.rule_counters()
+            .map(|(n, r)| (n, r.packets, r.bytes))
+            .collect()
+    };
+    assert!(c.zero_rule_counters(Some(300)));
+    assert_eq!(counts(&c), vec![(100, 2, 300), (200, 0, 0), (300, 0, 0)]);
+    assert!(!c.zero_rule_counters(Some(7)));
+    assert_eq!(counts(&c), vec![(100, 2, 300), (200, 0, 0), (300, 0, 0)]);
+    // They count on from 0; `zero`: every rule and the default action.
+    c.classify(t(1), &udp(ip("10.198.1.5"), dst, 1, 2), 40);
+    assert_eq!(counts(&c)[2], (300, 1, 40));
+    assert!(c.zero_rule_counters(None));
+    assert!(counts(&c).iter().all(|&(_, p, b)| (p, b) == (0, 0)));
+    assert_eq!(c.default_counters().packets, 0);
 }
 
 #[test]

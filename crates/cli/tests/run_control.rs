@@ -513,9 +513,45 @@ fn metrics_endpoint_serves_the_counters_per_pipe_and_rule() {
     }
     let (status, _) = bed.http_get(&addr, "/other");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
+    // `zero 100` sets the rule's counters back to 0, and they count on
+    // from there, in `show rules` and the metrics alike; a rule that does
+    // not exist is refused.
+    let socket = bed.socket();
+    let rule = |doc: &serde_json::Value| {
+        let r = &doc["result"]["rules"].as_array().unwrap()[0];
+        assert_eq!(r["number"], 100, "{doc}");
+        (r["packets"].as_u64().unwrap(), r["bytes"].as_u64().unwrap())
+    };
+    assert_eq!(rule(&ctl_json(&socket, &["show", "rules"])), (50, 25_000));
+    let out = ctl(&socket, &["zero", "100"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "zeroed: rule 100\n");
+    assert_eq!(rule(&ctl_json(&socket, &["show", "rules"])), (0, 0));
+    for seq in 50..60u32 {
+        let f = bed.frame(6000, seq, 0, 500);
+        assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(rule(&ctl_json(&socket, &["show", "rules"])), (10, 5_000));
+    let (_, body) = bed.http_get(&addr, "/metrics");
+    assert!(
+        body.contains("pspat_rule_packets_total{rule=\"100\"} 10"),
+        "{body}"
+    );
+    let out = ctl(&socket, &["zero", "7"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rule 7 does not exist"));
+    let all = ctl_json(&socket, &["zero"]);
+    assert_eq!(all["result"]["zeroed"], serde_json::json!([100]), "{all}");
+    assert_eq!(rule(&ctl_json(&socket, &["show", "rules"])), (0, 0));
     let doc = finish(child);
     check_conservation(&doc);
-    assert_eq!(pipe(&doc, 1)["out_packets"], 50);
+    // The pipe's own counters are not the rules': all 60 packets.
+    assert_eq!(pipe(&doc, 1)["out_packets"], 60);
 }
 
 #[test]

@@ -54,6 +54,9 @@ pub enum ControlRequest {
     },
     /// `flush` (rules), `pipe flush`, `queue flush`, `sched flush`, `table N flush`.
     Flush(Listing),
+    /// `zero [N ...]`: the packet and byte counters of rules N (of every
+    /// rule and the default action without numbers) back to 0, as ipfw's.
+    Zero(Vec<u32>),
     /// Configuration lines, to merge into the running configuration.
     Configure(Config),
 }

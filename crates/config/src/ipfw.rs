@@ -1277,6 +1277,13 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
             }
             Ok(Statement::Control(ControlRequest::Delete { what: Deletable::Rule, numbers }, first.pos()))
         }
+        "zero" => {
+            let mut numbers = Vec::new();
+            while let Some(t) = cur.bump() {
+                numbers.push(number(&cur, t)?);
+            }
+            Ok(Statement::Control(ControlRequest::Zero(numbers), first.pos()))
+        }
         "default" => {
             let v = cur.value(first, "allow")?;
             let action = match v.text.as_str() {
@@ -1296,7 +1303,7 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
         _ => Err(cur.error(
             first,
             ErrorKind::UnknownKeyword,
-            format!("unknown command '{word}' (allowed: pipe, queue, sched, add, table, default, seed; and show, delete, flush on the control socket)"),
+            format!("unknown command '{word}' (allowed: pipe, queue, sched, add, table, default, seed; and show, delete, flush, zero on the control socket)"),
         )),
     }
 }

@@ -49,6 +49,18 @@ fn read_only_and_control_commands() {
         parse_control("pipe flush", "ctl").unwrap(),
         ControlRequest::Flush(Listing::Pipes)
     );
+    assert_eq!(
+        parse_control("zero", "ctl").unwrap(),
+        ControlRequest::Zero(Vec::new())
+    );
+    assert_eq!(
+        parse_control("ipfw zero 100 200", "ctl").unwrap(),
+        ControlRequest::Zero(vec![100, 200])
+    );
+    let e = parse_control("zero rules", "ctl").unwrap_err();
+    assert_eq!(e.token, "rules");
+    let e = parse_ipfw("zero\npipe 1 config bw 1Mbit/s", "cfg.ipfw").unwrap_err();
+    assert_eq!((e.line, e.kind), (1, ErrorKind::NotConfiguration));
     match parse_control("pipe 1 config bw 1Mbit/s", "ctl").unwrap() {
         ControlRequest::Configure(cfg) => assert_eq!(cfg.pipes[0].link.bw, Some(1_000_000)),
         other => panic!("expected Configure, got {other:?}"),

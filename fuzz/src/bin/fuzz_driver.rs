@@ -377,6 +377,8 @@ fn dictionary(target: &str) -> &'static [&'static str] {
             "list",
             "pipe 1 delete",
             "delete 100",
+            "zero",
+            "zero 100 200",
             "flush",
             "pipe flush",
             "table 1 flush",
