@@ -393,8 +393,8 @@ impl Checker<'_> {
     }
 
     /// [`Checker::range`] of a time in microseconds, told in the units the
-    /// file writes times in (`pipe 1 delay 100000ms is out of range
-    /// (allowed: 0ms..=60000ms)`).
+    /// file writes times in (`pipe 1 delay 100s is out of range (allowed:
+    /// 0ms..=60s)`).
     fn time_range(
         &mut self,
         at: (SiteKind, usize, &'static str),

@@ -174,9 +174,12 @@ pub fn parse_time_us(text: &str) -> Result<u64, ValueError> {
     u64::try_from(us).map_err(|_| ValueError::range(format!("'{text}' is too long a time")))
 }
 
-/// Prints microseconds as `Nms` when whole milliseconds, else `Nus`.
+/// Prints microseconds as `Ns` when whole seconds (but 0), `Nms` when whole
+/// milliseconds, else `Nus`.
 pub fn format_time_us(us: u64) -> String {
-    if us.is_multiple_of(1_000) {
+    if us != 0 && us.is_multiple_of(1_000_000) {
+        format!("{}s", us / 1_000_000)
+    } else if us.is_multiple_of(1_000) {
         format!("{}ms", us / 1_000)
     } else {
         format!("{us}us")
@@ -400,6 +403,9 @@ mod tests {
         assert_eq!(parse_time_us("20").unwrap(), 20_000);
         assert_eq!(format_time_us(1_500), "1500us");
         assert_eq!(format_time_us(20_000), "20ms");
+        assert_eq!(format_time_us(2_000_000), "2s");
+        assert_eq!(format_time_us(2_500_000), "2500ms");
+        assert_eq!(format_time_us(0), "0ms");
         assert_eq!(parse_size("50KBytes").unwrap(), (51_200, true));
         assert_eq!(parse_size("1000Kbytes").unwrap(), (1_024_000, true));
         assert_eq!(parse_size("1500").unwrap(), (1_500, false));

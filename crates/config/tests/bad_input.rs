@@ -132,7 +132,7 @@ fn values_out_of_range() {
     assert_at(&e, "cfg.ipfw", 1, 21, "100s", ErrorKind::OutOfRange);
     assert!(
         e.message
-            .contains("pipe 1 delay 100000ms is out of range (allowed: 0ms..=60000ms)"),
+            .contains("pipe 1 delay 100s is out of range (allowed: 0ms..=60s)"),
         "{e}"
     );
     // A percentage over 100, at its token; a bare '%', as no probability.

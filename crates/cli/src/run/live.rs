@@ -284,18 +284,13 @@ fn bw_text(bps: u64) -> String {
     }
 }
 
-/// `20ms`, `1500us`: microseconds as written in a configuration.
-fn us_text(us: u64) -> String {
-    if us.is_multiple_of(1000) {
-        format!("{}ms", us / 1000)
-    } else {
-        format!("{us}us")
-    }
-}
-
 /// Describes a link's parameters for a log line.
 fn link_text(l: &pspat_config::LinkPlan) -> String {
-    let mut s = format!("bw {} delay {}", bw_text(l.bw_bps), us_text(l.delay_us));
+    let mut s = format!(
+        "bw {} delay {}",
+        bw_text(l.bw_bps),
+        pspat_config::units::format_time_us(l.delay_us)
+    );
     s.push_str(&link_extras(l));
     s
 }
@@ -318,7 +313,10 @@ pub fn link_extras(l: &pspat_config::LinkPlan) -> String {
         ));
     }
     if l.jitter_us > 0 {
-        s.push_str(&format!(" jitter {}", us_text(l.jitter_us)));
+        s.push_str(&format!(
+            " jitter {}",
+            pspat_config::units::format_time_us(l.jitter_us)
+        ));
         if l.distribution != pspat_config::Distribution::Uniform {
             s.push_str(&format!(" distribution {}", l.distribution.name()));
         }
