@@ -378,18 +378,7 @@ impl Checker<'_> {
         value: T,
         range: std::ops::RangeInclusive<T>,
     ) {
-        if !range.contains(&value) {
-            let pos = self.pos(at.0, at.1, 0, at.2, || value.to_string());
-            self.push(
-                pos,
-                ErrorKind::OutOfRange,
-                format!(
-                    "{what} {value} is out of range (allowed: {}..={})",
-                    range.start(),
-                    range.end()
-                ),
-            );
-        }
+        self.range_shown(at, what, value, range, |v| v.to_string());
     }
 
     /// [`Checker::range`] of a time in microseconds, told in the units the
@@ -402,16 +391,28 @@ impl Checker<'_> {
         us: u64,
         range: std::ops::RangeInclusive<u64>,
     ) {
-        if !range.contains(&us) {
-            let pos = self.pos(at.0, at.1, 0, at.2, || format_time_us(us));
+        self.range_shown(at, what, us, range, |v| format_time_us(*v));
+    }
+
+    /// [`Checker::range`] with the value and the bounds written by `show`.
+    fn range_shown<T: PartialOrd>(
+        &mut self,
+        at: (SiteKind, usize, &'static str),
+        what: &str,
+        value: T,
+        range: std::ops::RangeInclusive<T>,
+        show: impl Fn(&T) -> String,
+    ) {
+        if !range.contains(&value) {
+            let pos = self.pos(at.0, at.1, 0, at.2, || show(&value));
             self.push(
                 pos,
                 ErrorKind::OutOfRange,
                 format!(
                     "{what} {} is out of range (allowed: {}..={})",
-                    format_time_us(us),
-                    format_time_us(*range.start()),
-                    format_time_us(*range.end())
+                    show(&value),
+                    show(range.start()),
+                    show(range.end())
                 ),
             );
         }
