@@ -727,10 +727,10 @@ pub(crate) fn parse_object_keyword(
             record(&mut d.fields, cur, "noerror", kw, kw.pos())?;
         }
         "gemodel" => {
-            // The keyword's own place: where a clash with `lossstate` is told.
             // `gemodel P [R [1-H [1-K]]]`: the values after `p` are taken
             // while the next word looks like a number; those not given take
             // tc-netem's defaults ([`GilbertElliott::with_defaults`]).
+            // The keyword's own place: where a clash with `lossstate` is told.
             record(&mut d.fields, cur, "gemodel", kw, kw.pos())?;
             const NAMES: [&str; 4] = ["gemodel.p", "gemodel.r", "gemodel.1-h", "gemodel.1-k"];
             let first = cur.value(kw, "0.01 0.3 1 0 (p [r [1-h [1-k]]])")?;

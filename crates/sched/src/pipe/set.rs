@@ -498,8 +498,9 @@ impl<S: Scheduler> PipeSet<S> {
         // order; (new instance, free).
         let mut moved: Vec<Handed> = Vec::new();
         let mut frees: Vec<(u32, Instant)> = Vec::new();
-        // The burst credit and random streams of each old instance, for
-        // its namesake heir.
+        // The burst credit and running states (random streams, jitter
+        // correlation, reorder count, slot) of each old instance, for its
+        // namesake heir.
         let mut credits: Vec<(u32, u64, Continuation)> = Vec::new();
         for mut m in old {
             let instance = m.instance;
