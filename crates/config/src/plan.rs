@@ -371,6 +371,20 @@ impl Checker<'_> {
         self.errors.push((key, e));
     }
 
+    /// An error of `kind` at the token of `at` (its object's kind, index
+    /// and field), `shown` standing for it where the source has no
+    /// position.
+    fn fail(
+        &mut self,
+        at: (SiteKind, usize, &'static str),
+        kind: ErrorKind,
+        shown: impl FnOnce() -> String,
+        message: String,
+    ) {
+        let pos = self.pos(at.0, at.1, 0, at.2, shown);
+        self.push(pos, kind, message);
+    }
+
     fn range<T: PartialOrd + std::fmt::Display>(
         &mut self,
         at: (SiteKind, usize, &'static str),
@@ -404,10 +418,10 @@ impl Checker<'_> {
         show: impl Fn(&T) -> String,
     ) {
         if !range.contains(&value) {
-            let pos = self.pos(at.0, at.1, 0, at.2, || show(&value));
-            self.push(
-                pos,
+            self.fail(
+                at,
                 ErrorKind::OutOfRange,
+                || show(&value),
                 format!(
                     "{what} {} is out of range (allowed: {}..={})",
                     show(&value),
@@ -430,10 +444,10 @@ impl Checker<'_> {
         if bps == 0 || (MIN_RATE_BPS..=MAX_RATE_BPS).contains(&bps) {
             return;
         }
-        let pos = self.pos(kind, index, 0, "bw", || bps.to_string());
-        self.push(
-            pos,
+        self.fail(
+            (kind, index, "bw"),
             ErrorKind::OutOfRange,
+            || bps.to_string(),
             format!(
                 "{owner} bw (bit/s) {bps} is out of range (allowed: {}, or 0 for unlimited)",
                 Rate::range_text()
@@ -466,10 +480,10 @@ impl Checker<'_> {
             0..=MAX_DELAY_US,
         );
         if jitter_us > delay_us {
-            let pos = self.pos(kind, index, 0, "jitter", || format_time_us(jitter_us));
-            self.push(
-                pos,
+            self.fail(
+                (kind, index, "jitter"),
                 ErrorKind::OutOfRange,
+                || format_time_us(jitter_us),
                 format!(
                     "{owner} jitter {} exceeds its delay {}: a packet would need a negative delay",
                     format_time_us(jitter_us),
@@ -478,10 +492,10 @@ impl Checker<'_> {
             );
         }
         if link.distribution.is_some() && link.jitter_us.is_none() {
-            let pos = self.pos(kind, index, 0, "distribution", || "distribution".into());
-            self.push(
-                pos,
+            self.fail(
+                (kind, index, "distribution"),
                 ErrorKind::MissingReference,
+                || "distribution".into(),
                 format!("{owner} has a jitter distribution but no jitter; add 'jitter TIME'"),
             );
         }
@@ -492,10 +506,10 @@ impl Checker<'_> {
                 c,
             );
             if link.jitter_us.is_none() {
-                let pos = self.pos(kind, index, 0, "correlation", || c.to_string());
-                self.push(
-                    pos,
+                self.fail(
+                    (kind, index, "correlation"),
                     ErrorKind::MissingReference,
+                    || c.to_string(),
                     format!("{owner} has a jitter correlation but no jitter; add 'jitter TIME'"),
                 );
             }
@@ -524,20 +538,20 @@ impl Checker<'_> {
             0..=max,
         );
         if cell_overhead > 0 && cell_size == 0 {
-            let pos = self.pos(kind, index, 0, "celloverhead", || cell_overhead.to_string());
-            self.push(
-                pos,
+            self.fail(
+                (kind, index, "celloverhead"),
                 ErrorKind::MissingReference,
+                || cell_overhead.to_string(),
                 format!("{owner} has a celloverhead but no cells; add 'cellsize BYTES'"),
             );
         }
         if let Some(p) = link.reorder_probability {
             self.probability((kind, index, "reorder"), &format!("{owner} reorder"), p);
             if delay_us == 0 {
-                let pos = self.pos(kind, index, 0, "reorder", || p.to_string());
-                self.push(
-                    pos,
+                self.fail(
+                    (kind, index, "reorder"),
                     ErrorKind::MissingReference,
+                    || p.to_string(),
                     format!(
                         "{owner} sends packets ahead of a delay it does not have; add 'delay TIME'"
                     ),
@@ -553,19 +567,19 @@ impl Checker<'_> {
                 1..=u32::MAX,
             );
             if link.reorder_probability.is_none() {
-                let pos = self.pos(kind, index, 0, "gap", || g.to_string());
-                self.push(
-                    pos,
+                self.fail(
+                    (kind, index, "gap"),
                     ErrorKind::MissingReference,
+                    || g.to_string(),
                     format!("{owner} has a reorder gap but no reorder probability; write 'reorder P gap N'"),
                 );
             }
         }
         if link.reorder && link.jitter_us.is_none() && link.reorder_probability.is_none() {
-            let pos = self.pos(kind, index, 0, "reorder", || "reorder".into());
-            self.push(
-                pos,
+            self.fail(
+                (kind, index, "reorder"),
                 ErrorKind::MissingReference,
+                || "reorder".into(),
                 format!(
                     "{owner} allows reordering but has no jitter to reorder; add 'jitter TIME'"
                 ),
@@ -628,10 +642,10 @@ impl Checker<'_> {
                     0..=MAX_DELAY_US,
                 );
                 if max_us < min_us {
-                    let pos = self.pos(kind, index, 0, "slot.max", || format_time_us(max_us));
-                    self.push(
-                        pos,
+                    self.fail(
+                        (kind, index, "slot.max"),
                         ErrorKind::OutOfRange,
+                        || format_time_us(max_us),
                         format!(
                             "{owner} slot's longest interval {} is shorter than its shortest {}",
                             format_time_us(max_us),
@@ -755,10 +769,10 @@ impl Checker<'_> {
                 None
             };
             if let Some(msg) = bad {
-                let pos = self.pos(kind, index, 0, "red", || "red".into());
-                self.push(
-                    pos,
+                self.fail(
+                    (kind, index, "red"),
                     ErrorKind::OutOfRange,
+                    || "red".into(),
                     format!("{owner} RED parameters: {msg}"),
                 );
             }
@@ -816,10 +830,10 @@ impl Checker<'_> {
             (("p31", m.p31), ("p32", m.p32), "lossstate.p32", 3),
         ] {
             if valid && a.1 + b.1 > 1.0 {
-                let pos = self.pos(kind, index, 0, field, || b.1.to_string());
-                self.push(
-                    pos,
+                self.fail(
+                    (kind, index, field),
                     ErrorKind::OutOfRange,
+                    || b.1.to_string(),
                     format!(
                         "{owner} lossstate {} + {} is {}, above 1 (both are chances of \
                          leaving state {state}: their sum is at most 1)",
@@ -843,11 +857,11 @@ impl Checker<'_> {
                 (Some(l), Some(g)) if (g.line, g.column) > (l.line, l.column) => "gemodel",
                 _ => "lossstate",
             };
-            let pos = self.pos(kind, index, 0, second, || second.into());
-            self.push(
-                pos,
+            self.fail(
+                (kind, index, second),
                 // A loss model given twice (tc-netem's `loss` takes one).
                 ErrorKind::Duplicate,
+                || second.into(),
                 format!(
                     "{owner} has both gemodel and lossstate: a queue takes one loss model, \
                      Gilbert-Elliott or the 4-state one"

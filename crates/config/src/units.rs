@@ -299,19 +299,15 @@ pub fn parse_real(text: &str) -> Result<f64, ValueError> {
 /// assert!(parse_probability("%").is_err());
 /// ```
 pub fn parse_probability(text: &str) -> Result<f64, ValueError> {
-    match text.strip_suffix('%') {
-        Some(pct) => match pct.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(v / 100.0),
-            _ => Err(ValueError::syntax(format!(
-                "'{text}' is not a probability (example: 0.01 or 1%)"
-            ))),
-        },
-        None => parse_real(text).map_err(|_| {
-            ValueError::syntax(format!(
-                "'{text}' is not a probability (example: 0.01 or 1%)"
-            ))
-        }),
-    }
+    let (number, per) = match text.strip_suffix('%') {
+        Some(pct) => (pct, 100.0),
+        None => (text, 1.0),
+    };
+    parse_real(number).map(|v| v / per).map_err(|_| {
+        ValueError::syntax(format!(
+            "'{text}' is not a probability (example: 0.01 or 1%)"
+        ))
+    })
 }
 
 /// A whole number: decimal, or hexadecimal with `0x`.
