@@ -102,17 +102,22 @@ fn a_new_seed_continues_each_stream_from_its_position() {
     }
 }
 
-/// A DRR pipe of `flows` flows: 8 Mbit/s (1000 B take 1 ms), 10 ms.
-fn drr(flows: usize) -> Pipe<AnyScheduler> {
-    let sched = SchedulerConfig::new(AlgKind::Drr)
+/// A pipe of `cfg` around `alg` over `flows` flows of weight 1.
+fn pipe_of(alg: AlgKind, flows: usize, cfg: PipeConfig) -> Pipe<AnyScheduler> {
+    let sched = SchedulerConfig::new(alg)
         .build(FlowTable::uniform(flows).unwrap())
         .unwrap();
+    Pipe::new(cfg, sched, flows).unwrap()
+}
+
+/// A DRR pipe of `flows` flows: 8 Mbit/s (1000 B take 1 ms), 10 ms.
+fn drr(flows: usize) -> Pipe<AnyScheduler> {
     let cfg = PipeConfig {
         bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
         delay_ns: 10 * MS,
         ..PipeConfig::default()
     };
-    Pipe::new(cfg, sched, flows).unwrap()
+    pipe_of(AlgKind::Drr, flows, cfg)
 }
 
 /// Drives the set as an arbiter: everything due, late drops, next time.
@@ -285,20 +290,27 @@ fn an_instance_split_by_a_finer_mask_and_a_flow_with_no_place() {
 /// A pipe of `flows` flows under `alg`: 8 Mbit/s (1000 B take 1 ms),
 /// 1 ms delay, so a packet that starts at `k` ms leaves at `k + 2` ms.
 fn short(alg: AlgKind, flows: usize) -> Pipe<AnyScheduler> {
-    let sched = SchedulerConfig::new(alg)
-        .build(FlowTable::uniform(flows).unwrap())
-        .unwrap();
     let cfg = PipeConfig {
         bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
         delay_ns: MS,
         ..PipeConfig::default()
     };
-    Pipe::new(cfg, sched, flows).unwrap()
+    pipe_of(alg, flows, cfg)
 }
 
 /// Drives the set as an arbiter up to `until` (what is due by then).
 fn drain_until(set: &mut PipeSet<AnyScheduler>, until: Instant, out: &mut Vec<(u64, Packet)>) {
-    let mut now = Instant::ZERO;
+    drain_between(set, Instant::ZERO, until, out);
+}
+
+/// Everything due from `from` up to `until`, as an arbiter would see it.
+fn drain_between(
+    set: &mut PipeSet<AnyScheduler>,
+    from: Instant,
+    until: Instant,
+    out: &mut Vec<(u64, Packet)>,
+) {
+    let mut now = from;
     for _ in 0..100_000 {
         while let Some(p) = set.dequeue(now) {
             out.push((now.as_nanos(), p));
@@ -502,15 +514,12 @@ fn a_finer_sched_mask_splits_queued_and_in_flight_packets_by_instance() {
 /// A one-flow DRR pipe at 8 Mbit/s (1000 B take 1 ms), no delay, with a
 /// burst of `burst` bytes.
 fn bursty(burst: u64) -> Pipe<AnyScheduler> {
-    let sched = SchedulerConfig::new(AlgKind::Drr)
-        .build(FlowTable::uniform(1).unwrap())
-        .unwrap();
     let cfg = PipeConfig {
         bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
         burst_bytes: burst,
         ..PipeConfig::default()
     };
-    Pipe::new(cfg, sched, 1).unwrap()
+    pipe_of(AlgKind::Drr, 1, cfg)
 }
 
 #[test]
@@ -562,9 +571,6 @@ fn a_rebuild_in_the_middle_of_a_burst_keeps_the_credit_left() {
 
 /// A one-flow DRR pipe losing half its packets (`plr 0.5`), seeded.
 fn lossy(seed: u64) -> Pipe<AnyScheduler> {
-    let sched = SchedulerConfig::new(AlgKind::Drr)
-        .build(FlowTable::uniform(1).unwrap())
-        .unwrap();
     let cfg = PipeConfig {
         bw: Some(Rate::checked("bw", 8_000_000u64).unwrap()),
         queue: QueueConfig {
@@ -574,7 +580,7 @@ fn lossy(seed: u64) -> Pipe<AnyScheduler> {
         seed,
         ..PipeConfig::default()
     };
-    Pipe::new(cfg, sched, 1).unwrap()
+    pipe_of(AlgKind::Drr, 1, cfg)
 }
 
 #[test]
@@ -616,9 +622,6 @@ fn a_rebuilt_link_continues_its_random_draws() {
 fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
     use pspat_sched::pipe::slot::{SlotInterval, Slots};
     use pspat_sched::pipe::NetemReorder;
-    let sched = SchedulerConfig::new(AlgKind::Drr)
-        .build(FlowTable::uniform(1).unwrap())
-        .unwrap();
     let cfg = PipeConfig {
         bw: Some(Rate::checked("bw", 80_000_000u64).unwrap()),
         delay_ns: 10 * MS,
@@ -644,7 +647,7 @@ fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
         seed,
         ..PipeConfig::default()
     };
-    Pipe::new(cfg, sched, 1).unwrap()
+    pipe_of(AlgKind::Drr, 1, cfg)
 }
 
 #[test]
@@ -674,7 +677,7 @@ fn kept_and_rebuilt(at_seq: u64) -> [Vec<(u64, u64)>; 2] {
         set.reserve(1).unwrap();
     }
     let mut outs = [Vec::new(), Vec::new()];
-    let mut nows = [Instant::ZERO; 2];
+    let mut last = Instant::ZERO;
     for seq in 0..90u64 {
         let at = Instant::from_nanos(seq * 700_000);
         if seq == at_seq {
@@ -684,26 +687,16 @@ fn kept_and_rebuilt(at_seq: u64) -> [Vec<(u64, u64)>; 2] {
             assert_eq!(gone.len(), 1);
         }
         for (k, set) in [&mut kept, &mut rebuilt].into_iter().enumerate() {
-            // Everything due up to `at`, as an arbiter would see it.
-            let mut now = nows[k];
-            loop {
-                while let Some(p) = set.dequeue(now) {
-                    outs[k].push((now.as_nanos(), p.token));
-                }
-                match set.next_eligible(now) {
-                    Some(t) if t > now && t <= at => now = t,
-                    _ => break,
-                }
-            }
-            nows[k] = at;
+            drain_between(set, last, at, &mut outs[k]);
             let flow = set.global(9, 0, FlowId(0)).unwrap();
             set.enqueue(at, Packet::new(flow, 1000, seq)).unwrap();
         }
+        last = at;
     }
     for (k, set) in [&mut kept, &mut rebuilt].into_iter().enumerate() {
-        let (rest, late) = drain(set, nows[k]);
+        let (rest, late) = drain(set, last);
         assert!(late.is_empty(), "{late:?}");
-        outs[k].extend(rest.into_iter().map(|(t, p)| (t, p.token)));
+        outs[k].extend(rest);
     }
-    outs
+    outs.map(|out| out.iter().map(|(t, p)| (*t, p.token)).collect())
 }
