@@ -123,61 +123,75 @@ fn values_out_of_range() {
         &NoProfiles,
     );
     assert_at(&e, "cfg.ipfw", 2, 23, "0", ErrorKind::OutOfRange);
-    let e = error_of("pipe 1 config plr 1.5\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 19, "1.5", ErrorKind::OutOfRange);
-    let e = error_of("pipe 1 config gemodel 0.1 0.2 2 0\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 31, "2", ErrorKind::OutOfRange);
-    // A time out of range, told in the units of times.
-    let e = error_of("pipe 1 config delay 100s\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 21, "100s", ErrorKind::OutOfRange);
-    assert!(
-        e.message
-            .contains("pipe 1 delay 100s is out of range (allowed: 0ms..=60s)"),
-        "{e}"
-    );
-    // A percentage over 100, at its token; a bare '%', as no probability.
-    let e = error_of("pipe 1 config plr 150%\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 19, "150%", ErrorKind::OutOfRange);
-    assert!(e.message.contains("plr 1.5"), "{e}");
-    let e = error_of("pipe 1 config duplicate %\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 25, "%", ErrorKind::Syntax);
-    assert!(
-        e.message
-            .contains("not a probability (example: 0.01 or 1%)"),
-        "{e}"
-    );
-    // lossstate: a value out of 0..=1 (p13, and a later one), each at its token.
-    let e = error_of("pipe 1 config lossstate 1.5\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 25, "1.5", ErrorKind::OutOfRange);
-    assert!(e.message.contains("lossstate p13"), "{e}");
-    let e = error_of("pipe 1 config lossstate 0.1 0.2 -0.1\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 33, "-0.1", ErrorKind::OutOfRange);
-    assert!(e.message.contains("lossstate p32"), "{e}");
-    let e = error_of("pipe 1 config lossstate 0.1 0.2 0 1.25\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 35, "1.25", ErrorKind::OutOfRange);
-    // p13 + p14 above 1: at p14.
-    let e = error_of("pipe 1 config lossstate 0.6 0.3 0 1 0.5\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 37, "0.5", ErrorKind::OutOfRange);
-    assert!(e.message.contains("p13 + p14"), "{e}");
-    // p31 + p32 above 1: at p32.
-    let e = error_of("pipe 1 config lossstate 0.1 0.7 0.4\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 33, "0.4", ErrorKind::OutOfRange);
-    assert!(e.message.contains("p31 + p32"), "{e}");
-    // lossstate and gemodel on one queue: at the second of the two.
-    let e = error_of(
-        "pipe 1 config gemodel 0.1 0.2 1 0 lossstate 0.01\n",
-        &NoProfiles,
-    );
-    assert_at(&e, "cfg.ipfw", 1, 35, "lossstate", ErrorKind::Duplicate);
-    assert!(e.message.contains("both gemodel and lossstate"), "{e}");
+    // One line each: the keywords after `pipe 1 config `, where the error
+    // is (column, token), its kind and a piece of its message.
+    use ErrorKind::{Duplicate, OutOfRange, Syntax};
+    for (words, column, token, kind, says) in [
+        ("plr 1.5", 19, "1.5", OutOfRange, ""),
+        ("gemodel 0.1 0.2 2 0", 31, "2", OutOfRange, ""),
+        // A time out of range, told in the units of times.
+        (
+            "delay 100s",
+            21,
+            "100s",
+            OutOfRange,
+            "pipe 1 delay 100s is out of range (allowed: 0ms..=60s)",
+        ),
+        // A percentage over 100, at its token; a bare '%', as no probability.
+        ("plr 150%", 19, "150%", OutOfRange, "plr 1.5"),
+        (
+            "duplicate %",
+            25,
+            "%",
+            Syntax,
+            "not a probability (example: 0.01 or 1%)",
+        ),
+        // lossstate: a value out of 0..=1 (p13, and a later one), each at
+        // its token.
+        ("lossstate 1.5", 25, "1.5", OutOfRange, "lossstate p13"),
+        (
+            "lossstate 0.1 0.2 -0.1",
+            33,
+            "-0.1",
+            OutOfRange,
+            "lossstate p32",
+        ),
+        ("lossstate 0.1 0.2 0 1.25", 35, "1.25", OutOfRange, ""),
+        // p13 + p14 above 1: at p14; p31 + p32 above 1: at p32.
+        (
+            "lossstate 0.6 0.3 0 1 0.5",
+            37,
+            "0.5",
+            OutOfRange,
+            "p13 + p14",
+        ),
+        ("lossstate 0.1 0.7 0.4", 33, "0.4", OutOfRange, "p31 + p32"),
+        // lossstate and gemodel on one queue: at the second of the two.
+        (
+            "gemodel 0.1 0.2 1 0 lossstate 0.01",
+            35,
+            "lossstate",
+            Duplicate,
+            "both gemodel and lossstate",
+        ),
+        // Given twice.
+        (
+            "lossstate 0.1 lossstate 0.2",
+            29,
+            "lossstate",
+            Duplicate,
+            "",
+        ),
+    ] {
+        let e = error_of(&format!("pipe 1 config {words}\n"), &NoProfiles);
+        assert_at(&e, "cfg.ipfw", 1, column, token, kind);
+        assert!(e.message.contains(says), "{words}: {e}");
+    }
     let e = error_of(
         "pipe 1 config bw 1Mbit/s\nqueue 2 config pipe 1 lossstate 0.01 gemodel 0.1 0.2 1 0\n",
         &NoProfiles,
     );
     assert_at(&e, "cfg.ipfw", 2, 38, "gemodel", ErrorKind::Duplicate);
-    // Given twice.
-    let e = error_of("pipe 1 config lossstate 0.1 lossstate 0.2\n", &NoProfiles);
-    assert_at(&e, "cfg.ipfw", 1, 29, "lossstate", ErrorKind::Duplicate);
     // TOML: p31 defaults to 1 - p13 = 0.9, so p32 = 0.2 is too much.
     let e = error_of_toml("[[pipe]]\nnumber = 1\nlossstate = { p13 = 0.1, p32 = 0.2 }\n");
     assert_at(&e, "cfg.toml", 3, 32, "0.2", ErrorKind::OutOfRange);

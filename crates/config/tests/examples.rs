@@ -176,15 +176,27 @@ fn every_man_page_example_parses_and_prints_normalised() {
     }
 }
 
+/// The queue of the first pipe of ipfw lines `text`.
+fn ipfw_queue(text: &str) -> pspat_config::QueueParams {
+    parse_ipfw(text, "x").unwrap().pipes[0].queue.clone()
+}
+
+/// The queue of pipe 1 configured with `key = table` in TOML.
+fn toml_queue(key: &str, table: &str) -> pspat_config::QueueParams {
+    parse_toml(
+        &format!("[[pipe]]\nnumber = 1\n{key} = {table}\n"),
+        "x.toml",
+    )
+    .unwrap()
+    .pipes[0]
+        .queue
+        .clone()
+}
+
 #[test]
 fn lossstate_defaults_and_toml_agree_with_the_ipfw_words() {
     use pspat_config::{merge, LossState, NoProfiles};
-    let words = |text: &str| {
-        parse_ipfw(text, "x").unwrap().pipes[0]
-            .queue
-            .lossstate
-            .unwrap()
-    };
+    let words = |text: &str| ipfw_queue(text).lossstate.unwrap();
     let m = |p13, p31, p32, p23, p14| LossState {
         p13,
         p31,
@@ -206,17 +218,7 @@ fn lossstate_defaults_and_toml_agree_with_the_ipfw_words() {
     );
     // TOML: only p13 is required; keys left out take the defaults, also
     // before a key given.
-    let toml = |table: &str| {
-        parse_toml(
-            &format!("[[pipe]]\nnumber = 1\nlossstate = {table}\n"),
-            "x.toml",
-        )
-        .unwrap()
-        .pipes[0]
-            .queue
-            .lossstate
-            .unwrap()
-    };
+    let toml = |table: &str| toml_queue("lossstate", table).lossstate.unwrap();
     assert_eq!(toml("{ p13 = 0.25 }"), m(0.25, 0.75, 0.0, 1.0, 0.0));
     assert_eq!(
         toml("{ p14 = 0.125, p13 = 0.25 }"),
@@ -293,12 +295,7 @@ fn the_man_page_examples_read_as_dummynet_means_them() {
 #[test]
 fn gemodel_defaults_and_toml_agree_with_the_ipfw_words() {
     use pspat_config::GilbertElliott;
-    let words = |text: &str| {
-        parse_ipfw(text, "x").unwrap().pipes[0]
-            .queue
-            .gemodel
-            .unwrap()
-    };
+    let words = |text: &str| ipfw_queue(text).gemodel.unwrap();
     let m = |p, r, one_minus_h, one_minus_k| GilbertElliott {
         p,
         r,
@@ -320,17 +317,7 @@ fn gemodel_defaults_and_toml_agree_with_the_ipfw_words() {
     );
     // TOML: only p is required; keys left out take the defaults, also
     // before a key given; a percentage is a string.
-    let toml = |table: &str| {
-        parse_toml(
-            &format!("[[pipe]]\nnumber = 1\ngemodel = {table}\n"),
-            "x.toml",
-        )
-        .unwrap()
-        .pipes[0]
-            .queue
-            .gemodel
-            .unwrap()
-    };
+    let toml = |table: &str| toml_queue("gemodel", table).gemodel.unwrap();
     assert_eq!(toml("{ p = 0.25 }"), m(0.25, 0.75, 1.0, 0.0));
     assert_eq!(toml("{ 1-k = 0.125, p = 0.25 }"), m(0.25, 0.75, 1.0, 0.125));
     assert_eq!(toml("{ p = \"25%\", r = \"50%\" }"), m(0.25, 0.5, 1.0, 0.0));
