@@ -583,17 +583,27 @@ fn lossy(seed: u64) -> Pipe<AnyScheduler> {
     pipe_of(AlgKind::Drr, 1, cfg)
 }
 
+/// Two sets, each holding link `link` as one instance of `pipe()` with
+/// one spare id: one to keep, one to rebuild.
+fn twin_links(
+    link: u32,
+    pipe: impl Fn() -> Pipe<AnyScheduler>,
+) -> (PipeSet<AnyScheduler>, PipeSet<AnyScheduler>) {
+    let twin = || {
+        let mut set = PipeSet::new();
+        set.push(link, 0, pipe(), 1).unwrap();
+        set.reserve(1).unwrap();
+        set
+    };
+    (twin(), twin())
+}
+
 #[test]
 fn a_rebuilt_link_continues_its_random_draws() {
     // Two links with the same seed see the same 60 packets, one every
     // 20 ms; one of them is rebuilt (same configuration, new ids) after
     // 30. Its loss draws go on where they were: both lose the same packets.
-    let mut kept = PipeSet::new();
-    let mut rebuilt = PipeSet::new();
-    for set in [&mut kept, &mut rebuilt] {
-        set.push(8, 0, lossy(11), 1).unwrap();
-        set.reserve(1).unwrap();
-    }
+    let (mut kept, mut rebuilt) = twin_links(8, || lossy(11));
     let mut fates = [Vec::new(), Vec::new()];
     for seq in 0..60u64 {
         let at = Instant::from_nanos(seq * 20 * MS);
@@ -670,12 +680,7 @@ fn a_rebuilt_link_keeps_its_slot_its_jitter_correlation_and_its_reorder_count() 
 /// The exits `(ns, token)` of [`netem_like`] links kept and rebuilt at
 /// packet `at_seq`.
 fn kept_and_rebuilt(at_seq: u64) -> [Vec<(u64, u64)>; 2] {
-    let mut kept = PipeSet::new();
-    let mut rebuilt = PipeSet::new();
-    for set in [&mut kept, &mut rebuilt] {
-        set.push(9, 0, netem_like(17), 1).unwrap();
-        set.reserve(1).unwrap();
-    }
+    let (mut kept, mut rebuilt) = twin_links(9, || netem_like(17));
     let mut outs = [Vec::new(), Vec::new()];
     let mut last = Instant::ZERO;
     for seq in 0..90u64 {
