@@ -60,7 +60,10 @@ use std::collections::BinaryHeap;
 
 use fastrand::Rng;
 
-use super::random::{centered_pareto, normal_cdf, pareto_normal, standard_normal, PARETO_ALPHA};
+use super::random::{
+    centered_pareto, centered_pareto_at, normal_cdf, pareto_normal, pareto_normal_at,
+    standard_normal,
+};
 use super::Fate;
 use crate::{ConfigError, Instant, Packet};
 
@@ -113,10 +116,8 @@ impl Jitter {
         let x = match self.distribution {
             JitterDistribution::Uniform => (1.0 - 2.0 * upper) * j,
             JitterDistribution::Normal => z * j,
-            JitterDistribution::Pareto => (2.0 * (upper.powf(-1.0 / PARETO_ALPHA) - 1.0) - 1.0) * j,
-            JitterDistribution::ParetoNormal => {
-                (z / 4.0 + upper.powf(-1.0 / PARETO_ALPHA) - 1.5) * j
-            }
+            JitterDistribution::Pareto => centered_pareto_at(upper) * j,
+            JitterDistribution::ParetoNormal => pareto_normal_at(z, upper) * j,
         };
         x.round() as i64
     }

@@ -213,8 +213,19 @@ pub const PARETO_ALPHA: f64 = 3.0;
 /// assert!((0..1000).all(|_| centered_pareto(&mut rng) >= -1.0));
 /// ```
 pub fn centered_pareto(rng: &mut Rng) -> f64 {
-    let u = 1.0 - rng.f64();
-    2.0 * (u.powf(-1.0 / PARETO_ALPHA) - 1.0) - 1.0
+    centered_pareto_at(1.0 - rng.f64())
+}
+
+/// [`centered_pareto`]'s value where the probability above it is `upper`
+/// (its quantile function at `1 − upper`), `upper` in `(0, 1]`.
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::centered_pareto_at;
+/// assert_eq!(centered_pareto_at(1.0), -1.0);
+/// ```
+pub fn centered_pareto_at(upper: f64) -> f64 {
+    2.0 * (upper.powf(-1.0 / PARETO_ALPHA) - 1.0) - 1.0
 }
 
 /// The standard normal quantile `Φ⁻¹(p)` for `p` in `(0, 1)`: Acklam's
@@ -332,7 +343,20 @@ pub fn normal_cdf(x: f64) -> f64 {
 pub fn pareto_normal(rng: &mut Rng) -> f64 {
     // A quantile strictly inside (0, 1): 53 random bits and a half.
     let q = ((rng.u64(..) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    normal_quantile(q) / 4.0 + (1.0 - q).powf(-1.0 / PARETO_ALPHA) - 1.5
+    pareto_normal_at(normal_quantile(q), 1.0 - q)
+}
+
+/// [`pareto_normal`]'s value at the quantile whose standard normal
+/// quantile is `z` and whose upper-tail probability is `upper` (the same
+/// quantile given both ways, each where it is precise).
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::pareto_normal_at;
+/// assert_eq!(pareto_normal_at(0.0, 1.0), -0.5);
+/// ```
+pub fn pareto_normal_at(z: f64, upper: f64) -> f64 {
+    z / 4.0 + upper.powf(-1.0 / PARETO_ALPHA) - 1.5
 }
 
 /// `base^exp` by repeated squaring: only multiplications, so the result is
