@@ -32,7 +32,8 @@ use crate::model::{Action, Config, DefaultAction, GilbertElliott, LossState, Tab
 use crate::units::{parse_probability, parse_u32, parse_uint};
 
 /// A loss model written as a table: its keys in the order of its ipfw
-/// words, and the values of all of them from the first alone.
+/// words, and the values of all of them from the first alone (as many as
+/// it has keys; the rest of the array unused).
 struct LossModel {
     keys: &'static [&'static str],
     example: &'static str,
@@ -56,6 +57,7 @@ const LOSSSTATE: LossModel = LossModel {
         [m.p13, m.p31, m.p32, m.p23, m.p14]
     },
 };
+
 /// Byte offsets to 1-based line and character column.
 struct LineIndex<'a> {
     text: &'a str,
