@@ -100,11 +100,11 @@ pub struct BenchConfig {
     pub victim: Option<VictimConfig>,
     /// Δ_A in ns.
     pub delta_a_ns: u64,
-    /// Pspat mode: [`pspat::RuntimeConfig::max_wake_delay_ns`], the
-    /// longest wake-up coalescing holds a due packet back (default 1 ms).
+    /// Pspat mode: [`pspat::RuntimeConfig::max_wake_delay_ns`], the most
+    /// wake-up coalescing moves a packet from its due time (default 1 ms).
     pub max_wake_delay_ns: u64,
     /// Pspat mode: [`pspat::RuntimeConfig::wake_batch`], about how many
-    /// packets leave per wake-up of a sleeping arbiter (default 4).
+    /// packets leave per wake-up of a sleeping arbiter (default 8).
     pub wake_batch: u32,
     /// Client mailbox slots, a power of two in 64..=65536; 0 (the default)
     /// sizes them to the descriptor pool: twice the client's descriptors,
@@ -362,9 +362,9 @@ mod tests {
             (defaults.max_wake_delay_ns, defaults.wake_batch)
         );
         cfg.max_wake_delay_ns = 2_000_000;
-        cfg.wake_batch = 8;
+        cfg.wake_batch = 16;
         let rc = cfg.runtime_config(false);
-        assert_eq!((rc.max_wake_delay_ns, rc.wake_batch), (2_000_000, 8));
+        assert_eq!((rc.max_wake_delay_ns, rc.wake_batch), (2_000_000, 16));
         assert!(rc.validate().is_ok());
     }
 

@@ -63,13 +63,13 @@ pub struct Args {
     /// Arbiter read interval Delta_A: a duration (e.g. 1us, 500ns; bare = seconds), at most 1ms.
     #[arg(long = "delta-a", default_value = "1us", value_parser = units::duration_arg, allow_hyphen_values = true)]
     delta_a: Duration,
-    /// Wake-up coalescing behind a slow link or a shaper: the longest the arbiter, when it sleeps, holds a due packet back to release it with the next ones; a duration (e.g. 2ms; bare = seconds), at most 100ms, 0 for a wake-up per release time. Longer means fewer wake-ups, so less CPU at low rates, and later releases (docs/BENCHMARKS.md, section 10).
+    /// Wake-up coalescing behind a slow link or a shaper: the most a packet leaves before or after its due time so that a sleeping arbiter releases it with the next ones; a duration (e.g. 2ms; bare = seconds), at most 100ms, 0 for a wake-up per release time. Longer means fewer wake-ups, so less CPU at low rates, and releases further from their times (docs/BENCHMARKS.md, section 10).
     #[arg(long = "max-wake-delay", default_value = "1ms", value_parser = units::duration_arg, allow_hyphen_values = true)]
     max_wake_delay: Duration,
-    /// Wake-up coalescing: about this many packets leave per wake-up of a sleeping arbiter (it sleeps this many mean gaps between releases, less one, past the first due time, at most --max-wake-delay), 1..=64; 1 wakes for every packet.
+    /// Wake-up coalescing: about this many packets leave per wake-up of a sleeping arbiter (each round releases what falls due within half this many mean gaps between releases, less one, and a sleep lasts as long past the first due time; at most --max-wake-delay), 1..=64; 1 wakes for every packet.
     #[arg(
         long = "wake-batch",
-        default_value_t = 4,
+        default_value_t = pspat::RuntimeConfig::default().wake_batch,
         allow_negative_numbers = true
     )]
     wake_batch: u32,

@@ -146,22 +146,24 @@ pub struct RuntimeConfig {
     /// most 5 s).
     pub shutdown: ShutdownPolicy,
     /// Wake-up coalescing behind a slow link or a shaper, 1..=64 (default
-    /// 4): when the arbiter sleeps through a wait (not when it spins: under
-    /// 50 µs for the link, 2 µs for a shaper) it sleeps `wake_batch − 1`
-    /// mean gaps between released packets past the first due time, at most
-    /// `max_wake_delay_ns`, so about `wake_batch` packets leave per wake-up
-    /// instead of one. Release times stay exact in the emulated link and
+    /// 8): about `wake_batch` packets leave per wake-up instead of one. The
+    /// arbiter keeps the mean gap between released packets; each round
+    /// also releases what falls due within the slack after it, and when it
+    /// sleeps through a wait (not when it spins: under 50 µs for the link,
+    /// 2 µs for a shaper) it sleeps the slack past the first due time. The
+    /// slack is `(wake_batch − 1) / 2` mean gaps, at most
+    /// `max_wake_delay_ns`. Release times stay exact in the emulated link and
     /// the shaper (they are computed, not read off the clock), so rates do
-    /// not change; a packet leaves late by at most `max_wake_delay_ns` plus
-    /// the wake-up latency, and about `wake_batch` packets leave together.
-    /// 1 wakes for every packet.
+    /// not change; a packet leaves at most the slack (plus the wake-up
+    /// latency when late) before or after its due time, a burst of at most
+    /// the slack's worth of bytes at the rate. 1 wakes for every packet.
     pub wake_batch: u32,
     /// How released packets are spread over the dispatchers (T ≥ 1):
     /// `flow % T` by default, or HRW, or AHRW with the flowlet guard (see
     /// [`DispatchPlacement`]).
     pub dispatch_placement: DispatchPlacement,
-    /// The most a packet is held back by wake-up coalescing, ns
-    /// (default 1 ms; 0..=100 ms).
+    /// The most wake-up coalescing moves a packet from its due time, ns,
+    /// either way (default 1 ms; 0..=100 ms): see [`Self::wake_batch`].
     pub max_wake_delay_ns: u64,
     /// The longest an idle arbiter sleeps without a kick, ns (default
     /// 100 ms; 1 ms..=10 s): a safety net that bounds what a lost wake-up
@@ -193,7 +195,7 @@ impl Default for RuntimeConfig {
             arbiter_core: None,
             dispatcher_core: None,
             shutdown: ShutdownPolicy::default(),
-            wake_batch: 4,
+            wake_batch: 8,
             dispatch_placement: DispatchPlacement::Modulo,
             max_wake_delay_ns: 1_000_000,
             idle_safety_wake_ns: 100_000_000,

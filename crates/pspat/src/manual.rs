@@ -81,7 +81,14 @@ impl<S: Scheduler, B: TxBackend> ManualRuntime<S, B> {
 
     /// One arbiter round at `now` (collect, link, hand-off, recycle).
     pub fn round(&mut self, now: Instant) -> Outcome {
-        self.arbiter.round(now)
+        self.arbiter.round(now, now)
+    }
+
+    /// One round at `now` that also releases what is due by `release_by`
+    /// (clamped to at least `now`), as the arbiter thread does with its
+    /// wake-up coalescing slack ([`crate::RuntimeConfig::wake_batch`]).
+    pub fn round_releasing_by(&mut self, now: Instant, release_by: Instant) -> Outcome {
+        self.arbiter.round(now, release_by.max(now))
     }
 
     /// One batch of every dispatcher at `now`; returns packets transmitted.

@@ -137,6 +137,93 @@ fn a_shaper_names_its_next_eligible_time_and_holds_the_rate_exactly() {
     assert!(waits <= 41, "one wake-up per release, got {waits}");
 }
 
+/// Steps `rt` as the arbiter thread does with a coalescing slack of
+/// `slack_ns`: each round releases what is due up to the slack after its
+/// clock read, and each wait lasts the slack past the next due time.
+/// Returns the number of waits and the time reached.
+fn step_with_slack<S: pspat_sched::Scheduler, B: TxBackend>(
+    rt: &mut ManualRuntime<S, B>,
+    slack_ns: u64,
+    expect: WaitingFor,
+) -> (usize, Instant) {
+    let mut now = at(0);
+    let mut waits = 0;
+    loop {
+        match rt.round_releasing_by(now, now.saturating_add_nanos(slack_ns)) {
+            Outcome::Worked => {}
+            Outcome::Busy { until, waiting_for } => {
+                assert_eq!(waiting_for, expect);
+                assert!(
+                    until > now.saturating_add_nanos(slack_ns),
+                    "what was due within the slack left in this round"
+                );
+                waits += 1;
+                now = until.saturating_add_nanos(slack_ns);
+            }
+            Outcome::Idle => break,
+        }
+        assert!(waits < 1_000);
+    }
+    (waits, now)
+}
+
+#[test]
+fn coalescing_releases_within_the_slack_either_way_and_keeps_the_rate() {
+    // Shaper: one 125-byte packet per ms at 1 Mbit/s, slack 1 ms: a wake-up
+    // every 3 ms releases the packets due 1 ms before, at and 1 ms after it.
+    let mut sc = SchedulerConfig::new(AlgKind::ShapedDrr);
+    sc.eiffel.rate_bps = 1_000_000;
+    let sched = sc.build(FlowTable::uniform(1).unwrap()).unwrap();
+    let mut rt = ManualRuntime::new(cfg(), sched, |_| Log::default()).unwrap();
+    let mut cl = rt.client().unwrap();
+    for i in 0..30 {
+        cl.submit(sub(0, 125, i)).unwrap();
+    }
+    let (waits, now) = step_with_slack(&mut rt, 1_000_000, WaitingFor::Shaper);
+    drop(cl);
+    let done = rt.finish(now).unwrap();
+    let log = &done.backends[0].0;
+    assert_eq!(log.len(), 30);
+    for (k, (t, p)) in log.iter().enumerate() {
+        assert_eq!(p.cookie, k as u64, "order kept");
+        let due = k as i64 * 1_000_000;
+        // One time-queue bucket (1024 ns) of rounding besides the slack.
+        assert!(
+            (*t as i64 - due).abs() <= 1_000_000 + 1_024,
+            "packet {k} due at {due} left at {t}"
+        );
+    }
+    assert!(
+        (9..=11).contains(&waits),
+        "about one wake-up per three packets, got {waits}"
+    );
+
+    // Link: 1000 bytes at 1 Gbit/s take 8 us; slack 10 us.
+    let mut c = cfg();
+    c.rate_bps = Some(1_000_000_000);
+    let sched = SchedulerConfig::new(AlgKind::Fifo)
+        .build(FlowTable::uniform(1).unwrap())
+        .unwrap();
+    let mut rt = ManualRuntime::new(c, sched, |_| Log::default()).unwrap();
+    let mut cl = rt.client().unwrap();
+    for i in 0..40 {
+        cl.submit(sub(0, 1000, i)).unwrap();
+    }
+    let (waits, now) = step_with_slack(&mut rt, 10_000, WaitingFor::Link);
+    drop(cl);
+    let done = rt.finish(now).unwrap();
+    let log = &done.backends[0].0;
+    assert_eq!(log.len(), 40);
+    for (k, (t, _)) in log.iter().enumerate() {
+        let due = k as i64 * 8_000;
+        assert!(
+            (*t as i64 - due).abs() <= 10_000,
+            "packet {k} due at {due} left at {t}"
+        );
+    }
+    assert!(waits <= 40 / 2, "fewer waits than packets, got {waits}");
+}
+
 #[test]
 fn backpressure_reports_a_scheduler_drop_on_the_next_submit() {
     let mut c = cfg();

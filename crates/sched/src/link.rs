@@ -138,14 +138,36 @@ impl LinkEmulator {
         &mut self,
         now: Instant,
         sched: &mut S,
+        emit: F,
+    ) -> u32 {
+        self.release_by(now, now, sched, emit)
+    }
+
+    /// As [`Self::release`], but also releases what the link and `sched`
+    /// would let go by `release_by` (≥ `now`): a caller that wakes up
+    /// rarely lets packets leave up to `release_by − now` early. The link's
+    /// schedule is unchanged: a packet is let go once `link_idle` reaches
+    /// `release_by` instead of `now`, and `sched` is asked at `release_by`.
+    /// When `sched` runs dry the link restarts at `now` (or stays busy
+    /// until the packets let go early have been sent), so idle time banks
+    /// no credit and the look-ahead banks none either.
+    #[inline]
+    pub fn release_by<S: Scheduler + ?Sized, F: FnMut(Packet)>(
+        &mut self,
+        now: Instant,
+        release_by: Instant,
+        sched: &mut S,
         mut emit: F,
     ) -> u32 {
+        debug_assert!(release_by >= now);
         let mut n = 0;
-        while self.link_idle <= now && n < self.batch {
-            let Some(pkt) = sched.dequeue(now) else {
+        while self.link_idle <= release_by && n < self.batch {
+            let Some(pkt) = sched.dequeue(release_by) else {
                 // Ran dry: restart from now so idle time banks no credit.
-                self.link_idle = now;
-                self.pacer.reset();
+                if self.link_idle <= now {
+                    self.link_idle = now;
+                    self.pacer.reset();
+                }
                 break;
             };
             self.advance(pkt.len);
@@ -222,6 +244,28 @@ mod tests {
         }
         let n = link.release(Instant::from_nanos(1_000_001), &mut empty, |_| {});
         assert_eq!(n, 1, "only one packet of look-ahead after idling");
+    }
+
+    #[test]
+    fn releasing_early_keeps_the_link_s_schedule_and_banks_no_look_ahead() {
+        // 1 byte per ns: 1000-byte packets take 1 us each.
+        let mut link = LinkEmulator::new(8_000_000_000, 512).unwrap();
+        let mut s = crate::Fifo::new(crate::FlowTable::uniform(1).unwrap(), 8).unwrap();
+        for i in 0..4 {
+            s.enqueue(Instant::ZERO, Packet::new(FlowId(0), 1000, i))
+                .unwrap();
+        }
+        let at = Instant::from_nanos;
+        // At 0, by 1.5 us: the packets due at 0 and 1 us.
+        assert_eq!(link.release_by(at(0), at(1_500), &mut s, |_| {}), 2);
+        assert_eq!(link.link_idle(), at(2_000));
+        // At 1.6 us, by 5 us: the other two, and the link runs dry while it
+        // is still sending them: it stays busy until 4 us, not 5.
+        assert_eq!(link.release_by(at(1_600), at(5_000), &mut s, |_| {}), 2);
+        assert_eq!(link.link_idle(), at(4_000));
+        // Idle since 4 us: the link restarts at the round's clock, 9 us.
+        link.release_by(at(9_000), at(9_500), &mut s, |_| {});
+        assert_eq!(link.link_idle(), at(9_000));
     }
 
     #[test]

@@ -23,13 +23,15 @@
 //!   [`crate::ArbiterStats::unrequested_wakeups_with_work`].
 //!
 //! Both sleeps are stretched by wake-up coalescing
-//! ([`crate::RuntimeConfig::wake_batch`], default 4, held back by at most
-//! 1 ms): the arbiter keeps the mean gap between released packets (an EWMA)
-//! and sleeps `wake_batch − 1` such gaps past the first due time, so about
-//! `wake_batch` packets leave per wake-up. Release times are computed (the
-//! link's `link_idle`, the shaper's departure times), so a later wake-up
-//! releases the due packets together without changing the rate. So a
-//! shaped link costs a wake-up per few release times, not a spinning core.
+//! ([`crate::RuntimeConfig::wake_batch`], default 8, within at most 1 ms):
+//! the arbiter keeps the mean gap between released packets (an EWMA), lets
+//! each round release what falls due within a slack of `(wake_batch − 1)/2`
+//! such gaps after its clock read, and sleeps the slack past the first due
+//! time, so about `wake_batch` packets leave per wake-up, each within the
+//! slack of its due time, before or after. Release times are computed (the
+//! link's `link_idle`, the shaper's departure times), so releasing a few
+//! together neither raises nor lowers the rate. So a shaped link costs a
+//! wake-up per few release times, not a spinning core.
 //!
 //! # Complexity
 //! O(1) per packet plus the scheduler's cost; O(lists + in-service
@@ -65,6 +67,16 @@ const SPIN_BELOW_NS: u64 = 50_000;
 const SHAPER_SPIN_BELOW_NS: u64 = 2_000;
 /// Longest single sleep waiting for the link.
 const LINK_SLEEP_MAX: Duration = Duration::from_millis(50);
+
+/// Wake-up coalescing's slack for a mean gap of `gap_ns` between released
+/// packets: half of `wake_batch − 1` gaps, at most `max_delay_ns`. A round
+/// releases what is due up to this long after its clock read, and a sleep
+/// lasts this long past the next due time, so a wake-up comes about every
+/// `wake_batch` gaps (every `2 × max_delay_ns` plus a gap at the bound) and
+/// each packet leaves within the slack of its due time, before or after.
+pub(crate) fn coalescing_slack(gap_ns: u64, wake_batch: u32, max_delay_ns: u64) -> u64 {
+    (gap_ns.saturating_mul(u64::from(wake_batch.saturating_sub(1))) / 2).min(max_delay_ns)
+}
 
 pub(crate) struct Arbiter<S, B> {
     pub(crate) rt: Arc<Shared>,
@@ -128,7 +140,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             if let Some(start) = busy_since.take() {
                 self.stats.busy_round_ns += now.saturating_nanos_since(start);
             }
-            let outcome = self.round(now);
+            let slack = self.coalescing_slack();
+            let outcome = self.round(now, now.saturating_add_nanos(slack));
             if outcome != Outcome::Idle {
                 idle_since = None;
                 self.observe_releases(now, &mut last_release);
@@ -157,10 +170,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                     } else if waiting_for == WaitingFor::Link {
                         // Capped so that a shutdown or a fault is noticed
                         // soon even behind a very slow link.
-                        let nap = Duration::from_nanos(self.coalesced(wait) - SPIN_BELOW_NS / 2);
-                        std::thread::sleep(nap.min(LINK_SLEEP_MAX));
+                        let nap = wait.saturating_add(slack).saturating_sub(SPIN_BELOW_NS / 2);
+                        std::thread::sleep(Duration::from_nanos(nap).min(LINK_SLEEP_MAX));
                     } else {
-                        self.sleep(Duration::from_nanos(self.coalesced(wait)), false);
+                        self.sleep(Duration::from_nanos(wait.saturating_add(slack)), false);
                     }
                 }
                 Outcome::Idle => {
@@ -219,16 +232,11 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         Some(self.rt.arbiter.sleep(timeout))
     }
 
-    /// How long to sleep through a wait of `wait_ns` (≥ the spin
-    /// threshold): `wake_batch` waits, held back by at most
-    /// `max_wake_delay_ns` ([`crate::RuntimeConfig::wake_batch`]).
-    fn coalesced(&self, wait_ns: u64) -> u64 {
+    /// The coalescing slack, ns: how far a release may move from its due
+    /// time, either way ([`coalescing_slack`] of the mean release gap).
+    fn coalescing_slack(&self) -> u64 {
         let cfg = &self.rt.cfg;
-        let slack = self
-            .release_gap_ns
-            .saturating_mul(u64::from(cfg.wake_batch - 1))
-            .min(cfg.max_wake_delay_ns);
-        wait_ns.saturating_add(slack)
+        coalescing_slack(self.release_gap_ns, cfg.wake_batch, cfg.max_wake_delay_ns)
     }
 
     /// Updates the mean gap between released packets (an EWMA with weight
@@ -272,5 +280,25 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         // remaining (abandoned) mailboxes are drained and retired.
         self.collect_all(now);
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coalescing_slack;
+
+    #[test]
+    fn the_slack_is_half_the_batch_s_gaps_up_to_the_bound() {
+        // 480 us gaps (60 bytes at 1 Mbit/s), batch 4: 720 us, under 1 ms.
+        assert_eq!(coalescing_slack(480_000, 4, 1_000_000), 720_000);
+        // 5 us gaps: 7.5 us.
+        assert_eq!(coalescing_slack(5_000, 4, 1_000_000), 7_500);
+        // 1 ms gaps: 1.5 ms, held to the 1 ms bound.
+        assert_eq!(coalescing_slack(1_000_000, 4, 1_000_000), 1_000_000);
+        // A batch of 1, an unmeasured gap or a bound of 0: no slack.
+        assert_eq!(coalescing_slack(480_000, 1, 1_000_000), 0);
+        assert_eq!(coalescing_slack(0, 4, 1_000_000), 0);
+        assert_eq!(coalescing_slack(480_000, 4, 0), 0);
+        assert_eq!(coalescing_slack(u64::MAX, 64, 100_000_000), 100_000_000);
     }
 }

@@ -60,8 +60,11 @@ fn drain_deadline(since: Instant, deadline: std::time::Duration) -> Instant {
 }
 
 impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
-    /// Runs one round at time `now`.
-    pub(crate) fn round(&mut self, now: Instant) -> Outcome {
+    /// Runs one round at time `now`, releasing what the link and the
+    /// scheduler hold that is due by `release_by` (`now`, or later by the
+    /// thread loop's coalescing slack: a release may come that much early).
+    pub(crate) fn round(&mut self, now: Instant, release_by: Instant) -> Outcome {
+        debug_assert!(release_by >= now);
         self.take_registrations();
         if let Some(reason) = self.discard_reason(now) {
             // Failed, or shutdown past its drain deadline: take whatever the
@@ -75,7 +78,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 return Outcome::Worked;
             }
             self.sink.return_all(&self.clients);
-            return self.why_nothing_left(now);
+            return self.why_nothing_left(now, now);
         }
         if self.sched.is_empty() {
             // The link was idle since the last round (possibly a long
@@ -86,7 +89,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         // 1. collect (and release consumed mailbox lines)
         let mut work = self.collect_due(now);
         // 2. link, 3. hand-off, 4. recycle
-        work += self.release(now);
+        work += self.release(now, release_by);
         self.stats.rounds += 1;
         if work > 0 {
             self.stats.busy_rounds += 1;
@@ -95,11 +98,12 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         // 4'. nothing more to do: return what recycling kept back for a
         // batch, so no descriptor waits while the arbiter does.
         self.sink.return_all(&self.clients);
-        self.why_nothing_left(now)
+        self.why_nothing_left(now, release_by)
     }
 
-    /// Link emulation and hand-off; returns decisions made.
-    fn release(&mut self, now: Instant) -> usize {
+    /// Link emulation (of what is due by `release_by`) and hand-off;
+    /// returns decisions made.
+    fn release(&mut self, now: Instant, release_by: Instant) -> usize {
         if !self.sink.make_room() {
             self.sink.flush(now, &self.rt, &self.clients);
             return 0;
@@ -107,7 +111,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         let released = &mut self.released;
         let n = self
             .link
-            .release(now, &mut self.sched, |p| released.push(p)) as usize;
+            .release_by(now, release_by, &mut self.sched, |p| released.push(p))
+            as usize;
         self.stats.decisions += n as u64;
         self.sink
             .hand_off(&self.released, &mut self.clients, self.rt.write_descs);
@@ -193,8 +198,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         n + self.take_late_drops()
     }
 
-    /// A round that did nothing: idle, or busy until when?
-    fn why_nothing_left(&self, now: Instant) -> Outcome {
+    /// A round that did nothing: idle, or busy until when? (Nothing held
+    /// was due by `release_by`.)
+    fn why_nothing_left(&self, now: Instant, release_by: Instant) -> Outcome {
         if self.sink.has_backlog() {
             return Outcome::Busy {
                 until: now,
@@ -210,7 +216,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             _ => Instant::MAX,
         };
         let link_idle = self.link.link_idle();
-        if link_idle > now {
+        if link_idle > release_by {
             return Outcome::Busy {
                 until: link_idle.min(cap),
                 waiting_for: WaitingFor::Link,
@@ -218,9 +224,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         }
         let until = self
             .sched
-            .next_eligible(now)
-            .filter(|&t| t > now)
-            .unwrap_or(now.saturating_add_nanos(UNKNOWN_ELIGIBILITY_NS))
+            .next_eligible(release_by)
+            .filter(|&t| t > release_by)
+            .unwrap_or(release_by.saturating_add_nanos(UNKNOWN_ELIGIBILITY_NS))
             .min(cap);
         Outcome::Busy {
             until,
