@@ -7,7 +7,8 @@
 #
 # With several binaries (for example the binaries of two commits) the runs
 # alternate, RUNS (default 5) rounds of every rate and binary, and the
-# medians are printed per binary and rate. CPU time comes from
+# medians are printed per binary and rate, with the shaped rate (the
+# bench's throughput over its measured window). CPU time comes from
 # /proc/PID/task/*/schedstat (nanoseconds on CPU), sampled 1 s after the
 # start and 0.5 s before the end of a DURATION-second run (default 6), so
 # start-up and the final drain are left out. The bench pins the arbiter to
@@ -39,13 +40,13 @@ cpu_ns() { # pid -> "arbiter_ns total_ns"
   echo "$arb $tot"
 }
 
-one_run() { # bin rate -> "arbiter_share process_share decisions_per_s"
+one_run() { # bin rate -> "arbiter_share process_share decisions_M_per_s throughput_kbit_per_s"
   local bin=$1 rate=$2 args
   case $rate in
     unlimited) args=(--alg drr) ;;
     *) args=(--sched-config "$tmp/$rate.json") ;;
   esac
-  "$bin" bench --mode pspat --clients 1 --duration "$DURATION" "${args[@]}" ${extra[@]+"${extra[@]}"} > "$tmp/out" 2>&1 &
+  "$bin" bench --mode pspat --clients 1 --duration "$DURATION" --json "${args[@]}" ${extra[@]+"${extra[@]}"} > "$tmp/out" 2>/dev/null &
   local pid=$!
   sleep 1
   read -r a0 t0 < <(cpu_ns "$pid")
@@ -54,8 +55,11 @@ one_run() { # bin rate -> "arbiter_share process_share decisions_per_s"
   read -r a1 t1 < <(cpu_ns "$pid")
   local w1; w1=$(date +%s%N)
   wait "$pid"
-  local dps; dps=$(grep -oE 'decisions/s: [0-9.]+ M' "$tmp/out" | grep -oE '[0-9.]+' || echo 0)
-  awk -v a=$((a1 - a0)) -v t=$((t1 - t0)) -v w=$((w1 - w0)) -v d="$dps" 'BEGIN {print a / w, t / w, d}'
+  local dps bps
+  dps=$(grep -m1 -oE '"decisions_per_sec": ?[0-9.e+-]+' "$tmp/out" | grep -oE '[0-9.e+-]+$' || echo 0)
+  bps=$(grep -m1 -oE '"throughput_bps": ?[0-9.e+-]+' "$tmp/out" | grep -oE '[0-9.e+-]+$' || echo 0)
+  awk -v a=$((a1 - a0)) -v t=$((t1 - t0)) -v w=$((w1 - w0)) -v d="$dps" -v b="$bps" \
+    'BEGIN {print a / w, t / w, d / 1e6, b / 1e3}'
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -69,12 +73,12 @@ for r in $(seq "$RUNS"); do
     done
   done
 done
-printf '%-40s %-10s %16s %16s %14s\n' binary rate arbiter_cpu_% process_cpu_% decisions_M/s
+printf '%-40s %-10s %16s %16s %14s %16s\n' binary rate arbiter_cpu_% process_cpu_% decisions_M/s shaped_kbit/s
 for i in "${!bins[@]}"; do
   for rate in "${rates[@]}"; do
     f="$tmp/res.$i.$rate"
-    printf '%-40s %-10s %16.2f %16.2f %14.2f\n' "${bins[$i]}" "$rate" \
+    printf '%-40s %-10s %16.2f %16.2f %14.2f %16.2f\n' "${bins[$i]}" "$rate" \
       "$(awk '{print $1*100}' "$f" | median)" "$(awk '{print $2*100}' "$f" | median)" \
-      "$(awk '{print $3}' "$f" | median)"
+      "$(awk '{print $3}' "$f" | median)" "$(awk '{print $4}' "$f" | median)"
   done
 done
