@@ -104,7 +104,7 @@ pub struct BenchConfig {
     /// wake-up coalescing moves a packet from its due time (default 1 ms).
     pub max_wake_delay_ns: u64,
     /// Pspat mode: [`pspat::RuntimeConfig::wake_batch`], about how many
-    /// packets leave per wake-up of a sleeping arbiter (default 8).
+    /// packets leave per wake-up of a sleeping arbiter (default 4).
     pub wake_batch: u32,
     /// Client mailbox slots, a power of two in 64..=65536; 0 (the default)
     /// sizes them to the descriptor pool: twice the client's descriptors,

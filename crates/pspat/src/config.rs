@@ -146,7 +146,7 @@ pub struct RuntimeConfig {
     /// most 5 s).
     pub shutdown: ShutdownPolicy,
     /// Wake-up coalescing behind a slow link or a shaper, 1..=64 (default
-    /// 8): about `wake_batch` packets leave per wake-up instead of one. The
+    /// 4): about `wake_batch` packets leave per wake-up instead of one. The
     /// arbiter keeps the mean gap between released packets; each round
     /// also releases what falls due within the slack after it, and when it
     /// sleeps through a wait (not when it spins: under 50 µs for the link,
@@ -195,7 +195,7 @@ impl Default for RuntimeConfig {
             arbiter_core: None,
             dispatcher_core: None,
             shutdown: ShutdownPolicy::default(),
-            wake_batch: 8,
+            wake_batch: 4,
             dispatch_placement: DispatchPlacement::Modulo,
             max_wake_delay_ns: 1_000_000,
             idle_safety_wake_ns: 100_000_000,

@@ -23,7 +23,7 @@
 //!   [`crate::ArbiterStats::unrequested_wakeups_with_work`].
 //!
 //! Both sleeps are stretched by wake-up coalescing
-//! ([`crate::RuntimeConfig::wake_batch`], default 8, within at most 1 ms):
+//! ([`crate::RuntimeConfig::wake_batch`], default 4, within at most 1 ms):
 //! the arbiter keeps the mean gap between released packets (an EWMA), lets
 //! each round release what falls due within a slack of `(wake_batch − 1)/2`
 //! such gaps after its clock read, and sleeps the slack past the first due
