@@ -133,6 +133,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         // Start of the previous round if it did work: its duration ends at
         // this round's clock read (one clock read per round, not two).
         let mut busy_since: Option<Instant> = None;
+        // The latest horizon a round released up to: the next is never
+        // earlier, so the scheduler is asked at non-decreasing times even
+        // when the slack shrinks.
+        let mut horizon = Instant::ZERO;
         // Time and decision count of the last round that released packets.
         let mut last_release: Option<(Instant, u64)> = None;
         loop {
@@ -141,7 +145,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
                 self.stats.busy_round_ns += now.saturating_nanos_since(start);
             }
             let slack = self.coalescing_slack();
-            let outcome = self.round(now, now.saturating_add_nanos(slack));
+            horizon = horizon.max(now.saturating_add_nanos(slack));
+            let outcome = self.round(now, horizon);
             if outcome != Outcome::Idle {
                 idle_since = None;
                 self.observe_releases(now, &mut last_release);
