@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes pspat's parsers on the stable toolchain (fuzz/, outside the
 # workspace): the --sched-config JSON, durations, rates, weight lists, mode
-# lists, flowsets, the error-message guard, ipfw and TOML configurations and
-# control lines (targets ipfw, config_toml, control), received frames
+# lists, flowsets, the error-message guard, ipfw and TOML configurations,
+# control lines and tc-netem options (targets ipfw, config_toml, control,
+# netem), received frames
 # (frame) and the classifier on a configuration and a packet sequence
 # (classify). Every text target must never panic, print accepted input back
 # to the same value, and refuse bad input with one short line (a

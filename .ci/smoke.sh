@@ -156,6 +156,15 @@ for args in "bench --rate" "sched-bench --flowsets" "bench --clients"; do
 done
 len=$("$bin" bench --sched-config "$cfgdir/huge-value.json" 2>&1 >/dev/null | wc -c || true)
 [ "$len" -le 400 ] || { echo "FAIL: a 1 MB config value -> a $len-byte message"; fails=$((fails + 1)); }
+# tc-netem's options as a pipe: the output is a configuration that checks.
+"$bin" config from-netem tc qdisc add dev eth0 root netem delay 100ms 10ms 25% loss 0.3% rate 10mbit > "$cfgdir/from-netem.ipfw"
+"$bin" config check "$cfgdir/from-netem.ipfw" > /dev/null
+"$bin" config from-netem --to toml delay 40ms 5ms distribution normal loss gemodel 1% > "$cfgdir/from-netem.toml"
+"$bin" config check "$cfgdir/from-netem.toml" > /dev/null
+expect_usage_error config from-netem delay 10ms loss 1% 25%
+expect_usage_error config from-netem delay 10
+expect_usage_error config from-netem loss 1% ecn
+expect_usage_error config from-netem --pipe 0 delay 10ms
 # The documented maximum capacity needs about 18 GiB: refused where that is more than half of the memory.
 avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
 if [ "${avail_kb:-0}" -gt 0 ] && [ "$avail_kb" -lt $((36 * 1024 * 1024)) ]; then

@@ -34,8 +34,8 @@ use pspat_classify::{
 };
 use pspat_cli::{sched_config, units};
 use pspat_config::{
-    merge, parse_control, parse_ipfw, parse_toml, print_ipfw, print_toml, Config, ControlRequest,
-    NoProfiles, Plan,
+    merge, netem_to_config, parse_control, parse_ipfw, parse_toml, print_ipfw, print_toml, Config,
+    ControlRequest, NoProfiles, Plan,
 };
 use pspat_eval::harness::Flowsets;
 use pspat_io::parse::{
@@ -52,7 +52,7 @@ pub const MAX_ERROR_CHARS: usize = units::MESSAGE_MAX + 1;
 pub type Target = fn(&[u8]);
 
 /// Every target, by name.
-pub const TARGETS: [(&str, Target); 12] = [
+pub const TARGETS: [(&str, Target); 13] = [
     ("sched_config", sched_config_json),
     ("duration", duration),
     ("rate", rate),
@@ -63,6 +63,7 @@ pub const TARGETS: [(&str, Target); 12] = [
     ("ipfw", ipfw),
     ("config_toml", config_toml),
     ("control", control),
+    ("netem", netem),
     ("frame", frame),
     ("classify", classify),
 ];
@@ -319,6 +320,21 @@ fn round_trips(target: &str, input: &str, cfg: &Config, plan: Option<&Plan>) {
 /// token there; an accepted configuration validates without panicking.
 pub fn ipfw(data: &[u8]) {
     configuration("ipfw", parse_ipfw, IPFW_FILE, true, data);
+}
+
+/// The file name the netem target reads under (`pspat config from-netem`'s).
+const NETEM_FILE: &str = "netem";
+
+/// tc-netem's options read as a pipe (`pspat config from-netem`): as
+/// [`ipfw`], with errors at the netem word they concern.
+pub fn netem(data: &[u8]) {
+    configuration(
+        "netem",
+        |text, file| netem_to_config(text, 1, file),
+        NETEM_FILE,
+        true,
+        data,
+    );
 }
 
 /// TOML configurations (`docs/CONFIG.md`): as [`ipfw`], with errors at a

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use pspat_config::{parse_file_text, print_ipfw, print_toml, Config, FsProfiles, Plan};
+use pspat_config::{
+    netem_to_config, parse_file_text, print_ipfw, print_toml, Config, FsProfiles, Plan,
+};
 
 use crate::usage;
 
@@ -46,6 +48,18 @@ enum ConfigCommand {
         /// The syntax to print (default: the other one).
         #[arg(long, value_enum)]
         to: Option<Syntax>,
+    },
+    /// Print the pipe that does what tc-netem's options do (`delay 100ms 10ms loss 1% rate 10mbit`, or a whole `tc qdisc add ... netem ...` command), with a rule sending every packet to it.
+    FromNetem {
+        /// The pipe's number.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65535))]
+        pipe: u32,
+        /// The syntax to print.
+        #[arg(long, value_enum, default_value_t = Syntax::Ipfw)]
+        to: Syntax,
+        /// netem's options, as tc takes them (tc's units: `loss 1` is 1%, `bps` is bytes per second).
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        options: Vec<String>,
     },
 }
 
@@ -106,6 +120,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Syntax::Ipfw => Syntax::Toml,
             });
             print!("{}", print(&config, target));
+        }
+        ConfigCommand::FromNetem { pipe, to, options } => {
+            let config = netem_to_config(&options.join(" "), pipe, "netem")
+                .map_err(|e| usage(e.to_string()))?;
+            print!("{}", print(&config, to));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -177,6 +196,40 @@ mod tests {
             .unwrap_err()
             .downcast_ref::<crate::UsageError>()
             .is_some());
+    }
+
+    #[test]
+    fn from_netem_prints_a_pipe_or_one_usage_line() {
+        let ok = Args {
+            command: ConfigCommand::FromNetem {
+                pipe: 2,
+                to: Syntax::Toml,
+                options: [
+                    "tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "20ms",
+                ]
+                .map(String::from)
+                .to_vec(),
+            },
+        };
+        assert_eq!(run(ok).unwrap(), ExitCode::SUCCESS);
+        let bad = Args {
+            command: ConfigCommand::FromNetem {
+                pipe: 1,
+                to: Syntax::Ipfw,
+                options: ["delay", "10ms", "loss", "1%", "25%"]
+                    .map(String::from)
+                    .to_vec(),
+            },
+        };
+        let err = run(bad).unwrap_err();
+        let usage_error = err
+            .downcast_ref::<crate::UsageError>()
+            .expect("a usage error: exit 2");
+        assert!(
+            usage_error.0.starts_with("netem:1:20: 'loss ... 25%'"),
+            "{}",
+            usage_error.0
+        );
     }
 
     #[test]

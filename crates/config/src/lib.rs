@@ -50,6 +50,7 @@ mod ipfw;
 pub mod mask;
 pub mod model;
 pub mod net;
+mod netem;
 mod pipe_config;
 mod plan;
 mod print;
@@ -68,6 +69,7 @@ pub use model::{
     Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 pub use net::{AddrList, AddrListError, AddrMatch, PortRange, Prefix, MAX_ADDR_LIST_LEN};
+pub use netem::{netem_to_config, NETEM_DEFAULT_LIMIT};
 pub use pipe_config::{
     delay_line_capacity, pipe_config, pipe_seed, plan_pipe_configs, queue_config, sched_config,
 };

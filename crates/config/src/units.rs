@@ -40,7 +40,7 @@ impl ValueError {
 }
 
 /// Splits `10.5Mbit/s` into `("10.5", "Mbit/s")`.
-fn split_number(text: &str) -> (&str, &str) {
+pub(crate) fn split_number(text: &str) -> (&str, &str) {
     let end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
@@ -49,7 +49,7 @@ fn split_number(text: &str) -> (&str, &str) {
 
 /// `number × scale` for a decimal `number` (`2.5`), exactly, or `None` when
 /// the product is not a whole number, the text is not a decimal or it overflows.
-fn scaled_decimal(number: &str, scale: u128) -> Option<u128> {
+pub(crate) fn scaled_decimal(number: &str, scale: u128) -> Option<u128> {
     let (int, frac) = match number.split_once('.') {
         Some((i, f)) => (i, f),
         None => (number, ""),

@@ -1,0 +1,836 @@
+//! tc-netem's options as one pipe: the argument list of `tc qdisc ... netem`
+//! read with tc's grammar and units, and written as the pipe that does the
+//! same (`pspat config from-netem`).
+//!
+//! # What is read
+//! The options after the word `netem` (a whole `tc qdisc add dev eth0 root
+//! netem ...` command may be pasted; without `netem` every word is an
+//! option): `limit`, `delay`/`latency` TIME [JITTER [CORRELATION]],
+//! `distribution`, `loss`/`drop` [`random`] P, `loss state` P13 [P31 [P32
+//! [P23 [P14]]]], `loss gemodel` P [R [1-H [1-K]]], `duplicate`, `corrupt`,
+//! `reorder` P [`gap` N], `rate` RATE [PACKETOVERHEAD [CELLSIZE
+//! [CELLOVERHEAD]]], `slot` and `seed`, in any order, each keyword also as
+//! a prefix of itself as tc takes it (`del 10ms`, tried in tc's order).
+//! tc's units: a probability is a percentage with or without `%` (`loss 1`
+//! is 1%), a rate without unit is bit/s and `bps` is *bytes* per second
+//! (`kbit`, `mbit`, `gbit`, `tbit`, `bps`, `kbps`, `mbps`, `gbps`, `tbps`
+//! and the `kibit`..`tibps` binary forms), a time takes `s`, `sec`, `secs`,
+//! `ms`, `msec`, `msecs`, `us`, `usec`, `usecs`, `ns`, `nsec`, `nsecs`.
+//!
+//! # What is written
+//! `pipe N config` with the counterpart of each option (docs/RECIPES.md,
+//! *From tc-netem*), `queue 1000` when no `limit` is given (netem's default
+//! limit), `distribution uniform` when jitter comes without one (netem's
+//! default), `reorder` when jitter comes without `rate` (netem reorders such
+//! packets by their delays, pspat keeps their order unless asked), a rule
+//! `add 100 pipe N ip from any to any` and `seed N` when given. The result
+//! is parsed and validated as any configuration, so what pspat cannot do is
+//! refused: correlated loss, duplication or corruption, `ecn`, a rate as a
+//! percentage of the device's, a distribution table other than the built-in
+//! ones, and a time without unit (tc versions read it as microseconds or as
+//! nanoseconds).
+//!
+//! # Errors
+//! One [`Error`] naming the netem option's column and token, for the
+//! option itself or for a range the validation found in what it became.
+//!
+//! # Complexity
+//! Linear in the text.
+
+use crate::units::{format_rate, format_time_us, scaled_decimal, split_number};
+use crate::{parse_ipfw, Config, Error, ErrorKind, NoProfiles};
+
+/// netem's queue limit when none is given, in packets.
+pub const NETEM_DEFAULT_LIMIT: u32 = 1000;
+
+/// The rule number of the rule that sends every packet to the pipe.
+const RULE: u32 = 100;
+
+/// A word of the input with its 1-based line and column in characters.
+#[derive(Clone, Copy, Debug)]
+struct Word<'a> {
+    text: &'a str,
+    line: u32,
+    column: u32,
+}
+
+/// One piece of the pipe line and the netem word it came from.
+struct Piece {
+    text: String,
+    from: usize,
+}
+
+/// The words of `text` with their places (options are usually one line;
+/// a newline counts as a space that starts the next line).
+fn words(text: &str) -> Vec<Word<'_>> {
+    let mut out = Vec::new();
+    let mut start: Option<(usize, u32, u32)> = None;
+    let (mut line, mut column) = (1u32, 0u32);
+    for (i, c) in text.char_indices() {
+        column += 1;
+        if c.is_whitespace() {
+            if let Some((s, l, col)) = start.take() {
+                out.push(Word {
+                    text: &text[s..i],
+                    line: l,
+                    column: col,
+                });
+            }
+            if c == '\n' {
+                line += 1;
+                column = 0;
+            }
+        } else if start.is_none() {
+            start = Some((i, line, column));
+        }
+    }
+    if let Some((s, l, col)) = start {
+        out.push(Word {
+            text: &text[s..],
+            line: l,
+            column: col,
+        });
+    }
+    out
+}
+
+/// tc's `matches`: `word` is a non-empty prefix of `keyword`.
+fn matches(word: &str, keyword: &str) -> bool {
+    !word.is_empty() && keyword.starts_with(word)
+}
+
+/// tc's `NEXT_IS_NUMBER`: the word starts with a digit.
+fn is_number(word: Option<&Word>) -> bool {
+    word.is_some_and(|w| w.text.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// tc's `NEXT_IS_SIGNED_NUMBER`: a digit or a minus sign first.
+fn is_signed_number(word: Option<&Word>) -> bool {
+    word.is_some_and(|w| w.text.starts_with(|c: char| c.is_ascii_digit() || c == '-'))
+}
+
+/// The reader of one netem option list.
+struct Reader<'a> {
+    file: &'a str,
+    words: Vec<Word<'a>>,
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn error(&self, word: usize, kind: ErrorKind, message: impl Into<String>) -> Error {
+        let (line, column, token) = match self.words.get(word) {
+            Some(w) => (w.line, w.column, w.text.to_string()),
+            None => (1, 1, String::new()),
+        };
+        Error {
+            file: self.file.to_string(),
+            line,
+            column,
+            token,
+            message: message.into(),
+            kind,
+        }
+    }
+
+    fn peek(&self) -> Option<&Word<'a>> {
+        self.words.get(self.at)
+    }
+
+    /// The next word, as the value of the word at `of` (`what` names it
+    /// when it is missing).
+    fn value(&mut self, of: usize, what: &str) -> Result<usize, Error> {
+        if self.at >= self.words.len() {
+            return Err(self.error(
+                of,
+                ErrorKind::Syntax,
+                format!("'{}' needs {what}", self.words[of].text),
+            ));
+        }
+        self.at += 1;
+        Ok(self.at - 1)
+    }
+
+    fn text(&self, word: usize) -> &'a str {
+        self.words[word].text
+    }
+
+    /// A percentage as tc writes it (`1` and `1%` are both 1%), written
+    /// back as `N%`.
+    fn percent(&self, word: usize) -> Result<String, Error> {
+        let text = self.text(word);
+        let number = text.strip_suffix('%').unwrap_or(text);
+        if !is_decimal(number) {
+            return Err(self.error(
+                word,
+                ErrorKind::Syntax,
+                format!("'{text}' is not a percentage (examples: 1%, 0.5, 25%)"),
+            ));
+        }
+        Ok(format!("{number}%"))
+    }
+
+    /// A time with one of tc's units, in whole microseconds.
+    fn time(&self, word: usize) -> Result<String, Error> {
+        let text = self.text(word);
+        let (number, unit) = split_number(text);
+        let ns_per_unit: u128 = match unit.to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" => 1_000_000_000,
+            "ms" | "msec" | "msecs" => 1_000_000,
+            "us" | "usec" | "usecs" => 1_000,
+            "ns" | "nsec" | "nsecs" => 1,
+            "" => {
+                return Err(self.error(
+                    word,
+                    ErrorKind::Syntax,
+                    format!(
+                        "'{text}' has no unit: write one (10ms, 500us); tc versions read a bare number as microseconds or as nanoseconds"
+                    ),
+                ))
+            }
+            _ => {
+                return Err(self.error(
+                    word,
+                    ErrorKind::Syntax,
+                    format!("'{text}' is not a time (examples: 10ms, 500us, 1s, 2000ns)"),
+                ))
+            }
+        };
+        let ns = scaled_decimal(number, ns_per_unit).ok_or_else(|| {
+            self.error(
+                word,
+                ErrorKind::Syntax,
+                format!("'{text}' is not a time (examples: 10ms, 500us, 1s, 2000ns)"),
+            )
+        })?;
+        if ns % 1_000 != 0 {
+            return Err(self.error(
+                word,
+                ErrorKind::OutOfRange,
+                format!("'{text}' is finer than pspat's 1 us resolution"),
+            ));
+        }
+        let us = u64::try_from(ns / 1_000).map_err(|_| {
+            self.error(
+                word,
+                ErrorKind::OutOfRange,
+                format!("'{text}' is too long a time"),
+            )
+        })?;
+        Ok(format_time_us(us))
+    }
+
+    /// A rate with one of tc's units, in bit/s.
+    fn rate(&self, word: usize) -> Result<String, Error> {
+        let text = self.text(word);
+        if text.ends_with('%') {
+            return Err(self.error(
+                word,
+                ErrorKind::Syntax,
+                format!("'{text}': a rate as a share of the device's speed has no counterpart; write the rate (example: 10mbit)"),
+            ));
+        }
+        let (number, unit) = split_number(text);
+        let bits: u128 = match unit.to_ascii_lowercase().as_str() {
+            "" | "bit" => 1,
+            "kbit" => 1_000,
+            "mbit" => 1_000_000,
+            "gbit" => 1_000_000_000,
+            "tbit" => 1_000_000_000_000,
+            "bps" => 8,
+            "kbps" => 8_000,
+            "mbps" => 8_000_000,
+            "gbps" => 8_000_000_000,
+            "tbps" => 8_000_000_000_000,
+            "kibit" => 1 << 10,
+            "mibit" => 1 << 20,
+            "gibit" => 1 << 30,
+            "tibit" => 1 << 40,
+            "kibps" => 8 << 10,
+            "mibps" => 8 << 20,
+            "gibps" => 8 << 30,
+            "tibps" => 8 << 40,
+            _ => {
+                return Err(self.error(
+                    word,
+                    ErrorKind::Syntax,
+                    format!("'{text}' is not a rate (examples: 10mbit, 512kbit, 1gbit, 100kbps = 800 kbit/s)"),
+                ))
+            }
+        };
+        let bps = scaled_decimal(number, bits)
+            .and_then(|b| u64::try_from(b).ok())
+            .ok_or_else(|| {
+                self.error(
+                    word,
+                    ErrorKind::Syntax,
+                    format!("'{text}' is not a whole number of bit/s (examples: 10mbit, 1.5mbit)"),
+                )
+            })?;
+        if bps == 0 {
+            return Err(self.error(
+                word,
+                ErrorKind::OutOfRange,
+                format!("'{text}': a rate of 0 is no rate"),
+            ));
+        }
+        Ok(format_rate(bps))
+    }
+
+    /// A whole number, written back as given.
+    fn whole(&self, word: usize, signed: bool) -> Result<String, Error> {
+        let text = self.text(word);
+        let digits = if signed {
+            text.strip_prefix('-').unwrap_or(text)
+        } else {
+            text
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(self.error(
+                word,
+                ErrorKind::Syntax,
+                format!("'{text}' is not a whole number"),
+            ));
+        }
+        Ok(text.to_string())
+    }
+
+    /// A correlation value tc would read after `word`'s option: pspat has
+    /// none for it.
+    fn no_correlation(&self, option: usize, instead: &str) -> Result<(), Error> {
+        if is_number(self.peek()) {
+            return Err(self.error(
+                self.at,
+                ErrorKind::Syntax,
+                format!(
+                    "'{} ... {}': pspat has no correlation for {}; {instead}",
+                    self.text(option),
+                    self.text(self.at),
+                    self.text(option)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A decimal number that `scaled_decimal` refuses at scale 1 only because
+/// it has a fraction (`0.5`).
+fn is_decimal(text: &str) -> bool {
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    !(int.is_empty() && frac.is_empty())
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// What the options said, as pipe keywords.
+#[derive(Default)]
+struct Options {
+    pieces: Vec<Piece>,
+    limit: bool,
+    delay: Option<usize>,
+    jitter: bool,
+    distribution: Option<(String, usize)>,
+    loss: Option<usize>,
+    reorder: Option<usize>,
+    gap: Option<(String, usize)>,
+    rate: bool,
+    seed: Option<(String, usize)>,
+}
+
+/// The words after `netem`, or every word when there is none.
+fn option_words(all: Vec<Word<'_>>) -> Vec<Word<'_>> {
+    match all.iter().position(|w| w.text == "netem") {
+        Some(i) => all[i + 1..].to_vec(),
+        None => all,
+    }
+}
+
+fn read_options(r: &mut Reader) -> Result<Options, Error> {
+    let mut o = Options::default();
+    let push = |o: &mut Options, text: String, from: usize| o.pieces.push(Piece { text, from });
+    while r.at < r.words.len() {
+        let kw = r.at;
+        r.at += 1;
+        let word = r.text(kw);
+        if matches(word, "limit") {
+            let v = r.value(kw, "a number of packets (example: limit 1000)")?;
+            let n = r.whole(v, false)?;
+            push(&mut o, format!("queue {n}"), v);
+            o.limit = true;
+        } else if matches(word, "latency") || matches(word, "delay") {
+            let v = r.value(kw, "a time (example: delay 100ms 10ms 25%)")?;
+            push(&mut o, format!("delay {}", r.time(v)?), v);
+            o.delay = Some(kw);
+            if is_number(r.peek()) {
+                let j = r.value(kw, "")?;
+                push(&mut o, format!("jitter {}", r.time(j)?), j);
+                o.jitter = true;
+                if is_number(r.peek()) {
+                    let c = r.value(kw, "")?;
+                    push(&mut o, format!("correlation {}", r.percent(c)?), c);
+                }
+            }
+        } else if matches(word, "loss") || matches(word, "drop") {
+            if let Some(first) = o.loss {
+                return Err(r.error(
+                    kw,
+                    ErrorKind::Duplicate,
+                    format!(
+                        "a second loss model (the first at column {})",
+                        r.words[first].column
+                    ),
+                ));
+            }
+            o.loss = Some(kw);
+            let v = r.value(
+                kw,
+                "a probability or a model (example: loss 1%, loss gemodel 1% 10%)",
+            )?;
+            let model = r.text(v);
+            let (keyword, names): (&str, &[&str]) = if model
+                .starts_with(|c: char| c.is_ascii_digit())
+                || model == "random"
+            {
+                ("plr", &["loss probability"])
+            } else if model == "state" {
+                ("lossstate", &["p13", "p31", "p32", "p23", "p14"])
+            } else if model == "gemodel" {
+                ("gemodel", &["p", "r", "1-h", "1-k"])
+            } else {
+                return Err(r.error(
+                    v,
+                    ErrorKind::UnknownKeyword,
+                    format!("unknown loss parameter '{model}' (allowed: a probability, random, state, gemodel)"),
+                ));
+            };
+            let first = if model.starts_with(|c: char| c.is_ascii_digit()) {
+                v
+            } else {
+                r.value(v, names[0])?
+            };
+            let mut text = format!("{keyword} {}", r.percent(first)?);
+            if keyword == "plr" {
+                r.no_correlation(
+                    kw,
+                    "a correlated loss is better had from 'loss gemodel' or 'loss state'",
+                )?;
+            } else {
+                for _ in 1..names.len() {
+                    if !is_number(r.peek()) {
+                        break;
+                    }
+                    let p = r.value(v, "")?;
+                    text.push(' ');
+                    text.push_str(&r.percent(p)?);
+                }
+            }
+            push(&mut o, text, first);
+        } else if matches(word, "ecn") {
+            return Err(r.error(
+                kw,
+                ErrorKind::UnknownKeyword,
+                "'ecn' has no counterpart yet: every loss drops the packet (docs/RECIPES.md, Not expressible yet)",
+            ));
+        } else if matches(word, "reorder") {
+            let v = r.value(kw, "a probability (example: reorder 25% gap 5)")?;
+            push(&mut o, format!("reorder {}", r.percent(v)?), v);
+            r.no_correlation(
+                kw,
+                "give the probability alone (example: reorder 25% gap 5)",
+            )?;
+            o.reorder = Some(kw);
+        } else if matches(word, "corrupt") {
+            let v = r.value(kw, "a probability (example: corrupt 0.1%)")?;
+            push(&mut o, format!("corrupt {}", r.percent(v)?), v);
+            r.no_correlation(kw, "give the probability alone")?;
+        } else if matches(word, "gap") {
+            let v = r.value(kw, "a number of packets (example: reorder 25% gap 5)")?;
+            o.gap = Some((r.whole(v, false)?, v));
+        } else if matches(word, "duplicate") {
+            let v = r.value(kw, "a probability (example: duplicate 1%)")?;
+            push(&mut o, format!("duplicate {}", r.percent(v)?), v);
+            r.no_correlation(kw, "give the probability alone")?;
+        } else if matches(word, "distribution") {
+            let v = r.value(kw, "a name (normal, pareto, paretonormal)")?;
+            let name = r.text(v);
+            if !["uniform", "normal", "pareto", "paretonormal"].contains(&name) {
+                return Err(r.error(
+                    v,
+                    ErrorKind::UnknownKeyword,
+                    format!("distribution table '{name}' is not built in (allowed: uniform, normal, pareto, paretonormal; a profile file gives a measured distribution, docs/CONFIG.md)"),
+                ));
+            }
+            o.distribution = Some((name.to_string(), v));
+        } else if matches(word, "rate") {
+            let v = r.value(kw, "a rate (example: rate 10mbit)")?;
+            push(&mut o, format!("bw {}", r.rate(v)?), v);
+            o.rate = true;
+            if is_signed_number(r.peek()) {
+                let p = r.value(kw, "")?;
+                push(&mut o, format!("packetoverhead {}", r.whole(p, true)?), p);
+                if is_number(r.peek()) {
+                    let c = r.value(kw, "")?;
+                    push(&mut o, format!("cellsize {}", r.whole(c, false)?), c);
+                    if is_signed_number(r.peek()) {
+                        let co = r.value(kw, "")?;
+                        push(&mut o, format!("celloverhead {}", r.whole(co, true)?), co);
+                    }
+                }
+            }
+        } else if matches(word, "slot") {
+            let first = r.value(
+                kw,
+                "a time or 'distribution' (example: slot 2ms 4ms packets 16)",
+            )?;
+            let mut text = String::from("slot");
+            if is_number(Some(&r.words[first])) {
+                text.push(' ');
+                text.push_str(&r.time(first)?);
+                if is_number(r.peek()) {
+                    let max = r.value(kw, "")?;
+                    text.push(' ');
+                    text.push_str(&r.time(max)?);
+                }
+            } else if r.text(first) == "distribution" {
+                let d = r.value(
+                    first,
+                    "a name (example: slot distribution normal 3ms 500us)",
+                )?;
+                let name = r.text(d);
+                if !["uniform", "normal", "pareto", "paretonormal"].contains(&name) {
+                    return Err(r.error(
+                        d,
+                        ErrorKind::UnknownKeyword,
+                        format!("distribution table '{name}' is not built in (allowed: uniform, normal, pareto, paretonormal)"),
+                    ));
+                }
+                let delay = r.value(d, "a delay and a jitter")?;
+                let jitter = r.value(delay, "a jitter")?;
+                text = format!(
+                    "slot distribution {name} {} {}",
+                    r.time(delay)?,
+                    r.time(jitter)?
+                );
+            } else {
+                return Err(r.error(
+                    first,
+                    ErrorKind::UnknownKeyword,
+                    format!("unknown slot parameter '{}' (example: slot 2ms 4ms packets 16 bytes 20000)", r.text(first)),
+                ));
+            }
+            for budget in ["packets", "bytes"] {
+                if r.peek().is_some_and(|w| matches(w.text, budget)) {
+                    let b = r.at;
+                    r.at += 1;
+                    let n = r.value(b, "a number")?;
+                    text.push_str(&format!(" {budget} {}", r.whole(n, false)?));
+                }
+            }
+            push(&mut o, text, first);
+        } else if matches(word, "seed") {
+            let v = r.value(kw, "a number (example: seed 7)")?;
+            o.seed = Some((r.whole(v, false)?, v));
+        } else {
+            return Err(r.error(
+                kw,
+                ErrorKind::UnknownKeyword,
+                format!("unknown netem option '{word}' (allowed: limit, delay, distribution, loss, duplicate, corrupt, reorder, gap, rate, slot, seed)"),
+            ));
+        }
+    }
+    Ok(o)
+}
+
+/// Checks netem's own combinations and completes the pipe with netem's
+/// defaults.
+fn complete(r: &Reader, o: &mut Options) -> Result<(), Error> {
+    if let Some(reorder) = o.reorder {
+        if o.delay.is_none() {
+            return Err(r.error(
+                reorder,
+                ErrorKind::Syntax,
+                "'reorder' needs a delay, as with tc-netem (example: delay 10ms reorder 25% gap 5)",
+            ));
+        }
+        if let Some((gap, from)) = o.gap.take() {
+            o.pieces.push(Piece {
+                text: format!("gap {gap}"),
+                from,
+            });
+        }
+    } else if let Some((_, from)) = &o.gap {
+        return Err(r.error(
+            *from,
+            ErrorKind::Syntax,
+            "'gap' without a reorder probability (example: delay 10ms reorder 25% gap 5)",
+        ));
+    }
+    if let Some((name, from)) = o.distribution.take() {
+        if !o.jitter {
+            return Err(r.error(
+                from,
+                ErrorKind::Syntax,
+                "a distribution needs a delay and a jitter, as with tc-netem (example: delay 100ms 10ms distribution normal)",
+            ));
+        }
+        o.pieces.push(Piece {
+            text: format!("distribution {name}"),
+            from,
+        });
+    } else if o.jitter {
+        let from = o.delay.unwrap_or(0);
+        o.pieces.push(Piece {
+            text: "distribution uniform".into(),
+            from,
+        });
+    }
+    if o.jitter && !o.rate && o.reorder.is_none() {
+        let from = o.delay.unwrap_or(0);
+        o.pieces.push(Piece {
+            text: "reorder".into(),
+            from,
+        });
+    }
+    if !o.limit {
+        o.pieces.push(Piece {
+            text: format!("queue {NETEM_DEFAULT_LIMIT}"),
+            from: 0,
+        });
+    }
+    Ok(())
+}
+
+/// Reads tc-netem's options in `text` (errors name `file`, line 1) and
+/// returns the configuration of pipe `pipe` that does the same, with a rule
+/// sending every packet to it, validated.
+///
+/// # Examples
+/// ```
+/// let cfg = pspat_config::netem_to_config(
+///     "tc qdisc add dev eth0 root netem delay 100ms 10ms distribution normal loss 1% rate 10mbit",
+///     1,
+///     "netem",
+/// )
+/// .unwrap();
+/// let line = pspat_config::print_ipfw(&cfg);
+/// assert!(line.contains("pipe 1 config bw 10Mbit/s delay 100ms jitter 10ms distribution normal"), "{line}");
+/// assert!(line.contains("plr 0.01") && line.contains("queue 1000"), "{line}");
+/// ```
+///
+/// # Errors
+/// [`Error`] at the netem word that cannot be read or has no counterpart,
+/// or whose value is out of pspat's range.
+pub fn netem_to_config(text: &str, pipe: u32, file: &str) -> Result<Config, Error> {
+    let mut r = Reader {
+        file,
+        words: option_words(words(text)),
+        at: 0,
+    };
+    if r.words.is_empty() {
+        return Err(Error {
+            file: file.to_string(),
+            line: 1,
+            column: 1,
+            token: String::new(),
+            message: "no netem options (example: delay 100ms 10ms loss 1% rate 10mbit)".into(),
+            kind: ErrorKind::Syntax,
+        });
+    }
+    let mut o = read_options(&mut r)?;
+    complete(&r, &mut o)?;
+    // The generated lines, and where each piece sits on the pipe's line.
+    let mut generated = String::new();
+    let mut seed_from = None;
+    if let Some((seed, from)) = &o.seed {
+        generated.push_str(&format!("seed {seed}\n"));
+        seed_from = Some(*from);
+    }
+    let pipe_line = 1 + u32::from(seed_from.is_some());
+    let mut line = format!("pipe {pipe} config");
+    let mut spans = Vec::with_capacity(o.pieces.len());
+    for piece in &o.pieces {
+        line.push(' ');
+        let start = line.chars().count() as u32 + 1;
+        line.push_str(&piece.text);
+        spans.push((start, line.chars().count() as u32, piece.from));
+    }
+    generated.push_str(&line);
+    generated.push_str(&format!("\nadd {RULE} pipe {pipe} ip from any to any\n"));
+    let to_source = |e: Error| -> Error {
+        let from = if e.line == pipe_line {
+            spans
+                .iter()
+                .find(|(start, end, _)| (*start..=*end).contains(&e.column))
+                .map(|s| s.2)
+        } else if e.line == 1 && seed_from.is_some() {
+            seed_from
+        } else {
+            None
+        };
+        let mut mapped = match from {
+            Some(w) => r.error(w, e.kind, e.message.clone()),
+            None => r.error(0, e.kind, e.message.clone()),
+        };
+        if from.is_none() {
+            mapped.message = format!("{} (in '{}')", e.message, line);
+        }
+        mapped
+    };
+    let config = parse_ipfw(&generated, file).map_err(to_source)?;
+    config.validate(&NoProfiles).map_err(to_source)?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::print_ipfw;
+
+    fn pipe_line(text: &str) -> String {
+        let cfg = netem_to_config(text, 1, "netem").unwrap_or_else(|e| panic!("{text}: {e}"));
+        let printed = print_ipfw(&cfg);
+        printed
+            .lines()
+            .find(|l| l.starts_with("pipe 1 config"))
+            .unwrap_or_else(|| panic!("no pipe line in {printed}"))
+            .to_string()
+    }
+
+    fn error(text: &str) -> Error {
+        netem_to_config(text, 1, "netem").expect_err(text)
+    }
+
+    #[test]
+    fn every_row_of_the_recipes_table_converts() {
+        // (netem options, what the pipe line must contain)
+        let cases = [
+            ("delay 40ms", "delay 40ms"),
+            (
+                "delay 40ms 5ms distribution normal",
+                "delay 40ms jitter 5ms distribution normal",
+            ),
+            ("delay 100ms 10ms 25%", "correlation 0.25"),
+            ("delay 10ms reorder 25% gap 5", "reorder 0.25 gap 5"),
+            ("loss 1%", "plr 0.01"),
+            ("loss random 1", "plr 0.01"),
+            ("drop 0.5", "plr 0.005"),
+            ("loss gemodel 1% 10% 70% 0.1%", "gemodel 0.01 0.1 0.7 0.001"),
+            ("loss state 1% 30%", "lossstate 0.01 0.3"),
+            ("duplicate 1%", "duplicate 0.01"),
+            ("corrupt 0.1", "corrupt 0.001"),
+            (
+                "rate 10mbit 24 48 5",
+                "bw 10Mbit/s packetoverhead 24 cellsize 48 celloverhead 5",
+            ),
+            ("rate 100kbps -4", "bw 800Kbit/s packetoverhead -4"),
+            ("rate 1mibit", "bw 1048576bit/s"),
+            ("limit 50", "queue 50"),
+            (
+                "slot 2ms 4ms packets 16 bytes 20000",
+                "slot 2ms 4ms packets 16 bytes 20000",
+            ),
+            (
+                "slot distribution normal 3ms 500us",
+                "slot distribution normal 3ms 500us",
+            ),
+            ("delay 1500usecs", "delay 1500us"),
+            ("delay 2000000ns", "delay 2ms"),
+            ("delay 1.5s", "delay 1500ms"),
+        ];
+        for (netem, expect) in cases {
+            let line = pipe_line(netem);
+            assert!(line.contains(expect), "{netem}: {line} lacks {expect}");
+        }
+    }
+
+    #[test]
+    fn netem_defaults_are_written_out() {
+        // netem's limit of 1000 packets, uniform jitter, and jitter that
+        // reorders unless a rate is set.
+        let line = pipe_line("delay 100ms 10ms");
+        for part in ["queue 1000", "distribution uniform", "reorder"] {
+            assert!(line.contains(part), "{line} lacks {part}");
+        }
+        let with_rate = pipe_line("delay 100ms 10ms rate 1mbit");
+        assert!(!with_rate.contains("reorder"), "{with_rate}");
+        assert!(!pipe_line("delay 100ms").contains("reorder"));
+        assert!(pipe_line("limit 20").contains("queue 20"));
+        assert!(!pipe_line("limit 20").contains("queue 1000"));
+    }
+
+    #[test]
+    fn a_whole_tc_command_and_tc_s_abbreviations_are_read() {
+        let cfg = netem_to_config(
+            "tc qdisc add dev eth0 root netem del 20ms lo 1% du 1% seed 7",
+            3,
+            "netem",
+        )
+        .unwrap();
+        assert_eq!(cfg.seed, Some(7));
+        let printed = print_ipfw(&cfg);
+        assert!(
+            printed.contains("pipe 3 config delay 20ms queue 1000 plr 0.01 duplicate 0.01"),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("add 100 pipe 3 ip from any to any"),
+            "{printed}"
+        );
+        // "d" is delay (tried before duplicate and distribution), "l" limit.
+        assert!(pipe_line("d 5ms l 10").contains("delay 5ms"));
+        assert!(pipe_line("d 5ms l 10").contains("queue 10"));
+    }
+
+    #[test]
+    fn what_has_no_counterpart_is_refused_at_its_word() {
+        let cases = [
+            ("delay 10ms loss 1% 25%", 20, "no correlation for loss"),
+            ("duplicate 1% 25%", 14, "no correlation for duplicate"),
+            ("corrupt 1% 5%", 12, "no correlation for corrupt"),
+            ("delay 10ms reorder 1% 5%", 23, "no correlation for reorder"),
+            ("loss 1% ecn", 9, "'ecn' has no counterpart"),
+            ("rate 50%", 6, "share of the device"),
+            ("delay 10", 7, "has no unit"),
+            (
+                "delay 10ms 10ms distribution experimental",
+                30,
+                "not built in",
+            ),
+            ("delay 1500ns", 7, "finer than"),
+            ("reorder 10%", 1, "needs a delay"),
+            ("delay 1ms gap 3", 15, "without a reorder"),
+            ("distribution normal", 14, "needs a delay and a jitter"),
+            ("loss 1% loss 2%", 9, "second loss model"),
+            ("loss bogus 1", 6, "unknown loss parameter"),
+            ("jitter 5ms", 1, "unknown netem option"),
+            ("delay", 1, "needs a time"),
+            ("", 1, "no netem options"),
+            ("loss 150%", 6, "out of range"),
+            ("delay 100s", 7, "out of range"),
+            ("rate 1bit", 6, "out of range"),
+        ];
+        for (netem, column, words) in cases {
+            let e = error(netem);
+            assert!(e.to_string().contains(words), "{netem}: {e}");
+            assert_eq!(e.column, column, "{netem}: {e}");
+            assert_eq!(e.line, 1, "{netem}: {e}");
+            assert!(!e.to_string().contains('\n'), "{netem}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_result_parses_back_from_its_own_printing() {
+        let cfg = netem_to_config(
+            "delay 40ms 5ms 10% distribution paretonormal loss state 1% 30% 5% 40% 0.1% duplicate 0.1% corrupt 0.05% reorder 1% gap 3 rate 20mbit 14 limit 500 seed 9",
+            2,
+            "netem",
+        )
+        .unwrap();
+        let again = parse_ipfw(&print_ipfw(&cfg), "again").unwrap();
+        assert_eq!(again, cfg);
+        assert_eq!(
+            crate::parse_toml(&crate::print_toml(&cfg), "again.toml").unwrap(),
+            cfg
+        );
+    }
+}
