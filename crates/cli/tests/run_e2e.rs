@@ -29,6 +29,10 @@
 //!   `in recv` each way, and through 30 ms `out xmit` + 10 ms `in recv`,
 //!   measures 40 ms plus the bridge's own latency (min in [40, 41] ms, average
 //!   at most 42 ms); each direction is counted apart and conserved.
+//! * A converted tc-netem command (`delay 20ms`, `pspat config
+//!   from-netem`'s conversion): its direction-less rule delays the forward
+//!   direction only, as netem on one device's egress: `ping` measures 20 ms
+//!   plus the bridge (min in [20, 21] ms), the reverse direction unshaped.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -600,4 +604,44 @@ fn run_applies_out_xmit_to_the_forward_and_in_recv_to_the_reverse_direction() {
         format!("add 200 pipe 2 ip from any to any in recv {}", bed.out.a)
     );
     assert_eq!(line(None), "default allow");
+}
+
+/// A pasted tc-netem command, converted by `pspat config from-netem`'s
+/// library function, runs as it reads: as netem on the egress of one
+/// device, its rule (which names no direction) delays the forward direction
+/// only, so `delay 20ms` makes a 20 ms round trip and the replies pass.
+#[test]
+fn a_converted_netem_command_delays_both_directions() {
+    if ping_missing() {
+        return;
+    }
+    let subnet = 250;
+    let Some(bed) = Bed::new("netem", subnet) else {
+        return;
+    };
+    let config = pspat_config::netem_to_config(
+        "tc qdisc add dev eth0 root netem delay 20ms limit 100",
+        1,
+        "netem",
+    )
+    .expect("converts");
+    let text = pspat_config::print_ipfw(&config);
+    let (child, _log) = bed.start(&text, &["--duration", "7"]);
+    let (out, min_rtt, avg_rtt) = ping_through(&bed, subnet, 25);
+    println!("{out}");
+    let doc = finish(child);
+    println!(
+        "ping through `{}`: min {min_rtt} avg {avg_rtt} ms",
+        text.trim()
+    );
+    check_conservation(&doc);
+    assert_eq!(doc["reverse"]["shaped"], false, "{}", doc["reverse"]);
+    let p = pipe(&doc, 1);
+    assert!(p["out_packets"].as_u64().unwrap() >= 25, "pipe 1: {p}");
+    assert_eq!(p["dropped_total"], 0, "pipe 1: {p}");
+    assert!(
+        (20.0..=21.0).contains(&min_rtt),
+        "min RTT {min_rtt} ms, not in [20, 21]"
+    );
+    assert!(avg_rtt <= 22.0, "average RTT {avg_rtt} ms");
 }
