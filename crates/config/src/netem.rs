@@ -37,6 +37,7 @@
 //! # Complexity
 //! Linear in the text.
 
+use crate::model::Distribution;
 use crate::units::{format_rate, format_time_us, scaled_decimal, split_number};
 use crate::{parse_ipfw, Config, Error, ErrorKind, NoProfiles};
 
@@ -276,6 +277,23 @@ impl<'a> Reader<'a> {
         Ok(format_rate(bps))
     }
 
+    /// One of the built-in distributions by its name (netem's tables of the
+    /// same names); another table has no counterpart.
+    fn distribution(&self, word: usize) -> Result<String, Error> {
+        let name = self.text(word);
+        match Distribution::from_name(name) {
+            Some(d) => Ok(d.name().to_string()),
+            None => Err(self.error(
+                word,
+                ErrorKind::UnknownKeyword,
+                format!(
+                    "distribution table '{name}' is not built in (allowed: {}; a profile file gives a measured distribution, docs/CONFIG.md)",
+                    Distribution::names()
+                ),
+            )),
+        }
+    }
+
     /// A whole number, written back as given.
     fn whole(&self, word: usize, signed: bool) -> Result<String, Error> {
         let text = self.text(word);
@@ -452,15 +470,7 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             r.no_correlation(kw, "give the probability alone")?;
         } else if matches(word, "distribution") {
             let v = r.value(kw, "a name (normal, pareto, paretonormal)")?;
-            let name = r.text(v);
-            if !["uniform", "normal", "pareto", "paretonormal"].contains(&name) {
-                return Err(r.error(
-                    v,
-                    ErrorKind::UnknownKeyword,
-                    format!("distribution table '{name}' is not built in (allowed: uniform, normal, pareto, paretonormal; a profile file gives a measured distribution, docs/CONFIG.md)"),
-                ));
-            }
-            o.distribution = Some((name.to_string(), v));
+            o.distribution = Some((r.distribution(v)?, v));
         } else if matches(word, "rate") {
             let v = r.value(kw, "a rate (example: rate 10mbit)")?;
             push(&mut o, format!("bw {}", r.rate(v)?), v);
@@ -496,14 +506,7 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
                     first,
                     "a name (example: slot distribution normal 3ms 500us)",
                 )?;
-                let name = r.text(d);
-                if !["uniform", "normal", "pareto", "paretonormal"].contains(&name) {
-                    return Err(r.error(
-                        d,
-                        ErrorKind::UnknownKeyword,
-                        format!("distribution table '{name}' is not built in (allowed: uniform, normal, pareto, paretonormal)"),
-                    ));
-                }
+                let name = r.distribution(d)?;
                 let delay = r.value(d, "a delay and a jitter")?;
                 let jitter = r.value(delay, "a jitter")?;
                 text = format!(
