@@ -570,7 +570,11 @@ pub fn print_toml(config: &Config) -> String {
             let _ = writeln!(out, "{} = {}", i.role.name(), quote(&text));
         }
     }
-    out
+    // Each table opens with a blank line; the first needs none.
+    match out.strip_prefix('\n') {
+        Some(rest) => rest.to_string(),
+        None => out,
+    }
 }
 
 #[cfg(test)]

@@ -1160,7 +1160,7 @@ fn slot_errors_name_their_token_in_both_syntaxes() {
     );
     assert_eq!(
         print_toml(&cfg),
-        "\n[[pipe]]\nnumber = 1\nslot = { min = \"800us\", max = \"1ms\", packets = 32 }\n"
+        "[[pipe]]\nnumber = 1\nslot = { min = \"800us\", max = \"1ms\", packets = 32 }\n"
     );
     // `slot 0` turns slots off: the plan has none.
     let plan = parse_ipfw("pipe 1 config slot 0", "x")

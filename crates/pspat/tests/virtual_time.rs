@@ -150,7 +150,10 @@ fn step_with_slack<S: pspat_sched::Scheduler, B: TxBackend>(
             }
             Outcome::Idle => break,
         }
-        assert!(waits < 1_000, "a wait per release at most, never busy polling");
+        assert!(
+            waits < 1_000,
+            "a wait per release at most, never busy polling"
+        );
     }
     (waits, now)
 }
