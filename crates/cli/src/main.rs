@@ -244,7 +244,7 @@ mod tests {
     fn a_missing_subcommand_lists_the_subcommands() {
         assert_eq!(
             error_line(&["pspat", "config"]),
-            "config needs a subcommand: check, convert (see pspat config --help)"
+            "config needs a subcommand: check, convert, from-netem (see pspat config --help)"
         );
         assert_eq!(
             error_line(&["pspat", "lab"]),
