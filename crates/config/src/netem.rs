@@ -277,6 +277,19 @@ impl<'a> Reader<'a> {
         Ok(format_rate(bps))
     }
 
+    /// The probability after `reorder`, `corrupt` or `duplicate` (the word
+    /// at `kw`), with no correlation after it: the pipe's `keyword P%` and
+    /// the value's word.
+    fn probability_alone(&mut self, kw: usize, keyword: &str) -> Result<(String, usize), Error> {
+        let v = self.value(kw, &format!("a probability (example: {keyword} 1%)"))?;
+        let text = format!("{keyword} {}", self.percent(v)?);
+        self.no_correlation(
+            kw,
+            &format!("give the probability alone (example: {keyword} 1%)"),
+        )?;
+        Ok((text, v))
+    }
+
     /// One of the built-in distributions by its name (netem's tables of the
     /// same names); another table has no counterpart.
     fn distribution(&self, word: usize) -> Result<String, Error> {
@@ -449,25 +462,21 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
                 ErrorKind::UnknownKeyword,
                 "'ecn' has no counterpart yet: every loss drops the packet (docs/RECIPES.md, Not expressible yet)",
             ));
-        } else if matches(word, "reorder") {
-            let v = r.value(kw, "a probability (example: reorder 25% gap 5)")?;
-            push(&mut o, format!("reorder {}", r.percent(v)?), v);
-            r.no_correlation(
-                kw,
-                "give the probability alone (example: reorder 25% gap 5)",
-            )?;
-            o.reorder = Some(kw);
-        } else if matches(word, "corrupt") {
-            let v = r.value(kw, "a probability (example: corrupt 0.1%)")?;
-            push(&mut o, format!("corrupt {}", r.percent(v)?), v);
-            r.no_correlation(kw, "give the probability alone")?;
+        } else if let Some(keyword) = ["reorder", "corrupt"]
+            .into_iter()
+            .find(|k| matches(word, k))
+        {
+            let (text, v) = r.probability_alone(kw, keyword)?;
+            push(&mut o, text, v);
+            if keyword == "reorder" {
+                o.reorder = Some(kw);
+            }
         } else if matches(word, "gap") {
             let v = r.value(kw, "a number of packets (example: reorder 25% gap 5)")?;
             o.gap = Some((r.whole(v, false)?, v));
         } else if matches(word, "duplicate") {
-            let v = r.value(kw, "a probability (example: duplicate 1%)")?;
-            push(&mut o, format!("duplicate {}", r.percent(v)?), v);
-            r.no_correlation(kw, "give the probability alone")?;
+            let (text, v) = r.probability_alone(kw, "duplicate")?;
+            push(&mut o, text, v);
         } else if matches(word, "distribution") {
             let v = r.value(kw, "a name (normal, pareto, paretonormal)")?;
             o.distribution = Some((r.distribution(v)?, v));

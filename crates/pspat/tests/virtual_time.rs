@@ -98,21 +98,9 @@ fn the_read_gate_delays_collection_until_delta_a() {
 
 #[test]
 fn a_shaper_names_its_next_eligible_time_and_holds_the_rate_exactly() {
-    // shaped-drr: 1 Mbit/s per unit of weight; 125 bytes take 1 ms.
-    let mut sc = SchedulerConfig::new(AlgKind::ShapedDrr);
-    sc.eiffel.rate_bps = 1_000_000;
-    let sched = sc.build(FlowTable::uniform(1).unwrap()).unwrap();
-    let mut rt = ManualRuntime::new(cfg(), sched, |_| Log::default()).unwrap();
-    let mut cl = rt.client().unwrap();
-    for i in 0..40 {
-        cl.submit(sub(0, 125, i)).unwrap();
-    }
     // No slack: a round at each named eligibility time, which always lies
     // in the future (the shaper never asks for busy polling).
-    let (waits, now) = step_with_slack(&mut rt, 0, WaitingFor::Shaper);
-    drop(cl);
-    let done = rt.finish(now).unwrap();
-    let log = &done.backends[0].0;
+    let (waits, log) = run_with_slack(cfg(), shaper_1mbit(), 40, 125, 0, WaitingFor::Shaper);
     assert_eq!(log.len(), 40);
     // 40 packets of 125 bytes at 1 Mbit/s: the last leaves at 39 ms, give or
     // take one time-queue bucket (1024 ns) early.
@@ -125,15 +113,32 @@ fn a_shaper_names_its_next_eligible_time_and_holds_the_rate_exactly() {
     assert!(waits <= 41, "one wake-up per release, got {waits}");
 }
 
-/// Steps `rt` as the arbiter thread does with a coalescing slack of
-/// `slack_ns`: each round releases what is due up to the slack after its
-/// clock read, and each wait lasts the slack past the next due time.
-/// Returns the number of waits and the time reached.
-fn step_with_slack<S: pspat_sched::Scheduler, B: TxBackend>(
-    rt: &mut ManualRuntime<S, B>,
+/// shaped-drr: 1 Mbit/s per unit of weight; 125 bytes take 1 ms.
+fn shaper_1mbit() -> pspat_sched::AnyScheduler {
+    let mut sc = SchedulerConfig::new(AlgKind::ShapedDrr);
+    sc.eiffel.rate_bps = 1_000_000;
+    sc.build(FlowTable::uniform(1).unwrap()).unwrap()
+}
+
+/// Submits `packets` packets of `len` bytes to a runtime of `sched` and
+/// steps it as the arbiter thread does with a coalescing slack of
+/// `slack_ns` (each round releases what is due up to the slack after its
+/// clock read, each wait lasts the slack past the next due time) until it
+/// is idle; every wait must be for `expect`. Returns the number of waits
+/// and what was handed over, with the times.
+fn run_with_slack(
+    c: RuntimeConfig,
+    sched: pspat_sched::AnyScheduler,
+    packets: u64,
+    len: u32,
     slack_ns: u64,
     expect: WaitingFor,
-) -> (usize, Instant) {
+) -> (usize, Vec<(u64, TxPacket)>) {
+    let mut rt = ManualRuntime::new(c, sched, |_| Log::default()).unwrap();
+    let mut cl = rt.client().unwrap();
+    for i in 0..packets {
+        cl.submit(sub(0, len, i)).unwrap();
+    }
     let mut now = at(0);
     let mut waits = 0;
     loop {
@@ -155,25 +160,24 @@ fn step_with_slack<S: pspat_sched::Scheduler, B: TxBackend>(
             "a wait per release at most, never busy polling"
         );
     }
-    (waits, now)
+    drop(cl);
+    let mut done = rt.finish(now).unwrap();
+    let log = std::mem::take(&mut done.backends[0].0);
+    (waits, log)
 }
 
 #[test]
 fn coalescing_releases_within_the_slack_either_way_and_keeps_the_rate() {
     // Shaper: one 125-byte packet per ms at 1 Mbit/s, slack 1 ms: a wake-up
     // every 3 ms releases the packets due 1 ms before, at and 1 ms after it.
-    let mut sc = SchedulerConfig::new(AlgKind::ShapedDrr);
-    sc.eiffel.rate_bps = 1_000_000;
-    let sched = sc.build(FlowTable::uniform(1).unwrap()).unwrap();
-    let mut rt = ManualRuntime::new(cfg(), sched, |_| Log::default()).unwrap();
-    let mut cl = rt.client().unwrap();
-    for i in 0..30 {
-        cl.submit(sub(0, 125, i)).unwrap();
-    }
-    let (waits, now) = step_with_slack(&mut rt, 1_000_000, WaitingFor::Shaper);
-    drop(cl);
-    let done = rt.finish(now).unwrap();
-    let log = &done.backends[0].0;
+    let (waits, log) = run_with_slack(
+        cfg(),
+        shaper_1mbit(),
+        30,
+        125,
+        1_000_000,
+        WaitingFor::Shaper,
+    );
     assert_eq!(log.len(), 30);
     for (k, (t, p)) in log.iter().enumerate() {
         assert_eq!(p.cookie, k as u64, "order kept");
@@ -195,15 +199,7 @@ fn coalescing_releases_within_the_slack_either_way_and_keeps_the_rate() {
     let sched = SchedulerConfig::new(AlgKind::Fifo)
         .build(FlowTable::uniform(1).unwrap())
         .unwrap();
-    let mut rt = ManualRuntime::new(c, sched, |_| Log::default()).unwrap();
-    let mut cl = rt.client().unwrap();
-    for i in 0..40 {
-        cl.submit(sub(0, 1000, i)).unwrap();
-    }
-    let (waits, now) = step_with_slack(&mut rt, 10_000, WaitingFor::Link);
-    drop(cl);
-    let done = rt.finish(now).unwrap();
-    let log = &done.backends[0].0;
+    let (waits, log) = run_with_slack(c, sched, 40, 1000, 10_000, WaitingFor::Link);
     assert_eq!(log.len(), 40);
     for (k, (t, _)) in log.iter().enumerate() {
         let due = k as i64 * 8_000;
