@@ -109,11 +109,12 @@ pub(crate) fn run_pspat(
                         // next burst (cookies continue from `seq`). Behind
                         // a slow or shaped link this sleeps, not spins,
                         // for as long as a batch of descriptors takes to
-                        // come back (a 1 Mbit/s link returns 64 in about
-                        // 31 ms): a shorter timeout only adds wake-ups. The
-                        // stop is seen within the timeout.
+                        // come back (behind a 1 Mbit/s link a quarter of
+                        // the pool, 256, in about 123 ms): a shorter
+                        // timeout only adds wake-ups. The stop is seen
+                        // within the timeout.
                         if b.accepted == 0 {
-                            c.wait_for_room(std::time::Duration::from_millis(50));
+                            c.wait_for_room(std::time::Duration::from_millis(200));
                         }
                     }
                 }

@@ -413,9 +413,9 @@ impl<B: TxBackend> Client<B> {
     }
 
     /// Waits until submits can go on: the mailbox has room and a batch of
-    /// descriptors is free (a sixteenth of the pool, at most 64), or the
-    /// runtime is closing, or `timeout` passed. Returns whether there is
-    /// room now.
+    /// descriptors is free (a sixteenth of the pool, at most 64; a quarter
+    /// of the pool after a slow wait, see below), or the runtime is
+    /// closing, or `timeout` passed. Returns whether there is room now.
     ///
     /// Call it after [`SubmitError::Full`] instead of spinning. Like a
     /// socket's send low-water mark, waiting for a batch rather than one
@@ -431,18 +431,23 @@ impl<B: TxBackend> Client<B> {
     /// within microseconds), then sleeps: the first sleep
     /// 50 µs, each next one as long as the descriptors' return rate seen so
     /// far says the batch needs (doubling while nothing came back), between
-    /// 50 µs and 20 ms. A client whose previous wait lasted over a
-    /// millisecond (a slow link) yields only the once and first sleeps as
-    /// long as the rate its descriptors came back at during that wait says
-    /// the missing ones need, an eighth more (at most 100 ms; three
-    /// quarters of that wait when no rate was measured): the rate counts
-    /// the descriptors that came back over the whole wait, oversleep
-    /// included, so a late wake-up does not lengthen the next sleep, and
-    /// the pool's other descriptors keep the scheduler busy meanwhile. So a
-    /// client behind a 1 Mbit/s link wakes once per batch of 64 (29 times
-    /// a second at 60-byte packets, against 83 with two or three shorter
-    /// sleeps per batch), not once per packet. Each later sleep of a wait,
-    /// sized by the rate seen since the last one, takes the same eighth. In
+    /// 50 µs and 20 ms.
+    ///
+    /// A client whose previous wait lasted over a millisecond (a slow link)
+    /// waits for a quarter of its pool instead (never fewer than the batch
+    /// above): the other three quarters keep the scheduler busy for at
+    /// least three times as long as the wait, so the link never runs dry,
+    /// and the client and its kicks of the arbiter come a quarter as often.
+    /// It yields only the once and first sleeps as long as the rate its
+    /// descriptors came back at during that wait says the missing ones
+    /// need, an eighth more (three quarters of that wait when no rate was
+    /// measured); each later sleep, sized by the rate seen since the last
+    /// one, takes the same eighth; these sleeps last at most 100 ms. The
+    /// rate counts the descriptors that came back over the whole wait,
+    /// oversleep included, so a late wake-up does not lengthen the next
+    /// sleep. So a client with 1024 descriptors behind a 1 Mbit/s link
+    /// wakes about 16 times a second at 60-byte packets (29 when it waited
+    /// for 64, 83 with shorter sleeps per batch), not once per packet. In
     /// client-transmit mode it also transmits granted packets while it
     /// waits.
     pub fn wait_for_room(&mut self, timeout: std::time::Duration) -> bool {
@@ -450,16 +455,20 @@ impl<B: TxBackend> Client<B> {
         const YIELD_FOR: Duration = Duration::from_micros(100);
         const MIN_STEP: Duration = Duration::from_micros(50);
         const MAX_STEP: Duration = Duration::from_millis(20);
-        // The longest first sleep behind a slow link, whose length comes
-        // from a measured return rate rather than from doubling.
+        // The longest sleep behind a slow link, whose length comes from a
+        // measured return rate rather than from doubling.
         const MAX_RATE_STEP: Duration = Duration::from_millis(100);
         // A sleep sized by a return rate is an eighth longer than the rate
         // says, so that one wake-up usually finds the batch back.
         const MARGIN: f64 = 9.0 / 8.0;
         const SLOW: Duration = Duration::from_millis(1);
-        let want = pspat_mailbox::return_batch(self.free.descriptors());
         let start = std::time::Instant::now();
         let slow = self.last_wait > SLOW;
+        let want = if slow {
+            slow_return_batch(self.free.descriptors())
+        } else {
+            pspat_mailbox::return_batch(self.free.descriptors())
+        };
         let yield_for = if slow { Duration::ZERO } else { YIELD_FOR };
         let mut step = if slow {
             (self.last_wait * 3 / 4).clamp(MIN_STEP, MAX_STEP)
@@ -501,7 +510,7 @@ impl<B: TxBackend> Client<B> {
                         .mul_f64((want - free.min(want)) as f64 / got as f64 * MARGIN),
                     None => step * 2,
                 }
-                .clamp(MIN_STEP, MAX_STEP);
+                .clamp(MIN_STEP, if slow { MAX_RATE_STEP } else { MAX_STEP });
             } else if slow && self.return_rate > 0.0 {
                 // The first sleep behind a slow link: as long as the last
                 // wait's return rate says the missing descriptors need.
@@ -563,4 +572,11 @@ impl<B: TxBackend> Drop for Client<B> {
     fn drop(&mut self) {
         self.retire();
     }
+}
+
+/// How many free descriptors [`Client::wait_for_room`] waits for after a
+/// slow wait (over a millisecond): a quarter of the pool, never fewer than
+/// [`pspat_mailbox::return_batch`].
+fn slow_return_batch(descriptors: usize) -> usize {
+    (descriptors / 4).max(pspat_mailbox::return_batch(descriptors))
 }

@@ -230,6 +230,58 @@ fn client_transmit_mode() {
     conservation_and_order(8, TxMode::Client, 0, 5_000);
 }
 
+/// Submits until the pool or the mailbox is full; returns how many were
+/// accepted.
+fn submit_until_full(c: &mut pspat::Client<pspat::NullTx>, cookie: &mut u64) -> u64 {
+    let mut accepted = 0;
+    loop {
+        let s = Submission {
+            flow: FlowId(0),
+            len: 60,
+            cookie: *cookie,
+        };
+        match c.submit(s) {
+            Ok(_) => {
+                accepted += 1;
+                *cookie += 1;
+            }
+            Err(SubmitError::Full(_)) => return accepted,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Behind a slow link (a wait over a millisecond) a client waits for a
+/// quarter of its pool, so it wakes, and kicks the arbiter, a quarter as
+/// often; the rest of the pool keeps the link busy meanwhile.
+#[test]
+fn after_a_slow_wait_a_client_waits_for_a_quarter_of_its_pool() {
+    let mut cfg = RuntimeConfig::default();
+    cfg.max_clients = 1;
+    cfg.descriptors_per_client = 256;
+    cfg.rate_bps = Some(1_000_000); // 60 B = 480 µs
+    let rt = Runtime::start(cfg, drr(1, 512), |_| pspat::NullTx::new()).unwrap();
+    let mut c = rt.client().unwrap();
+    let mut cookie = 0;
+    assert_eq!(submit_until_full(&mut c, &mut cookie), 256);
+    // The first wait is for a sixteenth of the pool: 16 packets, about
+    // 8 ms at this rate, so it is a slow one.
+    let start = std::time::Instant::now();
+    assert!(c.wait_for_room(Duration::from_secs(10)));
+    assert!(start.elapsed() > Duration::from_millis(1));
+    let first = submit_until_full(&mut c, &mut cookie);
+    assert!(first >= 16, "{first}");
+    // The next wait is for a quarter of the pool.
+    assert!(c.wait_for_room(Duration::from_secs(10)));
+    let second = submit_until_full(&mut c, &mut cookie);
+    assert!(second >= 64, "after a slow wait: {second} free, want 64");
+    drop(c);
+    let done = rt.shutdown().unwrap();
+    let s = &done.stats;
+    assert!(s.conserved() && s.in_flight == 0, "{s:?}");
+    assert_eq!(s.submitted, cookie);
+}
+
 /// Pool exhaustion hands the packet back; a scheduler drop is reported on
 /// the next submit and counted by reason.
 fn backpressure(policy: BackpressurePolicy) {
