@@ -464,10 +464,11 @@ impl<B: TxBackend> Client<B> {
         const SLOW: Duration = Duration::from_millis(1);
         let start = std::time::Instant::now();
         let slow = self.last_wait > SLOW;
+        let batch = pspat_mailbox::return_batch(self.free.descriptors());
         let want = if slow {
             slow_return_batch(self.free.descriptors())
         } else {
-            pspat_mailbox::return_batch(self.free.descriptors())
+            batch
         };
         let yield_for = if slow { Duration::ZERO } else { YIELD_FOR };
         let mut step = if slow {
@@ -513,8 +514,11 @@ impl<B: TxBackend> Client<B> {
                 .clamp(MIN_STEP, if slow { MAX_RATE_STEP } else { MAX_STEP });
             } else if slow && self.return_rate > 0.0 {
                 // The first sleep behind a slow link: as long as the last
-                // wait's return rate says the missing descriptors need.
-                let missing = want.saturating_sub(free) as f64;
+                // wait's return rate says the first batch needs, not the
+                // quarter of the pool, so that a wait that was slow only
+                // by a hiccup (a fast link whose arbiter lost its core for
+                // a while) costs no longer a sleep than before.
+                let missing = batch.saturating_sub(free) as f64;
                 step = Duration::from_secs_f64(missing / self.return_rate * MARGIN)
                     .clamp(MIN_STEP, MAX_RATE_STEP);
             }
