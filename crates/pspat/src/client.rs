@@ -439,9 +439,10 @@ impl<B: TxBackend> Client<B> {
     /// least three times as long as the wait, so the link never runs dry,
     /// and the client and its kicks of the arbiter come a quarter as often.
     /// It yields only the once and first sleeps as long as the rate its
-    /// descriptors came back at during that wait says the missing ones
-    /// need, an eighth more (three quarters of that wait when no rate was
-    /// measured); each later sleep, sized by the rate seen since the last
+    /// descriptors came back at during that wait says the usual batch (a
+    /// sixteenth of the pool) needs, an eighth more (three quarters of that
+    /// wait when no rate was measured), so a wait that was slow only by a
+    /// hiccup costs no longer a sleep; each later sleep, sized by the rate seen since the last
     /// one, takes the same eighth; these sleeps last at most 100 ms. The
     /// rate counts the descriptors that came back over the whole wait,
     /// oversleep included, so a late wake-up does not lengthen the next
