@@ -436,17 +436,17 @@ impl<B: TxBackend> Client<B> {
     /// A client whose previous wait lasted over a millisecond (a slow link)
     /// waits for a quarter of its pool instead (never fewer than the batch
     /// above): the other three quarters keep the scheduler busy for at
-    /// least three times as long as the wait, so the link never runs dry,
-    /// and the client and its kicks of the arbiter come a quarter as often.
-    /// It yields only the once and first sleeps as long as the rate its
-    /// descriptors came back at during that wait says the usual batch (a
-    /// sixteenth of the pool) needs, an eighth more (three quarters of that
-    /// wait when no rate was measured), so a wait that was slow only by a
-    /// hiccup costs no longer a sleep; each later sleep, sized by the rate seen since the last
-    /// one, takes the same eighth; these sleeps last at most 100 ms. The
-    /// rate counts the descriptors that came back over the whole wait,
-    /// oversleep included, so a late wake-up does not lengthen the next
-    /// sleep. So a client with 1024 descriptors behind a 1 Mbit/s link
+    /// least three times as long as the wait, so the link does not run
+    /// dry, and its waits, with the kicks of the arbiter that follow them,
+    /// come a quarter as often. It yields only the once and first sleeps
+    /// as long as the rate its descriptors came back at during that wait
+    /// says the usual batch (a sixteenth of the pool) needs, an eighth more
+    /// (three quarters of that wait when no rate was measured), so a wait
+    /// that was slow only by a hiccup costs no longer a sleep; each later
+    /// sleep, sized by the rate seen since the last one, takes the same
+    /// eighth; these sleeps last at most 100 ms. The rate counts the
+    /// descriptors that came back over the whole wait, oversleep included,
+    /// so a late wake-up does not lengthen the next sleep. So a client with 1024 descriptors behind a 1 Mbit/s link
     /// wakes about 16 times a second at 60-byte packets (29 when it waited
     /// for 64, 83 with shorter sleeps per batch), not once per packet. In
     /// client-transmit mode it also transmits granted packets while it

@@ -252,8 +252,9 @@ fn submit_until_full(c: &mut pspat::Client<pspat::NullTx>, cookie: &mut u64) -> 
 }
 
 /// Behind a slow link (a wait over a millisecond) a client waits for a
-/// quarter of its pool, so it wakes, and kicks the arbiter, a quarter as
-/// often; the rest of the pool keeps the link busy meanwhile.
+/// quarter of its pool, so its waits, and the kicks of the arbiter after
+/// them, come a quarter as often; the rest of the pool keeps the link busy
+/// meanwhile.
 #[test]
 fn after_a_slow_wait_a_client_waits_for_a_quarter_of_its_pool() {
     let mut cfg = RuntimeConfig::default();
