@@ -424,9 +424,10 @@ struct WordState {
 }
 
 /// How many descriptors an owner of `descriptors` waits for when it runs
-/// out (a client asks for this many free before it goes on), and so how
-/// many a word gathers before [`Recycler::flush_batches`] returns it: a
-/// sixteenth of the pool, 1 to 64.
+/// out (a client asks for at least this many free before it goes on; after
+/// a slow wait, a quarter of its pool: `pspat::Client::wait_for_room`), and
+/// so how many a word gathers before [`Recycler::flush_batches`] returns
+/// it: a sixteenth of the pool, 1 to 64.
 pub fn return_batch(descriptors: usize) -> usize {
     (descriptors / 16).clamp(1, 64)
 }
