@@ -159,9 +159,17 @@ len=$("$bin" bench --sched-config "$cfgdir/huge-value.json" 2>&1 >/dev/null | wc
 # tc-netem's options as a pipe: the output is a configuration that checks.
 "$bin" config from-netem tc qdisc add dev eth0 root netem delay 100ms 10ms 25% loss 0.3% rate 10mbit > "$cfgdir/from-netem.ipfw"
 "$bin" config check "$cfgdir/from-netem.ipfw" > /dev/null
+# A correlated loss becomes the two-state chain with its rate and correlation.
+"$bin" config from-netem delay 10ms loss 1% 25% > "$cfgdir/from-netem-gemodel.ipfw"
+grep -q "gemodel 0.0075 0.7425 1 0" "$cfgdir/from-netem-gemodel.ipfw" || {
+  echo "FAIL: from-netem loss 1% 25% -> $(cat "$cfgdir/from-netem-gemodel.ipfw")"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/from-netem-gemodel.ipfw" > /dev/null
 "$bin" config from-netem --to toml delay 40ms 5ms distribution normal loss gemodel 1% > "$cfgdir/from-netem.toml"
 "$bin" config check "$cfgdir/from-netem.toml" > /dev/null
-expect_usage_error config from-netem delay 10ms loss 1% 25%
+expect_usage_error config from-netem delay 10ms loss 1% 100%
+expect_usage_error config from-netem delay 10ms duplicate 1% 25%
 expect_usage_error config from-netem delay 10
 expect_usage_error config from-netem loss 1% ecn
 expect_usage_error config from-netem --pipe 0 delay 10ms

@@ -524,6 +524,17 @@ fn no_netem_correlation(cur: &mut Cursor, what: &str, hint: &str) -> Result<(), 
     }
 }
 
+/// A probability for a message: at most 12 decimals, no trailing zeros.
+fn short_fraction(x: f64) -> String {
+    let text = format!("{x:.12}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
 fn probability(cur: &Cursor, tok: &Tok) -> Result<f64, Error> {
     cur.check(tok, parse_probability(&tok.text))
 }
@@ -693,13 +704,19 @@ pub(crate) fn parse_object_keyword(
         }
         "plr" => {
             let v = cur.value(kw, "0.01")?;
-            d.params.plr = Some(probability(cur, v)?);
+            let plr = probability(cur, v)?;
+            d.params.plr = Some(plr);
             record(&mut d.fields, cur, "plr", kw, v.pos())?;
-            no_netem_correlation(
-                cur,
-                "plr",
-                "for losses in bursts use 'gemodel p r 1-h 1-k' or 'lossstate p13 p31 p32 p23 p14'",
-            )?;
+            let hint = match cur.peek().map(|t| parse_probability(&t.text)) {
+                Some(Ok(c)) if c < 1.0 => format!(
+                    "for this loss rate with that correlation between successive packets, write 'gemodel {} {}' instead of plr (docs/RECIPES.md, From tc-netem)",
+                    short_fraction(plr * (1.0 - c)),
+                    short_fraction((1.0 - plr) * (1.0 - c))
+                ),
+                _ => "for losses in bursts use 'gemodel p r 1-h 1-k' or 'lossstate p13 p31 p32 p23 p14'"
+                    .to_string(),
+            };
+            no_netem_correlation(cur, "plr", &hint)?;
         }
         "duplicate" => {
             let v = cur.value(kw, "0.01")?;

@@ -1201,7 +1201,18 @@ fn jitter_correlation_errors_name_their_token_in_both_syntaxes() {
 #[test]
 fn a_netem_correlation_after_a_value_is_refused_with_what_to_write() {
     for (text, column, token, hint) in [
-        ("pipe 1 config plr 0.01 25%\n", 24, "25%", "gemodel"),
+        (
+            "pipe 1 config plr 0.01 25%\n",
+            24,
+            "25%",
+            "'gemodel 0.0075 0.7425'",
+        ),
+        (
+            "pipe 1 config plr 0.01 1\n",
+            24,
+            "1",
+            "use 'gemodel p r 1-h 1-k'",
+        ),
         (
             "pipe 1 config duplicate 0.01 25%\n",
             30,

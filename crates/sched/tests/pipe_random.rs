@@ -204,6 +204,57 @@ fn red_in_a_pipe_keeps_the_queue_below_max_th() {
 }
 
 #[test]
+fn gilbert_elliott_as_a_correlated_loss_keeps_its_rate_and_lag_one_correlation() {
+    // `pspat config from-netem` writes tc-netem's `loss P C` as the chain
+    // p = P(1 - C), r = (1 - P)(1 - C), 1-h = 1, 1-k = 0: loss rate P,
+    // and the fates of successive packets correlated by C.
+    let (loss, correlation) = (0.05, 0.25);
+    let ge = GilbertElliott {
+        p: loss * (1.0 - correlation),
+        r: (1.0 - loss) * (1.0 - correlation),
+        loss_bad: 1.0,
+        loss_good: 0.0,
+    };
+    let n = 400_000u64;
+    let mut pipe = fifo_pipe(
+        queue(QueueConfig {
+            gilbert_elliott: Some(ge),
+            ..QueueConfig::default()
+        }),
+        1,
+        16,
+    );
+    let run = drive(&mut pipe, &spaced(n, 64, 100));
+    let mut lost = vec![false; n as usize];
+    for (_, r) in &run.rejected {
+        lost[r.packet.token as usize] = true;
+    }
+    let count = lost.iter().filter(|&&l| l).count() as f64;
+    assert_eq!(
+        count as u64,
+        pipe.counters().dropped(DropReason::BurstLoss),
+        "every loss is a rejected packet"
+    );
+    let m = count / n as f64;
+    // The rate: a two-state chain's count has variance
+    // n·P(1−P)·(1 + C)/(1 − C).
+    let sd = (n as f64 * loss * (1.0 - loss) * (1.0 + correlation) / (1.0 - correlation)).sqrt();
+    assert!(
+        (count - n as f64 * loss).abs() <= Z999 * sd,
+        "{count} lost of {n}, expected {:.0} ± {:.0}",
+        n as f64 * loss,
+        Z999 * sd
+    );
+    // Lag-1 correlation of the fates (1 lost, 0 sent).
+    let pairs = lost.windows(2).filter(|w| w[0] && w[1]).count() as f64 / (n - 1) as f64;
+    let lag1 = (pairs - m * m) / (m * (1.0 - m));
+    assert!(
+        (lag1 - correlation).abs() < 0.02,
+        "lag-1 correlation {lag1:.4}, asked {correlation}"
+    );
+}
+
+#[test]
 fn gilbert_elliott_long_run_loss_is_its_stationary_formula() {
     for (p, r, loss_bad, loss_good) in [
         (0.05, 0.3, 0.7, 0.02),
