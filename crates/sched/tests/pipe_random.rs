@@ -6,7 +6,7 @@ use pspat_sched::pipe::{
     DelayProfile, GilbertElliott, Jitter, JitterDistribution, PipeConfig, QueueConfig, QueueLimit,
     Red, RedState,
 };
-use pspat_sched::{DropReason, Fate, FlowId, Instant, Packet};
+use pspat_sched::{DropReason, Fate, Fifo, FlowId, Instant, Packet, Pipe};
 
 use crate::pipe_common::{assert_binomial, at, drive, fifo_pipe, rate, Run, Z999};
 
@@ -203,6 +203,21 @@ fn red_in_a_pipe_keeps_the_queue_below_max_th() {
     assert!(pipe.red_average(FlowId(0)).unwrap() >= 5.0);
 }
 
+/// A one-queue FIFO pipe that loses by `ge`, after `n` packets of 64 bytes
+/// 100 ns apart (tokens 0..n), and what they did.
+fn gilbert_elliott_run(ge: GilbertElliott, n: u64) -> (Pipe<Fifo>, Run) {
+    let mut pipe = fifo_pipe(
+        queue(QueueConfig {
+            gilbert_elliott: Some(ge),
+            ..QueueConfig::default()
+        }),
+        1,
+        16,
+    );
+    let run = drive(&mut pipe, &spaced(n, 64, 100));
+    (pipe, run)
+}
+
 #[test]
 fn gilbert_elliott_as_a_correlated_loss_keeps_its_rate_and_lag_one_correlation() {
     // `pspat config from-netem` writes tc-netem's `loss P C` as the chain
@@ -216,15 +231,7 @@ fn gilbert_elliott_as_a_correlated_loss_keeps_its_rate_and_lag_one_correlation()
         loss_good: 0.0,
     };
     let n = 400_000u64;
-    let mut pipe = fifo_pipe(
-        queue(QueueConfig {
-            gilbert_elliott: Some(ge),
-            ..QueueConfig::default()
-        }),
-        1,
-        16,
-    );
-    let run = drive(&mut pipe, &spaced(n, 64, 100));
+    let (pipe, run) = gilbert_elliott_run(ge, n);
     let mut lost = vec![false; n as usize];
     for (_, r) in &run.rejected {
         lost[r.packet.token as usize] = true;
@@ -268,15 +275,7 @@ fn gilbert_elliott_long_run_loss_is_its_stationary_formula() {
             loss_good,
         };
         let n = 300_000;
-        let mut pipe = fifo_pipe(
-            queue(QueueConfig {
-                gilbert_elliott: Some(ge),
-                ..QueueConfig::default()
-            }),
-            1,
-            16,
-        );
-        let run = drive(&mut pipe, &spaced(n, 64, 100));
+        let (pipe, run) = gilbert_elliott_run(ge, n);
         let lost = pipe.counters().dropped(DropReason::BurstLoss);
         // Stationary: π_bad = p/(p + r).
         let pi_bad = p / (p + r);
