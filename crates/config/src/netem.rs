@@ -32,20 +32,20 @@
 //! nanoseconds).
 //!
 //! # Correlated loss
-//! tc-netem(8) describes `loss P C` as a loss probability P where each
-//! packet's chance depends by C on the previous one's. netem draws it as a
-//! weighted mean of a fresh uniform number and the previous draw, which
-//! narrows the draws around one half, so far fewer than P are lost when P
-//! is small: its formula, run a million times at `loss 1% 25%` (a test
-//! below), loses a few packets per million, and about 1.7% at `loss 10%
-//! 25%`. pspat writes what the
-//! description asks for instead: the two-state chain `gemodel a b` with
-//! `a = P·(1−C)` (good → bad), `b = (1−P)·(1−C)` (bad → good), every packet
-//! lost in the bad state and none in the good one. Its long-run loss is
-//! `a / (a + b) = P`, and the lag-1 correlation of successive packets'
-//! fates is `1 − a − b = C`. The values are computed exactly in decimal
-//! from the words' digits; `C = 0` is plain `plr P`, and C must be under
-//! 100% (a chain that never moves).
+//! netem's documentation (its wiki's examples) describes `loss P C` as P
+//! of the packets lost, each packet's chance depending by C on the previous
+//! one's; tc-netem(8) calls the correlation deprecated for how it behaves.
+//! netem draws it as a weighted mean of a fresh uniform number and the
+//! previous draw, which narrows the draws around one half, so far fewer
+//! than P are lost when P is small: its formula, run a million times at
+//! `loss 1% 25%` (a test below), loses a few packets per million, and about
+//! 1.7% at `loss 10% 25%`. pspat writes what the description asks for
+//! instead: the two-state chain `gemodel a b` with `a = P·(1−C)` (good →
+//! bad), `b = (1−P)·(1−C)` (bad → good), every packet lost in the bad state
+//! and none in the good one. Its long-run loss is `a / (a + b) = P`, and the
+//! lag-1 correlation of successive packets' fates is `1 − a − b = C`. The
+//! values are computed exactly in decimal from the words' digits; `C = 0`
+//! is plain `plr P`, and C must be under 100% (a chain that never moves).
 //!
 //! # Errors
 //! One [`Error`] naming the netem option's column and token, for the
@@ -348,6 +348,7 @@ impl<'a> Reader<'a> {
     /// docs, *Correlated loss*); plain `plr P` when C is 0. Exact: the
     /// values are computed in decimal from the words' digits.
     fn correlated_loss(&self, loss: usize, correlation: usize) -> Result<String, Error> {
+        // The syntax check of any percentage (its text is not kept).
         self.percent(correlation)?;
         let digits = |word: usize| {
             let text = self.text(word);
