@@ -19,6 +19,7 @@
 use pspat_sched::AlgKind;
 
 use crate::control::{ControlRequest, Deletable, Listing};
+use crate::correlated_loss::{CorrelatedLoss, Percent};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
@@ -524,14 +525,20 @@ fn no_netem_correlation(cur: &mut Cursor, what: &str, hint: &str) -> Result<(), 
     }
 }
 
-/// A probability for a message: at most 12 decimals, no trailing zeros.
-fn short_fraction(x: f64) -> String {
-    let text = format!("{x:.12}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text.is_empty() {
-        "0".to_string()
-    } else {
-        text.to_string()
+/// What to write instead of `plr P C` (`plr`'s value `loss`, then the
+/// token after it): the gemodel of [`CorrelatedLoss`] when both read as
+/// probabilities, else the loss models in general.
+fn correlated_plr_hint(loss: &Tok, correlation: Option<&Tok>) -> String {
+    let chain = Percent::probability(&loss.text)
+        .zip(correlation.and_then(|c| Percent::probability(&c.text)));
+    match chain.map(|(p, c)| CorrelatedLoss::new(p, c)) {
+        Some(Ok(CorrelatedLoss::Chain { to_bad, to_good })) => format!(
+            "for this loss rate with that correlation between successive packets, write 'gemodel {} {}' instead of plr (docs/RECIPES.md, From tc-netem)",
+            to_bad.fraction(),
+            to_good.fraction()
+        ),
+        _ => "for losses in bursts use 'gemodel p r 1-h 1-k' or 'lossstate p13 p31 p32 p23 p14'"
+            .to_string(),
     }
 }
 
@@ -704,19 +711,9 @@ pub(crate) fn parse_object_keyword(
         }
         "plr" => {
             let v = cur.value(kw, "0.01")?;
-            let plr = probability(cur, v)?;
-            d.params.plr = Some(plr);
+            d.params.plr = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "plr", kw, v.pos())?;
-            let hint = match cur.peek().map(|t| parse_probability(&t.text)) {
-                Some(Ok(c)) if c < 1.0 => format!(
-                    "for this loss rate with that correlation between successive packets, write 'gemodel {} {}' instead of plr (docs/RECIPES.md, From tc-netem)",
-                    short_fraction(plr * (1.0 - c)),
-                    short_fraction((1.0 - plr) * (1.0 - c))
-                ),
-                _ => "for losses in bursts use 'gemodel p r 1-h 1-k' or 'lossstate p13 p31 p32 p23 p14'"
-                    .to_string(),
-            };
-            no_netem_correlation(cur, "plr", &hint)?;
+            no_netem_correlation(cur, "plr", &correlated_plr_hint(v, cur.peek()))?;
         }
         "duplicate" => {
             let v = cur.value(kw, "0.01")?;

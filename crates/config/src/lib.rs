@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod control;
+mod correlated_loss;
 mod diff;
 mod error;
 mod ipfw;

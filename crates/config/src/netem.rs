@@ -40,12 +40,10 @@
 //! than P are lost when P is small: its formula, run a million times at
 //! `loss 1% 25%` (a test below), loses a few packets per million, and about
 //! 1.7% at `loss 10% 25%`. pspat writes what the description asks for
-//! instead: the two-state chain `gemodel a b` with `a = P·(1−C)` (good →
-//! bad), `b = (1−P)·(1−C)` (bad → good), every packet lost in the bad state
-//! and none in the good one. Its long-run loss is `a / (a + b) = P`, and the
-//! lag-1 correlation of successive packets' fates is `1 − a − b = C`. The
-//! values are computed exactly in decimal from the words' digits; `C = 0`
-//! is plain `plr P`, and C must be under 100% (a chain that never moves).
+//! instead: the two-state chain with loss rate P and lag-1 correlation C,
+//! `gemodel P·(1−C) (1−P)·(1−C)`, computed exactly from the words' digits
+//! (`crate::correlated_loss`); `C = 0` is plain `plr P`, and C must be
+//! under 100%.
 //!
 //! # Errors
 //! One [`Error`] naming the netem option's column and token, for the
@@ -54,6 +52,7 @@
 //! # Complexity
 //! Linear in the text.
 
+use crate::correlated_loss::{CorrelatedLoss, CorrelatedLossError, Percent};
 use crate::model::Distribution;
 use crate::units::{format_rate, format_time_us, scaled_decimal, split_number};
 use crate::{parse_ipfw, Config, Error, ErrorKind, NoProfiles};
@@ -344,15 +343,14 @@ impl<'a> Reader<'a> {
 
     /// `loss P C` (the words at `loss` and `correlation`): the loss
     /// probability P with lag-1 correlation C between successive packets'
-    /// fates, as the two-state chain `gemodel P·(1−C) (1−P)·(1−C)` (module
-    /// docs, *Correlated loss*); plain `plr P` when C is 0. Exact: the
-    /// values are computed in decimal from the words' digits.
+    /// fates, as the two-state chain of [`CorrelatedLoss`] (module docs,
+    /// *Correlated loss*); plain `plr P` when C is 0.
     fn correlated_loss(&self, loss: usize, correlation: usize) -> Result<String, Error> {
         // The syntax check of any percentage (its text is not kept).
         self.percent(correlation)?;
         let digits = |word: usize| {
             let text = self.text(word);
-            Decimal::parse(text.strip_suffix('%').unwrap_or(text)).ok_or_else(|| {
+            Percent::parse(text.strip_suffix('%').unwrap_or(text)).ok_or_else(|| {
                 self.error(
                     word,
                     ErrorKind::Syntax,
@@ -361,37 +359,33 @@ impl<'a> Reader<'a> {
             })
         };
         let (p, c) = (digits(loss)?, digits(correlation)?);
-        let Some(p_left) = p.complement() else {
-            return Err(self.error(
+        match CorrelatedLoss::new(p, c) {
+            Ok(CorrelatedLoss::Plain) => Ok(format!("plr {}", p.fraction())),
+            Ok(CorrelatedLoss::Chain { to_bad, to_good }) => Ok(format!(
+                "gemodel {} {}",
+                to_bad.fraction(),
+                to_good.fraction()
+            )),
+            Err(CorrelatedLossError::LossAboveOne) => Err(self.error(
                 loss,
                 ErrorKind::OutOfRange,
                 format!(
                     "'{}' is out of range: a probability is at most 100%",
                     self.text(loss)
                 ),
-            ));
-        };
-        match c.complement() {
-            _ if c.is_zero() => Ok(format!("plr {}", p.fraction())),
-            Some(c_left) if !c_left.is_zero() => {
-                let too_long = || {
-                    self.error(
-                        correlation,
-                        ErrorKind::Syntax,
-                        "the loss and its correlation have more digits together than pspat computes with",
-                    )
-                };
-                let to_bad = p.percent_of(&c_left).ok_or_else(too_long)?;
-                let to_good = p_left.percent_of(&c_left).ok_or_else(too_long)?;
-                Ok(format!("gemodel {} {}", to_bad.fraction(), to_good.fraction()))
-            }
-            _ => Err(self.error(
+            )),
+            Err(CorrelatedLossError::CorrelationOne) => Err(self.error(
                 correlation,
                 ErrorKind::OutOfRange,
                 format!(
                     "'{}': a loss correlation must be under 100% (at 100% the first packet's fate would be every packet's)",
                     self.text(correlation)
                 ),
+            )),
+            Err(CorrelatedLossError::TooManyDigits) => Err(self.error(
+                correlation,
+                ErrorKind::Syntax,
+                "the loss and its correlation have more digits together than pspat computes with",
             )),
         }
     }
@@ -422,72 +416,6 @@ fn is_decimal(text: &str) -> bool {
     !(int.is_empty() && frac.is_empty())
         && int.bytes().all(|b| b.is_ascii_digit())
         && frac.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// A non-negative decimal number of percent, exactly: `mantissa / 10^scale`
-/// percent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Decimal {
-    mantissa: u128,
-    scale: u32,
-}
-
-/// The most fraction digits a [`Decimal`] keeps from a word (a product
-/// has the digits of both plus two, well inside `u128`).
-const MAX_FRACTION_DIGITS: u32 = 16;
-
-impl Decimal {
-    /// The digits of `text` (checked by [`is_decimal`] before).
-    fn parse(text: &str) -> Option<Decimal> {
-        let (int, frac) = text.split_once('.').unwrap_or((text, ""));
-        let frac = frac.trim_end_matches('0');
-        let scale = u32::try_from(frac.len()).ok()?;
-        if scale > MAX_FRACTION_DIGITS || int.len() > 20 {
-            return None;
-        }
-        let mut mantissa: u128 = 0;
-        for b in int.bytes().chain(frac.bytes()) {
-            mantissa = mantissa
-                .checked_mul(10)?
-                .checked_add(u128::from(b.checked_sub(b'0')?))?;
-        }
-        Some(Decimal { mantissa, scale })
-    }
-
-    fn is_zero(&self) -> bool {
-        self.mantissa == 0
-    }
-
-    /// 100% minus this, when this is at most 100%.
-    fn complement(&self) -> Option<Decimal> {
-        let hundred = 100u128.checked_mul(10u128.checked_pow(self.scale)?)?;
-        Some(Decimal {
-            mantissa: hundred.checked_sub(self.mantissa)?,
-            scale: self.scale,
-        })
-    }
-
-    /// This percentage of `other` (`self · other / 100`), in percent.
-    fn percent_of(&self, other: &Decimal) -> Option<Decimal> {
-        Some(Decimal {
-            mantissa: self.mantissa.checked_mul(other.mantissa)?,
-            scale: self.scale + other.scale + 2,
-        })
-    }
-
-    /// Written as a fraction of 1 (`0.0075` for 0.75%), without trailing
-    /// zeros: the parser reads a fraction to the nearest `f64`, where a
-    /// percentage would be divided by 100 after.
-    fn fraction(&self) -> String {
-        let digits = self.mantissa.to_string();
-        let scale = self.scale as usize + 2;
-        let padded = format!("{digits:0>width$}", width = scale + 1);
-        let (int, frac) = padded.split_at(padded.len() - scale);
-        match frac.trim_end_matches('0') {
-            "" => int.to_string(),
-            frac => format!("{int}.{frac}"),
-        }
-    }
 }
 
 /// What the options said, as pipe keywords.

@@ -446,9 +446,10 @@ impl<B: TxBackend> Client<B> {
     /// sleep, sized by the rate seen since the last one, takes the same
     /// eighth; these sleeps last at most 100 ms. The rate counts the
     /// descriptors that came back over the whole wait, oversleep included,
-    /// so a late wake-up does not lengthen the next sleep. So a client with 1024 descriptors behind a 1 Mbit/s link
-    /// wakes about 16 times a second at 60-byte packets (29 when it waited
-    /// for 64, 83 with shorter sleeps per batch), not once per packet. In
+    /// so a late wake-up does not lengthen the next sleep. So a client with
+    /// 1024 descriptors behind a 1 Mbit/s link wakes about 16 times a second
+    /// at 60-byte packets (29 when it waited for 64, 83 with shorter sleeps
+    /// per batch), not once per packet. In
     /// client-transmit mode it also transmits granted packets while it
     /// waits.
     pub fn wait_for_room(&mut self, timeout: std::time::Duration) -> bool {
