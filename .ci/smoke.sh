@@ -169,7 +169,14 @@ grep -q "gemodel 0.0075 0.7425 1 0" "$cfgdir/from-netem-gemodel.ipfw" || {
 "$bin" config from-netem --to toml delay 40ms 5ms distribution normal loss gemodel 1% > "$cfgdir/from-netem.toml"
 "$bin" config check "$cfgdir/from-netem.toml" > /dev/null
 expect_usage_error config from-netem delay 10ms loss 1% 100%
-expect_usage_error config from-netem delay 10ms duplicate 1% 25%
+# A correlated reordering (tc-netem(8)'s example) keeps its correlation.
+"$bin" config from-netem delay 10ms reorder 25% 50% > "$cfgdir/from-netem-reorder.ipfw"
+grep -q "reorder 0.25 0.5" "$cfgdir/from-netem-reorder.ipfw" || {
+  echo "FAIL: from-netem reorder 25% 50% -> $(cat "$cfgdir/from-netem-reorder.ipfw")"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/from-netem-reorder.ipfw" > /dev/null
+expect_usage_error config from-netem delay 10ms duplicate 1% 100%
 expect_usage_error config from-netem delay 10
 expect_usage_error config from-netem loss 1% ecn
 expect_usage_error config from-netem --pipe 0 delay 10ms

@@ -216,7 +216,7 @@ mod tests {
             command: ConfigCommand::FromNetem {
                 pipe: 1,
                 to: Syntax::Ipfw,
-                options: ["delay", "10ms", "duplicate", "1%", "25%"]
+                options: ["delay", "10ms", "duplicate", "1%", "100%"]
                     .map(String::from)
                     .to_vec(),
             },
@@ -226,7 +226,9 @@ mod tests {
             .downcast_ref::<crate::UsageError>()
             .expect("a usage error: exit 2");
         assert!(
-            usage_error.0.starts_with("netem:1:25: 'duplicate ... 25%'"),
+            usage_error
+                .0
+                .starts_with("netem:1:25: '100%': a duplicate correlation must be under 100%"),
             "{}",
             usage_error.0
         );

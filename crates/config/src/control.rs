@@ -95,7 +95,11 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.distribution = new.distribution.or(old.distribution);
         old.jitter_correlation = new.jitter_correlation.or(old.jitter_correlation);
         old.reorder |= new.reorder;
-        old.reorder_probability = new.reorder_probability.or(old.reorder_probability);
+        if new.reorder_probability.is_some() {
+            // `reorder P` without a correlation takes the old one off.
+            old.reorder_probability = new.reorder_probability;
+            old.reorder_correlation = new.reorder_correlation;
+        }
         old.reorder_gap = new.reorder_gap.or(old.reorder_gap);
         old.slot = new.slot.or(old.slot);
         old.packet_overhead = new.packet_overhead.or(old.packet_overhead);
@@ -119,8 +123,15 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         }
         old.gemodel = new.gemodel.or(old.gemodel);
         old.lossstate = new.lossstate.or(old.lossstate);
-        old.duplicate = new.duplicate.or(old.duplicate);
-        old.corrupt = new.corrupt.or(old.corrupt);
+        // A probability given again brings its correlation, or none.
+        if new.duplicate.is_some() {
+            old.duplicate = new.duplicate;
+            old.duplicate_correlation = new.duplicate_correlation;
+        }
+        if new.corrupt.is_some() {
+            old.corrupt = new.corrupt;
+            old.corrupt_correlation = new.corrupt_correlation;
+        }
     }
 
     /// Where each key of `items` first is: objects are found by number
@@ -417,6 +428,36 @@ mod tests {
         assert_eq!(plan.default_action, crate::DefaultAction::Deny);
         let c = merged("pipe 1 config bw 1Mbit/s", "default deny");
         assert_eq!(c.default_action, crate::DefaultAction::Deny);
+    }
+
+    #[test]
+    fn a_probability_given_again_brings_its_correlation_or_takes_it_off() {
+        let running =
+            "pipe 1 config delay 5ms reorder 0.2 0.5 duplicate 0.1 0.3 corrupt 0.01 0.2\n";
+        // Other words leave the correlations alone.
+        let c = merged(running, "pipe 1 config bw 1Mbit/s");
+        let p = c.validate(&NoProfiles).unwrap().pipes[&1].clone();
+        assert_eq!(p.link.reorder_correlation, 0.5);
+        assert_eq!(
+            (p.queue.duplicate, p.queue.duplicate_correlation),
+            (0.1, 0.3)
+        );
+        assert_eq!((p.queue.corrupt, p.queue.corrupt_correlation), (0.01, 0.2));
+        // A probability alone takes its correlation off; with one, replaces it.
+        let c = merged(
+            running,
+            "pipe 1 config reorder 0.3 duplicate 0.2 corrupt 0.02 0.4",
+        );
+        let p = c.validate(&NoProfiles).unwrap().pipes[&1].clone();
+        assert_eq!(
+            (p.link.reorder_probability, p.link.reorder_correlation),
+            (Some(0.3), 0.0)
+        );
+        assert_eq!(
+            (p.queue.duplicate, p.queue.duplicate_correlation),
+            (0.2, 0.0)
+        );
+        assert_eq!((p.queue.corrupt, p.queue.corrupt_correlation), (0.02, 0.4));
     }
 
     #[test]

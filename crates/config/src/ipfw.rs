@@ -506,9 +506,9 @@ fn parse_slot(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<SlotPar
 }
 
 /// tc-netem writes a correlation as a second number after some values
-/// (`loss 1% 25%`, `delay 100ms 10ms 25%`, `duplicate 1% 25%`); a number
-/// right after `what`'s value is refused with `hint`, rather than as an
-/// unknown keyword.
+/// (`loss 1% 25%`, `delay 100ms 10ms 25%`); where pspat's word takes none
+/// (`plr`, `jitter`), a number right after `what`'s value is refused with
+/// `hint`, rather than as an unknown keyword.
 fn no_netem_correlation(cur: &mut Cursor, what: &str, hint: &str) -> Result<(), Error> {
     match cur.peek() {
         Some(t) if t.text.starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
@@ -523,6 +523,24 @@ fn no_netem_correlation(cur: &mut Cursor, what: &str, hint: &str) -> Result<(), 
         }
         _ => Ok(()),
     }
+}
+
+/// The optional second value of `duplicate P [C]`, `corrupt P [C]` and
+/// `reorder P [C]`: the correlation of successive decisions (tc-netem's
+/// word order), taken when the next word looks like a number and recorded
+/// as `field` (its range, below 1, is the validation's).
+fn chain_correlation(
+    cur: &mut Cursor,
+    kw: &Tok,
+    field: &'static str,
+    fields: &mut Fields,
+) -> Result<Option<f64>, Error> {
+    let Some(t) = next_number(cur) else {
+        return Ok(None);
+    };
+    let c = probability(cur, t)?;
+    record(fields, cur, field, kw, t.pos())?;
+    Ok(Some(c))
 }
 
 /// What to write instead of `plr P C` (`plr`'s value `loss`, then the
@@ -664,11 +682,8 @@ pub(crate) fn parse_object_keyword(
                     cur.bump();
                     d.link.reorder_probability = Some(probability(cur, v)?);
                     record(&mut d.fields, cur, "reorder", kw, v.pos())?;
-                    no_netem_correlation(
-                        cur,
-                        "reorder",
-                        "give the probability alone (example: reorder 25% gap 5)",
-                    )?;
+                    d.link.reorder_correlation =
+                        chain_correlation(cur, kw, "reorder.correlation", &mut d.fields)?;
                 }
                 None => record(&mut d.fields, cur, "reorder", kw, kw.pos())?,
             }
@@ -719,13 +734,15 @@ pub(crate) fn parse_object_keyword(
             let v = cur.value(kw, "0.01")?;
             d.params.duplicate = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "duplicate", kw, v.pos())?;
-            no_netem_correlation(cur, "duplicate", "give the probability alone")?;
+            d.params.duplicate_correlation =
+                chain_correlation(cur, kw, "duplicate.correlation", &mut d.fields)?;
         }
         "corrupt" => {
             let v = cur.value(kw, "0.01")?;
             d.params.corrupt = Some(probability(cur, v)?);
             record(&mut d.fields, cur, "corrupt", kw, v.pos())?;
-            no_netem_correlation(cur, "corrupt", "give the probability alone")?;
+            d.params.corrupt_correlation =
+                chain_correlation(cur, kw, "corrupt.correlation", &mut d.fields)?;
         }
         "red" | "gred" => {
             let v = cur.value(kw, "0.002/30/80/0.1")?;

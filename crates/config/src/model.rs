@@ -148,6 +148,9 @@ pub struct LinkParams {
     /// `reorder P` (tc-netem's): the probability that a candidate packet
     /// skips the delay and leaves ahead of those still delayed (pspat).
     pub reorder_probability: Option<f64>,
+    /// `reorder P C`: the correlation of successive candidates' decisions,
+    /// 0..1 (pspat; a two-state chain, `pspat_sched::pipe::NetemReorder`).
+    pub reorder_correlation: Option<f64>,
     /// `gap N` after `reorder P`: every N-th packet is a candidate
     /// (default 1, every packet).
     pub reorder_gap: Option<u32>,
@@ -270,9 +273,15 @@ pub struct QueueParams {
     pub lossstate: Option<LossState>,
     /// `duplicate`: probability that a packet is sent twice (pspat).
     pub duplicate: Option<f64>,
+    /// `duplicate P C`: the correlation of successive packets' duplication,
+    /// 0..1 (pspat; a two-state chain per queue).
+    pub duplicate_correlation: Option<f64>,
     /// `corrupt`: probability that a packet leaves with one bit flipped
     /// (pspat, as tc-netem).
     pub corrupt: Option<f64>,
+    /// `corrupt P C`: the correlation of successive packets' corruption,
+    /// 0..1 (pspat; a two-state chain per queue).
+    pub corrupt_correlation: Option<f64>,
 }
 
 /// `sched N config ...`: a scheduler on a link.

@@ -6,9 +6,10 @@
 //! The options after the word `netem` (a whole `tc qdisc add dev eth0 root
 //! netem ...` command may be pasted; without `netem` every word is an
 //! option): `limit`, `delay`/`latency` TIME [JITTER [CORRELATION]],
-//! `distribution`, `loss`/`drop` [`random`] P, `loss state` P13 [P31 [P32
-//! [P23 [P14]]]], `loss gemodel` P [R [1-H [1-K]]], `duplicate`, `corrupt`,
-//! `reorder` P [`gap` N], `rate` RATE [PACKETOVERHEAD [CELLSIZE
+//! `distribution`, `loss`/`drop` [`random`] P [C], `loss state` P13 [P31
+//! [P32 [P23 [P14]]]], `loss gemodel` P [R [1-H [1-K]]], `duplicate` P [C],
+//! `corrupt` P [C],
+//! `reorder` P [C] [`gap` N], `rate` RATE [PACKETOVERHEAD [CELLSIZE
 //! [CELLOVERHEAD]]], `slot` and `seed`, in any order, each keyword also as
 //! a prefix of itself as tc takes it (`del 10ms`, tried in tc's order).
 //! tc's units: a probability is a percentage with or without `%` (`loss 1`
@@ -26,10 +27,13 @@
 //! `add 100 pipe N ip from any to any` and `seed N` when given; `loss P C`
 //! becomes a Gilbert-Elliott model (below). The result is parsed and
 //! validated as any configuration, so what pspat cannot do is refused:
-//! correlated duplication, corruption or reordering, `ecn`, a rate as a
-//! percentage of the device's, a distribution table other than the built-in
-//! ones, and a time without unit (tc versions read it as microseconds or as
-//! nanoseconds).
+//! `ecn`, a rate as a percentage of the device's, a distribution table
+//! other than the built-in ones, and a time without unit (tc versions read
+//! it as microseconds or as nanoseconds). `duplicate P C`, `corrupt P C`
+//! and `reorder P C` keep their words: pspat reads the second value as the
+//! correlation of a two-state chain of the decisions, as for loss below
+//! (long-run share P, lag-1 correlation C), where netem draws them as it
+//! draws loss.
 //!
 //! # Correlated loss
 //! netem's documentation (its wiki's examples) describes `loss P C` as P
@@ -294,15 +298,37 @@ impl<'a> Reader<'a> {
     }
 
     /// The probability after `reorder`, `corrupt` or `duplicate` (the word
-    /// at `kw`), with no correlation after it: the pipe's `keyword P%` and
-    /// the value's word.
-    fn probability_alone(&mut self, kw: usize, keyword: &str) -> Result<(String, usize), Error> {
+    /// at `kw`) and its optional correlation: the pipe's `keyword P% [C%]`
+    /// (the same two-state chain netem's documentation describes, module
+    /// docs) and the probability's word. A correlation of 0 is left out;
+    /// one of 100% or more is refused at its word.
+    fn probability_and_correlation(
+        &mut self,
+        kw: usize,
+        keyword: &str,
+    ) -> Result<(String, usize), Error> {
         let v = self.value(kw, &format!("a probability (example: {keyword} 1%)"))?;
-        let text = format!("{keyword} {}", self.percent(v)?);
-        self.no_correlation(
-            kw,
-            &format!("give the probability alone (example: {keyword} 1%)"),
-        )?;
+        let mut text = format!("{keyword} {}", self.percent(v)?);
+        if is_number(self.peek()) {
+            let c = self.value(kw, "")?;
+            let percent = self.percent(c)?;
+            let value = percent.trim_end_matches('%').parse::<f64>().unwrap_or(0.0);
+            if value >= 100.0 {
+                return Err(self.error(
+                    c,
+                    ErrorKind::OutOfRange,
+                    format!(
+                        "'{}': a {keyword} correlation must be under 100% (at 100% the first packet's answer would be every packet's)",
+                        self.text(c)
+                    ),
+                ));
+            }
+            // netem's correlation 0 is none.
+            if value > 0.0 {
+                text.push(' ');
+                text.push_str(&percent);
+            }
+        }
         Ok((text, v))
     }
 
@@ -388,24 +414,6 @@ impl<'a> Reader<'a> {
                 "the loss and its correlation have more digits together than pspat computes with",
             )),
         }
-    }
-
-    /// A correlation value tc would read after `word`'s option: pspat has
-    /// none for it.
-    fn no_correlation(&self, option: usize, instead: &str) -> Result<(), Error> {
-        if is_number(self.peek()) {
-            return Err(self.error(
-                self.at,
-                ErrorKind::Syntax,
-                format!(
-                    "'{} ... {}': pspat has no correlation for {}; {instead}",
-                    self.text(option),
-                    self.text(self.at),
-                    self.text(option)
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -531,7 +539,7 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             .into_iter()
             .find(|k| matches(word, k))
         {
-            let (text, v) = r.probability_alone(kw, keyword)?;
+            let (text, v) = r.probability_and_correlation(kw, keyword)?;
             push(&mut o, text, v);
             if keyword == "reorder" {
                 o.reorder = Some(kw);
@@ -540,7 +548,7 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             let v = r.value(kw, "a number of packets (example: reorder 25% gap 5)")?;
             o.gap = Some((r.whole(v, false)?, v));
         } else if matches(word, "duplicate") {
-            let (text, v) = r.probability_alone(kw, "duplicate")?;
+            let (text, v) = r.probability_and_correlation(kw, "duplicate")?;
             push(&mut o, text, v);
         } else if matches(word, "distribution") {
             let v = r.value(kw, "a name (normal, pareto, paretonormal)")?;
@@ -794,7 +802,10 @@ mod tests {
             ("loss gemodel 1% 10% 70% 0.1%", "gemodel 0.01 0.1 0.7 0.001"),
             ("loss state 1% 30%", "lossstate 0.01 0.3"),
             ("duplicate 1%", "duplicate 0.01"),
+            ("duplicate 1% 25%", "duplicate 0.01 0.25"),
             ("corrupt 0.1", "corrupt 0.001"),
+            ("corrupt 0.1% 25%", "corrupt 0.001 0.25"),
+            ("delay 10ms reorder 25% 50%", "reorder 0.25 0.5"),
             (
                 "rate 10mbit 24 48 5",
                 "bw 10Mbit/s packetoverhead 24 cellsize 48 celloverhead 5",
@@ -954,14 +965,61 @@ mod tests {
     }
 
     #[test]
+    fn a_correlation_of_duplication_corruption_or_reordering_is_kept_and_zero_is_none() {
+        // tc-netem(8)'s example of correlated reordering.
+        let line = pipe_line("delay 10ms reorder 25% 50%");
+        assert!(line.contains("delay 10ms reorder 0.25 0.5"), "{line}");
+        for (netem, expect) in [
+            ("duplicate 1% 0", "duplicate 0.01"),
+            ("corrupt 1% 0%", "corrupt 0.01"),
+            ("delay 10ms reorder 25% 0 gap 5", "reorder 0.25 gap 5"),
+        ] {
+            let line = pipe_line(netem);
+            assert!(line.contains(expect), "{netem}: {line} lacks {expect}");
+        }
+        // The chain's parameters reach the pipe.
+        let cfg = netem_to_config(
+            "delay 10ms reorder 25% 50% duplicate 1% 20% corrupt 2% 10%",
+            1,
+            "netem",
+        )
+        .unwrap();
+        let plan = cfg.validate(&crate::NoProfiles).unwrap();
+        let pipe = crate::pipe_config(&plan.pipes[&1], plan.seed).unwrap();
+        let reorder = pipe.netem_reorder.unwrap();
+        assert_eq!((reorder.probability, reorder.correlation), (0.25, 0.5));
+        assert_eq!(
+            (pipe.queue.duplicate, pipe.queue.duplicate_correlation),
+            (0.01, 0.2)
+        );
+        assert_eq!(
+            (pipe.queue.corrupt, pipe.queue.corrupt_correlation),
+            (0.02, 0.1)
+        );
+    }
+
+    #[test]
     fn what_has_no_counterpart_is_refused_at_its_word() {
         let cases = [
             ("delay 10ms loss 1% 100%", 20, "under 100%"),
             ("loss 101% 25%", 6, "at most 100%"),
             ("loss 1% 25x", 9, "not a percentage"),
-            ("duplicate 1% 25%", 14, "no correlation for duplicate"),
-            ("corrupt 1% 5%", 12, "no correlation for corrupt"),
-            ("delay 10ms reorder 1% 5%", 23, "no correlation for reorder"),
+            (
+                "duplicate 1% 100%",
+                14,
+                "duplicate correlation must be under 100%",
+            ),
+            (
+                "corrupt 1% 100",
+                12,
+                "corrupt correlation must be under 100%",
+            ),
+            (
+                "delay 10ms reorder 1% 150%",
+                23,
+                "reorder correlation must be under 100%",
+            ),
+            ("duplicate 1% 25x", 14, "not a percentage"),
             ("loss 1% ecn", 9, "'ecn' has no counterpart"),
             ("rate 50%", 6, "share of the device"),
             ("delay 10", 7, "has no unit"),

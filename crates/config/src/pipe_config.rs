@@ -99,7 +99,9 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
             p14: m.p14,
         }),
         duplicate: q.duplicate,
+        duplicate_correlation: q.duplicate_correlation,
         corrupt: q.corrupt,
+        corrupt_correlation: q.corrupt_correlation,
     }
 }
 
@@ -228,6 +230,7 @@ fn link_config(
             pspat_sched::pipe::NetemReorder {
                 probability,
                 gap: link.reorder_gap,
+                correlation: link.reorder_correlation,
             }
         }),
         slots: link.slot.as_ref().map(slots),
@@ -331,7 +334,9 @@ mod tests {
                 gilbert_elliott: None,
                 loss_state: None,
                 duplicate: 0.0,
+                duplicate_correlation: 0.0,
                 corrupt: 0.0,
+                corrupt_correlation: 0.0,
             },
             delay_line_capacity: 782,
             seed: pipe_seed(crate::plan::DEFAULT_SEED, 1),
@@ -346,10 +351,10 @@ mod tests {
     fn every_extension_is_carried_over() {
         let p = plan(
             "seed 42\n\
-             pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto correlation 25% reorder 10% gap 3 \
+             pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto correlation 25% reorder 10% 40% gap 3 \
              slot 800us 1ms packets 32 bytes 64KB \
              packetoverhead -4 cellsize 48 celloverhead 5 \
-             queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 corrupt 0.002\n\
+             queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 0.5 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
              queue 7 config sched 4 weight 3 red 0.5/5/15/0.2",
         );
@@ -394,7 +399,8 @@ mod tests {
             c.netem_reorder,
             Some(pspat_sched::pipe::NetemReorder {
                 probability: 0.1,
-                gap: 3
+                gap: 3,
+                correlation: 0.4
             })
         );
         assert_eq!(c.queue.limit, pipe::QueueLimit::Bytes(65_536));
@@ -418,7 +424,9 @@ mod tests {
             })
         );
         assert_eq!(c.queue.duplicate, 0.05);
+        assert_eq!(c.queue.duplicate_correlation, 0.5);
         assert_eq!(c.queue.corrupt, 0.002);
+        assert_eq!(c.queue.corrupt_correlation, 0.0);
         assert_eq!(c.seed, pipe_seed(42, 2));
         assert!(c.validate().is_ok());
         let all = plan_pipe_configs(&p).unwrap();

@@ -137,6 +137,10 @@ pub struct LinkPlan {
     /// tc-netem's `reorder P`: the probability a candidate skips the delay.
     #[serde(default)]
     pub reorder_probability: Option<f64>,
+    /// `reorder P C`: the correlation of successive candidates' decisions
+    /// (0: independent).
+    #[serde(default)]
+    pub reorder_correlation: f64,
     /// Every `reorder_gap`-th packet is a candidate (1: every packet).
     #[serde(default = "gap_of_one")]
     pub reorder_gap: u32,
@@ -175,9 +179,15 @@ pub struct QueueSetPlan {
     pub lossstate: Option<LossState>,
     /// Duplication probability.
     pub duplicate: f64,
+    /// Correlation of successive packets' duplication (0: independent).
+    #[serde(default)]
+    pub duplicate_correlation: f64,
     /// Corruption probability (one bit flipped).
     #[serde(default)]
     pub corrupt: f64,
+    /// Correlation of successive packets' corruption (0: independent).
+    #[serde(default)]
+    pub corrupt_correlation: f64,
 }
 
 /// A resolved sched.
@@ -436,6 +446,22 @@ impl Checker<'_> {
         self.range(at, what, value, 0.0..=1.0);
     }
 
+    /// The correlation of successive decisions of a two-state chain
+    /// (`duplicate P C`): 0 up to, not including, 1.
+    fn correlation(&mut self, at: (SiteKind, usize, &'static str), what: &str, value: f64) {
+        if (0.0..1.0).contains(&value) {
+            return;
+        }
+        self.fail(
+            at,
+            ErrorKind::OutOfRange,
+            || value.to_string(),
+            format!(
+                "{what} {value} is out of range (allowed: 0 up to 1, 1 excluded: at 1 the first packet's answer would be every packet's)"
+            ),
+        );
+    }
+
     /// A link's `bw`: 0 (unlimited) or a rate the core can pace. The range
     /// is pspat-sched's own ([`Rate`]), so a file that validates here is
     /// never refused later when its pipes are built (`pipe_config`); checking
@@ -545,6 +571,13 @@ impl Checker<'_> {
                 format!("{owner} has a celloverhead but no cells; add 'cellsize BYTES'"),
             );
         }
+        if let Some(c) = link.reorder_correlation {
+            self.correlation(
+                (kind, index, "reorder.correlation"),
+                &format!("{owner} reorder correlation"),
+                c,
+            );
+        }
         if let Some(p) = link.reorder_probability {
             self.probability((kind, index, "reorder"), &format!("{owner} reorder"), p);
             if delay_us == 0 {
@@ -622,6 +655,7 @@ impl Checker<'_> {
             jitter_correlation: link.jitter_correlation.unwrap_or(0.0),
             reorder: link.reorder,
             reorder_probability: link.reorder_probability,
+            reorder_correlation: link.reorder_correlation.unwrap_or(0.0),
             reorder_gap,
             slot: link.slot.filter(|s| !s.is_off()),
             packet_overhead,
@@ -727,8 +761,22 @@ impl Checker<'_> {
         if let Some(p) = q.duplicate {
             self.probability((kind, index, "duplicate"), &format!("{owner} duplicate"), p);
         }
+        if let Some(c) = q.duplicate_correlation {
+            self.correlation(
+                (kind, index, "duplicate.correlation"),
+                &format!("{owner} duplicate correlation"),
+                c,
+            );
+        }
         if let Some(p) = q.corrupt {
             self.probability((kind, index, "corrupt"), &format!("{owner} corrupt"), p);
+        }
+        if let Some(c) = q.corrupt_correlation {
+            self.correlation(
+                (kind, index, "corrupt.correlation"),
+                &format!("{owner} corrupt correlation"),
+                c,
+            );
         }
         if let Some(g) = q.gemodel {
             self.probability(
@@ -793,7 +841,9 @@ impl Checker<'_> {
             gemodel: q.gemodel,
             lossstate: q.lossstate,
             duplicate: q.duplicate.unwrap_or(0.0),
+            duplicate_correlation: q.duplicate_correlation.unwrap_or(0.0),
             corrupt: q.corrupt.unwrap_or(0.0),
+            corrupt_correlation: q.corrupt_correlation.unwrap_or(0.0),
         }
     }
 

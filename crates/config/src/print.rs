@@ -39,10 +39,11 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if let Some(c) = link.jitter_correlation {
         out.push(format!("correlation {c}"));
     }
-    match link.reorder_probability {
-        Some(p) => out.push(format!("reorder {p}")),
-        None if link.reorder => out.push("reorder".into()),
-        None => {}
+    match (link.reorder_probability, link.reorder_correlation) {
+        (Some(p), Some(c)) => out.push(format!("reorder {p} {c}")),
+        (Some(p), None) => out.push(format!("reorder {p}")),
+        (None, _) if link.reorder => out.push("reorder".into()),
+        (None, _) => {}
     }
     if let Some(g) = link.reorder_gap {
         out.push(format!("gap {g}"));
@@ -124,11 +125,15 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
             m.p13, m.p31, m.p32, m.p23, m.p14
         ));
     }
-    if let Some(d) = q.duplicate {
-        out.push(format!("duplicate {d}"));
-    }
-    if let Some(c) = q.corrupt {
-        out.push(format!("corrupt {c}"));
+    for (word, p, c) in [
+        ("duplicate", q.duplicate, q.duplicate_correlation),
+        ("corrupt", q.corrupt, q.corrupt_correlation),
+    ] {
+        match (p, c) {
+            (Some(p), Some(c)) => out.push(format!("{word} {p} {c}")),
+            (Some(p), None) => out.push(format!("{word} {p}")),
+            (None, _) => {}
+        }
     }
 }
 
@@ -341,9 +346,7 @@ fn toml_link(link: &LinkParams, out: &mut String) {
         let _ = writeln!(out, "correlation = {}", real(c));
     }
     match link.reorder_probability {
-        Some(p) => {
-            let _ = writeln!(out, "reorder = {}", real(p));
-        }
+        Some(p) => toml_chance(out, "reorder", p, link.reorder_correlation),
         None if link.reorder => out.push_str("reorder = true\n"),
         None => {}
     }
@@ -435,11 +438,25 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
         );
     }
     if let Some(d) = q.duplicate {
-        let _ = writeln!(out, "duplicate = {}", real(d));
+        toml_chance(out, "duplicate", d, q.duplicate_correlation);
     }
     if let Some(c) = q.corrupt {
-        let _ = writeln!(out, "corrupt = {}", real(c));
+        toml_chance(out, "corrupt", c, q.corrupt_correlation);
     }
+}
+
+/// A probability with an optional correlation of successive decisions:
+/// `key = P`, or `key = { p = P, correlation = C }`.
+fn toml_chance(out: &mut String, key: &str, p: f64, correlation: Option<f64>) {
+    let _ = match correlation {
+        Some(c) => writeln!(
+            out,
+            "{key} = {{ p = {}, correlation = {} }}",
+            real(p),
+            real(c)
+        ),
+        None => writeln!(out, "{key} = {}", real(p)),
+    };
 }
 
 fn toml_mask(mask: &FlowMask, out: &mut String) {

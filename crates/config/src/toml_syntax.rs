@@ -13,7 +13,10 @@
 //! fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with key `p`
 //! and optional `r`, `1-h`, `1-k`, `lossstate` one with key `p13` and
 //! optional `p31`, `p32`, `p23`, `p14` (tc-netem's defaults for those not
-//! given); a probability is a number or a percentage (`plr = "1%"`);
+//! given); `duplicate`, `corrupt` and `reorder` a probability or a table
+//! with key `p` and optional `correlation` (`duplicate = { p = 0.01,
+//! correlation = 0.25 }`); a probability is a number or a percentage
+//! (`plr = "1%"`);
 //! `slot` a table with `min` and `max`, or
 //! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
@@ -48,6 +51,20 @@ const GEMODEL: LossModel = LossModel {
         [m.p, m.r, m.one_minus_h, m.one_minus_k, 0.0]
     },
 };
+
+/// `duplicate`, `corrupt` and `reorder` as a table: a probability and the
+/// correlation of successive decisions (`duplicate 0.01 0.25`).
+const fn chance(example: &'static str) -> LossModel {
+    LossModel {
+        keys: &["p", "correlation"],
+        example,
+        defaults: |_| [0.0; 5],
+    }
+}
+
+const DUPLICATE: LossModel = chance("duplicate = { p = 0.01, correlation = 0.25 }");
+const CORRUPT: LossModel = chance("corrupt = { p = 0.001, correlation = 0.25 }");
+const REORDER: LossModel = chance("reorder = { p = 0.25, correlation = 0.5 }");
 
 const LOSSSTATE: LossModel = LossModel {
     keys: &["p13", "p31", "p32", "p23", "p14"],
@@ -211,6 +228,8 @@ impl Reader<'_> {
                 let v = self.scalar(&kw, value)?;
                 Ok(vec![kw, v])
             }
+            // `reorder = { p = 0.25, correlation = 0.5 }`.
+            DeValue::Table(t) if kw.text == "reorder" => self.loss_model_tokens(kw, t, &REORDER),
             _ if flag => {
                 let t = self.tok(value.get_ref().type_str(), value.span().start);
                 Err(self.error(
@@ -238,6 +257,10 @@ impl Reader<'_> {
                 self.loss_model_tokens(kw, t, &LOSSSTATE)
             }
             DeValue::Table(t) if kw.text == "gemodel" => self.loss_model_tokens(kw, t, &GEMODEL),
+            DeValue::Table(t) if kw.text == "duplicate" => {
+                self.loss_model_tokens(kw, t, &DUPLICATE)
+            }
+            DeValue::Table(t) if kw.text == "corrupt" => self.loss_model_tokens(kw, t, &CORRUPT),
             _ => Ok(vec![kw, self.scalar(key, value)?]),
         }
     }

@@ -1064,10 +1064,10 @@ fn netem_reorder_errors_name_their_token_in_both_syntaxes() {
             ErrorKind::OutOfRange,
         ),
         (
-            "pipe 5 config delay 1ms reorder 25% 50%\n",
+            "pipe 5 config delay 1ms reorder 25% 1\n",
             37,
-            "50%",
-            ErrorKind::Syntax,
+            "1",
+            ErrorKind::OutOfRange,
         ),
         (
             "pipe 5 config delay 1ms reorder 0.1 gap 0\n",
@@ -1199,6 +1199,52 @@ fn jitter_correlation_errors_name_their_token_in_both_syntaxes() {
 }
 
 #[test]
+fn a_correlation_of_duplication_corruption_or_reordering_out_of_range_is_refused_at_its_token() {
+    for (text, column, token) in [
+        ("pipe 1 config duplicate 0.01 1\n", 30, "1"),
+        ("pipe 1 config duplicate 0.01 100%\n", 30, "100%"),
+        ("pipe 1 config corrupt 0.01 -0.5\n", 28, "-0.5"),
+        ("queue 2 config pipe 2 duplicate 1% 2\n", 36, "2"),
+    ] {
+        let text = format!("pipe 2 config bw 1Mbit/s\n{text}");
+        let e = error_of(&text, &NoProfiles);
+        assert_at(&e, "cfg.ipfw", 2, column, token, ErrorKind::OutOfRange);
+        assert!(e.message.contains("correlation"), "{e}");
+    }
+    // The TOML table names the same values.
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nduplicate = { p = 0.01, correlation = 1 }\n");
+    assert_eq!((e.line, e.kind), (3, ErrorKind::OutOfRange), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncorrupt = { correlation = 0.5 }\n");
+    assert_eq!((e.line, e.kind), (3, ErrorKind::Syntax), "{e}");
+    assert!(e.message.contains("needs the key p"), "{e}");
+    let e =
+        error_of_toml("[[pipe]]\nnumber = 1\ndelay = \"1ms\"\nreorder = { p = 0.1, often = 1 }\n");
+    assert_eq!((e.line, e.kind), (4, ErrorKind::UnknownKeyword), "{e}");
+    // Valid, in both syntaxes, and printed back as read.
+    let ipfw =
+        "pipe 1 config delay 1ms reorder 0.25 0.5 gap 3 duplicate 0.01 0.25 corrupt 0.001 0.1\n";
+    let cfg = parse_ipfw(ipfw, "cfg.ipfw").unwrap();
+    cfg.validate(&NoProfiles).unwrap();
+    let toml = print_toml(&cfg);
+    assert!(
+        toml.contains("duplicate = { p = 0.01, correlation = 0.25 }"),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("reorder = { p = 0.25, correlation = 0.5 }"),
+        "{toml}"
+    );
+    let back = parse_toml(&toml, "cfg.toml").unwrap();
+    assert_eq!(back, cfg);
+    assert!(
+        print_ipfw(&back).contains("reorder 0.25 0.5 gap 3"),
+        "{}",
+        print_ipfw(&back)
+    );
+    assert!(print_ipfw(&back).contains("duplicate 0.01 0.25 corrupt 0.001 0.1"));
+}
+
+#[test]
 fn a_netem_correlation_after_a_value_is_refused_with_what_to_write() {
     for (text, column, token, hint) in [
         (
@@ -1212,18 +1258,6 @@ fn a_netem_correlation_after_a_value_is_refused_with_what_to_write() {
             24,
             "1",
             "use 'gemodel p r 1-h 1-k'",
-        ),
-        (
-            "pipe 1 config duplicate 0.01 25%\n",
-            30,
-            "25%",
-            "probability alone",
-        ),
-        (
-            "pipe 1 config corrupt 0.01 0.5\n",
-            28,
-            "0.5",
-            "probability alone",
         ),
         (
             "pipe 1 config delay 10ms jitter 1ms 25%\n",

@@ -69,6 +69,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
             option::of(any::<u32>()),
             option::of(slot()),
             option::of(real()),
+            option::of(real()),
         ),
     )
         .prop_map(
@@ -88,6 +89,7 @@ fn link() -> impl Strategy<Value = LinkParams> {
                     reorder_gap,
                     slot,
                     jitter_correlation,
+                    reorder_correlation,
                 ),
             )| LinkParams {
                 bw,
@@ -100,6 +102,8 @@ fn link() -> impl Strategy<Value = LinkParams> {
                 // `reorder P` prints as the flag too.
                 reorder: reorder || reorder_probability.is_some(),
                 reorder_probability,
+                // Printed only after a probability.
+                reorder_correlation: reorder_correlation.filter(|_| reorder_probability.is_some()),
                 reorder_gap,
                 packet_overhead,
                 cell_size,
@@ -152,11 +156,21 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         any::<bool>(),
         option::of(ge),
         option::of(loss_state),
-        option::of(real()),
-        option::of(real()),
+        (option::of(real()), option::of(real())),
+        (option::of(real()), option::of(real())),
     )
         .prop_map(
-            |(limit, plr, red, buckets, noerror, gemodel, lossstate, duplicate, corrupt)| {
+            |(
+                limit,
+                plr,
+                red,
+                buckets,
+                noerror,
+                gemodel,
+                lossstate,
+                (duplicate, duplicate_correlation),
+                (corrupt, corrupt_correlation),
+            )| {
                 QueueParams {
                     limit,
                     plr,
@@ -166,7 +180,10 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                     gemodel,
                     lossstate,
                     duplicate,
+                    // A correlation is printed only after its probability.
+                    duplicate_correlation: duplicate_correlation.filter(|_| duplicate.is_some()),
                     corrupt,
+                    corrupt_correlation: corrupt_correlation.filter(|_| corrupt.is_some()),
                 }
             },
         )

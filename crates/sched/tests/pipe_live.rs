@@ -644,6 +644,7 @@ fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
         netem_reorder: Some(NetemReorder {
             probability: 0.5,
             gap: 3,
+            correlation: 0.6,
         }),
         slots: Some(Slots {
             interval: SlotInterval::Uniform {
@@ -663,10 +664,11 @@ fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
 #[test]
 fn a_rebuilt_link_keeps_its_slot_its_jitter_correlation_and_its_reorder_count() {
     // Two links with the same seed see the same 90 packets, one every
-    // 700 µs, so that slots, the reorder gap and the jitter's AR(1)
-    // sequence are in the middle of something at any instant; one of them
-    // is rebuilt (same configuration, new ids) at packet `at_seq`. Every
-    // packet leaves both at the same instant, in the same order.
+    // 700 µs, so that slots, the reorder gap and its correlated chain and
+    // the jitter's AR(1) sequence are in the middle of something at any
+    // instant; one of them is rebuilt (same configuration, new ids) at
+    // packet `at_seq`. Every packet leaves both at the same instant, in the
+    // same order.
     for at_seq in [20, 31, 45, 58, 71] {
         let outs = kept_and_rebuilt(at_seq);
         assert_eq!(outs[0].len(), 90);

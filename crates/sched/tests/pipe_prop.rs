@@ -33,11 +33,19 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
         )),
         proptest::option::of((0.0..=1.0f64, 0.0..=1.0f64, probability(), probability())),
         proptest::option::of(loss_state()),
-        probability(),
-        probability(),
+        (probability(), 0.0..0.9f64),
+        (probability(), 0.0..0.9f64),
     )
         .prop_map(
-            |(limit, plr, red, ge, ls, duplicate, corrupt)| QueueConfig {
+            |(
+                limit,
+                plr,
+                red,
+                ge,
+                ls,
+                (duplicate, duplicate_correlation),
+                (corrupt, corrupt_correlation),
+            )| QueueConfig {
                 limit,
                 plr,
                 red: red.map(|(gentle, w_q, min, span, max_p)| {
@@ -63,7 +71,9 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 }),
                 loss_state: ls,
                 duplicate,
+                duplicate_correlation,
                 corrupt,
+                corrupt_correlation,
             },
         )
 }
@@ -120,7 +130,7 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
         (
             any::<u64>(),
             framing(),
-            proptest::option::of((0.0..=1.0f64, 1u32..6)),
+            proptest::option::of((0.0..=1.0f64, 1u32..6, 0.0..0.9f64)),
             proptest::option::of((
                 0u64..2_000_000,
                 0u64..2_000_000,
@@ -159,9 +169,13 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                     }),
                     reorder,
                     // tc-netem's reordering needs a line that reorders.
-                    netem_reorder: netem
-                        .filter(|_| reorder)
-                        .map(|(probability, gap)| NetemReorder { probability, gap }),
+                    netem_reorder: netem.filter(|_| reorder).map(
+                        |(probability, gap, correlation)| NetemReorder {
+                            probability,
+                            gap,
+                            correlation,
+                        },
+                    ),
                     slots: slots.map(|(a, b, packets, bytes)| Slots {
                         interval: SlotInterval::Uniform {
                             min_ns: a.min(b),

@@ -1,10 +1,11 @@
 //! The random processes against their formulas, with fixed seeds: random
-//! loss, RED and gentle RED, Gilbert-Elliott, duplication, the delay
-//! profile and the three jitter distributions.
+//! loss, RED and gentle RED, Gilbert-Elliott, duplication, the correlated
+//! chains of duplication, corruption and reordering, the delay profile and
+//! the three jitter distributions.
 
 use pspat_sched::pipe::{
-    DelayProfile, GilbertElliott, Jitter, JitterDistribution, PipeConfig, QueueConfig, QueueLimit,
-    Red, RedState,
+    DelayProfile, GilbertElliott, Jitter, JitterDistribution, NetemReorder, PipeConfig,
+    QueueConfig, QueueLimit, Red, RedState,
 };
 use pspat_sched::{DropReason, Fate, Fifo, FlowId, Instant, Packet, Pipe};
 
@@ -236,29 +237,126 @@ fn gilbert_elliott_as_a_correlated_loss_keeps_its_rate_and_lag_one_correlation()
     for (_, r) in &run.rejected {
         lost[r.packet.token as usize] = true;
     }
-    let count = lost.iter().filter(|&&l| l).count() as f64;
     assert_eq!(
-        count as u64,
+        lost.iter().filter(|&&l| l).count() as u64,
         pipe.counters().dropped(DropReason::BurstLoss),
         "every loss is a rejected packet"
     );
-    let m = count / n as f64;
-    // The rate: a two-state chain's count has variance
-    // n·P(1−P)·(1 + C)/(1 − C).
-    let sd = (n as f64 * loss * (1.0 - loss) * (1.0 + correlation) / (1.0 - correlation)).sqrt();
+    assert_chain("loss", &lost, loss, correlation);
+}
+
+/// Asserts that the answers `yes` (one per packet, in order) have the
+/// long-run share `p` of a two-state chain, within its 99.9% interval (the
+/// count's variance is n·p(1−p)·(1 + c)/(1 − c)), and a lag-1 correlation
+/// within 0.02 of `c`.
+fn assert_chain(what: &str, yes: &[bool], p: f64, c: f64) {
+    let n = yes.len() as f64;
+    let count = yes.iter().filter(|&&y| y).count() as f64;
+    let sd = (n * p * (1.0 - p) * (1.0 + c) / (1.0 - c)).sqrt();
     assert!(
-        (count - n as f64 * loss).abs() <= Z999 * sd,
-        "{count} lost of {n}, expected {:.0} ± {:.0}",
-        n as f64 * loss,
+        (count - n * p).abs() <= Z999 * sd,
+        "{what}: {count} of {n}, expected {:.0} ± {:.0}",
+        n * p,
         Z999 * sd
     );
-    // Lag-1 correlation of the fates (1 lost, 0 sent).
-    let pairs = lost.windows(2).filter(|w| w[0] && w[1]).count() as f64 / (n - 1) as f64;
+    let m = count / n;
+    let pairs = yes.windows(2).filter(|w| w[0] && w[1]).count() as f64 / (n - 1.0);
     let lag1 = (pairs - m * m) / (m * (1.0 - m));
     assert!(
-        (lag1 - correlation).abs() < 0.02,
-        "lag-1 correlation {lag1:.4}, asked {correlation}"
+        (lag1 - c).abs() < 0.02,
+        "{what}: lag-1 correlation {lag1:.4}, asked {c}"
     );
+}
+
+#[test]
+fn correlated_duplication_corruption_and_reordering_keep_their_rates_and_lag_one_correlations() {
+    // tc-netem's `duplicate P C`, `corrupt P C` and `reorder P C` as
+    // pspat reads them: two-state chains of the decisions, one per queue
+    // (duplication, corruption) or per pipe (reordering).
+    let (dup, dup_c) = (0.1, 0.4);
+    let (corrupt, corrupt_c) = (0.05, 0.3);
+    let (reorder, reorder_c) = (0.2, 0.5);
+    let n = 200_000u64;
+    let (gap, delay) = (1_000, MS);
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            delay_ns: delay,
+            delay_line_capacity: 4_096,
+            reorder: true,
+            netem_reorder: Some(NetemReorder {
+                probability: reorder,
+                gap: 1,
+                correlation: reorder_c,
+            }),
+            ..queue(QueueConfig {
+                duplicate: dup,
+                duplicate_correlation: dup_c,
+                corrupt,
+                corrupt_correlation: corrupt_c,
+                ..QueueConfig::default()
+            })
+        },
+        1,
+        16,
+    );
+    let run = drive(&mut pipe, &spaced(n, 200, gap));
+    let mut duplicated = vec![false; n as usize];
+    let mut corrupted = vec![false; n as usize];
+    let mut ahead = vec![false; n as usize];
+    for (_, e) in &run.exits {
+        let i = e.packet.without_marks().token as usize;
+        match e.fate {
+            Fate::Duplicate => duplicated[i] = true,
+            Fate::Transmit => {
+                corrupted[i] = e.packet.is_corrupt();
+                // Sent ahead: it left before its arrival plus the delay.
+                ahead[i] = e.at.as_nanos() < i as u64 * gap + delay;
+            }
+            other => panic!("packet {i}: {other:?}"),
+        }
+    }
+    assert_eq!(pipe.counters().out_packets, n, "every packet left once");
+    assert_eq!(
+        duplicated.iter().filter(|&&d| d).count() as u64,
+        pipe.counters().duplicates
+    );
+    assert_eq!(
+        corrupted.iter().filter(|&&c| c).count() as u64,
+        pipe.counters().corrupted
+    );
+    assert_eq!(
+        ahead.iter().filter(|&&a| a).count() as u64,
+        pipe.counters().reordered
+    );
+    assert_chain("duplicate", &duplicated, dup, dup_c);
+    assert_chain("corrupt", &corrupted, corrupt, corrupt_c);
+    assert_chain("reorder", &ahead, reorder, reorder_c);
+}
+
+#[test]
+fn a_correlation_of_zero_draws_as_the_uncorrelated_probability() {
+    // The chain with c = 0 makes the same draw as a plain probability, so
+    // a configuration that gains `correlation 0` behaves as before.
+    let run = |c: f64| {
+        let mut pipe = fifo_pipe(
+            PipeConfig {
+                delay_ns: MS,
+                delay_line_capacity: 4_096,
+                ..queue(QueueConfig {
+                    duplicate: 0.1,
+                    duplicate_correlation: c,
+                    ..QueueConfig::default()
+                })
+            },
+            1,
+            16,
+        );
+        let run = drive(&mut pipe, &spaced(20_000, 200, 1_000));
+        run.exits.iter().map(|(_, e)| *e).collect::<Vec<_>>()
+    };
+    let (plain, zero, some) = (run(0.0), run(0.0), run(0.5));
+    assert_eq!(plain, zero);
+    assert_ne!(plain, some, "a correlation changes the decisions");
 }
 
 #[test]

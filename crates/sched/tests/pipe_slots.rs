@@ -236,6 +236,7 @@ fn a_packet_sent_ahead_by_reorder_skips_the_slots_and_their_budget() {
         netem_reorder: Some(pspat_sched::pipe::NetemReorder {
             probability: 1.0,
             gap: 2,
+            correlation: 0.0,
         }),
         ..config(10 * MS, Some(every(5 * MS, Some(2), None)))
     };

@@ -483,6 +483,7 @@ fn everything(seed: u64) -> PipeConfig {
         netem_reorder: Some(NetemReorder {
             probability: 0.1,
             gap: 3,
+            correlation: 0.0,
         }),
         slots: Some(pspat_sched::pipe::Slots {
             interval: pspat_sched::pipe::SlotInterval::Uniform {
@@ -516,7 +517,9 @@ fn everything(seed: u64) -> PipeConfig {
                 p14: 0.01,
             }),
             duplicate: 0.05,
+            duplicate_correlation: 0.3,
             corrupt: 0.05,
+            corrupt_correlation: 0.2,
         },
         delay_line_capacity: 4_096,
         seed,
@@ -723,7 +726,11 @@ fn netem_reorder_pipe(probability: f64, gap: u32) -> Pipe<pspat_sched::Fifo> {
         bw: Some(rate(8_000_000)),
         delay_ns: 10 * MS,
         reorder: true,
-        netem_reorder: Some(NetemReorder { probability, gap }),
+        netem_reorder: Some(NetemReorder {
+            probability,
+            gap,
+            correlation: 0.0,
+        }),
         queue: QueueConfig {
             limit: QueueLimit::Slots(100_000),
             ..QueueConfig::default()
@@ -805,6 +812,7 @@ fn netem_reorder_needs_a_reordering_line_and_a_gap_of_one_or_more() {
         netem_reorder: Some(NetemReorder {
             probability: 0.5,
             gap: 1,
+            correlation: 0.0,
         }),
         ..PipeConfig::default()
     };
@@ -820,10 +828,12 @@ fn netem_reorder_needs_a_reordering_line_and_a_gap_of_one_or_more() {
         NetemReorder {
             probability: 1.5,
             gap: 1,
+            correlation: 0.0,
         },
         NetemReorder {
             probability: 0.5,
             gap: 0,
+            correlation: 0.0,
         },
     ] {
         let c = PipeConfig {

@@ -326,6 +326,9 @@ pub fn link_extras(l: &pspat_config::LinkPlan) -> String {
     }
     if let Some(p) = l.reorder_probability {
         s.push_str(&format!(" reorder {p}"));
+        if l.reorder_correlation > 0.0 {
+            s.push_str(&format!(" {}", l.reorder_correlation));
+        }
         if l.reorder_gap > 1 {
             s.push_str(&format!(" gap {}", l.reorder_gap));
         }
@@ -376,11 +379,16 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
             l.p13, l.p31, l.p32, l.p23, l.p14
         ));
     }
-    if q.duplicate > 0.0 {
-        s.push_str(&format!(" duplicate {}", q.duplicate));
-    }
-    if q.corrupt > 0.0 {
-        s.push_str(&format!(" corrupt {}", q.corrupt));
+    for (word, p, c) in [
+        ("duplicate", q.duplicate, q.duplicate_correlation),
+        ("corrupt", q.corrupt, q.corrupt_correlation),
+    ] {
+        if p > 0.0 {
+            s.push_str(&format!(" {word} {p}"));
+            if c > 0.0 {
+                s.push_str(&format!(" {c}"));
+            }
+        }
     }
     s
 }

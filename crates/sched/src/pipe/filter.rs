@@ -423,6 +423,16 @@ pub(crate) fn check_probability(what: &str, p: f64) -> Result<(), ConfigError> {
     }
 }
 
+/// Checks a correlation of successive decisions: 0 up to, not including, 1
+/// (a chain whose correlation is 1 never leaves its first state).
+pub(crate) fn check_correlation(what: &str, c: f64) -> Result<(), ConfigError> {
+    if (0.0..1.0).contains(&c) {
+        Ok(())
+    } else {
+        Err(ConfigError::out_of_range(what, c, "0..1 (1 excluded)"))
+    }
+}
+
 /// The configuration of one queue of a pipe (dummynet's flowset
 /// parameters plus pspat's Gilbert-Elliott and 4-state loss, duplication
 /// and corruption).
@@ -449,11 +459,18 @@ pub struct QueueConfig {
     pub loss_state: Option<LossState>,
     /// Probability that a packet leaves twice.
     pub duplicate: f64,
+    /// Correlation of successive duplication decisions of the queue, 0..1
+    /// (0: independent): a two-state chain with long-run share `duplicate`
+    /// ([`super::random::correlated_bernoulli`]).
+    pub duplicate_correlation: f64,
     /// Probability that a packet leaves with one bit of it flipped
     /// (`corrupt`, as tc-netem): the pipe marks the packet
     /// ([`crate::Packet::CORRUPT_BIT`]) and whoever holds its bytes flips
     /// the bit.
     pub corrupt: f64,
+    /// Correlation of successive corruption decisions of the queue, 0..1,
+    /// as [`QueueConfig::duplicate_correlation`].
+    pub corrupt_correlation: f64,
 }
 
 impl QueueConfig {
@@ -482,6 +499,8 @@ impl QueueConfig {
         check_probability("plr", self.plr)?;
         check_probability("duplicate", self.duplicate)?;
         check_probability("corrupt", self.corrupt)?;
+        check_correlation("duplicate correlation", self.duplicate_correlation)?;
+        check_correlation("corrupt correlation", self.corrupt_correlation)?;
         if let Some(red) = &self.red {
             red.validate()?;
         }
@@ -531,6 +550,18 @@ pub(crate) struct QueueState {
     pub slots: u32,
     /// Index of the queue's configuration in the pipe's table.
     pub config: u16,
+    /// The last answers of the queue's correlated duplication and
+    /// corruption chains ([`QueueState::DUPLICATED`],
+    /// [`QueueState::CORRUPTED`]), in bytes the record's alignment leaves
+    /// free.
+    pub chains: u8,
+}
+
+impl QueueState {
+    /// In [`QueueState::chains`]: the queue's last packet was duplicated.
+    pub const DUPLICATED: u8 = 1;
+    /// In [`QueueState::chains`]: the queue's last packet was corrupted.
+    pub const CORRUPTED: u8 = 2;
 }
 
 const _: () = assert!(std::mem::size_of::<QueueState>() == 16);

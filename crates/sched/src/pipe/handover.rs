@@ -58,6 +58,7 @@ pub struct Continuation {
     streams: super::random::Streams,
     jitter_normal: Option<f64>,
     reorder_count: u32,
+    reorder_last: bool,
     slot_gate: Option<super::slot::SlotGate>,
 }
 
@@ -217,6 +218,7 @@ impl<S: Scheduler> Pipe<S> {
             streams: self.rng.clone(),
             jitter_normal: self.jitter_normal,
             reorder_count: self.reorder_count,
+            reorder_last: self.reorder_last,
             slot_gate: self.slot_gate.clone(),
         }
     }
@@ -227,13 +229,15 @@ impl<S: Scheduler> Pipe<S> {
     /// ([`super::random::Streams::continue_from`]), instead of replaying
     /// their first ones; correlated jitter goes on from the last sample;
     /// tc-netem's reordering keeps its count of packets since the last one
-    /// sent ahead; and with slots on both, the current slot keeps its
-    /// instant (and, when the slots are the same, what it has left), so a
-    /// packet does not wait a whole interval for a new first slot.
+    /// sent ahead and its chain's last answer; and with slots on both, the
+    /// current slot keeps its instant (and, when the slots are the same,
+    /// what it has left), so a packet does not wait a whole interval for a
+    /// new first slot.
     pub fn continue_from(&mut self, from: &Continuation) {
         self.rng.continue_from(&from.streams);
         self.jitter_normal = from.jitter_normal;
         self.reorder_count = from.reorder_count;
+        self.reorder_last = from.reorder_last;
         if let (Some(new), Some(old)) = (&mut self.slot_gate, &from.slot_gate) {
             *new = new.continuing(old);
         }

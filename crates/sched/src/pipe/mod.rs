@@ -127,7 +127,12 @@
 //! copy at the root); corruption is decided as a packet leaves the link,
 //! not on arrival, so a corrupted packet is never one the queue then
 //! drops, and a duplicate carries its original's corruption (tc-netem
-//! decides each copy apart).
+//! decides each copy apart); a correlation of duplication, corruption or
+//! reordering is a two-state chain of the decisions with the configured
+//! long-run share and lag-1 correlation
+//! ([`random::correlated_bernoulli`]), one per queue for duplication and
+//! corruption ([`QueueConfig::duplicate_correlation`]) and one per pipe for
+//! reordering, where tc-netem's correlated draws hold neither.
 //!
 //! # Example
 //! ```
@@ -179,7 +184,7 @@ use crate::{
 use delay::{DelayLine, SoleDue};
 use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
-use random::{bernoulli, standard_normal, Streams};
+use random::{correlated_bernoulli, standard_normal, Streams};
 use slot::SlotGate;
 
 /// Default delay-line capacity, in packets.
@@ -305,7 +310,7 @@ impl PipeConfig {
 /// # Examples
 /// ```
 /// use pspat_sched::pipe::NetemReorder;
-/// let r = NetemReorder { probability: 0.25, gap: 1 };
+/// let r = NetemReorder { probability: 0.25, gap: 1, correlation: 0.0 };
 /// assert!(r.validate().is_ok());
 /// assert!(NetemReorder { gap: 0, ..r }.validate().is_err());
 /// ```
@@ -315,6 +320,10 @@ pub struct NetemReorder {
     pub probability: f64,
     /// Every `gap`-th packet is a candidate, 1..=2³²−1.
     pub gap: u32,
+    /// Correlation of successive candidates' decisions, 0..1 (0:
+    /// independent): a two-state chain with long-run share `probability`
+    /// ([`random::correlated_bernoulli`]).
+    pub correlation: f64,
 }
 
 impl NetemReorder {
@@ -330,6 +339,7 @@ impl NetemReorder {
                 "0..=1",
             ));
         }
+        filter::check_correlation("reorder correlation", self.correlation)?;
         ConfigError::check_range("reorder gap", self.gap, 1..=u32::MAX)
     }
 }
@@ -506,6 +516,9 @@ pub struct Pipe<S> {
     netem_reorder: Option<NetemReorder>,
     /// Packets delayed since the last one tc-netem's reordering sent ahead.
     reorder_count: u32,
+    /// Whether the last candidate of tc-netem's reordering was sent ahead
+    /// (its correlated chain).
+    reorder_last: bool,
     /// tc-netem's slots: where the current one is and what it has left.
     slot_gate: Option<SlotGate>,
     /// The distinct queue configurations (few: one per flowset).
@@ -562,6 +575,7 @@ impl<S: Scheduler> Pipe<S> {
             jitter_normal: None,
             netem_reorder: config.netem_reorder,
             reorder_count: 0,
+            reorder_last: false,
             slot_gate: config.slots.map(SlotGate::new),
             configs: vec![Installed::new(config.queue)],
             queues: vec![Queue::default(); flows],
@@ -1019,6 +1033,7 @@ impl<S: Scheduler> Pipe<S> {
             .queues
             .get(flow.index())
             .map(|q| usize::from(q.state.config));
+        let mut chains = self.queues.get(flow.index()).map_or(0, |q| q.state.chains);
         let (airtime, lost) = match &self.profile {
             Some(p) => p.sample(&mut self.rng.profile),
             None => (0, false),
@@ -1030,8 +1045,19 @@ impl<S: Scheduler> Pipe<S> {
             return;
         }
         if self.any_corrupt {
-            let p = config.map_or(0.0, |c| self.configs[c].config.corrupt);
-            if p > 0.0 && bernoulli(&mut self.rng.corrupt, p) {
+            let (p, c) = config.map_or((0.0, 0.0), |i| {
+                let q = &self.configs[i].config;
+                (q.corrupt, q.corrupt_correlation)
+            });
+            if p > 0.0
+                && chain_step(
+                    &mut self.rng.corrupt,
+                    &mut chains,
+                    QueueState::CORRUPTED,
+                    p,
+                    c,
+                )
+            {
                 // Marked before the line takes it, so that a duplicate
                 // carries the mark too.
                 pkt = pkt.with_corrupt();
@@ -1044,12 +1070,18 @@ impl<S: Scheduler> Pipe<S> {
             // slots too (netem's dequeue serves the packets it sent ahead
             // before its slotted queue, out of the slots' budgets).
             if self.reorder_count.saturating_add(1) >= r.gap
-                && bernoulli(&mut self.rng.reorder, r.probability)
+                && correlated_bernoulli(
+                    &mut self.rng.reorder,
+                    &mut self.reorder_last,
+                    r.probability,
+                    r.correlation,
+                )
             {
                 self.reorder_count = 0;
                 self.counters.reordered += 1;
                 let exit = self.line.insert(finish, pkt, Fate::Transmit);
-                self.duplicate_maybe(config, exit, pkt);
+                self.duplicate_maybe(config, &mut chains, exit, pkt);
+                self.keep_chains(flow, chains);
                 return;
             }
             self.reorder_count = self.reorder_count.saturating_add(1);
@@ -1069,7 +1101,16 @@ impl<S: Scheduler> Pipe<S> {
             };
         }
         let exit = self.put_in_line(wish, pkt, Fate::Transmit);
-        self.duplicate_maybe(config, exit, pkt);
+        self.duplicate_maybe(config, &mut chains, exit, pkt);
+        self.keep_chains(flow, chains);
+    }
+
+    /// Stores the last answers of `flow`'s correlated chains.
+    #[inline]
+    fn keep_chains(&mut self, flow: FlowId, chains: u8) {
+        if let Some(q) = self.queues.get_mut(flow.index()) {
+            q.state.chains = chains;
+        }
     }
 
     /// A jitter sample correlated with the last one
@@ -1102,10 +1143,27 @@ impl<S: Scheduler> Pipe<S> {
     /// Draws whether `pkt`, of the queue configuration `config`, just put
     /// in the line to leave at `exit`, leaves twice.
     #[inline]
-    fn duplicate_maybe(&mut self, config: Option<usize>, exit: Instant, pkt: Packet) {
+    fn duplicate_maybe(
+        &mut self,
+        config: Option<usize>,
+        chains: &mut u8,
+        exit: Instant,
+        pkt: Packet,
+    ) {
         if self.any_duplicate {
-            let dup = config.map_or(0.0, |c| self.configs[c].config.duplicate);
-            if dup > 0.0 && bernoulli(&mut self.rng.duplicate, dup) {
+            let (p, c) = config.map_or((0.0, 0.0), |i| {
+                let q = &self.configs[i].config;
+                (q.duplicate, q.duplicate_correlation)
+            });
+            if p > 0.0
+                && chain_step(
+                    &mut self.rng.duplicate,
+                    chains,
+                    QueueState::DUPLICATED,
+                    p,
+                    c,
+                )
+            {
                 self.put_in_line(exit, pkt, Fate::Duplicate);
             }
         }
@@ -1345,4 +1403,18 @@ impl<S: Scheduler> Pipe<S> {
             })
         }
     }
+}
+
+/// One step of the correlated chain whose last answer is bit `bit` of a
+/// queue's `chains` ([`random::correlated_bernoulli`]).
+#[inline]
+fn chain_step(rng: &mut fastrand::Rng, chains: &mut u8, bit: u8, p: f64, c: f64) -> bool {
+    let mut last = *chains & bit != 0;
+    let yes = correlated_bernoulli(rng, &mut last, p, c);
+    if yes {
+        *chains |= bit;
+    } else {
+        *chains &= !bit;
+    }
+    yes
 }

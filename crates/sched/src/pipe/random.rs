@@ -183,6 +183,47 @@ pub fn bernoulli(rng: &mut Rng, p: f64) -> bool {
     rng.f64() < p
 }
 
+/// One step of a two-state chain over yes and no whose long-run share of
+/// yes is `p` and whose successive answers have correlation `c`
+/// (`0 <= c < 1`): yes with probability `p + c·(1 − p)` after a yes and
+/// `p·(1 − c)` after a no, from one uniform draw; `last` holds the previous
+/// answer (false before the first) and takes this one. With `c` = 0 this is
+/// [`bernoulli`] with `p`, the same draw.
+///
+/// Both conditional probabilities keep the stationary share at `p`
+/// (`p·(p + c(1−p)) + (1−p)·p(1−c) = p`), and the lag-1 correlation of the
+/// answers is the difference between them, `c`. This is the two-state
+/// chain tc-netem's documentation describes for a probability with a
+/// correlation (its own draws, a weighted mean of uniforms, hold neither
+/// the share nor the correlation).
+///
+/// # Examples
+/// ```
+/// use pspat_sched::pipe::random::correlated_bernoulli;
+/// let mut rng = fastrand::Rng::with_seed(7);
+/// let (mut last, mut yes, mut runs) = (false, 0u32, 0u32);
+/// for _ in 0..100_000 {
+///     let prev = last;
+///     if correlated_bernoulli(&mut rng, &mut last, 0.1, 0.5) {
+///         yes += 1;
+///         runs += u32::from(!prev);
+///     }
+/// }
+/// assert!((9_000..11_000).contains(&yes));
+/// // A run of yes lasts 1 / (1 − 0.55) packets on average, not 1 / 0.9.
+/// assert!(f64::from(yes) / f64::from(runs) > 2.0);
+/// ```
+#[inline]
+pub fn correlated_bernoulli(rng: &mut Rng, last: &mut bool, p: f64, c: f64) -> bool {
+    let threshold = if *last {
+        p + c * (1.0 - p)
+    } else {
+        p * (1.0 - c)
+    };
+    *last = rng.f64() < threshold;
+    *last
+}
+
 /// A standard normal sample (Box-Muller, one of the pair; two uniform draws).
 ///
 /// # Examples
