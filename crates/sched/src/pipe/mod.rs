@@ -1249,6 +1249,19 @@ impl<S: Scheduler> Pipe<S> {
         }
     }
 
+    /// The last answers of queue `flow`'s correlated duplication and
+    /// corruption chains (0 beyond the pipe's flows; a rebuilt link carries
+    /// them to the queue's heir).
+    pub(crate) fn chains_of(&self, flow: FlowId) -> u8 {
+        self.queues.get(flow.index()).map_or(0, |q| q.state.chains)
+    }
+
+    /// Gives queue `flow` the chains' last answers `chains` (a rebuilt
+    /// link's, for the queue that continues it).
+    pub(crate) fn carry_chains(&mut self, flow: FlowId, chains: u8) {
+        self.keep_chains(flow, chains);
+    }
+
     /// Adds `c` to queue `flow`'s counters (what the old queues a rebuilt
     /// link's queue continues had counted); no effect beyond the pipe's
     /// flows.
@@ -1262,18 +1275,22 @@ impl<S: Scheduler> Pipe<S> {
         }
     }
 
-    /// Empties queue `flow`'s length and filter state (its configuration stays).
+    /// Empties queue `flow`'s length, filter state and correlated chains
+    /// (its configuration stays).
     fn reset_queue(&mut self, i: usize) {
         if let Some(q) = self.queues.get_mut(i) {
             q.state.slots = 0;
             q.state.bytes = 0;
+            q.state.chains = 0;
         }
         if let Some(fs) = self.filter_state.get_mut(i) {
             *fs = FilterState::default();
         }
     }
 
-    /// Empties every queue's length and filter state.
+    /// Empties every queue's length and filter state. The correlated
+    /// chains' last answers stay, for a rebuilt link's heirs to take
+    /// ([`Pipe::chains_of`]).
     fn reset_queues(&mut self) {
         for q in &mut self.queues {
             q.state.slots = 0;

@@ -491,6 +491,8 @@ impl<S: Scheduler> PipeSet<S> {
         // state of the one old queue that continues there, and how many
         // old queues meet there (several: merged, the heir starts afresh).
         let mut carried: BTreeMap<(u32, u32), (u32, FilterState)> = BTreeMap::new();
+        // The correlated chains' last answers by heir, likewise.
+        let mut chains: BTreeMap<(u32, u32), (u32, u8)> = BTreeMap::new();
         // Counters by heir: the sum of the old queues that meet there, less
         // the packets moved into it (its `adopt` counts them in again).
         let mut inherited: BTreeMap<(u32, u32), FlowCounters> = BTreeMap::new();
@@ -537,9 +539,13 @@ impl<S: Scheduler> PipeSet<S> {
                 &mut |mv| moved.push((target.get(), mv, history.get())),
                 &mut |r: Rejected| purged.push_back(with_base(r, base)),
             );
-            // After the hand-over, which counted its drops in the queues.
+            // After the hand-over, which counted its drops in the queues
+            // and moved the chains for the packets its link took first.
             for (f, c) in m.pipe.pipe().all_flow_counters().enumerate() {
                 if let Some((i, g)) = place(instance, FlowId(f as u32)) {
+                    let e = chains.entry((i, g.0)).or_insert((0, 0));
+                    e.0 += 1;
+                    e.1 = m.pipe.pipe().chains_of(FlowId(f as u32));
                     let e = inherited.entry((i, g.0)).or_default();
                     e.in_packets += c.in_packets;
                     e.in_bytes += c.in_bytes;
@@ -619,6 +625,12 @@ impl<S: Scheduler> PipeSet<S> {
                 .filter(|(_, (count, _))| *count == 1)
             {
                 pipe.carry_filter_state(FlowId(g), fs);
+            }
+            for (&(_, g), &(_, last)) in chains
+                .range((*instance, 0)..=(*instance, u32::MAX))
+                .filter(|(_, (count, _))| *count == 1)
+            {
+                pipe.carry_chains(FlowId(g), last);
             }
             for (&(_, g), c) in inherited.range((*instance, 0)..=(*instance, u32::MAX)) {
                 pipe.carry_flow_counters(FlowId(g), c);
