@@ -656,10 +656,9 @@ fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
         }),
         delay_line_capacity: 256,
         seed,
-        // No duplication: a rebuilt link does not send the copies still in
-        // its delay line (docs/RUN.md, live changes), so the two links
-        // would differ by those.
         queue: QueueConfig {
+            duplicate: 0.3,
+            duplicate_correlation: 0.5,
             corrupt: 0.4,
             corrupt_correlation: 0.9,
             ..QueueConfig::default()
@@ -673,10 +672,12 @@ fn netem_like(seed: u64) -> Pipe<AnyScheduler> {
 fn a_rebuilt_link_keeps_its_slot_its_jitter_correlation_and_its_reorder_count() {
     // Two links with the same seed see the same 90 packets, one every
     // 700 µs, so that slots, the reorder gap and its correlated chain, the
-    // queue's correlated corruption chain and the jitter's AR(1) sequence
-    // are in the middle of something at any instant; one of them is rebuilt
-    // (same configuration, new ids) at packet `at_seq`. Every packet leaves
-    // both at the same instant, in the same order, with the same marks.
+    // queue's correlated duplication and corruption chains and the
+    // jitter's AR(1) sequence are in the middle of something at any
+    // instant; one of them is rebuilt (same configuration, new ids) at
+    // packet `at_seq`. Every packet leaves both at the same instant, in the
+    // same order, with the same marks (a copy in the delay line goes on
+    // behind its original).
     for at_seq in [20, 31, 45, 58, 71] {
         let outs = kept_and_rebuilt(at_seq);
         assert_eq!(outs[0].len(), 90);

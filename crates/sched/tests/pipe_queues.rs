@@ -253,6 +253,82 @@ fn queue_configurations_are_shared_and_per_flow_state_stays_small() {
 }
 
 #[test]
+fn copies_in_the_delay_line_go_with_their_originals_and_count_nowhere() {
+    use pspat_sched::pipe::{Fate, Moved};
+    // Every packet duplicated; a 2 ms delay holds the first ones in the
+    // line with their copies when the pipe is replaced.
+    let cfg = || PipeConfig {
+        bw: Some(Rate::checked("bw", 8_000_000).unwrap()),
+        delay_ns: 2_000_000,
+        delay_line_capacity: 64,
+        queue: QueueConfig {
+            duplicate: 1.0,
+            ..QueueConfig::default()
+        },
+        ..PipeConfig::default()
+    };
+    let mut old = pipe(AlgKind::Drr, 2, cfg());
+    for i in 0..10u32 {
+        old.enqueue(
+            Instant::ZERO,
+            Packet::new(FlowId(i % 2), 1000, u64::from(i)),
+        )
+        .unwrap();
+    }
+    let now = Instant::from_nanos(2_500_000);
+    old.release(now, &mut |_| {});
+    let mut moved = Vec::new();
+    let mut dropped = Vec::new();
+    // Old flow 1 becomes new flow 2; old flow 0 has no place.
+    old.hand_over(
+        now,
+        &|f| (f.0 == 1).then_some(FlowId(2)),
+        &mut |m| moved.push(m),
+        &mut |r| dropped.push(r),
+    );
+    let copies: Vec<_> = moved
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| match m {
+            Moved::Copy { exit, packet } => Some((i, *exit, *packet)),
+            _ => None,
+        })
+        .collect();
+    assert!(!copies.is_empty(), "{moved:?}");
+    for &(i, exit, packet) in &copies {
+        // Right behind its original, with its new flow and exit time.
+        assert_eq!(moved[i - 1], Moved::InFlight { exit, packet }, "{moved:?}");
+        assert_eq!(packet.flow, FlowId(2));
+    }
+    // A dropped packet's copy is neither moved nor dropped: ten packets.
+    assert_eq!(moved.len() - copies.len() + dropped.len(), 10);
+    assert!(dropped.iter().all(|r| r.packet.flow == FlowId(0)));
+    let mut new = pipe(AlgKind::Drr, 3, cfg());
+    for m in moved {
+        new.adopt(now, m).unwrap();
+    }
+    check(&new, 3);
+    let mut exits = Vec::new();
+    let mut t = now;
+    while let Some(e) = new.poll_at() {
+        t = t.max(e);
+        new.release(t, &mut |e| exits.push(e));
+        check(&new, 3);
+    }
+    let c = *new.flow_counters(FlowId(2)).unwrap();
+    assert_eq!((c.in_packets, c.out_packets, c.held()), (5, 5, 0));
+    // The moved copies leave right behind their originals; the five queued
+    // packets get copies of the new pipe's own.
+    let dups = exits.iter().filter(|e| e.fate == Fate::Duplicate).count();
+    assert_eq!(dups, 5, "{exits:?}");
+    for (i, e) in exits.iter().enumerate() {
+        if e.fate == Fate::Duplicate {
+            assert_eq!((exits[i - 1].packet, exits[i - 1].at), (e.packet, e.at));
+        }
+    }
+}
+
+#[test]
 fn packets_handed_over_to_a_new_pipe_are_counted_in_their_new_queues() {
     let cfg = || PipeConfig {
         bw: Some(Rate::checked("bw", 8_000_000).unwrap()),

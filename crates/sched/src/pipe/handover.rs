@@ -11,7 +11,12 @@
 //!   packet already decided lost (a profile loss) keeps its reason. Moved
 //!   packets leave the old pipe's counters (`in` less them, so its
 //!   `in = out + dropped` holds) and enter the new one's with
-//!   [`Pipe::adopt`].
+//!   [`Pipe::adopt`]. A copy `duplicate` made that is still in the delay
+//!   line right behind its original goes with it ([`Moved::Copy`], to the
+//!   original's new queue, counted nowhere, as copies are not in `in`); a
+//!   copy whose original is dropped, or that does not follow it (slots
+//!   placed it apart), is not sent, as the pipe's owner would not have
+//!   sent it either.
 //! * **Times and order kept.** A moved packet in flight keeps its exit
 //!   time (later only if the new delay line keeps order behind a later
 //!   one, which cannot happen for packets handed over in exit order into
@@ -34,14 +39,15 @@
 //! rebuild does not replay the loss and jitter draws a run began with; so
 //! do the link's other running states, as a live change of the same pipe
 //! keeps them: the last correlated jitter sample, tc-netem's reordering
-//! count and the current slot.
+//! count and its chain's last answer, and the current slot.
 //!
 //! What does not carry over: the schedulers' fair-share state (virtual
 //! times, deficits): queued packets enter the new scheduler in the old
-//! one's service order, as if they had just arrived. RED averages, Gilbert-Elliott
-//! and 4-state loss states are carried by [`crate::PipeSet::replace_link_moving`], queue by
-//! queue, where one old queue continues in one new queue; so are the
-//! queues' counters, summed where several old queues meet in one.
+//! one's service order, as if they had just arrived. RED averages,
+//! Gilbert-Elliott and 4-state loss states and the correlated chains'
+//! last answers are carried by [`crate::PipeSet::replace_link_moving`],
+//! queue by queue, where one old queue continues in one new queue; so are
+//! the queues' counters, summed where several old queues meet in one.
 //!
 //! # Complexity
 //! O(held packets + flows); control path only.
@@ -72,6 +78,17 @@ pub enum Moved {
         /// Its exit time.
         exit: Instant,
         /// The packet.
+        packet: Packet,
+    },
+    /// The copy a `duplicate` decision made of the [`Moved::InFlight`]
+    /// packet given up just before it (same token, its new flow), leaving
+    /// right behind it at `exit`. Not a packet of its own: counted in no
+    /// `in`, and never dropped as one (its original's buffer is sent
+    /// twice).
+    Copy {
+        /// Its exit time.
+        exit: Instant,
+        /// The original's packet.
         packet: Packet,
     },
 }
@@ -108,21 +125,37 @@ impl<S: Scheduler> Pipe<S> {
     ) -> (Instant, u64) {
         self.advance_link(now);
         let link_free = self.link.busy_until.max(self.link.last_finish);
+        // The last packet given up from the line, and its new flow if it
+        // moved: a copy right behind it goes along.
+        let mut last: Option<(u64, Option<FlowId>)> = None;
         while let Some(e) = self.line.pop_due(Instant::MAX) {
             match e.fate {
-                Fate::Duplicate => {}
-                Fate::Transmit => give(
-                    &mut self.counters,
-                    &mut self.queues,
-                    remap,
-                    moved,
-                    dropped,
-                    Moved::InFlight {
-                        exit: e.exit,
-                        packet: e.packet,
-                    },
-                ),
+                Fate::Duplicate => {
+                    if let Some((token, Some(flow))) = last.take() {
+                        if token == e.packet.token {
+                            moved(Moved::Copy {
+                                exit: e.exit,
+                                packet: Packet { flow, ..e.packet },
+                            });
+                        }
+                    }
+                }
+                Fate::Transmit => {
+                    let to = give(
+                        &mut self.counters,
+                        &mut self.queues,
+                        remap,
+                        moved,
+                        dropped,
+                        Moved::InFlight {
+                            exit: e.exit,
+                            packet: e.packet,
+                        },
+                    );
+                    last = Some((e.packet.token, to));
+                }
                 Fate::Dropped(reason) => {
+                    last = None;
                     count_drop(&mut self.counters, &mut self.queues, &e.packet, reason);
                     dropped(Rejected {
                         packet: e.packet,
@@ -136,14 +169,16 @@ impl<S: Scheduler> Pipe<S> {
         let budget = (self.sched.queued() as u64 + 1).saturating_mul(64);
         while !self.sched.is_empty() && misses < budget {
             match self.sched.dequeue(t) {
-                Some(pkt) => give(
-                    &mut self.counters,
-                    &mut self.queues,
-                    remap,
-                    moved,
-                    dropped,
-                    Moved::Queued(pkt),
-                ),
+                Some(pkt) => {
+                    give(
+                        &mut self.counters,
+                        &mut self.queues,
+                        remap,
+                        moved,
+                        dropped,
+                        Moved::Queued(pkt),
+                    );
+                }
                 None => {
                     misses += 1;
                     t = match self.sched.next_eligible(t) {
@@ -167,9 +202,18 @@ impl<S: Scheduler> Pipe<S> {
     /// The packet back with [`DropReason::FlowRemoved`] (counted as dropped
     /// here): its flow is beyond the pipe's, the delay line is full, or the
     /// scheduler refuses it.
+    /// A [`Moved::Copy`] goes into the delay line behind its original when
+    /// there is room and its flow is the pipe's, and is otherwise not sent;
+    /// it is never refused.
     pub fn adopt(&mut self, now: Instant, moved: Moved) -> Result<(), Rejected> {
         let pkt = match moved {
             Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
+            Moved::Copy { exit, packet } => {
+                if packet.flow.index() < self.queues.len() && self.line.free() > 0 {
+                    self.line.insert(exit, packet, Fate::Duplicate);
+                }
+                return Ok(());
+            }
         };
         self.count_in(&pkt);
         let refuse = |pipe: &mut Self| {
@@ -190,6 +234,7 @@ impl<S: Scheduler> Pipe<S> {
                 self.line.insert(exit, packet, Fate::Transmit);
                 Ok(())
             }
+            Moved::Copy { .. } => Ok(()),
             Moved::Queued(packet) => {
                 self.advance_link(now);
                 match self.accept(now, packet) {
@@ -254,7 +299,8 @@ impl<S: Scheduler> Pipe<S> {
 /// pipe's `in`; its queue's counters keep it as held, for
 /// [`crate::PipeSet::replace_link_moving`] to take out of what the queue's
 /// heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
-/// has no place for its flow.
+/// has no place for its flow. Returns the new flow, `None` when dropped.
+/// `m` is a packet of its own ([`Moved::Queued`] or [`Moved::InFlight`]).
 fn give(
     counters: &mut PipeCounters,
     queues: &mut [Queue],
@@ -262,9 +308,9 @@ fn give(
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
     m: Moved,
-) {
+) -> Option<FlowId> {
     let pkt = match m {
-        Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
+        Moved::Queued(p) | Moved::InFlight { packet: p, .. } | Moved::Copy { packet: p, .. } => p,
     };
     match remap(&pkt) {
         Some(flow) => {
@@ -276,7 +322,12 @@ fn give(
                     exit,
                     packet: Packet { flow, ..packet },
                 },
+                Moved::Copy { exit, packet } => Moved::Copy {
+                    exit,
+                    packet: Packet { flow, ..packet },
+                },
             });
+            Some(flow)
         }
         None => {
             count_drop(counters, queues, &pkt, DropReason::FlowRemoved);
@@ -284,6 +335,7 @@ fn give(
                 packet: pkt,
                 reason: DropReason::FlowRemoved,
             });
+            None
         }
     }
 }

@@ -581,7 +581,10 @@ impl<S: Scheduler> PipeSet<S> {
         // A moved packet leaves its old queue's history (it is counted in
         // again where it lands).
         for (_, mv, heir) in &moved {
-            let (Moved::Queued(p) | Moved::InFlight { packet: p, .. }) = mv;
+            // A copy was never counted in.
+            let (Moved::Queued(p) | Moved::InFlight { packet: p, .. }) = mv else {
+                continue;
+            };
             if let Some(c) = heir.and_then(|h| inherited.get_mut(&h)) {
                 c.in_packets = c.in_packets.saturating_sub(1);
                 c.in_bytes = c.in_bytes.saturating_sub(u64::from(p.len));
@@ -592,12 +595,14 @@ impl<S: Scheduler> PipeSet<S> {
         moved.sort_by_key(|(t, mv, _)| {
             (
                 *t,
+                // A copy sorts with the packets in flight, right behind its
+                // original (the sort is stable).
                 match mv {
-                    Moved::InFlight { .. } => 0u8,
+                    Moved::InFlight { .. } | Moved::Copy { .. } => 0u8,
                     Moved::Queued(_) => 1,
                 },
                 match mv {
-                    Moved::InFlight { exit, .. } => *exit,
+                    Moved::InFlight { exit, .. } | Moved::Copy { exit, .. } => *exit,
                     Moved::Queued(_) => Instant::ZERO,
                 },
             )
