@@ -156,8 +156,8 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         any::<bool>(),
         option::of(ge),
         option::of(loss_state),
-        (option::of(real()), option::of(real())),
-        (option::of(real()), option::of(real())),
+        chance(),
+        chance(),
     )
         .prop_map(
             |(
@@ -180,13 +180,18 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                     gemodel,
                     lossstate,
                     duplicate,
-                    // A correlation is printed only after its probability.
-                    duplicate_correlation: duplicate_correlation.filter(|_| duplicate.is_some()),
+                    duplicate_correlation,
                     corrupt,
-                    corrupt_correlation: corrupt_correlation.filter(|_| corrupt.is_some()),
+                    corrupt_correlation,
                 }
             },
         )
+}
+
+/// A probability and its correlation (`duplicate P [C]`): a correlation
+/// only with a probability, as the printers write it only after one.
+fn chance() -> impl Strategy<Value = (Option<f64>, Option<f64>)> {
+    (option::of(real()), option::of(real())).prop_map(|(p, c)| (p, c.filter(|_| p.is_some())))
 }
 
 fn mask() -> impl Strategy<Value = FlowMask> {

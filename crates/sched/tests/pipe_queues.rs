@@ -252,6 +252,37 @@ fn queue_configurations_are_shared_and_per_flow_state_stays_small() {
     assert_eq!(p.red_average(FlowId(7)), Some(0.0));
 }
 
+/// Ten 1000-byte packets, flows 0 and 1 in turn, into a 2-flow DRR pipe
+/// of `cfg` at time 0, handed over at 2.5 ms with old flow 1 becoming new
+/// flow 2 and old flow 0 given no place: the time, what moved and what was
+/// dropped.
+fn ten_handed_over(
+    cfg: PipeConfig,
+) -> (
+    Instant,
+    Vec<pspat_sched::pipe::Moved>,
+    Vec<pspat_sched::Rejected>,
+) {
+    let mut old = pipe(AlgKind::Drr, 2, cfg);
+    for i in 0..10u32 {
+        old.enqueue(
+            Instant::ZERO,
+            Packet::new(FlowId(i % 2), 1000, u64::from(i)),
+        )
+        .unwrap();
+    }
+    let now = Instant::from_nanos(2_500_000);
+    old.release(now, &mut |_| {});
+    let (mut moved, mut dropped) = (Vec::new(), Vec::new());
+    old.hand_over(
+        now,
+        &|f| (f.0 == 1).then_some(FlowId(2)),
+        &mut |m| moved.push(m),
+        &mut |r| dropped.push(r),
+    );
+    (now, moved, dropped)
+}
+
 #[test]
 fn copies_in_the_delay_line_go_with_their_originals_and_count_nowhere() {
     use pspat_sched::pipe::{Fate, Moved};
@@ -267,25 +298,7 @@ fn copies_in_the_delay_line_go_with_their_originals_and_count_nowhere() {
         },
         ..PipeConfig::default()
     };
-    let mut old = pipe(AlgKind::Drr, 2, cfg());
-    for i in 0..10u32 {
-        old.enqueue(
-            Instant::ZERO,
-            Packet::new(FlowId(i % 2), 1000, u64::from(i)),
-        )
-        .unwrap();
-    }
-    let now = Instant::from_nanos(2_500_000);
-    old.release(now, &mut |_| {});
-    let mut moved = Vec::new();
-    let mut dropped = Vec::new();
-    // Old flow 1 becomes new flow 2; old flow 0 has no place.
-    old.hand_over(
-        now,
-        &|f| (f.0 == 1).then_some(FlowId(2)),
-        &mut |m| moved.push(m),
-        &mut |r| dropped.push(r),
-    );
+    let (now, moved, dropped) = ten_handed_over(cfg());
     let copies: Vec<_> = moved
         .iter()
         .enumerate()
@@ -335,27 +348,9 @@ fn packets_handed_over_to_a_new_pipe_are_counted_in_their_new_queues() {
         delay_ns: 2_000_000,
         ..PipeConfig::default()
     };
-    let mut old = pipe(AlgKind::Drr, 2, cfg());
-    for i in 0..10u32 {
-        old.enqueue(
-            Instant::ZERO,
-            Packet::new(FlowId(i % 2), 1000, u64::from(i)),
-        )
-        .unwrap();
-    }
     // At 2.5 ms: two packets in the delay line, one on the link, seven queued.
-    let now = Instant::from_nanos(2_500_000);
-    old.release(now, &mut |_| {});
-    let mut moved = Vec::new();
-    let mut dropped = 0;
-    // Old flow 1 becomes new flow 2; old flow 0 has no place (dropped).
-    old.hand_over(
-        now,
-        &|f| (f.0 == 1).then_some(FlowId(2)),
-        &mut |m| moved.push(m),
-        &mut |_| dropped += 1,
-    );
-    assert_eq!(moved.len() + dropped, 10);
+    let (now, moved, dropped) = ten_handed_over(cfg());
+    assert_eq!(moved.len() + dropped.len(), 10);
     let mut new = pipe(AlgKind::Drr, 3, cfg());
     for m in moved {
         new.adopt(now, m).unwrap();

@@ -338,19 +338,7 @@ fn a_correlation_of_zero_draws_as_the_uncorrelated_probability() {
     // The chain with c = 0 makes the same draw as a plain probability, so
     // a configuration that gains `correlation 0` behaves as before.
     let run = |c: f64| {
-        let mut pipe = fifo_pipe(
-            PipeConfig {
-                delay_ns: MS,
-                delay_line_capacity: 4_096,
-                ..queue(QueueConfig {
-                    duplicate: 0.1,
-                    duplicate_correlation: c,
-                    ..QueueConfig::default()
-                })
-            },
-            1,
-            16,
-        );
+        let mut pipe = duplicating_pipe(0.1, c);
         let run = drive(&mut pipe, &spaced(20_000, 200, 1_000));
         run.exits.iter().map(|(_, e)| *e).collect::<Vec<_>>()
     };
@@ -405,23 +393,30 @@ fn gilbert_elliott_long_run_loss_is_its_stationary_formula() {
     }
 }
 
-#[test]
-fn duplicates_follow_their_original_at_the_same_time() {
-    let n = 100_000;
-    let mut pipe = fifo_pipe(
+/// A FIFO pipe with a 1 ms delay that duplicates with probability `p` and
+/// correlation `c`.
+fn duplicating_pipe(p: f64, c: f64) -> Pipe<Fifo> {
+    fifo_pipe(
         PipeConfig {
             delay_ns: MS,
             // A thousand packets and their copies are in flight: room for all,
             // or the link would stop and the FIFO overflow.
             delay_line_capacity: 4_096,
             ..queue(QueueConfig {
-                duplicate: 0.1,
+                duplicate: p,
+                duplicate_correlation: c,
                 ..QueueConfig::default()
             })
         },
         1,
         16,
-    );
+    )
+}
+
+#[test]
+fn duplicates_follow_their_original_at_the_same_time() {
+    let n = 100_000;
+    let mut pipe = duplicating_pipe(0.1, 0.0);
     let run = drive(&mut pipe, &spaced(n, 200, 1_000));
     let dups = run.with_fate(Fate::Duplicate).count() as u64;
     assert_eq!(dups, pipe.counters().duplicates);

@@ -1045,10 +1045,7 @@ impl<S: Scheduler> Pipe<S> {
             return;
         }
         if self.any_corrupt {
-            let (p, c) = config.map_or((0.0, 0.0), |i| {
-                let q = &self.configs[i].config;
-                (q.corrupt, q.corrupt_correlation)
-            });
+            let (p, c) = self.chance(config, |q| (q.corrupt, q.corrupt_correlation));
             if p > 0.0
                 && chain_step(
                     &mut self.rng.corrupt,
@@ -1105,6 +1102,17 @@ impl<S: Scheduler> Pipe<S> {
         self.keep_chains(flow, chains);
     }
 
+    /// The probability and correlation `pick` reads from the queue
+    /// configuration `config` (`None`: never).
+    #[inline]
+    fn chance(
+        &self,
+        config: Option<usize>,
+        pick: impl Fn(&QueueConfig) -> (f64, f64),
+    ) -> (f64, f64) {
+        config.map_or((0.0, 0.0), |i| pick(&self.configs[i].config))
+    }
+
     /// Stores the last answers of `flow`'s correlated chains.
     #[inline]
     fn keep_chains(&mut self, flow: FlowId, chains: u8) {
@@ -1151,10 +1159,7 @@ impl<S: Scheduler> Pipe<S> {
         pkt: Packet,
     ) {
         if self.any_duplicate {
-            let (p, c) = config.map_or((0.0, 0.0), |i| {
-                let q = &self.configs[i].config;
-                (q.duplicate, q.duplicate_correlation)
-            });
+            let (p, c) = self.chance(config, |q| (q.duplicate, q.duplicate_correlation));
             if p > 0.0
                 && chain_step(
                     &mut self.rng.duplicate,
