@@ -1113,9 +1113,11 @@ impl<S: Scheduler> Pipe<S> {
         config.map_or((0.0, 0.0), |i| pick(&self.configs[i].config))
     }
 
-    /// Stores the last answers of `flow`'s correlated chains.
+    /// Stores the last answers of `flow`'s correlated chains (after its
+    /// packet's decisions, or a rebuilt link's for the queue that continues
+    /// it); no effect beyond the pipe's flows.
     #[inline]
-    fn keep_chains(&mut self, flow: FlowId, chains: u8) {
+    pub(crate) fn keep_chains(&mut self, flow: FlowId, chains: u8) {
         if let Some(q) = self.queues.get_mut(flow.index()) {
             q.state.chains = chains;
         }
@@ -1259,12 +1261,6 @@ impl<S: Scheduler> Pipe<S> {
     /// them to the queue's heir).
     pub(crate) fn chains_of(&self, flow: FlowId) -> u8 {
         self.queues.get(flow.index()).map_or(0, |q| q.state.chains)
-    }
-
-    /// Gives queue `flow` the chains' last answers `chains` (a rebuilt
-    /// link's, for the queue that continues it).
-    pub(crate) fn carry_chains(&mut self, flow: FlowId, chains: u8) {
-        self.keep_chains(flow, chains);
     }
 
     /// Adds `c` to queue `flow`'s counters (what the old queues a rebuilt

@@ -635,7 +635,7 @@ impl<S: Scheduler> PipeSet<S> {
                 .range((*instance, 0)..=(*instance, u32::MAX))
                 .filter(|(_, (count, _))| *count == 1)
             {
-                pipe.carry_chains(FlowId(g), last);
+                pipe.keep_chains(FlowId(g), last);
             }
             for (&(_, g), c) in inherited.range((*instance, 0)..=(*instance, u32::MAX)) {
                 pipe.carry_flow_counters(FlowId(g), c);
