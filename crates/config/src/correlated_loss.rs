@@ -78,8 +78,15 @@ impl Percent {
         })
     }
 
-    fn is_zero(&self) -> bool {
+    /// Whether this is 0%.
+    pub(crate) fn is_zero(&self) -> bool {
         self.mantissa == 0
+    }
+
+    /// Whether this is 100% or more: a correlation of successive decisions
+    /// that would never let a chain leave its first state.
+    pub(crate) fn is_all(&self) -> bool {
+        self.complement().is_none_or(|left| left.is_zero())
     }
 
     /// 100% minus this, when this is at most 100%.

@@ -312,8 +312,11 @@ impl<'a> Reader<'a> {
         if is_number(self.peek()) {
             let c = self.value(kw, "")?;
             let percent = self.percent(c)?;
-            let value = percent.trim_end_matches('%').parse::<f64>().unwrap_or(0.0);
-            if value >= 100.0 {
+            // Exactly, in decimal, as `loss P C`'s correlation; a word with
+            // more digits than `Percent` keeps is written on, for the
+            // validation to range.
+            let exact = Percent::parse(percent.trim_end_matches('%'));
+            if exact.is_some_and(|p| p.is_all()) {
                 return Err(self.error(
                     c,
                     ErrorKind::OutOfRange,
@@ -324,7 +327,7 @@ impl<'a> Reader<'a> {
                 ));
             }
             // netem's correlation 0 is none.
-            if value > 0.0 {
+            if !exact.is_some_and(|p| p.is_zero()) {
                 text.push(' ');
                 text.push_str(&percent);
             }

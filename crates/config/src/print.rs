@@ -39,11 +39,10 @@ fn link_words(link: &LinkParams, out: &mut Vec<String>) {
     if let Some(c) = link.jitter_correlation {
         out.push(format!("correlation {c}"));
     }
-    match (link.reorder_probability, link.reorder_correlation) {
-        (Some(p), Some(c)) => out.push(format!("reorder {p} {c}")),
-        (Some(p), None) => out.push(format!("reorder {p}")),
-        (None, _) if link.reorder => out.push("reorder".into()),
-        (None, _) => {}
+    match link.reorder_probability {
+        Some(p) => out.push(chance_words("reorder", p, link.reorder_correlation)),
+        None if link.reorder => out.push("reorder".into()),
+        None => {}
     }
     if let Some(g) = link.reorder_gap {
         out.push(format!("gap {g}"));
@@ -125,15 +124,19 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
             m.p13, m.p31, m.p32, m.p23, m.p14
         ));
     }
-    for (word, p, c) in [
-        ("duplicate", q.duplicate, q.duplicate_correlation),
-        ("corrupt", q.corrupt, q.corrupt_correlation),
-    ] {
-        match (p, c) {
-            (Some(p), Some(c)) => out.push(format!("{word} {p} {c}")),
-            (Some(p), None) => out.push(format!("{word} {p}")),
-            (None, _) => {}
-        }
+    if let Some(p) = q.duplicate {
+        out.push(chance_words("duplicate", p, q.duplicate_correlation));
+    }
+    if let Some(p) = q.corrupt {
+        out.push(chance_words("corrupt", p, q.corrupt_correlation));
+    }
+}
+
+/// `word P`, or `word P C` with a correlation of successive decisions.
+fn chance_words(word: &str, p: f64, correlation: Option<f64>) -> String {
+    match correlation {
+        Some(c) => format!("{word} {p} {c}"),
+        None => format!("{word} {p}"),
     }
 }
 

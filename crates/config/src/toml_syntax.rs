@@ -34,16 +34,17 @@ use crate::ipfw::{
 use crate::model::{Action, Config, DefaultAction, GilbertElliott, LossState, TableEntry};
 use crate::units::{parse_probability, parse_u32, parse_uint};
 
-/// A loss model written as a table: its keys in the order of its ipfw
+/// A keyword whose values TOML writes as a table (a loss model, or a
+/// probability with its correlation): its keys in the order of its ipfw
 /// words, and the values of all of them from the first alone (as many as
 /// it has keys; the rest of the array unused).
-struct LossModel {
+struct TableKeyword {
     keys: &'static [&'static str],
     example: &'static str,
     defaults: fn(f64) -> [f64; 5],
 }
 
-const GEMODEL: LossModel = LossModel {
+const GEMODEL: TableKeyword = TableKeyword {
     keys: &["p", "r", "1-h", "1-k"],
     example: "gemodel = { p = 0.01, r = 0.3 }",
     defaults: |p| {
@@ -54,19 +55,19 @@ const GEMODEL: LossModel = LossModel {
 
 /// `duplicate`, `corrupt` and `reorder` as a table: a probability and the
 /// correlation of successive decisions (`duplicate 0.01 0.25`).
-const fn chance(example: &'static str) -> LossModel {
-    LossModel {
+const fn chance(example: &'static str) -> TableKeyword {
+    TableKeyword {
         keys: &["p", "correlation"],
         example,
         defaults: |_| [0.0; 5],
     }
 }
 
-const DUPLICATE: LossModel = chance("duplicate = { p = 0.01, correlation = 0.25 }");
-const CORRUPT: LossModel = chance("corrupt = { p = 0.001, correlation = 0.25 }");
-const REORDER: LossModel = chance("reorder = { p = 0.25, correlation = 0.5 }");
+const DUPLICATE: TableKeyword = chance("duplicate = { p = 0.01, correlation = 0.25 }");
+const CORRUPT: TableKeyword = chance("corrupt = { p = 0.001, correlation = 0.25 }");
+const REORDER: TableKeyword = chance("reorder = { p = 0.25, correlation = 0.5 }");
 
-const LOSSSTATE: LossModel = LossModel {
+const LOSSSTATE: TableKeyword = TableKeyword {
     keys: &["p13", "p31", "p32", "p23", "p14"],
     example: "lossstate = { p13 = 0.01, p31 = 0.3 }",
     defaults: |p| {
@@ -229,7 +230,7 @@ impl Reader<'_> {
                 Ok(vec![kw, v])
             }
             // `reorder = { p = 0.25, correlation = 0.5 }`.
-            DeValue::Table(t) if kw.text == "reorder" => self.loss_model_tokens(kw, t, &REORDER),
+            DeValue::Table(t) if kw.text == "reorder" => self.table_tokens(kw, t, &REORDER),
             _ if flag => {
                 let t = self.tok(value.get_ref().type_str(), value.span().start);
                 Err(self.error(
@@ -253,29 +254,25 @@ impl Reader<'_> {
                 Ok(toks)
             }
             DeValue::Table(t) if kw.text == "slot" => self.slot_tokens(kw, t),
-            DeValue::Table(t) if kw.text == "lossstate" => {
-                self.loss_model_tokens(kw, t, &LOSSSTATE)
-            }
-            DeValue::Table(t) if kw.text == "gemodel" => self.loss_model_tokens(kw, t, &GEMODEL),
-            DeValue::Table(t) if kw.text == "duplicate" => {
-                self.loss_model_tokens(kw, t, &DUPLICATE)
-            }
-            DeValue::Table(t) if kw.text == "corrupt" => self.loss_model_tokens(kw, t, &CORRUPT),
+            DeValue::Table(t) if kw.text == "lossstate" => self.table_tokens(kw, t, &LOSSSTATE),
+            DeValue::Table(t) if kw.text == "gemodel" => self.table_tokens(kw, t, &GEMODEL),
+            DeValue::Table(t) if kw.text == "duplicate" => self.table_tokens(kw, t, &DUPLICATE),
+            DeValue::Table(t) if kw.text == "corrupt" => self.table_tokens(kw, t, &CORRUPT),
             _ => Ok(vec![kw, self.scalar(key, value)?]),
         }
     }
 
-    /// A loss model's table as the words of its ipfw keyword
+    /// A table keyword's table as the words of its ipfw keyword
     /// (`lossstate = { p13 = 0.01, p31 = 0.3 }` as `lossstate 0.01 0.3`,
     /// `gemodel = { p = 0.01, r = 0.3, 1-h = 1, 1-k = 0 }` as `gemodel 0.01
     /// 0.3 1 0`): the first key is required; a key left out before one
     /// given becomes its default, written at the table's key; those left
     /// out after the last one given are left to the ipfw parser's defaults.
-    fn loss_model_tokens(
+    fn table_tokens(
         &self,
         kw: Tok,
         t: &DeTable<'_>,
-        model: &LossModel,
+        model: &TableKeyword,
     ) -> Result<Vec<Tok>, Error> {
         let keys = model.keys;
         if let Some((k, _)) = t
