@@ -147,10 +147,8 @@ impl<S: Scheduler> Pipe<S> {
                         remap,
                         moved,
                         dropped,
-                        Moved::InFlight {
-                            exit: e.exit,
-                            packet: e.packet,
-                        },
+                        e.packet,
+                        Some(e.exit),
                     );
                     last = Some((e.packet.token, to));
                 }
@@ -176,7 +174,8 @@ impl<S: Scheduler> Pipe<S> {
                         remap,
                         moved,
                         dropped,
-                        Moved::Queued(pkt),
+                        pkt,
+                        None,
                     );
                 }
                 None => {
@@ -196,18 +195,20 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Takes a packet another pipe gave up ([`Pipe::hand_over`]), at `now`:
     /// in flight, into the delay line at its exit time; queued, into the
-    /// scheduler without the queue's filters. Counted in `in`.
+    /// scheduler without the queue's filters. Counted in `in`. A
+    /// [`Moved::Copy`] goes into the delay line behind its original when
+    /// there is room and its flow is the pipe's, and is otherwise not sent;
+    /// it is never refused.
     ///
     /// # Errors
     /// The packet back with [`DropReason::FlowRemoved`] (counted as dropped
     /// here): its flow is beyond the pipe's, the delay line is full, or the
     /// scheduler refuses it.
-    /// A [`Moved::Copy`] goes into the delay line behind its original when
-    /// there is room and its flow is the pipe's, and is otherwise not sent;
-    /// it is never refused.
     pub fn adopt(&mut self, now: Instant, moved: Moved) -> Result<(), Rejected> {
-        let pkt = match moved {
-            Moved::Queued(p) | Moved::InFlight { packet: p, .. } => p,
+        // In flight: its exit time; queued: none.
+        let (pkt, exit) = match moved {
+            Moved::Queued(p) => (p, None),
+            Moved::InFlight { exit, packet } => (packet, Some(exit)),
             Moved::Copy { exit, packet } => {
                 if packet.flow.index() < self.queues.len() && self.line.free() > 0 {
                     self.line.insert(exit, packet, Fate::Duplicate);
@@ -226,18 +227,17 @@ impl<S: Scheduler> Pipe<S> {
         if pkt.flow.index() >= self.queues.len() {
             return refuse(self);
         }
-        match moved {
-            Moved::InFlight { exit, packet } => {
+        match exit {
+            Some(exit) => {
                 if self.line.free() == 0 {
                     return refuse(self);
                 }
-                self.line.insert(exit, packet, Fate::Transmit);
+                self.line.insert(exit, pkt, Fate::Transmit);
                 Ok(())
             }
-            Moved::Copy { .. } => Ok(()),
-            Moved::Queued(packet) => {
+            None => {
                 self.advance_link(now);
-                match self.accept(now, packet) {
+                match self.accept(now, pkt) {
                     Ok(()) => Ok(()),
                     Err(_) => refuse(self),
                 }
@@ -295,37 +295,29 @@ impl<S: Scheduler> Pipe<S> {
     }
 }
 
-/// One packet given up: to `moved` with its new flow (out of the old
-/// pipe's `in`; its queue's counters keep it as held, for
+/// One packet given up (`exit`: its exit time when in flight, `None` when
+/// queued): to `moved` with its new flow (out of the old pipe's `in`; its
+/// queue's counters keep it as held, for
 /// [`crate::PipeSet::replace_link_moving`] to take out of what the queue's
 /// heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
 /// has no place for its flow. Returns the new flow, `None` when dropped.
-/// `m` is a packet of its own ([`Moved::Queued`] or [`Moved::InFlight`]).
 fn give(
     counters: &mut PipeCounters,
     queues: &mut [Queue],
     remap: &mut dyn FnMut(&Packet) -> Option<FlowId>,
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
-    m: Moved,
+    pkt: Packet,
+    exit: Option<Instant>,
 ) -> Option<FlowId> {
-    let pkt = match m {
-        Moved::Queued(p) | Moved::InFlight { packet: p, .. } | Moved::Copy { packet: p, .. } => p,
-    };
     match remap(&pkt) {
         Some(flow) => {
             counters.in_packets -= 1;
             counters.in_bytes -= u64::from(pkt.len);
-            moved(match m {
-                Moved::Queued(p) => Moved::Queued(Packet { flow, ..p }),
-                Moved::InFlight { exit, packet } => Moved::InFlight {
-                    exit,
-                    packet: Packet { flow, ..packet },
-                },
-                Moved::Copy { exit, packet } => Moved::Copy {
-                    exit,
-                    packet: Packet { flow, ..packet },
-                },
+            let packet = Packet { flow, ..pkt };
+            moved(match exit {
+                Some(exit) => Moved::InFlight { exit, packet },
+                None => Moved::Queued(packet),
             });
             Some(flow)
         }
