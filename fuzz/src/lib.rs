@@ -39,8 +39,8 @@ use pspat_config::{
 };
 use pspat_eval::harness::Flowsets;
 use pspat_io::parse::{
-    parse_frame, FlowKey, FlowKeyKind, IpVersion, ParseLimits, ParseReason, ETHERNET_HEADER_LEN,
-    VLAN_TAG_LEN,
+    ecn_capable, ecn_capable_parsed, mark_ce, parse_frame, FlowKey, FlowKeyKind, IpVersion,
+    ParseLimits, ParseReason, ETHERNET_HEADER_LEN, MAX_VLAN_TAGS, VLAN_TAG_LEN,
 };
 use pspat_sched::Instant;
 
@@ -420,7 +420,11 @@ pub fn control(data: &[u8]) {
 /// an Ethernet header as truncated, and a refusal's offset lies inside the
 /// frame (at most its length); a key agrees with its frame as
 /// `key_matches_frame` checks, and its projections keep exactly the
-/// fields they name.
+/// fields they name. The ECN functions (`ecn_capable`, `mark_ce`) keep
+/// their contract (`check_ecn`) on the frame, and on copies of it with
+/// each ECN codepoint written into its IP header (the IPv4 checksum made
+/// right first, so that the checksum update is checked on every input
+/// with an IPv4 header).
 pub fn frame(data: &[u8]) {
     let limits = ParseLimits::default();
     let outcome = parse_frame(data, &limits);
@@ -451,6 +455,162 @@ pub fn frame(data: &[u8]) {
             "frame: {e} beyond the end of {data:02x?}"
         ),
     }
+    check_ecn(data, &limits);
+    if let Some((v6, at)) = ip_header_of(data) {
+        for ecn in 0..=3u8 {
+            let mut variant = data.to_vec();
+            if v6 {
+                variant[at + 1] = (variant[at + 1] & 0xcf) | ecn << 4;
+            } else {
+                variant[at + 1] = (variant[at + 1] & 0xfc) | ecn;
+                let ihl = usize::from(variant[at] & 0x0f) * 4;
+                let right = ipv4_checksum(&variant[at..at + ihl]);
+                variant[at + 10..at + 12].copy_from_slice(&right.to_be_bytes());
+            }
+            check_ecn(&variant, &limits);
+        }
+    }
+}
+
+/// Where `frame`'s IP header is by the module docs of `pspat_io::parse`
+/// (ECN), read by hand: after the Ethernet header and at most
+/// `MAX_VLAN_TAGS` tags (TPID 0x8100, 0x88a8 or 0x9100), a whole IPv4
+/// header (EtherType 0x0800, version 4, IHL of at least 5, every word
+/// present) or a whole IPv6 one (0x86dd, version 6, 40 bytes). Whether it
+/// is IPv6, and its offset.
+fn ip_header_of(frame: &[u8]) -> Option<(bool, usize)> {
+    let be16 = |at: usize| Some(u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]));
+    let mut at = ETHERNET_HEADER_LEN;
+    let mut ether_type = be16(at - 2)?;
+    let mut tags = 0;
+    while matches!(ether_type, 0x8100 | 0x88a8 | 0x9100) {
+        if tags == MAX_VLAN_TAGS {
+            return None;
+        }
+        ether_type = be16(at + 2)?;
+        at += VLAN_TAG_LEN;
+        tags += 1;
+    }
+    let first = *frame.get(at)?;
+    let whole = |len: usize| frame.len() >= at + len;
+    match (ether_type, first >> 4) {
+        (0x0800, 4) => {
+            let ihl = usize::from(first & 0x0f) * 4;
+            (ihl >= 20 && whole(ihl)).then_some((false, at))
+        }
+        (0x86dd, 6) => whole(40).then_some((true, at)),
+        _ => None,
+    }
+}
+
+/// The ECN field of the IP header at `at` (IPv6 when `v6`).
+fn ecn_field(frame: &[u8], v6: bool, at: usize) -> u8 {
+    if v6 {
+        (frame[at + 1] >> 4) & 3
+    } else {
+        frame[at + 1] & 3
+    }
+}
+
+/// The one's complement sum of `header`'s 16-bit words, folded.
+fn ones_complement_sum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The IPv4 header checksum of `header` computed from scratch (RFC 791).
+fn ipv4_checksum(header: &[u8]) -> u16 {
+    let mut h = header.to_vec();
+    h[10] = 0;
+    h[11] = 0;
+    !ones_complement_sum(&h)
+}
+
+/// The ECN contract of `pspat_io::parse` on one frame: `ecn_capable` is
+/// true exactly for a frame with an IP header where `ip_header_of` finds
+/// one and an ECN field other than 0, and agrees with
+/// `ecn_capable_parsed` when the frame parses; `mark_ce` returns
+/// `ecn_capable`'s answer, leaves a frame it refuses as it was, and on one
+/// it marks changes only the ECN field (to 3) and, on IPv4, the checksum,
+/// which verifies after if it verified before and is what a full
+/// recomputation gives then; a marked frame is ECN-capable, marked again
+/// without a change, and parses to the same key.
+fn check_ecn(data: &[u8], limits: &ParseLimits) {
+    let why = |what: &str| format!("frame: ECN: {what} for {data:02x?}");
+    let header = ip_header_of(data);
+    let capable = ecn_capable(data);
+    assert_eq!(
+        capable,
+        header.is_some_and(|(v6, at)| ecn_field(data, v6, at) != 0),
+        "{}",
+        why("ecn_capable against the module docs")
+    );
+    let key = parse_frame(data, limits);
+    if let Ok(key) = &key {
+        assert_eq!(
+            ecn_capable_parsed(data, key),
+            capable,
+            "{}",
+            why("ecn_capable_parsed")
+        );
+    }
+    let mut marked = data.to_vec();
+    assert_eq!(mark_ce(&mut marked), capable, "{}", why("mark_ce's answer"));
+    let Some((v6, at)) = header.filter(|_| capable) else {
+        assert_eq!(marked, data, "{}", why("a refused frame changed"));
+        return;
+    };
+    assert_eq!(
+        ecn_field(&marked, v6, at),
+        3,
+        "{}",
+        why("not CE after mark_ce")
+    );
+    assert!(ecn_capable(&marked), "{}", why("marked, not ECN-capable"));
+    for (i, (a, b)) in data.iter().zip(&marked).enumerate() {
+        // The bits that must stay: all but the ECN field, and on IPv4 the
+        // checksum.
+        let keep = match i {
+            _ if i == at + 1 && v6 => 0xcf,
+            _ if i == at + 1 => 0xfc,
+            _ if !v6 && (i == at + 10 || i == at + 11) => 0,
+            _ => 0xff,
+        };
+        assert_eq!(a & keep, b & keep, "{}", why("a bit beside ECN changed"));
+    }
+    if !v6 {
+        let ihl = usize::from(data[at] & 0x0f) * 4;
+        let (before, after) = (&data[at..at + ihl], &marked[at..at + ihl]);
+        if ones_complement_sum(before) == 0xffff {
+            assert_eq!(
+                ones_complement_sum(after),
+                0xffff,
+                "{}",
+                why("a verifying checksum no longer verifies")
+            );
+            assert_eq!(
+                u16::from_be_bytes([after[10], after[11]]),
+                ipv4_checksum(after),
+                "{}",
+                why("the checksum is not a full recomputation's")
+            );
+        }
+    }
+    let again = marked.clone();
+    assert!(mark_ce(&mut marked), "{}", why("a marked frame refused"));
+    assert_eq!(marked, again, "{}", why("marking twice changed it"));
+    assert_eq!(
+        parse_frame(&marked, limits),
+        key,
+        "{}",
+        why("marking changed the parse")
+    );
 }
 
 /// What a flow key says about its frame, by the `FlowKey` and module docs

@@ -66,6 +66,7 @@ impl<S: Scheduler> Locked<S> {
                 cookie: p.token,
                 copies: 1,
                 corrupt: false,
+                ce: false,
             })
         });
     }
@@ -157,6 +158,7 @@ fn run_baseline<S: Scheduler + Send + 'static>(
                     cookie: 0,
                     copies: 1,
                     corrupt: false,
+                    ce: false,
                 }];
                 go.wait();
                 let period = 1_000_000_000 / pps.max(1);

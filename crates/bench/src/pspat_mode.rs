@@ -78,6 +78,7 @@ pub(crate) fn run_pspat(
                             flow,
                             len,
                             cookie: clock.now().as_nanos(),
+                            ect: false,
                         };
                         while let Err(e) = c.submit(s) {
                             // Relaxed: a stop signal only.
@@ -96,6 +97,7 @@ pub(crate) fn run_pspat(
                         flow,
                         len,
                         cookie: 0,
+                        ect: false,
                     }; BURST];
                     let mut seq = 0u64;
                     // Relaxed: a stop signal only.

@@ -33,6 +33,16 @@
 //! and the direction ([`lane_seed`]), so one seed replays the same bits for
 //! the same packets taken in the same order.
 //!
+//! A packet a pipe marked Congestion Experienced ([`TxPacket::ce`]: RED
+//! with `ecn`) has the ECN field of its IP header set to CE (3) in the
+//! pool before it is sent, the IPv4 header checksum updated with it
+//! ([`mark_ce`]); it is counted `ce_marked` once when the backend takes it
+//! (a duplicated packet is marked once and both copies carry the mark),
+//! or `ce_unmarkable` when its frame has no ECN-capable IP header (never
+//! expected: the RX threads submit as ECN-capable only frames that have
+//! one) and then goes out as it came. A packet both marked and corrupted
+//! is marked first and then has its bit flipped, so both apply.
+//!
 //! With [`crate::IoBackend::Xdp`] (cargo feature `xdp`) the socket is a
 //! sending-only AF_XDP socket (`Sender::Xdp`): each frame is copied once
 //! from the pool into a UMEM TX frame, the completion ring reaped at each
@@ -44,7 +54,8 @@
 //! Cost per packet: one compare-exchange and one store on the frame's
 //! state word, three counter stores; one system call per batch of up to
 //! [`pspat_io::af_packet::MAX_BATCH`] frames. A corrupted packet adds one
-//! SplitMix64 step, a walk over its VLAN tags and one byte written.
+//! SplitMix64 step, a walk over its VLAN tags and one byte written; a
+//! CE-marked one a walk to its IP header and at most three bytes written.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -52,6 +63,7 @@ use std::time::{Duration, Instant};
 
 use pspat::{TxBackend, TxOwner, TxPacket};
 use pspat_io::af_packet::MAX_BATCH;
+use pspat_io::parse::mark_ce;
 use pspat_io::{Frame, FrameArena, IoError, PacketTx, PacketTxRing};
 use pspat_sched::pipe::random::splitmix64;
 
@@ -243,8 +255,9 @@ impl Lane {
         (&self.pkts[self.picks[i] as usize], self.is_copy(i))
     }
 
-    /// Takes `p` into the batch (twice if it is duplicated, with one bit
-    /// flipped if it is corrupted), flushing first if it would not fit.
+    /// Takes `p` into the batch (twice if it is duplicated, marked CE if a
+    /// pipe marked it, with one bit flipped if it is corrupted), flushing
+    /// first if it would not fit.
     fn push(&mut self, arena: &FrameArena, p: &TxPacket) {
         let copies = usize::from(p.copies.clamp(1, 2));
         let c = &self.counters;
@@ -262,14 +275,25 @@ impl Lane {
         }
         match arena.reclaim(p.cookie as u32) {
             Ok(mut frame) => {
-                if let Some(draw) = draw {
-                    // Once for the frame: a copy sends the same bytes.
+                if p.ce || draw.is_some() {
+                    // Once for the frame: a copy sends the same bytes. The
+                    // mark first, so that a flip cannot stop it (a flipped
+                    // version or ECN bit); the flip then lands on the
+                    // marked bytes as on any others.
                     let len = frame.len();
-                    if let Some(bytes) = arena
+                    let mut bytes = arena
                         .buffer_mut(&mut frame)
                         .ok()
-                        .and_then(|b| b.get_mut(..len))
-                    {
+                        .and_then(|b| b.get_mut(..len));
+                    if p.ce {
+                        let c = &self.counters;
+                        if bytes.as_deref_mut().is_some_and(mark_ce) {
+                            c.ce_marked[c.grouping.of(p.flow.0)].add(1);
+                        } else {
+                            c.ce_unmarkable.add(1);
+                        }
+                    }
+                    if let (Some(bytes), Some(draw)) = (bytes, draw) {
                         corrupt_frame(bytes, draw);
                     }
                 }
@@ -775,5 +799,128 @@ mod tests {
         assert_eq!(counters.corrupted[0].read(), 1);
         assert_eq!(counters.drops[TxReason::TxError as usize].read(), 3);
         assert_eq!(counters.sent[0].read(), 0);
+    }
+
+    /// Where the IPv4 header of [`tagged_ipv4`] frames starts.
+    const IP_AT: usize = 18;
+
+    /// An 802.1Q-tagged IPv4/UDP frame whose TOS byte is `tos`, its header
+    /// checksum right.
+    fn tagged_ipv4(tos: u8) -> Vec<u8> {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .single_vlan(etherparse::VlanId::try_new(42).expect("a VLAN ID"))
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1000, 2000)
+            .write(&mut f, &[7; 64])
+            .expect("written");
+        f[IP_AT + 1] = tos;
+        let header = etherparse::Ipv4HeaderSlice::from_slice(&f[IP_AT..]).expect("IPv4");
+        let checksum = header.to_header().calc_header_checksum();
+        f[IP_AT + 10..IP_AT + 12].copy_from_slice(&checksum.to_be_bytes());
+        f
+    }
+
+    /// The ECN field of a [`tagged_ipv4`] frame and whether its header
+    /// checksum is what a full recomputation gives.
+    fn ecn_and_checksum_ok(f: &[u8]) -> (u8, bool) {
+        let header = etherparse::Ipv4HeaderSlice::from_slice(&f[IP_AT..]).expect("IPv4");
+        let ok = header.header_checksum() == header.to_header().calc_header_checksum();
+        (header.ecn().value(), ok)
+    }
+
+    /// Writes `bytes` into a frame of `pool` and puts it in flight: its
+    /// cookie.
+    fn in_flight(pool: &mut FramePool, bytes: &[u8]) -> u64 {
+        let arena = Arc::clone(pool.arena());
+        let mut frame = pool.alloc().expect("a frame");
+        arena.write(&mut frame, bytes).expect("written");
+        u64::from(arena.release(frame).expect("released"))
+    }
+
+    /// A lane without a socket: a packet a pipe marked CE leaves its
+    /// backend with ECN 3 and a right IPv4 checksum (both copies of a
+    /// duplicate: one frame), counted `ce_marked` once; one not marked
+    /// leaves as it came; one that cannot be marked (Not-ECT) leaves as it
+    /// came, counted `ce_unmarkable`; one marked and corrupted carries the
+    /// mark and exactly one flipped bit on top of it.
+    #[test]
+    fn a_ce_packet_leaves_with_ecn_3_and_a_right_checksum() {
+        let mut pool = FramePool::new(8, 2048).expect("pool");
+        let arena = Arc::clone(pool.arena());
+        let counters = Arc::new(TxShared::new(
+            1,
+            Grouping::new(1),
+            Arc::new(std::sync::atomic::AtomicU64::new(9)),
+        ));
+        let mut lane = Lane::new(None, Arc::clone(&counters), 0, 9, (0, false));
+        let ect0 = tagged_ipv4(0xb8 | 2);
+        assert_eq!(ecn_and_checksum_ok(&ect0), (2, true));
+        let packet = |cookie: u64, ce: bool| TxPacket {
+            len: ect0.len() as u32,
+            cookie,
+            ce,
+            flow: FlowId(0),
+            ..TxPacket::default()
+        };
+        // Marked and duplicated.
+        let cookie = in_flight(&mut pool, &ect0);
+        lane.push(
+            &arena,
+            &TxPacket {
+                copies: 2,
+                ..packet(cookie, true)
+            },
+        );
+        assert_eq!(lane.picks, [0, 0], "the marked frame named twice");
+        let sent = arena.bytes(&lane.frames[0]).expect("bytes").to_vec();
+        assert_eq!(ecn_and_checksum_ok(&sent), (3, true));
+        assert_eq!(sent[IP_AT + 1] >> 2, 0xb8 >> 2, "DSCP kept");
+        let changed: Vec<usize> = (0..sent.len()).filter(|&i| sent[i] != ect0[i]).collect();
+        assert!(
+            changed
+                .iter()
+                .all(|i| [IP_AT + 1, IP_AT + 10, IP_AT + 11].contains(i)),
+            "{changed:?}"
+        );
+        assert_eq!(counters.ce_marked[0].read(), 1);
+        // Not marked: as it came.
+        let cookie = in_flight(&mut pool, &ect0);
+        lane.push(&arena, &packet(cookie, false));
+        assert_eq!(arena.bytes(&lane.frames[1]).expect("bytes"), &ect0[..]);
+        assert_eq!(counters.ce_marked[0].read(), 1);
+        // Marked but Not-ECT: as it came, counted apart.
+        let not_ect = tagged_ipv4(0xb8);
+        let cookie = in_flight(&mut pool, &not_ect);
+        lane.push(&arena, &packet(cookie, true));
+        assert_eq!(arena.bytes(&lane.frames[2]).expect("bytes"), &not_ect[..]);
+        assert_eq!(counters.ce_marked[0].read(), 1);
+        assert_eq!(counters.ce_unmarkable.read(), 1);
+        // Marked and corrupted: the mark, then the lane's first draw's
+        // flip on the marked bytes.
+        let cookie = in_flight(&mut pool, &ect0);
+        lane.push(
+            &arena,
+            &TxPacket {
+                corrupt: true,
+                ..packet(cookie, true)
+            },
+        );
+        let mut want = ect0.clone();
+        assert!(pspat_io::parse::mark_ce(&mut want));
+        let mut state = lane_seed(9, 0, false);
+        corrupt_frame(&mut want, splitmix64(&mut state));
+        assert_eq!(arena.bytes(&lane.frames[3]).expect("bytes"), &want[..]);
+        assert_eq!(
+            (counters.ce_marked[0].read(), counters.corrupted[0].read()),
+            (2, 1)
+        );
+        // No socket: every send dropped; the marks stay counted once.
+        lane.flush(&arena);
+        assert_eq!(counters.drops[TxReason::TxError as usize].read(), 5);
+        assert_eq!(
+            (counters.ce_marked[0].read(), counters.ce_unmarkable.read()),
+            (2, 1)
+        );
     }
 }

@@ -102,6 +102,8 @@ struct Tally {
     /// By egress interface: copies of duplicated packets its transmitters
     /// were given.
     duplicated: Vec<u64>,
+    /// Packets marked CE its transmitters could not mark.
+    ce_unmarkable: u64,
     /// Every flow's `received + duplicated >= transmitted + dropped`.
     conserved: bool,
 }
@@ -1077,6 +1079,8 @@ impl Bridge {
         let fl = std::mem::take(&mut fwd.flows);
         r.duplicated = fl.iter().map(|f| f.duplicated).sum();
         r.corrupted = fl.iter().map(|f| f.corrupted).sum();
+        r.ce_marked = fl.iter().map(|f| f.ce_marked).sum();
+        r.ce_unmarkable = fwd.ce_unmarkable;
         r.transmitted = fl.iter().map(|f| f.transmitted).sum();
         r.transmitted_bytes = fl.iter().map(|f| f.bytes).sum();
         r.dropped_total = r.dropped.values().sum();
@@ -1148,6 +1152,8 @@ impl Bridge {
                 received_bytes: rev.received_bytes + direct.received_bytes,
                 duplicated: rev.duplicated.iter().sum(),
                 corrupted: rev.flows.iter().map(|f| f.corrupted).sum(),
+                ce_marked: rev.flows.iter().map(|f| f.ce_marked).sum(),
+                ce_unmarkable: rev.ce_unmarkable,
                 transmitted: rev.flows.iter().map(|f| f.transmitted).sum::<u64>()
                     + direct.transmitted,
                 bytes: rev.flows.iter().map(|f| f.bytes).sum::<u64>() + direct.bytes,
@@ -1222,11 +1228,13 @@ impl Bridge {
         };
         for (e, list) in tx.iter().enumerate() {
             for c in list {
+                t.ce_unmarkable += c.ce_unmarkable.read();
                 for (f, flow) in t.flows.iter_mut().enumerate() {
                     let d = c.duplicated[f].read();
                     flow.duplicated += d;
                     t.duplicated[e] += d;
                     flow.corrupted += c.corrupted[f].read();
+                    flow.ce_marked += c.ce_marked[f].read();
                     let sent = c.sent[f].read();
                     flow.transmitted += sent;
                     t.sent[e] += sent;
@@ -1312,6 +1320,7 @@ impl Bridge {
             g.received += flow.received;
             g.duplicated += flow.duplicated;
             g.corrupted += flow.corrupted;
+            g.ce_marked += flow.ce_marked;
             g.transmitted += flow.transmitted;
             g.bytes += flow.bytes;
             g.in_flight += flow.in_flight;

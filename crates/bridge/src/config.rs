@@ -799,9 +799,9 @@ mod tests {
             (large.flow_state_bytes() - small.flow_state_bytes()) as f64 / 60_000.0
         };
         // One RX thread, one transmitter: 6 RX reasons and 5 TX reasons;
-        // sent, bytes, duplicated, corrupted.
+        // sent, bytes, duplicated, corrupted, ce_marked.
         let own = per_flow(FlowCounters::PerFlow);
-        assert_eq!(own, (8.0 + 1.0) * 8.0 + (1.0 + 9.0) * 8.0 + 4.0 + 2.0);
+        assert_eq!(own, (8.0 + 1.0) * 8.0 + (1.0 + 10.0) * 8.0 + 4.0 + 2.0);
         assert_eq!(per_flow(FlowCounters::Groups(1)), 0.0);
         let mut shaped = cfg(100, FlowCounters::PerFlow);
         let one = shaped.flow_state_bytes();

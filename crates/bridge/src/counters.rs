@@ -73,9 +73,9 @@ impl Grouping {
 /// `received_bytes` and one `flow_drops` per [`RxReason`].
 pub(crate) const RX_PER_GROUP: usize = 2 + NRX;
 /// Counters per group in a transmitter's block, besides one `done` per RX
-/// thread: `sent`, `sent_bytes`, `duplicated`, `corrupted` and one `drops`
-/// per [`TxReason`].
-pub(crate) const TX_PER_GROUP: usize = 4 + NTX;
+/// thread: `sent`, `sent_bytes`, `duplicated`, `corrupted`, `ce_marked`
+/// and one `drops` per [`TxReason`].
+pub(crate) const TX_PER_GROUP: usize = 5 + NTX;
 
 /// Why an RX thread dropped a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,6 +258,16 @@ pub(crate) struct TxShared {
     /// bit and is not counted again); not extra frames: each is sent or
     /// dropped as the packet it is.
     pub(crate) corrupted: Box<[Counter]>,
+    /// Per counter group: packets a pipe marked Congestion Experienced
+    /// whose IP header the backend set to CE, once per packet (a
+    /// duplicated one's copy carries the same mark).
+    pub(crate) ce_marked: Box<[Counter]>,
+    /// Packets a pipe marked Congestion Experienced that the backend could
+    /// not mark (no ECN-capable IPv4 or IPv6 header where the parser looks
+    /// for one), sent as they came: one count for the transmitter, not per
+    /// group (never expected: only packets the RX threads found
+    /// ECN-capable are marked).
+    pub(crate) ce_unmarkable: Counter,
     /// The seed the transmitters' corruption draws follow
     /// ([`crate::BridgeConfig::corrupt_seed`], then each
     /// [`crate::Bridge::set_corrupt_seed`]): one for the whole bridge.
@@ -279,6 +289,8 @@ impl TxShared {
             drops: counters(groups * NTX),
             duplicated: counters(groups),
             corrupted: counters(groups),
+            ce_marked: counters(groups),
+            ce_unmarkable: Counter::default(),
             corrupt_seed,
             cpu: AtomicU64::new(0),
             error: ErrorSlot::default(),
@@ -351,7 +363,8 @@ mod tests {
                 + tx.sent_bytes.len()
                 + tx.drops.len()
                 + tx.duplicated.len()
-                + tx.corrupted.len(),
+                + tx.corrupted.len()
+                + tx.ce_marked.len(),
             groups * TX_PER_GROUP
         );
     }

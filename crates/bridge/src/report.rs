@@ -27,6 +27,17 @@
 //! conservation sum (each is counted `transmitted` or dropped as any
 //! frame; a duplicated one's copy is in `duplicated` and carries the same
 //! flipped bit).
+//!
+//! `ce_marked` counts the packets a pipe marked Congestion Experienced (RED
+//! with `ecn`, on packets the RX threads found ECN-capable) whose IP header
+//! the transmitter set to CE (`pspat_io::parse::mark_ce`: the ECN field
+//! set to 3, the IPv4 header checksum updated), and `ce_unmarkable` (in
+//! the totals of a direction only) those it could not (no ECN-capable
+//! IPv4 or IPv6 header where the parser looks for one; never expected,
+//! since only ECN-capable packets are marked). Like `corrupted`, each
+//! packet once, when the transmitter takes it (a duplicated one's copy
+//! carries the same mark), outside the conservation sum; a packet dropped
+//! because its frame was not in flight (`frame_state`) is in neither.
 
 use std::collections::BTreeMap;
 
@@ -51,6 +62,9 @@ pub struct FlowReport {
     pub duplicated: u64,
     /// Its packets a pipe corrupted (one bit flipped; module docs).
     pub corrupted: u64,
+    /// Its packets a pipe marked Congestion Experienced (RED with `ecn`)
+    /// that the transmitter set to CE (module docs).
+    pub ce_marked: u64,
     /// Frames sent on the output interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
@@ -88,6 +102,12 @@ pub struct ReverseReport {
     pub duplicated: u64,
     /// Its packets a pipe corrupted (shaped only; module docs).
     pub corrupted: u64,
+    /// Its packets a pipe marked Congestion Experienced that the
+    /// transmitter set to CE (shaped only; module docs).
+    pub ce_marked: u64,
+    /// Its packets a pipe marked Congestion Experienced that the
+    /// transmitter could not mark (shaped only; module docs).
+    pub ce_unmarkable: u64,
     /// Frames sent on the input interface (copies included).
     pub transmitted: u64,
     /// Their bytes.
@@ -138,6 +158,8 @@ pub struct EgressReport {
     pub duplicated: u64,
     /// Its flows' packets a pipe corrupted.
     pub corrupted: u64,
+    /// Its flows' packets set to Congestion Experienced (module docs).
+    pub ce_marked: u64,
     /// Frames sent on it (copies included).
     pub transmitted: u64,
     /// Their bytes.
@@ -193,6 +215,14 @@ pub struct Report {
     /// bit of each (module docs); counted once per packet, in no sum of
     /// the conservation.
     pub corrupted: u64,
+    /// Packets a pipe marked Congestion Experienced (RED with `ecn`): the
+    /// transmitters set the ECN field of their IP header to CE (module
+    /// docs); counted once per packet, in no sum of the conservation.
+    pub ce_marked: u64,
+    /// Packets a pipe marked Congestion Experienced that the transmitters
+    /// could not mark (no ECN-capable IP header; module docs), sent as
+    /// they came.
+    pub ce_unmarkable: u64,
     /// Frames sent on the output interface (copies included).
     pub transmitted: u64,
     /// Their bytes.

@@ -1,7 +1,10 @@
 //! An RX thread: one runtime client reading the input interface's ring.
 //!
 //! For each frame the ring gives: check its length against the output
-//! link, parse it, classify it, check its flow's queue limit, ask the
+//! link, parse it, classify it, note whether it is ECN-capable (its IP
+//! header's ECN field, at the offset its flow key gives:
+//! [`pspat_io::parse::ecn_capable_parsed`]; [`pspat::Submission::ect`]),
+//! check its flow's queue limit, ask the
 //! client for the descriptor slot it will travel in
 //! ([`pspat::Client::next_slot`]), copy it into that slot's frame (the one
 //! copy between the wire and the output socket), and submit it with the
@@ -49,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use pspat::{Client, Submission, SubmitError};
 use pspat_io::af_packet::RxPacket;
-use pspat_io::parse::{parse_frame, ParseLimits};
+use pspat_io::parse::{ecn_capable, ecn_capable_parsed, parse_frame, ParseLimits};
 use pspat_io::{Frame, FrameArena, PacketRx, StopLatch};
 
 use crate::backend::AfPacketTx;
@@ -276,6 +279,13 @@ impl<C: Classifier> RxState<C> {
                 return;
             }
         };
+        // ECN-capable: for a parsed frame, the one byte at the IP header
+        // offset its key gives; for one that did not parse (forwarded to
+        // flow 0), the walk to its IP header, if it has a whole one.
+        let ect = match &key {
+            Ok(k) => ecn_capable_parsed(frame, k),
+            Err(_) => ecn_capable(frame),
+        };
         let f = self.grouping.of(flow.0);
         let e = self
             .egress_of
@@ -332,6 +342,7 @@ impl<C: Classifier> RxState<C> {
             flow,
             len: n as u32,
             cookie: u64::from(cookie),
+            ect,
         };
         match self.clients[e].submit(sub) {
             Ok(_) => self.admitted[f] += 1,

@@ -858,6 +858,7 @@ fn node_run(args: &Args, alg: pspat_sched::AlgKind, links: usize) -> anyhow::Res
                                 flow: FlowId(f as u32),
                                 len: 60,
                                 cookie: 0,
+                                ect: false,
                             };
                             match client.submit(s) {
                                 Ok(_) => f = (f + stride) % flows,
@@ -1056,6 +1057,7 @@ fn runtime_run(
             flow: FlowId(f as u32),
             len: 60,
             cookie: seq[f],
+            ect: false,
         };
         loop {
             match client.submit(s) {

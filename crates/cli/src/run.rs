@@ -522,9 +522,9 @@ impl HeldFrames {
     /// released again, so whoever takes the descriptor next finds it as
     /// it was.
     fn key_of(&self, token: u64) -> Option<PacketKey> {
-        // A packet past its pipe's link may carry the copy and corrupt
-        // marks.
-        let token = token & !(Packet::COPY_BIT | Packet::CORRUPT_BIT);
+        // A packet past its pipe's link may carry the pipe's marks, and an
+        // ECN-capable one its bit.
+        let token = token & !Packet::FLAG_BITS;
         let (client, desc) = ((token >> 32) as usize, (token as u32) as usize);
         if desc >= self.per_client {
             return None;
@@ -844,6 +844,9 @@ struct PipeJson {
     /// Packets sent ahead of the delay (`reorder P`, tc-netem's); in
     /// `out_*`.
     reordered: u64,
+    /// Packets RED marked Congestion Experienced instead of dropping them
+    /// (`ecn`); they go on as any packet.
+    marked: u64,
     dropped: BTreeMap<&'static str, u64>,
     dropped_total: u64,
     queued: u64,
@@ -885,6 +888,12 @@ struct TotalsJson {
     /// each: not in the accounting sum (they are in `transmitted` or
     /// `dropped`).
     corrupted: u64,
+    /// Packets a pipe's RED marked Congestion Experienced whose IP header
+    /// the transmitters set to CE, once each; not in the accounting sum.
+    ce_marked: u64,
+    /// Packets marked that the transmitters found no ECN-capable IP header
+    /// in (never expected), sent as they came.
+    ce_unmarkable: u64,
     dropped: BTreeMap<String, u64>,
     dropped_total: u64,
     in_flight: u64,
@@ -958,6 +967,7 @@ fn pipes_json(links: &[LinkInfo], snaps: &[MemberSnap]) -> Vec<PipeJson> {
                 p.duplicates += c.duplicates;
                 p.corrupted += c.corrupted;
                 p.reordered += c.reordered;
+                p.marked += c.marked;
                 for r in DropReason::ALL {
                     let n = c.dropped(r);
                     if n > 0 {
@@ -1083,6 +1093,9 @@ fn pipe_table(out: &mut impl Write, pipes: &[PipeJson]) -> std::io::Result<()> {
         }
         if p.reordered > 0 {
             writeln!(out, "       sent ahead of the delay {} pkt", p.reordered)?;
+        }
+        if p.marked > 0 {
+            writeln!(out, "       marked CE {} pkt", p.marked)?;
         }
     }
     Ok(())
@@ -1580,6 +1593,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         transmitted_bytes: report.transmitted_bytes,
         duplicated: report.duplicated,
         corrupted: report.corrupted,
+        ce_marked: report.ce_marked,
+        ce_unmarkable: report.ce_unmarkable,
         dropped: report.dropped.clone(),
         dropped_total: report.dropped_total,
         in_flight: report.in_flight,

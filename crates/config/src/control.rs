@@ -64,8 +64,10 @@ pub enum ControlRequest {
 /// The running configuration with configuration lines sent to a daemon
 /// merged in, as `pspat ctl` means them: an object that exists keeps every
 /// parameter the lines do not give (`pipe 1 config bw 20Mbit/s` changes the
-/// bandwidth only; `reorder` and `noerror` can be turned on, not off); a
-/// new number adds an object; `add N ...` replaces rule N or adds it, a
+/// bandwidth only; `reorder`, `noerror` and `ecn` can be turned on, not
+/// off; `droptail` turns RED off, and `ecn` with it, unless the same line
+/// gives `ecn` again, which validation then refuses as in a file); a new
+/// number adds an object; `add N ...` replaces rule N or adds it, a
 /// rule without a number is added after the others; `table N add P V`
 /// sets one entry; `default` and `seed` replace theirs when given.
 ///
@@ -106,10 +108,29 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         old.cell_size = new.cell_size.or(old.cell_size);
         old.cell_overhead = new.cell_overhead.or(old.cell_overhead);
     }
-    fn queue(old: &mut QueueParams, new: &QueueParams) {
+    /// Whether object `index` of `kind` in `lines` says `droptail`: no
+    /// RED, but a position where `red`/`gred`/`droptail` was written (the
+    /// model alone cannot tell `droptail` from nothing).
+    fn droptail(lines: &Config, kind: SiteKind, index: usize, q: &QueueParams) -> bool {
+        let site = Site {
+            kind,
+            index,
+            sub: 0,
+            field: "red",
+        };
+        q.red.is_none() && lines.sources.get(&site).is_some()
+    }
+    fn queue(old: &mut QueueParams, new: &QueueParams, droptail: bool) {
         old.limit = new.limit.or(old.limit);
         old.plr = new.plr.or(old.plr);
-        old.red = new.red.or(old.red);
+        if droptail {
+            // ECN marks what RED would drop: without RED it goes too.
+            old.red = None;
+            old.ecn = false;
+        } else {
+            old.red = new.red.or(old.red);
+        }
+        old.ecn |= new.ecn;
         old.buckets = new.buckets.or(old.buckets);
         old.noerror |= new.noerror;
         // The two loss models replace each other: a line that gives one
@@ -179,7 +200,8 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             Some(k) => {
                 let o = &mut out.pipes[k];
                 link(&mut o.link, &p.link);
-                queue(&mut o.queue, &p.queue);
+                let off = droptail(lines, SiteKind::Pipe, i, &p.queue);
+                queue(&mut o.queue, &p.queue, off);
                 if !p.mask.is_empty() {
                     o.mask = p.mask;
                 }
@@ -202,7 +224,8 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
                 o.weight = q.weight.or(o.weight);
                 o.lmax = q.lmax.or(o.lmax);
                 o.pri = q.pri.or(o.pri);
-                queue(&mut o.params, &q.params);
+                let off = droptail(lines, SiteKind::Queue, i, &q.params);
+                queue(&mut o.params, &q.params, off);
                 if !q.mask.is_empty() {
                     o.mask = q.mask;
                 }
@@ -458,6 +481,65 @@ mod tests {
             (0.2, 0.0)
         );
         assert_eq!((p.queue.corrupt, p.queue.corrupt_correlation), (0.02, 0.4));
+    }
+
+    /// `ecn` is a flag as `noerror`: a line turns it on, never off;
+    /// `droptail` turns RED off and `ecn` with it, and a line that gives
+    /// both is refused at `ecn`, as a file would be.
+    #[test]
+    fn ecn_is_turned_on_by_a_line_and_off_with_droptail() {
+        let running = "pipe 1 config bw 1Mbit/s red 0.002/30/80/0.1\n\
+                       queue 2 config pipe 1 gred 0.002/30/80/0.1 ecn\n\
+                       pipe 3 config bw 1Mbit/s\n";
+        let plan = |lines: &str| merged(running, lines).validate(&NoProfiles);
+        // Turned on, RED kept.
+        let p = plan("pipe 1 config ecn").unwrap();
+        assert!(p.pipes[&1].queue.ecn);
+        assert_eq!(p.pipes[&1].queue.red.map(|r| r.max_th), Some(80));
+        // Other words, and RED given again without it, keep it.
+        let p = plan("queue 2 config weight 7").unwrap();
+        assert!(p.queues[&2].queue.ecn && p.queues[&2].weight == 7);
+        let p = plan("queue 2 config red 0.01/10/20/0.2").unwrap();
+        assert!(p.queues[&2].queue.ecn);
+        assert_eq!(
+            p.queues[&2].queue.red.map(|r| (r.gentle, r.max_th)),
+            Some((false, 20))
+        );
+        // `droptail` takes RED off, and `ecn` with it.
+        let p = plan("queue 2 config droptail").unwrap();
+        assert_eq!(
+            (p.queues[&2].queue.red, p.queues[&2].queue.ecn),
+            (None, false)
+        );
+        let p = plan("pipe 1 config droptail; queue 2 config weight 2").unwrap();
+        assert_eq!(p.pipes[&1].queue.red, None);
+        assert!(p.queues[&2].queue.ecn, "another object keeps its own");
+        // A line without `droptail` keeps RED (the model's `None` is "not given").
+        let p = plan("pipe 1 config plr 0.1").unwrap();
+        assert!(p.pipes[&1].queue.red.is_some());
+        // `droptail ecn`, or `ecn` on a drop-tail pipe: refused at `ecn`.
+        for (lines, column) in [
+            ("queue 2 config droptail ecn", 25),
+            ("pipe 3 config ecn", 15),
+        ] {
+            let e = plan(lines).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.line, e.column, e.token.as_str(), e.kind),
+                (
+                    "<ctl>",
+                    1,
+                    column,
+                    "ecn",
+                    crate::ErrorKind::MissingReference
+                ),
+                "{lines}: {e}"
+            );
+            assert!(
+                e.to_string()
+                    .ends_with("'ecn' needs 'red' or 'gred' on the same queue"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -186,8 +186,8 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
-            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
         }
     }
 
@@ -215,6 +215,7 @@ impl ObjKind {
                 | "red"
                 | "gred"
                 | "droptail"
+                | "ecn"
                 | "noerror"
                 | "gemodel"
                 | "lossstate"
@@ -756,6 +757,10 @@ pub(crate) fn parse_object_keyword(
         "noerror" => {
             d.params.noerror = true;
             record(&mut d.fields, cur, "noerror", kw, kw.pos())?;
+        }
+        "ecn" => {
+            d.params.ecn = true;
+            record(&mut d.fields, cur, "ecn", kw, kw.pos())?;
         }
         "gemodel" => {
             // `gemodel P [R [1-H [1-K]]]`: the values after `p` are taken

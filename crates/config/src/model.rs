@@ -267,6 +267,11 @@ pub struct QueueParams {
     pub buckets: Option<u32>,
     /// `noerror`: do not report drops to the sender.
     pub noerror: bool,
+    /// `ecn` (dummynet's): with `red`/`gred`, an ECN-capable packet that
+    /// RED would drop is queued marked Congestion Experienced instead;
+    /// validation refuses it without `red`/`gred`.
+    #[serde(default)]
+    pub ecn: bool,
     /// `gemodel`: Gilbert-Elliott loss (pspat).
     pub gemodel: Option<GilbertElliott>,
     /// `lossstate`: the 4-state loss model (pspat); not with `gemodel`.

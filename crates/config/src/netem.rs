@@ -27,13 +27,14 @@
 //! `add 100 pipe N ip from any to any` and `seed N` when given; `loss P C`
 //! becomes a Gilbert-Elliott model (below). The result is parsed and
 //! validated as any configuration, so what pspat cannot do is refused:
-//! `ecn`, a rate as a percentage of the device's, a distribution table
-//! other than the built-in ones, and a time without unit (tc versions read
-//! it as microseconds or as nanoseconds). `duplicate P C`, `corrupt P C`
-//! and `reorder P C` keep their words: pspat reads the second value as the
-//! correlation of a two-state chain of the decisions, as for loss below
-//! (long-run share P, lag-1 correlation C), where netem draws them as it
-//! draws loss.
+//! `ecn` (netem's marks instead of loss; pspat's `ecn` marks instead of
+//! RED's drops, and netem has no RED), a rate as a percentage of the
+//! device's, a distribution table other than the built-in ones, and a time
+//! without unit (tc versions read it as microseconds or as nanoseconds).
+//! `duplicate P C`, `corrupt P C` and `reorder P C` keep their words:
+//! pspat reads the second value as the correlation of a two-state chain of
+//! the decisions, as for loss below (long-run share P, lag-1 correlation
+//! C), where netem draws them as it draws loss.
 //!
 //! # Correlated loss
 //! netem's documentation (its wiki's examples) describes `loss P C` as P
@@ -536,7 +537,7 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             return Err(r.error(
                 kw,
                 ErrorKind::UnknownKeyword,
-                "'ecn' has no counterpart yet: every loss drops the packet (docs/RECIPES.md, Not expressible yet)",
+                "'ecn' has no counterpart yet: pspat's 'ecn' (dummynet's) marks instead of RED's drops; tc-netem's, which marks instead of loss, has none, and every loss drops the packet (docs/RECIPES.md, Not expressible yet)",
             ));
         } else if let Some(keyword) = ["reorder", "corrupt"]
             .into_iter()
@@ -1023,7 +1024,11 @@ mod tests {
                 "reorder correlation must be under 100%",
             ),
             ("duplicate 1% 25x", 14, "not a percentage"),
-            ("loss 1% ecn", 9, "'ecn' has no counterpart"),
+            (
+                "loss 1% ecn",
+                9,
+                "'ecn' has no counterpart yet: pspat's 'ecn' (dummynet's) marks instead of RED's drops; tc-netem's, which marks instead of loss, has none",
+            ),
             ("rate 50%", 6, "share of the device"),
             ("delay 10", 7, "has no unit"),
             (

@@ -1,8 +1,8 @@
 //! From a validated [`Plan`] to the core's pipe configuration
 //! ([`pspat_sched::pipe::PipeConfig`]): the link half (bw, burst, delay,
 //! profile, jitter, reorder) of a pipe or sched and the queue half (limit,
-//! plr, RED/GRED, Gilbert-Elliott, the 4-state loss model, duplication) of
-//! a pipe or flowset.
+//! plr, RED/GRED and its ECN marking, Gilbert-Elliott, the 4-state loss
+//! model, duplication) of a pipe or flowset.
 //!
 //! # Guarantees
 //! * Every value of the plan that the pipe models is carried over, units
@@ -102,6 +102,9 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
         duplicate_correlation: q.duplicate_correlation,
         corrupt: q.corrupt,
         corrupt_correlation: q.corrupt_correlation,
+        // Validation sets it only with RED; a plan from elsewhere that has
+        // it without RED changes nothing in the core.
+        ecn: q.ecn,
     }
 }
 
@@ -337,6 +340,7 @@ mod tests {
                 duplicate_correlation: 0.0,
                 corrupt: 0.0,
                 corrupt_correlation: 0.0,
+                ecn: false,
             },
             delay_line_capacity: 782,
             seed: pipe_seed(crate::plan::DEFAULT_SEED, 1),
@@ -356,7 +360,7 @@ mod tests {
              packetoverhead -4 cellsize 48 celloverhead 5 \
              queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 0.5 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
-             queue 7 config sched 4 weight 3 red 0.5/5/15/0.2",
+             queue 7 config sched 4 weight 3 red 0.5/5/15/0.2 ecn",
         );
         let c = pipe_config(&p.pipes[&2], p.seed).unwrap();
         assert_eq!(c.burst_bytes, 3_000);
@@ -435,6 +439,8 @@ mod tests {
         assert_eq!(all[&4].delay_line_capacity, UNLIMITED_DELAY_LINE);
         let q7 = queue_config(&p.queues[&7].queue);
         assert_eq!(q7.red.unwrap().max_th, 15);
+        assert!(q7.ecn, "dummynet's ecn goes with its RED");
+        assert!(!c.queue.ecn);
         assert_eq!(q7.limit, pipe::QueueLimit::Slots(50));
     }
 

@@ -172,6 +172,10 @@ pub struct QueueSetPlan {
     pub buckets: u32,
     /// Do not report drops to the sender.
     pub noerror: bool,
+    /// With `red`: mark ECN-capable packets Congestion Experienced instead
+    /// of dropping them early (dummynet's `ecn`); only ever set with `red`.
+    #[serde(default)]
+    pub ecn: bool,
     /// Gilbert-Elliott loss.
     pub gemodel: Option<GilbertElliott>,
     /// The 4-state loss model (never with `gemodel`).
@@ -825,6 +829,16 @@ impl Checker<'_> {
                 );
             }
         }
+        if q.ecn && q.red.is_none() {
+            self.fail(
+                (kind, index, "ecn"),
+                ErrorKind::MissingReference,
+                || "ecn".into(),
+                format!(
+                    "{owner} has 'ecn' but no RED: 'ecn' needs 'red' or 'gred' on the same queue"
+                ),
+            );
+        }
         let buckets = q.buckets.unwrap_or(64);
         self.range(
             (kind, index, "buckets"),
@@ -838,6 +852,7 @@ impl Checker<'_> {
             red: q.red,
             buckets,
             noerror: q.noerror,
+            ecn: q.ecn,
             gemodel: q.gemodel,
             lossstate: q.lossstate,
             duplicate: q.duplicate.unwrap_or(0.0),

@@ -105,6 +105,10 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
             r.w_q, r.min_th, r.max_th, r.max_p
         ));
     }
+    // Right after RED, as dummynet's `pipe show` writes ` (ecn)`.
+    if q.ecn {
+        out.push("ecn".into());
+    }
     if let Some(b) = q.buckets {
         out.push(format!("buckets {b}"));
     }
@@ -412,6 +416,9 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
             "{name} = {}",
             quote(&format!("{}/{}/{}/{}", r.w_q, r.min_th, r.max_th, r.max_p))
         );
+    }
+    if q.ecn {
+        out.push_str("ecn = true\n");
     }
     if let Some(b) = q.buckets {
         let _ = writeln!(out, "buckets = {b}");

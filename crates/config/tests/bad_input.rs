@@ -1271,3 +1271,67 @@ fn a_netem_correlation_after_a_value_is_refused_with_what_to_write() {
         assert!(e.message.contains(hint), "{e}");
     }
 }
+
+/// dummynet's `ecn` marks what RED would drop: without `red`/`gred` on the
+/// same pipe or queue (drop-tail, or after `droptail`) it is refused at
+/// the `ecn` token, in both syntaxes.
+#[test]
+fn ecn_without_red_is_refused_at_its_token_in_both_syntaxes() {
+    let needs = "'ecn' needs 'red' or 'gred' on the same queue";
+    let e = error_of("pipe 1 config bw 1Mbit/s ecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 26, "ecn", ErrorKind::MissingReference);
+    assert_eq!(
+        e.to_string(),
+        format!("cfg.ipfw:1:26: pipe 1 has 'ecn' but no RED: {needs}")
+    );
+    let e = error_of(
+        "pipe 2 config bw 1Mbit/s\nqueue 3 config pipe 2 ecn weight 4\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 23, "ecn", ErrorKind::MissingReference);
+    assert!(e.message.starts_with("queue 3 has 'ecn'"), "{e}");
+    assert!(e.message.contains(needs), "{e}");
+    // `droptail` is drop-tail: the same.
+    let e = error_of("pipe 1 config droptail ecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 24, "ecn", ErrorKind::MissingReference);
+    assert!(e.message.contains(needs), "{e}");
+    // RED and `droptail` on one line are two drop policies; `ecn` twice too.
+    let e = error_of(
+        "pipe 1 config red 0.002/30/80/0.1 ecn droptail\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 1, 39, "droptail", ErrorKind::Duplicate);
+    let e = error_of("pipe 1 config red 0.002/30/80/0.1 ecn ecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 39, "ecn", ErrorKind::Duplicate);
+    // Not a sched keyword; listed among a pipe's.
+    let e = error_of("sched 1 config type qfq ecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "ecn", ErrorKind::UnknownKeyword);
+    let e = error_of("pipe 1 config ecm\n", &NoProfiles);
+    assert!(e.message.contains("gred, droptail, ecn, buckets"), "{e}");
+    let e = error_of("queue 1 config pipe 1 mask all ecm\n", &NoProfiles);
+    assert!(e.message.contains("droptail, ecn, buckets"), "{e}");
+    // TOML: at the key.
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nbw = \"1Mbit/s\"\necn = true\n");
+    assert_at(&e, "cfg.toml", 4, 1, "ecn", ErrorKind::MissingReference);
+    assert!(e.message.contains(needs), "{e}");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\n[[queue]]\nnumber = 2\npipe = 1\necn = true\n");
+    assert_at(&e, "cfg.toml", 6, 1, "ecn", ErrorKind::MissingReference);
+    // With RED, both syntaxes validate.
+    let cfg = parse_ipfw("pipe 1 config red 0.002/30/80/0.1 ecn\n", "cfg.ipfw").unwrap();
+    assert!(cfg.validate(&NoProfiles).unwrap().pipes[&1].queue.ecn);
+}
+
+#[test]
+fn ecn_in_toml_takes_a_boolean_at_its_value() {
+    for (value, token) in [("1", "integer"), ("\"yes\"", "string"), ("0.5", "float")] {
+        let e = error_of_toml(&format!(
+            "[[pipe]]\nnumber = 1\nred = \"0.002/30/80/0.1\"\necn = {value}\n"
+        ));
+        assert_at(&e, "cfg.toml", 4, 7, token, ErrorKind::Syntax);
+        assert_eq!(
+            e.to_string(),
+            "cfg.toml:4:7: 'ecn' takes true or false",
+            "{value}"
+        );
+    }
+}

@@ -104,3 +104,25 @@ fn configuration_lines_with_not_before_options_parse_and_print_back() {
     assert_eq!((e.line, e.column, e.token.as_str()), (1, 39, "not"), "{e}");
     assert_eq!(e.kind, ErrorKind::Syntax);
 }
+
+#[test]
+fn ecn_is_a_configuration_flag_on_the_control_socket() {
+    for (line, pipe) in [
+        ("pipe 1 config ecn", true),
+        ("ipfw pipe 1 config red 0.002/30/80/0.1 ecn", true),
+        ("pipe 1 config red 0.002/30/80/0.1", false),
+    ] {
+        let ControlRequest::Configure(cfg) = parse_control(line, "ctl").unwrap() else {
+            panic!("{line} is configuration");
+        };
+        assert_eq!(cfg.pipes[0].queue.ecn, pipe, "{line}");
+    }
+    let ControlRequest::Configure(cfg) =
+        parse_control("queue 4 config ecn sched 1 gred 0.002/30/80/0.1", "ctl").unwrap()
+    else {
+        panic!("a queue line is configuration");
+    };
+    assert!(cfg.queues[0].params.ecn);
+    let e = parse_control("sched 1 config ecn", "ctl").unwrap_err();
+    assert_eq!((e.column, e.kind), (16, ErrorKind::UnknownKeyword), "{e}");
+}

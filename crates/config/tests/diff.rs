@@ -230,3 +230,27 @@ fn a_changed_profile_is_a_changed_pipe() {
     let (old, new) = (cfg.validate(&v1).unwrap(), cfg.validate(&v2).unwrap());
     assert!(matches!(&diff(&old, &new)[..], [Change::ChangePipe(p)] if p.number == 1));
 }
+
+#[test]
+fn turning_ecn_on_or_off_is_a_changed_pipe_or_queue() {
+    let old = plan(
+        "pipe 1 config bw 1Mbit/s red 0.002/30/80/0.1\nqueue 2 config pipe 1 gred 0.002/30/80/0.1 ecn\n",
+    );
+    let new = plan(
+        "pipe 1 config bw 1Mbit/s red 0.002/30/80/0.1 ecn\nqueue 2 config pipe 1 gred 0.002/30/80/0.1\n",
+    );
+    let changes = diff(&old, &new);
+    assert!(
+        matches!(
+            &changes[..],
+            [Change::ChangePipe(p), Change::ChangeQueue(q)]
+                if p.number == 1 && p.queue.ecn && q.number == 2 && !q.queue.ecn
+        ),
+        "{changes:?}"
+    );
+    let mut p = old;
+    for c in &changes {
+        apply(&mut p, c);
+    }
+    assert_eq!(p, new);
+}

@@ -45,6 +45,11 @@ fn the_complete_example_loads_validates_and_matches_its_ipfw_form() {
     assert_eq!(loaded.delay_table_us.len(), 100);
     assert_eq!(plan.queues[&2].parent, Parent::Sched(1));
     assert_eq!(plan.queues[&2].weight, 3);
+    assert!(
+        plan.queues[&2].queue.ecn && plan.queues[&2].queue.red.is_some(),
+        "queue 2 marks with its RED"
+    );
+    assert!(!plan.queues[&1].queue.ecn);
     assert_eq!(plan.tables[&1].len(), 3);
     assert_eq!(plan.rules[&200].action, Action::Queue(Target::Tablearg));
     assert_eq!(

@@ -52,6 +52,20 @@ const EXAMPLES: &[(&str, &str)] = &[
         "ipfw pipe 1 config bw 500Kbit/s queue 100 red 0.002/30/80/0.1",
         "pipe 1 config bw 500Kbit/s queue 100 red 0.002/30/80/0.1\n",
     ),
+    // dummynet's `ecn` after RED, on a pipe and on a queue, and in any
+    // place among the options; printed right after the RED values.
+    (
+        "ipfw pipe 1 config bw 10Mbit/s queue 100 red 0.002/30/80/0.1 ecn",
+        "pipe 1 config bw 10Mbit/s queue 100 red 0.002/30/80/0.1 ecn\n",
+    ),
+    (
+        "ipfw queue 2 config weight 5 sched 1 gred 0.002/30/80/0.1 ecn",
+        "queue 2 config weight 5 sched 1 gred 0.002/30/80/0.1 ecn\n",
+    ),
+    (
+        "pipe 3 config ecn noerror bw 1Mbit/s red 0.002/30/80/0.1 buckets 128",
+        "pipe 3 config bw 1Mbit/s red 0.002/30/80/0.1 ecn buckets 128 noerror\n",
+    ),
     (
         "ipfw pipe 3 config delay 80ms bw 40Mbit/s plr 0.01 queue 1000Kbytes",
         "pipe 3 config bw 40Mbit/s delay 80ms queue 1000KB plr 0.01\n",
@@ -333,4 +347,62 @@ fn gemodel_defaults_and_toml_agree_with_the_ipfw_words() {
             .contains("unknown gemodel key 'h' (allowed: p, r, 1-h, 1-k)"),
         "{e}"
     );
+}
+
+#[test]
+fn ecn_reads_in_both_syntaxes_and_reaches_the_plan_and_the_core() {
+    use pspat_config::{queue_config, NoProfiles};
+    // ipfw: first, last or between the RED values' neighbours.
+    for text in [
+        "pipe 1 config ecn red 0.002/30/80/0.1",
+        "pipe 1 config red 0.002/30/80/0.1 ecn",
+        "pipe 1 config queue 100 ecn bw 1Mbit/s gred 0.002/30/80/0.1 noerror",
+    ] {
+        let q = ipfw_queue(text);
+        assert!(q.ecn && q.red.is_some(), "{text}");
+    }
+    assert!(!ipfw_queue("pipe 1 config red 0.002/30/80/0.1").ecn);
+    let cfg = parse_ipfw(
+        "pipe 1 config bw 10Mbit/s\nqueue 2 config weight 5 ecn sched 1 gred 0.002/30/80/0.1",
+        "x",
+    )
+    .unwrap();
+    assert!(cfg.queues[0].params.ecn && cfg.queues[0].params.red.unwrap().gentle);
+    // TOML: a boolean in the same table; false is the default.
+    let toml = |flag: &str| {
+        parse_toml(
+            &format!(
+                "[[pipe]]\nnumber = 1\nbw = \"10Mbit/s\"\n{flag}red = \"0.002/30/80/0.1\"\n\
+                 [[queue]]\nnumber = 2\nsched = 1\ngred = \"0.002/30/80/0.1\"\n{flag}"
+            ),
+            "x.toml",
+        )
+        .unwrap()
+    };
+    let on = toml("ecn = true\n");
+    assert!(on.pipes[0].queue.ecn && on.queues[0].params.ecn);
+    let off = toml("ecn = false\n");
+    assert!(!off.pipes[0].queue.ecn && !off.queues[0].params.ecn);
+    assert_eq!(off, toml(""));
+    assert!(print_toml(&on).contains("red = \"0.002/30/80/0.1\"\necn = true\n"));
+    assert!(!print_toml(&off).contains("ecn"));
+    assert_eq!(parse_toml(&print_toml(&on), "y.toml").unwrap(), on);
+    assert_eq!(parse_ipfw(&print_ipfw(&on), "y").unwrap(), on);
+    // The plan carries it, and so does the core's queue configuration.
+    let plan = on.validate(&NoProfiles).unwrap();
+    assert!(plan.pipes[&1].queue.ecn && plan.queues[&2].queue.ecn);
+    assert!(queue_config(&plan.pipes[&1].queue).ecn);
+    assert!(queue_config(&plan.queues[&2].queue).ecn);
+    let plan_off = off.validate(&NoProfiles).unwrap();
+    assert!(!queue_config(&plan_off.pipes[&1].queue).ecn);
+    // A plan written before `ecn` existed (no such key) reads as off.
+    let mut json = serde_json::to_value(&plan).unwrap();
+    for (list, number) in [("pipes", "1"), ("queues", "2")] {
+        let queue = &mut json[list][number]["queue"];
+        assert_eq!(queue["ecn"], true);
+        queue.as_object_mut().unwrap().remove("ecn");
+    }
+    let old: pspat_config::Plan = serde_json::from_value(json).unwrap();
+    assert!(!old.pipes[&1].queue.ecn && !old.queues[&2].queue.ecn);
+    assert_eq!(old.pipes[&1].queue.red, plan.pipes[&1].queue.red);
 }

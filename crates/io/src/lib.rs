@@ -6,7 +6,9 @@
 //! * [`HugePageAlloc`]: a global allocator that puts large blocks (the frame
 //!   pool, the scheduler's arenas) on transparent huge pages.
 //! * [`parse`]: Ethernet, VLAN, IPv4/IPv6, TCP/UDP/ICMP into a [`parse::FlowKey`],
-//!   or a counted reason why not.
+//!   or a counted reason why not; the IP header's ECN field read
+//!   ([`parse::ecn_capable`]) and set to Congestion Experienced
+//!   ([`parse::mark_ce`]).
 //! * [`af_packet`]: raw Ethernet frames through AF_PACKET sockets: a
 //!   TPACKET_V3 or per-frame TPACKET_V2 RX ring ([`PacketRx`], [`RxRing`],
 //!   with `PACKET_FANOUT`), TX by

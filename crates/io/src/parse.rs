@@ -18,13 +18,51 @@
 //!
 //! Cost: O(headers), a few dozen bytes read; [`FlowKey::hash`] is a fixed
 //! number of multiply-xorshift rounds.
+//!
+//! # ECN
+//!
+//! [`ecn_capable`] reads and [`mark_ce`] sets the ECN field of a frame's
+//! IP header (RFC 3168 §5: the two low bits of IPv4's TOS octet and of
+//! IPv6's traffic class; 0 is Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE). In IPv6
+//! the traffic class straddles the header's first two bytes, `(b0 & 0x0f)
+//! << 4 | b1 >> 4`, so its ECN bits are bits 5-4 of the second byte. Both
+//! find the IP header as [`parse_frame`] does, with the same `etherparse`
+//! header slices: Ethernet II, at most [`MAX_VLAN_TAGS`] VLAN tags (802.1Q,
+//! 802.1ad, or the older 0x9100 outer tag), then a whole IPv4 header
+//! (version 4, IHL of at least 5 words, all of them present, options
+//! included) or a whole IPv6 header (version 6, 40 bytes). They look at
+//! nothing after that header, so a packet whose transport header is cut
+//! or malformed is still recognised; anything else (ARP, another
+//! EtherType, MACsec, a third VLAN tag, a cut IP header) is neither
+//! ECN-capable nor marked.
+//!
+//! [`mark_ce`] sets the field to CE (3) on an ECN-capable packet and leaves
+//! a Not-ECT one alone (it returns `false`, as dummynet's `ecn_mark` does:
+//! the sender did not negotiate ECN, so the caller drops it instead). On
+//! IPv4 it updates the header checksum incrementally over the 16-bit word
+//! holding version, IHL and TOS (RFC 1624, eqn. 3: `HC' = ~(~HC + ~m +
+//! m')` in one's complement arithmetic), which for a header whose checksum
+//! was right gives what a full recomputation gives; a wrong checksum stays
+//! wrong. IPv6 has no header checksum.
+//!
+//! [`ecn_capable_parsed`] answers as [`ecn_capable`] for a frame whose
+//! [`parse_frame`] gave a key, without walking the headers again: the key's
+//! VLAN tags and IP version say where the IP header is
+//! ([`FlowKey::ip_header_offset`]), so it reads one byte.
+//!
+//! Cost: O(header): the Ethernet header and its tags, and the IP header's
+//! first bytes, are read; [`mark_ce`] writes at most three bytes. Neither
+//! allocates nor panics.
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use etherparse::err::packet::SliceError;
 use etherparse::err::{Layer, LenError};
-use etherparse::{LenSource, LinkExtSlice, NetSlice, SlicedPacket, TransportSlice};
+use etherparse::{
+    ether_type, Ethernet2Slice, Ipv4HeaderSlice, Ipv6HeaderSlice, LenSource, LinkExtSlice,
+    NetSlice, SingleVlanSlice, SlicedPacket, TransportSlice,
+};
 
 /// Ethernet II header length (bytes, without FCS).
 pub const ETHERNET_HEADER_LEN: usize = 14;
@@ -333,6 +371,31 @@ impl FlowKey {
         }
         mix64(h)
     }
+
+    /// Where the IP header starts in the frame this key was parsed from:
+    /// after the Ethernet header and the key's VLAN tags.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::net::{IpAddr, Ipv4Addr};
+    /// use pspat_io::parse::{FlowKey, IpVersion};
+    /// let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    /// let key = FlowKey {
+    ///     ip_version: IpVersion::V4,
+    ///     outer_vlan: Some(42),
+    ///     inner_vlan: None,
+    ///     src: any,
+    ///     dst: any,
+    ///     protocol: 17,
+    ///     src_port: 1,
+    ///     dst_port: 2,
+    /// };
+    /// assert_eq!(key.ip_header_offset(), 18);
+    /// ```
+    pub const fn ip_header_offset(&self) -> usize {
+        let tags = self.outer_vlan.is_some() as usize + self.inner_vlan.is_some() as usize;
+        ETHERNET_HEADER_LEN + tags * VLAN_TAG_LEN
+    }
 }
 
 /// Limits of [`parse_frame`].
@@ -512,6 +575,147 @@ pub fn parse_frame(frame: &[u8], limits: &ParseLimits) -> Result<FlowKey, ParseE
         src_port,
         dst_port,
     })
+}
+
+/// The ECN codepoint Congestion Experienced (RFC 3168 §5), and the mask
+/// of the ECN field in IPv4's TOS octet.
+const ECN_CE: u8 = 0b11;
+
+/// The IP version of `frame` and where its IP header starts, when it has a
+/// whole IPv4 or IPv6 header where [`parse_frame`] looks for one (module
+/// docs, ECN).
+fn ip_header(frame: &[u8]) -> Option<(IpVersion, usize)> {
+    let ethernet = Ethernet2Slice::from_slice_without_fcs(frame).ok()?;
+    let mut next = ethernet.ether_type();
+    let mut rest = ethernet.payload_slice();
+    let mut tags = 0;
+    while matches!(
+        next,
+        ether_type::VLAN_TAGGED_FRAME
+            | ether_type::PROVIDER_BRIDGING
+            | ether_type::VLAN_DOUBLE_TAGGED_FRAME
+    ) {
+        if tags == MAX_VLAN_TAGS {
+            return None;
+        }
+        let vlan = SingleVlanSlice::from_slice(rest).ok()?;
+        next = vlan.ether_type();
+        rest = vlan.payload_slice();
+        tags += 1;
+    }
+    let at = ETHERNET_HEADER_LEN + tags * VLAN_TAG_LEN;
+    match next {
+        ether_type::IPV4 => Ipv4HeaderSlice::from_slice(rest)
+            .ok()
+            .map(|_| (IpVersion::V4, at)),
+        ether_type::IPV6 => Ipv6HeaderSlice::from_slice(rest)
+            .ok()
+            .map(|_| (IpVersion::V6, at)),
+        _ => None,
+    }
+}
+
+/// The ECN field of the IP header of `version` at `at` in `frame` (0 when
+/// the byte that holds it is missing).
+fn ecn_at(frame: &[u8], version: IpVersion, at: usize) -> u8 {
+    let second = frame.get(at + 1).copied().unwrap_or(0);
+    match version {
+        IpVersion::V4 => second & ECN_CE,
+        IpVersion::V6 => (second >> 4) & ECN_CE,
+    }
+}
+
+/// Whether `frame` carries an ECN-capable IPv4 or IPv6 packet: its IP
+/// header's ECN field is not 0 (ECT(0), ECT(1), or already CE). `false`
+/// for a frame with no whole IP header where [`parse_frame`] looks for one
+/// (module docs, ECN). O(header), never allocates.
+///
+/// # Examples
+/// ```
+/// use pspat_io::parse::ecn_capable;
+/// let mut frame = vec![0u8; 34];
+/// frame[12..14].copy_from_slice(&[0x08, 0x00]); // IPv4
+/// frame[14] = 0x45; // version 4, IHL 5
+/// assert!(!ecn_capable(&frame)); // Not-ECT
+/// frame[15] = 0x02; // ECT(0)
+/// assert!(ecn_capable(&frame));
+/// assert!(!ecn_capable(&frame[..33])); // a cut IP header
+/// ```
+pub fn ecn_capable(frame: &[u8]) -> bool {
+    ip_header(frame).is_some_and(|(version, at)| ecn_at(frame, version, at) != 0)
+}
+
+/// [`ecn_capable`] of a frame whose [`parse_frame`] gave `key`: the same
+/// answer, from one byte read at [`FlowKey::ip_header_offset`] instead of
+/// a walk over the headers. For any other frame the answer means nothing.
+pub fn ecn_capable_parsed(frame: &[u8], key: &FlowKey) -> bool {
+    ecn_at(frame, key.ip_version, key.ip_header_offset()) != 0
+}
+
+/// Folds a sum of 16-bit words into one's complement 16 bits (end-around
+/// carries).
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Marks the packet in `frame` Congestion Experienced: sets its IP
+/// header's ECN field to 3 and, on IPv4, updates the header checksum
+/// incrementally (RFC 1624; module docs, ECN). Returns `true` when the
+/// packet is marked (already CE included: then nothing changes), `false`
+/// when it cannot be, and then `frame` is left as it was: a Not-ECT
+/// packet (ECN field 0), or a frame with no whole IP header where
+/// [`parse_frame`] looks for one. O(header), never allocates.
+///
+/// # Examples
+/// ```
+/// use pspat_io::parse::{ecn_capable, mark_ce};
+/// let mut frame = vec![0u8; 34];
+/// frame[12..14].copy_from_slice(&[0x08, 0x00]); // IPv4
+/// frame[14] = 0x45; // version 4, IHL 5
+/// frame[15] = 0x01; // ECT(1)
+/// frame[24..26].copy_from_slice(&[0xba, 0xfe]); // its header checksum
+/// assert!(mark_ce(&mut frame));
+/// assert_eq!(frame[15] & 3, 3);
+/// assert_eq!(frame[24..26], [0xba, 0xfc]); // the word 0x4501 became 0x4503
+/// assert!(ecn_capable(&frame));
+/// frame[15] = 0; // Not-ECT: left alone
+/// assert!(!mark_ce(&mut frame));
+/// assert_eq!(frame[15], 0);
+/// ```
+pub fn mark_ce(frame: &mut [u8]) -> bool {
+    let Some((version, at)) = ip_header(frame) else {
+        return false;
+    };
+    match ecn_at(frame, version, at) {
+        0 => return false,
+        ECN_CE => return true,
+        _ => {}
+    }
+    match version {
+        IpVersion::V4 => {
+            // `ip_header` found a whole header, at least 20 bytes.
+            let Some(header) = frame.get_mut(at..at + 20) else {
+                return false;
+            };
+            let old = u16::from_be_bytes([header[0], header[1]]);
+            header[1] |= ECN_CE;
+            let new = u16::from_be_bytes([header[0], header[1]]);
+            let checksum = u16::from_be_bytes([header[10], header[11]]);
+            // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m').
+            let sum = u32::from(!checksum) + u32::from(!old) + u32::from(new);
+            header[10..12].copy_from_slice(&(!fold(sum)).to_be_bytes());
+        }
+        IpVersion::V6 => {
+            let Some(second) = frame.get_mut(at + 1) else {
+                return false;
+            };
+            *second |= ECN_CE << 4;
+        }
+    }
+    true
 }
 
 /// Frames parsed and refused, per reason.

@@ -7,7 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use pspat_io::parse::{parse_frame, FlowKeyKind, ParseLimits, ParseStats};
+use pspat_io::parse::{
+    ecn_capable, ecn_capable_parsed, mark_ce, parse_frame, FlowKeyKind, ParseLimits, ParseStats,
+};
 use pspat_io::udp::{RecvMeta, Timestamps, UdpBatchSocket};
 use pspat_io::FramePool;
 
@@ -57,6 +59,30 @@ fn parsing_and_hashing_allocate_nothing() {
     });
     assert_eq!(info.count_total, 0);
     assert_eq!(stats.parsed, 2);
+}
+
+#[test]
+fn ecn_reads_and_marks_allocate_nothing() {
+    let mut frames: Vec<Vec<u8>> = common::malformed().into_iter().map(|c| c.1).collect();
+    let mut ect = common::udp4(1000, 2000, b"payload");
+    ect[15] |= 2;
+    frames.push(ect);
+    frames.push(common::ipv6_ext_chain(3));
+    let limits = ParseLimits::default();
+    let mut marked = 0;
+    let info = allocation_counter::measure(|| {
+        for frame in &mut frames {
+            let capable = ecn_capable(frame);
+            if let Ok(key) = parse_frame(frame, &limits) {
+                assert_eq!(ecn_capable_parsed(frame, &key), capable);
+            }
+            if mark_ce(frame) {
+                marked += 1;
+            }
+        }
+    });
+    assert_eq!(info.count_total, 0);
+    assert_eq!(marked, 1);
 }
 
 #[test]

@@ -518,6 +518,7 @@ fn submit_loop(
                     flow: FlowId(stream.flow as u32),
                     len,
                     cookie: stamp,
+                    ect: false,
                 };
             }
             let b = client.submit_burst(&burst[..count]);
@@ -651,6 +652,7 @@ mod tests {
                 cookie: 1000 + i,
                 copies: 1,
                 corrupt: false,
+                ce: false,
             })
             .collect();
         tx.transmit(pspat_sched::Instant::ZERO, &pkts);

@@ -256,6 +256,7 @@ fn worker(rt: &Runtime<FaultyTx>, n: usize, w: usize, seed: u64, stop: &AtomicBo
                 flow,
                 len: rng.u32(60..=1500),
                 cookie: seq + k as u64,
+                ect: false,
             }));
             let b = c.submit_burst(&burst);
             seq += b.accepted as u64;

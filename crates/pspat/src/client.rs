@@ -58,6 +58,10 @@ pub struct Submission {
     pub len: u32,
     /// Opaque value handed to the backend with the packet.
     pub cookie: u64,
+    /// Whether the packet is ECN-capable (its IP header's ECN field is not
+    /// zero): a pipe whose RED has `ecn` marks it Congestion Experienced
+    /// ([`crate::TxPacket::ce`]) where it would drop one that is not.
+    pub ect: bool,
 }
 
 /// Outcome of an accepted submit.
@@ -186,7 +190,7 @@ impl<B: TxBackend> Client<B> {
     /// let mut c = rt.client().unwrap();
     /// let slot = c.next_slot().unwrap();
     /// // ... write the packet into this client's buffer `slot` ...
-    /// c.submit(Submission { flow: FlowId(0), len: 60, cookie: u64::from(slot) }).unwrap();
+    /// c.submit(Submission { flow: FlowId(0), len: 60, cookie: u64::from(slot), ect: false }).unwrap();
     /// drop(c);
     /// assert_eq!(rt.shutdown().unwrap().stats.transmitted, 1);
     /// ```
@@ -274,6 +278,7 @@ impl<B: TxBackend> Client<B> {
                         desc,
                         flow: s.flow,
                         len: s.len,
+                        ect: s.ect,
                     }
                     .encode(),
                 );
@@ -357,6 +362,7 @@ impl<B: TxBackend> Client<B> {
                     cookie: d.cookie.load(Ordering::Relaxed),
                     copies: marks.copies,
                     corrupt: marks.corrupt,
+                    ce: marks.ce,
                 });
             }
             self.free.free(desc);

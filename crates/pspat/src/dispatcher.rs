@@ -93,6 +93,7 @@ impl<B: TxBackend> Dispatcher<B> {
                 cookie: d.cookie.load(Ordering::Relaxed),
                 copies: marks.copies,
                 corrupt: marks.corrupt,
+                ce: marks.ce,
             });
             self.recycler.mark(r.client, r.desc);
         }

@@ -42,7 +42,7 @@
 //!         let mut c = rt.client().unwrap();
 //!         std::thread::spawn(move || {
 //!             for seq in 0..10_000u64 {
-//!                 let mut s = Submission { flow: FlowId(f), len: 60, cookie: seq };
+//!                 let mut s = Submission { flow: FlowId(f), len: 60, cookie: seq, ect: false };
 //!                 while let Err(e) = c.submit(s) {
 //!                     s = e.into_inner();
 //!                     std::thread::yield_now();

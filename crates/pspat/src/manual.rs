@@ -21,7 +21,7 @@
 //! let mut rt = ManualRuntime::new(cfg, sched, |_| NullTx::new()).unwrap();
 //! let mut c = rt.client().unwrap();
 //! for i in 0..3 {
-//!     c.submit(Submission { flow: FlowId(0), len: 1250, cookie: i }).unwrap();
+//!     c.submit(Submission { flow: FlowId(0), len: 1250, cookie: i, ect: false }).unwrap();
 //! }
 //! assert_eq!(rt.round(Instant::ZERO), Outcome::Worked); // collects 3, sends 1
 //! let Outcome::Busy { until, .. } = rt.round(Instant::from_nanos(1)) else { panic!() };

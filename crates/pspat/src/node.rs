@@ -97,7 +97,7 @@ impl<B: TxBackend> NodeShared<B> {
 /// let b = node.add_link(RuntimeConfig::default(), sched(), |_| NullTx::new()).unwrap();
 /// let mut client = node.client();
 /// for f in 0..64 {
-///     let s = Submission { flow: FlowId(f), len: 60, cookie: 0 };
+///     let s = Submission { flow: FlowId(f), len: 60, cookie: 0, ect: false };
 ///     while client.submit(s).is_err() {
 ///         std::thread::yield_now();
 ///     }

@@ -351,7 +351,7 @@ impl std::fmt::Debug for ArbiterWaker {
 /// let rt = Runtime::start(RuntimeConfig::default(), sched, |_| NullTx::new()).unwrap();
 /// let mut c = rt.client().unwrap();
 /// for i in 0..1000u64 {
-///     let mut s = Submission { flow: FlowId(1), len: 60, cookie: i };
+///     let mut s = Submission { flow: FlowId(1), len: 60, cookie: i, ect: false };
 ///     while let Err(e) = c.submit(s) {
 ///         s = e.into_inner(); // mailbox full: retry
 ///     }

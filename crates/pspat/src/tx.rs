@@ -36,10 +36,17 @@ pub struct TxPacket {
     /// the packet's bytes before sending them (every copy carries the same
     /// flipped bit). The runtime counts it like any packet.
     pub corrupt: bool,
+    /// Whether a pipe marked it Congestion Experienced (RED with `ecn`,
+    /// [`pspat_sched::Packet::is_ce`]; only packets submitted with
+    /// [`crate::Submission::ect`]): the backend sets the ECN field of the
+    /// packet's IP header to 3 (and fixes the IPv4 header checksum) before
+    /// sending it, every copy alike.
+    pub ce: bool,
 }
 
 impl Default for TxPacket {
-    /// Client 0, flow 0, length 0, cookie 0, sent once, not corrupted.
+    /// Client 0, flow 0, length 0, cookie 0, sent once, not corrupted, not
+    /// marked.
     fn default() -> Self {
         TxPacket {
             client: 0,
@@ -48,6 +55,7 @@ impl Default for TxPacket {
             cookie: 0,
             copies: 1,
             corrupt: false,
+            ce: false,
         }
     }
 }

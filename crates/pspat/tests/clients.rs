@@ -27,6 +27,7 @@ fn sub(cookie: u64) -> Submission {
         flow: FlowId(0),
         len: 60,
         cookie,
+        ect: false,
     }
 }
 

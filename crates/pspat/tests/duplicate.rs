@@ -58,6 +58,7 @@ fn run(mode: TxMode, dispatchers: usize, n: u64) -> (Vec<TxPacket>, u64, u64) {
                 flow: FlowId((next % 4) as u32),
                 len: 100,
                 cookie: next,
+                ect: false,
             };
             cl.submit(s).unwrap();
             next += 1;
@@ -126,6 +127,7 @@ fn without_duplicate_every_packet_is_sent_once() {
             flow: FlowId(i % 4),
             len: 60,
             cookie: u64::from(i),
+            ect: false,
         })
         .unwrap();
     }

@@ -59,6 +59,7 @@ fn sub(i: u64, len: u32) -> Submission {
         flow: FlowId(0),
         len,
         cookie: i,
+        ect: false,
     }
 }
 

@@ -55,6 +55,7 @@ fn send(c: &mut NodeClient<FlowOrder>, flow: u32, seq: &mut [u64]) {
         flow: FlowId(flow),
         len: 100,
         cookie: seq[flow as usize],
+        ect: false,
     };
     loop {
         match c.submit(s) {
@@ -222,6 +223,7 @@ fn a_node_without_links_refuses_with_closed() {
         flow: FlowId(1),
         len: 60,
         cookie: 0,
+        ect: false,
     };
     assert!(matches!(c.submit(s), Err(SubmitError::Closed(_))));
     drop(c);

@@ -131,6 +131,7 @@ fn conservation_and_order_placed(
                     flow: FlowId(i as u32),
                     len: rng.u32(1..=1500),
                     cookie: ((i as u64) << TAG_SHIFT) | (seq + k),
+                    ect: false,
                 }));
                 let b = c.submit_burst(&buf);
                 seq += b.accepted as u64;
@@ -239,6 +240,7 @@ fn submit_until_full(c: &mut pspat::Client<pspat::NullTx>, cookie: &mut u64) -> 
             flow: FlowId(0),
             len: 60,
             cookie: *cookie,
+            ect: false,
         };
         match c.submit(s) {
             Ok(_) => {
@@ -303,6 +305,7 @@ fn backpressure(policy: BackpressurePolicy) {
             flow: FlowId(0),
             len: 60,
             cookie: 1000 + accepted,
+            ect: false,
         };
         match c.submit(s) {
             Ok(a) => {
@@ -329,6 +332,7 @@ fn backpressure(policy: BackpressurePolicy) {
             flow: FlowId(0),
             len: 60,
             cookie: 7,
+            ect: false,
         };
         match c.submit(s) {
             Err(SubmitError::Full(_)) => std::thread::sleep(Duration::from_millis(1)),
@@ -378,6 +382,7 @@ fn full_mailbox_hands_the_packet_back() {
             flow: FlowId(0),
             len: 60,
             cookie: accepted,
+            ect: false,
         };
         match c.submit(s) {
             Ok(_) => accepted += 1,
@@ -417,6 +422,7 @@ fn arbiter_sleeps_and_submit_wakes_it() {
                 flow: FlowId(0),
                 len: 100,
                 cookie: sent,
+                ect: false,
             };
             while let Err(e) = c.submit(s) {
                 s = e.into_inner();
@@ -502,6 +508,7 @@ fn an_idle_arbiter_sleeps_its_safety_wake_and_a_packet_still_wakes_it() {
             flow: FlowId(1),
             len: 60,
             cookie: 1,
+            ect: false,
         };
         while c.submit(s).is_err() {}
         while rt.stats().transmitted < 1 {
@@ -563,6 +570,7 @@ fn link_rate_bound_run(wake_batch: u32) {
                 flow: FlowId(i as u32),
                 len: 1000,
                 cookie: seq[i],
+                ect: false,
             };
             if c.submit(s).is_ok() {
                 seq[i] += 1;
@@ -613,6 +621,7 @@ fn retire_handshake_run() {
                         flow: FlowId(i),
                         len: 64,
                         cookie: seq,
+                        ect: false,
                     };
                     while let Err(e) = c.submit(s) {
                         s = e.into_inner();
@@ -713,6 +722,7 @@ fn next_slot_is_never_in_flight(tx_mode: TxMode, dispatchers: usize) {
                     flow: FlowId(f),
                     len: 60,
                     cookie,
+                    ect: false,
                 };
                 match c.submit(s) {
                     Ok(_) => sent += 1,

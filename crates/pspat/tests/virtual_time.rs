@@ -27,6 +27,7 @@ fn sub(flow: u32, len: u32, cookie: u64) -> Submission {
         flow: FlowId(flow),
         len,
         cookie,
+        ect: false,
     }
 }
 

@@ -123,12 +123,76 @@ impl Packet {
         }
     }
 
-    /// The packet with both marks ([`Packet::COPY_BIT`],
-    /// [`Packet::CORRUPT_BIT`]) cleared: the token as it was enqueued.
+    /// The bit of [`Packet::token`] a [`crate::Pipe`] sets on a packet its
+    /// RED marked instead of dropping it (a queue with `ecn`,
+    /// [`crate::pipe::QueueConfig::ecn`]): whoever holds the packet's bytes
+    /// sets its IP header's ECN field to Congestion Experienced before
+    /// sending. A pipe sets it only on a packet enqueued with
+    /// [`Packet::ECT_BIT`]. Callers keep it clear in the tokens they enqueue
+    /// and clear it with [`Packet::without_marks`] before they read their
+    /// token.
+    pub const CE_BIT: u64 = 1 << 61;
+
+    /// The bit of [`Packet::token`] a caller sets on a packet whose IP
+    /// header says ECN-capable transport (its ECN field not zero), so that
+    /// a pipe with `ecn` may mark it instead of dropping it. A pipe reads
+    /// it and leaves it; [`Packet::without_marks`] keeps it (it is the
+    /// caller's, not a mark).
+    pub const ECT_BIT: u64 = 1 << 60;
+
+    /// Every bit of [`Packet::token`] this crate gives a meaning to: the
+    /// pipe's marks ([`Packet::COPY_BIT`], [`Packet::CORRUPT_BIT`],
+    /// [`Packet::CE_BIT`]) and the caller's [`Packet::ECT_BIT`]. A caller's
+    /// own value is the token without them.
+    pub const FLAG_BITS: u64 = Self::COPY_BIT | Self::CORRUPT_BIT | Self::CE_BIT | Self::ECT_BIT;
+
+    /// Whether a pipe marked the packet Congestion Experienced
+    /// ([`Packet::CE_BIT`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_sched::{FlowId, Packet};
+    /// let p = Packet::new(FlowId(0), 60, 42).with_ect();
+    /// assert!(p.is_ect() && !p.is_ce() && p.with_ce().is_ce());
+    /// assert_eq!(p.with_ce().with_copy().without_marks(), p);
+    /// ```
+    #[inline]
+    pub const fn is_ce(&self) -> bool {
+        self.token & Self::CE_BIT != 0
+    }
+
+    /// The packet marked Congestion Experienced.
+    #[inline]
+    pub const fn with_ce(self) -> Self {
+        Packet {
+            token: self.token | Self::CE_BIT,
+            ..self
+        }
+    }
+
+    /// Whether the caller said the packet is ECN-capable
+    /// ([`Packet::ECT_BIT`]).
+    #[inline]
+    pub const fn is_ect(&self) -> bool {
+        self.token & Self::ECT_BIT != 0
+    }
+
+    /// The packet said to be ECN-capable.
+    #[inline]
+    pub const fn with_ect(self) -> Self {
+        Packet {
+            token: self.token | Self::ECT_BIT,
+            ..self
+        }
+    }
+
+    /// The packet with the pipe's marks ([`Packet::COPY_BIT`],
+    /// [`Packet::CORRUPT_BIT`], [`Packet::CE_BIT`]) cleared: the token as it
+    /// was enqueued ([`Packet::ECT_BIT`], the caller's, stays).
     #[inline]
     pub const fn without_marks(self) -> Self {
         Packet {
-            token: self.token & !(Self::COPY_BIT | Self::CORRUPT_BIT),
+            token: self.token & !(Self::COPY_BIT | Self::CORRUPT_BIT | Self::CE_BIT),
             ..self
         }
     }

@@ -74,6 +74,7 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 duplicate_correlation,
                 corrupt,
                 corrupt_correlation,
+                ecn: false,
             },
         )
 }

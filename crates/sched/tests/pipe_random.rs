@@ -3,6 +3,7 @@
 //! chains of duplication, corruption and reordering, the delay profile and
 //! the three jitter distributions.
 
+use pspat_sched::pipe::Exit;
 use pspat_sched::pipe::{
     DelayProfile, GilbertElliott, Jitter, JitterDistribution, NetemReorder, PipeConfig,
     QueueConfig, QueueLimit, Red, RedState,
@@ -202,6 +203,133 @@ fn red_in_a_pipe_keeps_the_queue_below_max_th() {
     assert!(pipe.counters().dropped(DropReason::Red) > 500);
     assert_eq!(pipe.counters().dropped(DropReason::FlowLimit), 0);
     assert!(pipe.red_average(FlowId(0)).unwrap() >= 5.0);
+}
+
+/// A FIFO pipe of one queue at 1 Mbit/s whose RED (`w_q` 1, so the
+/// average is the queue's length; thresholds 5 and 20, `max_p` 0.2) has
+/// `ecn` and is `gentle` as asked, and the run of `n` packets of 1000 bytes
+/// arriving 1 µs apart (all within one packet time, so the queue grows by
+/// one per arrival but for RED's decisions), ECN-capable where `ect(i)`.
+fn ecn_run(ecn: bool, gentle: bool, n: u64, ect: impl Fn(u64) -> bool) -> (Pipe<Fifo>, Run) {
+    let red = Red {
+        gentle,
+        w_q: 1.0,
+        min_th: 5,
+        max_th: 20,
+        max_p: 0.2,
+    };
+    let mut pipe = fifo_pipe(
+        PipeConfig {
+            bw: Some(rate(1_000_000)),
+            queue: QueueConfig {
+                limit: QueueLimit::Slots(1_000),
+                red: Some(red),
+                ecn,
+                ..QueueConfig::default()
+            },
+            seed: 20_261_201,
+            ..PipeConfig::default()
+        },
+        1,
+        2_000,
+    );
+    let arrivals: Vec<_> = (0..n)
+        .map(|i| {
+            let p = Packet::new(FlowId(0), 1_000, i);
+            (at(i * 1_000), if ect(i) { p.with_ect() } else { p })
+        })
+        .collect();
+    let run = drive(&mut pipe, &arrivals);
+    (pipe, run)
+}
+
+#[test]
+fn red_with_ecn_marks_the_ecn_capable_packets_it_would_drop_and_drops_the_others() {
+    // Every other packet ECN-capable.
+    let (pipe, run) = ecn_run(true, false, 2_000, |i| i % 2 == 1);
+    let c = pipe.counters();
+    let red_drops: Vec<u64> = run
+        .rejected
+        .iter()
+        .filter(|(_, r)| r.reason == DropReason::Red)
+        .map(|(_, r)| r.packet.token)
+        .collect();
+    assert!(!red_drops.is_empty());
+    assert!(
+        red_drops.iter().all(|t| t % 2 == 0),
+        "an ECN-capable packet was dropped"
+    );
+    let marked: Vec<&Exit> = run
+        .with_fate(Fate::Transmit)
+        .filter(|e| e.packet.is_ce())
+        .collect();
+    assert_eq!(marked.len() as u64, c.marked);
+    assert!(c.marked > 100, "{c:?}");
+    assert!(marked
+        .iter()
+        .all(|e| e.packet.is_ect() && e.packet.token & Packet::ECT_BIT != 0));
+    // Marks and the caller's bit come off; the token is the caller's again.
+    assert!(marked
+        .iter()
+        .all(|e| e.packet.without_marks().token & !Packet::ECT_BIT < 2_000));
+    assert_eq!(c.out_packets + c.dropped_total(), 2_000);
+    // Once the queue passed max_th every arrival is marked or dropped.
+    let exits_ce: std::collections::HashSet<u64> = marked
+        .iter()
+        .map(|e| e.packet.without_marks().token & !Packet::ECT_BIT)
+        .collect();
+    assert!(exits_ce.iter().all(|t| t % 2 == 1));
+
+    // Without `ecn` the same traffic loses every packet RED picks.
+    let (plain, plain_run) = ecn_run(false, false, 2_000, |i| i % 2 == 1);
+    assert_eq!(plain.counters().marked, 0);
+    assert!(plain_run
+        .with_fate(Fate::Transmit)
+        .all(|e| !e.packet.is_ce()));
+    assert!(plain_run
+        .rejected
+        .iter()
+        .any(|(_, r)| r.reason == DropReason::Red && r.packet.token % 2 == 1));
+}
+
+#[test]
+fn red_with_ecn_marks_every_packet_at_or_above_max_th_even_when_gentle() {
+    // All ECN-capable: nothing is dropped by RED, and from the arrival
+    // that finds 20 packets queued on (the one on the link aside), every
+    // packet is marked; gentle RED without `ecn` would let some through
+    // unmarked between max_th and twice max_th.
+    let (pipe, run) = ecn_run(true, true, 60, |_| true);
+    assert_eq!(pipe.counters().dropped_total(), 0, "{:?}", pipe.counters());
+    let tokens_ce: Vec<bool> = {
+        let mut v = vec![false; 60];
+        for e in run.with_fate(Fate::Transmit) {
+            v[(e.packet.without_marks().token & !Packet::ECT_BIT) as usize] = e.packet.is_ce();
+        }
+        v
+    };
+    // Packet 0 goes straight to the link; packet i finds i - 1 queued.
+    assert!(tokens_ce[..6].iter().all(|m| !m), "{tokens_ce:?}");
+    assert!(tokens_ce[21..].iter().all(|&m| m), "{tokens_ce:?}");
+    assert_eq!(
+        tokens_ce.iter().filter(|&&m| m).count() as u64,
+        pipe.counters().marked
+    );
+
+    // The same arrivals, none ECN-capable: RED drops every one at or above
+    // max_th, gentle or not, because `ecn` is set.
+    let (pipe, run) = ecn_run(true, true, 60, |_| false);
+    assert_eq!(pipe.counters().marked, 0);
+    let dropped: Vec<u64> = run
+        .rejected
+        .iter()
+        .filter(|(_, r)| r.reason == DropReason::Red)
+        .map(|(_, r)| r.packet.token)
+        .collect();
+    assert!(dropped.len() >= 30, "{dropped:?}");
+    assert_eq!(
+        pipe.counters().dropped(DropReason::Red),
+        dropped.len() as u64
+    );
 }
 
 /// A one-queue FIFO pipe that loses by `ge`, after `n` packets of 64 bytes

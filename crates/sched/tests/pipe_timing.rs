@@ -520,6 +520,7 @@ fn everything(seed: u64) -> PipeConfig {
             duplicate_correlation: 0.3,
             corrupt: 0.05,
             corrupt_correlation: 0.2,
+            ecn: false,
         },
         delay_line_capacity: 4_096,
         seed,

@@ -208,6 +208,7 @@ fn dictionary(target: &str) -> &'static [&'static str] {
             "droptail",
             "buckets ",
             "noerror",
+            "ecn",
             "gemodel ",
             "lossstate ",
             "1% ",

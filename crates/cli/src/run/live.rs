@@ -366,6 +366,9 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
             r.max_th,
             r.max_p
         ));
+        if q.ecn {
+            s.push_str(" ecn");
+        }
     }
     if let Some(g) = &q.gemodel {
         s.push_str(&format!(
@@ -1226,6 +1229,11 @@ mod words_tests {
         assert_eq!(
             link_extras(&plan("pipe 3 config slot 0").pipes[&3].link),
             ""
+        );
+        // `ecn` right after the RED it changes.
+        assert_eq!(
+            queue_extras(&plan("pipe 5 config queue 100 gred 0.002/30/80/0.1 ecn").pipes[&5].queue),
+            " gred 0.002/30/80/0.1 ecn"
         );
     }
 }

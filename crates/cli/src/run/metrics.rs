@@ -7,7 +7,7 @@
 //! rule counters, and encodes it in the OpenMetrics text format
 //! (prometheus-client). Per pipe (label `pipe`, `pass` for the pass pipe):
 //! packets and bytes in and out, copies sent by `duplicate`, packets
-//! corrupted by `corrupt`, drops by `reason`, packets held, the
+//! corrupted by `corrupt`, packets RED marked CE (`ecn`), drops by `reason`, packets held, the
 //! configured rate and delay; per rule (label `rule`, `default`): packets
 //! and bytes; the classifier's decisions and drops by reason; per queue
 //! and the sojourn histograms, from the arbiter on request (run/qstats.rs);
@@ -120,6 +120,7 @@ pub fn render(live: &Live) -> String {
     let mut pipes = pipes_json(&links, &snaps);
     pipes.retain(|p| !p.removed);
     let (traffic, drops, dups, corrupted) = (InOut::new(), counters(), counters(), counters());
+    let marked = counters();
     let queued: Family<Labels, Gauge> = Family::default();
     let rate: Family<Labels, Gauge> = Family::default();
     let delay: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
@@ -129,6 +130,7 @@ pub fn render(live: &Live) -> String {
         traffic.add(&l, [p.in_packets, p.in_bytes, p.out_packets, p.out_bytes]);
         dups.get_or_create(&l).inc_by(p.duplicates);
         corrupted.get_or_create(&l).inc_by(p.corrupted);
+        marked.get_or_create(&l).inc_by(p.marked);
         queued
             .get_or_create(&l)
             .set(i64::try_from(p.queued).unwrap_or(i64::MAX));
@@ -158,6 +160,11 @@ pub fn render(live: &Live) -> String {
         "pipe_corrupted",
         "Packets the pipe marked to leave with one bit flipped (corrupt), in out",
         corrupted,
+    );
+    reg.register(
+        "pipe_marked",
+        "Packets the pipe's RED marked Congestion Experienced instead of dropping them (ecn)",
+        marked,
     );
     reg.register(
         "pipe_dropped_packets",
@@ -237,6 +244,7 @@ pub fn render(live: &Live) -> String {
 fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
     let traffic = InOut::new();
     let (dups, corrupted, drops, missed) = (counters(), counters(), counters(), counters());
+    let ce_marked = counters();
     let in_flight: Family<Labels, Gauge> = Family::default();
     let forward = [
         r.received,
@@ -249,7 +257,7 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
     let mut directions = vec![(
         "forward",
         forward,
-        [r.duplicated, r.corrupted],
+        [r.duplicated, r.corrupted, r.ce_marked],
         &r.dropped,
         r.not_received,
         r.in_flight,
@@ -258,17 +266,20 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
         directions.push((
             "reverse",
             reverse,
-            [v.duplicated, v.corrupted],
+            [v.duplicated, v.corrupted, v.ce_marked],
             &v.dropped,
             v.not_received,
             v.in_flight,
         ));
     }
-    for (direction, counts, [duplicated, corrupt], dropped, not_received, held) in directions {
+    for (direction, counts, [duplicated, corrupt, marked], dropped, not_received, held) in
+        directions
+    {
         let l = label(&[("direction", direction.to_string())]);
         traffic.add(&l, counts);
         dups.get_or_create(&l).inc_by(duplicated);
         corrupted.get_or_create(&l).inc_by(corrupt);
+        ce_marked.get_or_create(&l).inc_by(marked);
         missed.get_or_create(&l).inc_by(not_received);
         in_flight
             .get_or_create(&l)
@@ -299,6 +310,11 @@ fn register_bridge(reg: &mut Registry, r: &pspat_bridge::Report) {
         "bridge_corrupted_packets",
         "The direction's packets a pipe corrupted, one bit flipped by the transmitter (in transmitted or dropped)",
         corrupted,
+    );
+    reg.register(
+        "bridge_ce_marked_packets",
+        "The direction's packets a pipe's RED marked, set to Congestion Experienced by the transmitter (in transmitted or dropped)",
+        ce_marked,
     );
     reg.register(
         "bridge_dropped_packets",

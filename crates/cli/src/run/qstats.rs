@@ -231,9 +231,9 @@ impl Recorder {
     }
 
     fn slot(&self, token: u64) -> Option<usize> {
-        // A duplicated or corrupted packet leaves with its marks in its
-        // token.
-        let token = token & !(Packet::COPY_BIT | Packet::CORRUPT_BIT);
+        // A duplicated, corrupted or CE-marked packet leaves with its marks
+        // in its token, an ECN-capable one with its bit.
+        let token = token & !Packet::FLAG_BITS;
         let (client, desc) = ((token >> 32) as usize, (token as u32) as usize);
         let i = client.checked_mul(self.per_client)?.checked_add(desc)?;
         (desc < self.per_client && i < self.entered.len()).then_some(i)
@@ -721,6 +721,8 @@ mod tests {
             Packet::COPY_BIT,
             Packet::CORRUPT_BIT,
             Packet::COPY_BIT | Packet::CORRUPT_BIT,
+            Packet::CE_BIT | Packet::ECT_BIT,
+            Packet::FLAG_BITS,
         ] {
             assert_eq!(rec.slot(t | marks), Some(127), "{marks:#x}");
         }

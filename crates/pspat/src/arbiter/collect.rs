@@ -22,13 +22,13 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use pspat_mailbox::{try_retire, Consumer, Producer};
-use pspat_sched::{Instant, Packet, Scheduler};
+use pspat_sched::{Instant, Scheduler};
 
 use super::Arbiter;
 use crate::shared::{ClientShared, Registration};
 use crate::stats::NREASONS;
 use crate::sync::Ordering;
-use crate::token::{ClientSlot, DescRef};
+use crate::token::ClientSlot;
 use crate::TxBackend;
 
 /// The arbiter's view of one client.
@@ -212,12 +212,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         let mut n = 0;
         while let Some(v) = c.consumer.pop() {
             n += 1;
-            let slot = ClientSlot::decode(v);
-            let r = DescRef {
-                client: id as u32,
-                desc: slot.desc,
-            };
-            let pkt = Packet::new(slot.flow, slot.len, r.token());
+            let (r, pkt) = ClientSlot::decode(v).packet(id as u32);
             if let Err(rej) = sched.enqueue(now, pkt) {
                 rt.drops[id * NREASONS + rej.reason.index()].add(1);
                 c.consumer.set_backpressure();

@@ -176,6 +176,7 @@ impl<B: TxBackend> Sink<B> {
                         cookie,
                         copies: marks.copies,
                         corrupt: marks.corrupt,
+                        ce: marks.ce,
                     });
                     recycler.mark(r.client, r.desc);
                 }

@@ -471,6 +471,15 @@ pub struct QueueConfig {
     /// Correlation of successive corruption decisions of the queue, 0..1,
     /// as [`QueueConfig::duplicate_correlation`].
     pub corrupt_correlation: f64,
+    /// Explicit congestion notification with [`QueueConfig::red`]
+    /// (dummynet's `ecn`): a packet RED would drop is, when ECN-capable
+    /// ([`crate::Packet::ECT_BIT`]), queued with Congestion Experienced
+    /// marked instead ([`crate::Packet::CE_BIT`]; whoever holds its bytes
+    /// writes the mark), and an average at or above `max_th` marks or drops
+    /// every packet, gentle or not, as in dummynet. Random losses (`plr`,
+    /// Gilbert-Elliott, 4-state) and the limit still drop. Without RED it
+    /// changes nothing (the configuration layers refuse it there).
+    pub ecn: bool,
 }
 
 impl QueueConfig {
@@ -593,22 +602,27 @@ pub(crate) struct FilterRngs<'a> {
 
 /// Runs the filters of `cfg` (plr, Gilbert-Elliott, 4-state loss, RED,
 /// then the limit) for a packet of `len` bytes arriving at `now` in queue
-/// `q`; `Err` names why it is dropped. `fs` is the queue's entry in the side
+/// `q`, ECN-capable if `ect`; `Ok(true)` when it is admitted marked
+/// Congestion Experienced (RED would have dropped it, and the queue has
+/// [`QueueConfig::ecn`]), `Err` names why it is dropped. `fs` is the queue's entry in the side
 /// table, present whenever `cfg` keeps state. Does not count the packet in.
 /// Out of line: only queues with `plr`, RED, Gilbert-Elliott or 4-state
 /// loss call it, so the limit-only path stays short in the pipe's enqueue.
 /// A filter that drops a packet ends it: the filters after it do not see
 /// it (a packet `plr` took does not move the loss chains).
 #[inline(never)]
+#[allow(clippy::too_many_arguments)] // the packet's fields apart: see `Pipe::refuse`
 pub(crate) fn admit(
     cfg: &QueueConfig,
     q: &QueueState,
     fs: Option<&mut FilterState>,
     len: u32,
+    ect: bool,
     now: Instant,
     red_unit_ns: Option<u64>,
     rngs: FilterRngs<'_>,
-) -> Result<(), DropReason> {
+) -> Result<bool, DropReason> {
+    let mut marked = false;
     if cfg.plr > 0.0 && bernoulli(rngs.loss, cfg.plr) {
         return Err(DropReason::RandomLoss);
     }
@@ -624,6 +638,13 @@ pub(crate) fn admit(
             }
         }
         if let Some(red) = &cfg.red {
+            // With ECN an average at or above max_th marks or drops every
+            // packet, gentle or not (dummynet's `red_drops`): RED as if
+            // not gentle, which it is below max_th anyway.
+            let red = &Red {
+                gentle: red.gentle && !cfg.ecn,
+                ..*red
+            };
             let bytes_unit = matches!(cfg.limit, QueueLimit::Bytes(_));
             let length = if bytes_unit {
                 q.bytes
@@ -635,12 +656,15 @@ pub(crate) fn admit(
                 .red
                 .drops(red, length, len, bytes_unit, idle, red_unit_ns, rngs.red)
             {
-                return Err(DropReason::Red);
+                if !(cfg.ecn && ect) {
+                    return Err(DropReason::Red);
+                }
+                marked = true;
             }
         }
     }
     if cfg.full(q, len) {
         return Err(DropReason::FlowLimit);
     }
-    Ok(())
+    Ok(marked)
 }

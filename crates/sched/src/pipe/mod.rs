@@ -41,7 +41,11 @@
 //!   to the caller with its [`DropReason`] (by [`Pipe::enqueue`] or as an
 //!   [`Exit`] with [`Fate::Dropped`]); duplicates are counted apart. A
 //!   corrupted packet is an ordinary packet with a mark
-//!   ([`Packet::CORRUPT_BIT`]); the bytes are the caller's to flip.
+//!   ([`Packet::CORRUPT_BIT`]); the bytes are the caller's to flip. So is
+//!   a packet RED marked Congestion Experienced instead of dropping it (a
+//!   queue with `ecn`, only for a packet enqueued with [`Packet::ECT_BIT`]:
+//!   [`Packet::CE_BIT`], counted in [`PipeCounters::marked`]); the ECN
+//!   field is the caller's to write.
 //! * **Determinism.** No clock, no thread, no allocation after
 //!   construction; one seed drives every random choice
 //!   ([`random::Streams`]), so the same seed and calls give the same exits.
@@ -392,6 +396,10 @@ pub struct PipeCounters {
     /// Packets tc-netem's reordering sent ahead of the delay
     /// ([`NetemReorder`]); in `out_*` too.
     pub reordered: u64,
+    /// Packets RED marked Congestion Experienced instead of dropping them
+    /// (a queue with `ecn`, [`QueueConfig::ecn`]; [`Packet::CE_BIT`]),
+    /// counted as they were admitted; they go on as any packet.
+    pub marked: u64,
     /// Packets dropped, indexed by [`DropReason::index`].
     pub dropped_packets: [u64; DropReason::ALL.len()],
     /// Bytes dropped, indexed by [`DropReason::index`].
@@ -700,9 +708,10 @@ impl<S: Scheduler> Pipe<S> {
     /// The packet back with the reason: [`DropReason::UnknownFlow`],
     /// [`DropReason::BadLength`], [`DropReason::RandomLoss`],
     /// [`DropReason::BurstLoss`] (Gilbert-Elliott or the 4-state model),
-    /// [`DropReason::Red`],
+    /// [`DropReason::Red`] (unless the queue has `ecn` and the packet is
+    /// ECN-capable: then it goes on marked, [`Packet::CE_BIT`]),
     /// [`DropReason::FlowLimit`], or the scheduler's own.
-    pub fn enqueue(&mut self, now: Instant, pkt: Packet) -> Result<(), Rejected> {
+    pub fn enqueue(&mut self, now: Instant, mut pkt: Packet) -> Result<(), Rejected> {
         self.counters.in_packets += 1;
         self.counters.in_bytes += u64::from(pkt.len);
         self.advance_link(now);
@@ -722,7 +731,7 @@ impl<S: Scheduler> Pipe<S> {
             if q.slots >= limit {
                 Err(DropReason::FlowLimit)
             } else {
-                Ok(())
+                Ok(false)
             }
         } else {
             let inst = &self.configs[usize::from(q.config)];
@@ -734,16 +743,31 @@ impl<S: Scheduler> Pipe<S> {
                     red: &mut self.rng.red,
                 };
                 let fs = self.filter_state.get_mut(i);
-                filter::admit(&inst.config, q, fs, pkt.len, now, self.red_unit_ns, rngs)
+                let ect = pkt.is_ect();
+                filter::admit(
+                    &inst.config,
+                    q,
+                    fs,
+                    pkt.len,
+                    ect,
+                    now,
+                    self.red_unit_ns,
+                    rngs,
+                )
             } else if inst.config.full(q, pkt.len) {
                 // No filter but the limit.
                 Err(DropReason::FlowLimit)
             } else {
-                Ok(())
+                Ok(false)
             }
         };
-        if let Err(reason) = admitted {
-            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason));
+        match admitted {
+            Ok(false) => {}
+            Ok(true) => {
+                pkt = pkt.with_ce();
+                self.counters.marked += 1;
+            }
+            Err(reason) => return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason)),
         }
         // Admitted: to the scheduler, and the link woken as the arrival
         // requires (it already ran up to `now`).

@@ -19,9 +19,10 @@
 //!   and the caller sends that buffer twice, the copy right after the
 //!   original. The caller clears the marks ([`Packet::without_marks`])
 //!   before it reads its token, so the tokens it enqueues must leave that
-//!   bit and [`Packet::CORRUPT_BIT`] clear (a token with them set would
-//!   come out as a copy, or corrupted). A corrupted packet comes out with
-//!   [`Packet::CORRUPT_BIT`] set by the pipe itself. Marked packets
+//!   bit, [`Packet::CORRUPT_BIT`] and [`Packet::CE_BIT`] clear (a token
+//!   with them set would come out as a copy, corrupted or marked). A
+//!   corrupted packet comes out with [`Packet::CORRUPT_BIT`] set by the
+//!   pipe itself, a packet RED marked with [`Packet::CE_BIT`]. Marked packets
 //!   are counted in [`PipeScheduler::copies_marked`] and in the pipe's own
 //!   `duplicates`; the two agree (a copy whose original is not the last
 //!   packet waiting cannot happen, and would be counted in
