@@ -178,7 +178,14 @@ grep -q "reorder 0.25 0.5" "$cfgdir/from-netem-reorder.ipfw" || {
 "$bin" config check "$cfgdir/from-netem-reorder.ipfw" > /dev/null
 expect_usage_error config from-netem delay 10ms duplicate 1% 100%
 expect_usage_error config from-netem delay 10
-expect_usage_error config from-netem loss 1% ecn
+# tc-netem's ecn marks what its loss would drop: lossecn with the loss, refused without one.
+"$bin" config from-netem delay 10ms loss 1% ecn > "$cfgdir/from-netem-ecn.ipfw"
+grep -q "plr 0.01 lossecn" "$cfgdir/from-netem-ecn.ipfw" || {
+  echo "FAIL: from-netem loss 1% ecn -> $(cat "$cfgdir/from-netem-ecn.ipfw")"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/from-netem-ecn.ipfw" > /dev/null
+expect_usage_error config from-netem delay 10ms ecn
 expect_usage_error config from-netem --pipe 0 delay 10ms
 # The documented maximum capacity needs about 18 GiB: refused where that is more than half of the memory.
 avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)

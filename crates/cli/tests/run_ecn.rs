@@ -12,7 +12,10 @@
 //! those RED picked marked Congestion Experienced, with a header checksum
 //! the receiver accepts (its `Ip InHdrErrors` stays 0 and its `IpExt
 //! InCEPkts` equals the pipe's `marked`), and only datagrams that are not
-//! ECN-capable are dropped, for `red`.
+//! ECN-capable are dropped, for `red`. The same with tc-netem's `ecn`
+//! (`plr 0.3 lossecn`): the losses fall on both kinds; the ECN-capable
+//! datagrams picked arrive marked, the others picked are dropped
+//! (`random_loss`).
 
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
@@ -156,25 +159,29 @@ fn counters(bed: &Bed) -> BTreeMap<String, u64> {
     out
 }
 
-#[test]
-fn run_red_ecn_marks_the_ecn_capable_datagrams_and_drops_only_the_others() {
-    let subnet = 244;
-    let n = 600u32;
-    // 2 Mbit/s carries about 1 000 of these 250-byte frames a second; they
-    // come at 4 000 a second.
-    let config = format!(
-        "seed 5\n\
-         pipe 1 config bw 2Mbit/s queue 1000 red 1/5/20/0.2 ecn\n\
-         add 100 pipe 1 udp from any to any dst-port {PORT}\n\
-         default deny\n"
-    );
-    let Some(bed) = Bed::new("ecn", subnet) else {
-        return;
-    };
+/// What one run of `n` datagrams, every other one ECN-capable (odd
+/// sequence numbers), through `config` gave.
+struct Outcome {
+    doc: serde_json::Value,
+    /// Sequence numbers that arrived.
+    got: Vec<u32>,
+    /// The receiver's counters' growth over the run.
+    delta: BTreeMap<String, u64>,
+    /// `pspat ctl pipe show 1` while the daemon ran.
+    shown: String,
+    /// The metrics while the daemon ran.
+    metrics: String,
+}
+
+/// Runs `config` on a bed of its own and sends `n` numbered datagrams of
+/// 250 bytes through it, 20 every 5 ms, every other one ECT(0); `None`
+/// without root.
+fn run(tag: &str, subnet: u8, config: &str, n: u32) -> Option<Outcome> {
+    let bed = Bed::new(tag, subnet)?;
     accept_bed_frames(&bed, subnet);
     let sink = Sink::new(&bed, subnet);
     let before = counters(&bed);
-    let (mut child, log) = bed.start(&config, &["--metrics", "127.0.0.1:0"]);
+    let (mut child, log) = bed.start(config, &["--metrics", "127.0.0.1:0"]);
     let addr = metrics_addr(&log, &mut child);
     let mut tx = bed.sender_socket();
     let start = Instant::now();
@@ -190,39 +197,55 @@ fn run_red_ecn_marks_the_ecn_capable_datagrams_and_drops_only_the_others() {
         send_all(&mut tx, &batch);
         pace(start, Duration::from_millis(5), round);
     }
-    // The queue drains at about 1 000 frames a second.
+    // A 2 Mbit/s queue drains at about 1 000 frames a second.
     std::thread::sleep(Duration::from_millis(800));
     let shown = ctl(&bed.socket(), &["pipe", "show", "1"]);
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     let (status, metrics) = bed.http_get(&addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
     let doc = finish(child);
     let got = sink.finish();
     let after = counters(&bed);
-    let delta = |k: &str| after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0);
+    let delta = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .collect();
+    Some(Outcome {
+        doc,
+        got,
+        delta,
+        shown,
+        metrics,
+    })
+}
 
-    check_conservation(&doc);
-    let p1 = pipe(&doc, 1);
+/// Checks what every ECN test shares, and returns the pipe's `marked` and
+/// drops: the ECN-capable datagrams all arrive, those marked with CE in a
+/// header the receiver accepts, and only the others are dropped, for
+/// `reason`.
+fn check_marks(out: &Outcome, n: u32, reason: &str) -> (u64, u64) {
+    check_conservation(&out.doc);
+    let p1 = pipe(&out.doc, 1);
     let marked = p1["marked"].as_u64().expect("the pipe's marked");
     let dropped = p1["dropped_total"].as_u64().expect("the pipe's drops");
-    check_drop_reasons(p1, &["red"]);
+    check_drop_reasons(p1, &[reason]);
+    let delta = |k: &str| out.delta.get(k).copied().unwrap_or(0);
     let (odd, even) = (
-        got.iter().filter(|s| *s % 2 == 1).count() as u64,
-        got.iter().filter(|s| *s % 2 == 0).count() as u64,
+        out.got.iter().filter(|s| *s % 2 == 1).count() as u64,
+        out.got.iter().filter(|s| *s % 2 == 0).count() as u64,
     );
     println!(
-        "ecn: {n} sent, {} arrived ({odd} ECN-capable, {even} not); daemon: marked {marked}, \
+        "{n} sent, {} arrived ({odd} ECN-capable, {even} not); daemon: marked {marked}, \
          dropped {dropped}; receiver: InCEPkts {}, InECT0Pkts {}, InNoECTPkts {}, InHdrErrors {}",
-        got.len(),
+        out.got.len(),
         delta("IpExt.InCEPkts"),
         delta("IpExt.InECT0Pkts"),
         delta("IpExt.InNoECTPkts"),
         delta("Ip.InHdrErrors"),
     );
-    // RED decided against both kinds: it marked the ECN-capable ones and
-    // dropped the others.
     assert!(
         marked > 10,
-        "marked {marked}: RED did not act on the ECN-capable datagrams"
+        "marked {marked}: nothing acted on the ECN-capable datagrams"
     );
     assert!(dropped > 10, "dropped {dropped}");
     assert_eq!(odd, u64::from(n / 2), "every ECN-capable datagram arrives");
@@ -235,14 +258,66 @@ fn run_red_ecn_marks_the_ecn_capable_datagrams_and_drops_only_the_others() {
     assert_eq!(delta("Ip.InHdrErrors"), 0);
     assert_eq!(delta("IpExt.InCEPkts"), marked);
     assert_eq!(delta("IpExt.InECT0Pkts") + marked, odd);
+    assert_eq!(out.doc["totals"]["ce_marked"].as_u64(), Some(marked));
+    assert_eq!(out.doc["totals"]["ce_unmarkable"], 0);
     assert!(
-        shown.contains(&format!("marked CE {marked} pkt")),
-        "{shown}"
+        out.shown.contains(&format!("marked CE {marked} pkt")),
+        "{}",
+        out.shown
     );
-    assert!(shown.contains("red 1/5/20/0.2 ecn"), "{shown}");
-    assert_eq!(status, "HTTP/1.1 200 OK");
+    // The metrics were read once the queue had drained: every mark is in.
     let want = format!("pspat_pipe_marked_total{{pipe=\"1\"}} {marked}");
-    // The metrics were read before the daemon stopped; the queue had
-    // drained by then, so every mark was counted.
-    assert!(metrics.contains(&want), "{want} not in\n{metrics}");
+    assert!(
+        out.metrics.contains(&want),
+        "{want} not in\n{}",
+        out.metrics
+    );
+    (marked, dropped)
+}
+
+#[test]
+fn run_red_ecn_marks_the_ecn_capable_datagrams_and_drops_only_the_others() {
+    let n = 600u32;
+    // 2 Mbit/s carries about 1 000 of these 250-byte frames a second; they
+    // come at 4 000 a second.
+    let config = format!(
+        "seed 5\n\
+         pipe 1 config bw 2Mbit/s queue 1000 red 1/5/20/0.2 ecn\n\
+         add 100 pipe 1 udp from any to any dst-port {PORT}\n\
+         default deny\n"
+    );
+    let Some(out) = run("ecn", 244, &config, n) else {
+        return;
+    };
+    check_marks(&out, n, "red");
+    assert!(out.shown.contains("red 1/5/20/0.2 ecn"), "{}", out.shown);
+}
+
+#[test]
+fn run_lossecn_marks_the_ecn_capable_datagrams_a_loss_picks() {
+    // tc-netem's `loss 30% ecn`.
+    let n = 600u32;
+    let config = format!(
+        "seed 5\n\
+         pipe 1 config plr 0.3 lossecn\n\
+         add 100 pipe 1 udp from any to any dst-port {PORT}\n\
+         default deny\n"
+    );
+    let Some(out) = run("lossecn", 243, &config, n) else {
+        return;
+    };
+    let (marked, dropped) = check_marks(&out, n, "random_loss");
+    // Each half picked at 30%, within its binomial 99.9% interval.
+    let (mean, sd) = (
+        f64::from(n / 2) * 0.3,
+        (f64::from(n / 2) * 0.3 * 0.7).sqrt(),
+    );
+    for (what, k) in [("marked", marked), ("dropped", dropped)] {
+        assert!(
+            (k as f64 - mean).abs() <= 3.2905 * sd,
+            "{what} {k}, expected {mean} ± {:.0}",
+            3.2905 * sd
+        );
+    }
+    assert!(out.shown.contains("lossecn"), "{}", out.shown);
 }

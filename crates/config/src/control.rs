@@ -64,9 +64,12 @@ pub enum ControlRequest {
 /// The running configuration with configuration lines sent to a daemon
 /// merged in, as `pspat ctl` means them: an object that exists keeps every
 /// parameter the lines do not give (`pipe 1 config bw 20Mbit/s` changes the
-/// bandwidth only; `reorder`, `noerror` and `ecn` can be turned on, not
-/// off; `droptail` turns RED off, and `ecn` with it, unless the same line
-/// gives `ecn` again, which validation then refuses as in a file); a new
+/// bandwidth only; `reorder`, `noerror`, `ecn` and `lossecn` can be
+/// turned on, not off; `droptail` turns RED off, and `ecn` with it, unless
+/// the same line gives `ecn` again, which validation then refuses as in a
+/// file; likewise a `plr 0` that leaves the queue no random loss (no
+/// `gemodel`, no `lossstate`) turns `lossecn` off with it, unless the same
+/// line gives `lossecn` again, which validation then refuses); a new
 /// number adds an object; `add N ...` replaces rule N or adds it, a
 /// rule without a number is added after the others; `table N add P V`
 /// sets one entry; `default` and `seed` replace theirs when given.
@@ -144,6 +147,12 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         }
         old.gemodel = new.gemodel.or(old.gemodel);
         old.lossstate = new.lossstate.or(old.lossstate);
+        if new.plr.is_some() && !old.random_loss() {
+            // `lossecn` marks what a random loss would drop: a `plr 0`
+            // that takes the last one off takes it too.
+            old.lossecn = false;
+        }
+        old.lossecn |= new.lossecn;
         // A probability given again brings its correlation, or none.
         if new.duplicate.is_some() {
             old.duplicate = new.duplicate;
@@ -537,6 +546,68 @@ mod tests {
             assert!(
                 e.to_string()
                     .ends_with("'ecn' needs 'red' or 'gred' on the same queue"),
+                "{e}"
+            );
+        }
+    }
+
+    /// `lossecn` is a flag as `ecn`: a line turns it on, never off; a
+    /// `plr 0` that leaves no random loss turns it off, as `droptail`
+    /// turns `ecn` off, and a line that gives both is refused at
+    /// `lossecn`, as a file would be.
+    #[test]
+    fn lossecn_is_turned_on_by_a_line_and_off_with_the_last_loss() {
+        let running = "pipe 1 config bw 1Mbit/s plr 0.01 lossecn\n\
+                       queue 2 config pipe 1 gemodel 0.01 lossecn\n\
+                       pipe 3 config bw 1Mbit/s\n";
+        let plan = |lines: &str| merged(running, lines).validate(&NoProfiles);
+        // Turned on with a loss the line gives.
+        let p = plan("pipe 3 config plr 0.1 lossecn").unwrap();
+        assert!(p.pipes[&3].queue.lossecn);
+        // Other words, a loss given again or replaced, keep it.
+        for lines in [
+            "pipe 1 config bw 2Mbit/s",
+            "pipe 1 config plr 0.02",
+            "pipe 1 config plr 0 gemodel 0.05",
+            "pipe 1 config plr 0 lossstate 0.01",
+        ] {
+            assert!(plan(lines).unwrap().pipes[&1].queue.lossecn, "{lines}");
+        }
+        for lines in [
+            "queue 2 config weight 7",
+            "queue 2 config plr 0",
+            "queue 2 config lossstate 0.01",
+        ] {
+            assert!(plan(lines).unwrap().queues[&2].queue.lossecn, "{lines}");
+        }
+        // `plr 0` takes the last loss off, and `lossecn` with it.
+        let p = plan("pipe 1 config plr 0; queue 2 config weight 2").unwrap();
+        assert_eq!(
+            (p.pipes[&1].queue.plr, p.pipes[&1].queue.lossecn),
+            (0.0, false)
+        );
+        assert!(p.queues[&2].queue.lossecn, "another object keeps its own");
+        // `plr 0 lossecn`, or `lossecn` on a pipe without loss: refused at
+        // `lossecn`.
+        for (lines, column) in [
+            ("pipe 1 config plr 0 lossecn", 21),
+            ("pipe 3 config lossecn", 15),
+        ] {
+            let e = plan(lines).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.line, e.column, e.token.as_str(), e.kind),
+                (
+                    "<ctl>",
+                    1,
+                    column,
+                    "lossecn",
+                    crate::ErrorKind::MissingReference
+                ),
+                "{lines}: {e}"
+            );
+            assert!(
+                e.to_string()
+                    .ends_with("'lossecn' needs 'plr', 'gemodel' or 'lossstate' on the same queue"),
                 "{e}"
             );
         }

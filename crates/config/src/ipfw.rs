@@ -186,8 +186,8 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
-            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, duplicate, corrupt, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
         }
     }
 
@@ -216,6 +216,7 @@ impl ObjKind {
                 | "gred"
                 | "droptail"
                 | "ecn"
+                | "lossecn"
                 | "noerror"
                 | "gemodel"
                 | "lossstate"
@@ -761,6 +762,10 @@ pub(crate) fn parse_object_keyword(
         "ecn" => {
             d.params.ecn = true;
             record(&mut d.fields, cur, "ecn", kw, kw.pos())?;
+        }
+        "lossecn" => {
+            d.params.lossecn = true;
+            record(&mut d.fields, cur, "lossecn", kw, kw.pos())?;
         }
         "gemodel" => {
             // `gemodel P [R [1-H [1-K]]]`: the values after `p` are taken

@@ -272,6 +272,12 @@ pub struct QueueParams {
     /// validation refuses it without `red`/`gred`.
     #[serde(default)]
     pub ecn: bool,
+    /// `lossecn` (pspat, tc-netem's `ecn`): an ECN-capable packet that a
+    /// random loss (`plr`, `gemodel`, `lossstate`) would drop is queued
+    /// marked Congestion Experienced instead; validation refuses it
+    /// without a random loss ([`QueueParams::random_loss`]).
+    #[serde(default)]
+    pub lossecn: bool,
     /// `gemodel`: Gilbert-Elliott loss (pspat).
     pub gemodel: Option<GilbertElliott>,
     /// `lossstate`: the 4-state loss model (pspat); not with `gemodel`.
@@ -287,6 +293,23 @@ pub struct QueueParams {
     /// `corrupt P C`: the correlation of successive packets' corruption,
     /// 0..1 (pspat; a two-state chain per queue).
     pub corrupt_correlation: Option<f64>,
+}
+
+impl QueueParams {
+    /// Whether the queue has a random loss for `lossecn` to mark instead:
+    /// a `plr` above 0 (`plr 0` is none), a `gemodel` or a `lossstate`.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::QueueParams;
+    /// let mut q = QueueParams { plr: Some(0.0), ..QueueParams::default() };
+    /// assert!(!q.random_loss());
+    /// q.plr = Some(0.01);
+    /// assert!(q.random_loss());
+    /// ```
+    pub fn random_loss(&self) -> bool {
+        self.plr.is_some_and(|p| p > 0.0) || self.gemodel.is_some() || self.lossstate.is_some()
+    }
 }
 
 /// `sched N config ...`: a scheduler on a link.

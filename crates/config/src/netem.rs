@@ -8,7 +8,7 @@
 //! option): `limit`, `delay`/`latency` TIME [JITTER [CORRELATION]],
 //! `distribution`, `loss`/`drop` [`random`] P [C], `loss state` P13 [P31
 //! [P32 [P23 [P14]]]], `loss gemodel` P [R [1-H [1-K]]], `duplicate` P [C],
-//! `corrupt` P [C],
+//! `corrupt` P [C], `ecn`,
 //! `reorder` P [C] [`gap` N], `rate` RATE [PACKETOVERHEAD [CELLSIZE
 //! [CELLOVERHEAD]]], `slot` and `seed`, in any order, each keyword also as
 //! a prefix of itself as tc takes it (`del 10ms`, tried in tc's order).
@@ -25,12 +25,15 @@
 //! default), `reorder` when jitter comes without `rate` (netem reorders such
 //! packets by their delays, pspat keeps their order unless asked), a rule
 //! `add 100 pipe N ip from any to any` and `seed N` when given; `loss P C`
-//! becomes a Gilbert-Elliott model (below). The result is parsed and
-//! validated as any configuration, so what pspat cannot do is refused:
-//! `ecn` (netem's marks instead of loss; pspat's `ecn` marks instead of
-//! RED's drops, and netem has no RED), a rate as a percentage of the
-//! device's, a distribution table other than the built-in ones, and a time
-//! without unit (tc versions read it as microseconds or as nanoseconds).
+//! becomes a Gilbert-Elliott model (below). `ecn` becomes `lossecn`
+//! (netem's marks ECN-capable packets instead of its loss dropping them;
+//! pspat's `ecn` is dummynet's, which marks instead of RED's drops) and,
+//! as tc refuses it, needs a loss model: `loss P [C]` with P above 0,
+//! `loss state` or `loss gemodel`. The result is parsed and validated as
+//! any configuration, so what pspat cannot do is refused: a rate as a
+//! percentage of the device's, a distribution table other than the
+//! built-in ones, and a time without unit (tc versions read it as
+//! microseconds or as nanoseconds).
 //! `duplicate P C`, `corrupt P C` and `reorder P C` keep their words:
 //! pspat reads the second value as the correlation of a two-state chain of
 //! the decisions, as for loss below (long-run share P, lag-1 correlation
@@ -439,6 +442,9 @@ struct Options {
     jitter: bool,
     distribution: Option<(String, usize)>,
     loss: Option<usize>,
+    /// The loss is `loss P [C]` with P 0: no loss model for tc.
+    loss_zero: bool,
+    ecn: Option<usize>,
     reorder: Option<usize>,
     gap: Option<(String, usize)>,
     rate: bool,
@@ -518,6 +524,11 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             };
             let mut text = format!("{keyword} {}", r.percent(first)?);
             if keyword == "plr" {
+                // tc's `opt.loss <= 0`: every digit 0.
+                o.loss_zero = r
+                    .text(first)
+                    .bytes()
+                    .all(|b| matches!(b, b'0' | b'.' | b'%'));
                 if is_number(r.peek()) {
                     let c = r.value(kw, "")?;
                     text = r.correlated_loss(first, c)?;
@@ -534,11 +545,17 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             }
             push(&mut o, text, first);
         } else if matches(word, "ecn") {
-            return Err(r.error(
-                kw,
-                ErrorKind::UnknownKeyword,
-                "'ecn' has no counterpart yet: pspat's 'ecn' (dummynet's) marks instead of RED's drops; tc-netem's, which marks instead of loss, has none, and every loss drops the packet (docs/RECIPES.md, Not expressible yet)",
-            ));
+            if let Some(first) = o.ecn {
+                return Err(r.error(
+                    kw,
+                    ErrorKind::Duplicate,
+                    format!(
+                        "'{word}' is given twice (the first at column {})",
+                        r.words[first].column
+                    ),
+                ));
+            }
+            o.ecn = Some(kw);
         } else if let Some(keyword) = ["reorder", "corrupt"]
             .into_iter()
             .find(|k| matches(word, k))
@@ -623,7 +640,7 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             return Err(r.error(
                 kw,
                 ErrorKind::UnknownKeyword,
-                format!("unknown netem option '{word}' (allowed: limit, delay, distribution, loss, duplicate, corrupt, reorder, gap, rate, slot, seed)"),
+                format!("unknown netem option '{word}' (allowed: limit, delay, distribution, loss, ecn, duplicate, corrupt, reorder, gap, rate, slot, seed)"),
             ));
         }
     }
@@ -633,6 +650,20 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
 /// Checks netem's own combinations and completes the pipe with netem's
 /// defaults.
 fn complete(r: &Reader, o: &mut Options) -> Result<(), Error> {
+    if let Some(ecn) = o.ecn {
+        if o.loss.is_none() || o.loss_zero {
+            return Err(r.error(
+                ecn,
+                ErrorKind::MissingReference,
+                "'ecn' needs a loss model, as with tc-netem: it marks the ECN-capable packets the loss would drop (example: loss 1% ecn; 'loss 0%' is none)",
+            ));
+        }
+        // pspat's `ecn` is dummynet's (RED's marks): netem's is `lossecn`.
+        o.pieces.push(Piece {
+            text: "lossecn".into(),
+            from: ecn,
+        });
+    }
     if let Some(reorder) = o.reorder {
         if o.delay.is_none() {
             return Err(r.error(
@@ -805,6 +836,7 @@ mod tests {
             ("drop 0.5", "plr 0.005"),
             ("loss gemodel 1% 10% 70% 0.1%", "gemodel 0.01 0.1 0.7 0.001"),
             ("loss state 1% 30%", "lossstate 0.01 0.3"),
+            ("loss 1% ecn", "plr 0.01 lossecn"),
             ("duplicate 1%", "duplicate 0.01"),
             ("duplicate 1% 25%", "duplicate 0.01 0.25"),
             ("corrupt 0.1", "corrupt 0.001"),
@@ -1025,9 +1057,15 @@ mod tests {
             ),
             ("duplicate 1% 25x", 14, "not a percentage"),
             (
-                "loss 1% ecn",
-                9,
-                "'ecn' has no counterpart yet: pspat's 'ecn' (dummynet's) marks instead of RED's drops; tc-netem's, which marks instead of loss, has none",
+                "delay 10ms ecn",
+                12,
+                "'ecn' needs a loss model, as with tc-netem",
+            ),
+            ("loss 0% ecn", 9, "'ecn' needs a loss model"),
+            (
+                "loss 1% ecn ecn",
+                13,
+                "'ecn' is given twice (the first at column 9)",
             ),
             ("rate 50%", 6, "share of the device"),
             ("delay 10", 7, "has no unit"),
@@ -1055,6 +1093,70 @@ mod tests {
             assert_eq!(e.column, column, "{netem}: {e}");
             assert_eq!(e.line, 1, "{netem}: {e}");
             assert!(!e.to_string().contains('\n'), "{netem}: {e}");
+        }
+    }
+
+    /// tc-netem's `ecn` marks what its loss model would drop: pspat's
+    /// `lossecn` beside the loss it came with, in any order; without a
+    /// loss model, or with `loss 0%`, it is refused at its word as tc
+    /// refuses it.
+    #[test]
+    fn ecn_becomes_lossecn_beside_its_loss_model() {
+        for (netem, expect) in [
+            ("loss 1% ecn", "plr 0.01 lossecn"),
+            ("ecn drop 1", "plr 0.01 lossecn"),
+            ("loss random 1% e", "plr 0.01 lossecn"),
+            ("loss 5% 25% ecn", "gemodel 0.0375 0.7125 1 0 lossecn"),
+            (
+                "loss state 0.01 ecn",
+                "lossstate 0.0001 0.9999 0 1 0 lossecn",
+            ),
+            ("loss gemodel 1% 10% ecn", "gemodel 0.01 0.1 1 0 lossecn"),
+            // tc takes a loss model at 0 (it only refuses `loss 0`).
+            ("loss state 0 ecn", "lossstate 0 1 0 1 0 lossecn"),
+            (
+                "tc qdisc add dev eth0 root netem delay 10ms loss 1% ecn rate 10mbit",
+                "plr 0.01 lossecn",
+            ),
+        ] {
+            let line = pipe_line(netem);
+            assert!(line.contains(expect), "{netem}: {line} lacks {expect}");
+            assert!(!line.contains(" ecn"), "{netem}: {line}");
+        }
+        // docs/RECIPES.md's example.
+        assert_eq!(
+            pipe_line("delay 10ms loss 1% ecn"),
+            "pipe 1 config delay 10ms queue 1000 plr 0.01 lossecn"
+        );
+        // The converted text validates, and the marking reaches the core.
+        let cfg = netem_to_config("delay 10ms loss 1% ecn", 1, "netem").unwrap();
+        let plan = cfg.validate(&crate::NoProfiles).unwrap();
+        assert!(plan.pipes[&1].queue.lossecn && !plan.pipes[&1].queue.ecn);
+        assert!(crate::queue_config(&plan.pipes[&1].queue).loss_ecn);
+        assert_eq!(parse_ipfw(&print_ipfw(&cfg), "again").unwrap(), cfg);
+        // Without a loss model: at `ecn`, in whatever column it is.
+        for (netem, column) in [
+            ("ecn", 1),
+            ("delay 10ms ecn", 12),
+            ("ecn delay 10ms", 1),
+            ("loss 0% ecn", 9),
+            ("loss 0 25% ecn", 12),
+            ("loss random 0.0 ecn", 17),
+            ("tc qdisc add dev eth0 root netem delay 5ms ecn", 44),
+        ] {
+            let e = error(netem);
+            assert_eq!(
+                (e.line, e.column, e.token.as_str(), e.kind),
+                (1, column, "ecn", ErrorKind::MissingReference),
+                "{netem}: {e}"
+            );
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "netem:1:{column}: 'ecn' needs a loss model, as with tc-netem: it marks the ECN-capable packets the loss would drop (example: loss 1% ecn; 'loss 0%' is none)"
+                ),
+                "{netem}"
+            );
         }
     }
 

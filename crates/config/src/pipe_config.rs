@@ -2,7 +2,8 @@
 //! ([`pspat_sched::pipe::PipeConfig`]): the link half (bw, burst, delay,
 //! profile, jitter, reorder) of a pipe or sched and the queue half (limit,
 //! plr, RED/GRED and its ECN marking, Gilbert-Elliott, the 4-state loss
-//! model, duplication) of a pipe or flowset.
+//! model, the random losses' ECN marking, duplication) of a pipe or
+//! flowset.
 //!
 //! # Guarantees
 //! * Every value of the plan that the pipe models is carried over, units
@@ -105,6 +106,9 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
         // Validation sets it only with RED; a plan from elsewhere that has
         // it without RED changes nothing in the core.
         ecn: q.ecn,
+        // Validation sets it only with a random loss; without one there is
+        // nothing for it to mark.
+        loss_ecn: q.lossecn,
     }
 }
 
@@ -341,6 +345,7 @@ mod tests {
                 corrupt: 0.0,
                 corrupt_correlation: 0.0,
                 ecn: false,
+                loss_ecn: false,
             },
             delay_line_capacity: 782,
             seed: pipe_seed(crate::plan::DEFAULT_SEED, 1),
@@ -358,7 +363,7 @@ mod tests {
              pipe 2 config bw 1Mbit/s burst 3000 delay 10ms profile wifi.prof jitter 2ms distribution pareto correlation 25% reorder 10% 40% gap 3 \
              slot 800us 1ms packets 32 bytes 64KB \
              packetoverhead -4 cellsize 48 celloverhead 5 \
-             queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 duplicate 0.05 0.5 corrupt 0.002\n\
+             queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 lossecn duplicate 0.05 0.5 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
              queue 7 config sched 4 weight 3 red 0.5/5/15/0.2 ecn",
         );
@@ -441,6 +446,11 @@ mod tests {
         assert_eq!(q7.red.unwrap().max_th, 15);
         assert!(q7.ecn, "dummynet's ecn goes with its RED");
         assert!(!c.queue.ecn);
+        assert!(
+            c.queue.loss_ecn,
+            "lossecn goes with its Gilbert-Elliott loss"
+        );
+        assert!(!q7.loss_ecn);
         assert_eq!(q7.limit, pipe::QueueLimit::Slots(50));
     }
 

@@ -176,6 +176,11 @@ pub struct QueueSetPlan {
     /// of dropping them early (dummynet's `ecn`); only ever set with `red`.
     #[serde(default)]
     pub ecn: bool,
+    /// With a random loss (`plr`, `gemodel`, `lossstate`): mark
+    /// ECN-capable packets Congestion Experienced instead of dropping them
+    /// (`lossecn`, tc-netem's `ecn`); only ever set with a random loss.
+    #[serde(default)]
+    pub lossecn: bool,
     /// Gilbert-Elliott loss.
     pub gemodel: Option<GilbertElliott>,
     /// The 4-state loss model (never with `gemodel`).
@@ -830,12 +835,28 @@ impl Checker<'_> {
             }
         }
         if q.ecn && q.red.is_none() {
+            // tc-netem's `ecn` marks instead of the random losses.
+            let hint = if q.random_loss() {
+                "; to mark instead of the random loss, as tc-netem's 'ecn' does, write 'lossecn'"
+            } else {
+                ""
+            };
             self.fail(
                 (kind, index, "ecn"),
                 ErrorKind::MissingReference,
                 || "ecn".into(),
                 format!(
-                    "{owner} has 'ecn' but no RED: 'ecn' needs 'red' or 'gred' on the same queue"
+                    "{owner} has 'ecn' but no RED: 'ecn' needs 'red' or 'gred' on the same queue{hint}"
+                ),
+            );
+        }
+        if q.lossecn && !q.random_loss() {
+            self.fail(
+                (kind, index, "lossecn"),
+                ErrorKind::MissingReference,
+                || "lossecn".into(),
+                format!(
+                    "{owner} has 'lossecn' but no random loss: 'lossecn' needs 'plr', 'gemodel' or 'lossstate' on the same queue"
                 ),
             );
         }
@@ -853,6 +874,7 @@ impl Checker<'_> {
             buckets,
             noerror: q.noerror,
             ecn: q.ecn,
+            lossecn: q.lossecn,
             gemodel: q.gemodel,
             lossstate: q.lossstate,
             duplicate: q.duplicate.unwrap_or(0.0),

@@ -128,6 +128,10 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
             m.p13, m.p31, m.p32, m.p23, m.p14
         ));
     }
+    // After every loss it marks instead (plr, gemodel, lossstate).
+    if q.lossecn {
+        out.push("lossecn".into());
+    }
     if let Some(p) = q.duplicate {
         out.push(chance_words("duplicate", p, q.duplicate_correlation));
     }
@@ -446,6 +450,9 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
             real(m.p23),
             real(m.p14)
         );
+    }
+    if q.lossecn {
+        out.push_str("lossecn = true\n");
     }
     if let Some(d) = q.duplicate {
         toml_chance(out, "duplicate", d, q.duplicate_correlation);

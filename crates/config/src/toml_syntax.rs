@@ -9,7 +9,7 @@
 //! Top level: `default = "allow"|"deny"`, `seed = N`, and arrays of tables
 //! `[[sched]]`, `[[pipe]]`, `[[queue]]`, `[[table]]`, `[[rule]]`, each with a
 //! `number`. A queue limit is `limit` (`limit = 50` slots, `limit = "64KB"`);
-//! flags are booleans (`reorder = true`, `ecn = true`); `mask` is `"all"`
+//! flags are booleans (`reorder = true`, `ecn = true`, `lossecn = true`); `mask` is `"all"`
 //! or a table of fields (`mask = { src-ip = "0xff" }`); `gemodel` is a table with key `p`
 //! and optional `r`, `1-h`, `1-k`, `lossstate` one with key `p13` and
 //! optional `p31`, `p32`, `p23`, `p14` (tc-netem's defaults for those not
@@ -221,7 +221,10 @@ impl Reader<'_> {
         if kw.text == "limit" && kind != ObjKind::Sched {
             kw.text = "queue".into();
         }
-        let flag = matches!(kw.text.as_str(), "reorder" | "noerror" | "droptail" | "ecn");
+        let flag = matches!(
+            kw.text.as_str(),
+            "reorder" | "noerror" | "droptail" | "ecn" | "lossecn"
+        );
         match value.get_ref() {
             DeValue::Boolean(b) if flag => Ok(if *b { vec![kw] } else { Vec::new() }),
             // `reorder = 0.25`: tc-netem's reordering probability.

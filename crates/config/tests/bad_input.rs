@@ -1335,3 +1335,115 @@ fn ecn_in_toml_takes_a_boolean_at_its_value() {
         );
     }
 }
+
+/// `lossecn` marks what a random loss would drop: without `plr` above 0,
+/// `gemodel` or `lossstate` on the same pipe or queue (RED is not one) it
+/// is refused at the `lossecn` token, in both syntaxes.
+#[test]
+fn lossecn_without_a_random_loss_is_refused_at_its_token_in_both_syntaxes() {
+    let needs = "'lossecn' needs 'plr', 'gemodel' or 'lossstate' on the same queue";
+    let e = error_of("pipe 1 config bw 1Mbit/s lossecn\n", &NoProfiles);
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        1,
+        26,
+        "lossecn",
+        ErrorKind::MissingReference,
+    );
+    assert_eq!(
+        e.to_string(),
+        format!("cfg.ipfw:1:26: pipe 1 has 'lossecn' but no random loss: {needs}")
+    );
+    // `plr 0` is no loss.
+    let e = error_of("pipe 1 config plr 0 lossecn\n", &NoProfiles);
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        1,
+        21,
+        "lossecn",
+        ErrorKind::MissingReference,
+    );
+    assert!(e.message.contains(needs), "{e}");
+    // RED drops, but not at random.
+    let e = error_of(
+        "pipe 2 config bw 1Mbit/s\nqueue 3 config pipe 2 lossecn weight 4 red 0.002/30/80/0.1 ecn\n",
+        &NoProfiles,
+    );
+    assert_at(
+        &e,
+        "cfg.ipfw",
+        2,
+        23,
+        "lossecn",
+        ErrorKind::MissingReference,
+    );
+    assert!(e.message.starts_with("queue 3 has 'lossecn'"), "{e}");
+    assert!(e.message.contains(needs), "{e}");
+    // Twice on one line.
+    let e = error_of("pipe 1 config plr 0.1 lossecn lossecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 31, "lossecn", ErrorKind::Duplicate);
+    // Not a sched keyword; listed among a pipe's and a queue's.
+    let e = error_of("sched 1 config type qfq lossecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "lossecn", ErrorKind::UnknownKeyword);
+    let e = error_of("pipe 1 config lossec\n", &NoProfiles);
+    assert!(e.message.contains("lossstate, lossecn, duplicate"), "{e}");
+    let e = error_of("queue 1 config pipe 1 mask all lossec\n", &NoProfiles);
+    assert!(e.message.contains("lossstate, lossecn, duplicate"), "{e}");
+    // TOML: at the key.
+    let e = error_of_toml("[[pipe]]\nnumber = 1\nbw = \"1Mbit/s\"\nlossecn = true\n");
+    assert_at(&e, "cfg.toml", 4, 1, "lossecn", ErrorKind::MissingReference);
+    assert!(e.message.contains(needs), "{e}");
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\n[[queue]]\nnumber = 2\npipe = 1\nplr = 0\nlossecn = true\n",
+    );
+    assert_at(&e, "cfg.toml", 7, 1, "lossecn", ErrorKind::MissingReference);
+    // With any random loss, both syntaxes validate.
+    for loss in [
+        "plr 0.01",
+        "gemodel 0.01",
+        "lossstate 0.01",
+        "plr 0 gemodel 0",
+    ] {
+        let cfg = parse_ipfw(&format!("pipe 1 config {loss} lossecn\n"), "cfg.ipfw").unwrap();
+        assert!(
+            cfg.validate(&NoProfiles).unwrap().pipes[&1].queue.lossecn,
+            "{loss}"
+        );
+    }
+    let cfg = parse_toml(
+        "[[pipe]]\nnumber = 1\nplr = \"1%\"\nlossecn = true\n",
+        "cfg.toml",
+    )
+    .unwrap();
+    assert!(cfg.validate(&NoProfiles).unwrap().pipes[&1].queue.lossecn);
+}
+
+/// dummynet's `ecn` on a queue with a random loss but no RED: refused as
+/// without one, and told that tc-netem's marking is `lossecn`.
+#[test]
+fn ecn_with_a_random_loss_but_no_red_points_to_lossecn() {
+    let e = error_of("pipe 1 config plr 0.01 ecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 24, "ecn", ErrorKind::MissingReference);
+    assert_eq!(
+        e.to_string(),
+        "cfg.ipfw:1:24: pipe 1 has 'ecn' but no RED: 'ecn' needs 'red' or 'gred' on the same queue; \
+         to mark instead of the random loss, as tc-netem's 'ecn' does, write 'lossecn'"
+    );
+}
+
+#[test]
+fn lossecn_in_toml_takes_a_boolean_at_its_value() {
+    for (value, token) in [("1", "integer"), ("\"yes\"", "string"), ("0.5", "float")] {
+        let e = error_of_toml(&format!(
+            "[[pipe]]\nnumber = 1\nplr = 0.01\nlossecn = {value}\n"
+        ));
+        assert_at(&e, "cfg.toml", 4, 11, token, ErrorKind::Syntax);
+        assert_eq!(
+            e.to_string(),
+            "cfg.toml:4:11: 'lossecn' takes true or false",
+            "{value}"
+        );
+    }
+}

@@ -126,3 +126,26 @@ fn ecn_is_a_configuration_flag_on_the_control_socket() {
     let e = parse_control("sched 1 config ecn", "ctl").unwrap_err();
     assert_eq!((e.column, e.kind), (16, ErrorKind::UnknownKeyword), "{e}");
 }
+
+#[test]
+fn lossecn_is_a_configuration_flag_on_the_control_socket() {
+    for (line, pipe) in [
+        ("pipe 1 config lossecn", true),
+        ("ipfw pipe 1 config plr 1% lossecn", true),
+        ("pipe 1 config plr 0.01", false),
+    ] {
+        let ControlRequest::Configure(cfg) = parse_control(line, "ctl").unwrap() else {
+            panic!("{line} is configuration");
+        };
+        assert_eq!(cfg.pipes[0].queue.lossecn, pipe, "{line}");
+        assert!(!cfg.pipes[0].queue.ecn, "{line}");
+    }
+    let ControlRequest::Configure(cfg) =
+        parse_control("queue 4 config lossecn sched 1 gemodel 0.01", "ctl").unwrap()
+    else {
+        panic!("a queue line is configuration");
+    };
+    assert!(cfg.queues[0].params.lossecn);
+    let e = parse_control("sched 1 config lossecn", "ctl").unwrap_err();
+    assert_eq!((e.column, e.kind), (16, ErrorKind::UnknownKeyword), "{e}");
+}

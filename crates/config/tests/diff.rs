@@ -46,7 +46,7 @@ fn valid_text() -> impl Strategy<Value = String> {
         proptest::collection::vec(
             (
                 select(vec!["10ms", "20ms", "500us"]),
-                select(vec!["0", "0.01"]),
+                select(vec!["0", "0.01", "0.01 lossecn"]),
             ),
             4,
         ),
@@ -245,6 +245,28 @@ fn turning_ecn_on_or_off_is_a_changed_pipe_or_queue() {
             &changes[..],
             [Change::ChangePipe(p), Change::ChangeQueue(q)]
                 if p.number == 1 && p.queue.ecn && q.number == 2 && !q.queue.ecn
+        ),
+        "{changes:?}"
+    );
+    let mut p = old;
+    for c in &changes {
+        apply(&mut p, c);
+    }
+    assert_eq!(p, new);
+}
+
+#[test]
+fn turning_lossecn_on_or_off_is_a_changed_pipe_or_queue() {
+    let old =
+        plan("pipe 1 config bw 1Mbit/s plr 0.01\nqueue 2 config pipe 1 gemodel 0.01 lossecn\n");
+    let new =
+        plan("pipe 1 config bw 1Mbit/s plr 0.01 lossecn\nqueue 2 config pipe 1 gemodel 0.01\n");
+    let changes = diff(&old, &new);
+    assert!(
+        matches!(
+            &changes[..],
+            [Change::ChangePipe(p), Change::ChangeQueue(q)]
+                if p.number == 1 && p.queue.lossecn && q.number == 2 && !q.queue.lossecn
         ),
         "{changes:?}"
     );

@@ -50,6 +50,10 @@ fn the_complete_example_loads_validates_and_matches_its_ipfw_form() {
         "queue 2 marks with its RED"
     );
     assert!(!plan.queues[&1].queue.ecn);
+    assert!(
+        wan.queue.lossecn && !wan.queue.ecn,
+        "pipe 10 marks instead of its random losses"
+    );
     assert_eq!(plan.tables[&1].len(), 3);
     assert_eq!(plan.rules[&200].action, Action::Queue(Target::Tablearg));
     assert_eq!(

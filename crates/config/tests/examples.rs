@@ -66,6 +66,21 @@ const EXAMPLES: &[(&str, &str)] = &[
         "pipe 3 config ecn noerror bw 1Mbit/s red 0.002/30/80/0.1 buckets 128",
         "pipe 3 config bw 1Mbit/s red 0.002/30/80/0.1 ecn buckets 128 noerror\n",
     ),
+    // `lossecn` (tc-netem's `ecn`) with each random loss, in any place
+    // among the options; printed after the loss models, before
+    // `duplicate`.
+    (
+        "ipfw pipe 1 config bw 10Mbit/s plr 1% lossecn",
+        "pipe 1 config bw 10Mbit/s plr 0.01 lossecn\n",
+    ),
+    (
+        "pipe 4 config lossecn duplicate 0.01 gemodel 0.01 plr 0.001 red 0.002/30/80/0.1 ecn",
+        "pipe 4 config plr 0.001 red 0.002/30/80/0.1 ecn gemodel 0.01 0.99 1 0 lossecn duplicate 0.01\n",
+    ),
+    (
+        "ipfw queue 2 config weight 5 lossecn sched 1 lossstate 0.01 noerror",
+        "queue 2 config weight 5 sched 1 noerror lossstate 0.01 0.99 0 1 0 lossecn\n",
+    ),
     (
         "ipfw pipe 3 config delay 80ms bw 40Mbit/s plr 0.01 queue 1000Kbytes",
         "pipe 3 config bw 40Mbit/s delay 80ms queue 1000KB plr 0.01\n",
@@ -405,4 +420,79 @@ fn ecn_reads_in_both_syntaxes_and_reaches_the_plan_and_the_core() {
     let old: pspat_config::Plan = serde_json::from_value(json).unwrap();
     assert!(!old.pipes[&1].queue.ecn && !old.queues[&2].queue.ecn);
     assert_eq!(old.pipes[&1].queue.red, plan.pipes[&1].queue.red);
+}
+
+#[test]
+fn lossecn_reads_in_both_syntaxes_and_reaches_the_plan_and_the_core() {
+    use pspat_config::{queue_config, NoProfiles};
+    // ipfw: before or after its loss, with each random loss.
+    for text in [
+        "pipe 1 config lossecn plr 0.01",
+        "pipe 1 config plr 1% lossecn",
+        "pipe 1 config queue 100 lossecn bw 1Mbit/s gemodel 0.01 noerror",
+        "pipe 1 config lossstate 0.01 lossecn",
+        "pipe 1 config plr 0 gemodel 0.01 lossecn",
+    ] {
+        let q = ipfw_queue(text);
+        assert!(q.lossecn && q.random_loss() && !q.ecn, "{text}");
+    }
+    assert!(!ipfw_queue("pipe 1 config plr 0.01").lossecn);
+    // Both marking flags on one queue, each with what it marks instead of.
+    let q = ipfw_queue("pipe 1 config red 0.002/30/80/0.1 ecn plr 0.01 lossecn");
+    assert!(q.ecn && q.lossecn);
+    let cfg = parse_ipfw(
+        "pipe 1 config bw 10Mbit/s\nqueue 2 config weight 5 lossecn sched 1 gemodel 0.02",
+        "x",
+    )
+    .unwrap();
+    assert!(cfg.queues[0].params.lossecn && cfg.queues[0].params.gemodel.is_some());
+    // TOML: a boolean in the same table; false is the default.
+    let toml = |flag: &str| {
+        parse_toml(
+            &format!(
+                "[[pipe]]\nnumber = 1\nbw = \"10Mbit/s\"\n{flag}plr = \"1%\"\n\
+                 [[queue]]\nnumber = 2\nsched = 1\nlossstate = {{ p13 = 0.01 }}\n{flag}"
+            ),
+            "x.toml",
+        )
+        .unwrap()
+    };
+    let on = toml("lossecn = true\n");
+    assert!(on.pipes[0].queue.lossecn && on.queues[0].params.lossecn);
+    let off = toml("lossecn = false\n");
+    assert!(!off.pipes[0].queue.lossecn && !off.queues[0].params.lossecn);
+    assert_eq!(off, toml(""));
+    let printed = print_toml(&on);
+    assert!(
+        printed.contains("plr = 0.01\nlossecn = true\n"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("p14 = 0.0 }\nlossecn = true\n"),
+        "after the loss model: {printed}"
+    );
+    assert!(!print_toml(&off).contains("lossecn"));
+    assert_eq!(parse_toml(&printed, "y.toml").unwrap(), on);
+    let ipfw = print_ipfw(&on);
+    assert!(ipfw.contains("plr 0.01 lossecn\n"), "{ipfw}");
+    assert_eq!(parse_ipfw(&ipfw, "y").unwrap(), on);
+    // The plan carries it, and so does the core's queue configuration.
+    let plan = on.validate(&NoProfiles).unwrap();
+    assert!(plan.pipes[&1].queue.lossecn && plan.queues[&2].queue.lossecn);
+    assert!(!plan.pipes[&1].queue.ecn);
+    assert!(queue_config(&plan.pipes[&1].queue).loss_ecn);
+    assert!(queue_config(&plan.queues[&2].queue).loss_ecn);
+    assert!(!queue_config(&plan.pipes[&1].queue).ecn);
+    let plan_off = off.validate(&NoProfiles).unwrap();
+    assert!(!queue_config(&plan_off.pipes[&1].queue).loss_ecn);
+    // A plan written before `lossecn` existed (no such key) reads as off.
+    let mut json = serde_json::to_value(&plan).unwrap();
+    for (list, number) in [("pipes", "1"), ("queues", "2")] {
+        let queue = &mut json[list][number]["queue"];
+        assert_eq!(queue["lossecn"], true);
+        queue.as_object_mut().unwrap().remove("lossecn");
+    }
+    let old: pspat_config::Plan = serde_json::from_value(json).unwrap();
+    assert!(!old.pipes[&1].queue.lossecn && !old.queues[&2].queue.lossecn);
+    assert_eq!(old.pipes[&1].queue.plr, plan.pipes[&1].queue.plr);
 }

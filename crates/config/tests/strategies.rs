@@ -157,6 +157,7 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         any::<bool>(),
         option::of(ge),
         option::of(loss_state),
+        any::<bool>(),
         chance(),
         chance(),
     )
@@ -170,10 +171,11 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                 noerror,
                 gemodel,
                 lossstate,
+                lossecn,
                 (duplicate, duplicate_correlation),
                 (corrupt, corrupt_correlation),
             )| {
-                QueueParams {
+                let mut q = QueueParams {
                     limit,
                     plr,
                     red,
@@ -183,11 +185,15 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                     noerror,
                     gemodel,
                     lossstate,
+                    lossecn: false,
                     duplicate,
                     duplicate_correlation,
                     corrupt,
                     corrupt_correlation,
-                }
+                };
+                // Only with a random loss, as validation accepts it.
+                q.lossecn = lossecn && q.random_loss();
+                q
             },
         )
 }

@@ -123,9 +123,10 @@ impl Packet {
         }
     }
 
-    /// The bit of [`Packet::token`] a [`crate::Pipe`] sets on a packet its
-    /// RED marked instead of dropping it (a queue with `ecn`,
-    /// [`crate::pipe::QueueConfig::ecn`]): whoever holds the packet's bytes
+    /// The bit of [`Packet::token`] a [`crate::Pipe`] sets on a packet it
+    /// marked instead of dropping it (its RED with `ecn`,
+    /// [`crate::pipe::QueueConfig::ecn`], or a random loss with `lossecn`,
+    /// [`crate::pipe::QueueConfig::loss_ecn`]): whoever holds the packet's bytes
     /// sets its IP header's ECN field to Congestion Experienced before
     /// sending. A pipe sets it only on a packet enqueued with
     /// [`Packet::ECT_BIT`]. Callers keep it clear in the tokens they enqueue

@@ -75,6 +75,7 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 corrupt,
                 corrupt_correlation,
                 ecn: false,
+                loss_ecn: false,
             },
         )
 }

@@ -332,6 +332,90 @@ fn red_with_ecn_marks_every_packet_at_or_above_max_th_even_when_gentle() {
     );
 }
 
+/// The tokens a run picked for loss: those dropped for a random loss and,
+/// with `lossecn`, those it marked instead.
+fn loss_picks(run: &Run) -> std::collections::BTreeSet<u64> {
+    run.rejected
+        .iter()
+        .filter(|(_, r)| matches!(r.reason, DropReason::RandomLoss | DropReason::BurstLoss))
+        .map(|(_, r)| r.packet.without_marks().token & !Packet::ECT_BIT)
+        .chain(
+            run.with_fate(Fate::Transmit)
+                .filter(|e| e.packet.is_ce())
+                .map(|e| e.packet.without_marks().token & !Packet::ECT_BIT),
+        )
+        .collect()
+}
+
+#[test]
+fn lossecn_marks_the_ecn_capable_packets_a_loss_picks_and_the_losses_move_as_without_it() {
+    let ge = GilbertElliott {
+        p: 0.05,
+        r: 0.3,
+        loss_bad: 0.9,
+        loss_good: 0.01,
+    };
+    for (name, base) in [
+        (
+            "plr",
+            QueueConfig {
+                plr: 0.2,
+                ..QueueConfig::default()
+            },
+        ),
+        (
+            "gemodel",
+            QueueConfig {
+                gilbert_elliott: Some(ge),
+                ..QueueConfig::default()
+            },
+        ),
+    ] {
+        let n = 20_000u64;
+        // Every third packet not ECN-capable.
+        let arrivals: Vec<_> = spaced(n, 100, 1_000)
+            .into_iter()
+            .map(|(t, p)| (t, if p.token % 3 == 0 { p } else { p.with_ect() }))
+            .collect();
+        let run_with = |loss_ecn: bool| {
+            let mut pipe = fifo_pipe(queue(QueueConfig { loss_ecn, ..base }), 1, 16);
+            let run = drive(&mut pipe, &arrivals);
+            (*pipe.counters(), run)
+        };
+        let (plain_c, plain) = run_with(false);
+        let (c, marking) = run_with(true);
+        // The same packets picked, by the same draws.
+        let picks = loss_picks(&marking);
+        assert_eq!(picks, loss_picks(&plain), "{name}");
+        assert!(picks.len() as u64 > n / 20, "{name}: {}", picks.len());
+        // Of them, the ECN-capable ones go on marked, only the others drop.
+        let dropped: Vec<u64> = marking
+            .rejected
+            .iter()
+            .map(|(_, r)| r.packet.token)
+            .collect();
+        assert!(
+            dropped.iter().all(|t| t % 3 == 0),
+            "{name}: an ECN-capable packet dropped"
+        );
+        assert_eq!(
+            c.marked + dropped.len() as u64,
+            picks.len() as u64,
+            "{name}"
+        );
+        assert_eq!(
+            c.marked,
+            marking
+                .with_fate(Fate::Transmit)
+                .filter(|e| e.packet.is_ce())
+                .count() as u64
+        );
+        assert_eq!(c.out_packets, n - dropped.len() as u64, "{name}");
+        assert_eq!(plain_c.marked, 0);
+        assert!(plain.with_fate(Fate::Transmit).all(|e| !e.packet.is_ce()));
+    }
+}
+
 /// A one-queue FIFO pipe that loses by `ge`, after `n` packets of 64 bytes
 /// 100 ns apart (tokens 0..n), and what they did.
 fn gilbert_elliott_run(ge: GilbertElliott, n: u64) -> (Pipe<Fifo>, Run) {

@@ -521,6 +521,7 @@ fn everything(seed: u64) -> PipeConfig {
             corrupt: 0.05,
             corrupt_correlation: 0.2,
             ecn: false,
+            loss_ecn: false,
         },
         delay_line_capacity: 4_096,
         seed,

@@ -382,6 +382,9 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
             l.p13, l.p31, l.p32, l.p23, l.p14
         ));
     }
+    if q.lossecn {
+        s.push_str(" lossecn");
+    }
     for (word, p, c) in [
         ("duplicate", q.duplicate, q.duplicate_correlation),
         ("corrupt", q.corrupt, q.corrupt_correlation),
@@ -1234,6 +1237,11 @@ mod words_tests {
         assert_eq!(
             queue_extras(&plan("pipe 5 config queue 100 gred 0.002/30/80/0.1 ecn").pipes[&5].queue),
             " gred 0.002/30/80/0.1 ecn"
+        );
+        // `lossecn` after the loss models it changes.
+        assert_eq!(
+            queue_extras(&plan("pipe 6 config plr 0.1 gemodel 0.01 lossecn").pipes[&6].queue),
+            " gemodel 0.01 0.99 1 0 lossecn"
         );
     }
 }

@@ -480,6 +480,14 @@ pub struct QueueConfig {
     /// Gilbert-Elliott, 4-state) and the limit still drop. Without RED it
     /// changes nothing (the configuration layers refuse it there).
     pub ecn: bool,
+    /// Explicit congestion notification for the random losses (`plr`,
+    /// Gilbert-Elliott, 4-state; tc-netem's `ecn`, pspat's `lossecn`): a
+    /// packet one of them would drop is, when ECN-capable
+    /// ([`crate::Packet::ECT_BIT`]), queued marked Congestion Experienced
+    /// instead ([`crate::Packet::CE_BIT`]); a packet that is not is dropped
+    /// as before. The loss processes move exactly as without it. The limit
+    /// and RED still drop (RED marks only with [`QueueConfig::ecn`]).
+    pub loss_ecn: bool,
 }
 
 impl QueueConfig {
@@ -604,7 +612,8 @@ pub(crate) struct FilterRngs<'a> {
 /// then the limit) for a packet of `len` bytes arriving at `now` in queue
 /// `q`, ECN-capable if `ect`; `Ok(true)` when it is admitted marked
 /// Congestion Experienced (RED would have dropped it, and the queue has
-/// [`QueueConfig::ecn`]), `Err` names why it is dropped. `fs` is the queue's entry in the side
+/// [`QueueConfig::ecn`], or a random loss would have, and the queue has
+/// [`QueueConfig::loss_ecn`]), `Err` names why it is dropped. `fs` is the queue's entry in the side
 /// table, present whenever `cfg` keeps state. Does not count the packet in.
 /// Out of line: only queues with `plr`, RED, Gilbert-Elliott or 4-state
 /// loss call it, so the limit-only path stays short in the pipe's enqueue.
@@ -623,18 +632,30 @@ pub(crate) fn admit(
     rngs: FilterRngs<'_>,
 ) -> Result<bool, DropReason> {
     let mut marked = false;
+    // A loss that marks (`loss_ecn`, an ECN-capable packet) lets the packet
+    // on to the next filters, as tc-netem's `ecn` does.
+    let loss_marks = cfg.loss_ecn && ect;
     if cfg.plr > 0.0 && bernoulli(rngs.loss, cfg.plr) {
-        return Err(DropReason::RandomLoss);
+        if !loss_marks {
+            return Err(DropReason::RandomLoss);
+        }
+        marked = true;
     }
     if let Some(fs) = fs {
         if let Some(ge) = &cfg.gilbert_elliott {
             if ge.step(&mut fs.ge_bad, rngs.gilbert_elliott) {
-                return Err(DropReason::BurstLoss);
+                if !loss_marks {
+                    return Err(DropReason::BurstLoss);
+                }
+                marked = true;
             }
         }
         if let Some(ls) = &cfg.loss_state {
             if ls.step(&mut fs.loss_phase, rngs.loss_state) {
-                return Err(DropReason::BurstLoss);
+                if !loss_marks {
+                    return Err(DropReason::BurstLoss);
+                }
+                marked = true;
             }
         }
         if let Some(red) = &cfg.red {

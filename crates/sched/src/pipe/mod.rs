@@ -42,8 +42,9 @@
 //!   [`Exit`] with [`Fate::Dropped`]); duplicates are counted apart. A
 //!   corrupted packet is an ordinary packet with a mark
 //!   ([`Packet::CORRUPT_BIT`]); the bytes are the caller's to flip. So is
-//!   a packet RED marked Congestion Experienced instead of dropping it (a
-//!   queue with `ecn`, only for a packet enqueued with [`Packet::ECT_BIT`]:
+//!   a packet RED or a random loss marked Congestion Experienced instead of
+//!   dropping it (a queue with `ecn` or `lossecn`, only for a packet
+//!   enqueued with [`Packet::ECT_BIT`]:
 //!   [`Packet::CE_BIT`], counted in [`PipeCounters::marked`]); the ECN
 //!   field is the caller's to write.
 //! * **Determinism.** No clock, no thread, no allocation after
@@ -396,8 +397,9 @@ pub struct PipeCounters {
     /// Packets tc-netem's reordering sent ahead of the delay
     /// ([`NetemReorder`]); in `out_*` too.
     pub reordered: u64,
-    /// Packets RED marked Congestion Experienced instead of dropping them
-    /// (a queue with `ecn`, [`QueueConfig::ecn`]; [`Packet::CE_BIT`]),
+    /// Packets marked Congestion Experienced instead of dropped, by RED (a
+    /// queue with `ecn`, [`QueueConfig::ecn`]) or by a random loss (a
+    /// queue with `lossecn`, [`QueueConfig::loss_ecn`]; [`Packet::CE_BIT`]),
     /// counted as they were admitted; they go on as any packet.
     pub marked: u64,
     /// Packets dropped, indexed by [`DropReason::index`].
