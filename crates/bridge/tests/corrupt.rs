@@ -7,13 +7,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{numbered, send_and_stop, Bed};
+use common::{frame_receiver, numbered, send_and_stop, Bed};
 use pspat_bridge::Report;
-use pspat_io::af_packet::{PacketRx, RxConfig};
 use pspat_sched::pipe::{PipeConfig, QueueConfig, QueueLimit};
 
 /// The source MAC address of [`numbered`] frames (never flipped: it is in
@@ -77,42 +74,10 @@ fn run(
         ..PipeConfig::default()
     };
     let bridge = bed.start_pipe(cfg, pipe);
-    let mut rx = bed
-        .receiver
-        .run(|| PacketRx::open(&bed.out.b, &RxConfig::default()))
-        .expect("enter the receiver namespace")
-        .expect("open the receiver");
-    let stop = Arc::new(AtomicBool::new(false));
-    let receiver = std::thread::spawn({
-        let stop = Arc::clone(&stop);
-        move || {
-            let mut got = Vec::new();
-            let mut keep = |p: pspat_io::af_packet::RxPacket<'_>| {
-                let mut buf = [0u8; 2048];
-                if let Some(n) = p.copy_into(&mut buf) {
-                    if buf.get(6..12) == Some(&SOURCE[..]) {
-                        got.push(buf[..n].to_vec());
-                    }
-                }
-            };
-            // Acquire: pairs with the Release store below.
-            while !stop.load(Ordering::Acquire) {
-                rx.recv_with(Duration::from_millis(20), &mut keep)
-                    .expect("receive");
-            }
-            while rx
-                .recv_with(Duration::from_millis(100), &mut keep)
-                .expect("receive")
-                > 0
-            {}
-            (got, rx.kernel_stats().expect("PACKET_STATISTICS").drops)
-        }
-    });
+    let receiver = frame_receiver(&bed, |f| f.get(6..12) == Some(&SOURCE[..]));
     let mut tx = bed.sender_socket();
     let (report, _) = send_and_stop(bridge, &mut tx, sent, 16, Duration::from_millis(1));
-    // Release: pairs with the receiver thread's Acquire load.
-    stop.store(true, Ordering::Release);
-    let (got, far_drops) = receiver.join().expect("receiver thread");
+    let (got, far_drops) = receiver.finish();
     assert_eq!(far_drops, 0, "the test's receiver ring dropped frames");
     Some((report, got))
 }

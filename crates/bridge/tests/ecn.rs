@@ -12,10 +12,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{numbered, numbered_id, send_and_stop, Bed, MAGIC};
+use common::{frame_receiver, numbered, numbered_id, send_and_stop, Bed, MAGIC};
 use etherparse::{Ipv4HeaderSlice, PacketBuilder};
 use pspat_bridge::TxReason;
-use pspat_io::af_packet::{PacketRx, RxConfig};
 use pspat_sched::pipe::{PipeConfig, QueueConfig, QueueLimit, Red};
 use pspat_sched::Rate;
 
@@ -152,43 +151,11 @@ fn red_with_ecn_marks_ecn_capable_frames_ce_and_leaves_the_rest() {
         ..PipeConfig::default()
     };
     let bridge = bed.start_pipe(bed.config(), pipe);
-    let mut rx = bed
-        .receiver
-        .run(|| PacketRx::open(&bed.out.b, &RxConfig::default()))
-        .expect("enter the receiver namespace")
-        .expect("open the receiver");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let receiver = std::thread::spawn({
-        let stop = std::sync::Arc::clone(&stop);
-        move || {
-            let mut got = Vec::new();
-            let mut keep = |p: pspat_io::af_packet::RxPacket<'_>| {
-                let mut buf = [0u8; 2048];
-                if let Some(n) = p.copy_into(&mut buf) {
-                    if numbered_id(&buf[..n]).is_some() {
-                        got.push(buf[..n].to_vec());
-                    }
-                }
-            };
-            // Acquire: pairs with the Release store below.
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                rx.recv_with(Duration::from_millis(20), &mut keep)
-                    .expect("receive");
-            }
-            while rx
-                .recv_with(Duration::from_millis(100), &mut keep)
-                .expect("receive")
-                > 0
-            {}
-            (got, rx.kernel_stats().expect("PACKET_STATISTICS").drops)
-        }
-    });
+    let receiver = frame_receiver(&bed, |f| numbered_id(f).is_some());
     let mut tx = bed.sender_socket();
     let frames: Vec<Vec<u8>> = sent.iter().map(|s| s.frame.clone()).collect();
     let (report, _) = send_and_stop(bridge, &mut tx, &frames, 64, Duration::ZERO);
-    // Release: pairs with the receiver thread's Acquire load.
-    stop.store(true, std::sync::atomic::Ordering::Release);
-    let (got, far_drops) = receiver.join().expect("receiver thread");
+    let (got, far_drops) = receiver.finish();
     assert_eq!(far_drops, 0, "the test's receiver ring dropped frames");
     assert!(report.conserved, "{report:?}");
     assert_eq!(report.transmitted, got.len() as u64, "{report:?}");

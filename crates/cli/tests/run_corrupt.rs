@@ -26,114 +26,19 @@
 //!   are the same).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::run_bed::{
-    check_conservation, ctl, finish, metrics_addr, pace, pipe, realtime_ns, send_all, Bed,
+    check_conservation, ctl, finish, metrics_addr, pace, payload_seq, pipe, realtime_ns, send_all,
+    Bed,
 };
 
 /// The destination port of the test's datagrams.
 const PORT: u16 = 7300;
 /// Where a [`Bed::frame`]'s UDP payload starts (Ethernet, IPv4, UDP).
 const PAYLOAD: usize = 14 + 20 + 8;
-
-/// Makes the receiver's stack take the frames [`Bed::frame`] builds: its
-/// end gets their destination MAC address.
-fn accept_bed_frames(bed: &Bed, subnet: u8) {
-    let mac = format!("02:99:00:00:{subnet:02x}:02");
-    bed.receiver
-        .ip(&["link", "set", "dev", &bed.out.b, "address", &mac])
-        .expect("set the receiver's MAC address");
-}
-
-/// The payloads a UDP socket of the receiver's stack got, in order.
-struct Sink {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Vec<Vec<u8>>>,
-}
-
-impl Sink {
-    /// A socket on 10.199.`subnet`.2:[`PORT`] in the receiver's namespace,
-    /// read by a thread of its own.
-    fn new(bed: &Bed, subnet: u8) -> Sink {
-        let sock = bed
-            .receiver
-            .run(|| UdpSocket::bind(format!("10.199.{subnet}.2:{PORT}")))
-            .expect("enter the receiver namespace")
-            .expect("bind the receiver's socket");
-        sock.set_read_timeout(Some(Duration::from_millis(20)))
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = std::thread::spawn({
-            let stop = Arc::clone(&stop);
-            move || {
-                let mut got = Vec::new();
-                let mut buf = [0u8; 2048];
-                loop {
-                    match sock.recv(&mut buf) {
-                        Ok(n) => got.push(buf[..n].to_vec()),
-                        // Nothing for 20 ms: done once asked to stop.
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                            ) =>
-                        {
-                            // Acquire: pairs with the Release store in
-                            // `finish`.
-                            if stop.load(Ordering::Acquire) {
-                                break;
-                            }
-                        }
-                        Err(e) => panic!("receive: {e}"),
-                    }
-                }
-                got
-            }
-        });
-        Sink { stop, handle }
-    }
-
-    /// Stops once the socket has been empty for 20 ms; what it got.
-    fn finish(self) -> Vec<Vec<u8>> {
-        // Release: pairs with the thread's Acquire load.
-        self.stop.store(true, Ordering::Release);
-        self.handle.join().expect("receiver thread")
-    }
-}
-
-/// The receiver namespace's IP and UDP counters (`/proc/net/snmp`), as
-/// `Ip.InHdrErrors`, `Udp.InErrors`, ...
-fn snmp(bed: &Bed) -> BTreeMap<String, u64> {
-    let text = bed
-        .receiver
-        .run(|| std::fs::read_to_string("/proc/thread-self/net/snmp"))
-        .expect("enter the receiver namespace")
-        .expect("read /proc/net/snmp");
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = BTreeMap::new();
-    // Pairs of lines: `Proto: Name ...`, then `Proto: value ...`.
-    for pair in lines.chunks(2) {
-        let [names, values] = pair else { continue };
-        let (Some((proto, names)), Some((_, values))) =
-            (names.split_once(':'), values.split_once(':'))
-        else {
-            continue;
-        };
-        for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
-            if let Ok(v) = value.parse::<u64>() {
-                out.insert(format!("{proto}.{name}"), v);
-            }
-        }
-    }
-    out
-}
 
 /// What one run gave: the daemon's report, the payloads the socket got,
 /// the receiver's counters, the frames sent.
@@ -156,8 +61,8 @@ fn run(
     probe: impl FnOnce(&Bed, &str),
 ) -> Option<Outcome> {
     let bed = Bed::new(tag, subnet)?;
-    accept_bed_frames(&bed, subnet);
-    let sink = Sink::new(&bed, subnet);
+    bed.accept_own_frames();
+    let sink = bed.udp_sink(PORT);
     let (mut child, log) = bed.start(config, &["--metrics", "127.0.0.1:0"]);
     let addr = metrics_addr(&log, &mut child);
     let mut tx = bed.sender_socket();
@@ -175,7 +80,7 @@ fn run(
     probe(&bed, &addr);
     let doc = finish(child);
     let got = sink.finish();
-    let snmp = snmp(&bed);
+    let snmp = bed.receiver_counters();
     Some(Outcome {
         doc,
         got,
@@ -281,11 +186,7 @@ fn run_corrupt_half_delivers_the_intact_datagrams_exactly_and_replays_with_the_s
         // Every datagram that arrives is one sent, once, byte for byte.
         let mut arrived = BTreeSet::new();
         for payload in &out.got {
-            let seq = payload
-                .get(8..12)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_be_bytes)
-                .expect("a numbered payload");
+            let seq = payload_seq(payload).expect("a numbered payload");
             let sent = out.sent.get(seq as usize).expect("a sequence number sent");
             assert_eq!(payload[..], sent[PAYLOAD..], "datagram {seq}");
             assert!(arrived.insert(seq), "datagram {seq} twice");

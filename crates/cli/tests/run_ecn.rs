@@ -18,32 +18,19 @@
 //! (`random_loss`).
 
 use std::collections::BTreeMap;
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::run_bed::{
-    check_conservation, check_drop_reasons, ctl, finish, metrics_addr, pace, pipe, realtime_ns,
-    send_all, Bed,
+    check_conservation, check_drop_reasons, ctl, finish, metrics_addr, pace, payload_seq, pipe,
+    realtime_ns, send_all, Bed,
 };
 
 /// The destination port of the test's datagrams.
 const PORT: u16 = 7310;
 /// Where the IPv4 header starts in a [`Bed::frame`].
 const IP: usize = 14;
-
-/// Makes the receiver's stack take the frames [`Bed::frame`] builds: its
-/// end gets their destination MAC address.
-fn accept_bed_frames(bed: &Bed, subnet: u8) {
-    let mac = format!("02:99:00:00:{subnet:02x}:02");
-    bed.receiver
-        .ip(&["link", "set", "dev", &bed.out.b, "address", &mac])
-        .expect("set the receiver's MAC address");
-}
 
 /// `frame` with its IPv4 ECN field set to `ecn` and its header checksum
 /// computed again.
@@ -69,96 +56,6 @@ fn ipv4_sum(header: &[u8]) -> u16 {
     sum as u16
 }
 
-/// The sequence numbers of the datagrams a UDP socket of the receiver's
-/// stack got.
-struct Sink {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Vec<u32>>,
-}
-
-impl Sink {
-    /// A socket on 10.199.`subnet`.2:[`PORT`] in the receiver's namespace,
-    /// read by a thread of its own.
-    fn new(bed: &Bed, subnet: u8) -> Sink {
-        let sock = bed
-            .receiver
-            .run(|| UdpSocket::bind(format!("10.199.{subnet}.2:{PORT}")))
-            .expect("enter the receiver namespace")
-            .expect("bind the receiver's socket");
-        sock.set_read_timeout(Some(Duration::from_millis(20)))
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = std::thread::spawn({
-            let stop = Arc::clone(&stop);
-            move || {
-                let mut got = Vec::new();
-                let mut buf = [0u8; 2048];
-                loop {
-                    match sock.recv(&mut buf) {
-                        Ok(n) => got.push(
-                            buf.get(8..12.min(n))
-                                .and_then(|b| b.try_into().ok())
-                                .map(u32::from_be_bytes)
-                                .expect("a numbered payload"),
-                        ),
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                            ) =>
-                        {
-                            // Acquire: pairs with the Release store in
-                            // `finish`.
-                            if stop.load(Ordering::Acquire) {
-                                break;
-                            }
-                        }
-                        Err(e) => panic!("receive: {e}"),
-                    }
-                }
-                got
-            }
-        });
-        Sink { stop, handle }
-    }
-
-    /// Stops once the socket has been empty for 20 ms; what it got.
-    fn finish(self) -> Vec<u32> {
-        // Release: pairs with the thread's Acquire load.
-        self.stop.store(true, Ordering::Release);
-        self.handle.join().expect("receiver thread")
-    }
-}
-
-/// The receiver namespace's counters from `/proc/net/snmp` and
-/// `/proc/net/netstat`, as `Ip.InHdrErrors`, `IpExt.InCEPkts`, ...
-fn counters(bed: &Bed) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for file in ["snmp", "netstat"] {
-        let text = bed
-            .receiver
-            .run(|| std::fs::read_to_string(format!("/proc/thread-self/net/{file}")))
-            .expect("enter the receiver namespace")
-            .expect("read the receiver's counters");
-        let lines: Vec<&str> = text.lines().collect();
-        // Pairs of lines: `Proto: Name ...`, then `Proto: value ...`.
-        for pair in lines.chunks(2) {
-            let [names, values] = pair else { continue };
-            let (Some((proto, names)), Some((_, values))) =
-                (names.split_once(':'), values.split_once(':'))
-            else {
-                continue;
-            };
-            for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
-                if let Ok(v) = value.parse::<u64>() {
-                    out.insert(format!("{proto}.{name}"), v);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// What one run of `n` datagrams, every other one ECN-capable (odd
 /// sequence numbers), through `config` gave.
 struct Outcome {
@@ -178,9 +75,9 @@ struct Outcome {
 /// without root.
 fn run(tag: &str, subnet: u8, config: &str, n: u32) -> Option<Outcome> {
     let bed = Bed::new(tag, subnet)?;
-    accept_bed_frames(&bed, subnet);
-    let sink = Sink::new(&bed, subnet);
-    let before = counters(&bed);
+    bed.accept_own_frames();
+    let sink = bed.udp_sink(PORT);
+    let before = bed.receiver_counters();
     let (mut child, log) = bed.start(config, &["--metrics", "127.0.0.1:0"]);
     let addr = metrics_addr(&log, &mut child);
     let mut tx = bed.sender_socket();
@@ -204,8 +101,12 @@ fn run(tag: &str, subnet: u8, config: &str, n: u32) -> Option<Outcome> {
     let (status, metrics) = bed.http_get(&addr, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     let doc = finish(child);
-    let got = sink.finish();
-    let after = counters(&bed);
+    let got = sink
+        .finish()
+        .iter()
+        .map(|p| payload_seq(p).expect("a numbered payload"))
+        .collect();
+    let after = bed.receiver_counters();
     let delta = after
         .iter()
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))

@@ -134,6 +134,60 @@ pub struct Receiver {
     handle: JoinHandle<(Vec<(u16, u32)>, u64)>,
 }
 
+/// A receiver on the bed's far end keeping, whole, every frame `wanted`
+/// accepts, until stopped; then it reads on until its ring stays empty for
+/// 100 ms (the last frames may still be in the veth's backlog).
+pub fn frame_receiver(bed: &Bed, wanted: fn(&[u8]) -> bool) -> FrameReceiver {
+    let mut rx = bed
+        .receiver
+        .run(|| PacketRx::open(&bed.out.b, &RxConfig::default()))
+        .expect("enter the receiver namespace")
+        .expect("open the receiver");
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = std::thread::spawn({
+        let stop = Arc::clone(&stop);
+        move || {
+            let mut got = Vec::new();
+            let mut keep = |p: pspat_io::af_packet::RxPacket<'_>| {
+                let mut buf = [0u8; 2048];
+                if let Some(n) = p.copy_into(&mut buf) {
+                    if wanted(&buf[..n]) {
+                        got.push(buf[..n].to_vec());
+                    }
+                }
+            };
+            // Acquire: pairs with the Release store in `finish`.
+            while !stop.load(Ordering::Acquire) {
+                rx.recv_with(Duration::from_millis(20), &mut keep)
+                    .expect("receive");
+            }
+            while rx
+                .recv_with(Duration::from_millis(100), &mut keep)
+                .expect("receive")
+                > 0
+            {}
+            (got, rx.kernel_stats().expect("PACKET_STATISTICS").drops)
+        }
+    });
+    FrameReceiver { stop, handle }
+}
+
+/// What [`frame_receiver`] returns.
+pub struct FrameReceiver {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(Vec<Vec<u8>>, u64)>,
+}
+
+impl FrameReceiver {
+    /// Stops; the frames kept, in arrival order, and the kernel's ring
+    /// drops.
+    pub fn finish(self) -> (Vec<Vec<u8>>, u64) {
+        // Release: pairs with the receiver thread's Acquire load.
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().expect("receiver thread")
+    }
+}
+
 impl Receiver {
     /// Stops; the numbered frames in arrival order and the kernel's ring
     /// drops.

@@ -8,6 +8,7 @@
 
 #![allow(dead_code)] // each test file uses a part
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -522,4 +523,110 @@ pub fn top_level_keys(text: &str) -> Vec<&str> {
         .filter_map(|l| l.strip_prefix("  \""))
         .filter_map(|l| l.split('"').next())
         .collect()
+}
+
+impl Bed {
+    /// Makes the receiver's stack take the frames [`Bed::frame`] builds: its
+    /// end gets their destination MAC address.
+    pub fn accept_own_frames(&self) {
+        let mac = format!("02:99:00:00:{:02x}:02", self.subnet);
+        self.receiver
+            .ip(&["link", "set", "dev", &self.out.b, "address", &mac])
+            .expect("set the receiver's MAC address");
+    }
+
+    /// The receiver namespace's counters from `/proc/net/snmp` and
+    /// `/proc/net/netstat`, as `Ip.InHdrErrors`, `Udp.InErrors`,
+    /// `IpExt.InCEPkts`, ...
+    pub fn receiver_counters(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for file in ["snmp", "netstat"] {
+            let text = self
+                .receiver
+                .run(|| std::fs::read_to_string(format!("/proc/thread-self/net/{file}")))
+                .expect("enter the receiver namespace")
+                .expect("read the receiver's counters");
+            let lines: Vec<&str> = text.lines().collect();
+            // Pairs of lines: `Proto: Name ...`, then `Proto: value ...`.
+            for pair in lines.chunks(2) {
+                let [names, values] = pair else { continue };
+                let (Some((proto, names)), Some((_, values))) =
+                    (names.split_once(':'), values.split_once(':'))
+                else {
+                    continue;
+                };
+                for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
+                    if let Ok(v) = value.parse::<u64>() {
+                        out.insert(format!("{proto}.{name}"), v);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A UDP socket of the receiver's own stack on its address and `port`,
+    /// read by a thread of its own into [`UdpSink::finish`].
+    pub fn udp_sink(&self, port: u16) -> UdpSink {
+        let sock = self
+            .receiver
+            .run(|| std::net::UdpSocket::bind(format!("10.199.{}.2:{port}", self.subnet)))
+            .expect("enter the receiver namespace")
+            .expect("bind the receiver's socket");
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = std::thread::spawn({
+            let stop = Arc::clone(&stop);
+            move || {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 2048];
+                loop {
+                    match sock.recv(&mut buf) {
+                        Ok(n) => got.push(buf[..n].to_vec()),
+                        // Nothing for 20 ms: done once asked to stop.
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            // Acquire: pairs with the Release store in
+                            // `finish`.
+                            if stop.load(Ordering::Acquire) {
+                                break;
+                            }
+                        }
+                        Err(e) => panic!("receive: {e}"),
+                    }
+                }
+                got
+            }
+        });
+        UdpSink { stop, handle }
+    }
+}
+
+/// The payloads a UDP socket of the receiver's stack got, in order
+/// ([`Bed::udp_sink`]).
+pub struct UdpSink {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<Vec<u8>>>,
+}
+
+impl UdpSink {
+    /// Stops once the socket has been empty for 20 ms; what it got.
+    pub fn finish(self) -> Vec<Vec<u8>> {
+        // Release: pairs with the thread's Acquire load.
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().expect("receiver thread")
+    }
+}
+
+/// The sequence number of a payload [`Bed::frame`] built.
+pub fn payload_seq(payload: &[u8]) -> Option<u32> {
+    payload
+        .get(8..12)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_be_bytes)
 }
