@@ -36,24 +36,12 @@ const IP: usize = 14;
 /// computed again.
 fn with_ecn(mut frame: Vec<u8>, ecn: u8) -> Vec<u8> {
     frame[IP + 1] = (frame[IP + 1] & !3) | ecn;
-    frame[IP + 10] = 0;
-    frame[IP + 11] = 0;
-    let ihl = usize::from(frame[IP] & 0x0f) * 4;
-    let sum = ipv4_sum(&frame[IP..IP + ihl]);
-    frame[IP + 10..IP + 12].copy_from_slice(&(!sum).to_be_bytes());
+    let checksum = etherparse::Ipv4HeaderSlice::from_slice(&frame[IP..])
+        .expect("an IPv4 header")
+        .to_header()
+        .calc_header_checksum();
+    frame[IP + 10..IP + 12].copy_from_slice(&checksum.to_be_bytes());
     frame
-}
-
-/// The one's complement sum of `header`'s 16-bit words, folded.
-fn ipv4_sum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
 }
 
 /// What one run of `n` datagrams, every other one ECN-capable (odd
