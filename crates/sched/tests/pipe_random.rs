@@ -5,7 +5,7 @@
 
 use pspat_sched::pipe::Exit;
 use pspat_sched::pipe::{
-    DelayProfile, GilbertElliott, Jitter, JitterDistribution, NetemReorder, PipeConfig,
+    DelayProfile, GilbertElliott, Jitter, JitterDistribution, LossState, NetemReorder, PipeConfig,
     QueueConfig, QueueLimit, Red, RedState,
 };
 use pspat_sched::{DropReason, Fate, Fifo, FlowId, Instant, Packet, Pipe};
@@ -349,6 +349,7 @@ fn loss_picks(run: &Run) -> std::collections::BTreeSet<u64> {
 
 #[test]
 fn lossecn_marks_the_ecn_capable_packets_a_loss_picks_and_the_losses_move_as_without_it() {
+    // Each random loss in turn: plr, Gilbert-Elliott, the 4-state model.
     let ge = GilbertElliott {
         p: 0.05,
         r: 0.3,
@@ -367,6 +368,19 @@ fn lossecn_marks_the_ecn_capable_packets_a_loss_picks_and_the_losses_move_as_wit
             "gemodel",
             QueueConfig {
                 gilbert_elliott: Some(ge),
+                ..QueueConfig::default()
+            },
+        ),
+        (
+            "lossstate",
+            QueueConfig {
+                loss_state: Some(LossState {
+                    p13: 0.05,
+                    p31: 0.5,
+                    p32: 0.2,
+                    p23: 0.3,
+                    p14: 0.02,
+                }),
                 ..QueueConfig::default()
             },
         ),
