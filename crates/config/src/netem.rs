@@ -524,11 +524,8 @@ fn read_options(r: &mut Reader) -> Result<Options, Error> {
             };
             let mut text = format!("{keyword} {}", r.percent(first)?);
             if keyword == "plr" {
-                // tc's `opt.loss <= 0`: every digit 0.
-                o.loss_zero = r
-                    .text(first)
-                    .bytes()
-                    .all(|b| matches!(b, b'0' | b'.' | b'%'));
+                // tc's `opt.loss <= 0`, read exactly.
+                o.loss_zero = Percent::probability(r.text(first)).is_some_and(|p| p.is_zero());
                 if is_number(r.peek()) {
                     let c = r.value(kw, "")?;
                     text = r.correlated_loss(first, c)?;
