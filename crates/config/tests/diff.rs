@@ -231,48 +231,39 @@ fn a_changed_profile_is_a_changed_pipe() {
     assert!(matches!(&diff(&old, &new)[..], [Change::ChangePipe(p)] if p.number == 1));
 }
 
+/// Turning `ecn` (with RED) or `lossecn` (with a random loss) on or off is
+/// a changed pipe or queue, applied in place.
 #[test]
-fn turning_ecn_on_or_off_is_a_changed_pipe_or_queue() {
-    let old = plan(
-        "pipe 1 config bw 1Mbit/s red 0.002/30/80/0.1\nqueue 2 config pipe 1 gred 0.002/30/80/0.1 ecn\n",
-    );
-    let new = plan(
-        "pipe 1 config bw 1Mbit/s red 0.002/30/80/0.1 ecn\nqueue 2 config pipe 1 gred 0.002/30/80/0.1\n",
-    );
-    let changes = diff(&old, &new);
-    assert!(
-        matches!(
-            &changes[..],
-            [Change::ChangePipe(p), Change::ChangeQueue(q)]
-                if p.number == 1 && p.queue.ecn && q.number == 2 && !q.queue.ecn
-        ),
-        "{changes:?}"
-    );
-    let mut p = old;
-    for c in &changes {
-        apply(&mut p, c);
+fn turning_ecn_or_lossecn_on_or_off_is_a_changed_pipe_or_queue() {
+    type Flag = fn(&pspat_config::QueueSetPlan) -> bool;
+    let cases: [(&str, &str, &str, Flag); 2] = [
+        ("red 0.002/30/80/0.1", "gred 0.002/30/80/0.1", "ecn", |q| {
+            q.ecn
+        }),
+        ("plr 0.01", "gemodel 0.01", "lossecn", |q| q.lossecn),
+    ];
+    for (pipe_params, queue_params, flag, set) in cases {
+        let line = |pipe_flag: &str, queue_flag: &str| {
+            plan(&format!(
+                "pipe 1 config bw 1Mbit/s {pipe_params}{pipe_flag}\n\
+                 queue 2 config pipe 1 {queue_params}{queue_flag}\n"
+            ))
+        };
+        let with = format!(" {flag}");
+        let (old, new) = (line("", &with), line(&with, ""));
+        let changes = diff(&old, &new);
+        assert!(
+            matches!(
+                &changes[..],
+                [Change::ChangePipe(p), Change::ChangeQueue(q)]
+                    if p.number == 1 && set(&p.queue) && q.number == 2 && !set(&q.queue)
+            ),
+            "{flag}: {changes:?}"
+        );
+        let mut p = old;
+        for c in &changes {
+            apply(&mut p, c);
+        }
+        assert_eq!(p, new, "{flag}");
     }
-    assert_eq!(p, new);
-}
-
-#[test]
-fn turning_lossecn_on_or_off_is_a_changed_pipe_or_queue() {
-    let old =
-        plan("pipe 1 config bw 1Mbit/s plr 0.01\nqueue 2 config pipe 1 gemodel 0.01 lossecn\n");
-    let new =
-        plan("pipe 1 config bw 1Mbit/s plr 0.01 lossecn\nqueue 2 config pipe 1 gemodel 0.01\n");
-    let changes = diff(&old, &new);
-    assert!(
-        matches!(
-            &changes[..],
-            [Change::ChangePipe(p), Change::ChangeQueue(q)]
-                if p.number == 1 && p.queue.lossecn && q.number == 2 && !q.queue.lossecn
-        ),
-        "{changes:?}"
-    );
-    let mut p = old;
-    for c in &changes {
-        apply(&mut p, c);
-    }
-    assert_eq!(p, new);
 }

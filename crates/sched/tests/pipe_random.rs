@@ -172,28 +172,37 @@ fn red_average_is_dummynets_ewma_with_idle_decay() {
     assert_eq!(s.avg, 0.0);
 }
 
-#[test]
-fn red_in_a_pipe_keeps_the_queue_below_max_th() {
+/// A FIFO pipe of one queue at 1 Mbit/s, 1 000 slots, whose RED has `w_q`
+/// 1 (the average is the queue's length), thresholds 5 and 20 and `max_p`
+/// 0.2, `gentle` and with `ecn` as asked, its random streams from `seed`.
+fn red_pipe(gentle: bool, ecn: bool, seed: u64) -> Pipe<Fifo> {
     let red = Red {
-        gentle: false,
+        gentle,
         w_q: 1.0,
         min_th: 5,
         max_th: 20,
         max_p: 0.2,
     };
-    let mut pipe = fifo_pipe(
+    fifo_pipe(
         PipeConfig {
             bw: Some(rate(1_000_000)),
             queue: QueueConfig {
                 limit: QueueLimit::Slots(1_000),
                 red: Some(red),
+                ecn,
                 ..QueueConfig::default()
             },
+            seed,
             ..PipeConfig::default()
         },
         1,
         2_000,
-    );
+    )
+}
+
+#[test]
+fn red_in_a_pipe_keeps_the_queue_below_max_th() {
+    let mut pipe = red_pipe(false, false, PipeConfig::default().seed);
     let mut longest = 0;
     for i in 0..1_000 {
         let _ = pipe.enqueue(at(i * 100_000), Packet::new(FlowId(0), 1_000, i));
@@ -205,34 +214,12 @@ fn red_in_a_pipe_keeps_the_queue_below_max_th() {
     assert!(pipe.red_average(FlowId(0)).unwrap() >= 5.0);
 }
 
-/// A FIFO pipe of one queue at 1 Mbit/s whose RED (`w_q` 1, so the
-/// average is the queue's length; thresholds 5 and 20, `max_p` 0.2) has
-/// `ecn` and is `gentle` as asked, and the run of `n` packets of 1000 bytes
-/// arriving 1 µs apart (all within one packet time, so the queue grows by
-/// one per arrival but for RED's decisions), ECN-capable where `ect(i)`.
+/// [`red_pipe`] with `ecn` and `gentle` as asked, and the run of `n`
+/// packets of 1000 bytes arriving 1 µs apart (all within one packet time,
+/// so the queue grows by one per arrival but for RED's decisions),
+/// ECN-capable where `ect(i)`.
 fn ecn_run(ecn: bool, gentle: bool, n: u64, ect: impl Fn(u64) -> bool) -> (Pipe<Fifo>, Run) {
-    let red = Red {
-        gentle,
-        w_q: 1.0,
-        min_th: 5,
-        max_th: 20,
-        max_p: 0.2,
-    };
-    let mut pipe = fifo_pipe(
-        PipeConfig {
-            bw: Some(rate(1_000_000)),
-            queue: QueueConfig {
-                limit: QueueLimit::Slots(1_000),
-                red: Some(red),
-                ecn,
-                ..QueueConfig::default()
-            },
-            seed: 20_261_201,
-            ..PipeConfig::default()
-        },
-        1,
-        2_000,
-    );
+    let mut pipe = red_pipe(gentle, ecn, 20_261_201);
     let arrivals: Vec<_> = (0..n)
         .map(|i| {
             let p = Packet::new(FlowId(0), 1_000, i);
