@@ -109,6 +109,7 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
         // Validation sets it only with a random loss; without one there is
         // nothing for it to mark.
         loss_ecn: q.lossecn,
+        codel: None,
     }
 }
 
@@ -243,6 +244,7 @@ fn link_config(
         slots: link.slot.as_ref().map(slots),
         queue: QueueConfig::default(),
         delay_line_capacity: delay_line_capacity(link),
+        held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,
         seed: pipe_seed(plan_seed, number),
     })
 }
@@ -346,8 +348,10 @@ mod tests {
                 corrupt_correlation: 0.0,
                 ecn: false,
                 loss_ecn: false,
+                codel: None,
             },
             delay_line_capacity: 782,
+            held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,
             seed: pipe_seed(crate::plan::DEFAULT_SEED, 1),
         };
         assert_eq!(c, expected);

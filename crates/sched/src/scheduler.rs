@@ -105,11 +105,13 @@ pub enum DropReason {
     /// A pipe's delay profile lost it (its sample fell above the profile's
     /// `loss-level`) after it occupied the link.
     ProfileLoss,
+    /// A pipe queue's CoDel dropped it as it left the queue.
+    Codel,
 }
 
 impl DropReason {
     /// Every reason, for counters indexed by reason.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::QueueFull,
         DropReason::FlowLimit,
         DropReason::UnknownFlow,
@@ -123,6 +125,7 @@ impl DropReason {
         DropReason::BurstLoss,
         DropReason::Red,
         DropReason::ProfileLoss,
+        DropReason::Codel,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -146,6 +149,7 @@ impl DropReason {
             DropReason::BurstLoss => "burst_loss",
             DropReason::Red => "red",
             DropReason::ProfileLoss => "profile_loss",
+            DropReason::Codel => "codel",
         }
     }
 }

@@ -76,6 +76,7 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 corrupt_correlation,
                 ecn: false,
                 loss_ecn: false,
+                codel: None,
             },
         )
 }
@@ -188,6 +189,7 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                     }),
                     queue,
                     delay_line_capacity: cap,
+                    held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,
                     seed,
                 }
             },

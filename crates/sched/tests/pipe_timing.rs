@@ -522,8 +522,10 @@ fn everything(seed: u64) -> PipeConfig {
             corrupt_correlation: 0.2,
             ecn: false,
             loss_ecn: false,
+            codel: None,
         },
         delay_line_capacity: 4_096,
+        held_capacity: 65_536,
         seed,
     }
 }

@@ -488,6 +488,10 @@ pub struct QueueConfig {
     /// as before. The loss processes move exactly as without it. The limit
     /// and RED still drop (RED marks only with [`QueueConfig::ecn`]).
     pub loss_ecn: bool,
+    /// CoDel, the controlled-delay AQM (dummynet's `codel`, [`super::Codel`]):
+    /// packets are dropped (or, with its `ecn`, marked) as they leave the
+    /// queue once their sojourn stays above its target. Excludes RED.
+    pub codel: Option<super::Codel>,
 }
 
 impl QueueConfig {
@@ -526,6 +530,15 @@ impl QueueConfig {
         }
         if let Some(ls) = &self.loss_state {
             ls.validate()?;
+        }
+        if let Some(codel) = &self.codel {
+            codel.validate()?;
+            if self.red.is_some() {
+                return Err(ConfigError::invalid(
+                    "queue codel",
+                    "a queue has one AQM: RED or CoDel, not both",
+                ));
+            }
         }
         Ok(())
     }

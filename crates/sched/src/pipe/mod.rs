@@ -162,6 +162,7 @@
 //! assert_eq!(out[0].fate, Fate::Transmit);
 //! ```
 
+pub mod codel;
 pub mod delay;
 pub mod filter;
 mod framing;
@@ -173,6 +174,7 @@ mod scheduler;
 mod set;
 pub mod slot;
 
+pub use codel::Codel;
 pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, LossPhase, LossState, QueueConfig, QueueLimit, Red, RedState};
 pub use framing::{Framing, MAX_OVERHEAD};
@@ -246,6 +248,12 @@ pub struct PipeConfig {
     pub queue: QueueConfig,
     /// Packets the delay line holds (at least 2: a packet and its duplicate).
     pub delay_line_capacity: usize,
+    /// Packets the pipe's scheduler can hold (its capacity): the room of
+    /// the enqueue-time store CoDel queues need ([`codel`]), allocated only
+    /// once some queue of the pipe configures CoDel. A packet for which it
+    /// has no room is refused as [`DropReason::QueueFull`], as the
+    /// scheduler itself would refuse it once full.
+    pub held_capacity: usize,
     /// The seed of every random draw.
     pub seed: u64,
 }
@@ -265,6 +273,7 @@ impl Default for PipeConfig {
             slots: None,
             queue: QueueConfig::default(),
             delay_line_capacity: DEFAULT_DELAY_LINE,
+            held_capacity: crate::SchedulerConfig::DEFAULT_CAPACITY,
             seed: 1,
         }
     }
@@ -282,6 +291,11 @@ impl PipeConfig {
             2..=MAX_DELAY_LINE,
         )?;
         self.framing.validate()?;
+        ConfigError::check_range(
+            "pipe held capacity (packets)",
+            self.held_capacity,
+            1..=crate::queue::PacketQueues::MAX_CAPACITY,
+        )?;
         if !(0.0..=1.0).contains(&self.jitter_correlation) {
             return Err(ConfigError::out_of_range(
                 "jitter correlation",
