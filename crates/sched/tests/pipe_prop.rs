@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use pspat_sched::pipe::{
-    DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, LossState, NetemReorder,
-    Pipe, PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
+    Codel, DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, LossState,
+    NetemReorder, Pipe, PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
 };
 use pspat_sched::{AlgKind, Fate, FlowId, FlowTable, Instant, Packet, SchedulerConfig};
 
@@ -35,6 +35,9 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
         proptest::option::of(loss_state()),
         (probability(), 0.0..0.9f64),
         (probability(), 0.0..0.9f64),
+        // CoDel, with targets and intervals of the order of the runs'
+        // queueing delays (used only without RED: one AQM a queue).
+        proptest::option::of((1u64..2_000_000, 1u64..20_000_000, any::<bool>())),
     )
         .prop_map(
             |(
@@ -45,6 +48,7 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 ls,
                 (duplicate, duplicate_correlation),
                 (corrupt, corrupt_correlation),
+                codel,
             )| QueueConfig {
                 limit,
                 plr,
@@ -76,7 +80,13 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 corrupt_correlation,
                 ecn: false,
                 loss_ecn: false,
-                codel: None,
+                codel: codel
+                    .filter(|_| red.is_none())
+                    .map(|(target_ns, interval_ns, ecn)| Codel {
+                        target_ns,
+                        interval_ns,
+                        ecn,
+                    }),
             },
         )
 }
@@ -292,8 +302,12 @@ fn without_filters(q: QueueConfig) -> QueueConfig {
 /// nor draws (the average stays below `min_th`): its packets take the
 /// general filter path and keep filter state in the side table, with the
 /// same outcome as `q`. (An inert Gilbert-Elliott would not do: its draws
-/// share one stream with the real ones of other queues.)
+/// share one stream with the real ones of other queues.) A queue with CoDel
+/// keeps its configuration (a queue has one AQM, RED or CoDel).
 fn with_inert_filters(q: QueueConfig) -> QueueConfig {
+    if q.codel.is_some() {
+        return q;
+    }
     QueueConfig {
         red: q.red.or(Some(Red {
             gentle: false,

@@ -20,3 +20,5 @@ mod pipe_live;
 mod pipe_copies;
 // Per-queue counters: conservation per queue, sums, shared configurations.
 mod pipe_queues;
+// CoDel: the state machine's drop instants, a standing queue held, ECN, live changes.
+mod pipe_codel;

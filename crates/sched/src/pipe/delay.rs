@@ -460,6 +460,14 @@ impl DelayLine {
         }
     }
 
+    /// `wish`, or the latest exit time given so far when that is later:
+    /// the exit of an entry that must not overtake any entry before it,
+    /// whether the line reorders or not.
+    #[inline]
+    pub fn after_all(&self, wish: Instant) -> Instant {
+        wish.max(self.last_exit)
+    }
+
     /// Inserts a packet with a wished exit time `wish` (at or after its
     /// departure from the link); returns the exit time given (later than
     /// `wish` only to keep order). The caller checked [`DelayLine::free`].

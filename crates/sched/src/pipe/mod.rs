@@ -188,6 +188,7 @@ use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
     Scheduler, MAX_PACKET_LEN,
 };
+use codel::{CodelState, EnqueueTimes};
 use delay::{DelayLine, SoleDue};
 use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
@@ -553,6 +554,14 @@ pub struct Pipe<S> {
     /// Per flow: RED, Gilbert-Elliott and 4-state loss state; empty until
     /// some configuration has one of them, then one entry per flow.
     filter_state: Vec<FilterState>,
+    /// Per flow: CoDel's state; empty until some configuration has CoDel,
+    /// then one entry per flow.
+    codel: Vec<CodelState>,
+    /// The enqueue time of every packet the scheduler holds, kept once
+    /// some configuration has CoDel (for every queue from then on).
+    times: Option<EnqueueTimes>,
+    /// [`PipeConfig::held_capacity`]: the room of `times`.
+    held_capacity: usize,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
     red_unit_ns: Option<u64>,
@@ -608,6 +617,9 @@ impl<S: Scheduler> Pipe<S> {
             } else {
                 Vec::new()
             },
+            codel: Vec::new(),
+            times: None,
+            held_capacity: config.held_capacity,
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
@@ -619,8 +631,36 @@ impl<S: Scheduler> Pipe<S> {
             probe_ns: 1,
             counters: PipeCounters::default(),
         };
+        if config.queue.codel.is_some() {
+            pipe.keep_times()?;
+        }
         pipe.refresh_paths();
         Ok(pipe)
+    }
+
+    /// Starts keeping CoDel's state and the enqueue times of every queue
+    /// (the first configuration with CoDel; control path). The packets
+    /// queued before have no time: each queue's are counted as untimed and
+    /// pass CoDel undecided.
+    ///
+    /// # Errors
+    /// The time store cannot be built for the pipe's flows and
+    /// [`PipeConfig::held_capacity`].
+    fn keep_times(&mut self) -> Result<(), ConfigError> {
+        if self.times.is_some() {
+            return Ok(());
+        }
+        self.times = Some(EnqueueTimes::new(self.queues.len(), self.held_capacity)?);
+        self.codel = self
+            .queues
+            .iter()
+            .map(|q| {
+                let mut st = CodelState::default();
+                st.set_untimed(q.state.slots);
+                st
+            })
+            .collect();
+        Ok(())
     }
 
     /// Gives queue `flow` its own configuration (dummynet's `queue N
@@ -668,6 +708,9 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
         };
+        if config.codel.is_some() {
+            self.keep_times()?;
+        }
         if config.keeps_state() && self.filter_state.is_empty() {
             // The first RED, Gilbert-Elliott or 4-state queue: the side table
             // (control path; every queue starts from the default state,
@@ -785,6 +828,11 @@ impl<S: Scheduler> Pipe<S> {
             }
             Err(reason) => return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason)),
         }
+        // With CoDel somewhere in the pipe, every queued packet needs room
+        // for its enqueue time.
+        if self.times.as_ref().is_some_and(EnqueueTimes::is_full) {
+            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, DropReason::QueueFull));
+        }
         // Admitted: to the scheduler, and the link woken as the arrival
         // requires (it already ran up to `now`).
         let was_empty = self.sched.is_empty();
@@ -793,6 +841,9 @@ impl<S: Scheduler> Pipe<S> {
         }
         q.slots += 1;
         q.bytes += u64::from(pkt.len);
+        if let Some(times) = &mut self.times {
+            times.push(i, now);
+        }
         self.woken(now, was_empty);
         Ok(())
     }
@@ -840,6 +891,9 @@ impl<S: Scheduler> Pipe<S> {
     /// [`Pipe::enqueue`], for a packet handed over from another pipe.
     fn accept(&mut self, now: Instant, pkt: Packet) -> Result<(), DropReason> {
         let i = pkt.flow.index();
+        if self.times.as_ref().is_some_and(EnqueueTimes::is_full) {
+            return Err(DropReason::QueueFull);
+        }
         let was_empty = self.sched.is_empty();
         if let Err(r) = self.sched.enqueue(now, pkt) {
             return Err(r.reason);
@@ -847,6 +901,10 @@ impl<S: Scheduler> Pipe<S> {
         if let Some(q) = self.queues.get_mut(i) {
             q.state.slots += 1;
             q.state.bytes += u64::from(pkt.len);
+        }
+        // Its time in this pipe starts now (CoDel's sojourn).
+        if let Some(times) = &mut self.times {
+            times.push(i, now);
         }
         self.woken(now, was_empty);
         Ok(())
@@ -1006,14 +1064,75 @@ impl<S: Scheduler> Pipe<S> {
             }
             return false;
         }
-        let Some(pkt) = self.sched.dequeue(start) else {
+        let Some(mut pkt) = self.sched.dequeue(start) else {
             self.wait_for_shaper(start);
             return true;
         };
         self.shaper_wait = false;
         self.probe_ns = 1;
+        if self.times.is_some() {
+            match self.codel_exit(start, pkt) {
+                Some(p) => pkt = p,
+                // Dropped: the link is still free at `start`.
+                None => return true,
+            }
+        }
         self.move_to_line(start, pkt);
         true
+    }
+
+    /// `pkt` leaves its queue at `start` in a pipe that keeps enqueue
+    /// times: its time is taken, and when its queue has CoDel, CoDel
+    /// decides it. `None` when CoDel dropped it (it left its queue and went
+    /// into the line as a drop, the link not used); the packet, marked
+    /// Congestion Experienced or not, otherwise. Out of line: pipes without
+    /// CoDel pay one test a packet.
+    #[inline(never)]
+    fn codel_exit(&mut self, start: Instant, pkt: Packet) -> Option<Packet> {
+        let i = pkt.flow.index();
+        let (Some(q), Some(st), Some(times)) = (
+            self.queues.get_mut(i),
+            self.codel.get_mut(i),
+            self.times.as_mut(),
+        ) else {
+            return Some(pkt);
+        };
+        let enqueued = if st.take_untimed() {
+            None
+        } else {
+            times.pop(i)
+        };
+        let Some(codel) = self.configs[usize::from(q.state.config)].config.codel else {
+            return Some(pkt);
+        };
+        let Some(enqueued) = enqueued else {
+            return Some(pkt);
+        };
+        let backlog = q.state.bytes.saturating_sub(u64::from(pkt.len));
+        let sojourn = start.saturating_nanos_since(enqueued);
+        match st.decide(&codel, start, sojourn, pkt.len, pkt.is_ect(), backlog) {
+            codel::Verdict::Send => Some(pkt),
+            codel::Verdict::Mark => {
+                if !pkt.is_ce() {
+                    self.counters.marked += 1;
+                }
+                Some(pkt.with_ce())
+            }
+            codel::Verdict::Drop => {
+                q.state.slots = q.state.slots.saturating_sub(1);
+                q.state.bytes = backlog;
+                if q.state.slots == 0 {
+                    if let Some(fs) = self.filter_state.get_mut(i) {
+                        fs.empty_since = start;
+                    }
+                }
+                // Reported behind every entry already in the line, with
+                // or without reordering.
+                let at = self.line.after_all(start);
+                self.line.insert(at, pkt, Fate::Dropped(DropReason::Codel));
+                None
+            }
+        }
     }
 
     /// The scheduler holds packets none of which is eligible at `start`
@@ -1261,15 +1380,31 @@ impl<S: Scheduler> Pipe<S> {
     /// table).
     pub const PER_FLOW_FILTER_BYTES: usize = std::mem::size_of::<FilterState>();
 
+    /// Bytes more per flow once some queue of the pipe configures CoDel:
+    /// its state (32 B) and the record of the queue's enqueue times (12 B)
+    /// in side tables, besides about 18 B a packet of
+    /// [`PipeConfig::held_capacity`] for the times themselves.
+    pub const PER_FLOW_CODEL_BYTES: usize = std::mem::size_of::<CodelState>() + 12;
+
     /// Bytes of per-flow state this pipe keeps for each of its flows:
     /// [`Pipe::PER_FLOW_BYTES`], plus [`Pipe::PER_FLOW_FILTER_BYTES`] when
-    /// some queue has RED, Gilbert-Elliott or the 4-state loss model.
+    /// some queue has RED, Gilbert-Elliott or the 4-state loss model, plus
+    /// [`Pipe::PER_FLOW_CODEL_BYTES`] when some queue has CoDel.
     pub fn per_flow_bytes(&self) -> usize {
-        if self.filter_state.is_empty() {
-            Self::PER_FLOW_BYTES
-        } else {
-            Self::PER_FLOW_BYTES + Self::PER_FLOW_FILTER_BYTES
+        let mut bytes = Self::PER_FLOW_BYTES;
+        if !self.filter_state.is_empty() {
+            bytes += Self::PER_FLOW_FILTER_BYTES;
         }
+        if self.times.is_some() {
+            bytes += Self::PER_FLOW_CODEL_BYTES;
+        }
+        bytes
+    }
+
+    /// Queue `flow`'s CoDel state, while the pipe keeps one (some queue
+    /// has configured CoDel).
+    pub fn codel_state(&self, flow: FlowId) -> Option<&CodelState> {
+        self.codel.get(flow.index())
     }
 
     /// The RED average of queue `flow` (0 while no queue of the pipe has
@@ -1327,6 +1462,12 @@ impl<S: Scheduler> Pipe<S> {
         if let Some(fs) = self.filter_state.get_mut(i) {
             *fs = FilterState::default();
         }
+        if let Some(st) = self.codel.get_mut(i) {
+            *st = CodelState::default();
+        }
+        if let Some(times) = &mut self.times {
+            times.clear(i);
+        }
     }
 
     /// Empties every queue's length and filter state. The correlated
@@ -1339,6 +1480,14 @@ impl<S: Scheduler> Pipe<S> {
         }
         for fs in &mut self.filter_state {
             *fs = FilterState::default();
+        }
+        for st in &mut self.codel {
+            *st = CodelState::default();
+        }
+        if let Some(times) = &mut self.times {
+            for i in 0..self.queues.len() {
+                times.clear(i);
+            }
         }
     }
 
