@@ -285,6 +285,8 @@ fn build_link(
         let cfg = PipeConfig {
             seed: instance_seed(base.seed, instance),
             queue: default_queue,
+            // CoDel's enqueue times: one for each packet the scheduler holds.
+            held_capacity: capacity,
             ..base.clone()
         };
         let mut pipe = Pipe::new(cfg, sched, flows as usize)?;
