@@ -15,7 +15,10 @@
 //! ECN-capable are dropped, for `red`. The same with tc-netem's `ecn`
 //! (`plr 0.3 lossecn`): the losses fall on both kinds; the ECN-capable
 //! datagrams picked arrive marked, the others picked are dropped
-//! (`random_loss`).
+//! (`random_loss`). And with CoDel's `ecn` (`codel ecn`): once the queue's
+//! delay has stayed above CoDel's target, its decisions fall on both kinds
+//! as they leave the queue; the ECN-capable datagrams arrive marked, the
+//! others are dropped (`codel`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -59,9 +62,9 @@ struct Outcome {
 }
 
 /// Runs `config` on a bed of its own and sends `n` numbered datagrams of
-/// 250 bytes through it, 20 every 5 ms, every other one ECT(0); `None`
-/// without root.
-fn run(tag: &str, subnet: u8, config: &str, n: u32) -> Option<Outcome> {
+/// 250 bytes through it, 20 every 5 ms, every other one ECT(0), then lets
+/// the queue drain for `drain`; `None` without root.
+fn run(tag: &str, subnet: u8, config: &str, n: u32, drain: Duration) -> Option<Outcome> {
     let bed = Bed::new(tag, subnet)?;
     bed.accept_own_frames();
     let sink = bed.udp_sink(PORT);
@@ -82,8 +85,7 @@ fn run(tag: &str, subnet: u8, config: &str, n: u32) -> Option<Outcome> {
         send_all(&mut tx, &batch);
         pace(start, Duration::from_millis(5), round);
     }
-    // A 2 Mbit/s queue drains at about 1 000 frames a second.
-    std::thread::sleep(Duration::from_millis(800));
+    std::thread::sleep(drain);
     let shown = ctl(&bed.socket(), &["pipe", "show", "1"]);
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     let (status, metrics) = bed.http_get(&addr, "/metrics");
@@ -175,7 +177,8 @@ fn run_red_ecn_marks_the_ecn_capable_datagrams_and_drops_only_the_others() {
          add 100 pipe 1 udp from any to any dst-port {PORT}\n\
          default deny\n"
     );
-    let Some(out) = run("ecn", 244, &config, n) else {
+    // A 2 Mbit/s queue drains at about 1 000 frames a second.
+    let Some(out) = run("ecn", 244, &config, n, Duration::from_millis(800)) else {
         return;
     };
     check_marks(&out, n, "red");
@@ -192,7 +195,7 @@ fn run_lossecn_marks_the_ecn_capable_datagrams_a_loss_picks() {
          add 100 pipe 1 udp from any to any dst-port {PORT}\n\
          default deny\n"
     );
-    let Some(out) = run("lossecn", 243, &config, n) else {
+    let Some(out) = run("lossecn", 243, &config, n, Duration::from_millis(800)) else {
         return;
     };
     let (marked, dropped) = check_marks(&out, n, "random_loss");
@@ -209,4 +212,29 @@ fn run_lossecn_marks_the_ecn_capable_datagrams_a_loss_picks() {
         );
     }
     assert!(out.shown.contains("lossecn"), "{}", out.shown);
+}
+
+#[test]
+fn run_codel_ecn_marks_the_ecn_capable_datagrams_it_would_drop() {
+    // 1 600 frames at 4 000 a second into 2 Mbit/s (about 1 000 a second):
+    // the queue's delay grows to about 1.2 s and stays above CoDel's 5 ms
+    // target until it drains, about 1.6 s in all, long enough for some
+    // sixty decisions (the n-th comes 100 ms/√n after the one before, so
+    // n decisions take about 200 ms·√n), half of them on each kind.
+    let n = 1_600u32;
+    let config = format!(
+        "seed 5\n\
+         pipe 1 config bw 2Mbit/s queue 10000 codel ecn\n\
+         add 100 pipe 1 udp from any to any dst-port {PORT}\n\
+         default deny\n"
+    );
+    let Some(out) = run("codel", 242, &config, n, Duration::from_millis(2_000)) else {
+        return;
+    };
+    check_marks(&out, n, "codel");
+    assert!(
+        out.shown.contains("codel target 5ms interval 100ms ecn"),
+        "{}",
+        out.shown
+    );
 }
