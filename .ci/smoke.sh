@@ -186,6 +186,20 @@ grep -q "plr 0.01 lossecn" "$cfgdir/from-netem-ecn.ipfw" || {
 }
 "$bin" config check "$cfgdir/from-netem-ecn.ipfw" > /dev/null
 expect_usage_error config from-netem delay 10ms ecn
+# dummynet's codel: defaults filled in and printed; converts to TOML and checks there; a zero target exits 2.
+printf 'pipe 1 config bw 10Mbit/s codel\nqueue 2 config pipe 1 codel ecn target 2ms\n' > "$cfgdir/codel.ipfw"
+"$bin" config check "$cfgdir/codel.ipfw" | grep -q "pipe 1 config bw 10Mbit/s codel target 5ms interval 100ms" || {
+  echo "FAIL: config check codel.ipfw -> $("$bin" config check "$cfgdir/codel.ipfw" 2>&1)"
+  fails=$((fails + 1))
+}
+"$bin" config convert "$cfgdir/codel.ipfw" --to toml > "$cfgdir/codel.toml"
+grep -q 'codel = { target = "2ms", interval = "100ms", ecn = true }' "$cfgdir/codel.toml" || {
+  echo "FAIL: config convert codel.ipfw --to toml -> $(cat "$cfgdir/codel.toml")"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/codel.toml" > /dev/null
+printf 'pipe 1 config bw 10Mbit/s codel target 0ms\n' > "$cfgdir/codel-zero.ipfw"
+expect_usage_error config check "$cfgdir/codel-zero.ipfw"
 expect_usage_error config from-netem --pipe 0 delay 10ms
 # The documented maximum capacity needs about 18 GiB: refused where that is more than half of the memory.
 avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)

@@ -67,9 +67,13 @@ pub enum ControlRequest {
 /// bandwidth only; `reorder`, `noerror`, `ecn` and `lossecn` can be
 /// turned on, not off; `droptail` turns RED off, and `ecn` with it, unless
 /// the same line gives `ecn` again, which validation then refuses as in a
-/// file; likewise a `plr 0` that leaves the queue no random loss (no
-/// `gemodel`, no `lossstate`) turns `lossecn` off with it, unless the same
-/// line gives `lossecn` again, which validation then refuses); a new
+/// file; a queue has one AQM, so `codel ...` replaces RED (and its `ecn`),
+/// `red`/`gred` replace CoDel, and `droptail` turns CoDel off too; a
+/// `codel` line is a whole new CoDel setting, its parameters not given at
+/// their defaults, not merged into the old ones; likewise a `plr 0` that
+/// leaves the queue no random loss (no `gemodel`, no `lossstate`) turns
+/// `lossecn` off with it, unless the same line gives `lossecn` again,
+/// which validation then refuses); a new
 /// number adds an object; `add N ...` replaces rule N or adds it, a
 /// rule without a number is added after the others; `table N add P V`
 /// sets one entry; `default` and `seed` replace theirs when given.
@@ -130,8 +134,17 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             // ECN marks what RED would drop: without RED it goes too.
             old.red = None;
             old.ecn = false;
-        } else {
-            old.red = new.red.or(old.red);
+            old.codel = None;
+        } else if new.codel.is_some() {
+            // One AQM a queue: CoDel replaces RED, and RED's marking with
+            // it (CoDel marks with its own `ecn`). The parsers refuse
+            // `codel` and RED in one statement.
+            old.codel = new.codel;
+            old.red = None;
+            old.ecn = false;
+        } else if new.red.is_some() {
+            old.red = new.red;
+            old.codel = None;
         }
         old.ecn |= new.ecn;
         old.buckets = new.buckets.or(old.buckets);
@@ -611,6 +624,79 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// A queue has one AQM: a live `codel` replaces RED and RED's `ecn`,
+    /// `red`/`gred` replace CoDel, `droptail` clears both; a `codel` line
+    /// is a whole setting (what it leaves out is at its default), and a
+    /// line without an AQM word keeps the running one.
+    #[test]
+    fn codel_replaces_red_red_replaces_codel_and_droptail_clears_both() {
+        use crate::model::Codel;
+        let running = "pipe 1 config bw 1Mbit/s red 0.002/30/80/0.1 ecn\n\
+                       queue 2 config pipe 1 codel target 2ms interval 50ms ecn\n\
+                       pipe 3 config bw 1Mbit/s codel\n";
+        let plan = |lines: &str| merged(running, lines).validate(&NoProfiles);
+        // CoDel replaces RED and its marking.
+        let p = plan("pipe 1 config codel target 10ms").unwrap();
+        let q = &p.pipes[&1].queue;
+        assert_eq!((q.red, q.ecn), (None, false));
+        assert_eq!(
+            q.codel,
+            Some(Codel {
+                target_us: 10_000,
+                ..Codel::default()
+            })
+        );
+        // A new `codel` line: the parameters it leaves out are the
+        // defaults, not the running ones.
+        let p = plan("queue 2 config codel interval 200ms").unwrap();
+        assert_eq!(
+            p.queues[&2].queue.codel,
+            Some(Codel {
+                interval_us: 200_000,
+                ..Codel::default()
+            })
+        );
+        // Other words keep it whole.
+        let p = plan("queue 2 config weight 4; pipe 3 config plr 0.1").unwrap();
+        assert_eq!(
+            p.queues[&2].queue.codel,
+            Some(Codel {
+                target_us: 2_000,
+                interval_us: 50_000,
+                ecn: true
+            })
+        );
+        assert_eq!(p.pipes[&3].queue.codel, Some(Codel::default()));
+        // RED replaces CoDel.
+        let p = plan("queue 2 config gred 0.002/30/80/0.1 ecn").unwrap();
+        let q = &p.queues[&2].queue;
+        assert_eq!(q.codel, None);
+        assert!(q.ecn && q.red.is_some_and(|r| r.gentle));
+        // `droptail` clears CoDel, and RED on another object.
+        let p = plan("queue 2 config droptail; pipe 1 config droptail").unwrap();
+        assert_eq!(p.queues[&2].queue.codel, None);
+        assert_eq!(
+            (p.pipes[&1].queue.red, p.pipes[&1].queue.ecn),
+            (None, false)
+        );
+        assert_eq!(p.pipes[&3].queue.codel, Some(Codel::default()));
+        // RED's `ecn` on a CoDel queue: refused at `ecn`, with CoDel's word.
+        let e = plan("pipe 3 config ecn").unwrap_err();
+        assert_eq!(
+            (e.line, e.column, e.token.as_str(), e.kind),
+            (1, 15, "ecn", crate::ErrorKind::MissingReference),
+            "{e}"
+        );
+        assert!(e.message.contains("right after 'codel'"), "{e}");
+        // `red ... codel` in one line: refused at the second, as in a file.
+        let e = parse_ipfw("pipe 1 config red 0.002/30/80/0.1 codel", "<ctl>").unwrap_err();
+        assert_eq!(
+            (e.column, e.token.as_str(), e.kind),
+            (35, "codel", crate::ErrorKind::Duplicate),
+            "{e}"
+        );
     }
 
     #[test]

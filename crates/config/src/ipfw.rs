@@ -23,7 +23,7 @@ use crate::correlated_loss::{CorrelatedLoss, Percent};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
-    Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
     InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule,
     Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
@@ -186,8 +186,8 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
-            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, codel, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, codel, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
         }
     }
 
@@ -214,6 +214,7 @@ impl ObjKind {
                 | "plr"
                 | "red"
                 | "gred"
+                | "codel"
                 | "droptail"
                 | "ecn"
                 | "lossecn"
@@ -611,6 +612,80 @@ fn parse_loss_state(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<L
     })
 }
 
+/// A queue has one AQM: `red`/`gred`, `codel` or `droptail` (none). One
+/// of them after another in the same statement (`kw`, the second) is
+/// refused at the second, as two drop policies. Two of RED's words are
+/// told by `record` (they share the field `red`), two `codel` too.
+fn one_aqm(cur: &Cursor, kw: &Tok, d: &Draft) -> Result<(), Error> {
+    let has = |field: &str| d.fields.iter().any(|(f, _)| *f == field);
+    let first = if kw.text == "codel" && has("red") {
+        match d.params.red {
+            Some(r) if r.gentle => "gred",
+            Some(_) => "red",
+            None => "droptail",
+        }
+    } else if kw.text != "codel" && has("codel") {
+        "codel"
+    } else {
+        return Ok(());
+    };
+    Err(cur.error(
+        kw,
+        ErrorKind::Duplicate,
+        format!(
+            "'{}' after '{first}' in the same statement: a queue has one AQM (red, gred, codel, or droptail for none); give one of them",
+            kw.text
+        ),
+    ))
+}
+
+/// dummynet's `codel [target TIME] [interval TIME] [ecn | noecn]`, after
+/// the keyword: its parameters follow it in any order, each at most once,
+/// and the first other word ends them (an `ecn` after that word is RED's
+/// flag, not CoDel's). Those not given take dummynet's defaults
+/// ([`Codel::default`]); the ranges are the validation's. Records `codel`
+/// at the keyword and `codel.target`, `codel.interval` at their values,
+/// `codel.ecn` at `ecn`/`noecn`.
+fn parse_codel(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<Codel, Error> {
+    record(fields, cur, "codel", kw, kw.pos())?;
+    let mut codel = Codel::default();
+    while let Some(t) = cur.peek() {
+        match t.text.as_str() {
+            "target" | "interval" => {
+                cur.bump();
+                let example = if t.text == "target" { "5ms" } else { "100ms" };
+                let v = cur.value(t, example)?;
+                let us = cur.check(v, parse_time_us(&v.text))?;
+                if t.text == "target" {
+                    record(fields, cur, "codel.target", t, v.pos())?;
+                    codel.target_us = us;
+                } else {
+                    record(fields, cur, "codel.interval", t, v.pos())?;
+                    codel.interval_us = us;
+                }
+            }
+            "ecn" | "noecn" => {
+                cur.bump();
+                let earlier = fields.iter().find(|(f, _)| *f == "codel.ecn");
+                if let Some((_, first)) = earlier.filter(|(_, p)| p.token != t.text) {
+                    return Err(cur.error(
+                        t,
+                        ErrorKind::Duplicate,
+                        format!(
+                            "'{}' after '{}' (column {}): CoDel takes one of ecn and noecn",
+                            t.text, first.token, first.column
+                        ),
+                    ));
+                }
+                record(fields, cur, "codel.ecn", t, t.pos())?;
+                codel.ecn = t.text == "ecn";
+            }
+            _ => break,
+        }
+    }
+    Ok(codel)
+}
+
 /// Parses one keyword of a sched, pipe or queue body, with its values.
 pub(crate) fn parse_object_keyword(
     cur: &mut Cursor,
@@ -747,13 +822,19 @@ pub(crate) fn parse_object_keyword(
                 chain_correlation(cur, kw, "corrupt.correlation", &mut d.fields)?;
         }
         "red" | "gred" => {
+            one_aqm(cur, kw, d)?;
             let v = cur.value(kw, "0.002/30/80/0.1")?;
             d.params.red = Some(parse_red(cur, kw, v)?);
             record(&mut d.fields, cur, "red", kw, v.pos())?;
         }
         "droptail" => {
+            one_aqm(cur, kw, d)?;
             d.params.red = None;
             record(&mut d.fields, cur, "red", kw, kw.pos())?;
+        }
+        "codel" => {
+            one_aqm(cur, kw, d)?;
+            d.params.codel = Some(parse_codel(cur, kw, &mut d.fields)?);
         }
         "noerror" => {
             d.params.noerror = true;

@@ -65,7 +65,7 @@ pub use diff::{apply, diff, Change};
 pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};
 pub use model::{
-    Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
     InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule,
     Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
 };

@@ -180,6 +180,53 @@ pub struct Red {
     pub max_p: f64,
 }
 
+/// dummynet's CoDel AQM on a queue (`codel [target TIME] [interval TIME]
+/// [ecn | noecn]`, RFC 8289): packets leaving the queue are dropped, or
+/// with `ecn` marked, once their queueing delay has stayed above `target`
+/// for an `interval`. The parsers fill in the defaults of the values not
+/// given (5 ms, 100 ms, no ECN), so the model always holds all three and
+/// prints both times.
+///
+/// # Examples
+/// ```
+/// use pspat_config::{parse_ipfw, Codel};
+/// let cfg = parse_ipfw("pipe 1 config codel target 2ms ecn", "x").unwrap();
+/// let c = cfg.pipes[0].queue.codel.unwrap();
+/// assert_eq!(c, Codel { target_us: 2_000, ecn: true, ..Codel::default() });
+/// assert_eq!(c.interval_us, Codel::DEFAULT_INTERVAL_US);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Codel {
+    /// `target`: the queueing delay tolerated as a standing queue, µs.
+    pub target_us: u64,
+    /// `interval`: how long the delay must stay above `target` before the
+    /// first drop, and the base of the gap between drops, µs.
+    pub interval_us: u64,
+    /// `ecn` (after `codel`): mark ECN-capable packets Congestion
+    /// Experienced instead of dropping them; `noecn`, the default, drops.
+    pub ecn: bool,
+}
+
+impl Codel {
+    /// dummynet's and RFC 8289's default target, 5 ms.
+    pub const DEFAULT_TARGET_US: u64 = 5_000;
+    /// dummynet's and RFC 8289's default interval, 100 ms.
+    pub const DEFAULT_INTERVAL_US: u64 = 100_000;
+    /// The longest target or interval validation accepts: one hour, the
+    /// core's [`pspat_sched::pipe::Codel::MAX_NS`].
+    pub const MAX_US: u64 = pspat_sched::pipe::Codel::MAX_NS / 1_000;
+}
+
+impl Default for Codel {
+    fn default() -> Self {
+        Codel {
+            target_us: Self::DEFAULT_TARGET_US,
+            interval_us: Self::DEFAULT_INTERVAL_US,
+            ecn: false,
+        }
+    }
+}
+
 /// Gilbert-Elliott loss (`gemodel p r 1-h 1-k`, as tc-netem(8)).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GilbertElliott {
@@ -261,8 +308,13 @@ pub struct QueueParams {
     pub limit: Option<QueueLimit>,
     /// `plr`: random loss probability, 0..=1.
     pub plr: Option<f64>,
-    /// `red`/`gred`; `None` is drop-tail (`droptail`).
+    /// `red`/`gred`; `None` is drop-tail (`droptail`), or CoDel.
     pub red: Option<Red>,
+    /// `codel`: dummynet's CoDel AQM; never with `red`/`gred` (a queue has
+    /// one AQM: the parsers refuse both on one line, validation both in a
+    /// model built otherwise).
+    #[serde(default)]
+    pub codel: Option<Codel>,
     /// `buckets`: hash size for dynamic queues (default 64).
     pub buckets: Option<u32>,
     /// `noerror`: do not report drops to the sender.

@@ -1,8 +1,8 @@
 //! From a validated [`Plan`] to the core's pipe configuration
 //! ([`pspat_sched::pipe::PipeConfig`]): the link half (bw, burst, delay,
 //! profile, jitter, reorder) of a pipe or sched and the queue half (limit,
-//! plr, RED/GRED and its ECN marking, Gilbert-Elliott, the 4-state loss
-//! model, the random losses' ECN marking, duplication) of a pipe or
+//! plr, RED/GRED and its ECN marking, CoDel, Gilbert-Elliott, the 4-state
+//! loss model, the random losses' ECN marking, duplication) of a pipe or
 //! flowset.
 //!
 //! # Guarantees
@@ -109,7 +109,14 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
         // Validation sets it only with a random loss; without one there is
         // nothing for it to mark.
         loss_ecn: q.lossecn,
-        codel: None,
+        // µs to ns; validation keeps both times within an hour, and a plan
+        // from elsewhere with a longer one saturates into the core's own
+        // range check.
+        codel: q.codel.map(|c| pipe::Codel {
+            target_ns: c.target_us.saturating_mul(1_000),
+            interval_ns: c.interval_us.saturating_mul(1_000),
+            ecn: c.ecn,
+        }),
     }
 }
 
@@ -369,7 +376,8 @@ mod tests {
              packetoverhead -4 cellsize 48 celloverhead 5 \
              queue 64KB gred 0.002/30000/60000/0.1 gemodel 0.01 0.3 0.6 0.001 lossecn duplicate 0.05 0.5 corrupt 0.002\n\
              sched 4 config type qfq bw 0\n\
-             queue 7 config sched 4 weight 3 red 0.5/5/15/0.2 ecn",
+             queue 7 config sched 4 weight 3 red 0.5/5/15/0.2 ecn\n\
+             queue 8 config sched 4 codel interval 50ms target 2500us ecn",
         );
         let c = pipe_config(&p.pipes[&2], p.seed).unwrap();
         assert_eq!(c.burst_bytes, 3_000);
@@ -456,6 +464,19 @@ mod tests {
         );
         assert!(!q7.loss_ecn);
         assert_eq!(q7.limit, pipe::QueueLimit::Slots(50));
+        assert_eq!((q7.codel, c.queue.codel), (None, None));
+        let q8 = queue_config(&p.queues[&8].queue);
+        assert_eq!(
+            q8.codel,
+            Some(pipe::Codel {
+                target_ns: 2_500_000,
+                interval_ns: 50_000_000,
+                ecn: true
+            }),
+            "CoDel's times in ns, its own ecn"
+        );
+        assert!(!q8.ecn && q8.red.is_none(), "RED's ecn stays off");
+        assert!(q8.validate().is_ok());
     }
 
     #[test]

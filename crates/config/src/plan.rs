@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
     LinkParams, LossState, Parent, Proto, QueueParams, Red, Rule, Site, SiteKind, SlotInterval,
     SlotParams, Target,
 };
@@ -166,8 +166,12 @@ pub struct QueueSetPlan {
     pub limit: QueueLimit,
     /// Random loss probability.
     pub plr: f64,
-    /// RED/GRED; `None` is drop-tail.
+    /// RED/GRED; `None` is drop-tail, or CoDel.
     pub red: Option<Red>,
+    /// dummynet's CoDel AQM (never with `red`), times within
+    /// 1 µs..=[`Codel::MAX_US`].
+    #[serde(default)]
+    pub codel: Option<Codel>,
     /// Hash size for dynamic queues.
     pub buckets: u32,
     /// Do not report drops to the sender.
@@ -834,9 +838,15 @@ impl Checker<'_> {
                 );
             }
         }
+        if let Some(c) = q.codel {
+            self.codel(kind, index, owner, &c, q.red.is_some());
+        }
         if q.ecn && q.red.is_none() {
-            // tc-netem's `ecn` marks instead of the random losses.
-            let hint = if q.random_loss() {
+            // tc-netem's `ecn` marks instead of the random losses; CoDel's
+            // is its own word, read only among its parameters.
+            let hint = if q.codel.is_some() {
+                "; for CoDel to mark, write 'ecn' among its parameters, right after 'codel' or its times (codel target 5ms ecn)"
+            } else if q.random_loss() {
                 "; to mark instead of the random loss, as tc-netem's 'ecn' does, write 'lossecn'"
             } else {
                 ""
@@ -871,6 +881,7 @@ impl Checker<'_> {
             limit,
             plr: q.plr.unwrap_or(0.0),
             red: q.red,
+            codel: q.codel,
             buckets,
             noerror: q.noerror,
             ecn: q.ecn,
@@ -881,6 +892,47 @@ impl Checker<'_> {
             duplicate_correlation: q.duplicate_correlation.unwrap_or(0.0),
             corrupt: q.corrupt.unwrap_or(0.0),
             corrupt_correlation: q.corrupt_correlation.unwrap_or(0.0),
+        }
+    }
+
+    /// A queue's `codel`: target and interval from 1 µs to an hour (the
+    /// core's range), and no RED beside it (told at whichever of `codel`
+    /// and `red`/`gred` comes second; the parsers refuse both in one
+    /// statement, so only a model built otherwise has them).
+    fn codel(&mut self, kind: SiteKind, index: usize, owner: &str, c: &Codel, with_red: bool) {
+        self.time_range(
+            (kind, index, "codel.target"),
+            &format!("{owner} codel target"),
+            c.target_us,
+            1..=Codel::MAX_US,
+        );
+        self.time_range(
+            (kind, index, "codel.interval"),
+            &format!("{owner} codel interval"),
+            c.interval_us,
+            1..=Codel::MAX_US,
+        );
+        if with_red {
+            let at = |field| {
+                self.config.sources.get(&Site {
+                    kind,
+                    index,
+                    sub: 0,
+                    field,
+                })
+            };
+            let second = match (at("codel"), at("red")) {
+                (Some(c), Some(r)) if (r.line, r.column) > (c.line, c.column) => "red",
+                _ => "codel",
+            };
+            self.fail(
+                (kind, index, second),
+                ErrorKind::Duplicate,
+                || second.into(),
+                format!(
+                    "{owner} has both RED and CoDel: a queue has one AQM (red, gred, codel, or droptail for none)"
+                ),
+            );
         }
     }
 

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Config, DefaultAction, Direction, LinkParams, Parent, QueueParams, Rule, SlotInterval,
-    SlotParams, Target,
+    Action, Codel, Config, DefaultAction, Direction, LinkParams, Parent, QueueParams, Rule,
+    SlotInterval, SlotParams, Target,
 };
 use crate::net::format_ports;
 use crate::units::{format_rate, format_size, format_time_us};
@@ -109,6 +109,11 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
     if q.ecn {
         out.push("ecn".into());
     }
+    // In RED's place (a queue has one AQM), after RED's `ecn` so that an
+    // `ecn` after the times is CoDel's; both times, defaults included.
+    if let Some(c) = q.codel {
+        out.push(codel_words(c));
+    }
     if let Some(b) = q.buckets {
         out.push(format!("buckets {b}"));
     }
@@ -138,6 +143,19 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
     if let Some(p) = q.corrupt {
         out.push(chance_words("corrupt", p, q.corrupt_correlation));
     }
+}
+
+/// `codel target T interval I`, and `ecn` when it marks.
+fn codel_words(c: Codel) -> String {
+    let mut w = format!(
+        "codel target {} interval {}",
+        format_time_us(c.target_us),
+        format_time_us(c.interval_us)
+    );
+    if c.ecn {
+        w.push_str(" ecn");
+    }
+    w
 }
 
 /// `word P`, or `word P C` with a correlation of successive decisions.
@@ -423,6 +441,15 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
     }
     if q.ecn {
         out.push_str("ecn = true\n");
+    }
+    if let Some(c) = q.codel {
+        let ecn = if c.ecn { ", ecn = true" } else { "" };
+        let _ = writeln!(
+            out,
+            "codel = {{ target = {}, interval = {}{ecn} }}",
+            quote(&format_time_us(c.target_us)),
+            quote(&format_time_us(c.interval_us))
+        );
     }
     if let Some(b) = q.buckets {
         let _ = writeln!(out, "buckets = {b}");

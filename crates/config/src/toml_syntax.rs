@@ -18,7 +18,10 @@
 //! correlation = 0.25 }`); a probability is a number or a percentage
 //! (`plr = "1%"`);
 //! `slot` a table with `min` and `max`, or
-//! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`.
+//! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`;
+//! `codel` a table with optional `target`, `interval` (times) and `ecn`
+//! (a boolean: `noecn` when false), or `true` for all of dummynet's
+//! defaults (`false`: no CoDel).
 //! In a rule, `not ` before a value negates it as the ipfw word does:
 //! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
 //! `via = "not eth0"`.
@@ -257,6 +260,17 @@ impl Reader<'_> {
                 Ok(toks)
             }
             DeValue::Table(t) if kw.text == "slot" => self.slot_tokens(kw, t),
+            DeValue::Table(t) if kw.text == "codel" => self.codel_tokens(kw, t),
+            // `codel = true`: every parameter at its default.
+            DeValue::Boolean(b) if kw.text == "codel" => Ok(if *b { vec![kw] } else { Vec::new() }),
+            _ if kw.text == "codel" => {
+                let t = self.tok(value.get_ref().type_str(), value.span().start);
+                Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    "'codel' takes a table or true (example: codel = { target = \"5ms\", interval = \"100ms\", ecn = true })",
+                ))
+            }
             DeValue::Table(t) if kw.text == "lossstate" => self.table_tokens(kw, t, &LOSSSTATE),
             DeValue::Table(t) if kw.text == "gemodel" => self.table_tokens(kw, t, &GEMODEL),
             DeValue::Table(t) if kw.text == "duplicate" => self.table_tokens(kw, t, &DUPLICATE),
@@ -322,6 +336,49 @@ impl Reader<'_> {
                 d.text = defaults[i].to_string();
                 d
             }));
+        }
+        Ok(toks)
+    }
+
+    /// `codel = { target = "5ms", interval = "100ms", ecn = true }` as the
+    /// words of `codel target 5ms interval 100ms ecn`, in the table's
+    /// order: every key optional (the ipfw parser's defaults), `ecn =
+    /// false` as `noecn`.
+    fn codel_tokens(&self, kw: Tok, t: &DeTable<'_>) -> Result<Vec<Tok>, Error> {
+        let mut toks = vec![kw];
+        for (k, v) in t.iter() {
+            let key = self.key_tok(k);
+            match key.text.as_str() {
+                "target" | "interval" => {
+                    let v = self.scalar(&key, v)?;
+                    toks.extend([key, v]);
+                }
+                "ecn" => match v.get_ref() {
+                    DeValue::Boolean(b) => {
+                        let mut word = key;
+                        word.text = if *b { "ecn" } else { "noecn" }.into();
+                        toks.push(word);
+                    }
+                    other => {
+                        let t = self.tok(other.type_str(), v.span().start);
+                        return Err(self.error(
+                            &t,
+                            ErrorKind::Syntax,
+                            "CoDel's 'ecn' takes true or false",
+                        ));
+                    }
+                },
+                _ => {
+                    return Err(self.error(
+                        &key,
+                        ErrorKind::UnknownKeyword,
+                        format!(
+                            "unknown codel key '{}' (allowed: target, interval, ecn)",
+                            key.text
+                        ),
+                    ))
+                }
+            }
         }
         Ok(toks)
     }

@@ -1307,7 +1307,10 @@ fn ecn_without_red_is_refused_at_its_token_in_both_syntaxes() {
     let e = error_of("sched 1 config type qfq ecn\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 25, "ecn", ErrorKind::UnknownKeyword);
     let e = error_of("pipe 1 config ecm\n", &NoProfiles);
-    assert!(e.message.contains("gred, droptail, ecn, buckets"), "{e}");
+    assert!(
+        e.message.contains("gred, codel, droptail, ecn, buckets"),
+        "{e}"
+    );
     let e = error_of("queue 1 config pipe 1 mask all ecm\n", &NoProfiles);
     assert!(e.message.contains("droptail, ecn, buckets"), "{e}");
     // TOML: at the key.
@@ -1446,4 +1449,158 @@ fn lossecn_in_toml_takes_a_boolean_at_its_value() {
             "{value}"
         );
     }
+}
+
+/// dummynet's `codel`: a time missing, out of range or not a time is told
+/// at its word or value; a word that is none of its parameters ends them
+/// and is told as any unknown keyword; it is a queue's, not a sched's.
+#[test]
+fn codel_parameters_are_refused_at_their_token() {
+    let e = error_of("pipe 1 config codel target\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 21, "target", ErrorKind::Syntax);
+    assert_eq!(
+        e.to_string(),
+        "cfg.ipfw:1:21: 'target' needs a value (example: 5ms)"
+    );
+    let e = error_of("pipe 1 config codel target 0ms\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 28, "0ms", ErrorKind::OutOfRange);
+    assert_eq!(
+        e.message,
+        "pipe 1 codel target 0ms is out of range (allowed: 1us..=3600s)"
+    );
+    // Hours are no unit of the crate's times: `2h` is no time at all, and
+    // two hours in seconds is out of range.
+    let e = error_of("pipe 1 config codel interval 2h\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 30, "2h", ErrorKind::Syntax);
+    assert!(e.message.contains("'2h' is not a time"), "{e}");
+    let e = error_of(
+        "pipe 1 config bw 1Mbit/s\nqueue 2 config pipe 1 codel target 1ms interval 7200s\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 49, "7200s", ErrorKind::OutOfRange);
+    assert_eq!(
+        e.message,
+        "queue 2 codel interval 7200s is out of range (allowed: 1us..=3600s)"
+    );
+    // One hour is the longest.
+    let cfg = parse_ipfw(
+        "pipe 1 config codel target 3600s interval 1us\n",
+        "cfg.ipfw",
+    )
+    .unwrap();
+    assert!(cfg.validate(&NoProfiles).is_ok());
+    let e = error_of("pipe 1 config codel target 0.5us\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 28, "0.5us", ErrorKind::OutOfRange);
+    // An unknown word after codel's parameters stays an error at that word.
+    let e = error_of("pipe 1 config codel target 5ms tagret 1ms\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 32, "tagret", ErrorKind::UnknownKeyword);
+    assert!(
+        e.message
+            .starts_with("unknown pipe keyword 'tagret' (allowed: "),
+        "{e}"
+    );
+    assert!(e.message.contains("red, gred, codel, droptail, ecn"), "{e}");
+    // A parameter given twice, and ecn with noecn.
+    let e = error_of("pipe 1 config codel target 1ms target 2ms\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 32, "target", ErrorKind::Duplicate);
+    let e = error_of("pipe 1 config codel ecn noecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "noecn", ErrorKind::Duplicate);
+    assert_eq!(
+        e.message,
+        "'noecn' after 'ecn' (column 21): CoDel takes one of ecn and noecn"
+    );
+    let e = error_of("pipe 1 config codel codel\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 21, "codel", ErrorKind::Duplicate);
+    // `noecn` is CoDel's only.
+    let e = error_of("pipe 1 config noecn\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 15, "noecn", ErrorKind::UnknownKeyword);
+    // A queue's keyword, not a sched's.
+    let e = error_of("sched 1 config type qfq codel target 5ms\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 25, "codel", ErrorKind::UnknownKeyword);
+    assert!(
+        e.message.starts_with("unknown sched keyword 'codel'"),
+        "{e}"
+    );
+    // TOML: at the key or the value.
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncodel = { target = \"0ms\" }\n");
+    assert_at(&e, "cfg.toml", 3, 21, "0ms", ErrorKind::OutOfRange);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncodel = { interval = \"2h\" }\n");
+    assert_at(&e, "cfg.toml", 3, 23, "2h", ErrorKind::Syntax);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncodel = { tagret = \"5ms\" }\n");
+    assert_at(&e, "cfg.toml", 3, 11, "tagret", ErrorKind::UnknownKeyword);
+    assert_eq!(
+        e.message,
+        "unknown codel key 'tagret' (allowed: target, interval, ecn)"
+    );
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncodel = { ecn = 1 }\n");
+    assert_at(&e, "cfg.toml", 3, 17, "integer", ErrorKind::Syntax);
+    assert_eq!(e.message, "CoDel's 'ecn' takes true or false");
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncodel = \"5ms\"\n");
+    assert_at(&e, "cfg.toml", 3, 9, "string", ErrorKind::Syntax);
+    assert!(
+        e.message.starts_with("'codel' takes a table or true"),
+        "{e}"
+    );
+    let e = error_of_toml("[[sched]]\nnumber = 1\ncodel = true\n");
+    assert_at(&e, "cfg.toml", 3, 1, "codel", ErrorKind::UnknownKeyword);
+}
+
+/// A queue has one AQM: `codel` with `red`/`gred` or `droptail` in one
+/// statement is refused at whichever comes second, in both syntaxes;
+/// RED's `ecn` on a CoDel queue is refused at `ecn` with CoDel's word.
+#[test]
+fn codel_and_red_on_one_queue_are_refused_at_the_second() {
+    let one = "a queue has one AQM (red, gred, codel, or droptail for none); give one of them";
+    let e = error_of("pipe 1 config red 0.002/30/80/0.1 codel\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 35, "codel", ErrorKind::Duplicate);
+    assert_eq!(
+        e.to_string(),
+        format!("cfg.ipfw:1:35: 'codel' after 'red' in the same statement: {one}")
+    );
+    let e = error_of(
+        "pipe 1 config bw 1Mbit/s\nqueue 2 config pipe 1 codel target 2ms ecn gred 0.002/30/80/0.1\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 44, "gred", ErrorKind::Duplicate);
+    assert_eq!(
+        e.message,
+        format!("'gred' after 'codel' in the same statement: {one}")
+    );
+    let e = error_of("pipe 1 config droptail codel\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 24, "codel", ErrorKind::Duplicate);
+    assert!(e.message.starts_with("'codel' after 'droptail'"), "{e}");
+    let e = error_of("pipe 1 config codel droptail\n", &NoProfiles);
+    assert_at(&e, "cfg.ipfw", 1, 21, "droptail", ErrorKind::Duplicate);
+    // TOML: at the second key, in the table's order.
+    let e = error_of_toml(
+        "[[pipe]]\nnumber = 1\nred = \"0.002/30/80/0.1\"\ncodel = { target = \"5ms\" }\n",
+    );
+    assert_at(&e, "cfg.toml", 4, 1, "codel", ErrorKind::Duplicate);
+    let e = error_of_toml("[[pipe]]\nnumber = 1\ncodel = true\ngred = \"0.002/30/80/0.1\"\n");
+    assert_at(&e, "cfg.toml", 4, 1, "gred", ErrorKind::Duplicate);
+    // A model built in code with both: validation refuses it.
+    let mut cfg = parse_ipfw("pipe 1 config red 0.002/30/80/0.1\n", "cfg.ipfw").unwrap();
+    cfg.pipes[0].queue.codel = Some(pspat_config::Codel::default());
+    let e = cfg.validate(&NoProfiles).unwrap_err();
+    assert_eq!(
+        (e.token.as_str(), e.kind),
+        ("codel", ErrorKind::Duplicate),
+        "{e}"
+    );
+    assert!(
+        e.message.starts_with("pipe 1 has both RED and CoDel"),
+        "{e}"
+    );
+    // RED's `ecn` after codel's words: no RED to mark with.
+    let e = error_of(
+        "pipe 1 config codel target 5ms bw 1Mbit/s ecn\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 1, 43, "ecn", ErrorKind::MissingReference);
+    assert!(
+        e.message.ends_with(
+            "; for CoDel to mark, write 'ecn' among its parameters, right after 'codel' or its times (codel target 5ms ecn)"
+        ),
+        "{e}"
+    );
 }

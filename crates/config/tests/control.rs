@@ -149,3 +149,39 @@ fn lossecn_is_a_configuration_flag_on_the_control_socket() {
     let e = parse_control("sched 1 config lossecn", "ctl").unwrap_err();
     assert_eq!((e.column, e.kind), (16, ErrorKind::UnknownKeyword), "{e}");
 }
+
+#[test]
+fn codel_is_configuration_on_the_control_socket() {
+    use pspat_config::Codel;
+    for (line, codel) in [
+        ("pipe 1 config codel", Some(Codel::default())),
+        (
+            "ipfw pipe 1 config bw 1Mbit/s codel interval 20ms ecn",
+            Some(Codel {
+                interval_us: 20_000,
+                ecn: true,
+                ..Codel::default()
+            }),
+        ),
+        ("pipe 1 config red 0.002/30/80/0.1", None),
+    ] {
+        let ControlRequest::Configure(cfg) = parse_control(line, "ctl").unwrap() else {
+            panic!("{line} is configuration");
+        };
+        assert_eq!(cfg.pipes[0].queue.codel, codel, "{line}");
+    }
+    let ControlRequest::Configure(cfg) =
+        parse_control("queue 4 config codel target 1ms sched 1", "ctl").unwrap()
+    else {
+        panic!("a queue line is configuration");
+    };
+    assert_eq!(cfg.queues[0].params.codel.map(|c| c.target_us), Some(1_000));
+    let e = parse_control("sched 1 config codel", "ctl").unwrap_err();
+    assert_eq!((e.column, e.kind), (16, ErrorKind::UnknownKeyword), "{e}");
+    let e = parse_control("pipe 1 config codel red 0.002/30/80/0.1", "ctl").unwrap_err();
+    assert_eq!(
+        (e.column, e.token.as_str(), e.kind),
+        (21, "red", ErrorKind::Duplicate),
+        "{e}"
+    );
+}

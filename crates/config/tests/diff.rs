@@ -46,7 +46,13 @@ fn valid_text() -> impl Strategy<Value = String> {
         proptest::collection::vec(
             (
                 select(vec!["10ms", "20ms", "500us"]),
-                select(vec!["0", "0.01", "0.01 lossecn"]),
+                select(vec![
+                    "0",
+                    "0.01",
+                    "0.01 lossecn",
+                    "0 codel",
+                    "0.01 codel target 2ms interval 50ms ecn",
+                ]),
             ),
             4,
         ),
@@ -265,5 +271,50 @@ fn turning_ecn_or_lossecn_on_or_off_is_a_changed_pipe_or_queue() {
             apply(&mut p, c);
         }
         assert_eq!(p, new, "{flag}");
+    }
+}
+
+/// Turning CoDel on, changing one of its parameters, or replacing it with
+/// RED or drop-tail is a changed pipe or queue, applied in place.
+#[test]
+fn turning_codel_on_changing_or_replacing_it_is_a_changed_pipe_or_queue() {
+    let line = |pipe_aqm: &str, queue_aqm: &str| {
+        plan(&format!(
+            "pipe 1 config bw 1Mbit/s {pipe_aqm}\nqueue 2 config pipe 1 weight 2 {queue_aqm}\n"
+        ))
+    };
+    let steps = [
+        ("droptail", "red 0.002/30/80/0.1 ecn"),
+        ("codel", "codel target 2ms ecn"),
+        ("codel target 10ms", "codel target 2ms ecn"),
+        ("codel target 10ms", "codel target 2ms"),
+        ("gred 0.002/30/80/0.1", "codel target 2ms"),
+        ("gred 0.002/30/80/0.1", "droptail"),
+    ];
+    for pair in steps.windows(2) {
+        let (old, new) = (line(pair[0].0, pair[0].1), line(pair[1].0, pair[1].1));
+        let changes = diff(&old, &new);
+        let pipe_changed = pair[0].0 != pair[1].0;
+        let queue_changed = pair[0].1 != pair[1].1;
+        let expected = usize::from(pipe_changed) + usize::from(queue_changed);
+        assert_eq!(changes.len(), expected, "{pair:?}: {changes:?}");
+        for c in &changes {
+            match c {
+                Change::ChangePipe(p) => {
+                    assert!(pipe_changed && p.number == 1, "{pair:?}: {c:?}");
+                    assert_eq!(p.queue.codel, new.pipes[&1].queue.codel);
+                }
+                Change::ChangeQueue(q) => {
+                    assert!(queue_changed && q.number == 2, "{pair:?}: {c:?}");
+                    assert_eq!(q.queue.codel, new.queues[&2].queue.codel);
+                }
+                other => panic!("{pair:?}: unexpected {other:?}"),
+            }
+        }
+        let mut p = old;
+        for c in &changes {
+            apply(&mut p, c);
+        }
+        assert_eq!(p, new, "{pair:?}");
     }
 }

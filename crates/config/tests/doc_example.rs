@@ -54,6 +54,17 @@ fn the_complete_example_loads_validates_and_matches_its_ipfw_form() {
         wan.queue.lossecn && !wan.queue.ecn,
         "pipe 10 marks instead of its random losses"
     );
+    assert_eq!(
+        plan.queues[&3].queue.codel,
+        Some(pspat_config::Codel {
+            target_us: 5_000,
+            interval_us: 100_000,
+            ecn: true
+        }),
+        "queue 3 keeps its delay short with CoDel, marking ECN-capable packets"
+    );
+    assert!(plan.queues[&3].queue.red.is_none() && !plan.queues[&3].queue.ecn);
+    assert_eq!(plan.queues[&2].queue.codel, None);
     assert_eq!(plan.tables[&1].len(), 3);
     assert_eq!(plan.rules[&200].action, Action::Queue(Target::Tablearg));
     assert_eq!(

@@ -81,6 +81,20 @@ const EXAMPLES: &[(&str, &str)] = &[
         "ipfw queue 2 config weight 5 lossecn sched 1 lossstate 0.01 noerror",
         "queue 2 config weight 5 sched 1 noerror lossstate 0.01 0.99 0 1 0 lossecn\n",
     ),
+    // dummynet's `codel`: its parameters in any order right after it,
+    // printed in RED's place with both times; `noecn` is the default.
+    (
+        "ipfw pipe 1 config bw 10Mbit/s codel",
+        "pipe 1 config bw 10Mbit/s codel target 5ms interval 100ms\n",
+    ),
+    (
+        "pipe 2 config codel ecn interval 50ms target 1500us queue 100 noerror",
+        "pipe 2 config queue 100 codel target 1500us interval 50ms ecn noerror\n",
+    ),
+    (
+        "ipfw queue 3 config sched 1 codel noecn target 0.5 weight 2",
+        "queue 3 config weight 2 sched 1 codel target 500us interval 100ms\n",
+    ),
     (
         "ipfw pipe 3 config delay 80ms bw 40Mbit/s plr 0.01 queue 1000Kbytes",
         "pipe 3 config bw 40Mbit/s delay 80ms queue 1000KB plr 0.01\n",
@@ -495,4 +509,98 @@ fn lossecn_reads_in_both_syntaxes_and_reaches_the_plan_and_the_core() {
     let old: pspat_config::Plan = serde_json::from_value(json).unwrap();
     assert!(!old.pipes[&1].queue.lossecn && !old.queues[&2].queue.lossecn);
     assert_eq!(old.pipes[&1].queue.plr, plan.pipes[&1].queue.plr);
+}
+
+#[test]
+fn codel_reads_in_both_syntaxes_and_reaches_the_plan_and_the_core() {
+    use pspat_config::{queue_config, Codel, NoProfiles};
+    // ipfw: the defaults for what is left out, in any order.
+    assert_eq!(
+        ipfw_queue("pipe 1 config codel").codel,
+        Some(Codel::default())
+    );
+    assert_eq!(
+        (Codel::DEFAULT_TARGET_US, Codel::DEFAULT_INTERVAL_US),
+        (5_000, 100_000),
+        "dummynet's and RFC 8289's defaults"
+    );
+    let mine = Codel {
+        target_us: 2_000,
+        interval_us: 1_000_000,
+        ecn: true,
+    };
+    for text in [
+        "pipe 1 config codel target 2ms interval 1s ecn",
+        "pipe 1 config codel ecn interval 1000ms target 2000us",
+        "pipe 1 config bw 1Mbit/s codel interval 1s ecn target 2 queue 20",
+    ] {
+        assert_eq!(ipfw_queue(text).codel, Some(mine), "{text}");
+    }
+    // `ecn` right after codel's words is CoDel's, RED's flag stays off.
+    let q = ipfw_queue("pipe 1 config codel target 2ms interval 1s ecn");
+    assert!(!q.ecn && q.red.is_none());
+    assert!(!ipfw_queue("pipe 1 config codel noecn").codel.unwrap().ecn);
+    // TOML: a table, every key optional; `true` for all the defaults.
+    let toml = |value: &str| toml_queue("codel", value).codel;
+    assert_eq!(
+        toml("{ target = \"2ms\", interval = \"1s\", ecn = true }"),
+        Some(mine)
+    );
+    assert_eq!(
+        toml("{ ecn = true, interval = 1000, target = \"2000us\" }"),
+        Some(mine),
+        "any order; a bare number is ms, as delay's"
+    );
+    assert_eq!(toml("true"), Some(Codel::default()));
+    assert_eq!(toml("{}"), Some(Codel::default()));
+    assert_eq!(toml("{ ecn = false }"), Some(Codel::default()));
+    assert_eq!(toml("false"), None);
+    // Printed with both times, `ecn` only when it marks.
+    let cfg = parse_ipfw(
+        "pipe 1 config bw 10Mbit/s codel\nqueue 2 config sched 1 codel target 2ms interval 1s ecn",
+        "x",
+    )
+    .unwrap();
+    let printed = print_toml(&cfg);
+    assert!(
+        printed.contains("codel = { target = \"5ms\", interval = \"100ms\" }\n"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("codel = { target = \"2ms\", interval = \"1s\", ecn = true }\n"),
+        "{printed}"
+    );
+    // `config convert` both ways.
+    let back = parse_toml(&printed, "y.toml").unwrap();
+    assert_eq!(back, cfg);
+    assert_eq!(print_ipfw(&back), print_ipfw(&cfg));
+    assert!(print_ipfw(&back).contains("queue 2 config sched 1 codel target 2ms interval 1s ecn\n"));
+    // The plan carries it; the core's queue configuration in ns.
+    let plan = cfg.validate(&NoProfiles).unwrap();
+    assert_eq!(plan.pipes[&1].queue.codel, Some(Codel::default()));
+    assert_eq!(plan.queues[&2].queue.codel, Some(mine));
+    let core = queue_config(&plan.queues[&2].queue).codel.unwrap();
+    assert_eq!(
+        (core.target_ns, core.interval_ns, core.ecn),
+        (2_000_000, 1_000_000_000, true)
+    );
+    assert_eq!(
+        queue_config(&plan.pipes[&1].queue).codel,
+        Some(pspat_sched::pipe::Codel::default()),
+        "the config's defaults are the core's"
+    );
+    let drop_tail = parse_ipfw("pipe 1 config bw 1Mbit/s", "x")
+        .unwrap()
+        .validate(&NoProfiles)
+        .unwrap();
+    assert_eq!(queue_config(&drop_tail.pipes[&1].queue).codel, None);
+    // A plan written before `codel` existed (no such key) has none.
+    let mut json = serde_json::to_value(&plan).unwrap();
+    for (list, number) in [("pipes", "1"), ("queues", "2")] {
+        let queue = &mut json[list][number]["queue"];
+        assert!(queue["codel"].is_object());
+        queue.as_object_mut().unwrap().remove("codel");
+    }
+    let old: pspat_config::Plan = serde_json::from_value(json).unwrap();
+    assert!(old.pipes[&1].queue.codel.is_none() && old.queues[&2].queue.codel.is_none());
 }

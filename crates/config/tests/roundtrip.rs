@@ -46,7 +46,7 @@ proptest! {
     fn random_words_never_panic(words in proptest::collection::vec(prop_oneof![
         proptest::sample::select(vec![
             "ipfw", "pipe", "queue", "sched", "config", "add", "table", "show", "delete", "flush", "bw", "delay",
-            "mask", "src-ip", "all", "dst-ip6", "red", "gred", "ecn", "droptail", "lossecn", "weight", "plr", "gemodel", "lossstate", "jitter", "from", "to",
+            "mask", "src-ip", "all", "dst-ip6", "red", "gred", "ecn", "droptail", "lossecn", "codel", "target", "interval", "noecn", "weight", "plr", "gemodel", "lossstate", "jitter", "from", "to",
             "any", "me", "table(1)", "tablearg", "src-port", "via", "in", "out", "1", "0", "0xff", "/24", "10Mbit/s",
             "20ms", "64KB", "0.5", "1.2.3.0/24", "::1/64", "80,443", "1-2", ";", "\n", "#", "=", "[[pipe]]",
             "number", "\"", "{", "}", "prob", "samples", "99999999999999999999",

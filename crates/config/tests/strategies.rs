@@ -5,7 +5,7 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::select;
 use pspat_config::{
-    Action, AddrList, AddrMatch, Config, DefaultAction, Direction, Distribution, FlowMask,
+    Action, AddrList, AddrMatch, Codel, Config, DefaultAction, Direction, Distribution, FlowMask,
     GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe, PortRange,
     Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval, SlotParams,
     Table, TableEntry, Target,
@@ -148,10 +148,24 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         }),
         real().prop_map(LossState::with_defaults),
     ];
+    let codel =
+        (any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(target_us, interval_us, ecn)| {
+            Codel {
+                target_us,
+                interval_us,
+                ecn,
+            }
+        });
+    // One AQM a queue, as the parsers accept: RED, CoDel or neither.
+    let aqm = prop_oneof![
+        Just((None, None)),
+        red.prop_map(|r| (Some(r), None)),
+        codel.prop_map(|c| (None, Some(c))),
+    ];
     (
         option::of(limit),
         option::of(real()),
-        option::of(red),
+        aqm,
         any::<bool>(),
         option::of(any::<u32>()),
         any::<bool>(),
@@ -165,7 +179,7 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
             |(
                 limit,
                 plr,
-                red,
+                (red, codel),
                 ecn,
                 buckets,
                 noerror,
@@ -179,6 +193,7 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                     limit,
                     plr,
                     red,
+                    codel,
                     // Only with RED, as validation accepts it.
                     ecn: ecn && red.is_some(),
                     buckets,
