@@ -78,7 +78,7 @@ pub use plan::{
     FsProfiles, LinkPlan, LoadedProfile, NoProfiles, PipePlan, Plan, ProfileLoader, QueuePlan,
     QueueSetPlan, RulePlan, SchedPlan, SCHEMA_VERSION,
 };
-pub use print::{print_ipfw, print_toml, rule_line, slot_words};
+pub use print::{codel_words, print_ipfw, print_toml, rule_line, slot_words};
 pub use profile::{parse_profile, Profile, ProfilePoint};
 pub use read::{read_regular_text_file, read_text_file, MAX_FILE_BYTES};
 pub use units::QueueLimit;

@@ -146,7 +146,7 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
 }
 
 /// `codel target T interval I`, and `ecn` when it marks.
-fn codel_words(c: Codel) -> String {
+pub fn codel_words(c: Codel) -> String {
     let mut w = format!(
         "codel target {} interval {}",
         format_time_us(c.target_us),

@@ -370,6 +370,10 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
             s.push_str(" ecn");
         }
     }
+    if let Some(c) = q.codel {
+        s.push(' ');
+        s.push_str(&pspat_config::codel_words(c));
+    }
     if let Some(g) = &q.gemodel {
         s.push_str(&format!(
             " gemodel {} {} {} {}",
@@ -1242,6 +1246,11 @@ mod words_tests {
         assert_eq!(
             queue_extras(&plan("pipe 6 config plr 0.1 gemodel 0.01 lossecn").pipes[&6].queue),
             " gemodel 0.01 0.99 1 0 lossecn"
+        );
+        // CoDel with both its times, the defaults filled in.
+        assert_eq!(
+            queue_extras(&plan("pipe 7 config codel interval 50ms ecn").pipes[&7].queue),
+            " codel target 5ms interval 50ms ecn"
         );
     }
 }

@@ -525,6 +525,22 @@ struct Queue {
 
 const _: () = assert!(std::mem::size_of::<Queue>() == 56);
 
+/// Whether a pipe's enqueue-time store is full (a pipe that keeps times;
+/// out of line, as pipes without CoDel only test their flag).
+#[inline(never)]
+fn times_full(times: &Option<EnqueueTimes>) -> bool {
+    times.as_ref().is_some_and(EnqueueTimes::is_full)
+}
+
+/// Records in a pipe's enqueue-time store that queue `i` took a packet at
+/// `now` ([`times_full`] said there is room).
+#[inline(never)]
+fn record_time(times: &mut Option<EnqueueTimes>, i: usize, now: Instant) {
+    if let Some(times) = times {
+        times.push(i, now);
+    }
+}
+
 /// A dummynet pipe around a scheduler (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Pipe<S> {
@@ -562,6 +578,9 @@ pub struct Pipe<S> {
     times: Option<EnqueueTimes>,
     /// [`PipeConfig::held_capacity`]: the room of `times`.
     held_capacity: usize,
+    /// `times` is kept: one test a packet on each side, the work itself
+    /// out of line.
+    keeps_times: bool,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
     red_unit_ns: Option<u64>,
@@ -620,6 +639,7 @@ impl<S: Scheduler> Pipe<S> {
             codel: Vec::new(),
             times: None,
             held_capacity: config.held_capacity,
+            keeps_times: false,
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
@@ -651,6 +671,7 @@ impl<S: Scheduler> Pipe<S> {
             return Ok(());
         }
         self.times = Some(EnqueueTimes::new(self.queues.len(), self.held_capacity)?);
+        self.keeps_times = true;
         self.codel = self
             .queues
             .iter()
@@ -830,7 +851,7 @@ impl<S: Scheduler> Pipe<S> {
         }
         // With CoDel somewhere in the pipe, every queued packet needs room
         // for its enqueue time.
-        if self.times.as_ref().is_some_and(EnqueueTimes::is_full) {
+        if self.keeps_times && times_full(&self.times) {
             return Err(self.refuse(pkt.flow, pkt.len, pkt.token, DropReason::QueueFull));
         }
         // Admitted: to the scheduler, and the link woken as the arrival
@@ -841,8 +862,8 @@ impl<S: Scheduler> Pipe<S> {
         }
         q.slots += 1;
         q.bytes += u64::from(pkt.len);
-        if let Some(times) = &mut self.times {
-            times.push(i, now);
+        if self.keeps_times {
+            record_time(&mut self.times, i, now);
         }
         self.woken(now, was_empty);
         Ok(())
@@ -891,7 +912,7 @@ impl<S: Scheduler> Pipe<S> {
     /// [`Pipe::enqueue`], for a packet handed over from another pipe.
     fn accept(&mut self, now: Instant, pkt: Packet) -> Result<(), DropReason> {
         let i = pkt.flow.index();
-        if self.times.as_ref().is_some_and(EnqueueTimes::is_full) {
+        if self.keeps_times && times_full(&self.times) {
             return Err(DropReason::QueueFull);
         }
         let was_empty = self.sched.is_empty();
@@ -903,8 +924,8 @@ impl<S: Scheduler> Pipe<S> {
             q.state.bytes += u64::from(pkt.len);
         }
         // Its time in this pipe starts now (CoDel's sojourn).
-        if let Some(times) = &mut self.times {
-            times.push(i, now);
+        if self.keeps_times {
+            record_time(&mut self.times, i, now);
         }
         self.woken(now, was_empty);
         Ok(())
@@ -1070,7 +1091,7 @@ impl<S: Scheduler> Pipe<S> {
         };
         self.shaper_wait = false;
         self.probe_ns = 1;
-        if self.times.is_some() {
+        if self.keeps_times {
             match self.codel_exit(start, pkt) {
                 Some(p) => pkt = p,
                 // Dropped: the link is still free at `start`.
