@@ -158,7 +158,10 @@ pub enum LiveOp {
     /// A link deleted: every instance out of the set ([`PipeSet::remove_link`]).
     Remove { link: u32 },
     /// The link and delay ([`Pipe::reconfigure`]).
-    Link { link: u32, config: PipeConfig },
+    Link {
+        link: u32,
+        config: Box<PipeConfig>,
+    },
     /// The queue configuration of ids `first..first + len`.
     Queue {
         link: u32,
@@ -549,7 +552,7 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                     config.validate().map_err(|e| format!("{what}: {e}"))?;
                     out.ops.push(LiveOp::Link {
                         link: s.number,
-                        config,
+                        config: Box::new(config),
                     });
                     out.log.push(format!("{what}: {}", link_text(&s.link)));
                 }
@@ -562,7 +565,7 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                 if p.link != o.link {
                     out.ops.push(LiveOp::Link {
                         link: p.number,
-                        config: config.clone(),
+                        config: Box::new(config.clone()),
                     });
                     out.log.push(format!("{what}: {}", link_text(&p.link)));
                 }

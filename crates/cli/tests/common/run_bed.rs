@@ -494,19 +494,22 @@ pub fn ping_through(bed: &Bed, subnet: u8, count: u32) -> (String, f64, f64) {
 /// The (min, avg) RTT in ms of `ping`'s summary line
 /// (`rtt min/avg/max/mdev = ...`).
 pub fn ping_rtt(text: &str) -> (f64, f64) {
-    let rtt: Vec<f64> = text
+    let [min, avg, _, _] = ping_summary(text);
+    (min, avg)
+}
+
+/// The min, avg, max and mdev RTT in ms of `ping`'s summary line (`rtt
+/// min/avg/max/mdev = A/B/C/D ms`, followed by `, pipe N` when replies
+/// came back later than the next request went out).
+pub fn ping_summary(text: &str) -> [f64; 4] {
+    let values: Vec<f64> = text
         .lines()
         .find(|l| l.contains("min/avg/max"))
         .and_then(|l| l.split('=').nth(1))
-        .map(|v| {
-            v.trim()
-                .trim_end_matches(" ms")
-                .split('/')
-                .map(|x| x.parse::<f64>().unwrap())
-                .collect()
-        })
+        .and_then(|v| v.split_whitespace().next())
+        .map(|v| v.split('/').map(|x| x.parse::<f64>().unwrap()).collect())
         .expect("ping's rtt line");
-    (rtt[0], rtt[1])
+    values.try_into().expect("four values")
 }
 
 /// [`ping_through`]'s (min, avg) RTT in ms.

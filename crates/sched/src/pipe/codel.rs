@@ -52,7 +52,10 @@
 //! in a queue of the pipe needs its enqueue time: both are kept in side
 //! tables a pipe allocates only once one of its queues configures CoDel
 //! (then for every queue: 32 B of state and 12 B of the time store's
-//! record a queue, and about 18 B a packet of the scheduler's capacity).
+//! record a queue; and the store's arena, laid out as a scheduler's packet
+//! store, [`crate::queue`]: about 18 B a packet of the scheduler's capacity
+//! plus up to 108 B for each queue that may hold packets, at most as many
+//! queues as that capacity).
 
 use crate::queue::PacketQueues;
 use crate::{ConfigError, FlowId, Instant, Packet};

@@ -1403,8 +1403,9 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Bytes more per flow once some queue of the pipe configures CoDel:
     /// its state (32 B) and the record of the queue's enqueue times (12 B)
-    /// in side tables, besides about 18 B a packet of
-    /// [`PipeConfig::held_capacity`] for the times themselves.
+    /// in side tables, besides the times themselves (about 18 B a packet
+    /// of [`PipeConfig::held_capacity`], plus up to 108 B for each queue
+    /// that may hold packets: [`codel`]'s module docs).
     pub const PER_FLOW_CODEL_BYTES: usize = std::mem::size_of::<CodelState>() + 12;
 
     /// Bytes of per-flow state this pipe keeps for each of its flows:
