@@ -158,10 +158,7 @@ pub enum LiveOp {
     /// A link deleted: every instance out of the set ([`PipeSet::remove_link`]).
     Remove { link: u32 },
     /// The link and delay ([`Pipe::reconfigure`]).
-    Link {
-        link: u32,
-        config: Box<PipeConfig>,
-    },
+    Link { link: u32, config: Box<PipeConfig> },
     /// The queue configuration of ids `first..first + len`.
     Queue {
         link: u32,

@@ -1092,52 +1092,56 @@ impl<S: Scheduler> Pipe<S> {
         self.shaper_wait = false;
         self.probe_ns = 1;
         if self.keeps_times {
-            match self.codel_exit(start, pkt) {
-                Some(p) => pkt = p,
+            match self.codel_exit(start, pkt.flow, pkt.len, pkt.token) {
+                codel::Verdict::Send => {}
+                codel::Verdict::Mark => pkt = pkt.with_ce(),
                 // Dropped: the link is still free at `start`.
-                None => return true,
+                codel::Verdict::Drop => return true,
             }
         }
         self.move_to_line(start, pkt);
         true
     }
 
-    /// `pkt` leaves its queue at `start` in a pipe that keeps enqueue
-    /// times: its time is taken, and when its queue has CoDel, CoDel
-    /// decides it. `None` when CoDel dropped it (it left its queue and went
-    /// into the line as a drop, the link not used); the packet, marked
-    /// Congestion Experienced or not, otherwise. Out of line: pipes without
-    /// CoDel pay one test a packet.
+    /// The packet of `flow`, `len` bytes and `token` leaves its queue at
+    /// `start` in a pipe that keeps enqueue times: its time is taken, and
+    /// when its queue has CoDel, CoDel decides it: [`codel::Verdict::Drop`]
+    /// when it dropped the packet (it left its queue and went into the line
+    /// as a drop, the link not used), [`codel::Verdict::Mark`] when the
+    /// caller is to mark it Congestion Experienced (counted here). Out of
+    /// line, and given the packet's fields rather than the packet (see
+    /// [`Pipe::refuse`]): pipes without CoDel pay one test a packet.
     #[inline(never)]
-    fn codel_exit(&mut self, start: Instant, pkt: Packet) -> Option<Packet> {
-        let i = pkt.flow.index();
+    fn codel_exit(&mut self, start: Instant, flow: FlowId, len: u32, token: u64) -> codel::Verdict {
+        let pkt = Packet::new(flow, len, token);
+        let i = flow.index();
         let (Some(q), Some(st), Some(times)) = (
             self.queues.get_mut(i),
             self.codel.get_mut(i),
             self.times.as_mut(),
         ) else {
-            return Some(pkt);
+            return codel::Verdict::Send;
         };
         let enqueued = if st.take_untimed() {
             None
         } else {
             times.pop(i)
         };
-        let Some(codel) = self.configs[usize::from(q.state.config)].config.codel else {
-            return Some(pkt);
+        let (Some(codel), Some(enqueued)) = (
+            self.configs[usize::from(q.state.config)].config.codel,
+            enqueued,
+        ) else {
+            return codel::Verdict::Send;
         };
-        let Some(enqueued) = enqueued else {
-            return Some(pkt);
-        };
-        let backlog = q.state.bytes.saturating_sub(u64::from(pkt.len));
+        let backlog = q.state.bytes.saturating_sub(u64::from(len));
         let sojourn = start.saturating_nanos_since(enqueued);
-        match st.decide(&codel, start, sojourn, pkt.len, pkt.is_ect(), backlog) {
-            codel::Verdict::Send => Some(pkt),
+        let verdict = st.decide(&codel, start, sojourn, len, pkt.is_ect(), backlog);
+        match verdict {
+            codel::Verdict::Send => {}
             codel::Verdict::Mark => {
                 if !pkt.is_ce() {
                     self.counters.marked += 1;
                 }
-                Some(pkt.with_ce())
             }
             codel::Verdict::Drop => {
                 q.state.slots = q.state.slots.saturating_sub(1);
@@ -1151,9 +1155,9 @@ impl<S: Scheduler> Pipe<S> {
                 // or without reordering.
                 let at = self.line.after_all(start);
                 self.line.insert(at, pkt, Fate::Dropped(DropReason::Codel));
-                None
             }
         }
+        verdict
     }
 
     /// The scheduler holds packets none of which is eligible at `start`
