@@ -525,16 +525,13 @@ struct Queue {
 
 const _: () = assert!(std::mem::size_of::<Queue>() == 56);
 
-/// Whether a pipe's enqueue-time store is full (a pipe that keeps times;
-/// out of line, as pipes without CoDel only test their flag).
-#[inline(never)]
+/// Whether a pipe's enqueue-time store is full (a pipe that keeps times).
 fn times_full(times: &Option<EnqueueTimes>) -> bool {
     times.as_ref().is_some_and(EnqueueTimes::is_full)
 }
 
 /// Records in a pipe's enqueue-time store that queue `i` took a packet at
 /// `now` ([`times_full`] said there is room).
-#[inline(never)]
 fn record_time(times: &mut Option<EnqueueTimes>, i: usize, now: Instant) {
     if let Some(times) = times {
         times.push(i, now);
@@ -755,7 +752,9 @@ impl<S: Scheduler> Pipe<S> {
             && self.netem_reorder.is_none()
             && self.slot_gate.is_none()
             && !self.any_duplicate
-            && !self.any_corrupt;
+            && !self.any_corrupt
+            // CoDel decides on the general path ([`Pipe::move_random`]).
+            && !self.keeps_times;
         // A queue's configuration is an index below `configs.len()`: with
         // one entry, every queue has it.
         self.sole_slot_limit = match self.configs.as_slice() {
@@ -849,10 +848,8 @@ impl<S: Scheduler> Pipe<S> {
             }
             Err(reason) => return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason)),
         }
-        // With CoDel somewhere in the pipe, every queued packet needs room
-        // for its enqueue time.
-        if self.keeps_times && times_full(&self.times) {
-            return Err(self.refuse(pkt.flow, pkt.len, pkt.token, DropReason::QueueFull));
+        if self.keeps_times {
+            return self.enqueue_timed(now, pkt.flow, pkt.len, pkt.token);
         }
         // Admitted: to the scheduler, and the link woken as the arrival
         // requires (it already ran up to `now`).
@@ -862,9 +859,36 @@ impl<S: Scheduler> Pipe<S> {
         }
         q.slots += 1;
         q.bytes += u64::from(pkt.len);
-        if self.keeps_times {
-            record_time(&mut self.times, i, now);
+        self.woken(now, was_empty);
+        Ok(())
+    }
+
+    /// The tail of [`Pipe::enqueue`] in a pipe that keeps enqueue times
+    /// (CoDel): the admitted packet of `flow`, `len` bytes and `token`
+    /// needs room for its time, goes to the scheduler, and its time is
+    /// recorded. Out of line, so that other pipes pay one test a packet.
+    #[inline(never)]
+    fn enqueue_timed(
+        &mut self,
+        now: Instant,
+        flow: FlowId,
+        len: u32,
+        token: u64,
+    ) -> Result<(), Rejected> {
+        let pkt = Packet::new(flow, len, token);
+        if times_full(&self.times) {
+            return Err(self.refuse(flow, len, token, DropReason::QueueFull));
         }
+        let was_empty = self.sched.is_empty();
+        if let Err(r) = self.sched.enqueue(now, pkt) {
+            return Err(self.refuse(flow, len, token, r.reason));
+        }
+        let i = flow.index();
+        if let Some(q) = self.queues.get_mut(i) {
+            q.state.slots += 1;
+            q.state.bytes += u64::from(len);
+        }
+        record_time(&mut self.times, i, now);
         self.woken(now, was_empty);
         Ok(())
     }
@@ -1085,32 +1109,26 @@ impl<S: Scheduler> Pipe<S> {
             }
             return false;
         }
-        let Some(mut pkt) = self.sched.dequeue(start) else {
+        let Some(pkt) = self.sched.dequeue(start) else {
             self.wait_for_shaper(start);
             return true;
         };
         self.shaper_wait = false;
         self.probe_ns = 1;
-        if self.keeps_times {
-            match self.codel_exit(start, pkt.flow, pkt.len, pkt.token) {
-                codel::Verdict::Send => {}
-                codel::Verdict::Mark => pkt = pkt.with_ce(),
-                // Dropped: the link is still free at `start`.
-                codel::Verdict::Drop => return true,
-            }
-        }
         self.move_to_line(start, pkt);
         true
     }
 
-    /// The packet of `flow`, `len` bytes and `token` leaves its queue at
-    /// `start` in a pipe that keeps enqueue times: its time is taken, and
-    /// when its queue has CoDel, CoDel decides it: [`codel::Verdict::Drop`]
-    /// when it dropped the packet (it left its queue and went into the line
-    /// as a drop, the link not used), [`codel::Verdict::Mark`] when the
-    /// caller is to mark it Congestion Experienced (counted here). Out of
-    /// line, and given the packet's fields rather than the packet (see
-    /// [`Pipe::refuse`]): pipes without CoDel pay one test a packet.
+    /// The packet of `flow`, `len` bytes and `token` has left its queue (its
+    /// length already counted down) to start on the link at `start`, in a
+    /// pipe that keeps enqueue times: its time is taken, and when its queue
+    /// has CoDel, CoDel decides it: [`codel::Verdict::Drop`] when it
+    /// dropped the packet (it went into the line as a drop, the link not
+    /// used), [`codel::Verdict::Mark`] when the caller is to mark it
+    /// Congestion Experienced (counted here). Called from the general path
+    /// into the line ([`Pipe::move_random`]), which a pipe keeping times
+    /// always takes, so that pipes without CoDel pay nothing on the way
+    /// out.
     #[inline(never)]
     fn codel_exit(&mut self, start: Instant, flow: FlowId, len: u32, token: u64) -> codel::Verdict {
         let pkt = Packet::new(flow, len, token);
@@ -1133,7 +1151,7 @@ impl<S: Scheduler> Pipe<S> {
         ) else {
             return codel::Verdict::Send;
         };
-        let backlog = q.state.bytes.saturating_sub(u64::from(len));
+        let backlog = q.state.bytes;
         let sojourn = start.saturating_nanos_since(enqueued);
         let verdict = st.decide(&codel, start, sojourn, len, pkt.is_ect(), backlog);
         match verdict {
@@ -1144,13 +1162,6 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
             codel::Verdict::Drop => {
-                q.state.slots = q.state.slots.saturating_sub(1);
-                q.state.bytes = backlog;
-                if q.state.slots == 0 {
-                    if let Some(fs) = self.filter_state.get_mut(i) {
-                        fs.empty_since = start;
-                    }
-                }
                 // Reported behind every entry already in the line, with
                 // or without reordering.
                 let at = self.line.after_all(start);
@@ -1213,6 +1224,15 @@ impl<S: Scheduler> Pipe<S> {
     #[inline(never)]
     fn move_random(&mut self, flow: FlowId, len: u32, token: u64) {
         let mut pkt = Packet::new(flow, len, token);
+        if self.keeps_times {
+            // It starts on the link now, unless CoDel drops it.
+            match self.codel_exit(self.link.busy_until, flow, len, token) {
+                codel::Verdict::Send => {}
+                codel::Verdict::Mark => pkt = pkt.with_ce(),
+                // The link is still free.
+                codel::Verdict::Drop => return,
+            }
+        }
         let config = self
             .queues
             .get(flow.index())
