@@ -53,7 +53,7 @@
 //! tables a pipe allocates only once one of its queues configures CoDel
 //! (then for every queue: 32 B of state and 12 B of the time store's
 //! record a queue; and the store's arena, laid out as a scheduler's packet
-//! store, [`crate::queue`]: about 18 B a packet of the scheduler's capacity
+//! store, [`crate::PacketQueues`]: about 18 B a packet of the scheduler's capacity
 //! plus up to 108 B for each queue that may hold packets, at most as many
 //! queues as that capacity).
 

@@ -2,9 +2,9 @@
 //! link → delay line, with exit times to the nanosecond.
 //!
 //! ```text
-//! enqueue(now, pkt) ─▶ filters per queue ─▶ Scheduler ─▶ link (bw, burst, ─▶ delay line (delay, ─▶ release(now) ─▶ Exit
-//!                      plr, Gilbert-Elliott,  (any)       profile airtime)    jitter, duplicate,
-//!                      4-state loss,                                          corrupt, slots)
+//! enqueue(now, pkt) ─▶ filters per queue ─▶ Scheduler ─▶ CoDel ─▶ link (bw, burst, ─▶ delay line (delay, ─▶ release(now) ─▶ Exit
+//!                      plr, Gilbert-Elliott,  (any)               profile airtime)    jitter, duplicate,
+//!                      4-state loss,                                                  corrupt, slots)
 //!                      RED/GRED, limit
 //! ```
 //!
@@ -108,7 +108,10 @@
 //! The general filter path (plr, then Gilbert-Elliott, then the 4-state
 //! loss model, then RED, then the limit) is taken only by queues that configure one of them; profile,
 //! jitter, duplication and corruption cost one flag test when none is
-//! configured (decided when the configuration changes).
+//! configured (decided when the configuration changes). CoDel ([`codel`])
+//! costs a pipe without it one flag test a packet, on enqueue: a pipe that
+//! configures it on some queue records each packet's enqueue time out of
+//! line and takes the general path into the line, where CoDel decides.
 //!
 //! Memory per queue (flow slot): one 56-byte record, 16 B of state
 //! (length in packets and bytes, configuration index) beside 40 B of
@@ -116,14 +119,18 @@
 //! plus 40 B of RED, Gilbert-Elliott and 4-state loss state,
 //! [`Pipe::PER_FLOW_FILTER_BYTES`], for every queue once some queue of the
 //! pipe configures RED, Gilbert-Elliott or the 4-state model (a side table,
-//! allocated then). A configuration is
+//! allocated then), and 44 B of CoDel's state and enqueue-time record,
+//! [`Pipe::PER_FLOW_CODEL_BYTES`], once some queue configures CoDel (with
+//! the times themselves in an arena sized by
+//! [`PipeConfig::held_capacity`]). A configuration is
 //! stored once and shared by index. The delay line takes 32 B an entry
 //! (48 B with `reorder`), its capacity rounded up to a power of two.
 //!
 //! # Sources and deviations
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
 //! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
-//! for RED; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
+//! for RED; RFC 8289 (Nichols, Jacobson, McGregor and Iyengar, 2018) for
+//! CoDel, with its deviations in [`codel`]; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
 //! 4-state loss model (Salsano, Ludovici and Ordine 2009; see [`filter`]),
 //! duplication, corruption and slots ([`Slots`]). Deviations: ns instead of ticks; `f64`
 //! probabilities; a hard byte limit (see [`filter`]); profile airtime even
