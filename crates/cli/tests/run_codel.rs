@@ -12,14 +12,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use pspat_io::offload;
-
 mod common;
 
 use common::run_bed::{
     check_conservation, finish, ping_missing, ping_summary, ping_through, pipe, Bed,
 };
-use common::traffic::{pspat_in, send_then_receive, wait_ready};
+use common::traffic::{send_then_receive, tcp_receiver};
 
 /// What one bulk stream with pings beside it gave.
 struct Outcome {
@@ -37,12 +35,8 @@ struct Outcome {
 /// without root.
 fn bulk_with_pings(tag: &str, subnet: u8, config: &str) -> Option<Outcome> {
     let bed = Bed::new(tag, subnet)?;
-    // Segments as the wire carries them (no 64 KiB aggregates from the
-    // host's stack; see run_e2e.rs's TCP test).
-    for (ns, dev) in [(&bed.sender, &bed.into.a), (&bed.receiver, &bed.out.b)] {
-        let state = offload::disable_offloads_in(ns.name(), dev).expect("offloads off");
-        assert!(state.all_off(), "{dev}: {:?}", state.features);
-    }
+    // Segments as the wire carries them.
+    bed.host_offloads_off();
     // Reno in the sender's namespace (its own setting): its slow start
     // runs until the buffer overflows, as a long transfer would; CUBIC's
     // HyStart leaves slow start on the first rise of delay and then grows
@@ -54,21 +48,7 @@ fn bulk_with_pings(tag: &str, subnet: u8, config: &str) -> Option<Outcome> {
         .expect("sysctl runs");
     assert!(reno.success(), "Reno in the sender's namespace");
     let (child, _log) = bed.start(config, &[]);
-    let mut receiver = pspat_in(
-        bed.receiver.name(),
-        &[
-            "traffic",
-            "recv",
-            "--proto",
-            "tcp",
-            "--duration",
-            "14s",
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
+    let receiver = tcp_receiver(bed.receiver.name(), "14s");
     let dst = format!("10.199.{subnet}.2");
     let (received, pings) = std::thread::scope(|s| {
         let pings = s.spawn(|| {

@@ -37,15 +37,13 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pspat_io::offload;
-
 mod common;
 
 use common::run_bed::{
     check_conservation, pace, ping_missing, ping_rtt, ping_through, pipe, realtime_ns, report_text,
     send_all, top_level_keys, Arrival, Bed,
 };
-use common::traffic::{pspat_in, send_then_receive, wait_ready};
+use common::traffic::{send_then_receive, tcp_receiver};
 
 /// Waits for the daemon to exit; its JSON report.
 fn finish(child: Child) -> serde_json::Value {
@@ -282,13 +280,8 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     let Some(bed) = Bed::new("tcp", subnet) else {
         return;
     };
-    // The host's stack sends on the sender's and the receiver's ends: with
-    // segmentation offloads on, a veth hands the bridge 64 KiB aggregates,
-    // and with checksum offload, frames whose checksums are left unfinished.
-    for (ns, dev) in [(&bed.sender, &bed.into.a), (&bed.receiver, &bed.out.b)] {
-        let state = offload::disable_offloads_in(ns.name(), dev).expect("offloads off");
-        assert!(state.all_off(), "{dev}: {:?}", state.features);
-    }
+    // The host's stack sends on the sender's and the receiver's ends.
+    bed.host_offloads_off();
     // GRO on where the daemon reads: it turns it off while it runs (or a
     // stream would reach its rings as aggregates) and back on at exit.
     let gro = |dev: &str, set: Option<bool>| bed.gro(dev, set);
@@ -304,21 +297,7 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     for dev in &read {
         assert!(!gro(dev, None), "{dev}: GRO off while the daemon runs");
     }
-    let mut receiver = pspat_in(
-        bed.receiver.name(),
-        &[
-            "traffic",
-            "recv",
-            "--proto",
-            "tcp",
-            "--duration",
-            "12s",
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
+    let receiver = tcp_receiver(bed.receiver.name(), "12s");
     let dst = format!("10.199.{subnet}.2");
     let (sent, received) = send_then_receive(
         bed.sender.name(),

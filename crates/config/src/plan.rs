@@ -913,18 +913,7 @@ impl Checker<'_> {
             1..=Codel::MAX_US,
         );
         if with_red {
-            let at = |field| {
-                self.config.sources.get(&Site {
-                    kind,
-                    index,
-                    sub: 0,
-                    field,
-                })
-            };
-            let second = match (at("codel"), at("red")) {
-                (Some(c), Some(r)) if (r.line, r.column) > (c.line, c.column) => "red",
-                _ => "codel",
-            };
+            let second = self.written_second(kind, index, "codel", "red");
             self.fail(
                 (kind, index, second),
                 ErrorKind::Duplicate,
@@ -933,6 +922,30 @@ impl Checker<'_> {
                     "{owner} has both RED and CoDel: a queue has one AQM (red, gred, codel, or droptail for none)"
                 ),
             );
+        }
+    }
+
+    /// Of two keywords of one queue that exclude each other, the one written
+    /// later, where the error about giving both is told (`a` when the
+    /// sources do not say: a plan built in code).
+    fn written_second(
+        &self,
+        kind: SiteKind,
+        index: usize,
+        a: &'static str,
+        b: &'static str,
+    ) -> &'static str {
+        let at = |field| {
+            self.config.sources.get(&Site {
+                kind,
+                index,
+                sub: 0,
+                field,
+            })
+        };
+        match (at(a), at(b)) {
+            (Some(x), Some(y)) if (y.line, y.column) > (x.line, x.column) => b,
+            _ => a,
         }
     }
 
@@ -984,18 +997,7 @@ impl Checker<'_> {
             }
         }
         if with_gemodel {
-            let at = |field| {
-                self.config.sources.get(&Site {
-                    kind,
-                    index,
-                    sub: 0,
-                    field,
-                })
-            };
-            let second = match (at("lossstate"), at("gemodel")) {
-                (Some(l), Some(g)) if (g.line, g.column) > (l.line, l.column) => "gemodel",
-                _ => "lossstate",
-            };
+            let second = self.written_second(kind, index, "lossstate", "gemodel");
             self.fail(
                 (kind, index, second),
                 // A loss model given twice (tc-netem's `loss` takes one).

@@ -529,6 +529,18 @@ pub fn top_level_keys(text: &str) -> Vec<&str> {
 }
 
 impl Bed {
+    /// Turns segmentation and checksum offloads off where the host's stack
+    /// sends, on the sender's and the receiver's ends: with them on, a veth
+    /// hands the bridge 64 KiB aggregates, and frames whose checksums are
+    /// left unfinished (TCP through the daemon).
+    pub fn host_offloads_off(&self) {
+        for (ns, dev) in [(&self.sender, &self.into.a), (&self.receiver, &self.out.b)] {
+            let state =
+                pspat_io::offload::disable_offloads_in(ns.name(), dev).expect("offloads off");
+            assert!(state.all_off(), "{dev}: {:?}", state.features);
+        }
+    }
+
     /// Makes the receiver's stack take the frames [`Bed::frame`] builds: its
     /// end gets their destination MAC address.
     pub fn accept_own_frames(&self) {

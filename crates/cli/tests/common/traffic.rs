@@ -48,6 +48,27 @@ pub fn wait_ready(child: &mut Child) {
     });
 }
 
+/// A `pspat traffic recv --proto tcp` in namespace `ns` for at most
+/// `duration` (`12s`), started and ready.
+pub fn tcp_receiver(ns: &str, duration: &str) -> Child {
+    let mut receiver = pspat_in(
+        ns,
+        &[
+            "traffic",
+            "recv",
+            "--proto",
+            "tcp",
+            "--duration",
+            duration,
+            "--json",
+        ],
+    )
+    .spawn()
+    .expect("receiver starts");
+    wait_ready(&mut receiver);
+    receiver
+}
+
 /// Runs `pspat traffic send ARGS` in namespace `ns` to its end, then waits
 /// for `receiver` (a `pspat traffic recv` started before): the two JSON
 /// reports, sent and received; `what` names the pair in a failure.
