@@ -15,7 +15,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::traffic::{json, pspat_in, send_then_receive, wait_ready};
+use common::traffic::{json, pspat_in, ready_receiver, send_then_receive, tcp_receiver};
 
 static LAB: Mutex<()> = Mutex::new(());
 
@@ -252,22 +252,7 @@ fn lab_up(mode: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
 /// `pspat traffic recv --flows FLOWS --duration DURATION --json` in the
 /// receiver's namespace, once it said it is ready.
 fn start_receiver(flows: &str, duration: &str) -> std::process::Child {
-    let mut receiver = pspat_in(
-        "pspat-lab-rcv",
-        &[
-            "traffic",
-            "recv",
-            "--flows",
-            flows,
-            "--duration",
-            duration,
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
-    receiver
+    ready_receiver("pspat-lab-rcv", &["--flows", flows, "--duration", duration])
 }
 
 #[test]
@@ -302,21 +287,7 @@ fn traffic_through_the_bridge_is_accounted_for() {
     }
 
     // TCP: one bulk stream for 1 s; every byte written arrives.
-    let mut receiver = pspat_in(
-        "pspat-lab-rcv",
-        &[
-            "traffic",
-            "recv",
-            "--proto",
-            "tcp",
-            "--duration",
-            "5s",
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
+    let receiver = tcp_receiver("pspat-lab-rcv", "5s");
     let (sent, received) = send_then_receive(
         "pspat-lab-snd",
         &["--proto", "tcp", "--duration", "1s", "--json"],
@@ -375,21 +346,7 @@ fn tcp_through_pspat_shape_reaches_90_percent_of_50_mbit() {
             while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {}
         });
     }
-    let mut receiver = pspat_in(
-        "pspat-lab-rcv",
-        &[
-            "traffic",
-            "recv",
-            "--proto",
-            "tcp",
-            "--duration",
-            "8s",
-            "--json",
-        ],
-    )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
+    let receiver = tcp_receiver("pspat-lab-rcv", "8s");
     let (sent, received) = send_then_receive(
         "pspat-lab-snd",
         &["--proto", "tcp", "--duration", "3s", "--json"],

@@ -17,7 +17,7 @@ mod common;
 use common::run_bed::{
     check_conservation, finish, ping_missing, ping_summary, ping_through, pipe, Bed,
 };
-use common::traffic::{send_then_receive, tcp_receiver};
+use common::traffic::{send_tcp, tcp_receiver};
 
 /// What one bulk stream with pings beside it gave.
 struct Outcome {
@@ -55,20 +55,7 @@ fn bulk_with_pings(tag: &str, subnet: u8, config: &str) -> Option<Outcome> {
             std::thread::sleep(Duration::from_millis(1_500));
             ping_through(&bed, subnet, 15)
         });
-        let (_, received) = send_then_receive(
-            bed.sender.name(),
-            &[
-                "--proto",
-                "tcp",
-                "--dst",
-                &dst,
-                "--duration",
-                "6s",
-                "--json",
-            ],
-            receiver,
-            tag,
-        );
+        let (_, received) = send_tcp(bed.sender.name(), &dst, "6s", receiver);
         (received, pings.join().expect("ping thread"))
     });
     let pid = child.id().to_string();

@@ -43,7 +43,7 @@ use common::run_bed::{
     check_conservation, pace, ping_missing, ping_rtt, ping_through, pipe, realtime_ns, report_text,
     send_all, top_level_keys, Arrival, Bed,
 };
-use common::traffic::{send_then_receive, tcp_receiver};
+use common::traffic::{send_tcp, tcp_receiver};
 
 /// Waits for the daemon to exit; its JSON report.
 fn finish(child: Child) -> serde_json::Value {
@@ -299,20 +299,7 @@ fn run_carries_a_tcp_stream_at_90_percent_of_the_pipe_rate() {
     }
     let receiver = tcp_receiver(bed.receiver.name(), "12s");
     let dst = format!("10.199.{subnet}.2");
-    let (sent, received) = send_then_receive(
-        bed.sender.name(),
-        &[
-            "--proto",
-            "tcp",
-            "--dst",
-            &dst,
-            "--duration",
-            "4s",
-            "--json",
-        ],
-        receiver,
-        "udp",
-    );
+    let (sent, received) = send_tcp(bed.sender.name(), &dst, "4s", receiver);
     let pid = child.id().to_string();
     let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(status.success());

@@ -48,25 +48,39 @@ pub fn wait_ready(child: &mut Child) {
     });
 }
 
-/// A `pspat traffic recv --proto tcp` in namespace `ns` for at most
-/// `duration` (`12s`), started and ready.
+/// `pspat traffic recv ARGS --json` in namespace `ns`, started and ready.
+pub fn ready_receiver(ns: &str, args: &[&str]) -> Child {
+    let mut all = vec!["traffic", "recv"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let mut receiver = pspat_in(ns, &all).spawn().expect("receiver starts");
+    wait_ready(&mut receiver);
+    receiver
+}
+
+/// A TCP receiver in namespace `ns` for at most `duration` (`12s`),
+/// started and ready.
 pub fn tcp_receiver(ns: &str, duration: &str) -> Child {
-    let mut receiver = pspat_in(
+    ready_receiver(ns, &["--proto", "tcp", "--duration", duration])
+}
+
+/// One TCP stream of `duration` from namespace `ns` to `dst`, then
+/// `receiver`'s end: the two JSON reports, sent and received.
+pub fn send_tcp(ns: &str, dst: &str, duration: &str, receiver: Child) -> (Value, Value) {
+    send_then_receive(
         ns,
         &[
-            "traffic",
-            "recv",
             "--proto",
             "tcp",
+            "--dst",
+            dst,
             "--duration",
             duration,
             "--json",
         ],
+        receiver,
+        "tcp",
     )
-    .spawn()
-    .expect("receiver starts");
-    wait_ready(&mut receiver);
-    receiver
 }
 
 /// Runs `pspat traffic send ARGS` in namespace `ns` to its end, then waits
