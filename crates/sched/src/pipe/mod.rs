@@ -532,19 +532,6 @@ struct Queue {
 
 const _: () = assert!(std::mem::size_of::<Queue>() == 56);
 
-/// Whether a pipe's enqueue-time store is full (a pipe that keeps times).
-fn times_full(times: &Option<EnqueueTimes>) -> bool {
-    times.as_ref().is_some_and(EnqueueTimes::is_full)
-}
-
-/// Records in a pipe's enqueue-time store that queue `i` took a packet at
-/// `now` ([`times_full`] said there is room).
-fn record_time(times: &mut Option<EnqueueTimes>, i: usize, now: Instant) {
-    if let Some(times) = times {
-        times.push(i, now);
-    }
-}
-
 /// A dummynet pipe around a scheduler (see the [module docs](self)).
 #[derive(Debug)]
 pub struct Pipe<S> {
@@ -582,9 +569,6 @@ pub struct Pipe<S> {
     times: Option<EnqueueTimes>,
     /// [`PipeConfig::held_capacity`]: the room of `times`.
     held_capacity: usize,
-    /// `times` is kept: one test a packet on each side, the work itself
-    /// out of line.
-    keeps_times: bool,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
     red_unit_ns: Option<u64>,
@@ -643,7 +627,6 @@ impl<S: Scheduler> Pipe<S> {
             codel: Vec::new(),
             times: None,
             held_capacity: config.held_capacity,
-            keeps_times: false,
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
@@ -675,7 +658,6 @@ impl<S: Scheduler> Pipe<S> {
             return Ok(());
         }
         self.times = Some(EnqueueTimes::new(self.queues.len(), self.held_capacity)?);
-        self.keeps_times = true;
         self.codel = self
             .queues
             .iter()
@@ -761,7 +743,7 @@ impl<S: Scheduler> Pipe<S> {
             && !self.any_duplicate
             && !self.any_corrupt
             // CoDel decides on the general path ([`Pipe::move_random`]).
-            && !self.keeps_times;
+            && self.times.is_none();
         // A queue's configuration is an index below `configs.len()`: with
         // one entry, every queue has it.
         self.sole_slot_limit = match self.configs.as_slice() {
@@ -855,7 +837,7 @@ impl<S: Scheduler> Pipe<S> {
             }
             Err(reason) => return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason)),
         }
-        if self.keeps_times {
+        if self.times.is_some() {
             return self.enqueue_timed(now, pkt.flow, pkt.len, pkt.token);
         }
         // Admitted: to the scheduler, and the link woken as the arrival
@@ -883,7 +865,7 @@ impl<S: Scheduler> Pipe<S> {
         token: u64,
     ) -> Result<(), Rejected> {
         let pkt = Packet::new(flow, len, token);
-        if times_full(&self.times) {
+        if self.times_full() {
             return Err(self.refuse(flow, len, token, DropReason::QueueFull));
         }
         let was_empty = self.sched.is_empty();
@@ -895,9 +877,22 @@ impl<S: Scheduler> Pipe<S> {
             q.state.slots += 1;
             q.state.bytes += u64::from(len);
         }
-        record_time(&mut self.times, i, now);
+        self.record_time(i, now);
         self.woken(now, was_empty);
         Ok(())
+    }
+
+    /// Whether the enqueue-time store, when the pipe keeps one, is full.
+    fn times_full(&self) -> bool {
+        self.times.as_ref().is_some_and(EnqueueTimes::is_full)
+    }
+
+    /// Records that queue `i` took a packet at `now`, when the pipe keeps
+    /// enqueue times ([`Pipe::times_full`] said there is room).
+    fn record_time(&mut self, i: usize, now: Instant) {
+        if let Some(times) = &mut self.times {
+            times.push(i, now);
+        }
     }
 
     /// Counts the refusal, for `reason`, of the packet of `flow`, `len`
@@ -943,7 +938,7 @@ impl<S: Scheduler> Pipe<S> {
     /// [`Pipe::enqueue`], for a packet handed over from another pipe.
     fn accept(&mut self, now: Instant, pkt: Packet) -> Result<(), DropReason> {
         let i = pkt.flow.index();
-        if self.keeps_times && times_full(&self.times) {
+        if self.times_full() {
             return Err(DropReason::QueueFull);
         }
         let was_empty = self.sched.is_empty();
@@ -955,9 +950,7 @@ impl<S: Scheduler> Pipe<S> {
             q.state.bytes += u64::from(pkt.len);
         }
         // Its time in this pipe starts now (CoDel's sojourn).
-        if self.keeps_times {
-            record_time(&mut self.times, i, now);
-        }
+        self.record_time(i, now);
         self.woken(now, was_empty);
         Ok(())
     }
@@ -1231,7 +1224,7 @@ impl<S: Scheduler> Pipe<S> {
     #[inline(never)]
     fn move_random(&mut self, flow: FlowId, len: u32, token: u64) {
         let mut pkt = Packet::new(flow, len, token);
-        if self.keeps_times {
+        if self.times.is_some() {
             // It starts on the link now, unless CoDel drops it.
             match self.codel_exit(self.link.busy_until, flow, len, token) {
                 codel::Verdict::Send => {}
