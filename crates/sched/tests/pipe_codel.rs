@@ -132,6 +132,10 @@ fn under_overload_codel_holds_the_standing_queue_where_drop_tail_does_not() {
         "CoDel dropped {dropped:.3} of the packets"
     );
     assert_eq!(tail.counters().dropped_total(), 0);
+    // The queue's state: CoDel has been dropping, the drop-tail pipe keeps
+    // no CoDel state at all.
+    assert!(codel.codel_state(FlowId(0)).is_some_and(|s| s.count() > 0));
+    assert!(tail.codel_state(FlowId(0)).is_none());
 }
 
 #[test]
