@@ -1040,3 +1040,80 @@ fn a_finer_mask_splits_a_full_queue_without_reordering_a_source() {
             .collect::<Vec<_>>()
     );
 }
+
+/// CoDel turned on by `pspat ctl` on a pipe whose queue is already long,
+/// then off again by `droptail`: the packets queued before the change pass
+/// undecided (their arrival was not recorded), those after are decided,
+/// and nothing is lost without a counted reason, nor reordered.
+#[test]
+fn ctl_turns_codel_on_over_a_long_queue_and_off_again() {
+    let Some(bed) = Bed::new("ctl-codel", 251) else {
+        return;
+    };
+    let config = "\
+        pipe 1 config bw 2Mbit/s queue 5000\n\
+        add 100 pipe 1 udp from any to any dst-port 6000\n\
+        default deny\n";
+    let (child, _log) = bed.start(config, &[]);
+    let socket = bed.socket();
+    let collector = bed.receiver();
+    let mut tx = bed.sender_socket();
+    // 3 Mbit/s of 1000-byte frames (375 a second, 3 every 8 ms) into
+    // 2 Mbit/s for 4 s: drop-tail lets the queue grow by 125 a second.
+    let start = Instant::now();
+    let mut seq = 0u32;
+    let mut shown_on = String::new();
+    for round in 0..500u32 {
+        if round == 125 {
+            let doc = request_on_socket(&socket, "pipe 1 config codel");
+            assert_eq!(doc["result"]["changes"].as_array().unwrap().len(), 1);
+            let shown = ctl(&socket, &["pipe", "show", "1"]);
+            shown_on = String::from_utf8_lossy(&shown.stdout).into_owned();
+        }
+        if round == 375 {
+            let doc = request_on_socket(&socket, "pipe 1 config droptail");
+            assert_eq!(doc["result"]["changes"].as_array().unwrap().len(), 1);
+        }
+        let batch: Vec<Vec<u8>> = (0..3)
+            .map(|_| {
+                seq += 1;
+                bed.frame(6000, seq, 0, 1000)
+            })
+            .collect();
+        send_all(&mut tx, &batch);
+        pace(start, Duration::from_millis(8), round);
+    }
+    let shown = ctl(&socket, &["pipe", "show", "1"]);
+    let shown_off = String::from_utf8_lossy(&shown.stdout).into_owned();
+    // What is still queued drains at 250 frames a second.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let doc = finish(child);
+    let got = collector.finish();
+    check_conservation(&doc);
+    let p1 = pipe(&doc, 1);
+    println!("{} sent, {} arrived; pipe: {p1}", seq, got.len());
+    assert!(
+        shown_on.contains("codel target 5ms interval 100ms"),
+        "{shown_on}"
+    );
+    // Off again: no CoDel in the settings (its drops stay counted).
+    assert!(!shown_off.contains("codel target"), "{shown_off}");
+    assert!(shown_off.contains("(codel "), "{shown_off}");
+    assert_eq!(
+        got.len() as u64,
+        p1["out_packets"].as_u64().unwrap(),
+        "{p1}"
+    );
+    assert!(got.windows(2).all(|w| w[0].seq < w[1].seq), "reordered");
+    let codel = p1["dropped"]["codel"].as_u64().unwrap_or(0);
+    assert!(codel > 0, "CoDel dropped nothing: {p1}");
+    // None after it was turned off: `pipe show`, a second after, had them all.
+    assert!(
+        shown_off.contains(&format!("(codel {codel})")),
+        "{shown_off}"
+    );
+    // Every drop is CoDel's (the queue never reached its limit), and every
+    // frame sent is accounted for.
+    assert_eq!(p1["dropped_total"].as_u64(), Some(codel), "{p1}");
+    assert_eq!(p1["in_packets"].as_u64(), Some(u64::from(seq)), "{p1}");
+}
