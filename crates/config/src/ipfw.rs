@@ -653,16 +653,15 @@ fn parse_codel(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<Codel,
         match t.text.as_str() {
             "target" | "interval" => {
                 cur.bump();
-                let example = if t.text == "target" { "5ms" } else { "100ms" };
+                let (field, example, slot) = if t.text == "target" {
+                    ("codel.target", "5ms", &mut codel.target_us)
+                } else {
+                    ("codel.interval", "100ms", &mut codel.interval_us)
+                };
                 let v = cur.value(t, example)?;
                 let us = cur.check(v, parse_time_us(&v.text))?;
-                if t.text == "target" {
-                    record(fields, cur, "codel.target", t, v.pos())?;
-                    codel.target_us = us;
-                } else {
-                    record(fields, cur, "codel.interval", t, v.pos())?;
-                    codel.interval_us = us;
-                }
+                record(fields, cur, field, t, v.pos())?;
+                *slot = us;
             }
             "ecn" | "noecn" => {
                 cur.bump();
