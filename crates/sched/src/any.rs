@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::eiffel::{Edf, EiffelConfig, Lstf, Ranked, Shaped, Srpt, Stfq, StrictPriority};
 use crate::{
-    ConfigError, Drr, Fifo, FlowError, FlowId, FlowParams, FlowTable, Hierarchy, HierarchyConfig,
-    Instant, Packet, Prio, Qfq, QfqPlus, Rejected, Scheduler, Wf2qPlus,
+    ConfigError, Drr, Fifo, FlowError, FlowId, FlowParams, FlowTable, Fq, Hierarchy,
+    HierarchyConfig, Instant, Packet, Prio, Qfq, QfqPlus, Rejected, Scheduler, Wf2qPlus,
 };
 
 /// The built-in algorithms, by name.
@@ -26,6 +26,8 @@ pub enum AlgKind {
     Prio,
     /// [`Drr`]
     Drr,
+    /// [`Fq`]: RFC 8290's flow queueing (the scheduler of FQ-CoDel)
+    Fq,
     /// [`Wf2qPlus`]
     #[serde(rename = "wf2q+")]
     Wf2qPlus,
@@ -57,6 +59,7 @@ impl AlgKind {
         AlgKind::Fifo,
         AlgKind::Prio,
         AlgKind::Drr,
+        AlgKind::Fq,
         AlgKind::Wf2qPlus,
         AlgKind::Qfq,
         AlgKind::QfqPlus,
@@ -75,6 +78,7 @@ impl AlgKind {
             AlgKind::Fifo => "fifo",
             AlgKind::Prio => "prio",
             AlgKind::Drr => "drr",
+            AlgKind::Fq => "fq",
             AlgKind::Wf2qPlus => "wf2q+",
             AlgKind::Qfq => "qfq",
             AlgKind::QfqPlus => "qfq+",
@@ -182,6 +186,10 @@ pub struct SchedulerConfig {
     /// and `pspat demo` fill it in from their emulated link rate when left
     /// `None`, and `pspat_eval::wfi::run` from the scenario's.
     pub link_rate_bps: Option<u64>,
+    /// FQ: the quantum in bytes of a flow of the smallest weight
+    /// (1..=[`crate::fq::MAX_QUANTUM`], default
+    /// [`crate::fq::DEFAULT_QUANTUM`]); other algorithms ignore it.
+    pub fq_quantum: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -204,6 +212,7 @@ impl SchedulerConfig {
             hierarchy: None,
             eiffel: EiffelConfig::default(),
             link_rate_bps: None,
+            fq_quantum: crate::fq::DEFAULT_QUANTUM,
         }
     }
 
@@ -231,6 +240,7 @@ impl SchedulerConfig {
             AlgKind::Fifo => AnyScheduler::Fifo(Fifo::new(flows, self.capacity)?),
             AlgKind::Prio => AnyScheduler::Prio(Prio::new(flows, self.capacity)?),
             AlgKind::Drr => AnyScheduler::Drr(Drr::new(flows, self.capacity)?),
+            AlgKind::Fq => AnyScheduler::Fq(Fq::new(flows, self.capacity, self.fq_quantum)?),
             AlgKind::Wf2qPlus => {
                 let s = Wf2qPlus::new(flows, self.capacity)?;
                 AnyScheduler::Wf2qPlus(match self.link_rate_bps {
@@ -375,6 +385,7 @@ any_scheduler! {
     Fifo(Fifo),
     Prio(Prio),
     Drr(Drr),
+    Fq(Fq),
     Wf2qPlus(Wf2qPlus),
     Qfq(Qfq),
     QfqPlus(QfqPlus),

@@ -50,6 +50,10 @@ fn algorithm_state(alg: AlgKind) -> (u64, u64) {
         AlgKind::Fifo => (12, 0),
         AlgKind::Prio => (12, 0),
         AlgKind::Drr => (44, 0),
+        // FQ: the flow's parameters (8 B) and its state (16 B: deficit,
+        // quantum, list link and tag); estimated from the layout, not
+        // measured.
+        AlgKind::Fq => (24, 0),
         AlgKind::Wf2qPlus => (60, 0),
         // QFQ: the flow's parameters (8 B) and its entity (16 B; 20 B
         // before its inverse weight moved to a table of the distinct

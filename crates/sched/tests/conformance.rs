@@ -370,6 +370,7 @@ each_alg! {
     fifo => AlgKind::Fifo, work_conserving: true;
     prio => AlgKind::Prio, work_conserving: true;
     drr => AlgKind::Drr, work_conserving: true;
+    fq => AlgKind::Fq, work_conserving: true;
     wf2q_plus => AlgKind::Wf2qPlus, work_conserving: true;
     qfq => AlgKind::Qfq, work_conserving: true;
     qfq_plus => AlgKind::QfqPlus, work_conserving: true;
@@ -389,6 +390,15 @@ each_alg! {
 fn drr_shares_within_one_quantum_per_round() {
     let unit = SchedulerConfig::new(AlgKind::Drr).quantum_unit as f64;
     shares_follow_weights(AlgKind::Drr, |w| (w as f64 + 16.0) * unit + 1500.0);
+}
+
+/// FQ: DRR's bound with FQ's quantum (one quantum per unit of the smallest
+/// weight per round); the new-flow list never applies to permanently
+/// backlogged flows after their first turn.
+#[test]
+fn fq_shares_within_one_quantum_per_round() {
+    let q = SchedulerConfig::new(AlgKind::Fq).fq_quantum as f64;
+    shares_follow_weights(AlgKind::Fq, |w| (w as f64 + 16.0) * q + 1500.0);
 }
 
 /// WF²Q+: B-WFI of one maximum packet plus the flow's own packet: a flow

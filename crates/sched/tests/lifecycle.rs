@@ -391,6 +391,7 @@ each_alg! {
     fifo => AlgKind::Fifo;
     prio => AlgKind::Prio;
     drr => AlgKind::Drr;
+    fq => AlgKind::Fq;
     wf2q_plus => AlgKind::Wf2qPlus;
     qfq => AlgKind::Qfq;
     qfq_plus => AlgKind::QfqPlus;
@@ -406,7 +407,7 @@ each_alg! {
 /// Every algorithm is listed above.
 #[test]
 fn every_algorithm_is_covered() {
-    assert_eq!(AlgKind::ALL.len(), 13);
+    assert_eq!(AlgKind::ALL.len(), 14);
 }
 
 macro_rules! weighted {
@@ -425,6 +426,7 @@ macro_rules! weighted {
 
 weighted! {
     drr => AlgKind::Drr;
+    fq => AlgKind::Fq;
     wf2q_plus => AlgKind::Wf2qPlus;
     qfq => AlgKind::Qfq;
     qfq_plus => AlgKind::QfqPlus;
