@@ -377,6 +377,9 @@ macro_rules! any_scheduler {
             fn flow_queued(&self, flow: FlowId) -> Option<usize> {
                 match self { $(AnyScheduler::$variant(s) => s.flow_queued(flow),)+ }
             }
+            fn uncharge(&mut self, flow: FlowId, len: u32) {
+                match self { $(AnyScheduler::$variant(s) => s.uncharge(flow, len),)+ }
+            }
         }
     };
 }

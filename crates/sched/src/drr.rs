@@ -390,6 +390,17 @@ impl Scheduler for Drr {
             .contains(flow)
             .then(|| self.queues.len(flow.index()))
     }
+
+    /// Gives back the credit a packet dropped at the head of its queue was
+    /// charged, while the flow is still on the ring (a flow that left it
+    /// starts again from one quantum anyway).
+    fn uncharge(&mut self, flow: FlowId, len: u32) {
+        if let Some(st) = self.state.get_mut(flow.index()) {
+            if st.next != OFF {
+                st.credit = st.credit.saturating_add(len);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

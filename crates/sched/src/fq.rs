@@ -364,6 +364,17 @@ impl Scheduler for Fq {
             .contains(flow)
             .then(|| self.queues.len(flow.index()))
     }
+
+    /// Gives back the deficit a dropped packet was charged (RFC 8290
+    /// §4.2: CoDel's drops happen before the charge). The flow keeps its
+    /// place, so its next packet goes next if it has one.
+    fn uncharge(&mut self, flow: FlowId, len: u32) {
+        if let Some(st) = self.state.get_mut(flow.index()) {
+            if st.list != List::None {
+                st.deficit = st.deficit.saturating_add(len as i32);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -578,6 +589,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A packet dropped at the head gives its bytes back: the flow keeps
+    /// its turn for the next packet.
+    #[test]
+    fn an_uncharged_drop_leaves_the_flow_its_turn() {
+        let mut s = Fq::new(FlowTable::uniform(2).unwrap(), 16, 1000).unwrap();
+        let t = Instant::ZERO;
+        for i in 0..2 {
+            s.enqueue(t, Packet::new(FlowId(0), 1000, i)).unwrap();
+            s.enqueue(t, Packet::new(FlowId(1), 1000, 10 + i)).unwrap();
+        }
+        let p = s.dequeue(t).unwrap();
+        assert_eq!(p.token, 0);
+        s.uncharge(p.flow, p.len);
+        assert_eq!(s.dequeue(t).unwrap().token, 1, "flow 0 again");
+        assert_eq!(drain(&mut s), [10, 11]);
+        // A flow on no list gains nothing.
+        assert!(!s.is_new(FlowId(0)) && s.state[0].list == List::None);
+        let before = s.state[0].deficit;
+        s.uncharge(FlowId(0), 1000);
+        assert_eq!(s.state[0].deficit, before);
     }
 
     fn drain_n(s: &mut Fq, n: usize) -> Vec<u64> {

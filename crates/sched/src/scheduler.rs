@@ -252,6 +252,16 @@ pub trait Scheduler {
         None
     }
 
+    /// A packet this scheduler handed out was dropped before it used the
+    /// link (an AQM deciding at the head of its queue, as a pipe's CoDel):
+    /// a scheduler that charged `flow` for its `len` bytes may give the
+    /// service back, so that dropped packets do not count against the
+    /// flow's share (RFC 8290 §4.2: FQ-CoDel charges a flow's deficit only
+    /// for the packets it sends). The default keeps the charge.
+    fn uncharge(&mut self, flow: FlowId, len: u32) {
+        let _ = (flow, len);
+    }
+
     /// Hands every packet dropped after it was accepted, other than by
     /// [`Scheduler::remove_flow`] (a pipe's profile loss, say), to `out`
     /// with its reason. Such packets count in [`Scheduler::queued`] until
@@ -306,5 +316,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
         (**self).take_late_drops(out)
+    }
+    fn uncharge(&mut self, flow: FlowId, len: u32) {
+        (**self).uncharge(flow, len)
     }
 }

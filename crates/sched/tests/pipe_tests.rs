@@ -22,3 +22,5 @@ mod pipe_copies;
 mod pipe_queues;
 // CoDel: the state machine's drop instants, a standing queue held, ECN, live changes.
 mod pipe_codel;
+// FQ-CoDel: flow queueing behind CoDel queues; a sparse flow goes first.
+mod pipe_fq_codel;

@@ -324,6 +324,10 @@ impl<S: Scheduler> Scheduler for Distinct<S> {
     fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
         self.0.take_late_drops(out)
     }
+
+    fn uncharge(&mut self, flow: FlowId, len: u32) {
+        self.0.uncharge(flow, len)
+    }
 }
 
 impl<B: Scheduler, const CLASSIFY: bool> Scheduler for DummynetFront<B, CLASSIFY> {

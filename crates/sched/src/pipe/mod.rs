@@ -1162,6 +1162,9 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
             codel::Verdict::Drop => {
+                // The packet did not use the link: a scheduler that
+                // charges per flow (FQ) takes the charge back.
+                self.sched.uncharge(flow, len);
                 // Reported behind every entry already in the line, with
                 // or without reordering.
                 let at = self.line.after_all(start);
