@@ -157,7 +157,7 @@ fn backlogged_flows_share_equally_and_codel_keeps_their_queues_short() {
         .filter(|e| e.at.as_nanos() > 10_000 * MS)
         .map(|e| {
             let f = u64::from(e.packet.flow.0);
-            let i = (e.packet.token - f * 2_500) as u64;
+            let i = e.packet.token - f * 2_500;
             let arrived = i * 8 * MS + f * 8 * MS / u64::from(BULK);
             (e.at.as_nanos() - arrived) as f64 / MS as f64
         })
