@@ -380,6 +380,9 @@ macro_rules! any_scheduler {
             fn uncharge(&mut self, flow: FlowId, len: u32) {
                 match self { $(AnyScheduler::$variant(s) => s.uncharge(flow, len),)+ }
             }
+            fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
+                match self { $(AnyScheduler::$variant(s) => s.drop_head(flow),)+ }
+            }
         }
     };
 }

@@ -365,6 +365,16 @@ impl Scheduler for Fq {
             .then(|| self.queues.len(flow.index()))
     }
 
+    /// The flow's oldest packet, out of the schedule for its owner to drop;
+    /// the flow keeps its list and deficit (dummynet's and Linux's
+    /// `fq_codel` drop from the longest queue's head so).
+    fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
+        if !self.flows.contains(flow) {
+            return None;
+        }
+        self.queues.pop(flow.index())
+    }
+
     /// Gives back the deficit a dropped packet was charged (RFC 8290
     /// §4.2: CoDel's drops happen before the charge). The flow keeps its
     /// place, so its next packet goes next if it has one.

@@ -262,6 +262,16 @@ pub trait Scheduler {
         let _ = (flow, len);
     }
 
+    /// Takes the oldest packet of `flow` out, for its owner to drop (a
+    /// pipe over its held limit dropping from the longest queue, as
+    /// FQ-CoDel does); the flow keeps its place in the schedule. `None`
+    /// when the flow holds nothing, or when the scheduler does not drop
+    /// from a queue's head (the default: only [`crate::Fq`] does).
+    fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
+        let _ = flow;
+        None
+    }
+
     /// Hands every packet dropped after it was accepted, other than by
     /// [`Scheduler::remove_flow`] (a pipe's profile loss, say), to `out`
     /// with its reason. Such packets count in [`Scheduler::queued`] until
@@ -319,5 +329,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn uncharge(&mut self, flow: FlowId, len: u32) {
         (**self).uncharge(flow, len)
+    }
+    fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
+        (**self).drop_head(flow)
     }
 }

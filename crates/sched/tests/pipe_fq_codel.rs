@@ -168,3 +168,102 @@ fn backlogged_flows_share_equally_and_codel_keeps_their_queues_short() {
     );
     assert!(m < 100.0, "median sojourn {m} ms");
 }
+
+/// A pipe of three queues under FQ at 1 Mbit/s (a 1000-byte packet takes
+/// 8 ms), holding at most 10 packets in all.
+fn held_limit_pipe<S: Scheduler>(sched: S) -> Pipe<S> {
+    let cfg = PipeConfig {
+        bw: Some(rate(1_000_000)),
+        held_limit: Some(10),
+        ..PipeConfig::default()
+    };
+    Pipe::new(cfg, sched, 3).unwrap()
+}
+
+#[test]
+fn over_the_held_limit_the_longest_queue_loses_its_head() {
+    let mut pipe = held_limit_pipe(Fq::new(FlowTable::uniform(3).unwrap(), 64, 1_514).unwrap());
+    let t = at(0);
+    // Flow 0: 8 packets (the first goes on the link at once), flow 1: 3.
+    for i in 0..8 {
+        pipe.enqueue(t, Packet::new(FlowId(0), 1_000, i)).unwrap();
+    }
+    for i in 0..3 {
+        pipe.enqueue(t, Packet::new(FlowId(1), 1_000, 10 + i))
+            .unwrap();
+    }
+    // 7 + 3 = 10 queued (one on the link): full. Flow 2's packet is
+    // queued, and flow 0's head (token 1, the oldest still queued) goes.
+    pipe.enqueue(t, Packet::new(FlowId(2), 1_000, 20)).unwrap();
+    assert_eq!(pipe.queue_len(FlowId(0)).map(|l| l.0), Some(6));
+    // Flow 1 grows to the longest with flow 0 (6 each, ties to the lowest
+    // id) ... flow 0 loses again, then flow 1, in turn.
+    pipe.enqueue(t, Packet::new(FlowId(1), 1_000, 13)).unwrap();
+    pipe.enqueue(t, Packet::new(FlowId(1), 1_000, 14)).unwrap();
+    pipe.enqueue(t, Packet::new(FlowId(1), 1_000, 15)).unwrap();
+    let mut exits = Vec::new();
+    pipe.release(at(10_000 * MS), &mut |e| exits.push(e));
+    let dropped: Vec<u64> = exits
+        .iter()
+        .filter(|e| e.fate == Fate::Dropped(DropReason::QueueFull))
+        .map(|e| e.packet.token)
+        .collect();
+    assert_eq!(
+        dropped,
+        [1, 2, 3, 10],
+        "heads of the longest queue, oldest first"
+    );
+    // Reported behind what the line already held (token 0, on the link
+    // until 8 ms), ahead of everything sent after.
+    assert_eq!((exits[0].packet.token, exits[0].at), (0, at(8 * MS)));
+    assert!(exits[1..5]
+        .iter()
+        .all(|e| e.at == at(8 * MS) && e.fate != Fate::Transmit));
+    let sent: Vec<u64> = exits
+        .iter()
+        .filter(|e| e.fate == Fate::Transmit)
+        .map(|e| e.packet.token)
+        .collect();
+    assert_eq!(sent.len(), 11);
+    let c = pipe.counters();
+    assert_eq!(c.dropped(DropReason::QueueFull), 4);
+    assert_eq!(c.in_packets, c.out_packets + c.dropped_total());
+    assert_eq!(pipe.held(), 0);
+}
+
+#[test]
+fn a_scheduler_that_cannot_drop_a_head_refuses_the_arrival_instead() {
+    let mut pipe = held_limit_pipe(Drr::new(FlowTable::uniform(3).unwrap(), 64).unwrap());
+    let t = at(0);
+    for i in 0..11 {
+        pipe.enqueue(t, Packet::new(FlowId(0), 1_000, i)).unwrap();
+    }
+    let r = pipe
+        .enqueue(t, Packet::new(FlowId(1), 1_000, 99))
+        .expect_err("full");
+    assert_eq!((r.packet.token, r.reason), (99, DropReason::QueueFull));
+    assert_eq!(pipe.counters().dropped(DropReason::QueueFull), 1);
+}
+
+#[test]
+fn an_arrival_to_an_empty_queue_never_drops_itself_from_the_head() {
+    // Ten queues of one packet each would be needed to make the arrival's
+    // own empty queue the longest; with one queue at the limit the longest
+    // is that queue, and a packet of flow 0 itself drops flow 0's head.
+    let mut pipe = held_limit_pipe(Fq::new(FlowTable::uniform(3).unwrap(), 64, 1_514).unwrap());
+    let t = at(0);
+    for i in 0..11 {
+        pipe.enqueue(t, Packet::new(FlowId(0), 1_000, i)).unwrap();
+    }
+    pipe.enqueue(t, Packet::new(FlowId(0), 1_000, 11)).unwrap();
+    let mut exits = Vec::new();
+    pipe.release(at(10_000 * MS), &mut |e| exits.push(e));
+    let order: Vec<(u64, bool)> = exits
+        .iter()
+        .map(|e| (e.packet.token, e.fate == Fate::Transmit))
+        .collect();
+    assert_eq!(order[0], (0, true), "the packet on the link");
+    assert_eq!(order[1], (1, false), "the oldest queued packet dropped");
+    assert_eq!(order.iter().filter(|(_, sent)| *sent).count(), 11);
+    assert_eq!(order.last(), Some(&(11, true)), "the arrival kept, last");
+}

@@ -150,6 +150,7 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                 proptest::option::of(1u32..5),
                 proptest::option::of(1u64..4_000),
             )),
+            proptest::option::weighted(0.3, 1u32..40),
         ),
     )
         .prop_map(
@@ -162,7 +163,7 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                 reorder,
                 queue,
                 cap,
-                (seed, framing, netem, slots),
+                (seed, framing, netem, slots, held_limit),
             )| {
                 PipeConfig {
                     bw: bw.map(rate),
@@ -200,6 +201,7 @@ fn pipe_config() -> impl Strategy<Value = PipeConfig> {
                     queue,
                     delay_line_capacity: cap,
                     held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,
+                    held_limit,
                     seed,
                 }
             },
@@ -224,7 +226,7 @@ proptest! {
     #[test]
     fn conservation_order_and_never_early(
         cfg in pipe_config(),
-        alg in prop_oneof![Just(AlgKind::Fifo), Just(AlgKind::Drr), Just(AlgKind::Qfq), Just(AlgKind::Wf2qPlus), Just(AlgKind::ShapedDrr)],
+        alg in prop_oneof![Just(AlgKind::Fifo), Just(AlgKind::Drr), Just(AlgKind::Fq), Just(AlgKind::Qfq), Just(AlgKind::Wf2qPlus), Just(AlgKind::ShapedDrr)],
         arr in arrivals(),
     ) {
         let mut t = 0;

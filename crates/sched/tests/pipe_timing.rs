@@ -526,6 +526,7 @@ fn everything(seed: u64) -> PipeConfig {
         },
         delay_line_capacity: 4_096,
         held_capacity: 65_536,
+        held_limit: None,
         seed,
     }
 }

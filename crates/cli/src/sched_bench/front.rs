@@ -328,6 +328,10 @@ impl<S: Scheduler> Scheduler for Distinct<S> {
     fn uncharge(&mut self, flow: FlowId, len: u32) {
         self.0.uncharge(flow, len)
     }
+
+    fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
+        self.0.drop_head(flow)
+    }
 }
 
 impl<B: Scheduler, const CLASSIFY: bool> Scheduler for DummynetFront<B, CLASSIFY> {

@@ -266,6 +266,11 @@ impl CodelState {
     }
 
     /// `n` packets already queued when the pipe began keeping times.
+    /// Packets at the queue's head queued before times were kept.
+    pub(crate) fn untimed(&self) -> u32 {
+        self.untimed
+    }
+
     pub(crate) fn set_untimed(&mut self, n: u32) {
         self.untimed = n;
     }
@@ -317,6 +322,11 @@ impl EnqueueTimes {
     /// Forgets queue `q`'s times (its packets left without the link).
     pub(crate) fn clear(&mut self, q: usize) {
         while self.fifos.pop(q).is_some() {}
+    }
+
+    /// Times held for queue `q`.
+    pub(crate) fn len(&self, q: usize) -> usize {
+        self.fifos.len(q)
     }
 
     /// Whether another time fits.

@@ -70,6 +70,7 @@ impl<S: Scheduler> Pipe<S> {
             (_, None) => None,
         };
         self.profile = config.profile.clone();
+        self.held_limit = config.held_limit;
         self.refresh_paths();
         let need = self.entries_per_packet();
         self.line.grow(config.delay_line_capacity);

@@ -262,6 +262,20 @@ pub struct PipeConfig {
     /// has no room is refused as [`DropReason::QueueFull`], as the
     /// scheduler itself would refuse it once full.
     pub held_capacity: usize,
+    /// Packets the pipe's queues may hold in all (FQ-CoDel's `limit`):
+    /// an arrival that finds them full drops the head packet of the
+    /// longest queue (the arriving packet's included) and is queued, as
+    /// dummynet's and Linux's `fq_codel` do; the dropped packet leaves
+    /// through the delay line as [`DropReason::QueueFull`]. When the
+    /// scheduler cannot drop from a queue's head
+    /// ([`Scheduler::drop_head`]: only [`crate::Fq`] does), the longest
+    /// queue holds nothing but the arriving packet, or the line has no
+    /// room to report the drop, the arriving packet is refused instead,
+    /// with the same reason. `None` (the default): each queue's own limit only.
+    /// Costs one test a packet in pipes that set it (their arrivals take
+    /// the same out-of-line path as CoDel's), and a scan of the queues
+    /// per drop.
+    pub held_limit: Option<u32>,
     /// The seed of every random draw.
     pub seed: u64,
 }
@@ -282,6 +296,7 @@ impl Default for PipeConfig {
             queue: QueueConfig::default(),
             delay_line_capacity: DEFAULT_DELAY_LINE,
             held_capacity: crate::SchedulerConfig::DEFAULT_CAPACITY,
+            held_limit: None,
             seed: 1,
         }
     }
@@ -304,6 +319,9 @@ impl PipeConfig {
             self.held_capacity,
             1..=crate::queue::PacketQueues::MAX_CAPACITY,
         )?;
+        if let Some(limit) = self.held_limit {
+            ConfigError::check_range("pipe held limit (packets)", limit, 1..=u32::MAX)?;
+        }
         if !(0.0..=1.0).contains(&self.jitter_correlation) {
             return Err(ConfigError::out_of_range(
                 "jitter correlation",
@@ -569,6 +587,11 @@ pub struct Pipe<S> {
     times: Option<EnqueueTimes>,
     /// [`PipeConfig::held_capacity`]: the room of `times`.
     held_capacity: usize,
+    /// [`PipeConfig::held_limit`].
+    held_limit: Option<u32>,
+    /// Arrivals take the out-of-line tail of [`Pipe::enqueue`]: the pipe
+    /// keeps enqueue times or has a held limit ([`Pipe::refresh_paths`]).
+    extra_tail: bool,
     rng: Streams,
     /// RED's idle unit: the send time of an average packet.
     red_unit_ns: Option<u64>,
@@ -627,6 +650,8 @@ impl<S: Scheduler> Pipe<S> {
             codel: Vec::new(),
             times: None,
             held_capacity: config.held_capacity,
+            held_limit: config.held_limit,
+            extra_tail: false,
             rng: Streams::new(config.seed),
             red_unit_ns: config.bw.map(|r| r.tx_ns(RED_AVG_PKT_SIZE)),
             any_duplicate: config.queue.duplicate > 0.0,
@@ -744,6 +769,7 @@ impl<S: Scheduler> Pipe<S> {
             && !self.any_corrupt
             // CoDel decides on the general path ([`Pipe::move_random`]).
             && self.times.is_none();
+        self.extra_tail = self.times.is_some() || self.held_limit.is_some();
         // A queue's configuration is an index below `configs.len()`: with
         // one entry, every queue has it.
         self.sole_slot_limit = match self.configs.as_slice() {
@@ -837,8 +863,8 @@ impl<S: Scheduler> Pipe<S> {
             }
             Err(reason) => return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason)),
         }
-        if self.times.is_some() {
-            return self.enqueue_timed(now, pkt.flow, pkt.len, pkt.token);
+        if self.extra_tail {
+            return self.enqueue_extra(now, pkt.flow, pkt.len, pkt.token);
         }
         // Admitted: to the scheduler, and the link woken as the arrival
         // requires (it already ran up to `now`).
@@ -853,11 +879,12 @@ impl<S: Scheduler> Pipe<S> {
     }
 
     /// The tail of [`Pipe::enqueue`] in a pipe that keeps enqueue times
-    /// (CoDel): the admitted packet of `flow`, `len` bytes and `token`
-    /// needs room for its time, goes to the scheduler, and its time is
-    /// recorded. Out of line, so that other pipes pay one test a packet.
+    /// (CoDel) or has a held limit: the admitted packet of `flow`, `len`
+    /// bytes and `token` makes room under the held limit, needs room for
+    /// its time, goes to the scheduler, and its time is recorded. Out of
+    /// line, so that other pipes pay one test a packet.
     #[inline(never)]
-    fn enqueue_timed(
+    fn enqueue_extra(
         &mut self,
         now: Instant,
         flow: FlowId,
@@ -865,6 +892,11 @@ impl<S: Scheduler> Pipe<S> {
         token: u64,
     ) -> Result<(), Rejected> {
         let pkt = Packet::new(flow, len, token);
+        if let Some(limit) = self.held_limit {
+            if self.sched.queued() >= limit as usize && !self.drop_from_longest(now, flow) {
+                return Err(self.refuse(flow, len, token, DropReason::QueueFull));
+            }
+        }
         if self.times_full() {
             return Err(self.refuse(flow, len, token, DropReason::QueueFull));
         }
@@ -878,8 +910,80 @@ impl<S: Scheduler> Pipe<S> {
             q.state.bytes += u64::from(len);
         }
         self.record_time(i, now);
+        self.debug_check_times(i);
         self.woken(now, was_empty);
         Ok(())
+    }
+
+    /// Makes room for an arrival of queue `arriving` under the held limit:
+    /// drops the head packet of the longest queue, counting the arrival in
+    /// its own queue (ties go to the lowest flow id), and reports it
+    /// through the line as [`DropReason::QueueFull`]. `false` when it could
+    /// not (the longest queue holds nothing but the arrival, the scheduler
+    /// does not drop from a head, or the line has no room): the caller
+    /// refuses the arrival. O(queues).
+    #[cold]
+    #[inline(never)]
+    fn drop_from_longest(&mut self, now: Instant, arriving: FlowId) -> bool {
+        let mut longest = (0u32, usize::MAX);
+        for (i, q) in self.queues.iter().enumerate() {
+            let n = q.state.slots + u32::from(i == arriving.index());
+            if n > longest.0 {
+                longest = (n, i);
+            }
+        }
+        let (n, i) = longest;
+        let only_the_arrival = i == arriving.index() && n <= 1;
+        if only_the_arrival || i == usize::MAX || self.line.free() == 0 {
+            return false;
+        }
+        let Some(pkt) = self.sched.drop_head(FlowId(i as u32)) else {
+            return false;
+        };
+        if let Some(Queue { state: st, .. }) = self.queues.get_mut(i) {
+            st.slots = st.slots.saturating_sub(1);
+            st.bytes = st.bytes.saturating_sub(pkt.len.into());
+            if st.slots == 0 {
+                if let Some(fs) = self.filter_state.get_mut(i) {
+                    fs.empty_since = now;
+                }
+            }
+        }
+        // Its enqueue time, when the pipe keeps them, leaves with it.
+        self.take_head_time(i);
+        self.debug_check_times(i);
+        let at = self.line.after_all(now);
+        self.line
+            .insert(at, pkt, Fate::Dropped(DropReason::QueueFull));
+        true
+    }
+
+    /// In debug builds, asserts that queue `i` has one enqueue time per
+    /// packet it holds that was queued while the pipe kept times.
+    fn debug_check_times(&self, i: usize) {
+        if let (Some(times), Some(st), Some(q)) =
+            (&self.times, self.codel.get(i), self.queues.get(i))
+        {
+            debug_assert_eq!(
+                times.len(i) as u64 + u64::from(st.untimed()),
+                u64::from(q.state.slots),
+                "queue {i}: enqueue times against packets held"
+            );
+        }
+    }
+
+    /// Takes the enqueue time of queue `i`'s head packet, when the pipe
+    /// keeps times: `None` for a packet queued before it did (counted as
+    /// untimed) or when it keeps none.
+    fn take_head_time(&mut self, i: usize) -> Option<Instant> {
+        let (Some(st), Some(times)) = (self.codel.get_mut(i), self.times.as_mut()) else {
+            return None;
+        };
+        if st.take_untimed() {
+            None
+        } else {
+            times.pop(i)
+        }
     }
 
     /// Whether the enqueue-time store, when the pipe keeps one, is full.
@@ -1133,17 +1237,12 @@ impl<S: Scheduler> Pipe<S> {
     fn codel_exit(&mut self, start: Instant, flow: FlowId, len: u32, token: u64) -> codel::Verdict {
         let pkt = Packet::new(flow, len, token);
         let i = flow.index();
-        let (Some(q), Some(st), Some(times)) = (
-            self.queues.get_mut(i),
-            self.codel.get_mut(i),
-            self.times.as_mut(),
-        ) else {
+        if self.times.is_none() {
             return codel::Verdict::Send;
-        };
-        let enqueued = if st.take_untimed() {
-            None
-        } else {
-            times.pop(i)
+        }
+        let enqueued = self.take_head_time(i);
+        let (Some(q), Some(st)) = (self.queues.get_mut(i), self.codel.get_mut(i)) else {
+            return codel::Verdict::Send;
         };
         let (Some(codel), Some(enqueued)) = (
             self.configs[usize::from(q.state.config)].config.codel,
