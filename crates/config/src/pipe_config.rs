@@ -252,6 +252,7 @@ fn link_config(
         queue: QueueConfig::default(),
         delay_line_capacity: delay_line_capacity(link),
         held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,
+        held_limit: None,
         seed: pipe_seed(plan_seed, number),
     })
 }
@@ -359,6 +360,7 @@ mod tests {
             },
             delay_line_capacity: 782,
             held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,
+            held_limit: None,
             seed: pipe_seed(crate::plan::DEFAULT_SEED, 1),
         };
         assert_eq!(c, expected);
