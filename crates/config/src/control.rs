@@ -73,7 +73,9 @@ pub enum ControlRequest {
 /// their defaults, not merged into the old ones; likewise a `plr 0` that
 /// leaves the queue no random loss (no `gemodel`, no `lossstate`) turns
 /// `lossecn` off with it, unless the same line gives `lossecn` again,
-/// which validation then refuses); a new
+/// which validation then refuses); a sched's `type` is a whole setting
+/// too: `type fq_codel ...` brings its parameters, those not given at
+/// their defaults, and another type takes them off; a new
 /// number adds an object; `add N ...` replaces rule N or adds it, a
 /// rule without a number is added after the others; `table N add P V`
 /// sets one entry; `default` and `seed` replace theirs when given.
@@ -200,7 +202,13 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         let at = match sched_at.get(&s.number).copied() {
             Some(k) => {
                 let o = &mut out.scheds[k];
-                o.alg = s.alg.or(o.alg);
+                if s.alg.is_some() {
+                    // A `type` is a whole setting: `type fq_codel` with
+                    // its parameters, those left out at their defaults;
+                    // any other type without them.
+                    o.alg = s.alg;
+                    o.fq_codel = s.fq_codel;
+                }
                 link(&mut o.link, &s.link);
                 if !s.mask.is_empty() {
                     o.mask = s.mask;

@@ -23,9 +23,9 @@ use crate::correlated_loss::{CorrelatedLoss, Percent};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams, Red, Rule,
-    Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, GilbertElliott,
+    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams,
+    Red, Rule, Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
@@ -258,6 +258,7 @@ impl ObjKind {
 #[derive(Default)]
 pub(crate) struct Draft {
     pub alg: Option<AlgKind>,
+    pub fq_codel: Option<FqCodel>,
     pub sched_buckets: Option<u32>,
     pub link: LinkParams,
     pub params: QueueParams,
@@ -639,6 +640,82 @@ fn one_aqm(cur: &Cursor, kw: &Tok, d: &Draft) -> Result<(), Error> {
     ))
 }
 
+/// Whose CoDel parameters are read: a queue's `codel` or a sched's `type
+/// fq_codel`. Says which fields they are recorded as and how messages
+/// name their owner.
+#[derive(Clone, Copy)]
+enum CodelOf {
+    Queue,
+    FqCodel,
+}
+
+impl CodelOf {
+    /// The fields of `target`, `interval` and `ecn`/`noecn`.
+    fn fields(self) -> [&'static str; 3] {
+        match self {
+            CodelOf::Queue => ["codel.target", "codel.interval", "codel.ecn"],
+            CodelOf::FqCodel => ["fq_codel.target", "fq_codel.interval", "fq_codel.ecn"],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CodelOf::Queue => "CoDel",
+            CodelOf::FqCodel => "fq_codel",
+        }
+    }
+}
+
+/// One of CoDel's parameters at `t`, the next token, taken with its value
+/// into `codel`: `target TIME`, `interval TIME` (times as `delay`), `ecn`
+/// or `noecn`, each at most once and not both of `ecn` and `noecn`.
+/// `false`, with nothing taken, when `t` is none of them. Records
+/// `target` and `interval` at their values, `ecn` at its word.
+fn codel_param<'t>(
+    cur: &mut Cursor<'t>,
+    t: &'t Tok,
+    of: CodelOf,
+    fields: &mut Fields,
+    codel: &mut Codel,
+) -> Result<bool, Error> {
+    let [target, interval, ecn] = of.fields();
+    match t.text.as_str() {
+        "target" | "interval" => {
+            cur.bump();
+            let (field, example, slot) = if t.text == "target" {
+                (target, "5ms", &mut codel.target_us)
+            } else {
+                (interval, "100ms", &mut codel.interval_us)
+            };
+            let v = cur.value(t, example)?;
+            let us = cur.check(v, parse_time_us(&v.text))?;
+            record(fields, cur, field, t, v.pos())?;
+            *slot = us;
+        }
+        "ecn" | "noecn" => {
+            cur.bump();
+            let earlier = fields.iter().find(|(f, _)| *f == ecn);
+            if let Some((_, first)) = earlier.filter(|(_, p)| p.token != t.text) {
+                return Err(cur.error(
+                    t,
+                    ErrorKind::Duplicate,
+                    format!(
+                        "'{}' after '{}' (column {}): {} takes one of ecn and noecn",
+                        t.text,
+                        first.token,
+                        first.column,
+                        of.name()
+                    ),
+                ));
+            }
+            record(fields, cur, ecn, t, t.pos())?;
+            codel.ecn = t.text == "ecn";
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// dummynet's `codel [target TIME] [interval TIME] [ecn | noecn]`, after
 /// the keyword: its parameters follow it in any order, each at most once,
 /// and the first other word ends them (an `ecn` after that word is RED's
@@ -650,39 +727,92 @@ fn parse_codel(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<Codel,
     record(fields, cur, "codel", kw, kw.pos())?;
     let mut codel = Codel::default();
     while let Some(t) = cur.peek() {
-        match t.text.as_str() {
-            "target" | "interval" => {
-                cur.bump();
-                let (field, example, slot) = if t.text == "target" {
-                    ("codel.target", "5ms", &mut codel.target_us)
-                } else {
-                    ("codel.interval", "100ms", &mut codel.interval_us)
-                };
-                let v = cur.value(t, example)?;
-                let us = cur.check(v, parse_time_us(&v.text))?;
-                record(fields, cur, field, t, v.pos())?;
-                *slot = us;
-            }
-            "ecn" | "noecn" => {
-                cur.bump();
-                let earlier = fields.iter().find(|(f, _)| *f == "codel.ecn");
-                if let Some((_, first)) = earlier.filter(|(_, p)| p.token != t.text) {
-                    return Err(cur.error(
-                        t,
-                        ErrorKind::Duplicate,
-                        format!(
-                            "'{}' after '{}' (column {}): CoDel takes one of ecn and noecn",
-                            t.text, first.token, first.column
-                        ),
-                    ));
-                }
-                record(fields, cur, "codel.ecn", t, t.pos())?;
-                codel.ecn = t.text == "ecn";
-            }
-            _ => break,
+        if !codel_param(cur, t, CodelOf::Queue, fields, &mut codel)? {
+            break;
         }
     }
     Ok(codel)
+}
+
+/// An example of `type fq_codel` with its parameters, for messages.
+const FQ_CODEL_EXAMPLE: &str =
+    "sched 1 config type fq_codel target 5ms quantum 1514 limit 10240 flows 1024 bw 10Mbit/s";
+
+/// dummynet's `type fq_codel` parameters, after the type's name:
+/// `target TIME`, `interval TIME`, `ecn` | `noecn`, `quantum BYTES`,
+/// `limit PACKETS` and `flows N`, in any order, each at most once, ended
+/// by the first other word. Those not given take dummynet's defaults
+/// ([`FqCodel::default`]: ECN on); the ranges are the validation's.
+/// Records `fq_codel.target`, `fq_codel.interval`, `fq_codel.quantum`,
+/// `fq_codel.limit` and `fq_codel.flows` at their values, `fq_codel.ecn`
+/// at `ecn`/`noecn`.
+fn parse_fq_codel(cur: &mut Cursor, fields: &mut Fields) -> Result<FqCodel, Error> {
+    let mut f = FqCodel::default();
+    while let Some(t) = cur.peek() {
+        if codel_param(cur, t, CodelOf::FqCodel, fields, &mut f.codel)? {
+            continue;
+        }
+        let (field, example, slot) = match t.text.as_str() {
+            "quantum" => ("fq_codel.quantum", "1514", &mut f.quantum),
+            "limit" => ("fq_codel.limit", "10240", &mut f.limit),
+            "flows" => ("fq_codel.flows", "1024", &mut f.flows),
+            _ => break,
+        };
+        cur.bump();
+        let v = cur.value(t, example)?;
+        let n = number(cur, v)?;
+        record(fields, cur, field, t, v.pos())?;
+        *slot = n;
+    }
+    Ok(f)
+}
+
+/// What to say of a word of `type fq_codel` (one of its parameters, or
+/// the type's name) where statement `d` of `kind` does not take it: on a
+/// pipe or queue line, on a sched line without `type fq_codel`, or after
+/// another keyword ended fq_codel's parameters. `None` for other words.
+fn fq_codel_word_elsewhere(kind: ObjKind, word: &str, d: &Draft) -> Option<String> {
+    let sched = kind == ObjKind::Sched;
+    let parameter = match word {
+        "quantum" | "limit" | "flows" => true,
+        "target" | "interval" | "ecn" | "noecn" if sched => true,
+        "fq_codel" => false,
+        _ => return None,
+    };
+    Some(if !parameter {
+        if sched {
+            format!(
+                "fq_codel is a scheduler type: write 'type fq_codel' (example: {FQ_CODEL_EXAMPLE})"
+            )
+        } else {
+            format!(
+                "fq_codel is a sched's type, not a {} keyword: write 'type fq_codel' on the sched line and attach flowsets to it with 'queue N config sched M' (example: {FQ_CODEL_EXAMPLE})",
+                kind.name()
+            )
+        }
+    } else if !sched {
+        let size = if word == "limit" {
+            "; a queue's own size is 'queue N'"
+        } else {
+            ""
+        };
+        format!(
+            "'{word}' is a parameter of the fq_codel sched type, not a {} keyword: write it on the sched line right after 'type fq_codel' (example: {FQ_CODEL_EXAMPLE}){size}",
+            kind.name()
+        )
+    } else if d.fq_codel.is_some() {
+        format!(
+            "'{word}' after another keyword: the parameters of fq_codel go right after 'type fq_codel', before the sched's other keywords (example: {FQ_CODEL_EXAMPLE})"
+        )
+    } else {
+        let other = match d.alg {
+            Some(a) => format!("; this sched's type is {a}"),
+            None => String::new(),
+        };
+        format!(
+            "'{word}' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {FQ_CODEL_EXAMPLE}){other}"
+        )
+    })
 }
 
 /// Parses one keyword of a sched, pipe or queue body, with its values.
@@ -694,6 +824,9 @@ pub(crate) fn parse_object_keyword(
     let Some(kw) = cur.bump() else { return Ok(()) };
     let word = kw.text.as_str();
     if !kind.takes(word) {
+        if let Some(message) = fq_codel_word_elsewhere(kind, word, d) {
+            return Err(cur.error(kw, ErrorKind::UnknownKeyword, message));
+        }
         return Err(cur.error(
             kw,
             ErrorKind::UnknownKeyword,
@@ -911,18 +1044,39 @@ pub(crate) fn parse_object_keyword(
         }
         "type" => {
             let v = cur.value(kw, "qfq")?;
-            d.alg = Some(AlgKind::parse(&v.text).map_err(|_| {
-                cur.error(
-                    v,
-                    ErrorKind::UnknownKeyword,
-                    format!(
-                        "unknown scheduler type '{}' (allowed: {}; rr means drr, wf2qp means wf2q+)",
-                        v.text,
-                        AlgKind::known_names()
-                    ),
-                )
-            })?);
-            record(&mut d.fields, cur, "type", kw, v.pos())?;
+            match v.text.to_ascii_lowercase().as_str() {
+                "fq_codel" => {
+                    // The type's place first: a second `type` is told at
+                    // its keyword before any parameter is read.
+                    record(&mut d.fields, cur, "type", kw, v.pos())?;
+                    d.alg = Some(AlgKind::Fq);
+                    d.fq_codel = Some(parse_fq_codel(cur, &mut d.fields)?);
+                }
+                "fq_pie" => {
+                    return Err(cur.error(
+                        v,
+                        ErrorKind::UnknownKeyword,
+                        format!(
+                            "scheduler type '{}' (dummynet's FQ-PIE) is not supported by pspat; its flow-queueing type is fq_codel (example: {FQ_CODEL_EXAMPLE})",
+                            v.text
+                        ),
+                    ))
+                }
+                _ => {
+                    d.alg = Some(AlgKind::parse(&v.text).map_err(|_| {
+                        cur.error(
+                            v,
+                            ErrorKind::UnknownKeyword,
+                            format!(
+                                "unknown scheduler type '{}' (allowed: {}, fq_codel; rr means drr, wf2qp means wf2q+)",
+                                v.text,
+                                AlgKind::known_names()
+                            ),
+                        )
+                    })?);
+                    record(&mut d.fields, cur, "type", kw, v.pos())?;
+                }
+            }
         }
         _ => {
             // mask, sched_mask, flow_mask (the only keywords `takes` leaves).
@@ -1489,6 +1643,7 @@ impl Builder {
                     self.config.scheds.push(Sched {
                         number,
                         alg: d.alg,
+                        fq_codel: d.fq_codel,
                         link: d.link,
                         mask: d.mask,
                         buckets: d.sched_buckets,

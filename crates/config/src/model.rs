@@ -227,6 +227,88 @@ impl Default for Codel {
     }
 }
 
+/// FreeBSD dummynet's `fq_codel` scheduler type (`sched N config type
+/// fq_codel [target TIME] [interval TIME] [ecn | noecn] [quantum BYTES]
+/// [limit PACKETS] [flows N]`, the one pfSense's limiters offer): flow
+/// queueing after RFC 8290 with CoDel on every flow. A sched with it has
+/// the type [`AlgKind::Fq`]. The parsers fill in dummynet's defaults of the
+/// values not given ([`FqCodel::default`]: 5 ms, 100 ms, ECN on, 1514
+/// bytes, 10240 packets, 1024 flows), so the model always holds all six
+/// and prints them all; validation refuses values outside dummynet's
+/// ranges ([`FqCodel::QUANTUM`], [`FqCodel::LIMIT`], [`FqCodel::FLOWS`],
+/// and the times of [`Codel`]) instead of clamping them.
+///
+/// pspat builds it from its own parts: each flowset of the sched gets
+/// `mask all` unless it has a mask, at most `flows` dynamic queues,
+/// `codel` with the sched's times and `ecn` unless it has an AQM, and
+/// `limit` slots unless it has a `queue` size; the scheduler is
+/// [`AlgKind::Fq`] with the sched's `quantum`, and `limit` bounds the
+/// packets of all the flows of an instance together (docs/CONFIG.md).
+///
+/// # Examples
+/// ```
+/// use pspat_config::{parse_ipfw, Codel, FqCodel};
+/// use pspat_sched::AlgKind;
+/// let cfg = parse_ipfw(
+///     "sched 1 config type fq_codel target 2ms flows 256 noecn bw 10Mbit/s",
+///     "x",
+/// )
+/// .unwrap();
+/// let s = &cfg.scheds[0];
+/// assert_eq!(s.alg, Some(AlgKind::Fq));
+/// assert_eq!(s.link.bw, Some(10_000_000));
+/// let f = s.fq_codel.unwrap();
+/// assert_eq!(f.codel, Codel { target_us: 2_000, interval_us: 100_000, ecn: false });
+/// assert_eq!((f.quantum, f.limit, f.flows), (1514, 10_240, 256));
+/// assert_eq!(FqCodel::default().codel.ecn, true, "ECN is on unless noecn");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqCodel {
+    /// `target`, `interval` and `ecn`/`noecn`: the CoDel of every flow.
+    pub codel: Codel,
+    /// `quantum`: bytes a flow may send per round (a flow of the smallest
+    /// weight; the others in proportion to their weights).
+    pub quantum: u32,
+    /// `limit`: packets the flows of one sched instance hold in all.
+    pub limit: u32,
+    /// `flows`: dynamic queues (flows) a flowset of the sched holds at once.
+    pub flows: u32,
+}
+
+impl FqCodel {
+    /// dummynet's default quantum, 1514 bytes (the core's
+    /// [`pspat_sched::fq::DEFAULT_QUANTUM`]).
+    pub const DEFAULT_QUANTUM: u32 = pspat_sched::fq::DEFAULT_QUANTUM;
+    /// dummynet's default limit, 10240 packets.
+    pub const DEFAULT_LIMIT: u32 = 10_240;
+    /// dummynet's default number of flows, 1024.
+    pub const DEFAULT_FLOWS: u32 = 1_024;
+    /// The quanta validation accepts (dummynet's kernel clamps to these).
+    pub const QUANTUM: std::ops::RangeInclusive<u32> = 1..=9_000;
+    /// The limits validation accepts (dummynet's kernel clamps to these).
+    pub const LIMIT: std::ops::RangeInclusive<u32> = 1..=20_480;
+    /// The numbers of flows validation accepts (dummynet's kernel clamps
+    /// to these).
+    pub const FLOWS: std::ops::RangeInclusive<u32> = 1..=65_536;
+}
+
+impl Default for FqCodel {
+    /// dummynet's defaults: CoDel with a 5 ms target, a 100 ms interval and
+    /// ECN on (unlike the `codel` word of a queue, whose default is
+    /// `noecn`), a quantum of 1514 bytes, 10240 packets, 1024 flows.
+    fn default() -> Self {
+        FqCodel {
+            codel: Codel {
+                ecn: true,
+                ..Codel::default()
+            },
+            quantum: Self::DEFAULT_QUANTUM,
+            limit: Self::DEFAULT_LIMIT,
+            flows: Self::DEFAULT_FLOWS,
+        }
+    }
+}
+
 /// Gilbert-Elliott loss (`gemodel p r 1-h 1-k`, as tc-netem(8)).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GilbertElliott {
@@ -369,8 +451,12 @@ impl QueueParams {
 pub struct Sched {
     /// The number, shared with pipes (a pipe N is sched N plus a FIFO).
     pub number: u32,
-    /// `type` (default WF2Q+, as dummynet).
+    /// `type` (default WF2Q+, as dummynet); [`AlgKind::Fq`] with
+    /// `fq_codel`.
     pub alg: Option<AlgKind>,
+    /// `type fq_codel` and its parameters; `None` for every other type
+    /// (validation refuses it with a type other than [`AlgKind::Fq`]).
+    pub fq_codel: Option<FqCodel>,
     /// The link.
     pub link: LinkParams,
     /// `mask`: one scheduler instance per masked value.

@@ -286,17 +286,33 @@ pub fn pipe_config(pipe: &PipePlan, plan_seed: u64) -> Result<PipeConfig, Config
 
 /// The configuration of `sched N`'s link; its queues are the flowsets that
 /// feed it, each configured with [`queue_config`] (set per flow with
-/// [`pspat_sched::pipe::Pipe::set_queue`]).
+/// [`pspat_sched::pipe::Pipe::set_queue`]). An `fq_codel` sched's `limit`
+/// is the held limit of each of its pipes (an instance's packets in all;
+/// over it, the oldest packet of the longest queue is dropped); its
+/// quantum is the scheduler's ([`pspat_sched::SchedulerConfig::fq_quantum`],
+/// set where the scheduler is built).
 ///
 /// # Errors
 /// A `bw` outside the core's range, naming the sched.
+///
+/// # Examples
+/// ```
+/// use pspat_config::{parse_ipfw, sched_config, NoProfiles};
+/// let plan = parse_ipfw("sched 1 config type fq_codel limit 2000\nqueue 1 config sched 1", "x")
+///     .unwrap()
+///     .validate(&NoProfiles)
+///     .unwrap();
+/// assert_eq!(sched_config(&plan.scheds[&1], plan.seed).unwrap().held_limit, Some(2000));
+/// ```
 pub fn sched_config(sched: &SchedPlan, plan_seed: u64) -> Result<PipeConfig, ConfigError> {
-    link_config(
+    let mut c = link_config(
         &format!("sched {}", sched.number),
         &sched.link,
         plan_seed,
         sched.number,
-    )
+    )?;
+    c.held_limit = sched.fq_codel.map(|f| f.limit);
+    Ok(c)
 }
 
 /// Every pipe and sched of the plan, by number (they share one number space).

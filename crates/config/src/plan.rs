@@ -12,6 +12,8 @@
 //! ([`pspat_sched::MIN_WEIGHT`]..=[`pspat_sched::MAX_WEIGHT`], priorities below
 //! [`pspat_sched::PRIORITIES`], lmax up to [`pspat_sched::MAX_PACKET_LEN`],
 //! a link's `bw` 0 for unlimited or in [`MIN_RATE_BPS`]..=[`MAX_RATE_BPS`]).
+//! A flowset of an `fq_codel` sched takes the sched's mask (`all`), CoDel
+//! and limit where it sets none of its own (see [`QueuePlan`]).
 //! Rules without a number take the largest number so far plus 100, as ipfw's
 //! auto-increment step; duplicate rule numbers are refused (ipfw allows them,
 //! but a plan keys rules by number so that a diff can name them).
@@ -27,9 +29,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, Distribution, GilbertElliott, InterfaceMatch,
-    LinkParams, LossState, Parent, Proto, QueueParams, Red, Rule, Site, SiteKind, SlotInterval,
-    SlotParams, Target,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, GilbertElliott,
+    InterfaceMatch, LinkParams, LossState, Parent, Proto, Queue, QueueParams, Red, Rule, Site,
+    SiteKind, SlotInterval, SlotParams, Target,
 };
 use crate::net::{AddrMatch, PortRange, Prefix};
 use crate::profile::{parse_profile, Profile};
@@ -208,8 +210,14 @@ pub struct QueueSetPlan {
 pub struct SchedPlan {
     /// The number.
     pub number: u32,
-    /// The algorithm.
+    /// The algorithm ([`AlgKind::Fq`] with `fq_codel`).
     pub alg: AlgKind,
+    /// `type fq_codel`'s parameters, within their ranges; already lowered
+    /// onto the sched's flowsets ([`QueuePlan`]), and read by the daemon
+    /// for the scheduler's quantum, the limit of each instance and the
+    /// flowsets' caps ([`Plan::flowset_queue_caps`]).
+    #[serde(default)]
+    pub fq_codel: Option<FqCodel>,
     /// The link.
     pub link: LinkPlan,
     /// Instance mask (all zero: one instance).
@@ -232,6 +240,11 @@ pub struct PipePlan {
 }
 
 /// A resolved queue (flowset).
+///
+/// A flowset of an `fq_codel` sched holds what it runs with: its own
+/// mask, AQM and `queue` size where it sets them, else the sched's
+/// (validation lowers them: `mask all`, `codel` with the sched's times
+/// and `ecn`, `limit` slots; docs/CONFIG.md, *FQ-CoDel*).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueuePlan {
     /// The number.
@@ -324,6 +337,36 @@ impl Default for Plan {
 }
 
 impl Plan {
+    /// The cap on the dynamic queues of each flowset whose sched is
+    /// `fq_codel`, by queue number: the sched's `flows` (a daemon's cap
+    /// for the other flowsets is its own, `--max-queues` for `pspat run`).
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::{parse_ipfw, NoProfiles};
+    /// let plan = parse_ipfw(
+    ///     "sched 1 config type fq_codel flows 256\nqueue 2 config sched 1\n\
+    ///      sched 3 config type drr\nqueue 4 config sched 3 mask all\n",
+    ///     "x",
+    /// )
+    /// .unwrap()
+    /// .validate(&NoProfiles)
+    /// .unwrap();
+    /// assert_eq!(plan.flowset_queue_caps(), [(2, 256)].into());
+    /// ```
+    pub fn flowset_queue_caps(&self) -> BTreeMap<u32, u32> {
+        self.queues
+            .values()
+            .filter_map(|q| {
+                let Parent::Sched(n) = q.parent else {
+                    return None;
+                };
+                let f = self.scheds.get(&n)?.fq_codel?;
+                Some((q.number, f.flows))
+            })
+            .collect()
+    }
+
     /// References that do not resolve: queues whose sched or pipe is missing,
     /// rules whose pipe, queue or table is missing. Empty for every plan
     /// [`Config::validate`] returns, and after each step of a [`crate::diff()`].
@@ -900,17 +943,12 @@ impl Checker<'_> {
     /// and `red`/`gred` comes second; the parsers refuse both in one
     /// statement, so only a model built otherwise has them).
     fn codel(&mut self, kind: SiteKind, index: usize, owner: &str, c: &Codel, with_red: bool) {
-        self.time_range(
-            (kind, index, "codel.target"),
-            &format!("{owner} codel target"),
-            c.target_us,
-            1..=Codel::MAX_US,
-        );
-        self.time_range(
-            (kind, index, "codel.interval"),
-            &format!("{owner} codel interval"),
-            c.interval_us,
-            1..=Codel::MAX_US,
+        self.codel_times(
+            kind,
+            index,
+            &format!("{owner} codel"),
+            ["codel.target", "codel.interval"],
+            c,
         );
         if with_red {
             let second = self.written_second(kind, index, "codel", "red");
@@ -920,6 +958,73 @@ impl Checker<'_> {
                 || second.into(),
                 format!(
                     "{owner} has both RED and CoDel: a queue has one AQM (red, gred, codel, or droptail for none)"
+                ),
+            );
+        }
+    }
+
+    /// CoDel's `target` and `interval` (of `what`, recorded as `fields`):
+    /// from 1 µs to an hour, the core's range.
+    fn codel_times(
+        &mut self,
+        kind: SiteKind,
+        index: usize,
+        what: &str,
+        fields: [&'static str; 2],
+        c: &Codel,
+    ) {
+        self.time_range(
+            (kind, index, fields[0]),
+            &format!("{what} target"),
+            c.target_us,
+            1..=Codel::MAX_US,
+        );
+        self.time_range(
+            (kind, index, fields[1]),
+            &format!("{what} interval"),
+            c.interval_us,
+            1..=Codel::MAX_US,
+        );
+    }
+
+    /// A sched's `type fq_codel`: CoDel's times as a queue's `codel`
+    /// takes them, `quantum`, `limit` and `flows` within dummynet's ranges
+    /// (refused, where dummynet clamps), and the type [`AlgKind::Fq`] (a
+    /// model built in code may say otherwise).
+    fn fq_codel(&mut self, index: usize, owner: &str, f: &FqCodel, alg: Option<AlgKind>) {
+        let kind = SiteKind::Sched;
+        self.codel_times(
+            kind,
+            index,
+            &format!("{owner} fq_codel"),
+            ["fq_codel.target", "fq_codel.interval"],
+            &f.codel,
+        );
+        for (field, name, value, range) in [
+            (
+                "fq_codel.quantum",
+                "quantum (bytes)",
+                f.quantum,
+                FqCodel::QUANTUM,
+            ),
+            ("fq_codel.limit", "limit (packets)", f.limit, FqCodel::LIMIT),
+            ("fq_codel.flows", "flows", f.flows, FqCodel::FLOWS),
+        ] {
+            self.range(
+                (kind, index, field),
+                &format!("{owner} fq_codel {name}"),
+                value,
+                range,
+            );
+        }
+        if alg != Some(AlgKind::Fq) {
+            let shown = alg.map_or("none".to_string(), |a| a.to_string());
+            self.fail(
+                (kind, index, "type"),
+                ErrorKind::Syntax,
+                || shown.clone(),
+                format!(
+                    "{owner} has fq_codel's parameters but the type {shown}: an fq_codel sched's type is fq"
                 ),
             );
         }
@@ -1147,9 +1252,13 @@ impl Config {
                 buckets,
                 BUCKETS_RANGE,
             );
+            if let Some(f) = &s.fq_codel {
+                c.fq_codel(i, &owner, f, s.alg);
+            }
             plan.scheds.entry(s.number).or_insert(SchedPlan {
                 number: s.number,
                 alg: s.alg.unwrap_or(AlgKind::Wf2qPlus),
+                fq_codel: s.fq_codel,
                 link,
                 mask: s.mask,
                 buckets,
@@ -1257,7 +1366,7 @@ impl Config {
                     parent
                 }
             };
-            plan.queues.entry(q.number).or_insert(QueuePlan {
+            let mut resolved = QueuePlan {
                 number: q.number,
                 parent,
                 weight,
@@ -1265,7 +1374,13 @@ impl Config {
                 pri: u8::try_from(pri).unwrap_or(u8::MAX),
                 queue,
                 mask: q.mask,
-            });
+            };
+            if let Parent::Sched(n) = parent {
+                if let Some(f) = plan.scheds.get(&n).and_then(|s| s.fq_codel) {
+                    lower_fq_codel(&f, q, &mut resolved);
+                }
+            }
+            plan.queues.entry(q.number).or_insert(resolved);
         }
         let mut table_numbers = HashSet::new();
         for (i, t) in self.tables.iter().enumerate() {
@@ -1446,6 +1561,26 @@ impl Config {
     /// The errors, when there is at least one.
     pub fn validate_every(&self, loader: &dyn ProfileLoader) -> Result<Plan, Vec<Error>> {
         self.validate_all(loader)
+    }
+}
+
+/// A flowset `q` of an `fq_codel` sched with parameters `f`, as resolved
+/// in `plan`: what the flowset sets itself stays, what it leaves at its
+/// default comes from the sched. A flowset without a mask gets `mask all`
+/// (a queue per 5-tuple, IPv6's included); one without an AQM of its own
+/// (`red`, `gred`, `codel`) gets `codel` with the sched's target, interval
+/// and ECN; one without a `queue` size gets `limit` slots, so that no flow
+/// is held below the sched's limit on all of them. (Its cap of dynamic
+/// queues is the daemon's: [`Plan::flowset_queue_caps`].)
+fn lower_fq_codel(f: &FqCodel, q: &Queue, plan: &mut QueuePlan) {
+    if q.mask.is_empty() {
+        plan.mask = FlowMask::all();
+    }
+    if q.params.red.is_none() && q.params.codel.is_none() {
+        plan.queue.codel = Some(f.codel);
+    }
+    if q.params.limit.is_none() {
+        plan.queue.limit = QueueLimit::Slots(f.limit);
     }
 }
 

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, LinkParams, Parent, QueueParams, Rule,
-    SlotInterval, SlotParams, Target,
+    Action, Codel, Config, DefaultAction, Direction, FqCodel, LinkParams, Parent, QueueParams,
+    Rule, Sched, SlotInterval, SlotParams, Target,
 };
 use crate::net::format_ports;
 use crate::units::{format_rate, format_size, format_time_us};
@@ -158,6 +158,40 @@ pub fn codel_words(c: Codel) -> String {
     w
 }
 
+/// The type of an `fq_codel` sched with every parameter, defaults
+/// included: `fq_codel target T interval I ecn|noecn quantum Q limit L
+/// flows F` (the words after `type`, as `sched show` prints them too).
+///
+/// # Examples
+/// ```
+/// use pspat_config::{fq_codel_words, FqCodel};
+/// assert_eq!(
+///     fq_codel_words(&FqCodel::default()),
+///     "fq_codel target 5ms interval 100ms ecn quantum 1514 limit 10240 flows 1024"
+/// );
+/// ```
+pub fn fq_codel_words(f: &FqCodel) -> String {
+    format!(
+        "fq_codel target {} interval {} {} quantum {} limit {} flows {}",
+        format_time_us(f.codel.target_us),
+        format_time_us(f.codel.interval_us),
+        if f.codel.ecn { "ecn" } else { "noecn" },
+        f.quantum,
+        f.limit,
+        f.flows
+    )
+}
+
+/// A sched's `type` words: `type fq_codel ...` with its parameters, or
+/// `type NAME`; nothing without a type.
+fn sched_type_words(s: &Sched, out: &mut Vec<String>) {
+    match (s.fq_codel, s.alg) {
+        (Some(f), _) => out.push(format!("type {}", fq_codel_words(&f))),
+        (None, Some(alg)) => out.push(format!("type {}", alg.name())),
+        (None, None) => {}
+    }
+}
+
 /// `word P`, or `word P C` with a correlation of successive decisions.
 fn chance_words(word: &str, p: f64, correlation: Option<f64>) -> String {
     match correlation {
@@ -269,9 +303,7 @@ pub fn print_ipfw(config: &Config) -> String {
     let mut out = String::new();
     for s in &config.scheds {
         let mut w = Vec::new();
-        if let Some(alg) = s.alg {
-            w.push(format!("type {}", alg.name()));
-        }
+        sched_type_words(s, &mut w);
         link_words(&s.link, &mut w);
         if let Some(b) = s.buckets {
             w.push(format!("buckets {b}"));
@@ -543,8 +575,24 @@ pub fn print_toml(config: &Config) -> String {
     }
     for s in &config.scheds {
         let _ = writeln!(out, "\n[[sched]]\nnumber = {}", s.number);
-        if let Some(alg) = s.alg {
-            let _ = writeln!(out, "type = {}", quote(alg.name()));
+        match (s.fq_codel, s.alg) {
+            (Some(f), _) => {
+                let _ = writeln!(out, "type = \"fq_codel\"");
+                let _ = writeln!(
+                    out,
+                    "fq_codel = {{ target = {}, interval = {}, ecn = {}, quantum = {}, limit = {}, flows = {} }}",
+                    quote(&format_time_us(f.codel.target_us)),
+                    quote(&format_time_us(f.codel.interval_us)),
+                    f.codel.ecn,
+                    f.quantum,
+                    f.limit,
+                    f.flows
+                );
+            }
+            (None, Some(alg)) => {
+                let _ = writeln!(out, "type = {}", quote(alg.name()));
+            }
+            (None, None) => {}
         }
         toml_link(&s.link, &mut out);
         if let Some(b) = s.buckets {

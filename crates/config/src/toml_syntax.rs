@@ -21,7 +21,10 @@
 //! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`;
 //! `codel` a table with optional `target`, `interval` (times) and `ecn`
 //! (a boolean: `noecn` when false), or `true` for all of dummynet's
-//! defaults (`false`: no CoDel).
+//! defaults (`false`: no CoDel); a sched of `type = "fq_codel"` takes an
+//! `fq_codel` table with optional `target`, `interval`, `ecn`, `quantum`,
+//! `limit` and `flows` (the words after `type fq_codel`), and no other
+//! sched takes one.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
 //! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
 //! `via = "not eth0"`.
@@ -77,6 +80,28 @@ const LOSSSTATE: TableKeyword = TableKeyword {
         let m = LossState::with_defaults(p);
         [m.p13, m.p31, m.p32, m.p23, m.p14]
     },
+};
+
+/// A table of CoDel's parameters, or of fq_codel's: its keys (`ecn`
+/// among them, a boolean) and the names messages give it.
+struct ParameterTable {
+    /// The table's key, as `unknown ... key` names it.
+    name: &'static str,
+    /// Whose `ecn` it is, as its message names it.
+    owner: &'static str,
+    keys: &'static [&'static str],
+}
+
+const CODEL_TABLE: ParameterTable = ParameterTable {
+    name: "codel",
+    owner: "CoDel",
+    keys: &["target", "interval", "ecn"],
+};
+
+const FQ_CODEL_TABLE: ParameterTable = ParameterTable {
+    name: "fq_codel",
+    owner: "fq_codel",
+    keys: &["target", "interval", "ecn", "quantum", "limit", "flows"],
 };
 
 /// Byte offsets to 1-based line and character column.
@@ -271,6 +296,10 @@ impl Reader<'_> {
                     "'codel' takes a table or true (example: codel = { target = \"5ms\", interval = \"100ms\", ecn = true })",
                 ))
             }
+            // A pipe's or queue's `fq_codel` (a sched's is read with its
+            // `type`): the keyword alone, refused by the keyword parser
+            // with what to write instead.
+            _ if kw.text == "fq_codel" => Ok(vec![kw]),
             DeValue::Table(t) if kw.text == "lossstate" => self.table_tokens(kw, t, &LOSSSTATE),
             DeValue::Table(t) if kw.text == "gemodel" => self.table_tokens(kw, t, &GEMODEL),
             DeValue::Table(t) if kw.text == "duplicate" => self.table_tokens(kw, t, &DUPLICATE),
@@ -346,14 +375,19 @@ impl Reader<'_> {
     /// false` as `noecn`.
     fn codel_tokens(&self, kw: Tok, t: &DeTable<'_>) -> Result<Vec<Tok>, Error> {
         let mut toks = vec![kw];
+        toks.extend(self.parameter_tokens(t, &CODEL_TABLE)?);
+        Ok(toks)
+    }
+
+    /// The words of a table of CoDel's or fq_codel's parameters, in the
+    /// table's order: `key value` for each key but `ecn`, whose boolean is
+    /// the word `ecn` or `noecn`.
+    fn parameter_tokens(&self, t: &DeTable<'_>, model: &ParameterTable) -> Result<Vec<Tok>, Error> {
+        let mut toks = Vec::new();
         for (k, v) in t.iter() {
             let key = self.key_tok(k);
-            match key.text.as_str() {
-                "target" | "interval" => {
-                    let v = self.scalar(&key, v)?;
-                    toks.extend([key, v]);
-                }
-                "ecn" => match v.get_ref() {
+            if key.text == "ecn" {
+                match v.get_ref() {
                     DeValue::Boolean(b) => {
                         let mut word = key;
                         word.text = if *b { "ecn" } else { "noecn" }.into();
@@ -364,23 +398,44 @@ impl Reader<'_> {
                         return Err(self.error(
                             &t,
                             ErrorKind::Syntax,
-                            "CoDel's 'ecn' takes true or false",
+                            format!("{}'s 'ecn' takes true or false", model.owner),
                         ));
                     }
-                },
-                _ => {
-                    return Err(self.error(
-                        &key,
-                        ErrorKind::UnknownKeyword,
-                        format!(
-                            "unknown codel key '{}' (allowed: target, interval, ecn)",
-                            key.text
-                        ),
-                    ))
                 }
+            } else if model.keys.contains(&key.text.as_str()) {
+                let v = self.scalar(&key, v)?;
+                toks.extend([key, v]);
+            } else {
+                return Err(self.error(
+                    &key,
+                    ErrorKind::UnknownKeyword,
+                    format!(
+                        "unknown {} key '{}' (allowed: {})",
+                        model.name,
+                        key.text,
+                        model.keys.join(", ")
+                    ),
+                ));
             }
         }
         Ok(toks)
+    }
+
+    /// A sched's `fq_codel` table as the words after `type fq_codel`
+    /// (`fq_codel = { target = "2ms", flows = 256 }` as `target 2ms flows
+    /// 256`); `value` is refused at itself when it is no table.
+    fn fq_codel_tokens(&self, value: &Spanned<DeValue<'_>>) -> Result<Vec<Tok>, Error> {
+        match value.get_ref() {
+            DeValue::Table(t) => self.parameter_tokens(t, &FQ_CODEL_TABLE),
+            other => {
+                let t = self.tok(other.type_str(), value.span().start);
+                Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    "'fq_codel' takes a table (example: fq_codel = { target = \"5ms\", interval = \"100ms\", ecn = true, quantum = 1514, limit = 10240, flows = 1024 })",
+                ))
+            }
+        }
     }
 
     /// `slot = { min = "800us", max = "1ms", packets = 32, bytes = "64KB" }`
@@ -466,12 +521,59 @@ impl Reader<'_> {
         let (number, number_tok) = self.number(table, header)?;
         let mut draft = Draft::default();
         draft.fields.push(("number", number_tok.pos()));
+        // A sched's `fq_codel` table: its words follow `type fq_codel`,
+        // wherever the table stands among the keys.
+        let find = |name: &str| table.iter().find(|(k, _)| k.get_ref() == name);
+        let fq_codel = find("fq_codel").filter(|_| kind == ObjKind::Sched);
+        let type_name = find("type").and_then(|(_, v)| match v.get_ref() {
+            DeValue::String(s) => Some(s.to_ascii_lowercase()),
+            _ => None,
+        });
+        let is_fq_codel = type_name.as_deref() == Some("fq_codel");
         for (k, v) in table.iter() {
             if k.get_ref() == "number" {
                 continue;
             }
             let key = self.key_tok(k);
-            let toks = self.object_tokens(kind, &key, v)?;
+            if kind == ObjKind::Sched && key.text == "fq_codel" {
+                if is_fq_codel {
+                    continue;
+                }
+                let has = match &type_name {
+                    Some(t) => format!("this one's type is \"{t}\""),
+                    None => "this one has no type".to_string(),
+                };
+                return Err(self.error(
+                    &key,
+                    ErrorKind::MissingReference,
+                    format!(
+                        "an 'fq_codel' table needs type = \"fq_codel\" on the same sched ({has})"
+                    ),
+                ));
+            }
+            if kind == ObjKind::Sched && FQ_CODEL_TABLE.keys.contains(&key.text.as_str()) {
+                return Err(self.error(
+                    &key,
+                    ErrorKind::UnknownKeyword,
+                    format!(
+                        "'{}' is a parameter of the fq_codel sched type: in TOML it goes in the sched's fq_codel table (example: type = \"fq_codel\" and fq_codel = {{ {} = {} }})",
+                        key.text,
+                        key.text,
+                        match key.text.as_str() {
+                            "target" => "\"5ms\"",
+                            "interval" => "\"100ms\"",
+                            "ecn" => "true",
+                            "quantum" => "1514",
+                            "limit" => "10240",
+                            _ => "1024",
+                        }
+                    ),
+                ));
+            }
+            let mut toks = self.object_tokens(kind, &key, v)?;
+            if let (true, "type", Some((_, fv))) = (is_fq_codel, key.text.as_str(), fq_codel) {
+                toks.extend(self.fq_codel_tokens(fv)?);
+            }
             let mut cur = Cursor::new(&toks, self.file);
             while cur.peek().is_some() {
                 parse_object_keyword(&mut cur, kind, &mut draft)?;

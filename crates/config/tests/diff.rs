@@ -38,7 +38,15 @@ fn valid_text() -> impl Strategy<Value = String> {
         subsequence(vec![5u32, 6, 7, 8], 0..=4),
         proptest::collection::vec(
             (
-                select(vec!["drr", "qfq", "wf2q+", "fifo", "prio"]),
+                select(vec![
+                    "drr",
+                    "qfq",
+                    "wf2q+",
+                    "fifo",
+                    "prio",
+                    "fq_codel",
+                    "fq_codel target 2ms flows 64 noecn",
+                ]),
                 select(vec!["1Mbit/s", "4Mbit/s"]),
             ),
             4,

@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use pspat_config::{
     Action, AddrList, AddrMatch, Codel, Config, DefaultAction, Direction, Distribution, FlowMask,
-    GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe, PortRange,
-    Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval, SlotParams,
-    Table, TableEntry, Target,
+    FqCodel, GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe,
+    PortRange, Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval,
+    SlotParams, Table, TableEntry, Target,
 };
 use pspat_sched::AlgKind;
 
@@ -148,19 +148,11 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         }),
         real().prop_map(LossState::with_defaults),
     ];
-    let codel =
-        (any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(target_us, interval_us, ecn)| {
-            Codel {
-                target_us,
-                interval_us,
-                ecn,
-            }
-        });
     // One AQM a queue, as the parsers accept: RED, CoDel or neither.
     let aqm = prop_oneof![
         Just((None, None)),
         red.prop_map(|r| (Some(r), None)),
-        codel.prop_map(|c| (None, Some(c))),
+        codel().prop_map(|c| (None, Some(c))),
     ];
     (
         option::of(limit),
@@ -211,6 +203,33 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                 q
             },
         )
+}
+
+/// CoDel's parameters, any values (the parsers store all three).
+fn codel() -> impl Strategy<Value = Codel> {
+    (any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(target_us, interval_us, ecn)| Codel {
+        target_us,
+        interval_us,
+        ecn,
+    })
+}
+
+/// A sched's type: none, any algorithm's name, or `fq_codel` with any
+/// parameters (the parsers store all six, and the type fq with them).
+fn sched_type() -> impl Strategy<Value = (Option<AlgKind>, Option<FqCodel>)> {
+    let fq_codel = (codel(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+        |(codel, quantum, limit, flows)| FqCodel {
+            codel,
+            quantum,
+            limit,
+            flows,
+        },
+    );
+    prop_oneof![
+        option::of(select(AlgKind::ALL.to_vec())).prop_map(|alg| (alg, None)),
+        Just((Some(AlgKind::Fq), Some(FqCodel::default()))),
+        fq_codel.prop_map(|f| (Some(AlgKind::Fq), Some(f))),
+    ]
 }
 
 /// A probability and its correlation (`duplicate P [C]`): a correlation
@@ -385,14 +404,15 @@ fn rule() -> impl Strategy<Value = Rule> {
 pub fn config() -> impl Strategy<Value = Config> {
     let sched = (
         any::<u32>(),
-        option::of(select(AlgKind::ALL.to_vec())),
+        sched_type(),
         link(),
         mask(),
         option::of(any::<u32>()),
     )
-        .prop_map(|(number, alg, link, mask, buckets)| Sched {
+        .prop_map(|(number, (alg, fq_codel), link, mask, buckets)| Sched {
             number,
             alg,
+            fq_codel,
             link,
             mask,
             buckets,

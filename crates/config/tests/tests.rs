@@ -10,6 +10,8 @@ mod diff;
 mod doc_example;
 /// Every example of ipfw(8) parses and prints back in the normal form.
 mod examples;
+/// dummynet's fq_codel sched type, from the text to the plan.
+mod fq_codel;
 /// parse(print(x)) == x for generated models, in both syntaxes; no panic on random text.
 mod roundtrip;
 /// Proptest strategies for models.
