@@ -277,9 +277,18 @@ fn build_link(
         .max_by_key(|r| r.1)
         .map_or(base.queue, |r| r.2);
     let mut pipes = Vec::with_capacity(link.instances as usize);
+    // An fq_codel sched's quantum (FQ's; other algorithms ignore it).
+    let fq_quantum = plan
+        .scheds
+        .get(&link.number)
+        .and_then(|s| s.fq_codel)
+        .map(|f| f.quantum);
     for instance in 0..link.instances {
         let mut sc = SchedulerConfig::new(link.alg);
         sc.capacity = capacity;
+        if let Some(q) = fq_quantum {
+            sc.fq_quantum = q;
+        }
         sc.link_rate_bps = base.bw.map(|r| r.bps());
         let sched = sc.build(table.clone())?;
         let cfg = PipeConfig {
@@ -326,14 +335,28 @@ fn instance_seed(seed: u64, instance: u32) -> u64 {
     splitmix64(&mut s)
 }
 
-/// Builds the classifier and one pipe per link and instance, plus the pass pipe.
+/// The classifier's limits for `plan`: `base` (the flags'), with the cap
+/// of each flowset of an fq_codel sched at the sched's `flows`
+/// ([`Plan::flowset_queue_caps`]) instead of `--max-queues`. Every
+/// classifier of the daemon is built with these, at the start and for a
+/// live change.
+pub(crate) fn plan_limits(base: &ClassifierLimits, plan: &Plan) -> ClassifierLimits {
+    ClassifierLimits {
+        flowset_queues: plan.flowset_queue_caps(),
+        ..base.clone()
+    }
+}
+
+/// Builds the classifier and one pipe per link and instance, plus the pass
+/// pipe; the classifier with [`plan_limits`].
 fn build(
     plan: &Plan,
     limits: &ClassifierLimits,
     capacity: usize,
     spare: Option<u32>,
 ) -> anyhow::Result<Built> {
-    let classifier = Classifier::from_plan(plan, limits).map_err(|e| usage(e.to_string()))?;
+    let classifier = Classifier::from_plan(plan, &plan_limits(limits, plan))
+        .map_err(|e| usage(e.to_string()))?;
     let mut set = PipeSet::new();
     let mut links = Vec::new();
     let mut max_delay_ns = 0u64;
@@ -373,7 +396,7 @@ fn build(
     });
     if set.flows() > pspat_bridge::MAX_FLOWS {
         return Err(usage(format!(
-            "{}: the configuration needs {} flow ids, more than the bridge's {}; lower --max-queues or --max-instances",
+            "{}: the configuration needs {} flow ids, more than the bridge's {}; lower --max-queues, --max-instances or the flows of an fq_codel sched",
             "run",
             set.flows(),
             pspat_bridge::MAX_FLOWS
@@ -1927,6 +1950,238 @@ mod tests {
         }
     }
 
+    /// An fq_codel sched: FQ with its quantum; each flowset capped at its
+    /// `flows`, with the sched's CoDel and limit where it has none of its
+    /// own, and one queue per 5-tuple without a mask of its own; the
+    /// limit bounds the packets of all its flows.
+    #[test]
+    fn an_fq_codel_sched_runs_fq_and_its_flowsets_take_its_codel_limit_and_flows() {
+        let (plan, mut b) = built(
+            "sched 1 config type fq_codel quantum 3000 limit 5 flows 3 target 2ms bw 8Kbit/s\n\
+             queue 1 config sched 1\n\
+             queue 2 config sched 1 mask dst-port 0xffff codel target 9ms queue 7\n\
+             add 100 queue 1 udp from any to any dst-port 1-999\n\
+             add 200 queue 2 udp from any to any dst-port 1000-2000\n",
+        );
+        let layout = b.classifier.layout().link(1).unwrap().clone();
+        let (_, _, _, member) = b.set.members().next().unwrap();
+        let pspat_sched::AnyScheduler::Fq(fq) = member.pipe().scheduler() else {
+            panic!("an fq_codel sched runs FQ");
+        };
+        for range in &layout.ranges {
+            // `flows` (3) dynamic queues, not --max-queues (4), and the
+            // overflow queue.
+            assert_eq!((range.dynamic, range.len()), (3, 4), "{range:?}");
+            assert_eq!(fq.quantum(range.first), Some(3000));
+            let pspat_classify::FlowOwner::Queue(q) = range.owner else {
+                panic!("a sched has no pipe queue");
+            };
+            let want = queue_config(&plan.queues[&q].queue);
+            for i in 0..range.len() {
+                let id = FlowId(range.first.0 + i);
+                assert_eq!(member.pipe().queue_config(id), Some(&want), "queue {q}");
+            }
+        }
+        // Queue 1 has the sched's CoDel (ECN on) and limit; queue 2 its own.
+        let q1 = queue_config(&plan.queues[&1].queue);
+        assert_eq!(q1.limit, QueueLimit::Slots(5));
+        let c = q1.codel.unwrap();
+        assert_eq!(
+            (c.target_ns, c.interval_ns, c.ecn),
+            (2_000_000, 100_000_000, true)
+        );
+        let q2 = queue_config(&plan.queues[&2].queue);
+        assert_eq!(q2.limit, QueueLimit::Slots(7));
+        assert_eq!(q2.codel.unwrap().target_ns, 9_000_000);
+        // Queue 1 has `mask all`: each 5-tuple its own queue, up to 3,
+        // then the overflow queue.
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::default());
+        let flows: Vec<FlowId> = (1..=5u16)
+            .map(|port| offer(&mut b, &mut set, "10.199.0.1", port, u64::from(port)))
+            .collect();
+        let fs = layout
+            .ranges
+            .iter()
+            .find(|r| r.owner == pspat_classify::FlowOwner::Queue(1))
+            .unwrap();
+        let overflow = b.routes.global(1, 0, fs.overflow.unwrap()).unwrap();
+        assert!(flows[0] != flows[1] && flows[1] != flows[2] && flows[0] != flows[2]);
+        assert_eq!((flows[3], flows[4]), (overflow, overflow), "{flows:?}");
+        // The limit is on all the flows together (5 packets), not on each:
+        // a 6th arrival is queued and the longest flow loses its oldest.
+        offer(&mut b, &mut set, "10.199.0.1", 1, 6);
+        let (_, _, _, member) = set.set.members().next().unwrap();
+        assert_eq!(member.pipe().queued(), 5);
+    }
+
+    /// A live change of an fq_codel sched: its CoDel reaches the flowsets'
+    /// queues and its limit the pipe's held limit without a rebuild; its
+    /// quantum or flows rebuild the link.
+    #[test]
+    fn an_fq_codel_sched_changes_live_and_rebuilds_for_its_quantum_or_flows() {
+        let base = "sched 1 config type fq_codel target 2ms flows 3 bw 10Mbit/s\n\
+                    queue 1 config sched 1\n\
+                    queue 2 config sched 1 codel target 9ms\n\
+                    add 100 queue 1 udp from any to any\n\
+                    add 200 queue 2 tcp from any to any\n";
+        let (old, b) = built(base);
+        let layout = b.classifier.layout();
+        let (_, r1) = layout
+            .range_of(pspat_classify::FlowOwner::Queue(1))
+            .unwrap();
+        let new = plan_of(&base.replace("target 2ms flows 3", "target 4ms flows 3 limit 50"));
+        let p = plan_live(&old, &new, &b).unwrap();
+        let held = p.ops.iter().find_map(|op| match op {
+            live::LiveOp::Link { link: 1, config } => Some(config.held_limit),
+            _ => None,
+        });
+        assert_eq!(held, Some(Some(50)), "{:?}", p.ops);
+        let codel = p.ops.iter().find_map(|op| match op {
+            live::LiveOp::Queue {
+                link: 1,
+                first,
+                len,
+                config,
+            } if *first == r1.first.0 && *len == r1.len() => config.codel,
+            _ => None,
+        });
+        assert_eq!(codel.map(|c| c.target_ns), Some(4_000_000), "{:?}", p.ops);
+        // Queue 2 keeps its own CoDel, and takes the new limit: it has no
+        // `queue` size of its own.
+        let (_, r2) = layout
+            .range_of(pspat_classify::FlowOwner::Queue(2))
+            .unwrap();
+        let q2 = p.ops.iter().find_map(|op| match op {
+            live::LiveOp::Queue {
+                link: 1,
+                first,
+                config,
+                ..
+            } if *first == r2.first.0 => Some(*config),
+            _ => None,
+        });
+        let q2 = q2.expect("queue 2's new limit");
+        assert_eq!(q2.codel.map(|c| c.target_ns), Some(9_000_000));
+        assert_eq!(q2.limit, QueueLimit::Slots(50));
+        assert_eq!(p.ops.len(), 3, "{:?}", p.ops);
+        assert!(!p
+            .ops
+            .iter()
+            .any(|op| matches!(op, live::LiveOp::Install { .. })));
+        assert!(
+            p.log.iter().any(|l| l.contains("type fq_codel target 4ms")),
+            "{:?}",
+            p.log
+        );
+        // The quantum, the flows, another type, or bare FQ: rebuilt.
+        for text in [
+            base.replace("target 2ms flows 3", "target 2ms flows 3 quantum 3000"),
+            base.replace("target 2ms flows 3", "target 2ms flows 4"),
+            base.replace("type fq_codel target 2ms flows 3", "type drr"),
+            base.replace("type fq_codel target 2ms flows 3", "type fq"),
+        ] {
+            let p = plan_live(&old, &plan_of(&text), &b).unwrap();
+            assert!(
+                p.ops.iter().any(|op| matches!(
+                    op,
+                    live::LiveOp::Install {
+                        link: 1,
+                        replace: true,
+                        ..
+                    }
+                )),
+                "{text}: {:?}",
+                p.log
+            );
+        }
+    }
+
+    /// Through the control socket: `sched show` prints fq_codel's words, a
+    /// `type fq_codel` line is a whole setting, and the rebuilt link runs
+    /// the new quantum, CoDel, limit and cap.
+    #[test]
+    fn ctl_shows_and_changes_an_fq_codel_sched() {
+        let (live, stop, arbiter) = live_of(
+            "sched 1 config type fq_codel target 2ms flows 3 bw 10Mbit/s\n\
+             queue 1 config sched 1\n\
+             add 100 queue 1 udp from any to any\n",
+        );
+        let words = "fq_codel target 2ms interval 100ms ecn quantum 1514 limit 10240 flows 3";
+        let r = live.request("sched show");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.text.contains(&format!(" sched type {words} instances 1")),
+            "{}",
+            r.text
+        );
+        assert_eq!(r.result["scheds"][0]["fq_codel"], words);
+        assert_eq!(r.result["scheds"][0]["alg"], "fq");
+        // A whole setting: what the line leaves out is at its default, so
+        // `flows` goes back to 1024, and the rebuilt link needs 1025 ids
+        // where the daemon has 64 to spare: refused, naming the flag.
+        let before = live.plan();
+        let r = live.request("ipfw sched 1 config type fq_codel quantum 3000");
+        let e = r.error.as_deref().unwrap();
+        assert!(
+            e.starts_with("sched 1 needs 1025 flow ids") && e.contains("--spare-flows"),
+            "{e}"
+        );
+        assert_eq!(live.plan(), before);
+        let r = live.request("ipfw sched 1 config type fq_codel quantum 3000 flows 30");
+        assert!(r.ok, "{r:?}");
+        assert!(r.text.contains("sched 1 rebuilt"), "{}", r.text);
+        let f = live.plan().scheds[&1].fq_codel.unwrap();
+        assert_eq!(
+            f,
+            pspat_config::FqCodel {
+                quantum: 3000,
+                flows: 30,
+                ..pspat_config::FqCodel::default()
+            }
+        );
+        assert_eq!(live.plan().scheds[&1].link.bw_bps, 10_000_000);
+        let words = "type fq_codel target 5ms interval 100ms ecn quantum 3000 limit 10240 flows 30";
+        let r = live.request("sched show 1");
+        assert!(r.text.contains(words), "{}", r.text);
+        let r = live.request("pipe show 1");
+        assert!(r.text.contains(words), "{}", r.text);
+        // A bad value: refused at its token, nothing changed.
+        let r = live.request("sched 1 config type fq_codel flows 0");
+        assert!(
+            r.error.as_deref().unwrap().starts_with("<ctl>:1:36: "),
+            "{r:?}"
+        );
+        assert_eq!(live.plan().scheds[&1].fq_codel, Some(f));
+        let dynamic = live
+            .classifier
+            .lock()
+            .unwrap()
+            .layout()
+            .range_of(pspat_classify::FlowOwner::Queue(1))
+            .unwrap()
+            .1
+            .dynamic;
+        assert_eq!(dynamic, 30, "the new flows cap");
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let (_, _, _, member) = set.set.members().find(|m| m.0 == 1).unwrap();
+        let pspat_sched::AnyScheduler::Fq(fq) = member.pipe().scheduler() else {
+            panic!("still FQ");
+        };
+        let q = member.pipe().queue_config(FlowId(0)).unwrap();
+        assert_eq!(fq.quantum(FlowId(0)), Some(3000));
+        assert_eq!(
+            q.codel,
+            Some(pspat_sched::pipe::Codel {
+                target_ns: 5_000_000,
+                interval_ns: 100_000_000,
+                ecn: true
+            })
+        );
+        assert_eq!(q.limit, QueueLimit::Slots(10_240));
+    }
+
     fn limits() -> ClassifierLimits {
         ClassifierLimits {
             queues_per_flowset: 4,
@@ -2059,7 +2314,8 @@ mod tests {
 
     /// Plans `old` → `new` on the daemon `b` was built for.
     fn plan_live(old: &Plan, new: &Plan, b: &Built) -> Result<live::Planned, String> {
-        let fresh = Classifier::from_plan(new, &limits()).map_err(|e| e.to_string())?;
+        let fresh =
+            Classifier::from_plan(new, &plan_limits(&limits(), new)).map_err(|e| e.to_string())?;
         plan_in_room(old, new, b, &fresh, b.set.flows())
     }
 

@@ -286,7 +286,8 @@ impl Live {
         // its layout places links added or rebuilt, and it replaces the
         // running one.
         let mut fresh = if live::changes_classifier(&running.plan, &plan) {
-            Some(Classifier::from_plan(&plan, &self.limits).map_err(|e| e.to_string())?)
+            let limits = super::plan_limits(&self.limits, &plan);
+            Some(Classifier::from_plan(&plan, &limits).map_err(|e| e.to_string())?)
         } else {
             None
         };
@@ -650,12 +651,19 @@ impl Live {
                         .map(|p| p.mask)
                         .or_else(|| plan.scheds.get(&l.number).map(|s| s.mask));
                     let live_instances = c.instance_stats(l.number).map(|s| s.live);
+                    // An fq_codel sched: its type with every parameter,
+                    // as the configuration prints it.
+                    let fq_codel = plan
+                        .scheds
+                        .get(&l.number)
+                        .and_then(|s| s.fq_codel)
+                        .map(|f| pspat_config::fq_codel_words(&f));
                     text.push_str(&format!(
                         "{:05}: {} {} type {} instances {}{}\n",
                         l.number,
                         rate_text(l.bw_bps),
                         l.kind,
-                        l.alg,
+                        fq_codel.clone().unwrap_or_else(|| l.alg.to_string()),
                         l.instances,
                         live_instances.map_or(String::new(), |n| format!(" (in use {n})")),
                     ));
@@ -663,6 +671,7 @@ impl Live {
                         "number": l.number,
                         "kind": l.kind,
                         "alg": l.alg.to_string(),
+                        "fq_codel": fq_codel,
                         "bw_bps": l.bw_bps,
                         "delay_ns": l.delay_ns,
                         "instances": l.instances,
@@ -933,14 +942,20 @@ fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> R
 pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
     // A deleted link's row keeps what it was, even if its number is back.
     for l in links.iter_mut().filter(|l| !l.removed) {
-        let (link, queue) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
-            (Some(p), _) => (&p.link, Some(&p.queue)),
-            (None, Some(s)) => (&s.link, None),
+        let (link, queue, fq_codel) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number))
+        {
+            (Some(p), _) => (&p.link, Some(&p.queue), None),
+            (None, Some(s)) => (&s.link, None, s.fq_codel),
             _ => continue,
         };
         l.bw_bps = (link.bw_bps > 0).then_some(link.bw_bps);
         l.delay_ns = link.delay_us.saturating_mul(1_000);
-        let mut words = super::live::link_extras(link);
+        // An fq_codel sched's type and parameters first, as its line
+        // writes them.
+        let mut words = fq_codel.map_or(String::new(), |f| {
+            format!(" type {}", pspat_config::fq_codel_words(&f))
+        });
+        words.push_str(&super::live::link_extras(link));
         if let Some(q) = queue {
             if q.plr > 0.0 {
                 words.push_str(&format!(" plr {}", q.plr));

@@ -30,6 +30,12 @@
 //!   a deleted flowset are dropped as `flow_removed`); frames routed to
 //!   its old ids before the classifier changed follow them there.
 //!
+//! * an `fq_codel` sched's `target`, `interval` and `ecn` (its flowsets'
+//!   CoDel, set on their queues as a queue's parameters) and its `limit`
+//!   (each pipe's held limit, [`Pipe::reconfigure`]); its `quantum` or
+//!   `flows`, or a type changed to or from `fq_codel`, rebuild the link
+//!   as a new scheduler type does (the flowsets' masks, CoDel and limits
+//!   follow the sched's in the new plan);
 //! * a new mask of a running pipe, sched or flowset: the link is rebuilt,
 //!   and each packet it holds goes to the instance and dynamic queue its
 //!   own key (its frame's headers read again) has under the new masks, so
@@ -232,7 +238,8 @@ fn rebuilds(old: &Plan, change: &Change) -> Option<(Vec<u32>, bool)> {
             Some(o)
                 if s.alg != o.alg
                     || s.link.reorder != o.link.reorder
-                    || (s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps) =>
+                    || (s.alg == AlgKind::Wf2qPlus && s.link.bw_bps != o.link.bw_bps)
+                    || fq_built(s) != fq_built(o) =>
             {
                 Some((vec![s.number], false))
             }
@@ -251,6 +258,24 @@ fn rebuilds(old: &Plan, change: &Change) -> Option<(Vec<u32>, bool)> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// What an fq_codel sched's pipes are built with and cannot change while
+/// they run: the scheduler's quantum, and the flowsets' cap of dynamic
+/// queues (their flow ids). `None` for other scheds. Its `limit` (each
+/// pipe's held limit) changes with [`Pipe::reconfigure`], its CoDel with
+/// its flowsets' queues ([`Pipe::set_queue`]).
+fn fq_built(s: &pspat_config::SchedPlan) -> Option<(u32, u32)> {
+    s.fq_codel.map(|f| (f.quantum, f.flows))
+}
+
+/// The `type` words of a sched for a log line: `type fq_codel ...` with
+/// its parameters, or `type NAME`.
+fn type_text(s: &pspat_config::SchedPlan) -> String {
+    match &s.fq_codel {
+        Some(f) => format!("type {}", pspat_config::fq_codel_words(f)),
+        None => format!("type {}", s.alg),
     }
 }
 
@@ -484,9 +509,9 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::RemoveQueue(n) => out.log.push(format!("queue {n} deleted")),
             Change::ChangeSched(s) if s.mask != old.scheds[&s.number].mask => {
                 out.log.push(format!(
-                    "sched {}: new mask, type {} {} (its instances and dynamic queues are carried over)",
+                    "sched {}: new mask, {} {} (its instances and dynamic queues are carried over)",
                     s.number,
-                    s.alg,
+                    type_text(&s),
                     link_text(&s.link)
                 ));
             }
@@ -512,9 +537,9 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             }
             Change::ChangeSched(s) if fresh(s.number) => {
                 out.log.push(format!(
-                    "sched {}: type {} {}",
+                    "sched {}: {} {}",
                     s.number,
-                    s.alg,
+                    type_text(&s),
                     link_text(&s.link)
                 ));
             }
@@ -544,7 +569,11 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::ChangeSched(s) => {
                 let o = &old.scheds[&s.number];
                 let what = format!("sched {}", s.number);
-                if s.link != o.link {
+                // An fq_codel sched's limit is its pipes' held limit: set
+                // as the link is (its CoDel goes with the flowsets'
+                // queues, its quantum and flows rebuild the link).
+                let limit = |p: &pspat_config::SchedPlan| p.fq_codel.map(|f| f.limit);
+                if s.link != o.link || limit(&s) != limit(o) {
                     let config = sched_config(&s, new.seed).map_err(|e| format!("{what}: {e}"))?;
                     config.validate().map_err(|e| format!("{what}: {e}"))?;
                     out.ops.push(LiveOp::Link {
@@ -552,6 +581,9 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                         config: Box::new(config),
                     });
                     out.log.push(format!("{what}: {}", link_text(&s.link)));
+                }
+                if s.fq_codel != o.fq_codel {
+                    out.log.push(format!("{what}: {}", type_text(&s)));
                 }
             }
             Change::ChangePipe(p) => {
