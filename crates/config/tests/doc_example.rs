@@ -185,3 +185,44 @@ fn the_not_before_options_examples_load_in_both_syntaxes() {
         }
     }
 }
+
+/// The first fenced block with this language tag after `heading`.
+fn block_after(heading: &str, tag: &str) -> String {
+    let from = DOC
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading} in docs/CONFIG.md"));
+    let open = format!("```{tag}\n");
+    let start = from
+        + DOC[from..]
+            .find(&open)
+            .unwrap_or_else(|| panic!("no ```{tag} block after {heading}"))
+        + open.len();
+    let len = DOC[start..].find("```").expect("the block is closed");
+    DOC[start..start + len].to_string()
+}
+
+#[test]
+fn the_fq_codel_example_loads_in_both_syntaxes_and_lowers_as_the_text_says() {
+    use pspat_config::{Codel, FlowMask, FqCodel, QueueLimit};
+    let heading = "\n## FQ-CoDel\n";
+    let toml = block_after(heading, "toml");
+    let ipfw = block_after(heading, "ipfw");
+    let cfg = parse_toml(&toml, "fq.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(print_ipfw(&cfg), ipfw, "the ipfw form is the printer's");
+    assert_eq!(parse_ipfw(&ipfw, "fq.ipfw").unwrap(), cfg);
+    let plan = cfg.validate(&NoProfiles).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.scheds[&1].fq_codel, Some(FqCodel::default()));
+    let (q1, q2) = (&plan.queues[&1], &plan.queues[&2]);
+    assert_eq!(q1.mask, FlowMask::all());
+    assert_eq!(q1.queue.codel, Some(FqCodel::default().codel));
+    assert_eq!(q1.queue.limit, QueueLimit::Slots(10_240));
+    assert_eq!(u32::from(q2.mask.dst_ip), 0xffff_ffff);
+    assert_eq!(
+        q2.queue.codel,
+        Some(Codel {
+            target_us: 2_000,
+            ..Codel::default()
+        })
+    );
+    assert_eq!(plan.flowset_queue_caps(), [(1, 1024), (2, 1024)].into());
+}
