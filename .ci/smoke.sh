@@ -200,6 +200,28 @@ grep -q 'codel = { target = "2ms", interval = "100ms", ecn = true }' "$cfgdir/co
 "$bin" config check "$cfgdir/codel.toml" > /dev/null
 printf 'pipe 1 config bw 10Mbit/s codel target 0ms\n' > "$cfgdir/codel-zero.ipfw"
 expect_usage_error config check "$cfgdir/codel-zero.ipfw"
+# dummynet's fq_codel sched type: every parameter printed; to TOML with its table and back; its flowset
+# lowered in the plan; fq_pie and a quantum of 0 exit 2.
+printf 'ipfw sched 1 config type fq_codel target 2ms flows 256 bw 10Mbit/s\nqueue 1 config sched 1\n' > "$cfgdir/fq-codel.ipfw"
+"$bin" config check "$cfgdir/fq-codel.ipfw" | grep -q "sched 1 config type fq_codel target 2ms interval 100ms ecn quantum 1514 limit 10240 flows 256 bw 10Mbit/s" || {
+  echo "FAIL: config check fq-codel.ipfw -> $("$bin" config check "$cfgdir/fq-codel.ipfw" 2>&1)"
+  fails=$((fails + 1))
+}
+"$bin" config convert "$cfgdir/fq-codel.ipfw" --to toml > "$cfgdir/fq-codel.toml"
+grep -q 'fq_codel = { target = "2ms", interval = "100ms", ecn = true, quantum = 1514, limit = 10240, flows = 256 }' "$cfgdir/fq-codel.toml" || {
+  echo "FAIL: config convert fq-codel.ipfw --to toml -> $(cat "$cfgdir/fq-codel.toml")"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/fq-codel.toml" > /dev/null
+"$bin" config check --json "$cfgdir/fq-codel.ipfw" > "$cfgdir/fq-codel.json"
+grep -q '"target_us": 2000' "$cfgdir/fq-codel.json" || {
+  echo "FAIL: config check --json fq-codel.ipfw has no lowered CoDel"
+  fails=$((fails + 1))
+}
+printf 'sched 1 config type fq_pie\n' > "$cfgdir/fq-pie.ipfw"
+expect_usage_error config check "$cfgdir/fq-pie.ipfw"
+printf 'sched 1 config type fq_codel quantum 0\nqueue 1 config sched 1\n' > "$cfgdir/fq-codel-zero.ipfw"
+expect_usage_error config check "$cfgdir/fq-codel-zero.ipfw"
 expect_usage_error config from-netem --pipe 0 delay 10ms
 # The documented maximum capacity needs about 18 GiB: refused where that is more than half of the memory.
 avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
