@@ -46,8 +46,16 @@
 //! whose deficit is used up (each then earns a quantum of at least one
 //! byte, so a packet of L bytes needs at most ⌈L/Q⌉ passes) and over empty
 //! flows (each leaves a list, and joined it by an enqueue). Memory: the
-//! [`PacketQueues`] arena and 16 bytes per flow slot (deficit, quantum,
-//! list link, list tag).
+//! [`PacketQueues`] arena, 16 bytes per flow slot (deficit, quantum,
+//! list link, list tag) and 160 bytes of read-ahead.
+//!
+//! # Read-ahead
+//! As DRR's (`crate::drr`): the flows after a list's head are served
+//! next, and each one's packets are a chain of chunks that serving it
+//! alone would walk one dependent cache miss at a time. Each time the head
+//! of the list being served leaves, up to two more of the next [`SCOUTS`]
+//! flows on that list get a [`Scout`] over at most 16 chunks of their
+//! queue, and each dequeue moves one scout one chunk on.
 //!
 //! # Guarantees
 //! Among flows that stay backlogged, a round of the old list gives each
@@ -66,11 +74,15 @@
 //!   queue limits are the pipe's (see the `fq_codel` sched type in
 //!   docs/CONFIG.md).
 
+use crate::drr::SCOUTS;
 use crate::scheduler::purged;
 use crate::{
     ConfigError, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, PacketQueues, Rejected,
-    Scheduler,
+    Scheduler, Scout,
 };
+
+/// Chunks (of four packets) a scout reads ahead in one flow's queue.
+const SCOUT_CHUNKS: u32 = 16;
 
 /// Default quantum in bytes (dummynet's and Linux's: one Ethernet frame
 /// with its header).
@@ -134,6 +146,18 @@ pub struct Fq {
     quantum: u32,
     /// The smallest weight the quanta were computed with.
     min_weight: u32,
+    /// Read-ahead (module docs): cursors over the queues of the flows
+    /// after the old list's head, stepped one chunk per dequeue.
+    scouts: [Scout; SCOUTS],
+    /// The scout the next dequeue steps, and the one the next started
+    /// replaces.
+    scout_turn: usize,
+    scout_next: usize,
+    /// The last flow given a scout, or [`NIL`], the list it is on, and
+    /// how many places it is behind that list's head.
+    ahead: u32,
+    ahead_on: List,
+    ahead_by: usize,
 }
 
 /// ⌈q·w / w_min⌉, saturated to what a deficit can hold.
@@ -175,6 +199,12 @@ impl Fq {
             old: Chain::EMPTY,
             quantum,
             min_weight: 0,
+            scouts: [Scout::DONE; SCOUTS],
+            scout_turn: 0,
+            scout_next: 0,
+            ahead: NIL,
+            ahead_on: List::None,
+            ahead_by: 0,
         };
         s.recompute_quanta();
         Ok(s)
@@ -243,7 +273,37 @@ impl Fq {
         }
         self.state[f as usize].next = NIL;
         self.state[f as usize].list = List::None;
+        self.read_ahead(list, f);
         f
+    }
+
+    /// The head of `list` was taken off: the flows behind it move one
+    /// place up, and up to two more flows get a scout over their queues,
+    /// so that about [`SCOUTS`] flows behind the head have their first
+    /// packets on the way to the cache when their turn comes. Scouts only
+    /// read memory; they never change a decision.
+    #[inline]
+    fn read_ahead(&mut self, list: List, popped: u32) {
+        if self.ahead == popped || self.ahead == NIL || self.ahead_on != list {
+            self.ahead = self.chain(list).head;
+            self.ahead_on = list;
+            self.ahead_by = 0;
+        } else {
+            self.ahead_by = self.ahead_by.saturating_sub(1);
+        }
+        for _ in 0..2 {
+            if self.ahead == NIL || self.ahead_by >= SCOUTS {
+                break;
+            }
+            let next = self.state[self.ahead as usize].next;
+            if next == NIL {
+                break;
+            }
+            self.ahead = next;
+            self.ahead_by += 1;
+            self.scouts[self.scout_next] = self.queues.scout(next as usize, SCOUT_CHUNKS);
+            self.scout_next = (self.scout_next + 1) % SCOUTS;
+        }
     }
 
     /// Takes `f` off whichever list holds it.
@@ -252,6 +312,8 @@ impl Fq {
         if list == List::None {
             return;
         }
+        // The read-ahead starts again from the head.
+        self.ahead = NIL;
         let head = self.chain(list).head;
         if head == f {
             self.pop_head(list);
@@ -310,6 +372,9 @@ impl Scheduler for Fq {
                 Some(pkt) => {
                     let st = &mut self.state[f as usize];
                     st.deficit -= pkt.len as i32;
+                    let turn = self.scout_turn;
+                    self.scout_turn = (turn + 1) % SCOUTS;
+                    self.queues.scout_step(&mut self.scouts[turn]);
                     return Some(pkt);
                 }
                 None => {
