@@ -70,9 +70,10 @@
 //! * No hashing: flows are the table's flow ids. In pspat the classifier
 //!   gives each 5-tuple its own queue (the `fq_codel` sched type implies
 //!   `mask all`), so there are no collisions below the flowset's cap.
-//! * No AQM and no drop from the longest queue on overflow: CoDel and the
-//!   queue limits are the pipe's (see the `fq_codel` sched type in
-//!   docs/CONFIG.md).
+//! * No AQM and no limit of its own: CoDel and the limit on all the
+//!   queues together (dropping from the head of the longest, through
+//!   [`Scheduler::drop_head`]) are the pipe's (`PipeConfig::held_limit`;
+//!   the `fq_codel` sched type in docs/CONFIG.md).
 
 use crate::drr::SCOUTS;
 use crate::scheduler::purged;
