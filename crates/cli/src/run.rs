@@ -2163,6 +2163,7 @@ mod tests {
             .1
             .dynamic;
         assert_eq!(dynamic, 30, "the new flows cap");
+        // Release: pairs with the stand-in arbiter's Acquire load.
         stop.store(true, Ordering::Release);
         let set = arbiter.join().unwrap();
         let (_, _, _, member) = set.set.members().find(|m| m.0 == 1).unwrap();

@@ -56,6 +56,10 @@ fn assert_error(e: &Error, at: (u32, u32, &str), kind: ErrorKind, message: &str)
     );
 }
 
+/// An input, the line, column and token of its error, its kind and
+/// message.
+type ErrorCase = (String, (u32, u32, &'static str), ErrorKind, String);
+
 const EXAMPLE: &str =
     "sched 1 config type fq_codel target 5ms quantum 1514 limit 10240 flows 1024 bw 10Mbit/s";
 
@@ -285,35 +289,94 @@ fn toml_errors_name_their_key_or_value() {
 #[test]
 fn ipfw_errors_name_the_offending_token() {
     let head = "sched 1 config type fq_codel";
-    // A value missing, and one that is not a number or a time.
-    let e = error_of(&format!("{head} quantum"));
-    assert_error(
-        &e,
-        (1, 30, "quantum"),
-        ErrorKind::Syntax,
-        "'quantum' needs a value (example: 1514)",
-    );
-    let e = error_of(&format!("{head} flows 1024 limit"));
-    assert_error(
-        &e,
-        (1, 41, "limit"),
-        ErrorKind::Syntax,
-        "'limit' needs a value (example: 10240)",
-    );
-    let e = error_of(&format!("{head} target"));
-    assert_error(
-        &e,
-        (1, 30, "target"),
-        ErrorKind::Syntax,
-        "'target' needs a value (example: 5ms)",
-    );
-    let e = error_of(&format!("{head} quantum 1.5KB"));
-    assert_error(
-        &e,
-        (1, 38, "1.5KB"),
-        ErrorKind::Syntax,
-        "'1.5KB' is not a whole number",
-    );
+    // Each input's one error: line, column, token, kind and message. A
+    // value missing or not a number; a parameter given twice, `ecn` with
+    // `noecn`; a parameter after another keyword ended them; one outside
+    // fq_codel (another sched type, before the type, pipe and queue
+    // lines); `fq_pie`, named as unsupported with the type that is.
+    let cases: Vec<ErrorCase> = vec![
+        (
+            format!("{head} quantum"),
+            (1, 30, "quantum"),
+            ErrorKind::Syntax,
+            "'quantum' needs a value (example: 1514)".to_string(),
+        ),
+        (
+            format!("{head} flows 1024 limit"),
+            (1, 41, "limit"),
+            ErrorKind::Syntax,
+            "'limit' needs a value (example: 10240)".to_string(),
+        ),
+        (
+            format!("{head} target"),
+            (1, 30, "target"),
+            ErrorKind::Syntax,
+            "'target' needs a value (example: 5ms)".to_string(),
+        ),
+        (
+            format!("{head} quantum 1.5KB"),
+            (1, 38, "1.5KB"),
+            ErrorKind::Syntax,
+            "'1.5KB' is not a whole number".to_string(),
+        ),
+        (
+            format!("{head} quantum 1 flows 2 quantum 3"),
+            (1, 48, "quantum"),
+            ErrorKind::Duplicate,
+            "'quantum' is given twice in this statement".to_string(),
+        ),
+        (
+            format!("{head} ecn quantum 1514 noecn"),
+            (1, 47, "noecn"),
+            ErrorKind::Duplicate,
+            "'noecn' after 'ecn' (column 30): fq_codel takes one of ecn and noecn".to_string(),
+        ),
+        (
+            format!("{head} target 2ms bw 10Mbit/s flows 256"),
+            (1, 53, "flows"),
+            ErrorKind::UnknownKeyword,
+            format!("'flows' after another keyword: the parameters of fq_codel go right after 'type fq_codel', before the sched's other keywords (example: {EXAMPLE})"),
+        ),
+        (
+            "sched 1 config type drr quantum 1514".to_string(),
+            (1, 25, "quantum"),
+            ErrorKind::UnknownKeyword,
+            format!("'quantum' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {EXAMPLE}); this sched's type is drr"),
+        ),
+        (
+            "sched 1 config flows 64 type fq_codel".to_string(),
+            (1, 16, "flows"),
+            ErrorKind::UnknownKeyword,
+            format!("'flows' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {EXAMPLE})"),
+        ),
+        (
+            "pipe 1 config bw 1Mbit/s limit 100".to_string(),
+            (1, 26, "limit"),
+            ErrorKind::UnknownKeyword,
+            format!("'limit' is a parameter of the fq_codel sched type, not a pipe keyword: write it on the sched line right after 'type fq_codel' (example: {EXAMPLE}); a queue's own size is 'queue N'"),
+        ),
+        (
+            "queue 1 config sched 1 quantum 300".to_string(),
+            (1, 24, "quantum"),
+            ErrorKind::UnknownKeyword,
+            format!("'quantum' is a parameter of the fq_codel sched type, not a queue keyword: write it on the sched line right after 'type fq_codel' (example: {EXAMPLE})"),
+        ),
+        (
+            "sched 1 config fq_codel".to_string(),
+            (1, 16, "fq_codel"),
+            ErrorKind::UnknownKeyword,
+            format!("fq_codel is a scheduler type: write 'type fq_codel' (example: {EXAMPLE})"),
+        ),
+        (
+            "ipfw sched 1 config type fq_pie target 15ms".to_string(),
+            (1, 26, "fq_pie"),
+            ErrorKind::UnknownKeyword,
+            format!("scheduler type 'fq_pie' (dummynet's FQ-PIE) is not supported by pspat; its flow-queueing type is fq_codel (example: {EXAMPLE})"),
+        ),
+    ];
+    for (input, at, kind, message) in &cases {
+        assert_error(&error_of(input), *at, *kind, message);
+    }
     let e = error_of(&format!("{head} interval soon"));
     assert_eq!(
         (e.column, e.token.as_str(), e.kind),
@@ -389,91 +452,25 @@ fn ipfw_errors_name_the_offending_token() {
     ] {
         plan(&format!("{head} {words}\nqueue 1 config sched 1"));
     }
-    // Given twice, at the second; ecn with noecn, at the second.
-    let e = error_of(&format!("{head} quantum 1 flows 2 quantum 3"));
-    assert_error(
-        &e,
-        (1, 48, "quantum"),
-        ErrorKind::Duplicate,
-        "'quantum' is given twice in this statement",
-    );
+    // Given twice, at the second.
     let e = error_of(&format!("{head} target 1ms target 2ms"));
     assert_eq!(
         (e.column, e.token.as_str(), e.kind),
         (41, "target", ErrorKind::Duplicate)
-    );
-    let e = error_of(&format!("{head} ecn quantum 1514 noecn"));
-    assert_error(
-        &e,
-        (1, 47, "noecn"),
-        ErrorKind::Duplicate,
-        "'noecn' after 'ecn' (column 30): fq_codel takes one of ecn and noecn",
     );
     let e = error_of(&format!("{head} type drr"));
     assert_eq!(
         (e.column, e.token.as_str(), e.kind),
         (30, "type", ErrorKind::Duplicate)
     );
-    // A parameter after another keyword ended them.
-    let e = error_of(&format!("{head} target 2ms bw 10Mbit/s flows 256"));
-    assert_error(
-        &e,
-        (1, 53, "flows"),
-        ErrorKind::UnknownKeyword,
-        &format!("'flows' after another keyword: the parameters of fq_codel go right after 'type fq_codel', before the sched's other keywords (example: {EXAMPLE})"),
-    );
+    // A parameter after another keyword.
     let e = error_of(&format!("{head} bw 10Mbit/s ecn"));
     assert_eq!((e.column, e.token.as_str()), (42, "ecn"), "{e}");
-    // Outside fq_codel: on another sched type, before the type, on pipe
-    // and queue lines.
-    let e = error_of("sched 1 config type drr quantum 1514");
-    assert_error(
-        &e,
-        (1, 25, "quantum"),
-        ErrorKind::UnknownKeyword,
-        &format!("'quantum' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {EXAMPLE}); this sched's type is drr"),
-    );
-    let e = error_of("sched 1 config flows 64 type fq_codel");
-    assert_error(
-        &e,
-        (1, 16, "flows"),
-        ErrorKind::UnknownKeyword,
-        &format!("'flows' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {EXAMPLE})"),
-    );
-    let e = error_of("pipe 1 config bw 1Mbit/s limit 100");
-    assert_error(
-        &e,
-        (1, 26, "limit"),
-        ErrorKind::UnknownKeyword,
-        &format!("'limit' is a parameter of the fq_codel sched type, not a pipe keyword: write it on the sched line right after 'type fq_codel' (example: {EXAMPLE}); a queue's own size is 'queue N'"),
-    );
-    let e = error_of("queue 1 config sched 1 quantum 300");
-    assert_error(
-        &e,
-        (1, 24, "quantum"),
-        ErrorKind::UnknownKeyword,
-        &format!("'quantum' is a parameter of the fq_codel sched type, not a queue keyword: write it on the sched line right after 'type fq_codel' (example: {EXAMPLE})"),
-    );
-    let e = error_of("sched 1 config fq_codel");
-    assert_error(
-        &e,
-        (1, 16, "fq_codel"),
-        ErrorKind::UnknownKeyword,
-        &format!("fq_codel is a scheduler type: write 'type fq_codel' (example: {EXAMPLE})"),
-    );
     // `target` and `interval` stay CoDel's words on pipes and queues.
     let e = error_of("pipe 1 config target 5ms");
     assert!(
         e.message.starts_with("unknown pipe keyword 'target'"),
         "{e}"
-    );
-    // fq_pie: named as unsupported, with the type that is.
-    let e = error_of("ipfw sched 1 config type fq_pie target 15ms");
-    assert_error(
-        &e,
-        (1, 26, "fq_pie"),
-        ErrorKind::UnknownKeyword,
-        &format!("scheduler type 'fq_pie' (dummynet's FQ-PIE) is not supported by pspat; its flow-queueing type is fq_codel (example: {EXAMPLE})"),
     );
     // An unknown type lists fq_codel among the allowed.
     let e = error_of("sched 1 config type fq_cdel");

@@ -132,7 +132,7 @@ pub struct Drr {
 }
 
 /// ⌈L·w / w_min⌉: at most 65535 · 65536 < 2³² (module docs).
-fn quantum_for(basis: (u32, u32), weight: u32) -> u32 {
+pub(crate) fn quantum_for(basis: (u32, u32), weight: u32) -> u32 {
     let (l, wmin) = basis;
     let q = (u64::from(l) * u64::from(weight)).div_ceil(u64::from(wmin.max(1)));
     u32::try_from(q).unwrap_or(u32::MAX)

@@ -161,10 +161,9 @@ pub struct Fq {
     ahead_by: usize,
 }
 
-/// ⌈q·w / w_min⌉, saturated to what a deficit can hold.
+/// DRR's ⌈q·w / w_min⌉, capped to what a deficit can hold.
 fn quantum_for(q: u32, w_min: u32, weight: u32) -> u32 {
-    let v = (u64::from(q) * u64::from(weight)).div_ceil(u64::from(w_min.max(1)));
-    u32::try_from(v.min(i32::MAX as u64 / 2)).unwrap_or(u32::MAX)
+    crate::drr::quantum_for((q, w_min), weight).min(i32::MAX as u32 / 2)
 }
 
 impl Fq {

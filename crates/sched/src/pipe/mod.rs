@@ -940,15 +940,7 @@ impl<S: Scheduler> Pipe<S> {
         let Some(pkt) = self.sched.drop_head(FlowId(i as u32)) else {
             return false;
         };
-        if let Some(Queue { state: st, .. }) = self.queues.get_mut(i) {
-            st.slots = st.slots.saturating_sub(1);
-            st.bytes = st.bytes.saturating_sub(pkt.len.into());
-            if st.slots == 0 {
-                if let Some(fs) = self.filter_state.get_mut(i) {
-                    fs.empty_since = now;
-                }
-            }
-        }
+        self.left_queue(i, pkt.len, now);
         // Its enqueue time, when the pipe keeps them, leaves with it.
         self.take_head_time(i);
         self.debug_check_times(i);
@@ -956,6 +948,22 @@ impl<S: Scheduler> Pipe<S> {
         self.line
             .insert(at, pkt, Fate::Dropped(DropReason::QueueFull));
         true
+    }
+
+    /// A packet of `len` bytes left queue `i` at `at` (to the link, or
+    /// dropped from its head): its length counts down, and a queue left
+    /// empty starts its idle time (RED's) then.
+    #[inline(always)] // on the per-packet path of move_to_line
+    fn left_queue(&mut self, i: usize, len: u32, at: Instant) {
+        if let Some(Queue { state: st, .. }) = self.queues.get_mut(i) {
+            st.slots = st.slots.saturating_sub(1);
+            st.bytes = st.bytes.saturating_sub(len.into());
+            if st.slots == 0 {
+                if let Some(fs) = self.filter_state.get_mut(i) {
+                    fs.empty_since = at;
+                }
+            }
+        }
     }
 
     /// In debug builds, asserts that queue `i` has one enqueue time per
@@ -1294,16 +1302,7 @@ impl<S: Scheduler> Pipe<S> {
     /// `pkt` leaves the scheduler at `start`: through the link into the line.
     #[inline(always)] // once per packet, inside the link loop
     fn move_to_line(&mut self, start: Instant, pkt: Packet) {
-        let i = pkt.flow.index();
-        if let Some(Queue { state: st, .. }) = self.queues.get_mut(i) {
-            st.slots = st.slots.saturating_sub(1);
-            st.bytes = st.bytes.saturating_sub(pkt.len.into());
-            if st.slots == 0 {
-                if let Some(fs) = self.filter_state.get_mut(i) {
-                    fs.empty_since = start;
-                }
-            }
-        }
+        self.left_queue(pkt.flow.index(), pkt.len, start);
         if self.fixed_delay {
             // A fixed delay: the exit is the link's finish plus the delay,
             // appended to the ring (the general path below, for no draw).
