@@ -2016,10 +2016,11 @@ mod tests {
     }
 
     /// A live change of an fq_codel sched: its CoDel reaches the flowsets'
-    /// queues and its limit the pipe's held limit without a rebuild; its
-    /// quantum or flows rebuild the link.
+    /// queues, its limit the pipe's held limit and its quantum the pipe's
+    /// FQ without a rebuild (undone with the rest of a refused change); its
+    /// flows rebuild the link.
     #[test]
-    fn an_fq_codel_sched_changes_live_and_rebuilds_for_its_quantum_or_flows() {
+    fn an_fq_codel_sched_changes_live_and_rebuilds_for_its_flows() {
         let base = "sched 1 config type fq_codel target 2ms flows 3 bw 10Mbit/s\n\
                     queue 1 config sched 1\n\
                     queue 2 config sched 1 codel target 9ms\n\
@@ -2074,9 +2075,70 @@ mod tests {
             "{:?}",
             p.log
         );
-        // The quantum, the flows, another type, or bare FQ: rebuilt.
+        // The quantum: set on the running FQ, which keeps its packets.
+        let (_, mut b) = built(base);
+        let q = plan_live(
+            &old,
+            &plan_of(&base.replace("flows 3", "flows 3 quantum 3000")),
+            &b,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                q.ops[..],
+                [live::LiveOp::Quantum {
+                    link: 1,
+                    bytes: 3000,
+                    old: 1514
+                }]
+            ),
+            "{:?}",
+            q.ops
+        );
+        assert!(
+            q.log.iter().any(|l| l.contains("quantum 3000")),
+            "{:?}",
+            q.log
+        );
+        let fq_quantum = |b: &Built| match b
+            .set
+            .members()
+            .find(|m| m.0 == 1)
+            .unwrap()
+            .3
+            .pipe()
+            .scheduler()
+        {
+            pspat_sched::AnyScheduler::Fq(fq) => fq.quantum(FlowId(r1.first.0)),
+            _ => panic!("an fq_codel sched runs FQ"),
+        };
+        let mut gone = Vec::new();
+        live::apply(&mut b.set, pspat_sched::Instant::ZERO, q.ops, &mut gone).unwrap();
+        assert!(gone.is_empty());
+        assert_eq!(fq_quantum(&b), Some(3000));
+        // Refused in part, nothing applied: the quantum goes back.
+        let bad = vec![
+            live::LiveOp::Quantum {
+                link: 1,
+                bytes: 500,
+                old: 3000,
+            },
+            live::LiveOp::Flow {
+                link: 1,
+                first: r1.first.0,
+                len: 1,
+                params: pspat_sched::FlowParams {
+                    weight: 0,
+                    ..pspat_sched::FlowParams::default()
+                },
+                old: pspat_sched::FlowParams::default(),
+            },
+        ];
+        let e = live::apply(&mut b.set, pspat_sched::Instant::ZERO, bad, &mut gone).unwrap_err();
+        assert!(e.contains("weight"), "{e}");
+        assert_eq!(fq_quantum(&b), Some(3000));
+        // The flows, another type, or bare FQ: rebuilt.
         for text in [
-            base.replace("target 2ms flows 3", "target 2ms flows 3 quantum 3000"),
             base.replace("target 2ms flows 3", "target 2ms flows 4"),
             base.replace("type fq_codel target 2ms flows 3", "type drr"),
             base.replace("type fq_codel target 2ms flows 3", "type fq"),
@@ -2117,6 +2179,11 @@ mod tests {
         );
         assert_eq!(r.result["scheds"][0]["fq_codel"], words);
         assert_eq!(r.result["scheds"][0]["alg"], "fq");
+        // The quantum alone changes in place: no rebuild, no ids needed.
+        let r = live.request("sched 1 config type fq_codel target 2ms flows 3 quantum 2000");
+        assert!(r.ok, "{r:?}");
+        assert!(!r.text.contains("rebuilt"), "{}", r.text);
+        assert!(r.text.contains("quantum 2000"), "{}", r.text);
         // A whole setting: what the line leaves out is at its default, so
         // `flows` goes back to 1024, and the rebuilt link needs 1025 ids
         // where the daemon has 64 to spare: refused, naming the flag.

@@ -383,6 +383,9 @@ macro_rules! any_scheduler {
             fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
                 match self { $(AnyScheduler::$variant(s) => s.drop_head(flow),)+ }
             }
+            fn set_quantum(&mut self, bytes: u32) -> Result<(), ConfigError> {
+                match self { $(AnyScheduler::$variant(s) => s.set_quantum(bytes),)+ }
+            }
         }
     };
 }

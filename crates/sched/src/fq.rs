@@ -37,6 +37,10 @@
 //! * **Change**: the flow keeps its list, place and deficit; its new
 //!   quantum counts from the next one it earns. A change that moves the
 //!   smallest weight recomputes every quantum (O(capacity)).
+//! * **Quantum**: [`Scheduler::set_quantum`] recomputes every flow's
+//!   quantum from a new configured one (O(capacity)); as with a change,
+//!   lists, places and deficits stay, and each flow's new quantum counts
+//!   from the next one it earns.
 //! * **Remove**: the flow leaves its list (O(list length), the lists being
 //!   singly linked), its packets go to `purge` with
 //!   [`crate::DropReason::FlowRemoved`] and its deficit is forgotten.
@@ -450,6 +454,15 @@ impl Scheduler for Fq {
             }
         }
     }
+
+    /// A new configured quantum (module docs, *Quantum*): every flow's
+    /// quantum is recomputed from it; lists, places and deficits stay.
+    fn set_quantum(&mut self, bytes: u32) -> Result<(), ConfigError> {
+        ConfigError::check_range("FQ quantum (bytes)", bytes, 1..=MAX_QUANTUM)?;
+        self.quantum = bytes;
+        self.recompute_quanta();
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -534,6 +547,44 @@ mod tests {
                 .expect("refused");
             assert!(err.to_string().contains("FQ quantum"), "{err}");
         }
+    }
+
+    /// A new quantum scales every flow's; a bad one changes nothing; queued
+    /// packets and deficits stay, and the new quantum shows from each
+    /// flow's next turn.
+    #[test]
+    fn a_new_quantum_applies_from_each_flows_next_turn() {
+        let flows = FlowTable::with_capacity(2, vec![p(1), p(1)]).unwrap();
+        let mut s = Fq::new(flows, 64, 1000).unwrap();
+        let t = Instant::ZERO;
+        for i in 0..8 {
+            s.enqueue(t, Packet::new(FlowId(0), 1000, i)).unwrap();
+            s.enqueue(t, Packet::new(FlowId(1), 1000, 100 + i)).unwrap();
+        }
+        // One 1000-byte packet a turn each.
+        let first: Vec<u64> = (0..2).map(|_| s.dequeue(t).unwrap().token).collect();
+        assert_eq!(first, [0, 100]);
+        for bad in [0, MAX_QUANTUM + 1] {
+            let e = s.set_quantum(bad).unwrap_err();
+            assert!(e.to_string().contains("FQ quantum"), "{e}");
+            assert_eq!(s.quantum(FlowId(0)), Some(1000));
+        }
+        s.set_quantum(2000).unwrap();
+        assert_eq!(
+            (s.quantum(FlowId(0)), s.quantum(FlowId(1))),
+            (Some(2000), Some(2000))
+        );
+        // Flow 0 had earned its 1000 bytes before the change (one packet);
+        // flow 1 earns 2000 at its next turn, and from then on both send
+        // two packets a turn. Nothing lost or reordered.
+        assert_eq!(
+            drain(&mut s),
+            [1, 101, 102, 2, 3, 103, 104, 4, 5, 105, 106, 6, 7, 107]
+        );
+        // A scheduler without one refuses by name.
+        let mut drr = crate::Drr::new(FlowTable::uniform(1).unwrap(), 4).unwrap();
+        let e = drr.set_quantum(1000).unwrap_err();
+        assert!(e.to_string().contains("no scheduler-wide quantum"), "{e}");
     }
 
     /// Backlogged flows of equal weight share by bytes whatever their packet

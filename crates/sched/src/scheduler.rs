@@ -68,7 +68,7 @@
 
 #[cfg(doc)]
 use crate::FlowTable;
-use crate::{FlowError, FlowId, FlowParams, Instant, Packet};
+use crate::{ConfigError, FlowError, FlowId, FlowParams, Instant, Packet};
 
 /// Why a scheduler refused a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -272,6 +272,26 @@ pub trait Scheduler {
         None
     }
 
+    /// Sets the scheduler-wide quantum to `bytes`: that of the flows of the
+    /// smallest weight, the others' in proportion, as at construction
+    /// ([`crate::Fq`]'s, FQ-CoDel's `quantum`). Every flow keeps its
+    /// deficit and its place; its new quantum counts from the next one it
+    /// earns. O(flow slots).
+    ///
+    /// # Errors
+    /// [`ConfigError::OutOfRange`] for a quantum the scheduler does not
+    /// accept, or [`ConfigError::Invalid`] (the default) for a scheduler
+    /// without a scheduler-wide quantum; nothing changes then.
+    fn set_quantum(&mut self, bytes: u32) -> Result<(), ConfigError> {
+        Err(ConfigError::invalid(
+            "quantum",
+            format!(
+                "{} has no scheduler-wide quantum (asked for {bytes} bytes)",
+                self.name()
+            ),
+        ))
+    }
+
     /// Hands every packet dropped after it was accepted, other than by
     /// [`Scheduler::remove_flow`] (a pipe's profile loss, say), to `out`
     /// with its reason. Such packets count in [`Scheduler::queued`] until
@@ -332,5 +352,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
         (**self).drop_head(flow)
+    }
+    fn set_quantum(&mut self, bytes: u32) -> Result<(), ConfigError> {
+        (**self).set_quantum(bytes)
     }
 }

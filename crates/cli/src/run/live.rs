@@ -31,11 +31,13 @@
 //!   its old ids before the classifier changed follow them there.
 //!
 //! * an `fq_codel` sched's `target`, `interval` and `ecn` (its flowsets'
-//!   CoDel, set on their queues as a queue's parameters) and its `limit`
-//!   (each pipe's held limit, [`Pipe::reconfigure`]); its `quantum` or
-//!   `flows`, or a type changed to or from `fq_codel`, rebuild the link
-//!   as a new scheduler type does (the flowsets' masks, CoDel and limits
-//!   follow the sched's in the new plan);
+//!   CoDel, set on their queues as a queue's parameters), its `limit`
+//!   (each pipe's held limit, [`Pipe::reconfigure`]) and its `quantum`
+//!   (each pipe's FQ, [`LiveOp::Quantum`]: every flow keeps its queued
+//!   packets, place and deficit, and earns the new quantum from its next
+//!   turn); its `flows`, or a type changed to or from `fq_codel`, rebuild
+//!   the link as a new scheduler type does (the flowsets' masks, CoDel and
+//!   limits follow the sched's in the new plan);
 //! * a new mask of a running pipe, sched or flowset: the link is rebuilt,
 //!   and each packet it holds goes to the instance and dynamic queue its
 //!   own key (its frame's headers read again) has under the new masks, so
@@ -172,6 +174,9 @@ pub enum LiveOp {
         len: u32,
         config: QueueConfig,
     },
+    /// The scheduler's quantum of every instance of `link` (an fq_codel
+    /// sched's `quantum`; the old one, to roll back; [`Pipe::set_quantum`]).
+    Quantum { link: u32, bytes: u32, old: u32 },
     /// The scheduling parameters of ids `first..first + len` (and the old
     /// ones, to roll back).
     Flow {
@@ -262,12 +267,12 @@ fn rebuilds(old: &Plan, change: &Change) -> Option<(Vec<u32>, bool)> {
 }
 
 /// What an fq_codel sched's pipes are built with and cannot change while
-/// they run: the scheduler's quantum, and the flowsets' cap of dynamic
-/// queues (their flow ids). `None` for other scheds. Its `limit` (each
-/// pipe's held limit) changes with [`Pipe::reconfigure`], its CoDel with
-/// its flowsets' queues ([`Pipe::set_queue`]).
-fn fq_built(s: &pspat_config::SchedPlan) -> Option<(u32, u32)> {
-    s.fq_codel.map(|f| (f.quantum, f.flows))
+/// they run: the flowsets' cap of dynamic queues (their flow ids). `None`
+/// for other scheds. Its `limit` (each pipe's held limit) changes with
+/// [`Pipe::reconfigure`], its CoDel with its flowsets' queues
+/// ([`Pipe::set_queue`]), its quantum with [`LiveOp::Quantum`].
+fn fq_built(s: &pspat_config::SchedPlan) -> Option<u32> {
+    s.fq_codel.map(|f| f.flows)
 }
 
 /// The `type` words of a sched for a log line: `type fq_codel ...` with
@@ -581,6 +586,16 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                         config: Box::new(config),
                     });
                     out.log.push(format!("{what}: {}", link_text(&s.link)));
+                }
+                let quantum = |p: &pspat_config::SchedPlan| p.fq_codel.map(|f| f.quantum);
+                if let (Some(bytes), Some(old)) = (quantum(&s), quantum(o)) {
+                    if bytes != old {
+                        out.ops.push(LiveOp::Quantum {
+                            link: s.number,
+                            bytes,
+                            old,
+                        });
+                    }
                 }
                 if s.fq_codel != o.fq_codel {
                     out.log.push(format!("{what}: {}", type_text(&s)));
@@ -1088,42 +1103,71 @@ pub fn apply_keyed(
             }
         }
     }
-    let mut done: Vec<(u32, u32, u32, FlowParams)> = Vec::new();
+    // The fallible scheduler changes first, undone in reverse if one
+    // fails: a flow's parameters, or a quantum (by instance).
+    enum Done {
+        Flow(u32, u32, u32, FlowParams),
+        Quantum(u32, u32, u32),
+    }
+    let mut done: Vec<Done> = Vec::new();
     let mut failure = None;
     'flows: for op in &ops {
-        if let LiveOp::Flow {
-            link,
-            first,
-            len,
-            params,
-            old,
-        } = op
-        {
-            for inst in instances(set, *link) {
-                let Some(pipe) = set.pipe_mut(*link, inst) else {
-                    continue;
-                };
-                for id in *first..first + len {
-                    if let Err(e) = pipe.change_flow(FlowId(id), *params) {
-                        failure = Some(format!("link {link}: flow {id}: {e}"));
-                        break 'flows;
+        match op {
+            LiveOp::Flow {
+                link,
+                first,
+                len,
+                params,
+                old,
+            } => {
+                for inst in instances(set, *link) {
+                    let Some(pipe) = set.pipe_mut(*link, inst) else {
+                        continue;
+                    };
+                    for id in *first..first + len {
+                        if let Err(e) = pipe.change_flow(FlowId(id), *params) {
+                            failure = Some(format!("link {link}: flow {id}: {e}"));
+                            break 'flows;
+                        }
+                        done.push(Done::Flow(*link, inst, id, *old));
                     }
-                    done.push((*link, inst, id, *old));
                 }
             }
+            LiveOp::Quantum { link, bytes, old } => {
+                for inst in instances(set, *link) {
+                    let Some(pipe) = set.pipe_mut(*link, inst) else {
+                        continue;
+                    };
+                    if let Err(e) = pipe.set_quantum(*bytes) {
+                        failure = Some(format!("link {link}: {e}"));
+                        break 'flows;
+                    }
+                    done.push(Done::Quantum(*link, inst, *old));
+                }
+            }
+            _ => {}
         }
     }
     if let Some(f) = failure {
-        for (link, inst, id, old) in done.into_iter().rev() {
-            if let Some(pipe) = set.pipe_mut(link, inst) {
-                let _ = pipe.change_flow(FlowId(id), old);
+        for d in done.into_iter().rev() {
+            match d {
+                Done::Flow(link, inst, id, old) => {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        let _ = pipe.change_flow(FlowId(id), old);
+                    }
+                }
+                Done::Quantum(link, inst, old) => {
+                    if let Some(pipe) = set.pipe_mut(link, inst) {
+                        let _ = pipe.set_quantum(old);
+                    }
+                }
             }
         }
         return Err(f);
     }
     for op in ops {
         match op {
-            LiveOp::Flow { .. } => {}
+            LiveOp::Flow { .. } | LiveOp::Quantum { .. } => {}
             LiveOp::Queue {
                 link,
                 first,

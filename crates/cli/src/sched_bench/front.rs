@@ -55,8 +55,8 @@ use anyhow::Context;
 use pspat_classify::{Classifier, ClassifierLimits, OverflowPolicy, PacketKey, Verdict};
 use pspat_sched::pipe::{QueueConfig, QueueLimit};
 use pspat_sched::{
-    FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Pipe, PipeConfig, PipeScheduler,
-    Rate, Rejected, Scheduler,
+    ConfigError, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Pipe, PipeConfig,
+    PipeScheduler, Rate, Rejected, Scheduler,
 };
 
 /// The configuration the classifier is built from (`{weight}` filled in).
@@ -331,6 +331,10 @@ impl<S: Scheduler> Scheduler for Distinct<S> {
 
     fn drop_head(&mut self, flow: FlowId) -> Option<Packet> {
         self.0.drop_head(flow)
+    }
+
+    fn set_quantum(&mut self, bytes: u32) -> Result<(), ConfigError> {
+        self.0.set_quantum(bytes)
     }
 }
 

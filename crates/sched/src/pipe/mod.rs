@@ -1666,6 +1666,15 @@ impl<S: Scheduler> Pipe<S> {
         Ok(())
     }
 
+    /// Sets the scheduler's quantum ([`Scheduler::set_quantum`]: FQ's, an
+    /// fq_codel sched's `quantum`); queued packets stay where they are.
+    ///
+    /// # Errors
+    /// As [`Scheduler::set_quantum`]; nothing changes then.
+    pub fn set_quantum(&mut self, bytes: u32) -> Result<(), ConfigError> {
+        self.sched.set_quantum(bytes)
+    }
+
     /// Changes a flow's scheduling parameters ([`Scheduler::change_flow`]).
     ///
     /// # Errors
