@@ -963,7 +963,8 @@ fn pie_word_elsewhere(kind: ObjKind, word: &str, d: &Draft) -> Option<String> {
             )
         });
     }
-    if !pie_word && !(sched && d.fq_pie.is_some() && fq_codel_parameter(word)) {
+    let fq_pie_parameter = sched && d.fq_pie.is_some() && fq_codel_parameter(word);
+    if !(pie_word || fq_pie_parameter) {
         return None;
     }
     Some(if !sched {

@@ -57,6 +57,15 @@ fn assert_at(e: &Error, at: (u32, u32, &str), kind: ErrorKind, says: &str) {
     assert!(e.message.contains(says), "{e}");
 }
 
+/// An input, the line, column and token of its error, its kind and what
+/// its message says.
+type ErrorCase = (
+    &'static str,
+    (u32, u32, &'static str),
+    ErrorKind,
+    &'static str,
+);
+
 #[test]
 fn the_defaults_are_dummynet_s() {
     let d = Pie::default();
@@ -192,7 +201,7 @@ fn toml_takes_a_table_or_true() {
 /// parameter twice or with its opposite, two AQMs, PIE's words elsewhere.
 #[test]
 fn ipfw_errors_name_the_offending_token() {
-    let cases: [(&str, (u32, u32, &str), ErrorKind, &str); 14] = [
+    let cases: [ErrorCase; 14] = [
         (
             "pipe 1 config pie target",
             (1, 19, "target"),
