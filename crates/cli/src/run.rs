@@ -2363,6 +2363,21 @@ mod tests {
         let r = live.request("pipe show 2");
         let pie = "pie target 15ms tupdate 15ms alpha 0.125 beta 2 max_burst 150ms max_ecnth 0.1 noecn capdrop derand onoff dre";
         assert!(r.text.contains(pie), "{}", r.text);
+        // `queue show` prints a flowset's lowered PIE.
+        let r = live.request("queue show 1");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.text.contains("plr 0 pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 ecn capdrop derand noonoff ts"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.result["queues"][0]["settings"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("pie target 15ms")),
+            "{}",
+            r.result
+        );
         // A value out of dummynet's range: refused at its token.
         let r = live.request("pipe 2 config pie beta 8");
         assert!(

@@ -716,8 +716,11 @@ impl Live {
                         .cloned()
                         .collect();
                     let total = mine.len() as u64;
+                    // The queue's filters and AQM (RED, CoDel, PIE with
+                    // every parameter), as a pipe's settings print them.
+                    let extras = super::live::queue_extras(&q.queue);
                     text.push_str(&format!(
-                        "q{:05}: {parent} weight {} lmax {} pri {} {} plr {}{}\n",
+                        "q{:05}: {parent} weight {} lmax {} pri {} {} plr {}{extras}{}\n",
                         q.number,
                         q.weight,
                         q.lmax,
@@ -738,6 +741,7 @@ impl Live {
                         "pri": q.pri,
                         "queue_limit": limit_text(qc.limit),
                         "plr": q.queue.plr,
+                        "settings": extras.trim_start(),
                         "dynamic": dynamic.map(|d| json!({
                             "capacity": d.capacity, "live": d.live, "created": d.created,
                             "expired": d.expired, "overflowed": d.overflowed,

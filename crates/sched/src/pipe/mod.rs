@@ -125,7 +125,9 @@
 //! allocated then), and 44 B of CoDel's state and enqueue-time record,
 //! [`Pipe::PER_FLOW_CODEL_BYTES`], once some queue configures CoDel (with
 //! the times themselves in an arena sized by
-//! [`PipeConfig::held_capacity`]). A configuration is
+//! [`PipeConfig::held_capacity`]), and 72 B of PIE's state,
+//! [`Pipe::PER_FLOW_PIE_BYTES`], once some queue configures PIE (which
+//! keeps CoDel's time store too). A configuration is
 //! stored once and shared by index. The delay line takes 32 B an entry
 //! (48 B with `reorder`), its capacity rounded up to a power of two.
 //!
@@ -133,7 +135,8 @@
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
 //! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
 //! for RED; RFC 8289 (Nichols, Jacobson, McGregor and Iyengar, 2018) for
-//! CoDel, with its deviations in [`codel`]; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
+//! CoDel, with its deviations in [`codel`]; RFC 8033 and FreeBSD's
+//! `dn_aqm_pie.c` for PIE, with its deviations in [`pie`]; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
 //! 4-state loss model (Salsano, Ludovici and Ordine 2009; see [`filter`]),
 //! duplication, corruption and slots ([`Slots`]). Deviations: ns instead of ticks; `f64`
 //! probabilities; a hard byte limit (see [`filter`]); profile airtime even
