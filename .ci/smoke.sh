@@ -201,7 +201,7 @@ grep -q 'codel = { target = "2ms", interval = "100ms", ecn = true }' "$cfgdir/co
 printf 'pipe 1 config bw 10Mbit/s codel target 0ms\n' > "$cfgdir/codel-zero.ipfw"
 expect_usage_error config check "$cfgdir/codel-zero.ipfw"
 # dummynet's fq_codel sched type: every parameter printed; to TOML with its table and back; its flowset
-# lowered in the plan; fq_pie and a quantum of 0 exit 2.
+# lowered in the plan; a quantum of 0 exits 2.
 printf 'ipfw sched 1 config type fq_codel target 2ms flows 256 bw 10Mbit/s\nqueue 1 config sched 1\n' > "$cfgdir/fq-codel.ipfw"
 "$bin" config check "$cfgdir/fq-codel.ipfw" | grep -q "sched 1 config type fq_codel target 2ms interval 100ms ecn quantum 1514 limit 10240 flows 256 bw 10Mbit/s" || {
   echo "FAIL: config check fq-codel.ipfw -> $("$bin" config check "$cfgdir/fq-codel.ipfw" 2>&1)"
@@ -218,8 +218,32 @@ grep -q '"target_us": 2000' "$cfgdir/fq-codel.json" || {
   echo "FAIL: config check --json fq-codel.ipfw has no lowered CoDel"
   fails=$((fails + 1))
 }
-printf 'sched 1 config type fq_pie\n' > "$cfgdir/fq-pie.ipfw"
-expect_usage_error config check "$cfgdir/fq-pie.ipfw"
+# dummynet's pie and fq_pie: every parameter printed; to TOML and back; lowered in the plan; a value out of
+# range and pie with codel exit 2.
+printf 'sched 1 config type fq_pie target 10ms flows 256 bw 10Mbit/s\nqueue 1 config sched 1\npipe 2 config bw 1Mbit/s pie ts\n' > "$cfgdir/fq-pie.ipfw"
+"$bin" config check "$cfgdir/fq-pie.ipfw" | grep -q "sched 1 config type fq_pie target 10ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 ecn capdrop derand noonoff ts quantum 1514 limit 10240 flows 256 bw 10Mbit/s" || {
+  echo "FAIL: config check fq-pie.ipfw -> $("$bin" config check "$cfgdir/fq-pie.ipfw" 2>&1)"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/fq-pie.ipfw" | grep -q "pipe 2 config bw 1Mbit/s pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 noecn capdrop derand noonoff ts" || {
+  echo "FAIL: config check fq-pie.ipfw (pipe 2) -> $("$bin" config check "$cfgdir/fq-pie.ipfw" 2>&1)"
+  fails=$((fails + 1))
+}
+"$bin" config convert "$cfgdir/fq-pie.ipfw" --to toml > "$cfgdir/fq-pie.toml"
+grep -q 'fq_pie = { target = "10ms", tupdate = "15ms", alpha = 0.125, beta = 1.25, max_burst = "150ms", max_ecnth = 0.1, ecn = true, capdrop = true, derand = true, onoff = false, estimator = "ts", quantum = 1514, limit = 10240, flows = 256 }' "$cfgdir/fq-pie.toml" || {
+  echo "FAIL: config convert fq-pie.ipfw --to toml -> $(cat "$cfgdir/fq-pie.toml")"
+  fails=$((fails + 1))
+}
+"$bin" config check "$cfgdir/fq-pie.toml" > /dev/null
+"$bin" config check --json "$cfgdir/fq-pie.ipfw" > "$cfgdir/fq-pie.json"
+grep -q '"tupdate_us": 15000' "$cfgdir/fq-pie.json" || {
+  echo "FAIL: config check --json fq-pie.ipfw has no lowered PIE"
+  fails=$((fails + 1))
+}
+printf 'pipe 1 config bw 10Mbit/s pie alpha 8\n' > "$cfgdir/pie-alpha.ipfw"
+expect_usage_error config check "$cfgdir/pie-alpha.ipfw"
+printf 'pipe 1 config bw 10Mbit/s codel pie\n' > "$cfgdir/pie-codel.ipfw"
+expect_usage_error config check "$cfgdir/pie-codel.ipfw"
 printf 'sched 1 config type fq_codel quantum 0\nqueue 1 config sched 1\n' > "$cfgdir/fq-codel-zero.ipfw"
 expect_usage_error config check "$cfgdir/fq-codel-zero.ipfw"
 expect_usage_error config from-netem --pipe 0 delay 10ms

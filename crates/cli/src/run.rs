@@ -277,12 +277,13 @@ fn build_link(
         .max_by_key(|r| r.1)
         .map_or(base.queue, |r| r.2);
     let mut pipes = Vec::with_capacity(link.instances as usize);
-    // An fq_codel sched's quantum (FQ's; other algorithms ignore it).
-    let fq_quantum = plan
-        .scheds
-        .get(&link.number)
-        .and_then(|s| s.fq_codel)
-        .map(|f| f.quantum);
+    // An fq_codel or fq_pie sched's quantum (FQ's; other algorithms
+    // ignore it).
+    let fq_quantum = plan.scheds.get(&link.number).and_then(|s| {
+        s.fq_codel
+            .map(|f| f.quantum)
+            .or(s.fq_pie.map(|f| f.quantum))
+    });
     for instance in 0..link.instances {
         let mut sc = SchedulerConfig::new(link.alg);
         sc.capacity = capacity;
@@ -294,7 +295,8 @@ fn build_link(
         let cfg = PipeConfig {
             seed: instance_seed(base.seed, instance),
             queue: default_queue,
-            // CoDel's enqueue times: one for each packet the scheduler holds.
+            // CoDel's and PIE's enqueue times: one for each packet the
+            // scheduler holds.
             held_capacity: capacity,
             ..base.clone()
         };
@@ -2248,6 +2250,242 @@ mod tests {
             })
         );
         assert_eq!(q.limit, QueueLimit::Slots(10_240));
+    }
+
+    /// An fq_pie sched: FQ with its quantum, each flowset capped at its
+    /// `flows`, with the sched's PIE (fq_pie's defaults: ECN on,
+    /// timestamps) and limit where it has none of its own; a pipe's `pie`
+    /// (dummynet's defaults: departure rate). PIE decides on arrival: a
+    /// queue's state is there once packets came.
+    #[test]
+    fn an_fq_pie_sched_runs_fq_and_its_flowsets_take_its_pie_limit_and_flows() {
+        use pspat_sched::pipe::pie::DelayEstimator;
+        let (plan, mut b) = built(
+            "sched 1 config type fq_pie quantum 3000 limit 5 flows 3 target 10ms bw 8Kbit/s\n\
+             queue 1 config sched 1\n\
+             queue 2 config sched 1 mask dst-port 0xffff pie alpha 0.5 queue 7\n\
+             pipe 3 config bw 1Mbit/s pie tupdate 30ms\n\
+             add 100 queue 1 udp from any to any dst-port 1-999\n\
+             add 200 queue 2 udp from any to any dst-port 1000-2000\n\
+             add 300 pipe 3 tcp from any to any\n",
+        );
+        let layout = b.classifier.layout().link(1).unwrap().clone();
+        let member = b.set.members().find(|m| m.0 == 1).unwrap().3;
+        let pspat_sched::AnyScheduler::Fq(fq) = member.pipe().scheduler() else {
+            panic!("an fq_pie sched runs FQ");
+        };
+        for range in &layout.ranges {
+            assert_eq!((range.dynamic, range.len()), (3, 4), "{range:?}");
+            assert_eq!(fq.quantum(range.first), Some(3000));
+            let pspat_classify::FlowOwner::Queue(q) = range.owner else {
+                panic!("a sched has no pipe queue");
+            };
+            let want = queue_config(&plan.queues[&q].queue);
+            for i in 0..range.len() {
+                let id = FlowId(range.first.0 + i);
+                assert_eq!(member.pipe().queue_config(id), Some(&want), "queue {q}");
+            }
+        }
+        let q1 = queue_config(&plan.queues[&1].queue);
+        assert_eq!(q1.limit, QueueLimit::Slots(5));
+        let p1 = q1.pie.unwrap();
+        assert_eq!(
+            (p1.target_ns, p1.ecn, p1.estimator, q1.codel),
+            (10_000_000, true, DelayEstimator::Timestamp, None)
+        );
+        let q2 = queue_config(&plan.queues[&2].queue);
+        assert_eq!(q2.limit, QueueLimit::Slots(7));
+        let p2 = q2.pie.unwrap();
+        assert_eq!(
+            (p2.alpha, p2.ecn, p2.estimator),
+            (0.5, false, DelayEstimator::DepartureRate)
+        );
+        let pipe = b.set.members().find(|m| m.0 == 3).unwrap().3;
+        let p3 = pipe.pipe().queue_config(FlowId(0)).and_then(|q| q.pie);
+        assert_eq!(p3.map(|p| p.tupdate_ns), Some(30_000_000));
+        // Packets of queue 1: each dynamic queue's PIE state is kept.
+        let set = std::mem::take(&mut b.set);
+        let mut set = Observed::new(set, Arc::default(), Arc::default());
+        offer(&mut b, &mut set, "10.199.0.1", 7, 1);
+        offer(&mut b, &mut set, "10.199.0.1", 8, 2);
+        let member = set.set.members().find(|m| m.0 == 1).unwrap().3;
+        let active = layout
+            .ranges
+            .iter()
+            .flat_map(|r| (0..r.len()).map(move |i| FlowId(r.first.0 + i)))
+            .filter(|&id| member.pipe().pie_state(id).is_some_and(|s| s.is_active()))
+            .count();
+        assert_eq!(active, 2, "one PIE state started for each 5-tuple's queue");
+    }
+
+    /// A live change of PIE's parameters, a queue's or an fq_pie sched's,
+    /// reaches the queues without a rebuild (each keeps its PIE state), and
+    /// so does fq_pie's quantum; its flows or type rebuild the link.
+    #[test]
+    fn pie_parameters_change_live_and_fq_pie_rebuilds_for_its_flows() {
+        let base = "sched 1 config type fq_pie target 10ms flows 3 bw 10Mbit/s\n\
+                    queue 1 config sched 1\n\
+                    pipe 2 config bw 1Mbit/s pie\n\
+                    add 100 queue 1 udp from any to any\n\
+                    add 200 pipe 2 tcp from any to any\n";
+        let (old, b) = built(base);
+        let layout = b.classifier.layout();
+        let (_, r1) = layout
+            .range_of(pspat_classify::FlowOwner::Queue(1))
+            .unwrap();
+        let new = plan_of(
+            &base
+                .replace("target 10ms flows 3", "target 20ms flows 3 limit 50")
+                .replace(
+                    "pipe 2 config bw 1Mbit/s pie",
+                    "pipe 2 config bw 1Mbit/s pie alpha 0.5 ts",
+                ),
+        );
+        let p = plan_live(&old, &new, &b).unwrap();
+        assert!(
+            !p.ops
+                .iter()
+                .any(|op| matches!(op, live::LiveOp::Install { .. })),
+            "{:?}",
+            p.ops
+        );
+        let pie = |link: u32, at: u32| {
+            p.ops.iter().find_map(|op| match op {
+                live::LiveOp::Queue {
+                    link: l,
+                    first,
+                    config,
+                    ..
+                } if *l == link && *first == at => config.pie,
+                _ => None,
+            })
+        };
+        assert_eq!(pie(1, r1.first.0).map(|x| x.target_ns), Some(20_000_000));
+        let (_, r2) = layout.range_of(pspat_classify::FlowOwner::Pipe(2)).unwrap();
+        let p2 = pie(2, r2.first.0).expect("pipe 2's new PIE");
+        assert_eq!(p2.alpha, 0.5);
+        let held = p.ops.iter().find_map(|op| match op {
+            live::LiveOp::Link { link: 1, config } => Some(config.held_limit),
+            _ => None,
+        });
+        assert_eq!(held, Some(Some(50)), "{:?}", p.ops);
+        assert!(
+            p.log.iter().any(|l| l.contains("type fq_pie target 20ms")),
+            "{:?}",
+            p.log
+        );
+        assert!(
+            p.log
+                .iter()
+                .any(|l| l.contains("pie target 15ms tupdate 15ms alpha 0.5")),
+            "{:?}",
+            p.log
+        );
+        // The quantum: in place, as fq_codel's.
+        let q = plan_live(
+            &old,
+            &plan_of(&base.replace("flows 3", "flows 3 quantum 3000")),
+            &b,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                q.ops[..],
+                [live::LiveOp::Quantum {
+                    link: 1,
+                    bytes: 3000,
+                    old: 1514
+                }]
+            ),
+            "{:?}",
+            q.ops
+        );
+        for text in [
+            base.replace("target 10ms flows 3", "target 10ms flows 4"),
+            base.replace("type fq_pie target 10ms flows 3", "type fq_codel flows 3"),
+            base.replace("type fq_pie target 10ms flows 3", "type drr"),
+        ] {
+            let p = plan_live(&old, &plan_of(&text), &b).unwrap();
+            assert!(
+                p.ops.iter().any(|op| matches!(
+                    op,
+                    live::LiveOp::Install {
+                        link: 1,
+                        replace: true,
+                        ..
+                    }
+                )),
+                "{text}: {:?}",
+                p.log
+            );
+        }
+    }
+
+    /// Through the control socket: `sched show` and `pipe show` print the
+    /// PIE words, and a `pie` line changes a running pipe's PIE in place.
+    #[test]
+    fn ctl_shows_pie_and_changes_it_in_place() {
+        let (live, stop, arbiter) = live_of(
+            "sched 1 config type fq_pie flows 3 bw 10Mbit/s\n\
+             queue 1 config sched 1\n\
+             pipe 2 config bw 1Mbit/s pie ts\n\
+             add 100 queue 1 udp from any to any\n\
+             add 200 pipe 2 tcp from any to any\n",
+        );
+        let words = "fq_pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 ecn capdrop derand noonoff ts quantum 1514 limit 10240 flows 3";
+        let r = live.request("sched show");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.text.contains(&format!(" sched type {words} instances 1")),
+            "{}",
+            r.text
+        );
+        assert_eq!(r.result["scheds"][0]["fq_pie"], words);
+        let r = live.request("pipe 2 config pie beta 2 onoff");
+        assert!(r.ok, "{r:?}");
+        assert!(!r.text.contains("rebuilt"), "{}", r.text);
+        // A whole setting: `ts` not given is `dre` again.
+        let r = live.request("pipe show 2");
+        let pie = "pie target 15ms tupdate 15ms alpha 0.125 beta 2 max_burst 150ms max_ecnth 0.1 noecn capdrop derand onoff dre";
+        assert!(r.text.contains(pie), "{}", r.text);
+        // `queue show` prints a flowset's lowered PIE.
+        let r = live.request("queue show 1");
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.text.contains("plr 0 pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 ecn capdrop derand noonoff ts"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.result["queues"][0]["settings"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("pie target 15ms")),
+            "{}",
+            r.result
+        );
+        // A value out of dummynet's range: refused at its token.
+        let r = live.request("pipe 2 config pie beta 8");
+        assert!(
+            r.error.as_deref().unwrap().starts_with("<ctl>:1:24: "),
+            "{r:?}"
+        );
+        // Release: pairs with the stand-in arbiter's Acquire load.
+        stop.store(true, Ordering::Release);
+        let set = arbiter.join().unwrap();
+        let (_, _, _, member) = set.set.members().find(|m| m.0 == 2).unwrap();
+        let p = member
+            .pipe()
+            .queue_config(FlowId(0))
+            .and_then(|q| q.pie)
+            .unwrap();
+        assert_eq!(
+            (p.beta, p.onoff, p.estimator),
+            (
+                2.0,
+                true,
+                pspat_sched::pipe::pie::DelayEstimator::DepartureRate
+            )
+        );
     }
 
     fn limits() -> ClassifierLimits {

@@ -6,8 +6,9 @@
 //! drop-tail the pings wait behind the whole buffer; with `codel` the queue
 //! is held near CoDel's 5 ms target and the round trip stays short, while
 //! the stream still fills the link. Every name carries the `pspat-` prefix
-//! and every address is in 10.199.0.0/16. Skipped, with the reason printed,
-//! without root or without `ping`.
+//! and every address is in 10.199.0.0/16. PIE and FQ-PIE are run the same
+//! way (the second test). Skipped, with the reason printed, without root or
+//! without `ping`.
 
 use std::process::Command;
 use std::time::Duration;
@@ -162,6 +163,70 @@ fn run_codel_keeps_the_round_trip_short_under_a_bulk_stream() {
     assert!(
         fq.goodput >= 0.85 * 10e6,
         "FQ-CoDel's goodput {} bit/s",
+        fq.goodput
+    );
+}
+
+/// PIE and FQ-PIE through `pspat run`: the same bulk stream and pings. PIE
+/// drops on arrival with a probability steered toward its 15 ms target,
+/// so the round trip stays near it (plus the pings' own wait); under
+/// fq_pie the pings are a flow of their own and wait behind at most the
+/// frame on the link.
+#[test]
+fn run_pie_keeps_the_round_trip_near_its_target_under_a_bulk_stream() {
+    if ping_missing() {
+        return;
+    }
+    let Some(pie) = bulk_with_pings(
+        "pie",
+        238,
+        "pipe 1 config bw 10Mbit/s queue 1000 pie\nadd 100 pipe 1 ip from any to any\n",
+    ) else {
+        return;
+    };
+    let Some(fq) = bulk_with_pings(
+        "fq-pie",
+        237,
+        "sched 1 config type fq_pie bw 10Mbit/s\nqueue 1 config sched 1\nadd 100 queue 1 ip from any to any\n",
+    ) else {
+        return;
+    };
+    let drops = |o: &Outcome| -> u64 {
+        o.doc["pipes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["dropped"]["red"].as_u64())
+            .sum()
+    };
+    println!(
+        "TCP through bw 10Mbit/s queue 1000: pie goodput {:.3} Mbit/s, ping avg {:.1} ms, max {:.1} ms, \
+         PIE drops {}; fq_pie goodput {:.3} Mbit/s, ping avg {:.2} ms, max {:.2} ms, PIE drops {}",
+        pie.goodput / 1e6,
+        pie.rtt_avg,
+        pie.rtt_max,
+        drops(&pie),
+        fq.goodput / 1e6,
+        fq.rtt_avg,
+        fq.rtt_max,
+        drops(&fq),
+    );
+    // Drop-tail's pings wait behind the whole buffer (over 100 ms, the
+    // test above); PIE holds the queue near its 15 ms target.
+    assert!(pie.rtt_avg < 60.0, "PIE: {} ms", pie.rtt_avg);
+    assert!(drops(&pie) > 0, "PIE dropped to hold the queue");
+    assert!(
+        pie.goodput >= 0.85 * 10e6,
+        "PIE's goodput {} bit/s",
+        pie.goodput
+    );
+    // The pings behind at most the frame on the link (1.2 ms) and their
+    // own: a few ms at most, whatever PIE's queue holds.
+    assert!(fq.rtt_avg < 5.0, "FQ-PIE {} ms", fq.rtt_avg);
+    assert!(drops(&fq) > 0, "FQ-PIE dropped the stream's excess");
+    assert!(
+        fq.goodput >= 0.85 * 10e6,
+        "FQ-PIE's goodput {} bit/s",
         fq.goodput
     );
 }

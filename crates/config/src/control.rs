@@ -67,14 +67,15 @@ pub enum ControlRequest {
 /// bandwidth only; `reorder`, `noerror`, `ecn` and `lossecn` can be
 /// turned on, not off; `droptail` turns RED off, and `ecn` with it, unless
 /// the same line gives `ecn` again, which validation then refuses as in a
-/// file; a queue has one AQM, so `codel ...` replaces RED (and its `ecn`),
-/// `red`/`gred` replace CoDel, and `droptail` turns CoDel off too; a
-/// `codel` line is a whole new CoDel setting, its parameters not given at
-/// their defaults, not merged into the old ones; likewise a `plr 0` that
+/// file; a queue has one AQM, so `codel ...` or `pie ...` replaces RED
+/// (and its `ecn`) and the other, `red`/`gred` replace CoDel and PIE, and
+/// `droptail` turns them off too; a `codel` or `pie` line is a whole new
+/// setting of it, its parameters not given at their defaults, not merged
+/// into the old ones; likewise a `plr 0` that
 /// leaves the queue no random loss (no `gemodel`, no `lossstate`) turns
 /// `lossecn` off with it, unless the same line gives `lossecn` again,
 /// which validation then refuses); a sched's `type` is a whole setting
-/// too: `type fq_codel ...` brings its parameters, those not given at
+/// too: `type fq_codel ...` or `type fq_pie ...` brings its parameters, those not given at
 /// their defaults, and another type takes them off; a new
 /// number adds an object; `add N ...` replaces rule N or adds it, a
 /// rule without a number is added after the others; `table N add P V`
@@ -137,16 +138,19 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
             old.red = None;
             old.ecn = false;
             old.codel = None;
-        } else if new.codel.is_some() {
-            // One AQM a queue: CoDel replaces RED, and RED's marking with
-            // it (CoDel marks with its own `ecn`). The parsers refuse
-            // `codel` and RED in one statement.
+            old.pie = None;
+        } else if new.codel.is_some() || new.pie.is_some() {
+            // One AQM a queue: CoDel or PIE replaces RED, and RED's
+            // marking with it (each marks with its own `ecn`), and the
+            // other. The parsers refuse two AQMs in one statement.
             old.codel = new.codel;
+            old.pie = new.pie;
             old.red = None;
             old.ecn = false;
         } else if new.red.is_some() {
             old.red = new.red;
             old.codel = None;
+            old.pie = None;
         }
         old.ecn |= new.ecn;
         old.buckets = new.buckets.or(old.buckets);
@@ -208,6 +212,7 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
                     // any other type without them.
                     o.alg = s.alg;
                     o.fq_codel = s.fq_codel;
+                    o.fq_pie = s.fq_pie;
                 }
                 link(&mut o.link, &s.link);
                 if !s.mask.is_empty() {

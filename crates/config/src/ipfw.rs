@@ -23,9 +23,10 @@ use crate::correlated_loss::{CorrelatedLoss, Percent};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, GilbertElliott,
-    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams,
-    Red, Rule, Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry, Target,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, FqPie, GilbertElliott,
+    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pie, Pipe, Proto, Queue,
+    QueueParams, Red, Rule, Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry,
+    Target,
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
@@ -186,8 +187,8 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, codel, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
-            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, codel, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
+            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, codel, pie, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
+            ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, codel, pie, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
         }
     }
 
@@ -215,6 +216,7 @@ impl ObjKind {
                 | "red"
                 | "gred"
                 | "codel"
+                | "pie"
                 | "droptail"
                 | "ecn"
                 | "lossecn"
@@ -259,6 +261,7 @@ impl ObjKind {
 pub(crate) struct Draft {
     pub alg: Option<AlgKind>,
     pub fq_codel: Option<FqCodel>,
+    pub fq_pie: Option<FqPie>,
     pub sched_buckets: Option<u32>,
     pub link: LinkParams,
     pub params: QueueParams,
@@ -613,28 +616,36 @@ fn parse_loss_state(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<L
     })
 }
 
-/// A queue has one AQM: `red`/`gred`, `codel` or `droptail` (none). One
-/// of them after another in the same statement (`kw`, the second) is
-/// refused at the second, as two drop policies. Two of RED's words are
-/// told by `record` (they share the field `red`), two `codel` too.
+/// A queue has one AQM: `red`/`gred`, `codel`, `pie` or `droptail`
+/// (none). One of them after another in the same statement (`kw`, the
+/// second) is refused at the second, as two drop policies. Two of RED's
+/// words are told by `record` (they share the field `red`), two `codel`
+/// or two `pie` too.
 fn one_aqm(cur: &Cursor, kw: &Tok, d: &Draft) -> Result<(), Error> {
     let has = |field: &str| d.fields.iter().any(|(f, _)| *f == field);
-    let first = if kw.text == "codel" && has("red") {
-        match d.params.red {
-            Some(r) if r.gentle => "gred",
-            Some(_) => "red",
-            None => "droptail",
-        }
-    } else if kw.text != "codel" && has("codel") {
-        "codel"
-    } else {
+    let red_word = || match d.params.red {
+        Some(r) if r.gentle => "gred",
+        Some(_) => "red",
+        None => "droptail",
+    };
+    let group = |word: &str| match word {
+        "codel" | "pie" => word.to_string(),
+        _ => "red".to_string(),
+    };
+    let mine = group(&kw.text);
+    let first = ["red", "codel", "pie"]
+        .into_iter()
+        .filter(|g| *g != mine && has(g))
+        .map(|g| if g == "red" { red_word() } else { g })
+        .next();
+    let Some(first) = first else {
         return Ok(());
     };
     Err(cur.error(
         kw,
         ErrorKind::Duplicate,
         format!(
-            "'{}' after '{first}' in the same statement: a queue has one AQM (red, gred, codel, or droptail for none); give one of them",
+            "'{}' after '{first}' in the same statement: a queue has one AQM (red, gred, codel, pie, or droptail for none); give one of them",
             kw.text
         ),
     ))
@@ -734,6 +745,251 @@ fn parse_codel(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<Codel,
     Ok(codel)
 }
 
+/// Whose PIE parameters are read: a queue's `pie` or a sched's `type
+/// fq_pie`. Says which fields they are recorded as and how messages name
+/// their owner.
+#[derive(Clone, Copy)]
+enum PieOf {
+    Queue,
+    FqPie,
+}
+
+/// PIE's two-word switches: the word that turns each on, the one that
+/// turns it off (dummynet's `dre`/`ts` pick the delay estimator).
+const PIE_SWITCHES: [(&str, &str); 5] = [
+    ("ecn", "noecn"),
+    ("capdrop", "nocapdrop"),
+    ("derand", "noderand"),
+    ("onoff", "noonoff"),
+    ("dre", "ts"),
+];
+
+impl PieOf {
+    /// The fields of `target`, `tupdate`, `max_burst`, `alpha`, `beta`,
+    /// `max_ecnth`, then the switches in [`PIE_SWITCHES`]' order.
+    fn fields(self) -> [&'static str; 11] {
+        match self {
+            PieOf::Queue => [
+                "pie.target",
+                "pie.tupdate",
+                "pie.max_burst",
+                "pie.alpha",
+                "pie.beta",
+                "pie.max_ecnth",
+                "pie.ecn",
+                "pie.capdrop",
+                "pie.derand",
+                "pie.onoff",
+                "pie.delay",
+            ],
+            PieOf::FqPie => [
+                "fq_pie.target",
+                "fq_pie.tupdate",
+                "fq_pie.max_burst",
+                "fq_pie.alpha",
+                "fq_pie.beta",
+                "fq_pie.max_ecnth",
+                "fq_pie.ecn",
+                "fq_pie.capdrop",
+                "fq_pie.derand",
+                "fq_pie.onoff",
+                "fq_pie.delay",
+            ],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            PieOf::Queue => "PIE",
+            PieOf::FqPie => "fq_pie",
+        }
+    }
+}
+
+/// One of PIE's parameters at `t`, the next token, taken with its value
+/// into `pie`: `target`, `tupdate` and `max_burst` with a time (as
+/// `delay`), `alpha`, `beta` and `max_ecnth` with a number, and the
+/// switches of [`PIE_SWITCHES`], each at most once and one word of each
+/// pair. `false`, with nothing taken, when `t` is none of them. Records
+/// each at its value (a switch at its word); the ranges are the
+/// validation's.
+fn pie_param<'t>(
+    cur: &mut Cursor<'t>,
+    t: &'t Tok,
+    of: PieOf,
+    fields: &mut Fields,
+    pie: &mut Pie,
+) -> Result<bool, Error> {
+    let names = of.fields();
+    let word = t.text.as_str();
+    let time = match word {
+        "target" => Some((names[0], "15ms", &mut pie.target_us)),
+        "tupdate" => Some((names[1], "15ms", &mut pie.tupdate_us)),
+        "max_burst" => Some((names[2], "150ms", &mut pie.max_burst_us)),
+        _ => None,
+    };
+    if let Some((field, example, slot)) = time {
+        cur.bump();
+        let v = cur.value(t, example)?;
+        let us = cur.check(v, parse_time_us(&v.text))?;
+        record(fields, cur, field, t, v.pos())?;
+        *slot = us;
+        return Ok(true);
+    }
+    let real = match word {
+        "alpha" => Some((names[3], "0.125", &mut pie.alpha)),
+        "beta" => Some((names[4], "1.25", &mut pie.beta)),
+        "max_ecnth" => Some((names[5], "0.1", &mut pie.max_ecnth)),
+        _ => None,
+    };
+    if let Some((field, example, slot)) = real {
+        cur.bump();
+        let v = cur.value(t, example)?;
+        let x = cur.check(v, parse_real(&v.text))?;
+        record(fields, cur, field, t, v.pos())?;
+        *slot = x;
+        return Ok(true);
+    }
+    let Some(i) = PIE_SWITCHES
+        .iter()
+        .position(|(on, off)| word == *on || word == *off)
+    else {
+        return Ok(false);
+    };
+    cur.bump();
+    let (on, off) = PIE_SWITCHES[i];
+    let field = names[6 + i];
+    let earlier = fields.iter().find(|(f, _)| *f == field);
+    if let Some((_, first)) = earlier.filter(|(_, p)| p.token != t.text) {
+        return Err(cur.error(
+            t,
+            ErrorKind::Duplicate,
+            format!(
+                "'{}' after '{}' (column {}): {} takes one of {on} and {off}",
+                t.text,
+                first.token,
+                first.column,
+                of.name()
+            ),
+        ));
+    }
+    record(fields, cur, field, t, t.pos())?;
+    let value = word == on;
+    match i {
+        0 => pie.ecn = value,
+        1 => pie.capdrop = value,
+        2 => pie.derand = value,
+        3 => pie.onoff = value,
+        _ => pie.dre = value,
+    }
+    Ok(true)
+}
+
+/// dummynet's `pie [target TIME] [tupdate TIME] [alpha A] [beta B]
+/// [max_burst TIME] [max_ecnth P] [ecn|noecn] [capdrop|nocapdrop]
+/// [derand|noderand] [onoff|noonoff] [dre|ts]`, after the keyword: its
+/// parameters follow it in any order, each at most once, and the first
+/// other word ends them. Those not given take dummynet's defaults
+/// ([`Pie::default`]). Records `pie` at the keyword and each parameter
+/// as [`pie_param`] does.
+fn parse_pie(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<Pie, Error> {
+    record(fields, cur, "pie", kw, kw.pos())?;
+    let mut pie = Pie::default();
+    while let Some(t) = cur.peek() {
+        if !pie_param(cur, t, PieOf::Queue, fields, &mut pie)? {
+            break;
+        }
+    }
+    Ok(pie)
+}
+
+/// An example of `type fq_pie` with its parameters, for messages.
+const FQ_PIE_EXAMPLE: &str =
+    "sched 1 config type fq_pie target 15ms quantum 1514 limit 10240 flows 1024 bw 10Mbit/s";
+
+/// dummynet's `type fq_pie` parameters, after the type's name: PIE's
+/// ([`pie_param`]) and `quantum BYTES`, `limit PACKETS`, `flows N`, in any
+/// order, each at most once, ended by the first other word. Those not
+/// given take dummynet's defaults ([`FqPie::default`]: ECN on, `ts`).
+fn parse_fq_pie(cur: &mut Cursor, fields: &mut Fields) -> Result<FqPie, Error> {
+    let mut f = FqPie::default();
+    while let Some(t) = cur.peek() {
+        if pie_param(cur, t, PieOf::FqPie, fields, &mut f.pie)? {
+            continue;
+        }
+        let (field, example, slot) = match t.text.as_str() {
+            "quantum" => ("fq_pie.quantum", "1514", &mut f.quantum),
+            "limit" => ("fq_pie.limit", "10240", &mut f.limit),
+            "flows" => ("fq_pie.flows", "1024", &mut f.flows),
+            _ => break,
+        };
+        cur.bump();
+        let v = cur.value(t, example)?;
+        let n = number(cur, v)?;
+        record(fields, cur, field, t, v.pos())?;
+        *slot = n;
+    }
+    Ok(f)
+}
+
+/// What to say of a word of PIE (one of its parameters that CoDel does
+/// not share, or `fq_pie`) where statement `d` of `kind` does not take it.
+/// `None` for other words.
+fn pie_word_elsewhere(kind: ObjKind, word: &str, d: &Draft) -> Option<String> {
+    let sched = kind == ObjKind::Sched;
+    let pie_word = matches!(
+        word,
+        "tupdate"
+            | "alpha"
+            | "beta"
+            | "max_burst"
+            | "max_ecnth"
+            | "capdrop"
+            | "nocapdrop"
+            | "derand"
+            | "noderand"
+            | "onoff"
+            | "noonoff"
+            | "dre"
+            | "ts"
+    );
+    if word == "fq_pie" {
+        return Some(if sched {
+            format!("fq_pie is a scheduler type: write 'type fq_pie' (example: {FQ_PIE_EXAMPLE})")
+        } else {
+            format!(
+                "fq_pie is a sched's type, not a {} keyword: write 'type fq_pie' on the sched line and attach flowsets to it with 'queue N config sched M' (example: {FQ_PIE_EXAMPLE})",
+                kind.name()
+            )
+        });
+    }
+    let fq_pie_parameter = sched && d.fq_pie.is_some() && fq_codel_parameter(word);
+    if !(pie_word || fq_pie_parameter) {
+        return None;
+    }
+    Some(if !sched {
+        format!(
+            "'{word}' is a parameter of PIE: write it right after 'pie' (pipe 1 config pie target 15ms {word} ...)"
+        )
+    } else if d.fq_pie.is_some() {
+        format!(
+            "'{word}' after another keyword: the parameters of fq_pie go right after 'type fq_pie', before the sched's other keywords (example: {FQ_PIE_EXAMPLE})"
+        )
+    } else {
+        format!(
+            "'{word}' is a parameter of PIE: on a sched line it goes right after 'type fq_pie' (example: {FQ_PIE_EXAMPLE})"
+        )
+    })
+}
+
+/// Whether `word` is a parameter of `type fq_codel` (and of `fq_pie`).
+fn fq_codel_parameter(word: &str) -> bool {
+    matches!(
+        word,
+        "quantum" | "limit" | "flows" | "target" | "interval" | "ecn" | "noecn"
+    )
+}
+
 /// An example of `type fq_codel` with its parameters, for messages.
 const FQ_CODEL_EXAMPLE: &str =
     "sched 1 config type fq_codel target 5ms quantum 1514 limit 10240 flows 1024 bw 10Mbit/s";
@@ -824,6 +1080,9 @@ pub(crate) fn parse_object_keyword(
     let Some(kw) = cur.bump() else { return Ok(()) };
     let word = kw.text.as_str();
     if !kind.takes(word) {
+        if let Some(message) = pie_word_elsewhere(kind, word, d) {
+            return Err(cur.error(kw, ErrorKind::UnknownKeyword, message));
+        }
         if let Some(message) = fq_codel_word_elsewhere(kind, word, d) {
             return Err(cur.error(kw, ErrorKind::UnknownKeyword, message));
         }
@@ -968,6 +1227,10 @@ pub(crate) fn parse_object_keyword(
             one_aqm(cur, kw, d)?;
             d.params.codel = Some(parse_codel(cur, kw, &mut d.fields)?);
         }
+        "pie" => {
+            one_aqm(cur, kw, d)?;
+            d.params.pie = Some(parse_pie(cur, kw, &mut d.fields)?);
+        }
         "noerror" => {
             d.params.noerror = true;
             record(&mut d.fields, cur, "noerror", kw, kw.pos())?;
@@ -1053,14 +1316,9 @@ pub(crate) fn parse_object_keyword(
                     d.fq_codel = Some(parse_fq_codel(cur, &mut d.fields)?);
                 }
                 "fq_pie" => {
-                    return Err(cur.error(
-                        v,
-                        ErrorKind::UnknownKeyword,
-                        format!(
-                            "scheduler type '{}' (dummynet's FQ-PIE) is not supported by pspat; its flow-queueing type is fq_codel (example: {FQ_CODEL_EXAMPLE})",
-                            v.text
-                        ),
-                    ))
+                    record(&mut d.fields, cur, "type", kw, v.pos())?;
+                    d.alg = Some(AlgKind::Fq);
+                    d.fq_pie = Some(parse_fq_pie(cur, &mut d.fields)?);
                 }
                 _ => {
                     d.alg = Some(AlgKind::parse(&v.text).map_err(|_| {
@@ -1068,7 +1326,7 @@ pub(crate) fn parse_object_keyword(
                             v,
                             ErrorKind::UnknownKeyword,
                             format!(
-                                "unknown scheduler type '{}' (allowed: {}, fq_codel; rr means drr, wf2qp means wf2q+)",
+                                "unknown scheduler type '{}' (allowed: {}, fq_codel, fq_pie; rr means drr, wf2qp means wf2q+)",
                                 v.text,
                                 AlgKind::known_names()
                             ),
@@ -1644,6 +1902,7 @@ impl Builder {
                         number,
                         alg: d.alg,
                         fq_codel: d.fq_codel,
+                        fq_pie: d.fq_pie,
                         link: d.link,
                         mask: d.mask,
                         buckets: d.sched_buckets,

@@ -65,20 +65,24 @@ pub use diff::{apply, diff, Change};
 pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};
 pub use model::{
-    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, GilbertElliott,
-    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe, Proto, Queue, QueueParams,
-    Red, Rule, Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, FqPie, GilbertElliott,
+    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pie, Pipe, Proto, Queue,
+    QueueParams, Red, Rule, Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 pub use net::{AddrList, AddrListError, AddrMatch, PortRange, Prefix, MAX_ADDR_LIST_LEN};
 pub use netem::{netem_to_config, NETEM_DEFAULT_LIMIT};
 pub use pipe_config::{
-    delay_line_capacity, pipe_config, pipe_seed, plan_pipe_configs, queue_config, sched_config,
+    delay_line_capacity, pie_config, pipe_config, pipe_seed, plan_pipe_configs, queue_config,
+    sched_config,
 };
 pub use plan::{
     FsProfiles, LinkPlan, LoadedProfile, NoProfiles, PipePlan, Plan, ProfileLoader, QueuePlan,
     QueueSetPlan, RulePlan, SchedPlan, SCHEMA_VERSION,
 };
-pub use print::{codel_words, fq_codel_words, print_ipfw, print_toml, rule_line, slot_words};
+pub use print::{
+    codel_words, fq_codel_words, fq_pie_words, pie_words, print_ipfw, print_toml, rule_line,
+    slot_words,
+};
 pub use profile::{parse_profile, Profile, ProfilePoint};
 pub use read::{read_regular_text_file, read_text_file, MAX_FILE_BYTES};
 pub use units::QueueLimit;

@@ -309,6 +309,136 @@ impl Default for FqCodel {
     }
 }
 
+/// dummynet's PIE AQM on a queue (`pie [target TIME] [tupdate TIME]
+/// [alpha A] [beta B] [max_burst TIME] [max_ecnth P] [ecn | noecn]
+/// [capdrop | nocapdrop] [derand | noderand] [onoff | noonoff] [dre |
+/// ts]`, RFC 8033; FreeBSD's `sbin/ipfw/dummynet.c` and
+/// `sys/netpfil/ipfw/dn_aqm_pie.c`): arriving packets are dropped, or with
+/// `ecn` marked, with a probability updated every `tupdate` from the
+/// queueing delay's distance to `target` and its trend. The parsers fill
+/// in dummynet's defaults of the values not given ([`Pie::default`]), so
+/// the model always holds every parameter and prints them all; validation
+/// refuses values outside dummynet's ranges instead of clamping them.
+/// `noonoff` is pspat's word for dummynet's default (no `onoff`).
+///
+/// # Examples
+/// ```
+/// use pspat_config::{parse_ipfw, Pie};
+/// let cfg = parse_ipfw("pipe 1 config pie target 5ms alpha 0.25 ts", "x").unwrap();
+/// let p = cfg.pipes[0].queue.pie.unwrap();
+/// assert_eq!(p, Pie { target_us: 5_000, alpha: 0.25, dre: false, ..Pie::default() });
+/// assert_eq!((p.tupdate_us, p.max_burst_us, p.max_ecnth), (15_000, 150_000, 0.1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pie {
+    /// `target`: the queueing delay PIE steers to, µs (15 ms).
+    pub target_us: u64,
+    /// `tupdate`: the period of the probability's update, µs (15 ms).
+    pub tupdate_us: u64,
+    /// `alpha`: weight of the delay's distance from target (0.125).
+    pub alpha: f64,
+    /// `beta`: weight of the delay's change since the last update (1.25).
+    pub beta: f64,
+    /// `max_burst`: the burst let through before PIE drops, µs (150 ms).
+    pub max_burst_us: u64,
+    /// `max_ecnth`: with `ecn`, the probability below which packets are
+    /// marked rather than dropped (0.1).
+    pub max_ecnth: f64,
+    /// `ecn` | `noecn` (the default for `pie`; `fq_pie`'s is `ecn`).
+    pub ecn: bool,
+    /// `capdrop` (the default) | `nocapdrop`: cap a rise of the
+    /// probability at 0.02 once it is at or above 0.1.
+    pub capdrop: bool,
+    /// `derand` (the default) | `noderand`: derandomise the drops.
+    pub derand: bool,
+    /// `onoff` | `noonoff` (the default): PIE off while the queue is short.
+    pub onoff: bool,
+    /// `dre` (the default for `pie`) | `ts` (`fq_pie`'s default): the delay
+    /// from the departure rate or from the packets' enqueue times.
+    pub dre: bool,
+}
+
+impl Pie {
+    /// The shortest `target` or `tupdate`, 1 µs (dummynet's).
+    pub const MIN_US: u64 = pspat_sched::pipe::Pie::MIN_NS / 1_000;
+    /// The longest `target`, `tupdate` or `max_burst`, 10 s (dummynet's).
+    pub const MAX_US: u64 = pspat_sched::pipe::Pie::MAX_NS / 1_000;
+    /// The largest `alpha` or `beta` (dummynet's).
+    pub const MAX_GAIN: f64 = pspat_sched::pipe::Pie::MAX_GAIN;
+
+    /// dummynet's `fq_pie` defaults: as [`Pie::default`] with `ecn` and
+    /// `ts`.
+    pub fn fq_default() -> Self {
+        Pie {
+            ecn: true,
+            dre: false,
+            ..Pie::default()
+        }
+    }
+}
+
+impl Default for Pie {
+    /// dummynet's `pie` defaults: 15 ms, 15 ms, 0.125, 1.25, 150 ms, 0.1,
+    /// `noecn capdrop derand noonoff dre`.
+    fn default() -> Self {
+        Pie {
+            target_us: 15_000,
+            tupdate_us: 15_000,
+            alpha: 0.125,
+            beta: 1.25,
+            max_burst_us: 150_000,
+            max_ecnth: 0.1,
+            ecn: false,
+            capdrop: true,
+            derand: true,
+            onoff: false,
+            dre: true,
+        }
+    }
+}
+
+/// FreeBSD dummynet's `fq_pie` scheduler type (`sched N config type fq_pie
+/// [PIE's parameters] [quantum BYTES] [limit PACKETS] [flows N]`;
+/// `sys/netpfil/ipfw/dn_sched_fq_pie.c`): flow queueing with PIE on every
+/// flow, built as [`FqCodel`] is, with PIE in CoDel's place. The parsers
+/// fill in dummynet's defaults ([`FqPie::default`]: [`Pie::fq_default`],
+/// 1514 bytes, 10240 packets, 1024 flows); the ranges are
+/// [`FqCodel`]'s and [`Pie`]'s.
+///
+/// # Examples
+/// ```
+/// use pspat_config::{parse_ipfw, FqPie, Pie};
+/// use pspat_sched::AlgKind;
+/// let cfg = parse_ipfw("sched 1 config type fq_pie target 10ms flows 256 bw 10Mbit/s", "x").unwrap();
+/// let s = &cfg.scheds[0];
+/// assert_eq!(s.alg, Some(AlgKind::Fq));
+/// let f = s.fq_pie.unwrap();
+/// assert_eq!(f.pie, Pie { target_us: 10_000, ..Pie::fq_default() });
+/// assert_eq!((f.quantum, f.limit, f.flows), (1514, 10_240, 256));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FqPie {
+    /// PIE's parameters: the PIE of every flow.
+    pub pie: Pie,
+    /// `quantum`: bytes a flow may send per round.
+    pub quantum: u32,
+    /// `limit`: packets the flows of one sched instance hold in all.
+    pub limit: u32,
+    /// `flows`: dynamic queues (flows) a flowset of the sched holds at once.
+    pub flows: u32,
+}
+
+impl Default for FqPie {
+    fn default() -> Self {
+        FqPie {
+            pie: Pie::fq_default(),
+            quantum: FqCodel::DEFAULT_QUANTUM,
+            limit: FqCodel::DEFAULT_LIMIT,
+            flows: FqCodel::DEFAULT_FLOWS,
+        }
+    }
+}
+
 /// Gilbert-Elliott loss (`gemodel p r 1-h 1-k`, as tc-netem(8)).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GilbertElliott {
@@ -397,6 +527,9 @@ pub struct QueueParams {
     /// model built otherwise).
     #[serde(default)]
     pub codel: Option<Codel>,
+    /// `pie`: dummynet's PIE AQM; never with `red`/`gred` or `codel`.
+    #[serde(default)]
+    pub pie: Option<Pie>,
     /// `buckets`: hash size for dynamic queues (default 64).
     pub buckets: Option<u32>,
     /// `noerror`: do not report drops to the sender.
@@ -457,6 +590,10 @@ pub struct Sched {
     /// `type fq_codel` and its parameters; `None` for every other type
     /// (validation refuses it with a type other than [`AlgKind::Fq`]).
     pub fq_codel: Option<FqCodel>,
+    /// `type fq_pie` and its parameters; `None` for every other type
+    /// (validation refuses it with a type other than [`AlgKind::Fq`], or
+    /// with `fq_codel`).
+    pub fq_pie: Option<FqPie>,
     /// The link.
     pub link: LinkParams,
     /// `mask`: one scheduler instance per masked value.

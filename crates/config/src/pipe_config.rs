@@ -117,6 +117,38 @@ pub fn queue_config(q: &QueueSetPlan) -> QueueConfig {
             interval_ns: c.interval_us.saturating_mul(1_000),
             ecn: c.ecn,
         }),
+        pie: q.pie.as_ref().map(pie_config),
+    }
+}
+
+/// A plan's PIE as the core's: µs to ns (validation keeps the times
+/// within 10 s; a plan from elsewhere with longer ones saturates into the
+/// core's own range check).
+///
+/// # Examples
+/// ```
+/// use pspat_config::{pie_config, Pie};
+/// let p = pie_config(&Pie { dre: false, ..Pie::default() });
+/// assert_eq!((p.target_ns, p.estimator), (15_000_000, pspat_sched::pipe::pie::DelayEstimator::Timestamp));
+/// ```
+pub fn pie_config(p: &crate::Pie) -> pipe::Pie {
+    use pipe::pie::DelayEstimator;
+    pipe::Pie {
+        target_ns: p.target_us.saturating_mul(1_000),
+        tupdate_ns: p.tupdate_us.saturating_mul(1_000),
+        alpha: p.alpha,
+        beta: p.beta,
+        max_burst_ns: p.max_burst_us.saturating_mul(1_000),
+        max_ecnth: p.max_ecnth,
+        ecn: p.ecn,
+        capdrop: p.capdrop,
+        derand: p.derand,
+        onoff: p.onoff,
+        estimator: if p.dre {
+            DelayEstimator::DepartureRate
+        } else {
+            DelayEstimator::Timestamp
+        },
     }
 }
 
@@ -311,7 +343,10 @@ pub fn sched_config(sched: &SchedPlan, plan_seed: u64) -> Result<PipeConfig, Con
         plan_seed,
         sched.number,
     )?;
-    c.held_limit = sched.fq_codel.map(|f| f.limit);
+    c.held_limit = sched
+        .fq_codel
+        .map(|f| f.limit)
+        .or(sched.fq_pie.map(|f| f.limit));
     Ok(c)
 }
 
@@ -373,6 +408,7 @@ mod tests {
                 ecn: false,
                 loss_ecn: false,
                 codel: None,
+                pie: None,
             },
             delay_line_capacity: 782,
             held_capacity: pspat_sched::SchedulerConfig::DEFAULT_CAPACITY,

@@ -12,8 +12,9 @@
 //! ([`pspat_sched::MIN_WEIGHT`]..=[`pspat_sched::MAX_WEIGHT`], priorities below
 //! [`pspat_sched::PRIORITIES`], lmax up to [`pspat_sched::MAX_PACKET_LEN`],
 //! a link's `bw` 0 for unlimited or in [`MIN_RATE_BPS`]..=[`MAX_RATE_BPS`]).
-//! A flowset of an `fq_codel` sched takes the sched's mask (`all`), CoDel
-//! and limit where it sets none of its own (see [`QueuePlan`]).
+//! A flowset of an `fq_codel` or `fq_pie` sched takes the sched's mask
+//! (`all`), CoDel or PIE, and limit where it sets none of its own (see
+//! [`QueuePlan`]).
 //! Rules without a number take the largest number so far plus 100, as ipfw's
 //! auto-increment step; duplicate rule numbers are refused (ipfw allows them,
 //! but a plan keys rules by number so that a diff can name them).
@@ -29,8 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, GilbertElliott,
-    InterfaceMatch, LinkParams, LossState, Parent, Proto, Queue, QueueParams, Red, Rule, Site,
+    Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, FqPie, GilbertElliott,
+    InterfaceMatch, LinkParams, LossState, Parent, Pie, Proto, Queue, QueueParams, Red, Rule, Site,
     SiteKind, SlotInterval, SlotParams, Target,
 };
 use crate::net::{AddrMatch, PortRange, Prefix};
@@ -174,6 +175,10 @@ pub struct QueueSetPlan {
     /// 1 µs..=[`Codel::MAX_US`].
     #[serde(default)]
     pub codel: Option<Codel>,
+    /// dummynet's PIE AQM (never with `red` or `codel`), within
+    /// dummynet's ranges ([`Pie`]).
+    #[serde(default)]
+    pub pie: Option<Pie>,
     /// Hash size for dynamic queues.
     pub buckets: u32,
     /// Do not report drops to the sender.
@@ -218,6 +223,9 @@ pub struct SchedPlan {
     /// flowsets' caps ([`Plan::flowset_queue_caps`]).
     #[serde(default)]
     pub fq_codel: Option<FqCodel>,
+    /// `type fq_pie`'s parameters, as `fq_codel`'s are used.
+    #[serde(default)]
+    pub fq_pie: Option<FqPie>,
     /// The link.
     pub link: LinkPlan,
     /// Instance mask (all zero: one instance).
@@ -241,10 +249,11 @@ pub struct PipePlan {
 
 /// A resolved queue (flowset).
 ///
-/// A flowset of an `fq_codel` sched holds what it runs with: its own
-/// mask, AQM and `queue` size where it sets them, else the sched's
+/// A flowset of an `fq_codel` or `fq_pie` sched holds what it runs with:
+/// its own mask, AQM and `queue` size where it sets them, else the sched's
 /// (validation lowers them: `mask all`, `codel` with the sched's times
-/// and `ecn`, `limit` slots; docs/CONFIG.md, *FQ-CoDel*).
+/// and `ecn` or `pie` with the sched's PIE parameters, `limit` slots;
+/// docs/CONFIG.md, *FQ-CoDel* and *FQ-PIE*).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueuePlan {
     /// The number.
@@ -338,7 +347,7 @@ impl Default for Plan {
 
 impl Plan {
     /// The cap on the dynamic queues of each flowset whose sched is
-    /// `fq_codel`, by queue number: the sched's `flows` (a daemon's cap
+    /// `fq_codel` or `fq_pie`, by queue number: the sched's `flows` (a daemon's cap
     /// for the other flowsets is its own, `--max-queues` for `pspat run`).
     ///
     /// # Examples
@@ -361,8 +370,9 @@ impl Plan {
                 let Parent::Sched(n) = q.parent else {
                     return None;
                 };
-                let f = self.scheds.get(&n)?.fq_codel?;
-                Some((q.number, f.flows))
+                let s = self.scheds.get(&n)?;
+                let flows = s.fq_codel.map(|f| f.flows).or(s.fq_pie.map(|f| f.flows))?;
+                Some((q.number, flows))
             })
             .collect()
     }
@@ -884,11 +894,16 @@ impl Checker<'_> {
         if let Some(c) = q.codel {
             self.codel(kind, index, owner, &c, q.red.is_some());
         }
+        if let Some(p) = q.pie {
+            self.pie(kind, index, owner, &p, q);
+        }
         if q.ecn && q.red.is_none() {
             // tc-netem's `ecn` marks instead of the random losses; CoDel's
             // is its own word, read only among its parameters.
             let hint = if q.codel.is_some() {
                 "; for CoDel to mark, write 'ecn' among its parameters, right after 'codel' or its times (codel target 5ms ecn)"
+            } else if q.pie.is_some() {
+                "; for PIE to mark, write 'ecn' among its parameters, right after 'pie' or its values (pie target 15ms ecn)"
             } else if q.random_loss() {
                 "; to mark instead of the random loss, as tc-netem's 'ecn' does, write 'lossecn'"
             } else {
@@ -925,6 +940,7 @@ impl Checker<'_> {
             plr: q.plr.unwrap_or(0.0),
             red: q.red,
             codel: q.codel,
+            pie: q.pie,
             buckets,
             noerror: q.noerror,
             ecn: q.ecn,
@@ -957,7 +973,118 @@ impl Checker<'_> {
                 ErrorKind::Duplicate,
                 || second.into(),
                 format!(
-                    "{owner} has both RED and CoDel: a queue has one AQM (red, gred, codel, or droptail for none)"
+                    "{owner} has both RED and CoDel: a queue has one AQM (red, gred, codel, pie, or droptail for none)"
+                ),
+            );
+        }
+    }
+
+    /// A queue's `pie`: its parameters in dummynet's ranges, and no RED or
+    /// CoDel beside it (told at whichever comes second; the parsers refuse
+    /// both in one statement, so only a model built otherwise has them).
+    fn pie(&mut self, kind: SiteKind, index: usize, owner: &str, p: &Pie, q: &QueueParams) {
+        self.pie_parameters(kind, index, &format!("{owner} pie"), PIE_FIELDS, p);
+        let other = if q.red.is_some() {
+            Some(("red", "RED"))
+        } else if q.codel.is_some() {
+            Some(("codel", "CoDel"))
+        } else {
+            None
+        };
+        if let Some((field, name)) = other {
+            let second = self.written_second(kind, index, "pie", field);
+            self.fail(
+                (kind, index, second),
+                ErrorKind::Duplicate,
+                || second.into(),
+                format!(
+                    "{owner} has both {name} and PIE: a queue has one AQM (red, gred, codel, pie, or droptail for none)"
+                ),
+            );
+        }
+    }
+
+    /// PIE's parameters (of `what`, recorded as `fields`: target, tupdate,
+    /// max_burst, alpha, beta, max_ecnth): dummynet's ranges, refused
+    /// where dummynet clamps.
+    fn pie_parameters(
+        &mut self,
+        kind: SiteKind,
+        index: usize,
+        what: &str,
+        fields: [&'static str; 6],
+        p: &Pie,
+    ) {
+        let times = [
+            (fields[0], "target", p.target_us, Pie::MIN_US),
+            (fields[1], "tupdate", p.tupdate_us, Pie::MIN_US),
+            (fields[2], "max_burst", p.max_burst_us, 0),
+        ];
+        for (field, name, us, min) in times {
+            self.time_range(
+                (kind, index, field),
+                &format!("{what} {name}"),
+                us,
+                min..=Pie::MAX_US,
+            );
+        }
+        let reals = [
+            (fields[3], "alpha", p.alpha, Pie::MAX_GAIN),
+            (fields[4], "beta", p.beta, Pie::MAX_GAIN),
+            (fields[5], "max_ecnth", p.max_ecnth, 1.0),
+        ];
+        for (field, name, value, max) in reals {
+            self.range(
+                (kind, index, field),
+                &format!("{what} {name}"),
+                value,
+                0.0..=max,
+            );
+        }
+    }
+
+    /// A sched's `type fq_pie`: PIE's parameters as a queue's `pie` takes
+    /// them, `quantum`, `limit` and `flows` as `fq_codel`'s, the type
+    /// [`AlgKind::Fq`], and not with `fq_codel` too (a model built in code
+    /// may say otherwise).
+    fn fq_pie(&mut self, index: usize, owner: &str, s: &crate::model::Sched, f: &FqPie) {
+        let kind = SiteKind::Sched;
+        self.pie_parameters(
+            kind,
+            index,
+            &format!("{owner} fq_pie"),
+            FQ_PIE_FIELDS,
+            &f.pie,
+        );
+        for (field, name, value, range) in [
+            (
+                "fq_pie.quantum",
+                "quantum (bytes)",
+                f.quantum,
+                FqCodel::QUANTUM,
+            ),
+            ("fq_pie.limit", "limit (packets)", f.limit, FqCodel::LIMIT),
+            ("fq_pie.flows", "flows", f.flows, FqCodel::FLOWS),
+        ] {
+            self.range(
+                (kind, index, field),
+                &format!("{owner} fq_pie {name}"),
+                value,
+                range,
+            );
+        }
+        if s.alg != Some(AlgKind::Fq) || s.fq_codel.is_some() {
+            let shown = if s.fq_codel.is_some() {
+                "fq_codel".to_string()
+            } else {
+                s.alg.map_or("none".to_string(), |a| a.to_string())
+            };
+            self.fail(
+                (kind, index, "type"),
+                ErrorKind::Syntax,
+                || shown.clone(),
+                format!(
+                    "{owner} has fq_pie's parameters but the type {shown}: an fq_pie sched's type is fq, without fq_codel's"
                 ),
             );
         }
@@ -1255,10 +1382,14 @@ impl Config {
             if let Some(f) = &s.fq_codel {
                 c.fq_codel(i, &owner, f, s.alg);
             }
+            if let Some(f) = &s.fq_pie {
+                c.fq_pie(i, &owner, s, f);
+            }
             plan.scheds.entry(s.number).or_insert(SchedPlan {
                 number: s.number,
                 alg: s.alg.unwrap_or(AlgKind::Wf2qPlus),
                 fq_codel: s.fq_codel,
+                fq_pie: s.fq_pie,
                 link,
                 mask: s.mask,
                 buckets,
@@ -1378,6 +1509,9 @@ impl Config {
             if let Parent::Sched(n) = parent {
                 if let Some(f) = plan.scheds.get(&n).and_then(|s| s.fq_codel) {
                     lower_fq_codel(&f, q, &mut resolved);
+                }
+                if let Some(f) = plan.scheds.get(&n).and_then(|s| s.fq_pie) {
+                    lower_fq_pie(&f, q, &mut resolved);
                 }
             }
             plan.queues.entry(q.number).or_insert(resolved);
@@ -1576,13 +1710,48 @@ fn lower_fq_codel(f: &FqCodel, q: &Queue, plan: &mut QueuePlan) {
     if q.mask.is_empty() {
         plan.mask = FlowMask::all();
     }
-    if q.params.red.is_none() && q.params.codel.is_none() {
+    if q.params.red.is_none() && q.params.codel.is_none() && q.params.pie.is_none() {
         plan.queue.codel = Some(f.codel);
     }
     if q.params.limit.is_none() {
         plan.queue.limit = QueueLimit::Slots(f.limit);
     }
 }
+
+/// A flowset `q` of an `fq_pie` sched, as [`lower_fq_codel`] lowers one of
+/// an `fq_codel` sched, with `pie` (the sched's PIE parameters) in CoDel's
+/// place.
+fn lower_fq_pie(f: &FqPie, q: &Queue, plan: &mut QueuePlan) {
+    if q.mask.is_empty() {
+        plan.mask = FlowMask::all();
+    }
+    if q.params.red.is_none() && q.params.codel.is_none() && q.params.pie.is_none() {
+        plan.queue.pie = Some(f.pie);
+    }
+    if q.params.limit.is_none() {
+        plan.queue.limit = QueueLimit::Slots(f.limit);
+    }
+}
+
+/// The fields of a queue's PIE parameters checked for their ranges.
+const PIE_FIELDS: [&str; 6] = [
+    "pie.target",
+    "pie.tupdate",
+    "pie.max_burst",
+    "pie.alpha",
+    "pie.beta",
+    "pie.max_ecnth",
+];
+
+/// The fields of an `fq_pie` sched's PIE parameters.
+const FQ_PIE_FIELDS: [&str; 6] = [
+    "fq_pie.target",
+    "fq_pie.tupdate",
+    "fq_pie.max_burst",
+    "fq_pie.alpha",
+    "fq_pie.beta",
+    "fq_pie.max_ecnth",
+];
 
 fn numbers<'a>(keys: impl Iterator<Item = &'a u32>) -> String {
     let list: Vec<String> = keys.map(|k| k.to_string()).collect();

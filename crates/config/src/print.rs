@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, FqCodel, LinkParams, Parent, QueueParams,
-    Rule, Sched, SlotInterval, SlotParams, Target,
+    Action, Codel, Config, DefaultAction, Direction, FqCodel, FqPie, LinkParams, Parent, Pie,
+    QueueParams, Rule, Sched, SlotInterval, SlotParams, Target,
 };
 use crate::net::format_ports;
 use crate::units::{format_rate, format_size, format_time_us};
@@ -114,6 +114,9 @@ fn queue_words(q: &QueueParams, out: &mut Vec<String>) {
     if let Some(c) = q.codel {
         out.push(codel_words(c));
     }
+    if let Some(p) = q.pie {
+        out.push(pie_words(&p));
+    }
     if let Some(b) = q.buckets {
         out.push(format!("buckets {b}"));
     }
@@ -182,13 +185,101 @@ pub fn fq_codel_words(f: &FqCodel) -> String {
     )
 }
 
-/// A sched's `type` words: `type fq_codel ...` with its parameters, or
-/// `type NAME`; nothing without a type.
+/// PIE's parameters, every one, defaults included, in the order of
+/// dummynet's `pipe show`: `target T tupdate T alpha A beta B max_burst T
+/// max_ecnth P ecn|noecn capdrop|nocapdrop derand|noderand onoff|noonoff
+/// dre|ts`.
+fn pie_parameters(p: &Pie) -> String {
+    format!(
+        "target {} tupdate {} alpha {} beta {} max_burst {} max_ecnth {} {} {} {} {} {}",
+        format_time_us(p.target_us),
+        format_time_us(p.tupdate_us),
+        p.alpha,
+        p.beta,
+        format_time_us(p.max_burst_us),
+        p.max_ecnth,
+        if p.ecn { "ecn" } else { "noecn" },
+        if p.capdrop { "capdrop" } else { "nocapdrop" },
+        if p.derand { "derand" } else { "noderand" },
+        if p.onoff { "onoff" } else { "noonoff" },
+        if p.dre { "dre" } else { "ts" },
+    )
+}
+
+/// A queue's `pie` with every parameter, defaults included.
+///
+/// # Examples
+/// ```
+/// use pspat_config::{pie_words, Pie};
+/// assert_eq!(
+///     pie_words(&Pie::default()),
+///     "pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 \
+///      noecn capdrop derand noonoff dre"
+/// );
+/// ```
+pub fn pie_words(p: &Pie) -> String {
+    format!("pie {}", pie_parameters(p))
+}
+
+/// The type of an `fq_pie` sched with every parameter, defaults included
+/// (the words after `type`, as `sched show` prints them too).
+///
+/// # Examples
+/// ```
+/// use pspat_config::{fq_pie_words, FqPie};
+/// assert_eq!(
+///     fq_pie_words(&FqPie::default()),
+///     "fq_pie target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 \
+///      ecn capdrop derand noonoff ts quantum 1514 limit 10240 flows 1024"
+/// );
+/// ```
+pub fn fq_pie_words(f: &FqPie) -> String {
+    format!(
+        "fq_pie {} quantum {} limit {} flows {}",
+        pie_parameters(&f.pie),
+        f.quantum,
+        f.limit,
+        f.flows
+    )
+}
+
+/// PIE's parameters as the keys of a TOML table (without braces).
+fn pie_toml_keys(p: &Pie) -> String {
+    format!(
+        "target = {}, tupdate = {}, alpha = {}, beta = {}, max_burst = {}, max_ecnth = {}, ecn = {}, capdrop = {}, derand = {}, onoff = {}, estimator = {}",
+        quote(&format_time_us(p.target_us)),
+        quote(&format_time_us(p.tupdate_us)),
+        toml_float(p.alpha),
+        toml_float(p.beta),
+        quote(&format_time_us(p.max_burst_us)),
+        toml_float(p.max_ecnth),
+        p.ecn,
+        p.capdrop,
+        p.derand,
+        p.onoff,
+        quote(if p.dre { "dre" } else { "ts" }),
+    )
+}
+
+/// A real number as TOML writes one (`1` as `1.0`: TOML's integers are
+/// another type, which the parsers read as the same number anyway).
+fn toml_float(x: f64) -> String {
+    let s = x.to_string();
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// A sched's `type` words: `type fq_codel ...` or `type fq_pie ...` with
+/// its parameters, or `type NAME`; nothing without a type.
 fn sched_type_words(s: &Sched, out: &mut Vec<String>) {
-    match (s.fq_codel, s.alg) {
-        (Some(f), _) => out.push(format!("type {}", fq_codel_words(&f))),
-        (None, Some(alg)) => out.push(format!("type {}", alg.name())),
-        (None, None) => {}
+    match (s.fq_codel, s.fq_pie, s.alg) {
+        (Some(f), _, _) => out.push(format!("type {}", fq_codel_words(&f))),
+        (None, Some(f), _) => out.push(format!("type {}", fq_pie_words(&f))),
+        (None, None, Some(alg)) => out.push(format!("type {}", alg.name())),
+        (None, None, None) => {}
     }
 }
 
@@ -483,6 +574,9 @@ fn toml_queue(q: &QueueParams, out: &mut String) {
             quote(&format_time_us(c.interval_us))
         );
     }
+    if let Some(p) = q.pie {
+        let _ = writeln!(out, "pie = {{ {} }}", pie_toml_keys(&p));
+    }
     if let Some(b) = q.buckets {
         let _ = writeln!(out, "buckets = {b}");
     }
@@ -575,8 +669,19 @@ pub fn print_toml(config: &Config) -> String {
     }
     for s in &config.scheds {
         let _ = writeln!(out, "\n[[sched]]\nnumber = {}", s.number);
-        match (s.fq_codel, s.alg) {
-            (Some(f), _) => {
+        match (s.fq_codel, s.fq_pie, s.alg) {
+            (None, Some(f), _) => {
+                let _ = writeln!(out, "type = \"fq_pie\"");
+                let _ = writeln!(
+                    out,
+                    "fq_pie = {{ {}, quantum = {}, limit = {}, flows = {} }}",
+                    pie_toml_keys(&f.pie),
+                    f.quantum,
+                    f.limit,
+                    f.flows
+                );
+            }
+            (Some(f), _, _) => {
                 let _ = writeln!(out, "type = \"fq_codel\"");
                 let _ = writeln!(
                     out,
@@ -589,10 +694,10 @@ pub fn print_toml(config: &Config) -> String {
                     f.flows
                 );
             }
-            (None, Some(alg)) => {
+            (None, None, Some(alg)) => {
                 let _ = writeln!(out, "type = {}", quote(alg.name()));
             }
-            (None, None) => {}
+            (None, None, None) => {}
         }
         toml_link(&s.link, &mut out);
         if let Some(b) = s.buckets {

@@ -24,7 +24,12 @@
 //! defaults (`false`: no CoDel); a sched of `type = "fq_codel"` takes an
 //! `fq_codel` table with optional `target`, `interval`, `ecn`, `quantum`,
 //! `limit` and `flows` (the words after `type fq_codel`), and no other
-//! sched takes one.
+//! sched takes one; `pie` a table with optional `target`, `tupdate`,
+//! `max_burst` (times), `alpha`, `beta`, `max_ecnth` (numbers), `ecn`,
+//! `capdrop`, `derand`, `onoff` (booleans: the `no` word when false) and
+//! `estimator` (`"dre"` or `"ts"`), or `true` for dummynet's defaults; a sched
+//! of `type = "fq_pie"` takes an `fq_pie` table with PIE's keys and
+//! `quantum`, `limit`, `flows`.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
 //! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
 //! `via = "not eth0"`.
@@ -82,27 +87,85 @@ const LOSSSTATE: TableKeyword = TableKeyword {
     },
 };
 
-/// A table of CoDel's parameters, or of fq_codel's: its keys (`ecn`
-/// among them, a boolean) and the names messages give it.
+/// A table of CoDel's, fq_codel's, PIE's or fq_pie's parameters: its keys
+/// (the switches among them, booleans) and the names messages give it.
 struct ParameterTable {
     /// The table's key, as `unknown ... key` names it.
     name: &'static str,
-    /// Whose `ecn` it is, as its message names it.
+    /// Whose switches they are, as their messages name it.
     owner: &'static str,
     keys: &'static [&'static str],
+    /// The boolean keys: each the word it stands for when true, with the
+    /// word when false.
+    switches: &'static [(&'static str, &'static str)],
 }
 
 const CODEL_TABLE: ParameterTable = ParameterTable {
     name: "codel",
     owner: "CoDel",
     keys: &["target", "interval", "ecn"],
+    switches: &[("ecn", "noecn")],
 };
 
 const FQ_CODEL_TABLE: ParameterTable = ParameterTable {
     name: "fq_codel",
     owner: "fq_codel",
     keys: &["target", "interval", "ecn", "quantum", "limit", "flows"],
+    switches: &[("ecn", "noecn")],
 };
+
+/// PIE's switches in TOML (`estimator`, a string, picks `dre` or `ts`).
+const PIE_SWITCHES: &[(&str, &str)] = &[
+    ("ecn", "noecn"),
+    ("capdrop", "nocapdrop"),
+    ("derand", "noderand"),
+    ("onoff", "noonoff"),
+];
+
+const PIE_TABLE: ParameterTable = ParameterTable {
+    name: "pie",
+    owner: "PIE",
+    keys: &[
+        "target",
+        "tupdate",
+        "alpha",
+        "beta",
+        "max_burst",
+        "max_ecnth",
+        "ecn",
+        "capdrop",
+        "derand",
+        "onoff",
+        "estimator",
+    ],
+    switches: PIE_SWITCHES,
+};
+
+const FQ_PIE_TABLE: ParameterTable = ParameterTable {
+    name: "fq_pie",
+    owner: "fq_pie",
+    keys: &[
+        "target",
+        "tupdate",
+        "alpha",
+        "beta",
+        "max_burst",
+        "max_ecnth",
+        "ecn",
+        "capdrop",
+        "derand",
+        "onoff",
+        "estimator",
+        "quantum",
+        "limit",
+        "flows",
+    ],
+    switches: PIE_SWITCHES,
+};
+
+/// A sched type whose parameters TOML gives in a table of their own: the
+/// type's name (the table's key too) and the table.
+const SCHED_TYPE_TABLES: [&ParameterTable; 2] = [&FQ_CODEL_TABLE, &FQ_PIE_TABLE];
 
 /// Byte offsets to 1-based line and character column.
 struct LineIndex<'a> {
@@ -296,10 +359,25 @@ impl Reader<'_> {
                     "'codel' takes a table or true (example: codel = { target = \"5ms\", interval = \"100ms\", ecn = true })",
                 ))
             }
-            // A pipe's or queue's `fq_codel` (a sched's is read with its
-            // `type`): the keyword alone, refused by the keyword parser
-            // with what to write instead.
-            _ if kw.text == "fq_codel" => Ok(vec![kw]),
+            DeValue::Table(t) if kw.text == "pie" => {
+                let mut toks = vec![kw];
+                toks.extend(self.parameter_tokens(t, &PIE_TABLE)?);
+                Ok(toks)
+            }
+            // `pie = true`: every parameter at its default.
+            DeValue::Boolean(b) if kw.text == "pie" => Ok(if *b { vec![kw] } else { Vec::new() }),
+            _ if kw.text == "pie" => {
+                let t = self.tok(value.get_ref().type_str(), value.span().start);
+                Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    "'pie' takes a table or true (example: pie = { target = \"15ms\", tupdate = \"15ms\", estimator = \"ts\" })",
+                ))
+            }
+            // A pipe's or queue's `fq_codel` or `fq_pie` (a sched's is
+            // read with its `type`): the keyword alone, refused by the
+            // keyword parser with what to write instead.
+            _ if kw.text == "fq_codel" || kw.text == "fq_pie" => Ok(vec![kw]),
             DeValue::Table(t) if kw.text == "lossstate" => self.table_tokens(kw, t, &LOSSSTATE),
             DeValue::Table(t) if kw.text == "gemodel" => self.table_tokens(kw, t, &GEMODEL),
             DeValue::Table(t) if kw.text == "duplicate" => self.table_tokens(kw, t, &DUPLICATE),
@@ -379,18 +457,19 @@ impl Reader<'_> {
         Ok(toks)
     }
 
-    /// The words of a table of CoDel's or fq_codel's parameters, in the
-    /// table's order: `key value` for each key but `ecn`, whose boolean is
-    /// the word `ecn` or `noecn`.
+    /// The words of a table of CoDel's, fq_codel's, PIE's or fq_pie's
+    /// parameters, in the table's order: `key value` for each key but the
+    /// switches, whose boolean is the word or its `no` word, and PIE's
+    /// `estimator`, whose string is the word `dre` or `ts`.
     fn parameter_tokens(&self, t: &DeTable<'_>, model: &ParameterTable) -> Result<Vec<Tok>, Error> {
         let mut toks = Vec::new();
         for (k, v) in t.iter() {
             let key = self.key_tok(k);
-            if key.text == "ecn" {
+            if let Some((on, off)) = model.switches.iter().find(|(on, _)| key.text == *on) {
                 match v.get_ref() {
                     DeValue::Boolean(b) => {
                         let mut word = key;
-                        word.text = if *b { "ecn" } else { "noecn" }.into();
+                        word.text = if *b { on } else { off }.to_string();
                         toks.push(word);
                     }
                     other => {
@@ -398,10 +477,26 @@ impl Reader<'_> {
                         return Err(self.error(
                             &t,
                             ErrorKind::Syntax,
-                            format!("{}'s 'ecn' takes true or false", model.owner),
+                            format!("{}'s '{on}' takes true or false", model.owner),
                         ));
                     }
                 }
+            } else if key.text == "estimator" && model.keys.contains(&"estimator") {
+                let mut word = self.scalar(&key, v)?;
+                if !matches!(word.text.as_str(), "dre" | "ts") {
+                    return Err(self.error(
+                        &word,
+                        ErrorKind::Syntax,
+                        format!(
+                            "{}'s 'estimator' takes \"dre\" (departure rate) or \"ts\" (timestamps), not '{}'",
+                            model.owner, word.text
+                        ),
+                    ));
+                }
+                // At the key, as a switch's word is.
+                word.line = key.line;
+                word.column = key.column;
+                toks.push(word);
             } else if model.keys.contains(&key.text.as_str()) {
                 let v = self.scalar(&key, v)?;
                 toks.extend([key, v]);
@@ -421,18 +516,27 @@ impl Reader<'_> {
         Ok(toks)
     }
 
-    /// A sched's `fq_codel` table as the words after `type fq_codel`
-    /// (`fq_codel = { target = "2ms", flows = 256 }` as `target 2ms flows
-    /// 256`); `value` is refused at itself when it is no table.
-    fn fq_codel_tokens(&self, value: &Spanned<DeValue<'_>>) -> Result<Vec<Tok>, Error> {
+    /// A sched's `fq_codel` or `fq_pie` table (`model`) as the words after
+    /// its `type` (`fq_codel = { target = "2ms", flows = 256 }` as `target
+    /// 2ms flows 256`); `value` is refused at itself when it is no table.
+    fn type_table_tokens(
+        &self,
+        value: &Spanned<DeValue<'_>>,
+        model: &ParameterTable,
+    ) -> Result<Vec<Tok>, Error> {
         match value.get_ref() {
-            DeValue::Table(t) => self.parameter_tokens(t, &FQ_CODEL_TABLE),
+            DeValue::Table(t) => self.parameter_tokens(t, model),
             other => {
                 let t = self.tok(other.type_str(), value.span().start);
+                let example = if model.name == "fq_pie" {
+                    "fq_pie = { target = \"15ms\", tupdate = \"15ms\", ecn = true, estimator = \"ts\", quantum = 1514, limit = 10240, flows = 1024 }"
+                } else {
+                    "fq_codel = { target = \"5ms\", interval = \"100ms\", ecn = true, quantum = 1514, limit = 10240, flows = 1024 }"
+                };
                 Err(self.error(
                     &t,
                     ErrorKind::Syntax,
-                    "'fq_codel' takes a table (example: fq_codel = { target = \"5ms\", interval = \"100ms\", ecn = true, quantum = 1514, limit = 10240, flows = 1024 })",
+                    format!("'{}' takes a table (example: {example})", model.name),
                 ))
             }
         }
@@ -521,22 +625,27 @@ impl Reader<'_> {
         let (number, number_tok) = self.number(table, header)?;
         let mut draft = Draft::default();
         draft.fields.push(("number", number_tok.pos()));
-        // A sched's `fq_codel` table: its words follow `type fq_codel`,
-        // wherever the table stands among the keys.
+        // A sched's `fq_codel` or `fq_pie` table: its words follow `type
+        // fq_codel` or `type fq_pie`, wherever the table stands among the
+        // keys.
         let find = |name: &str| table.iter().find(|(k, _)| k.get_ref() == name);
-        let fq_codel = find("fq_codel").filter(|_| kind == ObjKind::Sched);
         let type_name = find("type").and_then(|(_, v)| match v.get_ref() {
             DeValue::String(s) => Some(s.to_ascii_lowercase()),
             _ => None,
         });
-        let is_fq_codel = type_name.as_deref() == Some("fq_codel");
+        // The table of this sched's type, when it is one of them.
+        let own = SCHED_TYPE_TABLES
+            .into_iter()
+            .find(|m| type_name.as_deref() == Some(m.name))
+            .filter(|_| kind == ObjKind::Sched);
         for (k, v) in table.iter() {
             if k.get_ref() == "number" {
                 continue;
             }
             let key = self.key_tok(k);
-            if kind == ObjKind::Sched && key.text == "fq_codel" {
-                if is_fq_codel {
+            let typed = SCHED_TYPE_TABLES.into_iter().find(|m| key.text == m.name);
+            if let (ObjKind::Sched, Some(m)) = (kind, typed) {
+                if own.is_some_and(|o| o.name == m.name) {
                     continue;
                 }
                 let has = match &type_name {
@@ -547,22 +656,39 @@ impl Reader<'_> {
                     &key,
                     ErrorKind::MissingReference,
                     format!(
-                        "an 'fq_codel' table needs type = \"fq_codel\" on the same sched ({has})"
+                        "an '{0}' table needs type = \"{0}\" on the same sched ({has})",
+                        m.name
                     ),
                 ));
             }
-            if kind == ObjKind::Sched && FQ_CODEL_TABLE.keys.contains(&key.text.as_str()) {
+            // A parameter of a sched type on the sched itself: named with
+            // the type it belongs to (this sched's when it has it).
+            let belongs = own
+                .filter(|m| m.keys.contains(&key.text.as_str()))
+                .or_else(|| {
+                    SCHED_TYPE_TABLES
+                        .into_iter()
+                        .find(|m| m.keys.contains(&key.text.as_str()))
+                });
+            if let (ObjKind::Sched, Some(m)) = (kind, belongs) {
                 return Err(self.error(
                     &key,
                     ErrorKind::UnknownKeyword,
                     format!(
-                        "'{}' is a parameter of the fq_codel sched type: in TOML it goes in the sched's fq_codel table (example: type = \"fq_codel\" and fq_codel = {{ {} = {} }})",
+                        "'{0}' is a parameter of the {1} sched type: in TOML it goes in the sched's {1} table (example: type = \"{1}\" and {1} = {{ {0} = {2} }})",
                         key.text,
-                        key.text,
+                        m.name,
                         match key.text.as_str() {
+                            "target" if m.name == "fq_pie" => "\"15ms\"",
                             "target" => "\"5ms\"",
                             "interval" => "\"100ms\"",
-                            "ecn" => "true",
+                            "tupdate" => "\"15ms\"",
+                            "max_burst" => "\"150ms\"",
+                            "alpha" => "0.125",
+                            "beta" => "1.25",
+                            "max_ecnth" => "0.1",
+                            "estimator" => "\"ts\"",
+                            "ecn" | "capdrop" | "derand" | "onoff" => "true",
                             "quantum" => "1514",
                             "limit" => "10240",
                             _ => "1024",
@@ -571,8 +697,10 @@ impl Reader<'_> {
                 ));
             }
             let mut toks = self.object_tokens(kind, &key, v)?;
-            if let (true, "type", Some((_, fv))) = (is_fq_codel, key.text.as_str(), fq_codel) {
-                toks.extend(self.fq_codel_tokens(fv)?);
+            if let (Some(m), "type") = (own, key.text.as_str()) {
+                if let Some((_, fv)) = find(m.name) {
+                    toks.extend(self.type_table_tokens(fv, m)?);
+                }
             }
             let mut cur = Cursor::new(&toks, self.file);
             while cur.peek().is_some() {

@@ -1308,7 +1308,8 @@ fn ecn_without_red_is_refused_at_its_token_in_both_syntaxes() {
     assert_at(&e, "cfg.ipfw", 1, 25, "ecn", ErrorKind::UnknownKeyword);
     let e = error_of("pipe 1 config ecm\n", &NoProfiles);
     assert!(
-        e.message.contains("gred, codel, droptail, ecn, buckets"),
+        e.message
+            .contains("gred, codel, pie, droptail, ecn, buckets"),
         "{e}"
     );
     let e = error_of("queue 1 config pipe 1 mask all ecm\n", &NoProfiles);
@@ -1499,7 +1500,10 @@ fn codel_parameters_are_refused_at_their_token() {
             .starts_with("unknown pipe keyword 'tagret' (allowed: "),
         "{e}"
     );
-    assert!(e.message.contains("red, gred, codel, droptail, ecn"), "{e}");
+    assert!(
+        e.message.contains("red, gred, codel, pie, droptail, ecn"),
+        "{e}"
+    );
     // A parameter given twice, and ecn with noecn.
     let e = error_of("pipe 1 config codel target 1ms target 2ms\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 32, "target", ErrorKind::Duplicate);
@@ -1550,7 +1554,7 @@ fn codel_parameters_are_refused_at_their_token() {
 /// RED's `ecn` on a CoDel queue is refused at `ecn` with CoDel's word.
 #[test]
 fn codel_and_red_on_one_queue_are_refused_at_the_second() {
-    let one = "a queue has one AQM (red, gred, codel, or droptail for none); give one of them";
+    let one = "a queue has one AQM (red, gred, codel, pie, or droptail for none); give one of them";
     let e = error_of("pipe 1 config red 0.002/30/80/0.1 codel\n", &NoProfiles);
     assert_at(&e, "cfg.ipfw", 1, 35, "codel", ErrorKind::Duplicate);
     assert_eq!(

@@ -226,3 +226,30 @@ fn the_fq_codel_example_loads_in_both_syntaxes_and_lowers_as_the_text_says() {
     );
     assert_eq!(plan.flowset_queue_caps(), [(1, 1024), (2, 1024)].into());
 }
+
+#[test]
+fn the_fq_pie_example_loads_in_both_syntaxes_and_lowers_as_the_text_says() {
+    use pspat_config::{FlowMask, FqPie, Pie, QueueLimit};
+    let heading = "\n## FQ-PIE\n";
+    let toml = block_after(heading, "toml");
+    let ipfw = block_after(heading, "ipfw");
+    let cfg = parse_toml(&toml, "fqpie.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(print_ipfw(&cfg), ipfw, "the ipfw form is the printer's");
+    assert_eq!(parse_ipfw(&ipfw, "fqpie.ipfw").unwrap(), cfg);
+    let plan = cfg.validate(&NoProfiles).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.scheds[&1].fq_pie, Some(FqPie::default()));
+    let q1 = &plan.queues[&1];
+    assert_eq!(q1.mask, FlowMask::all());
+    assert_eq!(q1.queue.pie, Some(Pie::fq_default()));
+    assert_eq!(q1.queue.limit, QueueLimit::Slots(10_240));
+    assert_eq!(
+        plan.pipes[&2].queue.pie,
+        Some(Pie {
+            target_us: 5_000,
+            alpha: 0.25,
+            dre: false,
+            ..Pie::default()
+        })
+    );
+    assert_eq!(plan.flowset_queue_caps(), [(1, 1024)].into());
+}

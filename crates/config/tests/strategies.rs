@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use pspat_config::{
     Action, AddrList, AddrMatch, Codel, Config, DefaultAction, Direction, Distribution, FlowMask,
-    FqCodel, GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pipe,
-    PortRange, Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched, SlotInterval,
-    SlotParams, Table, TableEntry, Target,
+    FqCodel, FqPie, GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent,
+    Pie, Pipe, PortRange, Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched,
+    SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 use pspat_sched::AlgKind;
 
@@ -148,11 +148,12 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
         }),
         real().prop_map(LossState::with_defaults),
     ];
-    // One AQM a queue, as the parsers accept: RED, CoDel or neither.
+    // One AQM a queue, as the parsers accept: RED, CoDel, PIE or none.
     let aqm = prop_oneof![
-        Just((None, None)),
-        red.prop_map(|r| (Some(r), None)),
-        codel().prop_map(|c| (None, Some(c))),
+        Just((None, None, None)),
+        red.prop_map(|r| (Some(r), None, None)),
+        codel().prop_map(|c| (None, Some(c), None)),
+        pie().prop_map(|p| (None, None, Some(p))),
     ];
     (
         option::of(limit),
@@ -171,7 +172,7 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
             |(
                 limit,
                 plr,
-                (red, codel),
+                (red, codel, pie),
                 ecn,
                 buckets,
                 noerror,
@@ -186,6 +187,7 @@ fn queue_params() -> impl Strategy<Value = QueueParams> {
                     plr,
                     red,
                     codel,
+                    pie,
                     // Only with RED, as validation accepts it.
                     ecn: ecn && red.is_some(),
                     buckets,
@@ -214,9 +216,45 @@ fn codel() -> impl Strategy<Value = Codel> {
     })
 }
 
-/// A sched's type: none, any algorithm's name, or `fq_codel` with any
-/// parameters (the parsers store all six, and the type fq with them).
-fn sched_type() -> impl Strategy<Value = (Option<AlgKind>, Option<FqCodel>)> {
+/// PIE's parameters, any values (the parsers store all eleven).
+fn pie() -> impl Strategy<Value = Pie> {
+    (
+        (any::<u64>(), any::<u64>(), any::<u64>()),
+        (real(), real(), real()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (target_us, tupdate_us, max_burst_us),
+                (alpha, beta, max_ecnth),
+                (ecn, capdrop, derand, onoff, dre),
+            )| Pie {
+                target_us,
+                tupdate_us,
+                alpha,
+                beta,
+                max_burst_us,
+                max_ecnth,
+                ecn,
+                capdrop,
+                derand,
+                onoff,
+                dre,
+            },
+        )
+}
+
+/// A sched's type: none, any algorithm's name, or `fq_codel` or `fq_pie`
+/// with any parameters (the parsers store them all, and the type fq with
+/// them).
+#[allow(clippy::type_complexity)] // the three fields of a sched's type
+fn sched_type() -> impl Strategy<Value = (Option<AlgKind>, Option<FqCodel>, Option<FqPie>)> {
     let fq_codel = (codel(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
         |(codel, quantum, limit, flows)| FqCodel {
             codel,
@@ -225,10 +263,20 @@ fn sched_type() -> impl Strategy<Value = (Option<AlgKind>, Option<FqCodel>)> {
             flows,
         },
     );
+    let fq_pie = (pie(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+        |(pie, quantum, limit, flows)| FqPie {
+            pie,
+            quantum,
+            limit,
+            flows,
+        },
+    );
     prop_oneof![
-        option::of(select(AlgKind::ALL.to_vec())).prop_map(|alg| (alg, None)),
-        Just((Some(AlgKind::Fq), Some(FqCodel::default()))),
-        fq_codel.prop_map(|f| (Some(AlgKind::Fq), Some(f))),
+        option::of(select(AlgKind::ALL.to_vec())).prop_map(|alg| (alg, None, None)),
+        Just((Some(AlgKind::Fq), Some(FqCodel::default()), None)),
+        fq_codel.prop_map(|f| (Some(AlgKind::Fq), Some(f), None)),
+        Just((Some(AlgKind::Fq), None, Some(FqPie::default()))),
+        fq_pie.prop_map(|f| (Some(AlgKind::Fq), None, Some(f))),
     ]
 }
 
@@ -409,14 +457,17 @@ pub fn config() -> impl Strategy<Value = Config> {
         mask(),
         option::of(any::<u32>()),
     )
-        .prop_map(|(number, (alg, fq_codel), link, mask, buckets)| Sched {
-            number,
-            alg,
-            fq_codel,
-            link,
-            mask,
-            buckets,
-        });
+        .prop_map(
+            |(number, (alg, fq_codel, fq_pie), link, mask, buckets)| Sched {
+                number,
+                alg,
+                fq_codel,
+                fq_pie,
+                link,
+                mask,
+                buckets,
+            },
+        );
     let pipe =
         (any::<u32>(), link(), queue_params(), mask()).prop_map(|(number, link, queue, mask)| {
             Pipe {

@@ -12,6 +12,8 @@ mod doc_example;
 mod examples;
 /// dummynet's fq_codel sched type, from the text to the plan.
 mod fq_codel;
+/// dummynet's pie AQM and fq_pie sched type, from the text to the plan.
+mod pie;
 /// parse(print(x)) == x for generated models, in both syntaxes; no panic on random text.
 mod roundtrip;
 /// Proptest strategies for models.

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
+use pspat_sched::pipe::pie::DelayEstimator;
 use pspat_sched::pipe::{
     Codel, DelayProfile, Framing, GilbertElliott, Jitter, JitterDistribution, LossState,
-    NetemReorder, Pipe, PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
+    NetemReorder, Pie, Pipe, PipeConfig, QueueConfig, QueueLimit, Red, SlotInterval, Slots,
 };
 use pspat_sched::{AlgKind, Fate, FlowId, FlowTable, Instant, Packet, SchedulerConfig};
 
@@ -38,6 +39,15 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
         // CoDel, with targets and intervals of the order of the runs'
         // queueing delays (used only without RED: one AQM a queue).
         proptest::option::of((1u64..2_000_000, 1u64..20_000_000, any::<bool>())),
+        // PIE, likewise (used only without RED and CoDel).
+        proptest::option::of((
+            1_000u64..2_000_000,
+            1_000u64..5_000_000,
+            0u64..3_000_000,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )),
     )
         .prop_map(
             |(
@@ -49,6 +59,7 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                 (duplicate, duplicate_correlation),
                 (corrupt, corrupt_correlation),
                 codel,
+                pie,
             )| QueueConfig {
                 limit,
                 plr,
@@ -87,6 +98,21 @@ fn queue_config() -> impl Strategy<Value = QueueConfig> {
                         interval_ns,
                         ecn,
                     }),
+                pie: pie.filter(|_| red.is_none() && codel.is_none()).map(
+                    |(target_ns, tupdate_ns, max_burst_ns, ecn, ts, onoff)| Pie {
+                        target_ns,
+                        tupdate_ns,
+                        max_burst_ns,
+                        ecn,
+                        onoff,
+                        estimator: if ts {
+                            DelayEstimator::Timestamp
+                        } else {
+                            DelayEstimator::DepartureRate
+                        },
+                        ..Pie::default()
+                    },
+                ),
             },
         )
 }
@@ -305,9 +331,9 @@ fn without_filters(q: QueueConfig) -> QueueConfig {
 /// general filter path and keep filter state in the side table, with the
 /// same outcome as `q`. (An inert Gilbert-Elliott would not do: its draws
 /// share one stream with the real ones of other queues.) A queue with CoDel
-/// keeps its configuration (a queue has one AQM, RED or CoDel).
+/// or PIE keeps its configuration (a queue has one AQM, RED, CoDel or PIE).
 fn with_inert_filters(q: QueueConfig) -> QueueConfig {
-    if q.codel.is_some() {
+    if q.codel.is_some() || q.pie.is_some() {
         return q;
     }
     QueueConfig {

@@ -24,3 +24,5 @@ mod pipe_queues;
 mod pipe_codel;
 // FQ-CoDel: flow queueing behind CoDel queues; a sparse flow goes first.
 mod pipe_fq_codel;
+// PIE: the delay settled near target under overload, ECN, replay; FQ-PIE.
+mod pipe_pie;

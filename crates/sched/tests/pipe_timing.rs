@@ -523,6 +523,7 @@ fn everything(seed: u64) -> PipeConfig {
             ecn: false,
             loss_ecn: false,
             codel: None,
+            pie: None,
         },
         delay_line_capacity: 4_096,
         held_capacity: 65_536,

@@ -651,19 +651,24 @@ impl Live {
                         .map(|p| p.mask)
                         .or_else(|| plan.scheds.get(&l.number).map(|s| s.mask));
                     let live_instances = c.instance_stats(l.number).map(|s| s.live);
-                    // An fq_codel sched: its type with every parameter,
-                    // as the configuration prints it.
-                    let fq_codel = plan
-                        .scheds
-                        .get(&l.number)
+                    // An fq_codel or fq_pie sched: its type with every
+                    // parameter, as the configuration prints it.
+                    let sched = plan.scheds.get(&l.number);
+                    let fq_codel = sched
                         .and_then(|s| s.fq_codel)
                         .map(|f| pspat_config::fq_codel_words(&f));
+                    let fq_pie = sched
+                        .and_then(|s| s.fq_pie)
+                        .map(|f| pspat_config::fq_pie_words(&f));
                     text.push_str(&format!(
                         "{:05}: {} {} type {} instances {}{}\n",
                         l.number,
                         rate_text(l.bw_bps),
                         l.kind,
-                        fq_codel.clone().unwrap_or_else(|| l.alg.to_string()),
+                        fq_codel
+                            .clone()
+                            .or(fq_pie.clone())
+                            .unwrap_or_else(|| l.alg.to_string()),
                         l.instances,
                         live_instances.map_or(String::new(), |n| format!(" (in use {n})")),
                     ));
@@ -672,6 +677,7 @@ impl Live {
                         "kind": l.kind,
                         "alg": l.alg.to_string(),
                         "fq_codel": fq_codel,
+                        "fq_pie": fq_pie,
                         "bw_bps": l.bw_bps,
                         "delay_ns": l.delay_ns,
                         "instances": l.instances,
@@ -710,8 +716,11 @@ impl Live {
                         .cloned()
                         .collect();
                     let total = mine.len() as u64;
+                    // The queue's filters and AQM (RED, CoDel, PIE with
+                    // every parameter), as a pipe's settings print them.
+                    let extras = super::live::queue_extras(&q.queue);
                     text.push_str(&format!(
-                        "q{:05}: {parent} weight {} lmax {} pri {} {} plr {}{}\n",
+                        "q{:05}: {parent} weight {} lmax {} pri {} {} plr {}{extras}{}\n",
                         q.number,
                         q.weight,
                         q.lmax,
@@ -732,6 +741,7 @@ impl Live {
                         "pri": q.pri,
                         "queue_limit": limit_text(qc.limit),
                         "plr": q.queue.plr,
+                        "settings": extras.trim_start(),
                         "dynamic": dynamic.map(|d| json!({
                             "capacity": d.capacity, "live": d.live, "created": d.created,
                             "expired": d.expired, "overflowed": d.overflowed,
@@ -942,19 +952,20 @@ fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> R
 pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
     // A deleted link's row keeps what it was, even if its number is back.
     for l in links.iter_mut().filter(|l| !l.removed) {
-        let (link, queue, fq_codel) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number))
-        {
+        let (link, queue, sched) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
             (Some(p), _) => (&p.link, Some(&p.queue), None),
-            (None, Some(s)) => (&s.link, None, s.fq_codel),
+            (None, Some(s)) => (&s.link, None, Some(s)),
             _ => continue,
         };
         l.bw_bps = (link.bw_bps > 0).then_some(link.bw_bps);
         l.delay_ns = link.delay_us.saturating_mul(1_000);
-        // An fq_codel sched's type and parameters first, as its line
-        // writes them.
-        let mut words = fq_codel.map_or(String::new(), |f| {
-            format!(" type {}", pspat_config::fq_codel_words(&f))
-        });
+        // An fq_codel or fq_pie sched's type and parameters first, as its
+        // line writes them.
+        let mut words = match sched.map(|s| (s.fq_codel, s.fq_pie)) {
+            Some((Some(f), _)) => format!(" type {}", pspat_config::fq_codel_words(&f)),
+            Some((None, Some(f))) => format!(" type {}", pspat_config::fq_pie_words(&f)),
+            _ => String::new(),
+        };
         words.push_str(&super::live::link_extras(link));
         if let Some(q) = queue {
             if q.plr > 0.0 {

@@ -37,7 +37,11 @@
 //!   packets, place and deficit, and earns the new quantum from its next
 //!   turn); its `flows`, or a type changed to or from `fq_codel`, rebuild
 //!   the link as a new scheduler type does (the flowsets' masks, CoDel and
-//!   limits follow the sched's in the new plan);
+//!   limits follow the sched's in the new plan); an `fq_pie` sched's PIE
+//!   parameters, `limit` and `quantum` likewise in place, its `flows` or
+//!   type by a rebuild; a queue's `pie` parameters in place, as CoDel's
+//!   (each queue keeps its PIE state: probability, burst allowance, delay
+//!   estimate);
 //! * a new mask of a running pipe, sched or flowset: the link is rebuilt,
 //!   and each packet it holds goes to the instance and dynamic queue its
 //!   own key (its frame's headers read again) has under the new masks, so
@@ -248,6 +252,7 @@ fn rebuilds(old: &Plan, change: &Change) -> Option<(Vec<u32>, bool)> {
             {
                 Some((vec![s.number], false))
             }
+            Some(o) if fq_pie_built(s) != fq_pie_built(o) => Some((vec![s.number], false)),
             _ => None,
         },
         Change::ChangePipe(p) => match old.pipes.get(&p.number) {
@@ -275,12 +280,20 @@ fn fq_built(s: &pspat_config::SchedPlan) -> Option<u32> {
     s.fq_codel.map(|f| f.flows)
 }
 
-/// The `type` words of a sched for a log line: `type fq_codel ...` with
-/// its parameters, or `type NAME`.
+/// What an fq_pie sched's pipes are built with, as [`fq_built`] says of
+/// an fq_codel sched's: its flows rebuild the link; its `limit`, its PIE
+/// and its quantum change in place.
+fn fq_pie_built(s: &pspat_config::SchedPlan) -> Option<u32> {
+    s.fq_pie.map(|f| f.flows)
+}
+
+/// The `type` words of a sched for a log line: `type fq_codel ...` or
+/// `type fq_pie ...` with its parameters, or `type NAME`.
 fn type_text(s: &pspat_config::SchedPlan) -> String {
-    match &s.fq_codel {
-        Some(f) => format!("type {}", pspat_config::fq_codel_words(f)),
-        None => format!("type {}", s.alg),
+    match (&s.fq_codel, &s.fq_pie) {
+        (Some(f), _) => format!("type {}", pspat_config::fq_codel_words(f)),
+        (None, Some(f)) => format!("type {}", pspat_config::fq_pie_words(f)),
+        (None, None) => format!("type {}", s.alg),
     }
 }
 
@@ -403,6 +416,10 @@ pub fn queue_extras(q: &pspat_config::QueueSetPlan) -> String {
     if let Some(c) = q.codel {
         s.push(' ');
         s.push_str(&pspat_config::codel_words(c));
+    }
+    if let Some(p) = &q.pie {
+        s.push(' ');
+        s.push_str(&pspat_config::pie_words(p));
     }
     if let Some(g) = &q.gemodel {
         s.push_str(&format!(
@@ -574,10 +591,13 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
             Change::ChangeSched(s) => {
                 let o = &old.scheds[&s.number];
                 let what = format!("sched {}", s.number);
-                // An fq_codel sched's limit is its pipes' held limit: set
-                // as the link is (its CoDel goes with the flowsets'
-                // queues, its quantum and flows rebuild the link).
-                let limit = |p: &pspat_config::SchedPlan| p.fq_codel.map(|f| f.limit);
+                // An fq_codel or fq_pie sched's limit is its pipes' held
+                // limit: set as the link is (its CoDel or PIE goes with
+                // the flowsets' queues, its quantum with the pipes' FQ,
+                // its flows rebuild the link).
+                let limit = |p: &pspat_config::SchedPlan| {
+                    p.fq_codel.map(|f| f.limit).or(p.fq_pie.map(|f| f.limit))
+                };
                 if s.link != o.link || limit(&s) != limit(o) {
                     let config = sched_config(&s, new.seed).map_err(|e| format!("{what}: {e}"))?;
                     config.validate().map_err(|e| format!("{what}: {e}"))?;
@@ -587,7 +607,11 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                     });
                     out.log.push(format!("{what}: {}", link_text(&s.link)));
                 }
-                let quantum = |p: &pspat_config::SchedPlan| p.fq_codel.map(|f| f.quantum);
+                let quantum = |p: &pspat_config::SchedPlan| {
+                    p.fq_codel
+                        .map(|f| f.quantum)
+                        .or(p.fq_pie.map(|f| f.quantum))
+                };
                 if let (Some(bytes), Some(old)) = (quantum(&s), quantum(o)) {
                     if bytes != old {
                         out.ops.push(LiveOp::Quantum {
@@ -597,7 +621,7 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                         });
                     }
                 }
-                if s.fq_codel != o.fq_codel {
+                if s.fq_codel != o.fq_codel || s.fq_pie != o.fq_pie {
                     out.log.push(format!("{what}: {}", type_text(&s)));
                 }
             }

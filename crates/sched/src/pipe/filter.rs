@@ -492,6 +492,11 @@ pub struct QueueConfig {
     /// packets are dropped (or, with its `ecn`, marked) as they leave the
     /// queue once their sojourn stays above its target. Excludes RED.
     pub codel: Option<super::Codel>,
+    /// PIE, the proportional integral controller AQM (dummynet's `pie`,
+    /// [`super::Pie`]): arriving packets are dropped (or, with its `ecn`,
+    /// marked) with a probability steered by the queueing delay. Excludes
+    /// RED and CoDel.
+    pub pie: Option<super::Pie>,
 }
 
 impl QueueConfig {
@@ -537,6 +542,15 @@ impl QueueConfig {
                 return Err(ConfigError::invalid(
                     "queue codel",
                     "a queue has one AQM: RED or CoDel, not both",
+                ));
+            }
+        }
+        if let Some(pie) = &self.pie {
+            pie.validate()?;
+            if self.red.is_some() || self.codel.is_some() {
+                return Err(ConfigError::invalid(
+                    "queue pie",
+                    "a queue has one AQM: RED, CoDel or PIE, not two",
                 ));
             }
         }

@@ -112,6 +112,9 @@
 //! costs a pipe without it one flag test a packet, on enqueue: a pipe that
 //! configures it on some queue records each packet's enqueue time out of
 //! line and takes the general path into the line, where CoDel decides.
+//! PIE ([`pie`]) decides on arrival, in that same out-of-line tail of
+//! `enqueue`, and learns each queue's delay on that general path out; a
+//! pipe keeps enqueue times once some queue configures either.
 //!
 //! Memory per queue (flow slot): one 56-byte record, 16 B of state
 //! (length in packets and bytes, configuration index) beside 40 B of
@@ -122,7 +125,9 @@
 //! allocated then), and 44 B of CoDel's state and enqueue-time record,
 //! [`Pipe::PER_FLOW_CODEL_BYTES`], once some queue configures CoDel (with
 //! the times themselves in an arena sized by
-//! [`PipeConfig::held_capacity`]). A configuration is
+//! [`PipeConfig::held_capacity`]), and 72 B of PIE's state,
+//! [`Pipe::PER_FLOW_PIE_BYTES`], once some queue configures PIE (which
+//! keeps CoDel's time store too). A configuration is
 //! stored once and shared by index. The delay line takes 32 B an entry
 //! (48 B with `reorder`), its capacity rounded up to a power of two.
 //!
@@ -130,7 +135,8 @@
 //! dummynet (Rizzo; `ip_dn_io.c`: `dn_enqueue`, `red_drops`, `serve_sched`,
 //! `extra_bits`) for filters, burst and profiles; Floyd and Jacobson 1993
 //! for RED; RFC 8289 (Nichols, Jacobson, McGregor and Iyengar, 2018) for
-//! CoDel, with its deviations in [`codel`]; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
+//! CoDel, with its deviations in [`codel`]; RFC 8033 and FreeBSD's
+//! `dn_aqm_pie.c` for PIE, with its deviations in [`pie`]; tc-netem(8) for jitter distributions, Gilbert-Elliott loss, the
 //! 4-state loss model (Salsano, Ludovici and Ordine 2009; see [`filter`]),
 //! duplication, corruption and slots ([`Slots`]). Deviations: ns instead of ticks; `f64`
 //! probabilities; a hard byte limit (see [`filter`]); profile airtime even
@@ -176,6 +182,7 @@ mod framing;
 mod handover;
 mod link;
 mod live;
+pub mod pie;
 pub mod random;
 mod scheduler;
 mod set;
@@ -186,6 +193,7 @@ pub use delay::{DelayProfile, Jitter, JitterDistribution};
 pub use filter::{GilbertElliott, LossPhase, LossState, QueueConfig, QueueLimit, Red, RedState};
 pub use framing::{Framing, MAX_OVERHEAD};
 pub use handover::{Continuation, Moved};
+pub use pie::Pie;
 pub use scheduler::PipeScheduler;
 pub use set::{PacketMoves, PipeRoutes, PipeSet};
 pub use slot::{SlotInterval, Slots};
@@ -199,6 +207,7 @@ use codel::{CodelState, EnqueueTimes};
 use delay::{DelayLine, SoleDue};
 use filter::{FilterRngs, FilterState, QueueState, RED_AVG_PKT_SIZE};
 use link::BurstLink;
+use pie::PieState;
 use random::{correlated_bernoulli, standard_normal, Streams};
 use slot::SlotGate;
 
@@ -582,6 +591,9 @@ pub struct Pipe<S> {
     /// Per flow: CoDel's state; empty until some configuration has CoDel,
     /// then one entry per flow.
     codel: Vec<CodelState>,
+    /// Per flow: PIE's state; empty until some configuration has PIE,
+    /// then one entry per flow.
+    pie: Vec<PieState>,
     /// The enqueue time of every packet the scheduler holds, kept once
     /// some configuration has CoDel (for every queue from then on).
     times: Option<EnqueueTimes>,
@@ -648,6 +660,7 @@ impl<S: Scheduler> Pipe<S> {
                 Vec::new()
             },
             codel: Vec::new(),
+            pie: Vec::new(),
             times: None,
             held_capacity: config.held_capacity,
             held_limit: config.held_limit,
@@ -663,8 +676,11 @@ impl<S: Scheduler> Pipe<S> {
             probe_ns: 1,
             counters: PipeCounters::default(),
         };
-        if config.queue.codel.is_some() {
+        if config.queue.codel.is_some() || config.queue.pie.is_some() {
             pipe.keep_times()?;
+        }
+        if config.queue.pie.is_some() {
+            pipe.pie = vec![PieState::default(); flows];
         }
         pipe.refresh_paths();
         Ok(pipe)
@@ -740,8 +756,13 @@ impl<S: Scheduler> Pipe<S> {
                 }
             }
         };
-        if config.codel.is_some() {
+        if config.codel.is_some() || config.pie.is_some() {
             self.keep_times()?;
+        }
+        if config.pie.is_some() && self.pie.is_empty() {
+            // The first PIE queue: the side table (control path; every
+            // queue starts from the state of a queue that saw no packet).
+            self.pie = vec![PieState::default(); slots];
         }
         if config.keeps_state() && self.filter_state.is_empty() {
             // The first RED, Gilbert-Elliott or 4-state queue: the side table
@@ -891,18 +912,30 @@ impl<S: Scheduler> Pipe<S> {
         len: u32,
         token: u64,
     ) -> Result<(), Rejected> {
-        let pkt = Packet::new(flow, len, token);
+        let mut pkt = Packet::new(flow, len, token);
+        if !self.pie.is_empty() {
+            match self.pie_arrival(now, pkt) {
+                codel::Verdict::Send => {}
+                codel::Verdict::Mark => {
+                    if !pkt.is_ce() {
+                        self.counters.marked += 1;
+                    }
+                    pkt = pkt.with_ce();
+                }
+                codel::Verdict::Drop => return Err(self.refuse(flow, len, token, DropReason::Red)),
+            }
+        }
         if let Some(limit) = self.held_limit {
             if self.sched.queued() >= limit as usize && !self.drop_from_longest(now, flow) {
                 return Err(self.refuse(flow, len, token, DropReason::QueueFull));
             }
         }
         if self.times_full() {
-            return Err(self.refuse(flow, len, token, DropReason::QueueFull));
+            return Err(self.refuse(flow, len, pkt.token, DropReason::QueueFull));
         }
         let was_empty = self.sched.is_empty();
         if let Err(r) = self.sched.enqueue(now, pkt) {
-            return Err(self.refuse(flow, len, token, r.reason));
+            return Err(self.refuse(flow, len, pkt.token, r.reason));
         }
         let i = flow.index();
         if let Some(q) = self.queues.get_mut(i) {
@@ -913,6 +946,44 @@ impl<S: Scheduler> Pipe<S> {
         self.debug_check_times(i);
         self.woken(now, was_empty);
         Ok(())
+    }
+
+    /// PIE's decision on `pkt`, arriving at `now` and admitted by its
+    /// queue's limit, when its queue has PIE ([`pie`]): one uniform draw
+    /// from the PIE stream when the decision needs one. Out of the line of
+    /// pipes without PIE (called from [`Pipe::enqueue_extra`] only when
+    /// some queue has PIE).
+    fn pie_arrival(&mut self, now: Instant, pkt: Packet) -> codel::Verdict {
+        let i = pkt.flow.index();
+        let (Some(q), Some(st)) = (self.queues.get(i), self.pie.get_mut(i)) else {
+            return codel::Verdict::Send;
+        };
+        let config = &self.configs[usize::from(q.state.config)].config;
+        let Some(pie) = config.pie else {
+            return codel::Verdict::Send;
+        };
+        let rng = &mut self.rng.pie;
+        st.arrive(
+            &pie,
+            now,
+            q.state.slots,
+            q.state.bytes,
+            config.limit,
+            pkt.is_ect(),
+            || rng.f64(),
+        )
+    }
+
+    /// Applies the PIE updates of queue `i` due by `now`, before its length
+    /// changes other than by an arrival or a departure PIE sees (a drop
+    /// from its head under the held limit).
+    fn pie_catch_up(&mut self, i: usize, now: Instant) {
+        let (Some(q), Some(st)) = (self.queues.get(i), self.pie.get_mut(i)) else {
+            return;
+        };
+        if let Some(pie) = self.configs[usize::from(q.state.config)].config.pie {
+            st.catch_up(&pie, now, q.state.bytes);
+        }
     }
 
     /// Makes room for an arrival of queue `arriving` under the held limit:
@@ -937,6 +1008,7 @@ impl<S: Scheduler> Pipe<S> {
         if only_the_arrival || i == usize::MAX || self.line.free() == 0 {
             return false;
         }
+        self.pie_catch_up(i, now);
         let Some(pkt) = self.sched.drop_head(FlowId(i as u32)) else {
             return false;
         };
@@ -1249,6 +1321,15 @@ impl<S: Scheduler> Pipe<S> {
             return codel::Verdict::Send;
         }
         let enqueued = self.take_head_time(i);
+        if let (Some(q), Some(ps)) = (self.queues.get(i), self.pie.get_mut(i)) {
+            if let Some(pie) = self.configs[usize::from(q.state.config)].config.pie {
+                // PIE decided on arrival; it learns the delay here.
+                let after = q.state.bytes;
+                let sojourn = enqueued.map(|e| start.saturating_nanos_since(e));
+                ps.depart(&pie, start, sojourn, len, after + u64::from(len), after);
+                return codel::Verdict::Send;
+            }
+        }
         let (Some(q), Some(st)) = (self.queues.get_mut(i), self.codel.get_mut(i)) else {
             return codel::Verdict::Send;
         };
@@ -1533,10 +1614,16 @@ impl<S: Scheduler> Pipe<S> {
     /// that may hold packets: [`codel`]'s module docs).
     pub const PER_FLOW_CODEL_BYTES: usize = std::mem::size_of::<CodelState>() + 12;
 
+    /// Bytes more per flow once some queue of the pipe configures PIE: its
+    /// state ([`pie::PieState`], 72 B), besides CoDel's record of the
+    /// enqueue times PIE queues keep too ([`Pipe::PER_FLOW_CODEL_BYTES`]).
+    pub const PER_FLOW_PIE_BYTES: usize = std::mem::size_of::<PieState>();
+
     /// Bytes of per-flow state this pipe keeps for each of its flows:
     /// [`Pipe::PER_FLOW_BYTES`], plus [`Pipe::PER_FLOW_FILTER_BYTES`] when
     /// some queue has RED, Gilbert-Elliott or the 4-state loss model, plus
-    /// [`Pipe::PER_FLOW_CODEL_BYTES`] when some queue has CoDel.
+    /// [`Pipe::PER_FLOW_CODEL_BYTES`] when some queue has CoDel or PIE, plus
+    /// [`Pipe::PER_FLOW_PIE_BYTES`] when some queue has PIE.
     pub fn per_flow_bytes(&self) -> usize {
         let mut bytes = Self::PER_FLOW_BYTES;
         if !self.filter_state.is_empty() {
@@ -1545,6 +1632,9 @@ impl<S: Scheduler> Pipe<S> {
         if self.times.is_some() {
             bytes += Self::PER_FLOW_CODEL_BYTES;
         }
+        if !self.pie.is_empty() {
+            bytes += Self::PER_FLOW_PIE_BYTES;
+        }
         bytes
     }
 
@@ -1552,6 +1642,12 @@ impl<S: Scheduler> Pipe<S> {
     /// has configured CoDel).
     pub fn codel_state(&self, flow: FlowId) -> Option<&CodelState> {
         self.codel.get(flow.index())
+    }
+
+    /// Queue `flow`'s PIE state, while the pipe keeps one (some queue has
+    /// configured PIE).
+    pub fn pie_state(&self, flow: FlowId) -> Option<&PieState> {
+        self.pie.get(flow.index())
     }
 
     /// The RED average of queue `flow` (0 while no queue of the pipe has
@@ -1612,6 +1708,9 @@ impl<S: Scheduler> Pipe<S> {
         if let Some(st) = self.codel.get_mut(i) {
             *st = CodelState::default();
         }
+        if let Some(st) = self.pie.get_mut(i) {
+            *st = PieState::default();
+        }
         if let Some(times) = &mut self.times {
             times.clear(i);
         }
@@ -1630,6 +1729,9 @@ impl<S: Scheduler> Pipe<S> {
         }
         for st in &mut self.codel {
             *st = CodelState::default();
+        }
+        for st in &mut self.pie {
+            *st = PieState::default();
         }
         if let Some(times) = &mut self.times {
             for i in 0..self.queues.len() {

@@ -8,7 +8,7 @@
 //!   same calls give the same drops, delays and duplicates.
 //! * **Processes do not disturb each other.** Each random process (plr,
 //!   Gilbert-Elliott, the 4-state loss model, RED, duplication, jitter,
-//!   profile, corruption, reordering, slots) draws from its own stream, so turning
+//!   profile, corruption, reordering, slots, PIE) draws from its own stream, so turning
 //!   one on or off leaves the others' draws unchanged, and draws made at
 //!   enqueue do not depend on how often the caller releases.
 //! * Floating point: uniform draws are exact binary fractions; the normal
@@ -70,6 +70,9 @@ pub struct Streams {
     /// The 4-state loss model's draws, one a packet it sees (derived
     /// last, likewise).
     pub loss_state: Rng,
+    /// PIE's drop draws, one a packet PIE decides by chance (derived after
+    /// the 4-state model's, likewise).
+    pub pie: Rng,
     /// The seed the streams were derived from.
     seed: u64,
 }
@@ -90,6 +93,7 @@ impl Streams {
             reorder: next(),
             slot: next(),
             loss_state: next(),
+            pie: next(),
             seed,
         }
     }
@@ -135,6 +139,7 @@ impl Streams {
             (&mut self.reorder, &old.reorder, &new.reorder),
             (&mut self.slot, &old.slot, &new.slot),
             (&mut self.loss_state, &old.loss_state, &new.loss_state),
+            (&mut self.pie, &old.pie, &new.pie),
         ];
         for (rng, first, first_new) in pairs {
             let advanced = rng.get_seed().wrapping_sub(first.get_seed());
