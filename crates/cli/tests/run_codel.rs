@@ -196,7 +196,7 @@ fn run_pie_keeps_the_round_trip_near_its_target_under_a_bulk_stream() {
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|p| p["dropped"]["red"].as_u64())
+            .filter_map(|p| p["dropped"]["pie"].as_u64())
             .sum()
     };
     println!(

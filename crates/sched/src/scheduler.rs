@@ -107,11 +107,13 @@ pub enum DropReason {
     ProfileLoss,
     /// A pipe queue's CoDel dropped it as it left the queue.
     Codel,
+    /// A pipe queue's PIE dropped it on arrival.
+    Pie,
 }
 
 impl DropReason {
     /// Every reason, for counters indexed by reason.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::QueueFull,
         DropReason::FlowLimit,
         DropReason::UnknownFlow,
@@ -126,6 +128,7 @@ impl DropReason {
         DropReason::Red,
         DropReason::ProfileLoss,
         DropReason::Codel,
+        DropReason::Pie,
     ];
 
     /// Position in [`DropReason::ALL`].
@@ -150,6 +153,7 @@ impl DropReason {
             DropReason::Red => "red",
             DropReason::ProfileLoss => "profile_loss",
             DropReason::Codel => "codel",
+            DropReason::Pie => "pie",
         }
     }
 }

@@ -456,7 +456,7 @@ fn runtime_drop_reasons_follow_flow_removed() {
     assert_eq!(DropReason::Shutdown.index(), 8);
     assert_eq!(DropReason::RandomLoss.index(), 9);
     assert_eq!(DropReason::ProfileLoss.index(), 12);
-    assert_eq!(DropReason::Codel.index(), DropReason::ALL.len() - 1);
+    assert_eq!(DropReason::Pie.index(), DropReason::ALL.len() - 1);
     for (i, r) in DropReason::ALL.iter().enumerate() {
         assert_eq!(r.index(), i, "{}", r.as_str());
     }

@@ -88,7 +88,7 @@ fn under_overload_pie_settles_the_delay_near_target_where_drop_tail_does_not() {
         let run = drive(&mut pipe, &overload());
         let delay = median(last_sojourns_ms(&run));
         let c = pipe.counters();
-        let dropped = c.dropped(DropReason::Red) as f64 / N as f64;
+        let dropped = c.dropped(DropReason::Pie) as f64 / N as f64;
         let prob = pipe.pie_state(FlowId(0)).unwrap().probability();
         eprintln!(
             "{estimator:?}: last 10 s, median sojourn {delay:.1} ms (drop-tail {tail_delay:.0} ms); \
@@ -104,7 +104,7 @@ fn under_overload_pie_settles_the_delay_near_target_where_drop_tail_does_not() {
             (0.15..0.18).contains(&dropped),
             "{estimator:?}: PIE dropped {dropped:.4}"
         );
-        assert_eq!(c.dropped_total(), c.dropped(DropReason::Red));
+        assert_eq!(c.dropped_total(), c.dropped(DropReason::Pie));
         assert_eq!(c.in_packets, c.out_packets + c.dropped_total());
         // PIE drops on arrival: every drop was refused by enqueue.
         assert_eq!(run.rejected.len() as u64, c.dropped_total());
@@ -263,7 +263,7 @@ fn fq_pie_keeps_a_sparse_flow_ahead_of_backlogged_ones() {
         .collect();
     let bulk_median = median(bulk);
     let c = pipe.counters();
-    let dropped = c.dropped(DropReason::Red) as f64 / c.in_packets as f64;
+    let dropped = c.dropped(DropReason::Pie) as f64 / c.in_packets as f64;
     eprintln!(
         "FQ-PIE: sparse flow's max wait {sparse_max:.3} ms after its first ({:.3} ms); \
          backlogged flows' median sojourn over the last 10 s {bulk_median:.1} ms; \

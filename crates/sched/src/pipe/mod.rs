@@ -823,9 +823,10 @@ impl<S: Scheduler> Pipe<S> {
     /// The packet back with the reason: [`DropReason::UnknownFlow`],
     /// [`DropReason::BadLength`], [`DropReason::RandomLoss`],
     /// [`DropReason::BurstLoss`] (Gilbert-Elliott or the 4-state model),
-    /// [`DropReason::Red`] (unless the queue has `ecn` and the packet is
-    /// ECN-capable: then it goes on marked, [`Packet::CE_BIT`]),
-    /// [`DropReason::FlowLimit`], or the scheduler's own.
+    /// [`DropReason::Red`] or [`DropReason::Pie`] (unless the queue has
+    /// `ecn` and the packet is ECN-capable: then it goes on marked,
+    /// [`Packet::CE_BIT`]), [`DropReason::FlowLimit`], or the scheduler's
+    /// own.
     pub fn enqueue(&mut self, now: Instant, mut pkt: Packet) -> Result<(), Rejected> {
         self.counters.in_packets += 1;
         self.counters.in_bytes += u64::from(pkt.len);
@@ -922,7 +923,7 @@ impl<S: Scheduler> Pipe<S> {
                     }
                     pkt = pkt.with_ce();
                 }
-                codel::Verdict::Drop => return Err(self.refuse(flow, len, token, DropReason::Red)),
+                codel::Verdict::Drop => return Err(self.refuse(flow, len, token, DropReason::Pie)),
             }
         }
         if let Some(limit) = self.held_limit {

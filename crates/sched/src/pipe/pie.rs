@@ -85,8 +85,9 @@
 //! * The accumulated probability restarts after each drop or mark PIE
 //!   makes; a packet the queue's limit drops does not touch PIE's state
 //!   (the limit is checked before PIE).
-//! * PIE's drops are counted as early drops, [`crate::DropReason::Red`]:
-//!   a queue has one AQM, so a PIE queue's early drops are PIE's.
+//!
+//! PIE's drops are counted with their own reason,
+//! [`crate::DropReason::Pie`]; its marks as RED's and CoDel's are.
 //!
 //! # Cost and memory
 //! O(1) per packet besides the catch-up of elapsed periods. A queue's
