@@ -267,3 +267,54 @@ fn an_arrival_to_an_empty_queue_never_drops_itself_from_the_head() {
     assert_eq!(order.iter().filter(|(_, sent)| *sent).count(), 11);
     assert_eq!(order.last(), Some(&(11, true)), "the arrival kept, last");
 }
+
+/// As the daemon builds an fq_codel flowset: each queue's own slot limit
+/// is the held limit. A single flow that fills it keeps its newest
+/// packets, as FQ-CoDel drops from the head: its oldest queued packet goes
+/// (`queue_full`), not the arrival. A limit in bytes still refuses it.
+#[test]
+fn a_flow_at_its_own_slot_limit_loses_its_head_under_a_held_limit() {
+    let cfg = |limit| PipeConfig {
+        bw: Some(rate(1_000_000)),
+        held_limit: Some(10),
+        queue: QueueConfig {
+            limit,
+            ..QueueConfig::default()
+        },
+        ..PipeConfig::default()
+    };
+    let fq = || Fq::new(FlowTable::uniform(3).unwrap(), 64, 1_514).unwrap();
+    let mut pipe = Pipe::new(cfg(QueueLimit::Slots(10)), fq(), 3).unwrap();
+    let t = at(0);
+    // Token 0 goes on the link at once; 1..=10 fill the queue.
+    for i in 0..13 {
+        pipe.enqueue(t, Packet::new(FlowId(0), 1_000, i)).unwrap();
+    }
+    assert_eq!(pipe.queue_len(FlowId(0)).map(|l| l.0), Some(10));
+    let mut exits = Vec::new();
+    pipe.release(at(10_000 * MS), &mut |e| exits.push(e));
+    let dropped: Vec<u64> = exits
+        .iter()
+        .filter(|e| e.fate == Fate::Dropped(DropReason::QueueFull))
+        .map(|e| e.packet.token)
+        .collect();
+    assert_eq!(dropped, [1, 2], "the oldest queued packets");
+    let sent: Vec<u64> = exits
+        .iter()
+        .filter(|e| e.fate == Fate::Transmit)
+        .map(|e| e.packet.token)
+        .collect();
+    assert_eq!(sent, [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    let c = pipe.counters();
+    assert_eq!(c.dropped(DropReason::FlowLimit), 0);
+    assert_eq!(c.in_packets, c.out_packets + c.dropped_total());
+
+    let mut pipe = Pipe::new(cfg(QueueLimit::Bytes(10_000)), fq(), 3).unwrap();
+    for i in 0..11 {
+        pipe.enqueue(t, Packet::new(FlowId(0), 1_000, i)).unwrap();
+    }
+    let r = pipe
+        .enqueue(t, Packet::new(FlowId(0), 1_000, 11))
+        .expect_err("a byte limit refuses");
+    assert_eq!((r.packet.token, r.reason), (11, DropReason::FlowLimit));
+}

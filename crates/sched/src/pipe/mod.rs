@@ -883,6 +883,9 @@ impl<S: Scheduler> Pipe<S> {
                 pkt = pkt.with_ce();
                 self.counters.marked += 1;
             }
+            Err(DropReason::FlowLimit) if self.held_limit.is_some() => {
+                return self.enqueue_at_own_limit(now, pkt.flow, pkt.len, pkt.token);
+            }
             Err(reason) => return Err(self.refuse(pkt.flow, pkt.len, pkt.token, reason)),
         }
         if self.extra_tail {
@@ -1006,7 +1009,19 @@ impl<S: Scheduler> Pipe<S> {
         }
         let (n, i) = longest;
         let only_the_arrival = i == arriving.index() && n <= 1;
-        if only_the_arrival || i == usize::MAX || self.line.free() == 0 {
+        if only_the_arrival || i == usize::MAX {
+            return false;
+        }
+        self.drop_head_of(now, i)
+    }
+
+    /// Drops the head packet of queue `i` at `now` to make room (the held
+    /// limit, or the queue's own slot limit in a pipe that has one),
+    /// reporting it through the line as [`DropReason::QueueFull`]. `false`
+    /// when the line has no room or the scheduler does not drop from a
+    /// head.
+    fn drop_head_of(&mut self, now: Instant, i: usize) -> bool {
+        if self.line.free() == 0 {
             return false;
         }
         self.pie_catch_up(i, now);
@@ -1021,6 +1036,35 @@ impl<S: Scheduler> Pipe<S> {
         self.line
             .insert(at, pkt, Fate::Dropped(DropReason::QueueFull));
         true
+    }
+
+    /// An arrival of `flow` (`len` bytes, `token`) that its queue's own
+    /// slot limit refused, in a pipe with a held limit (FQ-CoDel's and
+    /// FQ-PIE's `limit`, whose flows have no limit of their own in dummynet
+    /// or Linux): the queue's oldest packet is dropped in its place
+    /// ([`DropReason::QueueFull`], as the held limit drops) and the arrival
+    /// goes on as any other ([`Pipe::enqueue_extra`]). A limit in bytes, a
+    /// scheduler that does not drop from a head or a full line refuse the
+    /// arrival as before ([`DropReason::FlowLimit`]).
+    #[cold]
+    #[inline(never)]
+    fn enqueue_at_own_limit(
+        &mut self,
+        now: Instant,
+        flow: FlowId,
+        len: u32,
+        token: u64,
+    ) -> Result<(), Rejected> {
+        let i = flow.index();
+        let in_slots = self
+            .queues
+            .get(i)
+            .map(|q| &self.configs[usize::from(q.state.config)].config)
+            .is_some_and(|c| matches!(c.limit, QueueLimit::Slots(_)));
+        if !in_slots || !self.drop_head_of(now, i) {
+            return Err(self.refuse(flow, len, token, DropReason::FlowLimit));
+        }
+        self.enqueue_extra(now, flow, len, token)
     }
 
     /// A packet of `len` bytes left queue `i` at `at` (to the link, or
