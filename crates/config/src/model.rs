@@ -363,6 +363,9 @@ impl Pie {
     pub const MIN_US: u64 = pspat_sched::pipe::Pie::MIN_NS / 1_000;
     /// The longest `target`, `tupdate` or `max_burst`, 10 s (dummynet's).
     pub const MAX_US: u64 = pspat_sched::pipe::Pie::MAX_NS / 1_000;
+    /// The longest `target`, `tupdate` or `max_burst` of an `fq_pie`
+    /// sched, 5 s (dummynet's `fq_pie_config` bounds its times so).
+    pub const FQ_MAX_US: u64 = 5_000_000;
     /// The largest `alpha` or `beta` (dummynet's).
     pub const MAX_GAIN: f64 = pspat_sched::pipe::Pie::MAX_GAIN;
 

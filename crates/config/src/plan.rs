@@ -983,7 +983,14 @@ impl Checker<'_> {
     /// CoDel beside it (told at whichever comes second; the parsers refuse
     /// both in one statement, so only a model built otherwise has them).
     fn pie(&mut self, kind: SiteKind, index: usize, owner: &str, p: &Pie, q: &QueueParams) {
-        self.pie_parameters(kind, index, &format!("{owner} pie"), PIE_FIELDS, p);
+        self.pie_parameters(
+            kind,
+            index,
+            &format!("{owner} pie"),
+            PIE_FIELDS,
+            p,
+            Pie::MAX_US,
+        );
         let other = if q.red.is_some() {
             Some(("red", "RED"))
         } else if q.codel.is_some() {
@@ -1014,6 +1021,7 @@ impl Checker<'_> {
         what: &str,
         fields: [&'static str; 6],
         p: &Pie,
+        max_us: u64,
     ) {
         let times = [
             (fields[0], "target", p.target_us, Pie::MIN_US),
@@ -1025,7 +1033,7 @@ impl Checker<'_> {
                 (kind, index, field),
                 &format!("{what} {name}"),
                 us,
-                min..=Pie::MAX_US,
+                min..=max_us,
             );
         }
         let reals = [
@@ -1055,6 +1063,7 @@ impl Checker<'_> {
             &format!("{owner} fq_pie"),
             FQ_PIE_FIELDS,
             &f.pie,
+            Pie::FQ_MAX_US,
         );
         for (field, name, value, range) in [
             (

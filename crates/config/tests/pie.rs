@@ -201,7 +201,13 @@ fn toml_takes_a_table_or_true() {
 /// parameter twice or with its opposite, two AQMs, PIE's words elsewhere.
 #[test]
 fn ipfw_errors_name_the_offending_token() {
-    let cases: [ErrorCase; 14] = [
+    let cases: [ErrorCase; 15] = [
+        (
+            "sched 1 config type fq_pie max_burst 6s",
+            (1, 38, "6s"),
+            ErrorKind::OutOfRange,
+            "sched 1 fq_pie max_burst 6s is out of range",
+        ),
         (
             "pipe 1 config pie target",
             (1, 19, "target"),

@@ -287,3 +287,106 @@ fn fq_pie_keeps_a_sparse_flow_ahead_of_backlogged_ones() {
     assert_eq!(c.in_packets, c.out_packets + c.dropped_total());
     assert!(pipe.scheduler().is_empty());
 }
+
+/// A live change of PIE's parameters counts from the change: the updates
+/// due before it use the old ones, as a periodic timer would have
+/// ([`Pipe::set_queue_at`]; the lazy updates equal the timer's, pie.rs's
+/// unit tests). The change at 500 ms equals settling the queue at 500 ms
+/// under the old parameters and then swapping them; swapping them without
+/// settling gives another probability.
+#[test]
+fn a_live_change_of_pie_counts_from_the_change() {
+    let old = Pie {
+        estimator: DelayEstimator::Timestamp,
+        ..Pie::default()
+    };
+    let new = Pie {
+        alpha: 0.0,
+        beta: 0.0,
+        ..old
+    };
+    let config = |pie| QueueConfig {
+        limit: QueueLimit::Slots(30_000),
+        pie: Some(pie),
+        ..QueueConfig::default()
+    };
+    let arrivals: Vec<(Instant, Packet)> = overload()
+        .into_iter()
+        .filter(|(t, _)| *t < at(490 * MS))
+        .collect();
+    let fed = || {
+        let mut pipe = pie_pipe(Some(old));
+        for (t, p) in &arrivals {
+            let _ = pipe.enqueue(*t, *p);
+        }
+        pipe
+    };
+    let prob = |pipe: &Pipe<pspat_sched::Fifo>| pipe.pie_state(FlowId(0)).unwrap().probability();
+    let late = Packet::new(FlowId(0), 1_000, N);
+    let mut changed = fed();
+    changed
+        .set_queue_at(at(500 * MS), FlowId(0), config(new))
+        .unwrap();
+    let _ = changed.enqueue(at(1_000 * MS), late);
+    let mut settled = fed();
+    settled
+        .set_queue_at(at(500 * MS), FlowId(0), config(old))
+        .unwrap();
+    let at_change = prob(&settled);
+    assert!(at_change > 0.0, "PIE has a probability by 500 ms");
+    settled.set_queue(FlowId(0), config(new)).unwrap();
+    let _ = settled.enqueue(at(1_000 * MS), late);
+    assert_eq!(prob(&changed), prob(&settled));
+    let mut unsettled = fed();
+    unsettled.set_queue(FlowId(0), config(new)).unwrap();
+    let _ = unsettled.enqueue(at(1_000 * MS), late);
+    assert_ne!(prob(&unsettled), prob(&changed));
+    eprintln!(
+        "probability at the change {at_change:.4}; at 1 s {:.4} (without settling {:.4})",
+        prob(&changed),
+        prob(&unsettled)
+    );
+}
+
+/// A queue that gains PIE again, or whose `onoff` changes, starts PIE
+/// afresh instead of replaying periods from a state left long ago; a new
+/// target keeps the state.
+#[test]
+fn pie_starts_afresh_when_a_queue_gains_it_or_its_onoff_changes() {
+    let pie = Pie {
+        estimator: DelayEstimator::Timestamp,
+        ..Pie::default()
+    };
+    let config = |pie| QueueConfig {
+        limit: QueueLimit::Slots(30_000),
+        pie,
+        ..QueueConfig::default()
+    };
+    let fed = || {
+        let mut pipe = pie_pipe(Some(pie));
+        for (t, p) in overload().into_iter().take(1_500) {
+            let _ = pipe.enqueue(t, p);
+        }
+        pipe
+    };
+    let prob = |pipe: &Pipe<pspat_sched::Fifo>| pipe.pie_state(FlowId(0)).unwrap().probability();
+    let mut pipe = fed();
+    let kept = prob(&pipe);
+    assert!(kept > 0.0);
+    let retargeted = Pie {
+        target_ns: 20 * MS,
+        ..pie
+    };
+    pipe.set_queue(FlowId(0), config(Some(retargeted))).unwrap();
+    assert_eq!(prob(&pipe), kept, "a new target keeps the state");
+    // Off and on again: afresh.
+    pipe.set_queue(FlowId(0), config(None)).unwrap();
+    pipe.set_queue(FlowId(0), config(Some(pie))).unwrap();
+    assert_eq!(prob(&pipe), 0.0);
+    // Another onoff: afresh too.
+    let mut pipe = fed();
+    assert!(prob(&pipe) > 0.0);
+    pipe.set_queue(FlowId(0), config(Some(Pie { onoff: true, ..pie })))
+        .unwrap();
+    assert_eq!(prob(&pipe), 0.0);
+}

@@ -1201,7 +1201,7 @@ pub fn apply_keyed(
                 for inst in instances(set, link) {
                     if let Some(pipe) = set.pipe_mut(link, inst) {
                         for id in first..first + len {
-                            pipe.set_queue(FlowId(id), config)
+                            pipe.set_queue_at(now, FlowId(id), config)
                                 .map_err(|e| format!("link {link}: queue {id}: {e}"))?;
                         }
                     }

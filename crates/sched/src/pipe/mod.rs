@@ -711,9 +711,33 @@ impl<S: Scheduler> Pipe<S> {
         Ok(())
     }
 
+    /// [`Pipe::set_queue`] at `now` while the pipe runs: the link first
+    /// runs up to `now` (the departures before the change are the old
+    /// configuration's), then PIE's updates due by `now` are applied with
+    /// the queue's old parameters, as a periodic timer would have applied
+    /// them, so the new parameters count from the change.
+    ///
+    /// # Errors
+    /// As [`Pipe::set_queue`]; nothing changes then.
+    pub fn set_queue_at(
+        &mut self,
+        now: Instant,
+        flow: FlowId,
+        config: QueueConfig,
+    ) -> Result<(), ConfigError> {
+        config.validate()?;
+        if flow.index() < self.queues.len() {
+            self.advance_link(now);
+            self.pie_catch_up(flow.index(), now);
+        }
+        self.set_queue(flow, config)
+    }
+
     /// Gives queue `flow` its own configuration (dummynet's `queue N
     /// config` for the flowset the flow belongs to). Its state (RED
-    /// average, Gilbert-Elliott state, what it holds) is kept.
+    /// average, Gilbert-Elliott state, PIE's, what it holds) is kept; PIE's
+    /// starts afresh when the queue gains PIE or its `onoff` changes. A
+    /// running pipe's owner calls [`Pipe::set_queue_at`].
     ///
     /// # Errors
     /// A flow beyond the pipe's flows, or a bad configuration.
@@ -727,6 +751,9 @@ impl<S: Scheduler> Pipe<S> {
                 format!("0..{slots}"),
             ));
         }
+        let old_pie = self.configs[usize::from(self.queues[flow.index()].state.config)]
+            .config
+            .pie;
         let at = match self.configs.iter().position(|c| c.config == config) {
             Some(at) => at,
             None => {
@@ -763,6 +790,19 @@ impl<S: Scheduler> Pipe<S> {
             // The first PIE queue: the side table (control path; every
             // queue starts from the state of a queue that saw no packet).
             self.pie = vec![PieState::default(); slots];
+        }
+        let restart = match (old_pie, config.pie) {
+            (None, Some(_)) => true,
+            (Some(old), Some(new)) => old.onoff != new.onoff,
+            _ => false,
+        };
+        if restart {
+            // A state left from an earlier PIE, or kept under the other
+            // `onoff`, would replay stale periods: start as a queue that
+            // saw no packet.
+            if let Some(st) = self.pie.get_mut(flow.index()) {
+                *st = PieState::default();
+            }
         }
         if config.keeps_state() && self.filter_state.is_empty() {
             // The first RED, Gilbert-Elliott or 4-state queue: the side table
@@ -917,13 +957,14 @@ impl<S: Scheduler> Pipe<S> {
         token: u64,
     ) -> Result<(), Rejected> {
         let mut pkt = Packet::new(flow, len, token);
+        // Counted once the packet is queued: a later refusal counts it as
+        // dropped only.
+        let mut marked = false;
         if !self.pie.is_empty() {
             match self.pie_arrival(now, pkt) {
                 codel::Verdict::Send => {}
                 codel::Verdict::Mark => {
-                    if !pkt.is_ce() {
-                        self.counters.marked += 1;
-                    }
+                    marked = !pkt.is_ce();
                     pkt = pkt.with_ce();
                 }
                 codel::Verdict::Drop => return Err(self.refuse(flow, len, token, DropReason::Pie)),
@@ -941,6 +982,7 @@ impl<S: Scheduler> Pipe<S> {
         if let Err(r) = self.sched.enqueue(now, pkt) {
             return Err(self.refuse(flow, len, pkt.token, r.reason));
         }
+        self.counters.marked += u64::from(marked);
         let i = flow.index();
         if let Some(q) = self.queues.get_mut(i) {
             q.state.slots += 1;

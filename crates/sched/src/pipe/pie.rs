@@ -71,10 +71,12 @@
 //! Idle periods cost one step each until the state stops changing (the
 //! probability at 0 and the delays equal), then the remaining periods
 //! take the burst allowance down at once. At most
-//! [`Pie::MAX_CATCH_UP`] periods are stepped per event: a queue that
-//! holds packets and sees neither an arrival nor a departure for longer
-//! (more than 16 minutes at the default `tupdate`; a stalled link) has
-//! its grid moved on to the event without the rest.
+//! [`Pie::MAX_CATCH_UP`] periods are stepped per event: a queue whose
+//! state still changes after 65 536 periods without an arrival or a
+//! departure (65 536 × `tupdate`: 16 minutes at the default, 65 ms at the
+//! shortest `tupdate` of 1 µs; a stalled link) has its grid moved on to
+//! the event without the rest of the updates, their burst allowance
+//! spent.
 //!
 //! # Deviations
 //! * Probabilities in `f64` (dummynet: 31-bit fixed point); times in ns.
@@ -84,7 +86,13 @@
 //!   16 KiB have left (dummynet's first one runs on).
 //! * The accumulated probability restarts after each drop or mark PIE
 //!   makes; a packet the queue's limit drops does not touch PIE's state
-//!   (the limit is checked before PIE).
+//!   (the limit is checked before PIE), nor does a head drop under an
+//!   FQ-PIE instance's `limit` (dummynet's `pie_drop_head` restarts it).
+//! * Under FQ-PIE a flow's queue keeps its PIE state for the life of its
+//!   dynamic queue; dummynet restarts it (probability 0, a new burst
+//!   allowance) each time the flow becomes active again after FQ found
+//!   it empty. A flow that comes back within its queue's idle expiry
+//!   here starts from its decayed probability instead.
 //!
 //! PIE's drops are counted with their own reason,
 //! [`crate::DropReason::Pie`]; its marks as RED's and CoDel's are.
@@ -355,31 +363,34 @@ impl PieState {
         if !self.active {
             return;
         }
+        // A period of 0 (refused by validation) would never move the grid.
+        let tupdate = pie.tupdate_ns.max(1);
         let mut stepped = 0u32;
         while self.next_update <= now {
             if stepped == Pie::MAX_CATCH_UP {
-                // Move the grid on past `now` without the rest.
-                let behind = now.saturating_nanos_since(self.next_update) / pie.tupdate_ns + 1;
-                self.next_update = self
-                    .next_update
-                    .saturating_add_nanos(behind.saturating_mul(pie.tupdate_ns));
+                // Move the grid on past `now` without the rest of the
+                // updates; their burst allowance is used up all the same.
+                let behind = now.saturating_nanos_since(self.next_update) / tupdate + 1;
+                let skipped = behind.saturating_mul(tupdate);
+                self.burst_allowance_ns = self.burst_allowance_ns.saturating_sub(skipped);
+                self.next_update = self.next_update.saturating_add_nanos(skipped);
                 break;
             }
             let before = (self.prob, self.qdelay_old_ns, self.current_qdelay_ns);
             self.update(pie, backlog);
             stepped += 1;
-            self.next_update = self.next_update.saturating_add_nanos(pie.tupdate_ns);
+            self.next_update = self.next_update.saturating_add_nanos(tupdate);
             let after = (self.prob, self.qdelay_old_ns, self.current_qdelay_ns);
             if before == after && self.next_update <= now {
                 // A fixed point: every further update only takes the
                 // burst allowance down.
-                let left = now.saturating_nanos_since(self.next_update) / pie.tupdate_ns + 1;
+                let left = now.saturating_nanos_since(self.next_update) / tupdate + 1;
                 self.burst_allowance_ns = self
                     .burst_allowance_ns
-                    .saturating_sub(left.saturating_mul(pie.tupdate_ns));
+                    .saturating_sub(left.saturating_mul(tupdate));
                 self.next_update = self
                     .next_update
-                    .saturating_add_nanos(left.saturating_mul(pie.tupdate_ns));
+                    .saturating_add_nanos(left.saturating_mul(tupdate));
             }
         }
     }
@@ -675,7 +686,12 @@ mod tests {
 
     #[test]
     fn the_burst_allowance_passes_a_burst_then_runs_out() {
-        let pie = ts();
+        // Without derandomisation, so that the draw alone decides once the
+        // allowance is spent.
+        let pie = Pie {
+            derand: false,
+            ..ts()
+        };
         let mut s = PieState::default();
         let limit = QueueLimit::Slots(1000);
         // A standing 100 ms delay; the probability climbs, but nothing is
@@ -690,7 +706,12 @@ mod tests {
             }
         }
         let first = first_drop.expect("drops once the allowance is used up");
-        assert!(first >= 150, "dropped at {first} ms, within max_burst");
+        // Ten updates of 15 ms use up the 150 ms; the draw of 0 drops the
+        // first arrival after.
+        assert!(
+            (150..=151).contains(&first),
+            "first drop at {first} ms, max_burst 150 ms"
+        );
         assert!(s.prob > 0.0);
     }
 
@@ -721,10 +742,15 @@ mod tests {
             s.arrive(&pie, at(1), 50, 75_000, limit, false, || 0.5),
             Verdict::Send
         );
-        // At most two mean packets queued (1 600 B): never.
+        // At most two mean packets queued (1 600 B): never; one byte more
+        // and the draw decides.
         assert_eq!(
             s.arrive(&pie, at(1), 1, 1_600, limit, false, || 0.0),
             Verdict::Send
+        );
+        assert_eq!(
+            s.arrive(&pie, at(1), 2, 1_601, limit, false, || 0.0),
+            Verdict::Drop
         );
     }
 
@@ -824,6 +850,22 @@ mod tests {
         let mut u = s;
         u.update(&pie, backlog);
         assert_eq!(u.current_qdelay_ns, 60_000 * 13_200_000 / 16_384);
+        // A cycle of another length moves the average by a quarter of the
+        // difference: 26.4 ms after 13.2 ms gives 13.2 + (26.4 − 13.2)/4.
+        let mut v = s;
+        v.next_update = Instant::from_nanos(u64::MAX);
+        v.in_measurement = true;
+        v.measurement_start = Instant::from_nanos(t);
+        v.dq_count = 0;
+        v.depart(
+            &pie,
+            Instant::from_nanos(t + 26_400_000),
+            None,
+            16_384,
+            backlog + 16_384,
+            backlog,
+        );
+        assert_eq!(v.avg_dq_time_ns, 16_500_000);
     }
 
     #[test]
