@@ -6,7 +6,8 @@
 //! accept exactly the same values.
 //!
 //! Accepted beyond the grammar of the man page: a leading `ipfw` with `-q`/`-f`
-//! flags, `#` comments, `;` between statements, `flowset` for `queue`, and
+//! flags, `#` comments, ipfw's `// comment` at the end of a line (read
+//! and dropped), `;` between statements, `flowset` for `queue`, and
 //! pspat's extensions `jitter`, `distribution`, `reorder` (a flag, or
 //! tc-netem's `reorder P` with `gap N`), `correlation`, `slot`, `gemodel`,
 //! `lossstate` (tc-netem's 4-state `loss state P13 [P31 [P32 [P23
@@ -48,7 +49,8 @@ impl Tok {
     }
 }
 
-/// Splits text into statements of tokens: lines, cut at `#` and `;`.
+/// Splits text into statements of tokens: lines, cut at `#` and `;`; a
+/// word that starts with `//` (ipfw's rule comment) ends the line too.
 pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
     let mut statements = Vec::new();
     for (line_index, line) in text.lines().enumerate() {
@@ -60,6 +62,11 @@ pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
         for c in line.chars() {
             column = column.saturating_add(1);
             if c == '#' {
+                break;
+            }
+            if word.starts_with("//") {
+                // A comment: the rest of the line is its text.
+                word.clear();
                 break;
             }
             if c.is_whitespace() || c == ';' {
@@ -80,7 +87,7 @@ pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
             }
             word.push(c);
         }
-        if !word.is_empty() {
+        if !word.is_empty() && !word.starts_with("//") {
             current.push(Tok {
                 text: word,
                 line: line_no,
@@ -1517,8 +1524,20 @@ pub(crate) fn parse_rule_body(
             }
             "src-port" | "dst-port" => {
                 let v = cur.value(tok, "80,443,1000-2000")?;
-                let ports = cur.check(v, parse_ports(&v.text))?;
                 let field = if word == "src-port" { "src-port" } else { "dst-port" };
+                if v.text == "any" {
+                    // ipfw takes `any` as no port condition (OPNsense's
+                    // rules write `src-port any dst-port any`).
+                    if negated {
+                        let none: Result<(), ValueError> = Err(ValueError::syntax(format!(
+                            "'not {word} any' matches no packet; leave the option out"
+                        )));
+                        cur.check(v, none)?;
+                    }
+                    record(fields, cur, field, tok, v.pos())?;
+                    continue;
+                }
+                let ports = cur.check(v, parse_ports(&v.text))?;
                 record(fields, cur, field, tok, v.pos())?;
                 if word == "src-port" {
                     rule.src_ports = ports;

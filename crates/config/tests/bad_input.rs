@@ -1608,3 +1608,21 @@ fn codel_and_red_on_one_queue_are_refused_at_the_second() {
         "{e}"
     );
 }
+
+/// `any` is no port condition, so `not ... any` would match nothing:
+/// refused at `any`. A `//` comment ends its line, whatever it holds.
+#[test]
+fn not_any_port_is_refused_and_a_rule_comment_ends_its_line() {
+    let e = error_of(
+        "pipe 1 config bw 1Mbit/s\nadd 100 pipe 1 ip from any to any not dst-port any\n",
+        &NoProfiles,
+    );
+    assert_at(&e, "cfg.ipfw", 2, 48, "any", ErrorKind::Syntax);
+    assert!(e.message.contains("matches no packet"), "{e}");
+    let cfg = parse_ipfw(
+        "pipe 1 config bw 1Mbit/s // uplink; pipe 2 config bw oops\n",
+        "cfg.ipfw",
+    )
+    .unwrap();
+    assert_eq!(print_ipfw(&cfg), "pipe 1 config bw 1Mbit/s\n");
+}
