@@ -72,7 +72,15 @@ pub struct Continuation {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Moved {
     /// It waited in the scheduler.
-    Queued(Packet),
+    Queued {
+        /// The packet.
+        packet: Packet,
+        /// When it entered its queue, as the old pipe kept it (the
+        /// sojourn CoDel and PIE's `ts` measure goes on from there in the
+        /// new pipe); `None` when the old pipe kept no enqueue times, or
+        /// none for this packet (queued before it did).
+        enqueued: Option<Instant>,
+    },
     /// It was on the link or in the delay line, leaving at `exit`.
     InFlight {
         /// Its exit time.
@@ -148,7 +156,7 @@ impl<S: Scheduler> Pipe<S> {
                         moved,
                         dropped,
                         e.packet,
-                        Some(e.exit),
+                        Held::InFlight { exit: e.exit },
                     );
                     last = Some((e.packet.token, to));
                 }
@@ -168,6 +176,10 @@ impl<S: Scheduler> Pipe<S> {
         while !self.sched.is_empty() && misses < budget {
             match self.sched.dequeue(t) {
                 Some(pkt) => {
+                    // A queue's packets leave the scheduler in order: its
+                    // oldest enqueue time is this packet's (taken even
+                    // when the packet is dropped, for the next one's).
+                    let enqueued = self.take_head_time(pkt.flow.index());
                     give(
                         &mut self.counters,
                         &mut self.queues,
@@ -175,7 +187,7 @@ impl<S: Scheduler> Pipe<S> {
                         moved,
                         dropped,
                         pkt,
-                        None,
+                        Held::Queued { enqueued },
                     );
                 }
                 None => {
@@ -195,7 +207,11 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Takes a packet another pipe gave up ([`Pipe::hand_over`]), at `now`:
     /// in flight, into the delay line at its exit time; queued, into the
-    /// scheduler without the queue's filters. Counted in `in`. A
+    /// scheduler without the queue's filters (nor PIE's decision on
+    /// arrival), with its enqueue time when this pipe keeps them: the one
+    /// it brings, or, without one, none (counted as untimed, passing
+    /// CoDel undecided) while its queue holds no timed packet, else `now`
+    /// (so that the times stay in their packets' order). Counted in `in`. A
     /// [`Moved::Copy`] goes into the delay line behind its original when
     /// there is room and its flow is the pipe's, and is otherwise not sent;
     /// it is never refused.
@@ -206,9 +222,9 @@ impl<S: Scheduler> Pipe<S> {
     /// scheduler refuses it.
     pub fn adopt(&mut self, now: Instant, moved: Moved) -> Result<(), Rejected> {
         // In flight: its exit time; queued: none.
-        let (pkt, exit) = match moved {
-            Moved::Queued(p) => (p, None),
-            Moved::InFlight { exit, packet } => (packet, Some(exit)),
+        let (pkt, at) = match moved {
+            Moved::Queued { packet, enqueued } => (packet, Held::Queued { enqueued }),
+            Moved::InFlight { exit, packet } => (packet, Held::InFlight { exit }),
             Moved::Copy { exit, packet } => {
                 if packet.flow.index() < self.queues.len() && self.line.free() > 0 {
                     self.line.insert(exit, packet, Fate::Duplicate);
@@ -227,17 +243,17 @@ impl<S: Scheduler> Pipe<S> {
         if pkt.flow.index() >= self.queues.len() {
             return refuse(self);
         }
-        match exit {
-            Some(exit) => {
+        match at {
+            Held::InFlight { exit } => {
                 if self.line.free() == 0 {
                     return refuse(self);
                 }
                 self.line.insert(exit, pkt, Fate::Transmit);
                 Ok(())
             }
-            None => {
+            Held::Queued { enqueued } => {
                 self.advance_link(now);
-                match self.accept(now, pkt) {
+                match self.accept(now, pkt, enqueued) {
                     Ok(()) => Ok(()),
                     Err(_) => refuse(self),
                 }
@@ -295,8 +311,17 @@ impl<S: Scheduler> Pipe<S> {
     }
 }
 
-/// One packet given up (`exit`: its exit time when in flight, `None` when
-/// queued): to `moved` with its new flow (out of the old pipe's `in`; its
+/// Where a packet given up was: what [`Moved`] says of it besides the
+/// packet.
+#[derive(Clone, Copy)]
+enum Held {
+    /// On the link or in the delay line, leaving at `exit`.
+    InFlight { exit: Instant },
+    /// In the scheduler since `enqueued`, when known.
+    Queued { enqueued: Option<Instant> },
+}
+
+/// One packet given up (`at`: where it was): to `moved` with its new flow (out of the old pipe's `in`; its
 /// queue's counters keep it as held, for
 /// [`crate::PipeSet::replace_link_moving`] to take out of what the queue's
 /// heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
@@ -308,16 +333,16 @@ fn give(
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
     pkt: Packet,
-    exit: Option<Instant>,
+    at: Held,
 ) -> Option<FlowId> {
     match remap(&pkt) {
         Some(flow) => {
             counters.in_packets -= 1;
             counters.in_bytes -= u64::from(pkt.len);
             let packet = Packet { flow, ..pkt };
-            moved(match exit {
-                Some(exit) => Moved::InFlight { exit, packet },
-                None => Moved::Queued(packet),
+            moved(match at {
+                Held::InFlight { exit } => Moved::InFlight { exit, packet },
+                Held::Queued { enqueued } => Moved::Queued { packet, enqueued },
             });
             Some(flow)
         }
