@@ -16,6 +16,9 @@ use pspat_sched::{
 const MS: u64 = 1_000_000;
 const LINK: u32 = 7;
 
+/// A queue's CoDel and PIE states, when its pipe keeps them.
+type States = (Option<CodelState>, Option<PieState>);
+
 /// The AQM a test puts on every queue.
 #[derive(Clone, Copy, Debug)]
 enum Aqm {
@@ -145,10 +148,7 @@ fn overload(flows: u32) -> Vec<(Instant, u32, u64)> {
 /// Runs `arrivals` through two sets of `aqm_pipe(aqm, 1)`, one kept, one
 /// rebuilt at arrival `at_seq` (the same configuration, new ids): what
 /// each did, and the AQM states of their queue right after the rebuild.
-fn kept_and_rebuilt(
-    aqm: Aqm,
-    at_seq: usize,
-) -> ([Outcome; 2], [(Option<CodelState>, Option<PieState>); 2]) {
+fn kept_and_rebuilt(aqm: Aqm, at_seq: usize) -> ([Outcome; 2], [States; 2]) {
     let arrivals = overload(1);
     let mut sets = [
         set_of(aqm_pipe(aqm, 1), 1, 1),
@@ -297,7 +297,7 @@ fn overloaded_then(
     new_flows: u32,
     rebuild: &mut dyn FnMut(&mut PipeSet<AnyScheduler>, Instant),
     after: &dyn Fn(u64) -> u32,
-) -> (Outcome, Vec<(Option<CodelState>, Option<PieState>)>) {
+) -> (Outcome, Vec<States>) {
     let arrivals = overload(flows);
     let mut set = set_of(aqm_pipe(aqm, flows as usize), flows, new_flows);
     let mut out = Outcome::default();

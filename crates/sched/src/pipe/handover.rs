@@ -24,7 +24,15 @@
 //!   one's service order, so each flow keeps its order, and the new link
 //!   starts after the transmission in progress on the old one
 //!   ([`Pipe::continue_link`]). A queued packet is not filtered again (it
-//!   was admitted once). [`Pipe::hand_over_each`] chooses the new flow
+//!   was admitted once), nor decided again by PIE on arrival, and keeps
+//!   the time it entered its old queue ([`Moved::Queued`]) when both
+//!   pipes keep enqueue times (some queue has CoDel or PIE): the sojourn
+//!   CoDel and PIE's `ts` measure counts from its first enqueue. Without
+//!   one (the old pipe kept none) it passes CoDel undecided, as a packet
+//!   queued before CoDel was configured does, while its new queue holds
+//!   no timed packet, and is timed from the hand-over behind timed ones
+//!   ([`Pipe::adopt`]); into a pipe that keeps no times, its time is
+//!   forgotten. [`Pipe::hand_over_each`] chooses the new flow
 //!   per packet (an old queue split by a finer mask): each new queue gets
 //!   its packets in the old order restricted to it.
 //!
@@ -48,6 +56,25 @@
 //! last answers are carried by [`crate::PipeSet::replace_link_moving`],
 //! queue by queue, where one old queue continues in one new queue; so are
 //! the queues' counters, summed where several old queues meet in one.
+//!
+//! Each queue's CoDel state (dropping or not, count, next drop, first
+//! time above target) and PIE state (probability, burst allowance, delay
+//! estimates, update grid, departure-rate cycle) are carried the same
+//! way, read once the old link has run up to the change, and more
+//! strictly: only where the old queue's queued packets all go to the one
+//! queue that continues it and that queue takes in no other queue's
+//! packets. Queues merged by a coarser mask, and a queue split by a finer
+//! one (its heir and every queue it feeds), start afresh, as a queue
+//! that has just been configured does: the states describe the delay of
+//! the packets one queue holds, and neither part of them nor a mix of
+//! several queues' packets is what the state was measuring. A state goes
+//! on only under the same AQM (CoDel to CoDel, PIE to PIE); when the
+//! change also gives the queue new CoDel or PIE parameters, the state
+//! goes on under them from the next packet, as when a queue's parameters
+//! change in place ([`Pipe::set_queue`]) and as a carried RED average
+//! does under new RED parameters. PIE's draws go on with the random
+//! streams ([`Pipe::continue_from`]), so a queue that continues another
+//! one whole drops exactly the packets the old link would have.
 //!
 //! # Complexity
 //! O(held packets + flows); control path only.

@@ -370,7 +370,10 @@ impl<S: Scheduler> PipeSet<S> {
     /// A queue's RED average, Gilbert-Elliott and 4-state loss state go on in the queue
     /// that continues it, when that queue continues only it and both
     /// pipes keep such state (queues merged by a coarser mask start
-    /// afresh). Returns each old instance's final counters (moved packets
+    /// afresh); so do its CoDel and PIE states, under the same AQM, where
+    /// moreover its queued packets all go to that queue and no other
+    /// queue's join them (a split queue starts afresh too), and its queued
+    /// packets keep their enqueue times ([`Pipe::adopt`]). Returns each old instance's final counters (moved packets
     /// are out of its `in` and in the new pipe's). Control path.
     ///
     /// # Errors
@@ -418,7 +421,9 @@ impl<S: Scheduler> PipeSet<S> {
     /// old queue's heir: the queue that inherits its history (counters
     /// less the packets it held, which move with their bytes to wherever
     /// `split` sends them and are counted in there), its RED and
-    /// Gilbert-Elliott state, and the frames routed to its old id before
+    /// Gilbert-Elliott state (but not its CoDel and PIE states when
+    /// `split` sends some of its queued packets elsewhere: then the heir
+    /// and the other queues start afresh), and the frames routed to its old id before
     /// the change. `split` is called once per held packet, in the order
     /// the old pipes give them up (instance by instance: in flight in
     /// exit order, then queued in service order), so each new queue gets
