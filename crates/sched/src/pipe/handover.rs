@@ -348,10 +348,10 @@ enum Held {
     Queued { enqueued: Option<Instant> },
 }
 
-/// One packet given up (`at`: where it was): to `moved` with its new flow (out of the old pipe's `in`; its
-/// queue's counters keep it as held, for
-/// [`crate::PipeSet::replace_link_moving`] to take out of what the queue's
-/// heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
+/// One packet given up (`at`: where it was): to `moved` with its new
+/// flow (out of the old pipe's `in`; its queue's counters keep it as
+/// held, for [`crate::PipeSet::replace_link_moving`] to take out of what
+/// the queue's heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
 /// has no place for its flow. Returns the new flow, `None` when dropped.
 fn give(
     counters: &mut PipeCounters,
