@@ -16,6 +16,9 @@ mod pipe_prop;
 mod pipe_slots;
 // Live changes: a new seed, a link rebuilt with its instances moved.
 mod pipe_live;
+// Live changes of AQM queues: CoDel and PIE states and enqueue times carried
+// across a rebuild; merged and split queues start afresh.
+mod pipe_live_aqm;
 // The pipe behind the Scheduler trait: a duplicate marks its original.
 mod pipe_copies;
 // Per-queue counters: conservation per queue, sums, shared configurations.

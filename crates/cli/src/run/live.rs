@@ -28,7 +28,10 @@
 //!   link is rebuilt (an install with `replace`), in other free ids, and its
 //!   packets go on in the new pipes ([`PipeSet::replace_link`]; those of
 //!   a deleted flowset are dropped as `flow_removed`); frames routed to
-//!   its old ids before the classifier changed follow them there.
+//!   its old ids before the classifier changed follow them there. Queued
+//!   packets keep their enqueue times, and a queue that continues one old
+//!   queue whole keeps its RED, loss, CoDel and PIE states (docs/RUN.md
+//!   lists what carries over).
 //!
 //! * an `fq_codel` sched's `target`, `interval` and `ecn` (its flowsets'
 //!   CoDel, set on their queues as a queue's parameters), its `limit`

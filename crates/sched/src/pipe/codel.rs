@@ -152,8 +152,9 @@ pub struct CodelState {
     /// `count` when the last dropping state began.
     lastcount: u32,
     /// Packets at the queue's head that were queued before the pipe kept
-    /// enqueue times (CoDel turned on while they waited): they pass
-    /// undecided, as their sojourn is not known.
+    /// enqueue times (CoDel turned on while they waited), or handed over
+    /// from a pipe that kept none: they pass undecided, as their sojourn
+    /// is not known.
     untimed: u32,
     /// The largest packet the queue has seen, bytes.
     max_packet: u16,
@@ -265,10 +266,27 @@ impl CodelState {
         true
     }
 
-    /// `n` packets already queued when the pipe began keeping times.
-    /// Packets at the queue's head queued before times were kept.
+    /// Packets at the queue's head queued before times were kept (or
+    /// handed over from a pipe that kept none).
     pub(crate) fn untimed(&self) -> u32 {
         self.untimed
+    }
+
+    /// One more packet at the queue's head without an enqueue time (handed
+    /// over from a pipe that kept none, its queue holding no timed packet).
+    pub(crate) fn add_untimed(&mut self) {
+        self.untimed = self.untimed.saturating_add(1);
+    }
+
+    /// This queue's state going on from `from`, the state of the queue it
+    /// continues in a rebuilt link (dropping state, count, due times,
+    /// largest packet), but for its untimed packets, which are this
+    /// queue's own.
+    pub(crate) fn continuing(&self, from: &CodelState) -> CodelState {
+        CodelState {
+            untimed: self.untimed,
+            ..*from
+        }
     }
 
     pub(crate) fn set_untimed(&mut self, n: u32) {

@@ -24,7 +24,15 @@
 //!   one's service order, so each flow keeps its order, and the new link
 //!   starts after the transmission in progress on the old one
 //!   ([`Pipe::continue_link`]). A queued packet is not filtered again (it
-//!   was admitted once). [`Pipe::hand_over_each`] chooses the new flow
+//!   was admitted once), nor decided again by PIE on arrival, and keeps
+//!   the time it entered its old queue ([`Moved::Queued`]) when both
+//!   pipes keep enqueue times (some queue has CoDel or PIE): the sojourn
+//!   CoDel and PIE's `ts` measure counts from its first enqueue. Without
+//!   one (the old pipe kept none) it passes CoDel undecided, as a packet
+//!   queued before CoDel was configured does, while its new queue holds
+//!   no timed packet, and is timed from the hand-over behind timed ones
+//!   ([`Pipe::adopt`]); into a pipe that keeps no times, its time is
+//!   forgotten. [`Pipe::hand_over_each`] chooses the new flow
 //!   per packet (an old queue split by a finer mask): each new queue gets
 //!   its packets in the old order restricted to it.
 //!
@@ -49,6 +57,25 @@
 //! queue by queue, where one old queue continues in one new queue; so are
 //! the queues' counters, summed where several old queues meet in one.
 //!
+//! Each queue's CoDel state (dropping or not, count, next drop, first
+//! time above target) and PIE state (probability, burst allowance, delay
+//! estimates, update grid, departure-rate cycle) are carried the same
+//! way, read once the old link has run up to the change, and more
+//! strictly: only where the old queue's queued packets all go to the one
+//! queue that continues it and that queue takes in no other queue's
+//! packets. Queues merged by a coarser mask, and a queue split by a finer
+//! one (its heir and every queue it feeds), start afresh, as a queue
+//! that has just been configured does: the states describe the delay of
+//! the packets one queue holds, and neither part of them nor a mix of
+//! several queues' packets is what the state was measuring. A state goes
+//! on only under the same AQM (CoDel to CoDel, PIE to PIE); when the
+//! change also gives the queue new CoDel or PIE parameters, the state
+//! goes on under them from the next packet, as when a queue's parameters
+//! change in place ([`Pipe::set_queue`]) and as a carried RED average
+//! does under new RED parameters. PIE's draws go on with the random
+//! streams ([`Pipe::continue_from`]), so a queue that continues another
+//! one whole drops exactly the packets the old link would have.
+//!
 //! # Complexity
 //! O(held packets + flows); control path only.
 
@@ -72,7 +99,15 @@ pub struct Continuation {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Moved {
     /// It waited in the scheduler.
-    Queued(Packet),
+    Queued {
+        /// The packet.
+        packet: Packet,
+        /// When it entered its queue, as the old pipe kept it (the
+        /// sojourn CoDel and PIE's `ts` measure goes on from there in the
+        /// new pipe); `None` when the old pipe kept no enqueue times, or
+        /// none for this packet (queued before it did).
+        enqueued: Option<Instant>,
+    },
     /// It was on the link or in the delay line, leaving at `exit`.
     InFlight {
         /// Its exit time.
@@ -148,7 +183,7 @@ impl<S: Scheduler> Pipe<S> {
                         moved,
                         dropped,
                         e.packet,
-                        Some(e.exit),
+                        Held::InFlight { exit: e.exit },
                     );
                     last = Some((e.packet.token, to));
                 }
@@ -168,6 +203,10 @@ impl<S: Scheduler> Pipe<S> {
         while !self.sched.is_empty() && misses < budget {
             match self.sched.dequeue(t) {
                 Some(pkt) => {
+                    // A queue's packets leave the scheduler in order: its
+                    // oldest enqueue time is this packet's (taken even
+                    // when the packet is dropped, for the next one's).
+                    let enqueued = self.take_head_time(pkt.flow.index());
                     give(
                         &mut self.counters,
                         &mut self.queues,
@@ -175,7 +214,7 @@ impl<S: Scheduler> Pipe<S> {
                         moved,
                         dropped,
                         pkt,
-                        None,
+                        Held::Queued { enqueued },
                     );
                 }
                 None => {
@@ -195,7 +234,11 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Takes a packet another pipe gave up ([`Pipe::hand_over`]), at `now`:
     /// in flight, into the delay line at its exit time; queued, into the
-    /// scheduler without the queue's filters. Counted in `in`. A
+    /// scheduler without the queue's filters (nor PIE's decision on
+    /// arrival), with its enqueue time when this pipe keeps them: the one
+    /// it brings, or, without one, none (counted as untimed, passing
+    /// CoDel undecided) while its queue holds no timed packet, else `now`
+    /// (so that the times stay in their packets' order). Counted in `in`. A
     /// [`Moved::Copy`] goes into the delay line behind its original when
     /// there is room and its flow is the pipe's, and is otherwise not sent;
     /// it is never refused.
@@ -206,9 +249,9 @@ impl<S: Scheduler> Pipe<S> {
     /// scheduler refuses it.
     pub fn adopt(&mut self, now: Instant, moved: Moved) -> Result<(), Rejected> {
         // In flight: its exit time; queued: none.
-        let (pkt, exit) = match moved {
-            Moved::Queued(p) => (p, None),
-            Moved::InFlight { exit, packet } => (packet, Some(exit)),
+        let (pkt, at) = match moved {
+            Moved::Queued { packet, enqueued } => (packet, Held::Queued { enqueued }),
+            Moved::InFlight { exit, packet } => (packet, Held::InFlight { exit }),
             Moved::Copy { exit, packet } => {
                 if packet.flow.index() < self.queues.len() && self.line.free() > 0 {
                     self.line.insert(exit, packet, Fate::Duplicate);
@@ -227,17 +270,17 @@ impl<S: Scheduler> Pipe<S> {
         if pkt.flow.index() >= self.queues.len() {
             return refuse(self);
         }
-        match exit {
-            Some(exit) => {
+        match at {
+            Held::InFlight { exit } => {
                 if self.line.free() == 0 {
                     return refuse(self);
                 }
                 self.line.insert(exit, pkt, Fate::Transmit);
                 Ok(())
             }
-            None => {
+            Held::Queued { enqueued } => {
                 self.advance_link(now);
-                match self.accept(now, pkt) {
+                match self.accept(now, pkt, enqueued) {
                     Ok(()) => Ok(()),
                     Err(_) => refuse(self),
                 }
@@ -295,11 +338,20 @@ impl<S: Scheduler> Pipe<S> {
     }
 }
 
-/// One packet given up (`exit`: its exit time when in flight, `None` when
-/// queued): to `moved` with its new flow (out of the old pipe's `in`; its
-/// queue's counters keep it as held, for
-/// [`crate::PipeSet::replace_link_moving`] to take out of what the queue's
-/// heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
+/// Where a packet given up was: what [`Moved`] says of it besides the
+/// packet.
+#[derive(Clone, Copy)]
+enum Held {
+    /// On the link or in the delay line, leaving at `exit`.
+    InFlight { exit: Instant },
+    /// In the scheduler since `enqueued`, when known.
+    Queued { enqueued: Option<Instant> },
+}
+
+/// One packet given up (`at`: where it was): to `moved` with its new
+/// flow (out of the old pipe's `in`; its queue's counters keep it as
+/// held, for [`crate::PipeSet::replace_link_moving`] to take out of what
+/// the queue's heir inherits), or dropped as [`DropReason::FlowRemoved`] when `remap`
 /// has no place for its flow. Returns the new flow, `None` when dropped.
 fn give(
     counters: &mut PipeCounters,
@@ -308,16 +360,16 @@ fn give(
     moved: &mut dyn FnMut(Moved),
     dropped: &mut dyn FnMut(Rejected),
     pkt: Packet,
-    exit: Option<Instant>,
+    at: Held,
 ) -> Option<FlowId> {
     match remap(&pkt) {
         Some(flow) => {
             counters.in_packets -= 1;
             counters.in_bytes -= u64::from(pkt.len);
             let packet = Packet { flow, ..pkt };
-            moved(match exit {
-                Some(exit) => Moved::InFlight { exit, packet },
-                None => Moved::Queued(packet),
+            moved(match at {
+                Held::InFlight { exit } => Moved::InFlight { exit, packet },
+                Held::Queued { enqueued } => Moved::Queued { packet, enqueued },
             });
             Some(flow)
         }

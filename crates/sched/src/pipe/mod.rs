@@ -546,6 +546,22 @@ impl Installed {
     }
 }
 
+/// A queue's CoDel and PIE states, each when its configuration has that
+/// AQM: what a rebuilt link's queue hands to the queue that continues it
+/// ([`crate::PipeSet::replace_link_moving`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AqmState {
+    codel: Option<CodelState>,
+    pie: Option<PieState>,
+}
+
+impl AqmState {
+    /// Neither AQM.
+    pub(crate) fn is_none(&self) -> bool {
+        self.codel.is_none() && self.pie.is_none()
+    }
+}
+
 /// What a pipe keeps per queue: its length and configuration index, and
 /// its counters, side by side (56 bytes), so that a packet's enqueue reads
 /// the one and counts in the other through one lookup, and with 64k
@@ -1206,8 +1222,15 @@ impl<S: Scheduler> Pipe<S> {
 
     /// Hands an admitted packet to the scheduler and wakes the link as its
     /// arrival requires (the link already ran up to `now`): the tail of
-    /// [`Pipe::enqueue`], for a packet handed over from another pipe.
-    fn accept(&mut self, now: Instant, pkt: Packet) -> Result<(), DropReason> {
+    /// [`Pipe::enqueue`], for a packet handed over from another pipe, that
+    /// entered its queue there at `enqueued` (when known; see
+    /// [`Pipe::adopt`] for one without).
+    fn accept(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        enqueued: Option<Instant>,
+    ) -> Result<(), DropReason> {
         let i = pkt.flow.index();
         if self.times_full() {
             return Err(DropReason::QueueFull);
@@ -1220,10 +1243,32 @@ impl<S: Scheduler> Pipe<S> {
             q.state.slots += 1;
             q.state.bytes += u64::from(pkt.len);
         }
-        // Its time in this pipe starts now (CoDel's sojourn).
-        self.record_time(i, now);
+        self.record_handed_time(i, now, enqueued);
+        self.debug_check_times(i);
         self.woken(now, was_empty);
         Ok(())
+    }
+
+    /// Records the enqueue time of a packet handed over into queue `i` at
+    /// `now`, when the pipe keeps times: `enqueued`, the time it entered
+    /// its old queue (its sojourn goes on from there); without one, it
+    /// counts as untimed (CoDel lets it pass undecided) while the queue
+    /// holds no timed packet, as untimed packets must stay at the queue's
+    /// head ([`CodelState::take_untimed`]); behind timed ones it gets
+    /// `now` instead, so each packet keeps its own time.
+    fn record_handed_time(&mut self, i: usize, now: Instant, enqueued: Option<Instant>) {
+        let (Some(times), Some(st)) = (self.times.as_mut(), self.codel.get_mut(i)) else {
+            return;
+        };
+        match enqueued {
+            Some(at) => {
+                times.push(i, at);
+            }
+            None if times.len(i) == 0 => st.add_untimed(),
+            None => {
+                times.push(i, now);
+            }
+        }
     }
 
     /// The link after an arrival at `now` the scheduler took, `was_empty`
@@ -1759,6 +1804,46 @@ impl<S: Scheduler> Pipe<S> {
         if let Some(s) = self.filter_state.get_mut(flow.index()) {
             *s = fs;
         }
+    }
+
+    /// Queue `flow`'s CoDel and PIE states, each while the queue's
+    /// configuration has that AQM (a rebuilt link carries them to the
+    /// queue's heir, [`Pipe::carry_aqm_state`]).
+    pub(crate) fn aqm_state_of(&self, flow: FlowId) -> AqmState {
+        let i = flow.index();
+        let Some(q) = self.queues.get(i) else {
+            return AqmState::default();
+        };
+        let config = &self.configs[usize::from(q.state.config)].config;
+        AqmState {
+            codel: config.codel.and(self.codel.get(i).copied()),
+            pie: config.pie.and(self.pie.get(i).copied()),
+        }
+    }
+
+    /// Queue `flow` goes on with `aqm`, the CoDel and PIE states of the
+    /// queue it continues in a rebuilt link, each where its own
+    /// configuration has that AQM too (its untimed packets stay its own,
+    /// [`CodelState::continuing`]); the others stay as they are.
+    pub(crate) fn carry_aqm_state(&mut self, flow: FlowId, aqm: AqmState) {
+        let i = flow.index();
+        let Some(q) = self.queues.get(i) else {
+            return;
+        };
+        let config = &self.configs[usize::from(q.state.config)].config;
+        if let (Some(from), Some(_), Some(st)) = (aqm.codel, config.codel, self.codel.get_mut(i)) {
+            *st = st.continuing(&from);
+        }
+        if let (Some(from), Some(_), Some(st)) = (aqm.pie, config.pie, self.pie.get_mut(i)) {
+            *st = from;
+        }
+    }
+
+    /// Runs the link up to `now` (control path: a rebuilt link reads its
+    /// queues' states where the link has brought them before handing its
+    /// packets over, which does the same first).
+    pub(crate) fn run_link_to(&mut self, now: Instant) {
+        self.advance_link(now);
     }
 
     /// The last answers of queue `flow`'s correlated duplication and

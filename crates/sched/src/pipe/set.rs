@@ -61,12 +61,12 @@
 //! three allocate.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::filter::FilterState;
 use super::handover::Continuation;
 use super::handover::Moved;
-use super::{FlowCounters, Pipe, PipeCounters, PipeScheduler};
+use super::{AqmState, FlowCounters, Pipe, PipeCounters, PipeScheduler};
 use crate::{
     ConfigError, DropReason, FlowError, FlowId, FlowParams, FlowTable, Instant, Packet, Rejected,
     Scheduler,
@@ -370,7 +370,10 @@ impl<S: Scheduler> PipeSet<S> {
     /// A queue's RED average, Gilbert-Elliott and 4-state loss state go on in the queue
     /// that continues it, when that queue continues only it and both
     /// pipes keep such state (queues merged by a coarser mask start
-    /// afresh). Returns each old instance's final counters (moved packets
+    /// afresh); so do its CoDel and PIE states, under the same AQM, where
+    /// moreover its queued packets all go to that queue and no other
+    /// queue's join them (a split queue starts afresh too), and its queued
+    /// packets keep their enqueue times ([`Pipe::adopt`]). Returns each old instance's final counters (moved packets
     /// are out of its `in` and in the new pipe's). Control path.
     ///
     /// # Errors
@@ -418,7 +421,9 @@ impl<S: Scheduler> PipeSet<S> {
     /// old queue's heir: the queue that inherits its history (counters
     /// less the packets it held, which move with their bytes to wherever
     /// `split` sends them and are counted in there), its RED and
-    /// Gilbert-Elliott state, and the frames routed to its old id before
+    /// Gilbert-Elliott state (but not its CoDel and PIE states when
+    /// `split` sends some of its queued packets elsewhere: then the heir
+    /// and the other queues start afresh), and the frames routed to its old id before
     /// the change. `split` is called once per held packet, in the order
     /// the old pipes give them up (instance by instance: in flight in
     /// exit order, then queued in service order), so each new queue gets
@@ -491,8 +496,14 @@ impl<S: Scheduler> PipeSet<S> {
         // state of the one old queue that continues there, and how many
         // old queues meet there (several: merged, the heir starts afresh).
         let mut carried: BTreeMap<(u32, u32), (u32, FilterState)> = BTreeMap::new();
-        // The correlated chains' last answers by heir, likewise.
+        // The correlated chains' last answers by heir, likewise; their
+        // count (every old queue with a heir) also says whether a heir
+        // continues one old queue only, for the AQM states.
         let mut chains: BTreeMap<(u32, u32), (u32, u8)> = BTreeMap::new();
+        // CoDel and PIE states by heir: the state of an old queue whose
+        // heir is there (carried when it is the heir's only old queue and
+        // neither was split: below).
+        let mut aqm: BTreeMap<(u32, u32), AqmState> = BTreeMap::new();
         // Counters by heir: the sum of the old queues that meet there, less
         // the packets moved into it (its `adopt` counts them in again).
         let mut inherited: BTreeMap<(u32, u32), FlowCounters> = BTreeMap::new();
@@ -518,7 +529,19 @@ impl<S: Scheduler> PipeSet<S> {
             };
             let base = m.base;
             let (handover, purged) = (&mut self.handover, &mut self.purged);
-            // Read before the hand-over, which empties the old queues.
+            // Read before the hand-over, which empties the old queues,
+            // and after the link ran up to `now` (as the hand-over runs it
+            // first), which decided the packets it took meanwhile.
+            m.pipe.pipe_mut().run_link_to(now);
+            for f in 0..m.flows {
+                let st = m.pipe.pipe().aqm_state_of(FlowId(f));
+                if st.is_none() {
+                    continue;
+                }
+                if let Some((i, g)) = place(instance, FlowId(f)) {
+                    aqm.insert((i, g.0), st);
+                }
+            }
             for f in 0..m.flows {
                 let Some(fs) = m.pipe.pipe().filter_state_of(FlowId(f)) else {
                     break;
@@ -578,11 +601,25 @@ impl<S: Scheduler> PipeSet<S> {
             });
             out.push((instance, *m.pipe.pipe().counters()));
         }
+        // Heirs whose AQM state starts afresh although one old queue names
+        // them: a queued packet moved elsewhere than its old queue's heir
+        // (the old queue split) or into a queue that is not its old
+        // queue's heir (it takes in another queue's packets).
+        let mut mixed: BTreeSet<(u32, u32)> = BTreeSet::new();
+        for (t, mv, heir) in &moved {
+            if let Moved::Queued { packet, .. } = mv {
+                let to = (*t, packet.flow.0);
+                if *heir != Some(to) {
+                    mixed.insert(to);
+                    mixed.extend(*heir);
+                }
+            }
+        }
         // A moved packet leaves its old queue's history (it is counted in
         // again where it lands).
         for (_, mv, heir) in &moved {
             // A copy was never counted in.
-            let (Moved::Queued(p) | Moved::InFlight { packet: p, .. }) = mv else {
+            let (Moved::Queued { packet: p, .. } | Moved::InFlight { packet: p, .. }) = mv else {
                 continue;
             };
             if let Some(c) = heir.and_then(|h| inherited.get_mut(&h)) {
@@ -599,11 +636,11 @@ impl<S: Scheduler> PipeSet<S> {
                 // original (the sort is stable).
                 match mv {
                     Moved::InFlight { .. } | Moved::Copy { .. } => 0u8,
-                    Moved::Queued(_) => 1,
+                    Moved::Queued { .. } => 1,
                 },
                 match mv {
                     Moved::InFlight { exit, .. } | Moved::Copy { exit, .. } => *exit,
-                    Moved::Queued(_) => Instant::ZERO,
+                    Moved::Queued { .. } => Instant::ZERO,
                 },
             )
         });
@@ -636,6 +673,12 @@ impl<S: Scheduler> PipeSet<S> {
                 .filter(|(_, (count, _))| *count == 1)
             {
                 pipe.keep_chains(FlowId(g), last);
+            }
+            for (&key, &st) in aqm.range((*instance, 0)..=(*instance, u32::MAX)) {
+                let alone = chains.get(&key).is_some_and(|c| c.0 == 1);
+                if alone && !mixed.contains(&key) {
+                    pipe.carry_aqm_state(FlowId(key.1), st);
+                }
             }
             for (&(_, g), c) in inherited.range((*instance, 0)..=(*instance, u32::MAX)) {
                 pipe.carry_flow_counters(FlowId(g), c);
