@@ -364,8 +364,8 @@ impl Default for Plan {
 }
 
 impl Plan {
-    /// The cap on the dynamic queues of each flowset whose sched is
-    /// `fq_codel` or `fq_pie`, by queue number: the sched's `flows` (a daemon's cap
+    /// The cap on the dynamic queues of each flowset whose sched or pipe is
+    /// `fq_codel` or `fq_pie`, by queue number: its `flows` (a daemon's cap
     /// for the other flowsets is its own, `--max-queues` for `pspat run`).
     ///
     /// # Examples
