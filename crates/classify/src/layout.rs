@@ -14,7 +14,8 @@
 //!      one more id: the flowset's overflow queue (`first + slots`).
 //!
 //! Every id of a range carries the flowset's weight, lmax and priority (a
-//! pipe's queue: weight 1, the default lmax, priority 0), and every id is
+//! pipe's queue: weight 1, the default lmax, priority 0), whatever the
+//! link's algorithm (a pipe's `type`, FIFO by default), and every id is
 //! present from the start: a dynamic queue is a slot of the range, not a flow
 //! added at run time, so nothing in the scheduler changes when a dynamic
 //! queue is created or expires.
@@ -73,7 +74,8 @@ impl FlowRange {
     }
 }
 
-/// Whether a link is a pipe (a FIFO with its own queue) or a sched.
+/// Whether a link is a pipe (a scheduler with its own queue, FIFO unless
+/// its `type` says otherwise) or a sched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LinkKind {
     /// `pipe N config`.
@@ -89,7 +91,7 @@ pub struct LinkLayout {
     pub number: u32,
     /// Pipe or sched.
     pub kind: LinkKind,
-    /// The scheduling algorithm (a pipe's is FIFO).
+    /// The scheduling algorithm (a pipe's `type`, FIFO by default).
     pub alg: AlgKind,
     /// Scheduler instances (1 without an instance mask; otherwise the cap,
     /// plus the overflow instance under [`OverflowPolicy::SharedQueue`]).
@@ -170,7 +172,7 @@ impl FlowLayout {
             .into_iter()
             .map(|number| {
                 let (kind, alg, mask) = match plan.pipes.get(&number) {
-                    Some(p) => (LinkKind::Pipe, AlgKind::Fifo, p.mask),
+                    Some(p) => (LinkKind::Pipe, p.alg, p.mask),
                     None => {
                         let s = &plan.scheds[&number];
                         (LinkKind::Sched, s.alg, s.mask)

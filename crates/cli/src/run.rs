@@ -277,13 +277,16 @@ fn build_link(
         .max_by_key(|r| r.1)
         .map_or(base.queue, |r| r.2);
     let mut pipes = Vec::with_capacity(link.instances as usize);
-    // An fq_codel or fq_pie sched's quantum (FQ's; other algorithms
-    // ignore it).
-    let fq_quantum = plan.scheds.get(&link.number).and_then(|s| {
-        s.fq_codel
-            .map(|f| f.quantum)
-            .or(s.fq_pie.map(|f| f.quantum))
-    });
+    // An fq_codel or fq_pie sched's or pipe's quantum (FQ's; other
+    // algorithms ignore it).
+    let fq = match plan.pipes.get(&link.number) {
+        Some(p) => (p.fq_codel, p.fq_pie),
+        None => plan
+            .scheds
+            .get(&link.number)
+            .map_or((None, None), |s| (s.fq_codel, s.fq_pie)),
+    };
+    let fq_quantum = fq.0.map(|f| f.quantum).or(fq.1.map(|f| f.quantum));
     for instance in 0..link.instances {
         let mut sc = SchedulerConfig::new(link.alg);
         sc.capacity = capacity;
@@ -2015,6 +2018,149 @@ mod tests {
         offer(&mut b, &mut set, "10.199.0.1", 1, 6);
         let (_, _, _, member) = set.set.members().next().unwrap();
         assert_eq!(member.pipe().queued(), 5);
+    }
+
+    /// A pipe of `type wf2q+` runs WF2Q+ over its own queue and the
+    /// flowsets attached to it, each with its weight: backlogged queues of
+    /// weights 1 and 3 are served 1:3 in virtual time (a FIFO pipe, the
+    /// default, serves them in arrival order).
+    #[test]
+    fn a_wf2q_pipe_serves_its_attached_queues_by_weight() {
+        let text = "pipe 1 config bw 8Mbit/s type wf2q+\n\
+                    queue 1 config pipe 1 weight 1\n\
+                    queue 2 config pipe 1 weight 3\n\
+                    add 100 queue 1 udp from any to any dst-port 1-999\n\
+                    add 200 queue 2 udp from any to any dst-port 1000-2000\n";
+        let served = |text: &str| {
+            let (_, mut b) = built(text);
+            let layout = b.classifier.layout().link(1).unwrap().clone();
+            let weights: Vec<u32> = layout.ranges.iter().map(|r| r.params.weight).collect();
+            let set = std::mem::take(&mut b.set);
+            let mut set = Observed::new(set, Arc::default(), Arc::default());
+            // 40 packets of queue 1 (tokens 1..=40), then 40 of queue 2.
+            for t in 1..=40u64 {
+                offer(&mut b, &mut set, "10.199.0.1", 5, t);
+            }
+            for t in 101..=140u64 {
+                offer(&mut b, &mut set, "10.199.0.1", 1500, t);
+            }
+            let (_, _, _, member) = set.set.members().next().unwrap();
+            let alg = match member.pipe().scheduler() {
+                pspat_sched::AnyScheduler::Wf2qPlus(_) => AlgKind::Wf2qPlus,
+                pspat_sched::AnyScheduler::Fifo(_) => AlgKind::Fifo,
+                _ => panic!("a pipe of type wf2q+ or none"),
+            };
+            let mut now = pspat_sched::Instant::ZERO;
+            let mut exits = Vec::new();
+            // 1000 B at 8 Mbit/s take 1 ms: the first 20 packets by 20 ms.
+            drive(&mut set, &mut now, 20_000_000, &mut exits);
+            let second = exits.iter().filter(|(t, _)| *t > 100).count();
+            (layout.alg, alg, weights, exits.len(), second)
+        };
+        let (layout_alg, alg, weights, n, second) = served(text);
+        assert_eq!((layout_alg, alg), (AlgKind::Wf2qPlus, AlgKind::Wf2qPlus));
+        // The pipe's own queue (weight 1), then queues 1 and 2.
+        assert_eq!(weights, [1, 1, 3]);
+        assert_eq!(n, 20);
+        assert!((14..=16).contains(&second), "queue 2 sent {second} of 20");
+        // Without a type: FIFO, queue 1's packets first.
+        let (layout_alg, alg, _, n, second) = served(&text.replace(" type wf2q+", ""));
+        assert_eq!(
+            (layout_alg, alg, n, second),
+            (AlgKind::Fifo, AlgKind::Fifo, 20, 0)
+        );
+    }
+
+    /// A live `type` change on a pipe rebuilds its link, as a sched's does;
+    /// a change of an fq_codel pipe's CoDel reaches its flowset's queues in
+    /// place, and its quantum the pipe's FQ, without a rebuild.
+    #[test]
+    fn a_pipe_type_change_rebuilds_and_its_fq_codel_changes_in_place() {
+        let base = "pipe 1 config type fq_codel target 2ms flows 3 bw 10Mbit/s\n\
+                    queue 1 config pipe 1\n\
+                    add 100 queue 1 udp from any to any\n\
+                    add 200 pipe 1 tcp from any to any\n";
+        let (old, b) = built(base);
+        let (_, _, _, member) = b.set.members().next().unwrap();
+        let pspat_sched::AnyScheduler::Fq(fq) = member.pipe().scheduler() else {
+            panic!("an fq_codel pipe runs FQ");
+        };
+        let (_, r1) = b
+            .classifier
+            .layout()
+            .range_of(pspat_classify::FlowOwner::Queue(1))
+            .unwrap();
+        // The flowset: `flows` dynamic queues and the overflow queue.
+        assert_eq!((r1.dynamic, r1.len()), (3, 4));
+        assert_eq!(fq.quantum(r1.first), Some(1514));
+        let installs = |p: &live::Planned| {
+            p.ops
+                .iter()
+                .filter(|op| {
+                    matches!(
+                        op,
+                        live::LiveOp::Install {
+                            link: 1,
+                            replace: true,
+                            ..
+                        }
+                    )
+                })
+                .count()
+        };
+        // CoDel only: the flowset's queues, in place.
+        let p = plan_live(
+            &old,
+            &plan_of(&base.replace("target 2ms", "target 4ms")),
+            &b,
+        )
+        .unwrap();
+        assert_eq!(installs(&p), 0, "{:?}", p.log);
+        let codel = p.ops.iter().find_map(|op| match op {
+            live::LiveOp::Queue {
+                link: 1,
+                first,
+                config,
+                ..
+            } if *first == r1.first.0 => config.codel,
+            _ => None,
+        });
+        assert_eq!(codel.map(|c| c.target_ns), Some(4_000_000), "{:?}", p.ops);
+        assert!(
+            p.log
+                .iter()
+                .any(|l| l.contains("pipe 1: type fq_codel target 4ms")),
+            "{:?}",
+            p.log
+        );
+        // The quantum: on the running FQ.
+        let p = plan_live(
+            &old,
+            &plan_of(&base.replace("flows 3", "flows 3 quantum 3000")),
+            &b,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                p.ops[..],
+                [live::LiveOp::Quantum {
+                    link: 1,
+                    bytes: 3000,
+                    old: 1514
+                }]
+            ),
+            "{:?}",
+            p.ops
+        );
+        // Another type, or other flows: rebuilt.
+        for text in [
+            base.replace("type fq_codel target 2ms flows 3", "type wf2q+"),
+            base.replace("type fq_codel target 2ms flows 3 ", ""),
+            base.replace("flows 3", "flows 4"),
+        ] {
+            let p = plan_live(&old, &plan_of(&text), &b).unwrap();
+            assert_eq!(installs(&p), 1, "{text}: {:?}", p.log);
+        }
     }
 
     /// A live change of an fq_codel sched: its CoDel reaches the flowsets'

@@ -234,6 +234,12 @@ pub fn merge(running: &Config, lines: &Config) -> Config {
         let at = match pipe_at.get(&p.number).copied() {
             Some(k) => {
                 let o = &mut out.pipes[k];
+                if p.alg.is_some() {
+                    // A `type` is a whole setting, as a sched's.
+                    o.alg = p.alg;
+                    o.fq_codel = p.fq_codel;
+                    o.fq_pie = p.fq_pie;
+                }
                 link(&mut o.link, &p.link);
                 let off = droptail(lines, SiteKind::Pipe, i, &p.queue);
                 queue(&mut o.queue, &p.queue, off);

@@ -194,7 +194,7 @@ impl ObjKind {
     pub fn keywords(self) -> &'static str {
         match self {
             ObjKind::Sched => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, buckets, mask",
-            ObjKind::Pipe => "bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, codel, pie, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
+            ObjKind::Pipe => "type, bw, delay, burst, profile, jitter, distribution, correlation, reorder, gap, slot, packetoverhead, cellsize, celloverhead, queue, plr, red, gred, codel, pie, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
             ObjKind::Queue => "sched, pipe, weight, lmax, pri, queue, plr, red, gred, codel, pie, droptail, ecn, buckets, noerror, gemodel, lossstate, lossecn, duplicate, corrupt, mask",
         }
     }
@@ -241,7 +241,11 @@ impl ObjKind {
                 )
             }
             ObjKind::Pipe => {
-                link || queue || matches!(keyword, "buckets" | "mask" | "sched_mask" | "sched-mask")
+                link || queue
+                    || matches!(
+                        keyword,
+                        "type" | "buckets" | "mask" | "sched_mask" | "sched-mask"
+                    )
             }
             ObjKind::Queue => {
                 queue
@@ -943,7 +947,8 @@ fn parse_fq_pie(cur: &mut Cursor, fields: &mut Fields) -> Result<FqPie, Error> {
 /// not share, or `fq_pie`) where statement `d` of `kind` does not take it.
 /// `None` for other words.
 fn pie_word_elsewhere(kind: ObjKind, word: &str, d: &Draft) -> Option<String> {
-    let sched = kind == ObjKind::Sched;
+    let typed = kind != ObjKind::Queue;
+    let obj = kind.name();
     let pie_word = matches!(
         word,
         "tupdate"
@@ -961,26 +966,25 @@ fn pie_word_elsewhere(kind: ObjKind, word: &str, d: &Draft) -> Option<String> {
             | "ts"
     );
     if word == "fq_pie" {
-        return Some(if sched {
+        return Some(if typed {
             format!("fq_pie is a scheduler type: write 'type fq_pie' (example: {FQ_PIE_EXAMPLE})")
         } else {
             format!(
-                "fq_pie is a sched's type, not a {} keyword: write 'type fq_pie' on the sched line and attach flowsets to it with 'queue N config sched M' (example: {FQ_PIE_EXAMPLE})",
-                kind.name()
+                "fq_pie is a sched's or pipe's type, not a {obj} keyword: write 'type fq_pie' on the sched line and attach flowsets to it with 'queue N config sched M' (example: {FQ_PIE_EXAMPLE})"
             )
         });
     }
-    let fq_pie_parameter = sched && d.fq_pie.is_some() && fq_codel_parameter(word);
+    let fq_pie_parameter = typed && d.fq_pie.is_some() && fq_codel_parameter(word);
     if !(pie_word || fq_pie_parameter) {
         return None;
     }
-    Some(if !sched {
+    Some(if d.fq_pie.is_some() {
+        format!(
+            "'{word}' after another keyword: the parameters of fq_pie go right after 'type fq_pie', before the {obj}'s other keywords (example: {FQ_PIE_EXAMPLE})"
+        )
+    } else if kind != ObjKind::Sched {
         format!(
             "'{word}' is a parameter of PIE: write it right after 'pie' (pipe 1 config pie target 15ms {word} ...)"
-        )
-    } else if d.fq_pie.is_some() {
-        format!(
-            "'{word}' after another keyword: the parameters of fq_pie go right after 'type fq_pie', before the sched's other keywords (example: {FQ_PIE_EXAMPLE})"
         )
     } else {
         format!(
@@ -1032,48 +1036,54 @@ fn parse_fq_codel(cur: &mut Cursor, fields: &mut Fields) -> Result<FqCodel, Erro
 
 /// What to say of a word of `type fq_codel` (one of its parameters, or
 /// the type's name) where statement `d` of `kind` does not take it: on a
-/// pipe or queue line, on a sched line without `type fq_codel`, or after
+/// queue line, on a sched or pipe line without `type fq_codel`, or after
 /// another keyword ended fq_codel's parameters. `None` for other words.
 fn fq_codel_word_elsewhere(kind: ObjKind, word: &str, d: &Draft) -> Option<String> {
-    let sched = kind == ObjKind::Sched;
+    let typed = kind != ObjKind::Queue;
+    let obj = kind.name();
     let parameter = match word {
         "quantum" | "limit" | "flows" => true,
-        "target" | "interval" | "ecn" | "noecn" if sched => true,
+        "target" | "interval" | "ecn" | "noecn" if typed => true,
         "fq_codel" => false,
         _ => return None,
     };
     Some(if !parameter {
-        if sched {
+        if typed {
             format!(
                 "fq_codel is a scheduler type: write 'type fq_codel' (example: {FQ_CODEL_EXAMPLE})"
             )
         } else {
             format!(
-                "fq_codel is a sched's type, not a {} keyword: write 'type fq_codel' on the sched line and attach flowsets to it with 'queue N config sched M' (example: {FQ_CODEL_EXAMPLE})",
-                kind.name()
+                "fq_codel is a sched's or pipe's type, not a {obj} keyword: write 'type fq_codel' on the sched line and attach flowsets to it with 'queue N config sched M' (example: {FQ_CODEL_EXAMPLE})"
             )
         }
-    } else if !sched {
+    } else if !typed {
         let size = if word == "limit" {
             "; a queue's own size is 'queue N'"
         } else {
             ""
         };
         format!(
-            "'{word}' is a parameter of the fq_codel sched type, not a {} keyword: write it on the sched line right after 'type fq_codel' (example: {FQ_CODEL_EXAMPLE}){size}",
-            kind.name()
+            "'{word}' is a parameter of the fq_codel sched type, not a {obj} keyword: write it on the sched line right after 'type fq_codel' (example: {FQ_CODEL_EXAMPLE}){size}"
         )
     } else if d.fq_codel.is_some() {
         format!(
-            "'{word}' after another keyword: the parameters of fq_codel go right after 'type fq_codel', before the sched's other keywords (example: {FQ_CODEL_EXAMPLE})"
+            "'{word}' after another keyword: the parameters of fq_codel go right after 'type fq_codel', before the {obj}'s other keywords (example: {FQ_CODEL_EXAMPLE})"
         )
     } else {
         let other = match d.alg {
-            Some(a) => format!("; this sched's type is {a}"),
+            Some(a) => format!("; this {obj}'s type is {a}"),
             None => String::new(),
         };
+        let own = match word {
+            "target" | "interval" | "noecn" if kind == ObjKind::Pipe => {
+                "; for the pipe's own queue it goes right after 'codel'"
+            }
+            "limit" if kind == ObjKind::Pipe => "; a pipe's own queue size is 'queue N'",
+            _ => "",
+        };
         format!(
-            "'{word}' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {FQ_CODEL_EXAMPLE}){other}"
+            "'{word}' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {FQ_CODEL_EXAMPLE}){other}{own}"
         )
     })
 }
@@ -1932,6 +1942,9 @@ impl Builder {
                     let index = self.config.pipes.len();
                     self.config.pipes.push(Pipe {
                         number,
+                        alg: d.alg,
+                        fq_codel: d.fq_codel,
+                        fq_pie: d.fq_pie,
                         link: d.link,
                         queue: d.params,
                         mask: d.mask,

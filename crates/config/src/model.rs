@@ -605,11 +605,21 @@ pub struct Sched {
     pub buckets: Option<u32>,
 }
 
-/// `pipe N config ...`: a link with a FIFO scheduler and one queue.
+/// `pipe N config ...`: a link with a scheduler (FIFO unless `type` says
+/// otherwise) over the pipe's own queue and the flowsets attached to it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pipe {
     /// The number, shared with scheds.
     pub number: u32,
+    /// `type`, as on a sched; `None` is the pipe's default, FIFO.
+    /// [`AlgKind::Fq`] with `fq_codel` or `fq_pie`.
+    pub alg: Option<AlgKind>,
+    /// `type fq_codel` and its parameters, as [`Sched::fq_codel`]: lowered
+    /// onto the flowsets attached to the pipe; the pipe's own queue is one
+    /// flow of the FQ.
+    pub fq_codel: Option<FqCodel>,
+    /// `type fq_pie` and its parameters, as [`Sched::fq_pie`].
+    pub fq_pie: Option<FqPie>,
     /// The link.
     pub link: LinkParams,
     /// The queue.

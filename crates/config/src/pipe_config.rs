@@ -289,7 +289,10 @@ fn link_config(
     })
 }
 
-/// The configuration of `pipe N`: its link, and its queue for every flow.
+/// The configuration of `pipe N`: its link, and its own queue (the
+/// flowsets attached to it are configured as a sched's are); an
+/// `fq_codel` or `fq_pie` pipe's `limit` is the held limit, as in
+/// [`sched_config`].
 ///
 /// # Errors
 /// A `bw` outside the core's range, naming the pipe.
@@ -313,6 +316,12 @@ pub fn pipe_config(pipe: &PipePlan, plan_seed: u64) -> Result<PipeConfig, Config
         pipe.number,
     )?;
     c.queue = queue_config(&pipe.queue);
+    // A pipe of `type fq_codel` or `fq_pie` holds its limit as such a
+    // sched does, its own queue one of the flows.
+    c.held_limit = pipe
+        .fq_codel
+        .map(|f| f.limit)
+        .or(pipe.fq_pie.map(|f| f.limit));
     Ok(c)
 }
 

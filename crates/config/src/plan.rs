@@ -234,17 +234,35 @@ pub struct SchedPlan {
     pub buckets: u32,
 }
 
-/// A resolved pipe: a FIFO sched with one queue.
+/// A resolved pipe: a scheduler (FIFO unless its `type` says otherwise)
+/// over its own queue and the flowsets attached to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PipePlan {
     /// The number (in the shared sched/pipe space).
     pub number: u32,
+    /// The algorithm: FIFO by default, [`AlgKind::Fq`] with `fq_codel` or
+    /// `fq_pie` (a plan written before pipes took a type has none: FIFO).
+    #[serde(default = "fifo")]
+    pub alg: AlgKind,
+    /// `type fq_codel`'s parameters, as [`SchedPlan::fq_codel`]: lowered
+    /// onto the flowsets attached to the pipe; the pipe's own queue is one
+    /// flow.
+    #[serde(default)]
+    pub fq_codel: Option<FqCodel>,
+    /// `type fq_pie`'s parameters, as [`SchedPlan::fq_pie`].
+    #[serde(default)]
+    pub fq_pie: Option<FqPie>,
     /// The link.
     pub link: LinkPlan,
     /// The queue.
     pub queue: QueueSetPlan,
     /// Instance mask (all zero: one pipe).
     pub mask: FlowMask,
+}
+
+/// A pipe's algorithm when its plan says none.
+fn fifo() -> AlgKind {
+    AlgKind::Fifo
 }
 
 /// A resolved queue (flowset).
@@ -346,8 +364,8 @@ impl Default for Plan {
 }
 
 impl Plan {
-    /// The cap on the dynamic queues of each flowset whose sched is
-    /// `fq_codel` or `fq_pie`, by queue number: the sched's `flows` (a daemon's cap
+    /// The cap on the dynamic queues of each flowset whose sched or pipe is
+    /// `fq_codel` or `fq_pie`, by queue number: its `flows` (a daemon's cap
     /// for the other flowsets is its own, `--max-queues` for `pspat run`).
     ///
     /// # Examples
@@ -367,14 +385,33 @@ impl Plan {
         self.queues
             .values()
             .filter_map(|q| {
-                let Parent::Sched(n) = q.parent else {
-                    return None;
-                };
-                let s = self.scheds.get(&n)?;
-                let flows = s.fq_codel.map(|f| f.flows).or(s.fq_pie.map(|f| f.flows))?;
+                let (fq_codel, fq_pie) = self.link_fq(q.parent)?;
+                let flows = fq_codel.map(|f| f.flows).or(fq_pie.map(|f| f.flows))?;
                 Some((q.number, flows))
             })
             .collect()
+    }
+
+    /// The `fq_codel` and `fq_pie` parameters of the sched or pipe a
+    /// flowset feeds (`queue M config sched N` may name a pipe N); `None`
+    /// when it does not exist.
+    ///
+    /// # Examples
+    /// ```
+    /// use pspat_config::{parse_ipfw, NoProfiles, Parent};
+    /// let plan = parse_ipfw("pipe 1 config type fq_codel flows 64\nqueue 2 config pipe 1\n", "x")
+    ///     .unwrap()
+    ///     .validate(&NoProfiles)
+    ///     .unwrap();
+    /// let (fq_codel, fq_pie) = plan.link_fq(Parent::Pipe(1)).unwrap();
+    /// assert_eq!((fq_codel.unwrap().flows, fq_pie), (64, None));
+    /// ```
+    pub fn link_fq(&self, parent: Parent) -> Option<(Option<FqCodel>, Option<FqPie>)> {
+        let n = parent.number();
+        match (parent, self.scheds.get(&n)) {
+            (Parent::Sched(_), Some(s)) => Some((s.fq_codel, s.fq_pie)),
+            _ => self.pipes.get(&n).map(|p| (p.fq_codel, p.fq_pie)),
+        }
     }
 
     /// References that do not resolve: queues whose sched or pipe is missing,
@@ -1055,8 +1092,13 @@ impl Checker<'_> {
     /// them, `quantum`, `limit` and `flows` as `fq_codel`'s, the type
     /// [`AlgKind::Fq`], and not with `fq_codel` too (a model built in code
     /// may say otherwise).
-    fn fq_pie(&mut self, index: usize, owner: &str, s: &crate::model::Sched, f: &FqPie) {
-        let kind = SiteKind::Sched;
+    fn fq_pie(
+        &mut self,
+        (kind, index): (SiteKind, usize),
+        owner: &str,
+        (alg, fq_codel): (Option<AlgKind>, bool),
+        f: &FqPie,
+    ) {
         self.pie_parameters(
             kind,
             index,
@@ -1082,18 +1124,19 @@ impl Checker<'_> {
                 range,
             );
         }
-        if s.alg != Some(AlgKind::Fq) || s.fq_codel.is_some() {
-            let shown = if s.fq_codel.is_some() {
+        if alg != Some(AlgKind::Fq) || fq_codel {
+            let shown = if fq_codel {
                 "fq_codel".to_string()
             } else {
-                s.alg.map_or("none".to_string(), |a| a.to_string())
+                alg.map_or("none".to_string(), |a| a.to_string())
             };
             self.fail(
                 (kind, index, "type"),
                 ErrorKind::Syntax,
                 || shown.clone(),
                 format!(
-                    "{owner} has fq_pie's parameters but the type {shown}: an fq_pie sched's type is fq, without fq_codel's"
+                    "{owner} has fq_pie's parameters but the type {shown}: an fq_pie {}'s type is fq, without fq_codel's",
+                    if kind == SiteKind::Pipe { "pipe" } else { "sched" }
                 ),
             );
         }
@@ -1127,8 +1170,13 @@ impl Checker<'_> {
     /// takes them, `quantum`, `limit` and `flows` within dummynet's ranges
     /// (refused, where dummynet clamps), and the type [`AlgKind::Fq`] (a
     /// model built in code may say otherwise).
-    fn fq_codel(&mut self, index: usize, owner: &str, f: &FqCodel, alg: Option<AlgKind>) {
-        let kind = SiteKind::Sched;
+    fn fq_codel(
+        &mut self,
+        (kind, index): (SiteKind, usize),
+        owner: &str,
+        f: &FqCodel,
+        alg: Option<AlgKind>,
+    ) {
         self.codel_times(
             kind,
             index,
@@ -1160,7 +1208,8 @@ impl Checker<'_> {
                 ErrorKind::Syntax,
                 || shown.clone(),
                 format!(
-                    "{owner} has fq_codel's parameters but the type {shown}: an fq_codel sched's type is fq"
+                    "{owner} has fq_codel's parameters but the type {shown}: an fq_codel {}'s type is fq",
+                    if kind == SiteKind::Pipe { "pipe" } else { "sched" }
                 ),
             );
         }
@@ -1389,10 +1438,15 @@ impl Config {
                 BUCKETS_RANGE,
             );
             if let Some(f) = &s.fq_codel {
-                c.fq_codel(i, &owner, f, s.alg);
+                c.fq_codel((SiteKind::Sched, i), &owner, f, s.alg);
             }
             if let Some(f) = &s.fq_pie {
-                c.fq_pie(i, &owner, s, f);
+                c.fq_pie(
+                    (SiteKind::Sched, i),
+                    &owner,
+                    (s.alg, s.fq_codel.is_some()),
+                    f,
+                );
             }
             plan.scheds.entry(s.number).or_insert(SchedPlan {
                 number: s.number,
@@ -1421,8 +1475,22 @@ impl Config {
             let owner = format!("pipe {}", p.number);
             let link = c.link(SiteKind::Pipe, i, &owner, &p.link, loader);
             let queue = c.queue_set(SiteKind::Pipe, i, &owner, &p.queue);
+            if let Some(f) = &p.fq_codel {
+                c.fq_codel((SiteKind::Pipe, i), &owner, f, p.alg);
+            }
+            if let Some(f) = &p.fq_pie {
+                c.fq_pie(
+                    (SiteKind::Pipe, i),
+                    &owner,
+                    (p.alg, p.fq_codel.is_some()),
+                    f,
+                );
+            }
             plan.pipes.entry(p.number).or_insert(PipePlan {
                 number: p.number,
+                alg: p.alg.unwrap_or(AlgKind::Fifo),
+                fq_codel: p.fq_codel,
+                fq_pie: p.fq_pie,
                 link,
                 queue,
                 mask: p.mask,
@@ -1515,13 +1583,13 @@ impl Config {
                 queue,
                 mask: q.mask,
             };
-            if let Parent::Sched(n) = parent {
-                if let Some(f) = plan.scheds.get(&n).and_then(|s| s.fq_codel) {
-                    lower_fq_codel(&f, q, &mut resolved);
-                }
-                if let Some(f) = plan.scheds.get(&n).and_then(|s| s.fq_pie) {
-                    lower_fq_pie(&f, q, &mut resolved);
-                }
+            // `queue M config sched N` may name a pipe N too.
+            let (fq_codel, fq_pie) = plan.link_fq(parent).unwrap_or((None, None));
+            if let Some(f) = fq_codel {
+                lower_fq_codel(&f, q, &mut resolved);
+            }
+            if let Some(f) = fq_pie {
+                lower_fq_pie(&f, q, &mut resolved);
             }
             plan.queues.entry(q.number).or_insert(resolved);
         }

@@ -9,9 +9,11 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use pspat_sched::AlgKind;
+
 use crate::mask::FlowMask;
 use crate::model::{
-    Action, Codel, Config, DefaultAction, Direction, FqCodel, FqPie, LinkParams, Parent, Pie,
+    Action, Codel, Config, DefaultAction, Direction, FqCodel, FqPie, LinkParams, Parent, Pie, Pipe,
     QueueParams, Rule, Sched, SlotInterval, SlotParams, Target,
 };
 use crate::net::format_ports;
@@ -275,7 +277,18 @@ fn toml_float(x: f64) -> String {
 /// A sched's `type` words: `type fq_codel ...` or `type fq_pie ...` with
 /// its parameters, or `type NAME`; nothing without a type.
 fn sched_type_words(s: &Sched, out: &mut Vec<String>) {
-    match (s.fq_codel, s.fq_pie, s.alg) {
+    type_words(s.fq_codel, s.fq_pie, s.alg, out);
+}
+
+/// The `type` words of a sched or pipe (`type fq_codel ...`, `type NAME`),
+/// nothing without a type.
+fn type_words(
+    fq_codel: Option<FqCodel>,
+    fq_pie: Option<FqPie>,
+    alg: Option<AlgKind>,
+    out: &mut Vec<String>,
+) {
+    match (fq_codel, fq_pie, alg) {
         (Some(f), _, _) => out.push(format!("type {}", fq_codel_words(&f))),
         (None, Some(f), _) => out.push(format!("type {}", fq_pie_words(&f))),
         (None, None, Some(alg)) => out.push(format!("type {}", alg.name())),
@@ -404,6 +417,7 @@ pub fn print_ipfw(config: &Config) -> String {
     }
     for p in &config.pipes {
         let mut w = Vec::new();
+        type_words(p.fq_codel, p.fq_pie, pipe_alg(p), &mut w);
         link_words(&p.link, &mut w);
         queue_words(&p.queue, &mut w);
         mask_words(&p.mask, &mut w);
@@ -650,6 +664,53 @@ fn toml_table(number: u32, items: &[String], out: &mut String) {
     let _ = writeln!(out, "entries = {{ {} }}", items.join(", "));
 }
 
+/// A sched's or pipe's `type` keys: `type` with an `fq_codel` or `fq_pie`
+/// table, or `type` alone; nothing without a type.
+fn toml_type(
+    fq_codel: Option<FqCodel>,
+    fq_pie: Option<FqPie>,
+    alg: Option<AlgKind>,
+    out: &mut String,
+) {
+    match (fq_codel, fq_pie, alg) {
+        (None, Some(f), _) => {
+            let _ = writeln!(out, "type = \"fq_pie\"");
+            let _ = writeln!(
+                out,
+                "fq_pie = {{ {}, quantum = {}, limit = {}, flows = {} }}",
+                pie_toml_keys(&f.pie),
+                f.quantum,
+                f.limit,
+                f.flows
+            );
+        }
+        (Some(f), _, _) => {
+            let _ = writeln!(out, "type = \"fq_codel\"");
+            let _ = writeln!(
+                out,
+                "fq_codel = {{ target = {}, interval = {}, ecn = {}, quantum = {}, limit = {}, flows = {} }}",
+                quote(&format_time_us(f.codel.target_us)),
+                quote(&format_time_us(f.codel.interval_us)),
+                f.codel.ecn,
+                f.quantum,
+                f.limit,
+                f.flows
+            );
+        }
+        (None, None, Some(alg)) => {
+            let _ = writeln!(out, "type = {}", quote(alg.name()));
+        }
+        (None, None, None) => {}
+    }
+}
+
+/// A pipe's type as printed: `None` for the pipe's default, FIFO, which
+/// the normal form leaves out.
+fn pipe_alg(p: &Pipe) -> Option<AlgKind> {
+    p.alg
+        .filter(|&a| a != AlgKind::Fifo || p.fq_codel.is_some() || p.fq_pie.is_some())
+}
+
 /// The configuration as TOML (the format of `docs/CONFIG.md`).
 ///
 /// # Examples
@@ -669,36 +730,7 @@ pub fn print_toml(config: &Config) -> String {
     }
     for s in &config.scheds {
         let _ = writeln!(out, "\n[[sched]]\nnumber = {}", s.number);
-        match (s.fq_codel, s.fq_pie, s.alg) {
-            (None, Some(f), _) => {
-                let _ = writeln!(out, "type = \"fq_pie\"");
-                let _ = writeln!(
-                    out,
-                    "fq_pie = {{ {}, quantum = {}, limit = {}, flows = {} }}",
-                    pie_toml_keys(&f.pie),
-                    f.quantum,
-                    f.limit,
-                    f.flows
-                );
-            }
-            (Some(f), _, _) => {
-                let _ = writeln!(out, "type = \"fq_codel\"");
-                let _ = writeln!(
-                    out,
-                    "fq_codel = {{ target = {}, interval = {}, ecn = {}, quantum = {}, limit = {}, flows = {} }}",
-                    quote(&format_time_us(f.codel.target_us)),
-                    quote(&format_time_us(f.codel.interval_us)),
-                    f.codel.ecn,
-                    f.quantum,
-                    f.limit,
-                    f.flows
-                );
-            }
-            (None, None, Some(alg)) => {
-                let _ = writeln!(out, "type = {}", quote(alg.name()));
-            }
-            (None, None, None) => {}
-        }
+        toml_type(s.fq_codel, s.fq_pie, s.alg, &mut out);
         toml_link(&s.link, &mut out);
         if let Some(b) = s.buckets {
             let _ = writeln!(out, "buckets = {b}");
@@ -707,6 +739,7 @@ pub fn print_toml(config: &Config) -> String {
     }
     for p in &config.pipes {
         let _ = writeln!(out, "\n[[pipe]]\nnumber = {}", p.number);
+        toml_type(p.fq_codel, p.fq_pie, pipe_alg(p), &mut out);
         toml_link(&p.link, &mut out);
         toml_queue(&p.queue, &mut out);
         toml_mask(&p.mask, &mut out);

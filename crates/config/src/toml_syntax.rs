@@ -21,14 +21,14 @@
 //! `distribution`, `delay` and `jitter`, and optional `packets` and `bytes`; `red`/`gred` are dummynet's `"w_q/min_th/max_th/max_p"`;
 //! `codel` a table with optional `target`, `interval` (times) and `ecn`
 //! (a boolean: `noecn` when false), or `true` for all of dummynet's
-//! defaults (`false`: no CoDel); a sched of `type = "fq_codel"` takes an
-//! `fq_codel` table with optional `target`, `interval`, `ecn`, `quantum`,
-//! `limit` and `flows` (the words after `type fq_codel`), and no other
-//! sched takes one; `pie` a table with optional `target`, `tupdate`,
+//! defaults (`false`: no CoDel); a sched or pipe of `type = "fq_codel"`
+//! takes an `fq_codel` table with optional `target`, `interval`, `ecn`,
+//! `quantum`, `limit` and `flows` (the words after `type fq_codel`), and
+//! no other sched or pipe takes one; `pie` a table with optional `target`, `tupdate`,
 //! `max_burst` (times), `alpha`, `beta`, `max_ecnth` (numbers), `ecn`,
 //! `capdrop`, `derand`, `onoff` (booleans: the `no` word when false) and
 //! `estimator` (`"dre"` or `"ts"`), or `true` for dummynet's defaults; a sched
-//! of `type = "fq_pie"` takes an `fq_pie` table with PIE's keys and
+//! or pipe of `type = "fq_pie"` takes an `fq_pie` table with PIE's keys and
 //! `quantum`, `limit`, `flows`.
 //! In a rule, `not ` before a value negates it as the ipfw word does:
 //! `from = "not 10.0.0.0/8"`, `proto = "not udp"`, `dst-port = "not 80,443"`,
@@ -637,14 +637,15 @@ impl Reader<'_> {
         let own = SCHED_TYPE_TABLES
             .into_iter()
             .find(|m| type_name.as_deref() == Some(m.name))
-            .filter(|_| kind == ObjKind::Sched);
+            .filter(|_| kind != ObjKind::Queue);
+        let obj = kind.name();
         for (k, v) in table.iter() {
             if k.get_ref() == "number" {
                 continue;
             }
             let key = self.key_tok(k);
             let typed = SCHED_TYPE_TABLES.into_iter().find(|m| key.text == m.name);
-            if let (ObjKind::Sched, Some(m)) = (kind, typed) {
+            if let (true, Some(m)) = (kind != ObjKind::Queue, typed) {
                 if own.is_some_and(|o| o.name == m.name) {
                     continue;
                 }
@@ -656,7 +657,7 @@ impl Reader<'_> {
                     &key,
                     ErrorKind::MissingReference,
                     format!(
-                        "an '{0}' table needs type = \"{0}\" on the same sched ({has})",
+                        "an '{0}' table needs type = \"{0}\" on the same {obj} ({has})",
                         m.name
                     ),
                 ));
@@ -670,12 +671,15 @@ impl Reader<'_> {
                         .into_iter()
                         .find(|m| m.keys.contains(&key.text.as_str()))
                 });
-            if let (ObjKind::Sched, Some(m)) = (kind, belongs) {
+            // A pipe's own `limit` (its queue's size) and `ecn` (RED's)
+            // are its keys.
+            let pipe_key = kind == ObjKind::Pipe && matches!(key.text.as_str(), "limit" | "ecn");
+            if let (true, Some(m)) = (kind != ObjKind::Queue && !pipe_key, belongs) {
                 return Err(self.error(
                     &key,
                     ErrorKind::UnknownKeyword,
                     format!(
-                        "'{0}' is a parameter of the {1} sched type: in TOML it goes in the sched's {1} table (example: type = \"{1}\" and {1} = {{ {0} = {2} }})",
+                        "'{0}' is a parameter of the {1} sched type: in TOML it goes in the {obj}'s {1} table (example: type = \"{1}\" and {1} = {{ {0} = {2} }})",
                         key.text,
                         m.name,
                         match key.text.as_str() {

@@ -337,6 +337,9 @@ fn link_rates_outside_the_core_range() {
     let mut cfg = pspat_config::Config::default();
     cfg.pipes.push(pspat_config::Pipe {
         number: 4,
+        alg: None,
+        fq_codel: None,
+        fq_pie: None,
         link: pspat_config::LinkParams {
             bw: Some(5),
             ..Default::default()

@@ -262,13 +262,27 @@ fn toml_errors_name_their_key_or_value() {
         (e.line, e.column, e.token.as_str(), e.kind),
         (4, 23, "many", ErrorKind::Syntax)
     );
-    // Not a key of pipes, queues, or a sched's own.
+    // Not a key of queues, or of a pipe without the type.
     let e = error_of_toml("[[pipe]]\nnumber = 1\nfq_codel = { flows = 3 }\n");
     assert_eq!(
         (e.line, e.column, e.token.as_str(), e.kind),
-        (3, 1, "fq_codel", ErrorKind::UnknownKeyword)
+        (3, 1, "fq_codel", ErrorKind::MissingReference)
     );
-    assert!(e.message.starts_with("fq_codel is a sched's type"), "{e}");
+    assert!(
+        e.message
+            .contains("needs type = \"fq_codel\" on the same pipe (this one has no type)"),
+        "{e}"
+    );
+    let e = error_of_toml("[[queue]]\nnumber = 1\npipe = 1\nfq_codel = { flows = 3 }\n");
+    assert_eq!(
+        (e.line, e.column, e.kind),
+        (4, 1, ErrorKind::UnknownKeyword)
+    );
+    assert!(
+        e.message
+            .starts_with("fq_codel is a sched's or pipe's type"),
+        "{e}"
+    );
     let e = error_of_toml(&format!("{head}type = \"fq_codel\"\nlimit = 100\n"));
     assert_eq!(
         (e.line, e.column, e.token.as_str(), e.kind),
@@ -356,7 +370,19 @@ fn ipfw_errors_name_the_offending_token() {
             "pipe 1 config bw 1Mbit/s limit 100".to_string(),
             (1, 26, "limit"),
             ErrorKind::UnknownKeyword,
-            format!("'limit' is a parameter of the fq_codel sched type, not a pipe keyword: write it on the sched line right after 'type fq_codel' (example: {EXAMPLE}); a queue's own size is 'queue N'"),
+            format!("'limit' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {EXAMPLE}); a pipe's own queue size is 'queue N'"),
+        ),
+        (
+            "pipe 1 config type wf2q+ bw 1Mbit/s flows 100".to_string(),
+            (1, 37, "flows"),
+            ErrorKind::UnknownKeyword,
+            format!("'flows' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: {EXAMPLE}); this pipe's type is wf2q+"),
+        ),
+        (
+            "pipe 1 config type fq_codel flows 8 bw 1Mbit/s quantum 300".to_string(),
+            (1, 48, "quantum"),
+            ErrorKind::UnknownKeyword,
+            format!("'quantum' after another keyword: the parameters of fq_codel go right after 'type fq_codel', before the pipe's other keywords (example: {EXAMPLE})"),
         ),
         (
             "queue 1 config sched 1 quantum 300".to_string(),
@@ -463,10 +489,14 @@ fn ipfw_errors_name_the_offending_token() {
     // A parameter after another keyword.
     let e = error_of(&format!("{head} bw 10Mbit/s ecn"));
     assert_eq!((e.column, e.token.as_str()), (42, "ecn"), "{e}");
-    // `target` and `interval` stay CoDel's words on pipes and queues.
+    // `target` on a pipe line outside `codel` and `type fq_codel`: both
+    // places are named.
     let e = error_of("pipe 1 config target 5ms");
+    assert_eq!((e.column, e.token.as_str()), (15, "target"), "{e}");
     assert!(
-        e.message.starts_with("unknown pipe keyword 'target'"),
+        e.message
+            .ends_with("; for the pipe's own queue it goes right after 'codel'")
+            && e.message.contains("right after 'type fq_codel'"),
         "{e}"
     );
     // An unknown type lists fq_codel among the allowed.

@@ -311,13 +311,21 @@ fn ipfw_errors_name_the_offending_token() {
         ErrorKind::OutOfRange,
         "sched 1 fq_pie beta 9 is out of range",
     );
-    // On a pipe line, fq_pie is a sched's type.
+    // On a pipe line, fq_pie is the word after `type`.
     let e = error_of("pipe 1 config fq_pie");
     assert_at(
         &e,
         (1, 15, "fq_pie"),
         ErrorKind::UnknownKeyword,
-        "fq_pie is a sched's type",
+        "fq_pie is a scheduler type: write 'type fq_pie'",
+    );
+    // On a queue line, a sched's or pipe's type.
+    let e = error_of("queue 1 config pipe 1 fq_pie");
+    assert_at(
+        &e,
+        (1, 23, "fq_pie"),
+        ErrorKind::UnknownKeyword,
+        "fq_pie is a sched's or pipe's type, not a queue keyword",
     );
     // A model built in code with PIE and CoDel: validation refuses it.
     let mut c = ipfw("pipe 1 config pie");

@@ -468,15 +468,19 @@ pub fn config() -> impl Strategy<Value = Config> {
                 buckets,
             },
         );
-    let pipe =
-        (any::<u32>(), link(), queue_params(), mask()).prop_map(|(number, link, queue, mask)| {
-            Pipe {
-                number,
-                link,
-                queue,
-                mask,
-            }
-        });
+    // A pipe's `type fifo` is its default, which the normal form leaves
+    // out: the model of a printed pipe has no type for it.
+    let pipe = (any::<u32>(), sched_type(), link(), queue_params(), mask()).prop_map(
+        |(number, (alg, fq_codel, fq_pie), link, queue, mask)| Pipe {
+            number,
+            alg: alg.filter(|&a| a != AlgKind::Fifo),
+            fq_codel,
+            fq_pie,
+            link,
+            queue,
+            mask,
+        },
+    );
     let parent = prop_oneof![
         any::<u32>().prop_map(Parent::Sched),
         any::<u32>().prop_map(Parent::Pipe)

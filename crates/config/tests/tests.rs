@@ -14,6 +14,8 @@ mod examples;
 mod fq_codel;
 /// dummynet's pie AQM and fq_pie sched type, from the text to the plan.
 mod pie;
+/// `type` on pipes: dummynet's pipe scheduler, from the text to the plan.
+mod pipe_type;
 /// parse(print(x)) == x for generated models, in both syntaxes; no panic on random text.
 mod roundtrip;
 /// Proptest strategies for models.

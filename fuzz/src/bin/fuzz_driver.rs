@@ -428,6 +428,8 @@ fn dictionary(target: &str) -> &'static [&'static str] {
             "queue 1 config weight 5",
             "sched 1 config type fq_codel quantum 3000",
             "sched 1 config type fq_pie target 10ms flows 64",
+            "pipe 1 config type wf2q+",
+            "pipe 1 config type fq_codel target 5ms flows 64",
             "pipe 1 config pie alpha 0.5 ts",
             "add 100 pipe 1 ip from any to any",
             "table 1 add 10.0.0.0/8 1",

@@ -651,15 +651,17 @@ impl Live {
                         .map(|p| p.mask)
                         .or_else(|| plan.scheds.get(&l.number).map(|s| s.mask));
                     let live_instances = c.instance_stats(l.number).map(|s| s.live);
-                    // An fq_codel or fq_pie sched: its type with every
-                    // parameter, as the configuration prints it.
-                    let sched = plan.scheds.get(&l.number);
-                    let fq_codel = sched
-                        .and_then(|s| s.fq_codel)
-                        .map(|f| pspat_config::fq_codel_words(&f));
-                    let fq_pie = sched
-                        .and_then(|s| s.fq_pie)
-                        .map(|f| pspat_config::fq_pie_words(&f));
+                    // An fq_codel or fq_pie sched or pipe: its type with
+                    // every parameter, as the configuration prints it.
+                    let (fq_codel, fq_pie) = match plan.pipes.get(&l.number) {
+                        Some(p) => (p.fq_codel, p.fq_pie),
+                        None => plan
+                            .scheds
+                            .get(&l.number)
+                            .map_or((None, None), |s| (s.fq_codel, s.fq_pie)),
+                    };
+                    let fq_codel = fq_codel.map(|f| pspat_config::fq_codel_words(&f));
+                    let fq_pie = fq_pie.map(|f| pspat_config::fq_pie_words(&f));
                     text.push_str(&format!(
                         "{:05}: {} {} type {} instances {}{}\n",
                         l.number,
@@ -952,18 +954,26 @@ fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> R
 pub fn refresh_links(links: &mut [LinkInfo], plan: &Plan) {
     // A deleted link's row keeps what it was, even if its number is back.
     for l in links.iter_mut().filter(|l| !l.removed) {
-        let (link, queue, sched) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
-            (Some(p), _) => (&p.link, Some(&p.queue), None),
-            (None, Some(s)) => (&s.link, None, Some(s)),
+        // The type's words: an fq_codel or fq_pie sched's or pipe's with
+        // every parameter, a pipe's other type than FIFO by its name.
+        let (link, queue, fq, alg) = match (plan.pipes.get(&l.number), plan.scheds.get(&l.number)) {
+            (Some(p), _) => (
+                &p.link,
+                Some(&p.queue),
+                (p.fq_codel, p.fq_pie),
+                (p.alg != pspat_sched::AlgKind::Fifo).then_some(p.alg),
+            ),
+            (None, Some(s)) => (&s.link, None, (s.fq_codel, s.fq_pie), None),
             _ => continue,
         };
         l.bw_bps = (link.bw_bps > 0).then_some(link.bw_bps);
         l.delay_ns = link.delay_us.saturating_mul(1_000);
         // An fq_codel or fq_pie sched's type and parameters first, as its
         // line writes them.
-        let mut words = match sched.map(|s| (s.fq_codel, s.fq_pie)) {
-            Some((Some(f), _)) => format!(" type {}", pspat_config::fq_codel_words(&f)),
-            Some((None, Some(f))) => format!(" type {}", pspat_config::fq_pie_words(&f)),
+        let mut words = match (fq, alg) {
+            ((Some(f), _), _) => format!(" type {}", pspat_config::fq_codel_words(&f)),
+            ((None, Some(f)), _) => format!(" type {}", pspat_config::fq_pie_words(&f)),
+            ((None, None), Some(a)) => format!(" type {a}"),
             _ => String::new(),
         };
         words.push_str(&super::live::link_extras(link));

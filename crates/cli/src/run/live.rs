@@ -45,6 +45,9 @@
 //!   type by a rebuild; a queue's `pie` parameters in place, as CoDel's
 //!   (each queue keeps its PIE state: probability, burst allowance, delay
 //!   estimate);
+//! * a pipe's `type` as a sched's: a new type, or new `flows` of an
+//!   `fq_codel` or `fq_pie` pipe, rebuild its link; its other fq_codel and
+//!   fq_pie parameters change in place;
 //! * a new mask of a running pipe, sched or flowset: the link is rebuilt,
 //!   and each packet it holds goes to the instance and dynamic queue its
 //!   own key (its frame's headers read again) has under the new masks, so
@@ -260,7 +263,17 @@ fn rebuilds(old: &Plan, change: &Change) -> Option<(Vec<u32>, bool)> {
         },
         Change::ChangePipe(p) => match old.pipes.get(&p.number) {
             Some(o) if p.mask != o.mask => Some((vec![p.number], true)),
-            Some(o) if p.link.reorder != o.link.reorder => Some((vec![p.number], false)),
+            // A pipe's type as a sched's: a new scheduler, or new flows of
+            // an fq_codel or fq_pie pipe, rebuild its link.
+            Some(o)
+                if p.link.reorder != o.link.reorder
+                    || p.alg != o.alg
+                    || (p.alg == AlgKind::Wf2qPlus && p.link.bw_bps != o.link.bw_bps)
+                    || p.fq_codel.map(|f| f.flows) != o.fq_codel.map(|f| f.flows)
+                    || p.fq_pie.map(|f| f.flows) != o.fq_pie.map(|f| f.flows) =>
+            {
+                Some((vec![p.number], false))
+            }
             _ => None,
         },
         Change::ChangeQueue(q) => match old.queues.get(&q.number) {
@@ -293,10 +306,19 @@ fn fq_pie_built(s: &pspat_config::SchedPlan) -> Option<u32> {
 /// The `type` words of a sched for a log line: `type fq_codel ...` or
 /// `type fq_pie ...` with its parameters, or `type NAME`.
 fn type_text(s: &pspat_config::SchedPlan) -> String {
-    match (&s.fq_codel, &s.fq_pie) {
+    type_words(s.alg, s.fq_codel.as_ref(), s.fq_pie.as_ref())
+}
+
+/// The `type` words of a sched or pipe (see [`type_text`]).
+fn type_words(
+    alg: AlgKind,
+    fq_codel: Option<&pspat_config::FqCodel>,
+    fq_pie: Option<&pspat_config::FqPie>,
+) -> String {
+    match (fq_codel, fq_pie) {
         (Some(f), _) => format!("type {}", pspat_config::fq_codel_words(f)),
         (None, Some(f)) => format!("type {}", pspat_config::fq_pie_words(f)),
-        (None, None) => format!("type {}", s.alg),
+        (None, None) => format!("type {alg}"),
     }
 }
 
@@ -569,8 +591,12 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                 ));
             }
             Change::ChangePipe(p) if fresh(p.number) => {
+                let words = match (p.alg, &p.fq_codel, &p.fq_pie) {
+                    (AlgKind::Fifo, None, None) => String::new(),
+                    _ => type_words(p.alg, p.fq_codel.as_ref(), p.fq_pie.as_ref()) + " ",
+                };
                 out.log
-                    .push(format!("pipe {}: {}", p.number, link_text(&p.link)));
+                    .push(format!("pipe {}: {words}{}", p.number, link_text(&p.link)));
             }
             Change::ChangeQueue(q) if q.parent != old.queues[&q.number].parent => {
                 out.log.push(format!(
@@ -633,12 +659,35 @@ pub fn plan_change(old: &Plan, new: &Plan, room: &Room<'_>) -> Result<Planned, S
                 let what = format!("pipe {}", p.number);
                 let config = pipe_config(&p, new.seed).map_err(|e| format!("{what}: {e}"))?;
                 config.validate().map_err(|e| format!("{what}: {e}"))?;
-                if p.link != o.link {
+                // An fq_codel or fq_pie pipe's limit, quantum and AQM as a
+                // sched's (the `ChangeSched` arm above).
+                let limit = |p: &pspat_config::PipePlan| {
+                    p.fq_codel.map(|f| f.limit).or(p.fq_pie.map(|f| f.limit))
+                };
+                if p.link != o.link || limit(&p) != limit(o) {
                     out.ops.push(LiveOp::Link {
                         link: p.number,
                         config: Box::new(config.clone()),
                     });
                     out.log.push(format!("{what}: {}", link_text(&p.link)));
+                }
+                let quantum = |p: &pspat_config::PipePlan| {
+                    p.fq_codel
+                        .map(|f| f.quantum)
+                        .or(p.fq_pie.map(|f| f.quantum))
+                };
+                if let (Some(bytes), Some(old)) = (quantum(&p), quantum(o)) {
+                    if bytes != old {
+                        out.ops.push(LiveOp::Quantum {
+                            link: p.number,
+                            bytes,
+                            old,
+                        });
+                    }
+                }
+                if p.fq_codel != o.fq_codel || p.fq_pie != o.fq_pie {
+                    let words = type_words(p.alg, p.fq_codel.as_ref(), p.fq_pie.as_ref());
+                    out.log.push(format!("{what}: {words}"));
                 }
                 if p.queue != o.queue {
                     let (link, first, len) = range(layout, FlowOwner::Pipe(p.number))?;
