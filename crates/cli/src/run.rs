@@ -2134,24 +2134,7 @@ mod tests {
             p.log
         );
         // The quantum: on the running FQ.
-        let p = plan_live(
-            &old,
-            &plan_of(&base.replace("flows 3", "flows 3 quantum 3000")),
-            &b,
-        )
-        .unwrap();
-        assert!(
-            matches!(
-                p.ops[..],
-                [live::LiveOp::Quantum {
-                    link: 1,
-                    bytes: 3000,
-                    old: 1514
-                }]
-            ),
-            "{:?}",
-            p.ops
-        );
+        quantum_in_place(&old, &base.replace("flows 3", "flows 3 quantum 3000"), &b);
         // Another type, or other flows: rebuilt.
         for text in [
             base.replace("type fq_codel target 2ms flows 3", "type wf2q+"),
@@ -2225,24 +2208,7 @@ mod tests {
         );
         // The quantum: set on the running FQ, which keeps its packets.
         let (_, mut b) = built(base);
-        let q = plan_live(
-            &old,
-            &plan_of(&base.replace("flows 3", "flows 3 quantum 3000")),
-            &b,
-        )
-        .unwrap();
-        assert!(
-            matches!(
-                q.ops[..],
-                [live::LiveOp::Quantum {
-                    link: 1,
-                    bytes: 3000,
-                    old: 1514
-                }]
-            ),
-            "{:?}",
-            q.ops
-        );
+        let q = quantum_in_place(&old, &base.replace("flows 3", "flows 3 quantum 3000"), &b);
         assert!(
             q.log.iter().any(|l| l.contains("quantum 3000")),
             "{:?}",
@@ -2528,24 +2494,7 @@ mod tests {
             p.log
         );
         // The quantum: in place, as fq_codel's.
-        let q = plan_live(
-            &old,
-            &plan_of(&base.replace("flows 3", "flows 3 quantum 3000")),
-            &b,
-        )
-        .unwrap();
-        assert!(
-            matches!(
-                q.ops[..],
-                [live::LiveOp::Quantum {
-                    link: 1,
-                    bytes: 3000,
-                    old: 1514
-                }]
-            ),
-            "{:?}",
-            q.ops
-        );
+        quantum_in_place(&old, &base.replace("flows 3", "flows 3 quantum 3000"), &b);
         for text in [
             base.replace("target 10ms flows 3", "target 10ms flows 4"),
             base.replace("type fq_pie target 10ms flows 3", "type fq_codel flows 3"),
@@ -2791,6 +2740,25 @@ mod tests {
                 capacity: 1024,
             },
         )
+    }
+
+    /// The live plan from `old` to `text`: only link 1's quantum, 1514 →
+    /// 3000 bytes, set in place (asserted).
+    fn quantum_in_place(old: &Plan, text: &str, b: &Built) -> live::Planned {
+        let p = plan_live(old, &plan_of(text), b).unwrap();
+        assert!(
+            matches!(
+                p.ops[..],
+                [live::LiveOp::Quantum {
+                    link: 1,
+                    bytes: 3000,
+                    old: 1514
+                }]
+            ),
+            "{:?}",
+            p.ops
+        );
+        p
     }
 
     fn plan_of(text: &str) -> Plan {
