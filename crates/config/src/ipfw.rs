@@ -928,19 +928,38 @@ fn parse_fq_pie(cur: &mut Cursor, fields: &mut Fields) -> Result<FqPie, Error> {
         if pie_param(cur, t, PieOf::FqPie, fields, &mut f.pie)? {
             continue;
         }
-        let (field, example, slot) = match t.text.as_str() {
-            "quantum" => ("fq_pie.quantum", "1514", &mut f.quantum),
-            "limit" => ("fq_pie.limit", "10240", &mut f.limit),
-            "flows" => ("fq_pie.flows", "1024", &mut f.flows),
-            _ => break,
-        };
-        cur.bump();
-        let v = cur.value(t, example)?;
-        let n = number(cur, v)?;
-        record(fields, cur, field, t, v.pos())?;
-        *slot = n;
+        let names = ["fq_pie.quantum", "fq_pie.limit", "fq_pie.flows"];
+        let slots = [&mut f.quantum, &mut f.limit, &mut f.flows];
+        if !fq_param(cur, t, names, fields, slots)? {
+            break;
+        }
     }
     Ok(f)
+}
+
+/// The flow-queueing part of `type fq_codel`'s and `type fq_pie`'s
+/// parameters at `t`: `quantum BYTES`, `limit PACKETS` or `flows N`, read
+/// into its slot of `slots` and recorded at its value as its name of
+/// `names` (in that order). `false` for another word, left unread.
+fn fq_param<'t>(
+    cur: &mut Cursor<'t>,
+    t: &'t Tok,
+    names: [&'static str; 3],
+    fields: &mut Fields,
+    slots: [&mut u32; 3],
+) -> Result<bool, Error> {
+    let (i, example) = match t.text.as_str() {
+        "quantum" => (0, "1514"),
+        "limit" => (1, "10240"),
+        "flows" => (2, "1024"),
+        _ => return Ok(false),
+    };
+    cur.bump();
+    let v = cur.value(t, example)?;
+    let n = number(cur, v)?;
+    record(fields, cur, names[i], t, v.pos())?;
+    *slots[i] = n;
+    Ok(true)
 }
 
 /// What to say of a word of PIE (one of its parameters that CoDel does
@@ -1019,17 +1038,11 @@ fn parse_fq_codel(cur: &mut Cursor, fields: &mut Fields) -> Result<FqCodel, Erro
         if codel_param(cur, t, CodelOf::FqCodel, fields, &mut f.codel)? {
             continue;
         }
-        let (field, example, slot) = match t.text.as_str() {
-            "quantum" => ("fq_codel.quantum", "1514", &mut f.quantum),
-            "limit" => ("fq_codel.limit", "10240", &mut f.limit),
-            "flows" => ("fq_codel.flows", "1024", &mut f.flows),
-            _ => break,
-        };
-        cur.bump();
-        let v = cur.value(t, example)?;
-        let n = number(cur, v)?;
-        record(fields, cur, field, t, v.pos())?;
-        *slot = n;
+        let names = ["fq_codel.quantum", "fq_codel.limit", "fq_codel.flows"];
+        let slots = [&mut f.quantum, &mut f.limit, &mut f.flows];
+        if !fq_param(cur, t, names, fields, slots)? {
+            break;
+        }
     }
     Ok(f)
 }
