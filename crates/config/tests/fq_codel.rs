@@ -9,15 +9,7 @@ use pspat_config::{
 };
 use pspat_sched::AlgKind;
 
-fn ipfw(text: &str) -> Config {
-    parse_ipfw(text, "cfg.ipfw").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn plan(text: &str) -> Plan {
-    ipfw(text)
-        .validate(&NoProfiles)
-        .unwrap_or_else(|e| panic!("{e}"))
-}
+use crate::support::{self, ipfw, plan};
 
 /// The fq_codel parameters of the one sched of `text`.
 fn fq(text: &str) -> FqCodel {
@@ -26,34 +18,18 @@ fn fq(text: &str) -> FqCodel {
     c.scheds[0].fq_codel.expect("an fq_codel sched")
 }
 
-/// Parses (and validates) ipfw lines; the one error.
 fn error_of(text: &str) -> Error {
-    match parse_ipfw(text, "cfg.ipfw") {
-        Err(e) => e,
-        Ok(c) => c.validate(&NoProfiles).expect_err("the input is invalid"),
-    }
+    support::error_of(text, "cfg.ipfw")
 }
 
 fn error_of_toml(text: &str) -> Error {
-    match parse_toml(text, "cfg.toml") {
-        Err(e) => e,
-        Ok(c) => c.validate(&NoProfiles).expect_err("the input is invalid"),
-    }
+    support::error_of(text, "cfg.toml")
 }
 
 /// `e` is at `line`:`column` on `token`, of `kind`, and says `message`.
 fn assert_error(e: &Error, at: (u32, u32, &str), kind: ErrorKind, message: &str) {
-    assert_eq!(
-        (e.line, e.column, e.token.as_str(), e.kind),
-        (at.0, at.1, at.2, kind),
-        "{e}"
-    );
+    support::assert_at(e, at, kind, message);
     assert_eq!(e.message, message, "{e}");
-    assert!(
-        e.to_string()
-            .starts_with(&format!("{}:{}:{}: ", e.file, at.0, at.1)),
-        "{e}"
-    );
 }
 
 /// An input, the line, column and token of its error, its kind and

@@ -6,55 +6,24 @@
 
 use pspat_config::{
     merge, parse_control, parse_ipfw, parse_toml, pipe_config, print_ipfw, print_toml,
-    queue_config, sched_config, Config, ControlRequest, Error, ErrorKind, FlowMask, FqPie,
-    NoProfiles, Pie, Plan, QueueLimit,
+    queue_config, sched_config, ControlRequest, Error, ErrorKind, FlowMask, FqPie, NoProfiles, Pie,
+    Plan, QueueLimit,
 };
 use pspat_sched::pipe::pie::DelayEstimator;
 use pspat_sched::AlgKind;
 
-fn ipfw(text: &str) -> Config {
-    parse_ipfw(text, "cfg.ipfw").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn plan(text: &str) -> Plan {
-    ipfw(text)
-        .validate(&NoProfiles)
-        .unwrap_or_else(|e| panic!("{e}"))
-}
+use crate::support::{self, assert_at, ipfw, plan};
 
 fn pie_of(text: &str) -> Pie {
     ipfw(text).pipes[0].queue.pie.expect("a pie queue")
 }
 
 fn error_of(text: &str) -> Error {
-    match parse_ipfw(text, "cfg.ipfw") {
-        Err(e) => e,
-        Ok(c) => c.validate(&NoProfiles).expect_err("the input is invalid"),
-    }
+    support::error_of(text, "cfg.ipfw")
 }
 
 fn error_of_toml(text: &str) -> Error {
-    match parse_toml(text, "cfg.toml") {
-        Err(e) => e,
-        Ok(c) => c.validate(&NoProfiles).expect_err("the input is invalid"),
-    }
-}
-
-/// `e` is at `line`:`column` on `token`, of `kind`; its one line starts
-/// with `file:line:column: ` and contains `says`.
-fn assert_at(e: &Error, at: (u32, u32, &str), kind: ErrorKind, says: &str) {
-    assert_eq!(
-        (e.line, e.column, e.token.as_str(), e.kind),
-        (at.0, at.1, at.2, kind),
-        "{e}"
-    );
-    let line = e.to_string();
-    assert!(
-        line.starts_with(&format!("{}:{}:{}: ", e.file, at.0, at.1)),
-        "{line}"
-    );
-    assert!(!line.contains('\n'), "one line: {line}");
-    assert!(e.message.contains(says), "{e}");
+    support::error_of(text, "cfg.toml")
 }
 
 /// An input, the line, column and token of its error, its kind and what

@@ -4,51 +4,12 @@
 //! a sched's is; an OPNsense-style file loads.
 
 use pspat_config::{
-    parse_ipfw, parse_toml, pipe_config, print_ipfw, print_toml, Codel, Config, Error, ErrorKind,
-    FlowMask, FqCodel, NoProfiles, Parent, Plan, QueueLimit,
+    parse_toml, pipe_config, print_ipfw, print_toml, Codel, ErrorKind, FlowMask, FqCodel,
+    NoProfiles, Parent, Plan, QueueLimit,
 };
 use pspat_sched::AlgKind;
 
-fn ipfw(text: &str) -> Config {
-    parse_ipfw(text, "cfg.ipfw").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn plan(text: &str) -> Plan {
-    ipfw(text)
-        .validate(&NoProfiles)
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Parses (and validates) `text` in the syntax its file name says; the
-/// one error.
-fn error_of(text: &str, file: &str) -> Error {
-    let parsed = if file.ends_with(".toml") {
-        parse_toml(text, file)
-    } else {
-        parse_ipfw(text, file)
-    };
-    match parsed {
-        Err(e) => e,
-        Ok(c) => c.validate(&NoProfiles).expect_err("the input is invalid"),
-    }
-}
-
-/// `e` is at `file:line:column` on `token`, of `kind`, in one line that
-/// contains `says`.
-fn assert_at(e: &Error, file: &str, at: (u32, u32, &str), kind: ErrorKind, says: &str) {
-    assert_eq!(
-        (e.file.as_str(), e.line, e.column, e.token.as_str(), e.kind),
-        (file, at.0, at.1, at.2, kind),
-        "{e}"
-    );
-    let line = e.to_string();
-    assert!(
-        line.starts_with(&format!("{file}:{}:{}: ", at.0, at.1)),
-        "{line}"
-    );
-    assert!(!line.contains('\n'), "{line}");
-    assert!(e.message.contains(says), "{e}");
-}
+use crate::support::{assert_at, error_of, ipfw, plan};
 
 #[test]
 fn a_pipe_takes_any_sched_type_and_prints_it_normalised() {
@@ -157,7 +118,6 @@ fn errors_name_the_offending_token() {
     let e = error_of("pipe 1 config bw 1Mbit/s type fq_cdel", "a.ipfw");
     assert_at(
         &e,
-        "a.ipfw",
         (1, 31, "fq_cdel"),
         ErrorKind::UnknownKeyword,
         "unknown scheduler type 'fq_cdel' (allowed: ",
@@ -165,7 +125,6 @@ fn errors_name_the_offending_token() {
     let e = error_of("pipe 1 config type drr quantum 300", "a.ipfw");
     assert_at(
         &e,
-        "a.ipfw",
         (1, 24, "quantum"),
         ErrorKind::UnknownKeyword,
         "'quantum' is a parameter of the fq_codel sched type and goes right after 'type fq_codel' (example: sched 1 config type fq_codel target 5ms quantum 1514 limit 10240 flows 1024 bw 10Mbit/s); this pipe's type is drr",
@@ -173,7 +132,6 @@ fn errors_name_the_offending_token() {
     let e = error_of("pipe 1 config flows 64 type fq_codel", "a.ipfw");
     assert_at(
         &e,
-        "a.ipfw",
         (1, 15, "flows"),
         ErrorKind::UnknownKeyword,
         "goes right after 'type fq_codel'",
@@ -181,7 +139,6 @@ fn errors_name_the_offending_token() {
     let e = error_of("pipe 1 config type fq_codel type wf2q+", "a.ipfw");
     assert_at(
         &e,
-        "a.ipfw",
         (1, 29, "type"),
         ErrorKind::Duplicate,
         "'type' is given twice",
@@ -190,7 +147,6 @@ fn errors_name_the_offending_token() {
     let e = error_of("pipe 9 config type fq_codel flows 0", "a.ipfw");
     assert_at(
         &e,
-        "a.ipfw",
         (1, 35, "0"),
         ErrorKind::OutOfRange,
         "pipe 9 fq_codel flows 0 is out of range",
@@ -202,7 +158,6 @@ fn errors_name_the_offending_token() {
     );
     assert_at(
         &e,
-        "b.toml",
         (4, 1, "fq_codel"),
         ErrorKind::MissingReference,
         "an 'fq_codel' table needs type = \"fq_codel\" on the same pipe (this one's type is \"drr\")",
@@ -213,7 +168,6 @@ fn errors_name_the_offending_token() {
     );
     assert_at(
         &e,
-        "b.toml",
         (4, 1, "quantum"),
         ErrorKind::UnknownKeyword,
         "in TOML it goes in the pipe's fq_codel table",
@@ -224,7 +178,6 @@ fn errors_name_the_offending_token() {
     );
     assert_at(
         &e,
-        "b.toml",
         (4, 1, "fq_pie"),
         ErrorKind::MissingReference,
         "on the same pipe",

@@ -20,3 +20,5 @@ mod pipe_type;
 mod roundtrip;
 /// Proptest strategies for models.
 mod strategies;
+/// What the syntax tests share: parsing, validating, where an error is.
+mod support;
