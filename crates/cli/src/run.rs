@@ -2258,18 +2258,7 @@ mod tests {
             base.replace("type fq_codel target 2ms flows 3", "type fq"),
         ] {
             let p = plan_live(&old, &plan_of(&text), &b).unwrap();
-            assert!(
-                p.ops.iter().any(|op| matches!(
-                    op,
-                    live::LiveOp::Install {
-                        link: 1,
-                        replace: true,
-                        ..
-                    }
-                )),
-                "{text}: {:?}",
-                p.log
-            );
+            assert!(rebuilds_link_1(&p), "{text}: {:?}", p.log);
         }
     }
 
@@ -2501,18 +2490,7 @@ mod tests {
             base.replace("type fq_pie target 10ms flows 3", "type drr"),
         ] {
             let p = plan_live(&old, &plan_of(&text), &b).unwrap();
-            assert!(
-                p.ops.iter().any(|op| matches!(
-                    op,
-                    live::LiveOp::Install {
-                        link: 1,
-                        replace: true,
-                        ..
-                    }
-                )),
-                "{text}: {:?}",
-                p.log
-            );
+            assert!(rebuilds_link_1(&p), "{text}: {:?}", p.log);
         }
     }
 
@@ -2740,6 +2718,20 @@ mod tests {
                 capacity: 1024,
             },
         )
+    }
+
+    /// Whether `p` rebuilds link 1 (an install that replaces it).
+    fn rebuilds_link_1(p: &live::Planned) -> bool {
+        p.ops.iter().any(|op| {
+            matches!(
+                op,
+                live::LiveOp::Install {
+                    link: 1,
+                    replace: true,
+                    ..
+                }
+            )
+        })
     }
 
     /// The live plan from `old` to `text`: only link 1's quantum, 1514 →

@@ -760,7 +760,7 @@ fn parse_codel(cur: &mut Cursor, kw: &Tok, fields: &mut Fields) -> Result<Codel,
 /// fq_pie`. Says which fields they are recorded as and how messages name
 /// their owner.
 #[derive(Clone, Copy)]
-enum PieOf {
+pub(crate) enum PieOf {
     Queue,
     FqPie,
 }
@@ -807,6 +807,14 @@ impl PieOf {
                 "fq_pie.delay",
             ],
         }
+    }
+
+    /// The fields of the six valued parameters (`target`, `tupdate`,
+    /// `max_burst`, `alpha`, `beta`, `max_ecnth`), which validation checks
+    /// for their ranges.
+    pub(crate) fn valued_fields(self) -> [&'static str; 6] {
+        let f = self.fields();
+        [f[0], f[1], f[2], f[3], f[4], f[5]]
     }
 
     fn name(self) -> &'static str {

@@ -1024,7 +1024,7 @@ impl Checker<'_> {
             kind,
             index,
             &format!("{owner} pie"),
-            PIE_FIELDS,
+            crate::ipfw::PieOf::Queue.valued_fields(),
             p,
             Pie::MAX_US,
         );
@@ -1103,7 +1103,7 @@ impl Checker<'_> {
             kind,
             index,
             &format!("{owner} fq_pie"),
-            FQ_PIE_FIELDS,
+            crate::ipfw::PieOf::FqPie.valued_fields(),
             &f.pie,
             Pie::FQ_MAX_US,
         );
@@ -1809,26 +1809,6 @@ fn lower_fq_pie(f: &FqPie, q: &Queue, plan: &mut QueuePlan) {
         plan.queue.limit = QueueLimit::Slots(f.limit);
     }
 }
-
-/// The fields of a queue's PIE parameters checked for their ranges.
-const PIE_FIELDS: [&str; 6] = [
-    "pie.target",
-    "pie.tupdate",
-    "pie.max_burst",
-    "pie.alpha",
-    "pie.beta",
-    "pie.max_ecnth",
-];
-
-/// The fields of an `fq_pie` sched's PIE parameters.
-const FQ_PIE_FIELDS: [&str; 6] = [
-    "fq_pie.target",
-    "fq_pie.tupdate",
-    "fq_pie.max_burst",
-    "fq_pie.alpha",
-    "fq_pie.beta",
-    "fq_pie.max_ecnth",
-];
 
 fn numbers<'a>(keys: impl Iterator<Item = &'a u32>) -> String {
     let list: Vec<String> = keys.map(|k| k.to_string()).collect();
