@@ -892,6 +892,9 @@ struct RuleJson {
     /// The rule as an ipfw line (`add 100 pipe 1 udp from any to any
     /// dst-port 9`); the default action as `action`.
     rule: String,
+    /// The rule's `//` comment, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comment: Option<String>,
     packets: u64,
     bytes: u64,
 }
@@ -1034,6 +1037,7 @@ fn rules_json(plan: &Plan, c: &Classifier) -> Vec<RuleJson> {
                 number: Some(n),
                 action: rule.map_or_else(|| "?".into(), |r| action_text(&r.action)),
                 rule: rule.map_or_else(|| "?".into(), control::rule_text),
+                comment: rule.and_then(|r| r.comment.clone()),
                 packets: rc.packets,
                 bytes: rc.bytes,
             }
@@ -1045,6 +1049,7 @@ fn rules_json(plan: &Plan, c: &Classifier) -> Vec<RuleJson> {
         number: None,
         action: default.clone(),
         rule: default,
+        comment: None,
         packets: d.packets,
         bytes: d.bytes,
     });
@@ -3092,7 +3097,7 @@ mod tests {
             &key("10.199.0.1", 5001),
             100,
         );
-        let r = live.request("add 200 pipe 1 tcp from any to any");
+        let r = live.request("add 200 pipe 1 tcp from any to any // web  and mail");
         assert!(r.ok, "{r:?}");
         // A weight changed live, then a rule: the flow ids stay the same.
         assert!(live.request("queue 3 config weight 7").ok);
@@ -3107,11 +3112,14 @@ mod tests {
             (rules[0]["number"].as_u64(), rules[0]["packets"].as_u64()),
             (Some(100), Some(1))
         );
+        // The rule's comment is shown with it, in the text and the JSON.
         assert!(
-            r.text.contains("add 200 pipe 1 tcp from any to any"),
+            r.text
+                .contains("add 200 pipe 1 tcp from any to any // web and mail"),
             "{}",
             r.text
         );
+        assert_eq!(rules[1]["comment"], "web and mail", "{rules:?}");
         assert!(live.request("delete 200").ok);
         assert!(!live.request("delete 200").ok);
         assert_eq!(live.plan().rules.len(), 1);

@@ -50,8 +50,51 @@ impl Tok {
 }
 
 /// Splits text into statements of tokens: lines, cut at `#` and `;`; a
-/// word that starts with `//` (ipfw's rule comment) ends the line too.
+/// word that starts with `//` (ipfw's rule comment) ends the line too. The
+/// comment is dropped (profile files take none); [`tokenize_keeping_comments`]
+/// keeps it.
 pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
+    split_statements(text, false)
+}
+
+/// [`tokenize`], with a line's comment as the last token of the line's last
+/// statement: a token whose text is `//` followed by the comment's words,
+/// each after one space (`// two words`), at the column of the `//`. A
+/// comment on a line without a statement is dropped.
+pub(crate) fn tokenize_keeping_comments(text: &str) -> Vec<Vec<Tok>> {
+    split_statements(text, true)
+}
+
+/// The longest rule comment, in bytes (ipfw's limit).
+pub(crate) const COMMENT_MAX_BYTES: usize = 80;
+
+/// The comment text of a rule as given (its words, or the TOML string),
+/// normalised: words separated by one space. `Ok(None)` for no words.
+///
+/// # Errors
+/// When the text holds `#` or a control character (it could not be
+/// written back on an ipfw line) or is longer than [`COMMENT_MAX_BYTES`].
+pub(crate) fn rule_comment(text: &str) -> Result<Option<String>, ValueError> {
+    if text.contains(|c: char| c == '#' || c.is_control()) {
+        return Err(ValueError::syntax(
+            "a rule comment cannot hold '#', a line break or another control character",
+        ));
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() {
+        return Ok(None);
+    }
+    let comment = words.join(" ");
+    if comment.len() > COMMENT_MAX_BYTES {
+        return Err(ValueError::range(format!(
+            "a rule comment is at most {COMMENT_MAX_BYTES} bytes, as ipfw's (this one has {})",
+            comment.len()
+        )));
+    }
+    Ok(Some(comment))
+}
+
+fn split_statements(text: &str, keep_comments: bool) -> Vec<Vec<Tok>> {
     let mut statements = Vec::new();
     for (line_index, line) in text.lines().enumerate() {
         let line_no = u32::try_from(line_index + 1).unwrap_or(u32::MAX);
@@ -59,14 +102,27 @@ pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
         let mut word = String::new();
         let mut word_col = 0u32;
         let mut column = 0u32;
-        for c in line.chars() {
+        let mut comment: Option<Tok> = None;
+        for (at, c) in line.char_indices() {
             column = column.saturating_add(1);
             if c == '#' {
                 break;
             }
-            if word.starts_with("//") {
-                // A comment: the rest of the line is its text.
-                word.clear();
+            if word.is_empty() && line[at..].starts_with("//") {
+                // A comment: the rest of the line (up to a `#`) is its text.
+                let rest = &line[at + 2..];
+                let rest = rest.split('#').next().unwrap_or_default();
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let mut text = String::from("//");
+                for w in words {
+                    text.push(' ');
+                    text.push_str(w);
+                }
+                comment = Some(Tok {
+                    text,
+                    line: line_no,
+                    column,
+                });
                 break;
             }
             if c.is_whitespace() || c == ';' {
@@ -87,7 +143,7 @@ pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
             }
             word.push(c);
         }
-        if !word.is_empty() && !word.starts_with("//") {
+        if !word.is_empty() {
             current.push(Tok {
                 text: word,
                 line: line_no,
@@ -95,6 +151,9 @@ pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
             });
         }
         if !current.is_empty() {
+            if keep_comments {
+                current.extend(comment);
+            }
             statements.push(current);
         }
     }
@@ -1628,6 +1687,7 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
         dst_ports_negated: false,
         direction: Direction::Any,
         interface: None,
+        comment: None,
     }
 }
 
@@ -1664,7 +1724,14 @@ fn expect_end(cur: &mut Cursor) -> Result<(), Error> {
 }
 
 /// Parses one statement's tokens.
+///
+/// A comment ([`tokenize_keeping_comments`]) is kept by a rule and ignored
+/// on any other statement.
 pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Error> {
+    let (toks, comment) = match toks.split_last() {
+        Some((last, rest)) if last.text.starts_with("//") => (rest, Some(last)),
+        _ => (toks, None),
+    };
     let mut cur = Cursor::new(toks, file);
     let Some(mut first) = cur.bump() else {
         return Err(Error {
@@ -1803,6 +1870,10 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
                 fields.push(("number", first.pos()));
             }
             parse_rule_body(&mut cur, first, &mut rule, &mut fields)?;
+            if let Some(c) = comment {
+                rule.comment = cur.check(c, rule_comment(&c.text[2..]))?;
+                fields.push(("comment", c.pos()));
+            }
             Ok(Statement::Rule(rule, fields))
         }
         "table" => {
@@ -2051,7 +2122,7 @@ impl Builder {
 /// Parses a file of ipfw lines into a [`Config`] (see [`crate::parse_ipfw`]).
 pub(crate) fn parse(text: &str, file: &str) -> Result<Config, Error> {
     let mut builder = Builder::new(file);
-    for toks in tokenize(text) {
+    for toks in tokenize_keeping_comments(text) {
         let st = parse_statement(&toks, file)?;
         builder.add(st)?;
     }
@@ -2060,7 +2131,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Config, Error> {
 
 /// Parses one control line (see [`crate::parse_control`]).
 pub(crate) fn parse_control_line(line: &str, file: &str) -> Result<ControlRequest, Error> {
-    let statements = tokenize(line);
+    let statements = tokenize_keeping_comments(line);
     let mut builder = Builder::new(file);
     let mut configured = false;
     for (i, toks) in statements.iter().enumerate() {

@@ -826,6 +826,11 @@ pub struct Rule {
     pub direction: Direction,
     /// `via`/`recv`/`xmit`, negated or not.
     pub interface: Option<InterfaceMatch>,
+    /// `// TEXT` at the end of the line (ipfw's rule comment): its words,
+    /// one space apart, at most 80 bytes, no `#` or control character.
+    /// Shown with the rule; it matches nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// One entry of a lookup table (`table N add PREFIX VALUE`).

@@ -322,6 +322,9 @@ pub struct RulePlan {
     pub direction: Direction,
     /// Interface, negated or not.
     pub interface: Option<InterfaceMatch>,
+    /// The rule's comment ([`crate::Rule::comment`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// A validated configuration: what a daemon runs.
@@ -1756,6 +1759,7 @@ impl Config {
                 dst_ports_negated: r.dst_ports_negated && !r.dst_ports.is_empty(),
                 direction: r.direction,
                 interface: r.interface.clone(),
+                comment: r.comment.clone(),
             });
         }
         if c.errors.is_empty() {

@@ -373,6 +373,9 @@ pub fn rule_line(rule: &Rule) -> String {
     if let Some(i) = &rule.interface {
         let _ = write!(s, " {}{} {}", not(i.negated), i.role.name(), i.name);
     }
+    if let Some(c) = &rule.comment {
+        let _ = write!(s, " // {c}");
+    }
     s
 }
 
@@ -815,6 +818,9 @@ pub fn print_toml(config: &Config) -> String {
         if let Some(i) = &r.interface {
             let text = format!("{}{}", not(i.negated), i.name);
             let _ = writeln!(out, "{} = {}", i.role.name(), quote(&text));
+        }
+        if let Some(c) = &r.comment {
+            let _ = writeln!(out, "comment = {}", quote(c));
         }
     }
     // Each table opens with a blank line; the first needs none.

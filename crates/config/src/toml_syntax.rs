@@ -39,8 +39,8 @@ use toml::Spanned;
 
 use crate::error::{Error, ErrorKind, Pos};
 use crate::ipfw::{
-    empty_rule, parse_object_keyword, parse_rule_body, Builder, Cursor, Draft, Fields, ObjKind,
-    Statement, Tok,
+    empty_rule, parse_object_keyword, parse_rule_body, rule_comment, Builder, Cursor, Draft,
+    Fields, ObjKind, Statement, Tok,
 };
 use crate::model::{Action, Config, DefaultAction, GilbertElliott, LossState, TableEntry};
 use crate::units::{parse_probability, parse_u32, parse_uint};
@@ -733,9 +733,10 @@ impl Reader<'_> {
                     | "via"
                     | "recv"
                     | "xmit"
+                    | "comment"
             ) {
                 let t = self.key_tok(k);
-                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, action, proto, from, to, src-port, dst-port, direction, via, recv, xmit)", t.text)));
+                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, action, proto, from, to, src-port, dst-port, direction, via, recv, xmit, comment)", t.text)));
             }
         }
         match find("number") {
@@ -860,6 +861,19 @@ impl Reader<'_> {
         let add = header.clone();
         let mut cur = Cursor::new(&toks, self.file);
         parse_rule_body(&mut cur, &add, &mut rule, &mut fields)?;
+        if let Some((_, v)) = find("comment") {
+            let DeValue::String(text) = v.get_ref() else {
+                let t = self.tok(v.get_ref().type_str(), v.span().start);
+                return Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    "'comment' takes a string (example: \"web servers\")",
+                ));
+            };
+            let t = self.tok(text.to_string(), v.span().start + 1);
+            rule.comment = rule_comment(text).map_err(|e| self.error(&t, e.kind, e.message))?;
+            fields.push(("comment", t.pos()));
+        }
         Ok(Statement::Rule(rule, fields))
     }
 

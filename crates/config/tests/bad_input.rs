@@ -1613,7 +1613,8 @@ fn codel_and_red_on_one_queue_are_refused_at_the_second() {
 }
 
 /// `any` is no port condition, so `not ... any` would match nothing:
-/// refused at `any`. A `//` comment ends its line, whatever it holds.
+/// refused at `any`. A `//` comment ends its line, whatever it holds; on
+/// a line other than a rule it is ignored.
 #[test]
 fn not_any_port_is_refused_and_a_rule_comment_ends_its_line() {
     let e = error_of(

@@ -201,10 +201,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "sched 1 config type drr\nadd 200 pipe 1 udp from 2001:db8::/32 to me dst-port 53 xmit eth0\n",
     ),
     // `any` as a port list is no port condition (OPNsense's generated
-    // rules write it, with a trailing `//` comment).
+    // rules write it, with a trailing `//` comment, which the rule keeps).
     (
-        "add 60001 pipe 10000 ip from any to any src-port  any dst-port any in via em0 // up: pipe",
-        "add 60001 pipe 10000 ip from any to any in via em0\n",
+        "add 60001 pipe 10000 ip from any to any src-port  any dst-port any in via em0 // up:  pipe",
+        "add 60001 pipe 10000 ip from any to any in via em0 // up: pipe\n",
     ),
     (
         "add 60002 queue 7 tcp from 192.168.1.0/24 to any src-port any dst-port 443 out via em0",

@@ -404,6 +404,9 @@ fn rule() -> impl Strategy<Value = Rule> {
     // and before each port list (only with a list: a negation of no list
     // is not written).
     let nots = (any::<bool>(), any::<bool>(), any::<bool>());
+    // A comment's words, one space apart (as the parsers normalise them),
+    // with the `;` and `//` a comment may hold.
+    let comment = option::of("[a-zA-Z0-9;:/.,()é!-]{1,10}( [a-zA-Z0-9;/]{1,8}){0,3}");
     (
         option::of(any::<u32>()),
         action,
@@ -415,6 +418,7 @@ fn rule() -> impl Strategy<Value = Rule> {
         direction,
         interface,
         nots,
+        comment,
     )
         .prop_map(
             |(
@@ -428,6 +432,7 @@ fn rule() -> impl Strategy<Value = Rule> {
                 direction,
                 interface,
                 nots,
+                comment,
             )| {
                 let (not_proto, not_src, not_dst) = nots;
                 Rule {
@@ -443,6 +448,7 @@ fn rule() -> impl Strategy<Value = Rule> {
                     dst_ports,
                     direction,
                     interface,
+                    comment,
                 }
             },
         )

@@ -18,6 +18,8 @@ mod pie;
 mod pipe_type;
 /// parse(print(x)) == x for generated models, in both syntaxes; no panic on random text.
 mod roundtrip;
+/// ipfw's rule comment, kept, printed, refused when it cannot be.
+mod rule_comment;
 /// Proptest strategies for models.
 mod strategies;
 /// What the syntax tests share: parsing, validating, where an error is.

@@ -774,10 +774,14 @@ impl Live {
                         "{n:>7} {:>12} {:>14}  {}\n",
                         r.packets, r.bytes, r.rule
                     ));
-                    rows.push(json!({
+                    let mut row = json!({
                         "number": r.number, "action": r.action, "rule": r.rule,
                         "packets": r.packets, "bytes": r.bytes,
-                    }));
+                    });
+                    if let Some(c) = &r.comment {
+                        row["comment"] = json!(c);
+                    }
+                    rows.push(row);
                 }
                 if let (Some(n), true) = (number, rows.is_empty()) {
                     return Err(missing("rule", n));
@@ -855,6 +859,7 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
         dst_ports_negated: r.dst_ports_negated,
         direction: r.direction,
         interface: r.interface.clone(),
+        comment: r.comment.clone(),
     })
 }
 
