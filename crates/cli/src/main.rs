@@ -207,9 +207,15 @@ fn main() -> ExitCode {
             } else {
                 1
             };
-            // A closed stdout (`pspat bench | head`) is not a failure.
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            // A closed stdout (`pspat bench | head`) is not a failure,
+            // whether a write or a JSON document's write found it closed.
+            let broken =
+                |kind: Option<std::io::ErrorKind>| kind == Some(std::io::ErrorKind::BrokenPipe);
+            if broken(e.downcast_ref::<std::io::Error>().map(std::io::Error::kind))
+                || broken(
+                    e.downcast_ref::<serde_json::Error>()
+                        .and_then(serde_json::Error::io_error_kind),
+                )
             {
                 return ExitCode::SUCCESS;
             }

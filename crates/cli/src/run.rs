@@ -964,6 +964,23 @@ struct RunJson<'a> {
     error: Option<String>,
 }
 
+/// `pspat run --dry-run --json` (docs/JSON.md): what a start would build.
+#[derive(serde::Serialize)]
+struct DryRunJson {
+    schema_version: u32,
+    command: &'static str,
+    dry_run: bool,
+    config: String,
+    /// Pipes built: every instance of every link, and the pass pipe.
+    pipe_count: usize,
+    /// Flow ids the links' schedulers are built over.
+    flow_ids: u64,
+    /// Pipe objects, every count 0.
+    pipes: Vec<PipeJson>,
+    /// Rule objects, every count 0.
+    rules: Vec<RuleJson>,
+}
+
 fn limit_text(q: QueueLimit) -> String {
     match q {
         QueueLimit::Slots(n) => format!("{n} sl."),
@@ -1381,6 +1398,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect();
         let pipes = pipes_json(&built.links, &snaps);
         let mut out = std::io::stdout().lock();
+        if args.json {
+            let doc = DryRunJson {
+                schema_version: crate::SCHEMA_VERSION,
+                command: "run",
+                dry_run: true,
+                config: args.config.display().to_string(),
+                pipe_count: built.set.pipe_count(),
+                flow_ids: built.routes.used(),
+                pipes,
+                rules: rules_json(&plan, &built.classifier),
+            };
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            writeln!(out)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         writeln!(
             out,
             "run: {}: {} pipe(s) and instance(s), {} flow ids, {} rule(s)",
@@ -3124,7 +3156,27 @@ mod tests {
         assert!(!live.request("delete 200").ok);
         assert_eq!(live.plan().rules.len(), 1);
         assert!(live.request("queue show").ok);
-        assert!(live.request("sched show").ok);
+        // A link's mask in `sched show --json`: its configuration words,
+        // null without one.
+        assert!(
+            live.request("pipe 4 config bw 1Mbit/s mask src-ip 0xffffff00")
+                .ok
+        );
+        let r = live.request("sched show");
+        assert!(r.ok, "{r:?}");
+        let masks: Vec<_> = r.result["scheds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["number"].as_u64(), l["mask"].clone()))
+            .collect();
+        assert_eq!(
+            masks,
+            [
+                (Some(1), serde_json::Value::Null),
+                (Some(4), serde_json::json!("mask src-ip 0xffffff00"))
+            ]
+        );
         // Release: pairs with the stand-in's Acquire load.
         stop.store(true, Ordering::Release);
         let set = arbiter.join().unwrap();

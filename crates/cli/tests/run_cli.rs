@@ -136,7 +136,7 @@ fn dry_run_builds_every_pipe_and_instance() {
          sched 4 config type qfq bw 4Mbit/s mask src-ip 0xff\n\
          queue 1 config weight 10 sched 4 mask dst-ip 0xffffffff\n\
          add 100 queue 1 ip from 10.199.0.0/24 to any dst-port 80\n\
-         add 200 pipe 1 ip from any to any\n",
+         add 200 pipe 1 ip from any to any // the rest\n",
     );
     let f = p.to_str().unwrap();
     let out = pspat(&[
@@ -168,6 +168,75 @@ fn dry_run_builds_every_pipe_and_instance() {
         "{text}"
     );
     assert!(text.contains("pass : unlimited"), "{text}");
+    // The same as one JSON object.
+    let out = pspat(&[
+        "run",
+        f,
+        "--dry-run",
+        "--json",
+        "--max-instances",
+        "4",
+        "--max-queues",
+        "8",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(
+        (
+            &doc["command"],
+            &doc["dry_run"],
+            &doc["pipe_count"],
+            &doc["flow_ids"]
+        ),
+        (
+            &serde_json::json!("run"),
+            &serde_json::json!(true),
+            &serde_json::json!(7),
+            &serde_json::json!(47)
+        )
+    );
+    let pipes: Vec<_> = doc["pipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["number"].as_u64(),
+                p["alg"].as_str().unwrap(),
+                p["bw_bps"].as_u64(),
+                p["instances"].as_u64().unwrap(),
+                p["in_packets"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pipes,
+        [
+            (Some(1), "fifo", Some(10_000_000), 1, 0),
+            (Some(4), "qfq", Some(4_000_000), 5, 0),
+            (None, "fifo", None, 1, 0)
+        ]
+    );
+    let rules: Vec<_> = doc["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["number"].as_u64(),
+                r["comment"].as_str(),
+                r["packets"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (Some(100), None, Some(0)),
+            (Some(200), Some("the rest"), Some(0)),
+            (None, None, Some(0))
+        ]
+    );
 }
 
 /// A start that fails after the control socket was opened (here: the
@@ -245,4 +314,35 @@ fn a_control_socket_in_a_missing_directory_is_refused() {
         "{err}"
     );
     assert!(!missing.exists(), "{} was created", missing.display());
+}
+
+/// A reader that stops early (`pspat run ... --json | head`) is no error:
+/// exit 0, nothing on stderr, whether the text or the JSON found stdout
+/// closed.
+#[test]
+fn a_closed_stdout_ends_a_dry_run_quietly() {
+    // Far more output than a pipe buffers, so the write finds it closed.
+    let text: String = (1..=800)
+        .map(|n| format!("pipe {n} config bw {n}Kbit/s delay {n}ms\n"))
+        .collect();
+    let p = file("many.ipfw", &text);
+    for json in [false, true] {
+        let mut args = vec!["run", p.to_str().unwrap(), "--dry-run"];
+        if json {
+            args.push("--json");
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pspat"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run pspat");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+            (Some(0), ""),
+            "--json {json}"
+        );
+    }
 }

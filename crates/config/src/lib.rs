@@ -80,8 +80,8 @@ pub use plan::{
     QueueSetPlan, RulePlan, SchedPlan, SCHEMA_VERSION,
 };
 pub use print::{
-    codel_words, fq_codel_words, fq_pie_words, pie_words, print_ipfw, print_toml, rule_line,
-    slot_words,
+    codel_words, fq_codel_words, fq_pie_words, mask_text, pie_words, print_ipfw, print_toml,
+    rule_line, slot_words,
 };
 pub use profile::{parse_profile, Profile, ProfilePoint};
 pub use read::{read_regular_text_file, read_text_file, MAX_FILE_BYTES};

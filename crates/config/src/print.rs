@@ -305,9 +305,22 @@ fn chance_words(word: &str, p: f64, correlation: Option<f64>) -> String {
 }
 
 fn mask_words(mask: &FlowMask, out: &mut Vec<String>) {
+    out.extend(mask_text(mask));
+}
+
+/// A mask as its configuration words (`mask src-ip 0xffffff00 dst-port
+/// 0xffff`), or `None` for the empty mask (one queue, one instance).
+///
+/// # Examples
+/// ```
+/// let cfg = pspat_config::parse_ipfw("sched 1 config type qfq mask src-ip 0xffffff00", "x").unwrap();
+/// assert_eq!(pspat_config::mask_text(&cfg.scheds[0].mask).as_deref(), Some("mask src-ip 0xffffff00"));
+/// assert_eq!(pspat_config::mask_text(&Default::default()), None);
+/// ```
+pub fn mask_text(mask: &FlowMask) -> Option<String> {
     let fields = mask.fields();
     if fields.is_empty() {
-        return;
+        return None;
     }
     let mut s = String::from("mask");
     for (name, value) in fields {
@@ -318,7 +331,7 @@ fn mask_words(mask: &FlowMask, out: &mut Vec<String>) {
             s.push_str(&value);
         }
     }
-    out.push(s);
+    Some(s)
 }
 
 fn action_text(action: Action) -> String {

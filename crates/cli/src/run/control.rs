@@ -684,7 +684,7 @@ impl Live {
                         "delay_ns": l.delay_ns,
                         "instances": l.instances,
                         "instances_in_use": live_instances,
-                        "mask": mask.map(|m| format!("{m:?}")),
+                        "mask": mask.as_ref().and_then(pspat_config::mask_text),
                     }));
                 }
                 if let (Some(n), true) = (number, rows.is_empty()) {
