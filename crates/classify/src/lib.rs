@@ -737,11 +737,12 @@ impl Classifier {
                 ),
                 direction: r.direction,
                 iface,
+                draw_below: rules::draw_below(r.prob.map(|p| p.0)),
                 packets: 0,
                 bytes: 0,
             });
         }
-        let rules = RuleSet::new(rules);
+        let rules = RuleSet::new(rules, plan.seed);
         let direct = std::array::from_fn(|class| match rules.plain_rule(class) {
             Some((at, RuleAction::Queue(i)))
                 if queues
@@ -1168,6 +1169,12 @@ impl Classifier {
             packets: s.enqueued + s.passed + s.dropped.iter().sum::<u64>(),
             ..s
         }
+    }
+
+    /// Starts the draws of `prob` rules again from `seed` (a configuration's
+    /// new `seed`; the classifier is built with the plan's).
+    pub fn reseed_rules(&mut self, seed: u64) {
+        self.rules.reseed(seed);
     }
 
     /// Counters of each rule, in rule order, as `(rule number, counters)`.

@@ -41,6 +41,11 @@
 //!   packet received on another interface, `not xmit eth0` every received
 //!   packet and every packet sent on another interface (an unbound name:
 //!   every packet).
+//! * `prob P`: a packet every other condition of the rule admits matches
+//!   with probability P, else the walk goes on to the next rule (ipfw's
+//!   `prob`). The draw comes from the rule set's one stream, seeded from
+//!   the configuration's `seed`, and is made only for such packets, so a
+//!   rule set fed the same packets in the same order draws the same.
 //!
 //! # Prefilter
 //! The protocol (negated or not), direction and interface-role conditions
@@ -351,8 +356,20 @@ pub(crate) struct CompiledRule {
     pub(crate) negated: Negated,
     pub(crate) direction: Direction,
     pub(crate) iface: Option<IfaceCond>,
+    /// `prob P`: a packet the other conditions admit matches when a
+    /// uniform 64-bit draw is below this (P × 2^64); `None` for P = 1 or no
+    /// `prob`.
+    pub(crate) draw_below: Option<u64>,
     /// Bytes matched.
     pub(crate) bytes: u64,
+}
+
+/// The draw threshold of `prob p` ([`CompiledRule::draw_below`]): `None`
+/// when every draw matches.
+pub(crate) fn draw_below(p: Option<f64>) -> Option<u64> {
+    // 2^64 as a float; the product saturates at u64::MAX below p = 1.
+    const TWO_TO_64: f64 = 18_446_744_073_709_551_616.0;
+    p.filter(|&p| p < 1.0).map(|p| (p * TWO_TO_64) as u64)
 }
 
 /// Which port lists of a rule are negated (`not src-port`, `not
@@ -500,12 +517,13 @@ fn class_admits(rule: &CompiledRule, proto: u8, v6: bool, out: bool) -> bool {
 
 impl CompiledRule {
     /// Whether the rule has conditions beyond its class's (ports,
-    /// addresses other than `any`, an interface): without any, a packet
+    /// addresses other than `any`, an interface, `prob`): without any, a packet
     /// of an admitting class matches at once.
     fn has_rest(&self) -> bool {
         !self.src_ports.is_empty()
             || !self.dst_ports.is_empty()
             || self.iface.is_some()
+            || self.draw_below.is_some()
             || !matches!(self.src, AddrCond::Any)
             || !matches!(self.dst, AddrCond::Any)
     }
@@ -593,14 +611,24 @@ pub(crate) struct RuleSet {
     /// class: `ip from any to any` first), else [`NO_RULE`]: matched with
     /// one read, before the list is walked.
     first_plain: [u32; CLASSES],
+    /// The draws of `prob` rules (module docs).
+    draws: fastrand::Rng,
+}
+
+/// The stream of `prob` draws for `seed`: a stream of its own, apart from
+/// the pipes' streams of the same seed.
+fn draws_of(seed: u64) -> fastrand::Rng {
+    let mut state = seed ^ 0x7072_6f62_2072_756c; // "prob rul"
+    fastrand::Rng::with_seed(pspat_sched::pipe::random::splitmix64(&mut state))
 }
 
 /// No rule (a position past any rule list).
 const NO_RULE: u32 = u32::MAX;
 
 impl RuleSet {
-    /// `rules` in rule-number order.
-    pub(crate) fn new(rules: Vec<CompiledRule>) -> Self {
+    /// `rules` in rule-number order; `seed` seeds the draws of `prob`
+    /// rules.
+    pub(crate) fn new(rules: Vec<CompiledRule>, seed: u64) -> Self {
         let classes = std::array::from_fn(|c| {
             let (group, v6, out) = (c >> 2, c & 2 != 0, c & 1 != 0);
             match GROUP_PROTO.get(group) {
@@ -621,7 +649,13 @@ impl RuleSet {
             rules,
             classes,
             first_plain,
+            draws: draws_of(seed),
         }
+    }
+
+    /// Starts the draws of `prob` rules again from `seed`.
+    pub(crate) fn reseed(&mut self, seed: u64) {
+        self.draws = draws_of(seed);
     }
 
     /// The prefilter class of `k` (an index below [`CLASSES`]).
@@ -667,8 +701,12 @@ impl RuleSet {
         for &e in list.iter() {
             let i = (e >> 1) as usize;
             let arg = if e & 1 != 0 {
-                match self.rules.get(i)?.matches_rest(k, local, tables) {
-                    Some(arg) => arg,
+                let r = self.rules.get(i)?;
+                match r.matches_rest(k, local, tables) {
+                    Some(arg) => match r.draw_below {
+                        Some(below) if self.draws.u64(..) >= below => continue,
+                        _ => arg,
+                    },
                     None => continue,
                 }
             } else {
@@ -873,6 +911,7 @@ mod tests {
                         negated,
                         direction,
                         iface,
+                        draw_below: None,
                         packets: 0,
                         bytes: 0,
                     }
@@ -930,7 +969,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, r)| CompiledRule { number: i as u32, action: RuleAction::Pipe(i), ..r })
                 .collect();
-            let mut set = RuleSet::new(rules.clone());
+            let mut set = RuleSet::new(rules.clone(), 0);
             let mut expected = vec![0u64; rules.len()];
             for (n, k) in packets.iter().enumerate() {
                 let len = n as u32 + 1;
@@ -974,7 +1013,7 @@ mod tests {
                         iface,
                         ..r.clone()
                     };
-                    RuleSet::new(vec![r]).first_match(k, 1, &[], &[]).is_some()
+                    RuleSet::new(vec![r], 0).first_match(k, 1, &[], &[]).is_some()
                 };
                 let ported = k.proto == 6 || k.proto == 17;
                 for (r, nots, list) in [

@@ -12,6 +12,7 @@ use pspat_classify::{
 use pspat_sched::{FlowId, Instant};
 
 mod bridged;
+mod prob;
 
 fn plan(text: &str) -> pspat_config::Plan {
     pspat_config::parse_ipfw(text, "test.ipfw")

@@ -340,7 +340,10 @@ fn a_closed_stdout_ends_a_dry_run_quietly() {
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
         assert_eq!(
-            (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).as_ref()
+            ),
             (Some(0), ""),
             "--json {json}"
         );

@@ -25,9 +25,9 @@ use crate::error::{Error, ErrorKind, Pos};
 use crate::mask::{FlowMask, MaskField, MASK_FIELDS};
 use crate::model::{
     Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, FqPie, GilbertElliott,
-    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pie, Pipe, Proto, Queue,
-    QueueParams, Red, Rule, Sched, Site, SiteKind, SlotInterval, SlotParams, Table, TableEntry,
-    Target,
+    InterfaceMatch, InterfaceRole, LinkParams, LossState, MatchProbability, Parent, Pie, Pipe,
+    Proto, Queue, QueueParams, Red, Rule, Sched, Site, SiteKind, SlotInterval, SlotParams, Table,
+    TableEntry, Target,
 };
 use crate::net::{parse_ports, AddrMatch};
 use crate::units::{
@@ -1442,7 +1442,34 @@ pub(crate) fn parse_object_keyword(
     Ok(())
 }
 
-/// Parses a rule's action and body (everything after `add [N]`).
+/// `prob P` before a rule's action, if it is there.
+pub(crate) fn parse_rule_prob(
+    cur: &mut Cursor,
+    rule: &mut Rule,
+    fields: &mut Fields,
+) -> Result<(), Error> {
+    let Some(kw) = cur.peek().filter(|t| t.text == "prob") else {
+        return Ok(());
+    };
+    cur.bump();
+    let v = cur.value(kw, "0.5")?;
+    let p = cur.check(v, parse_probability(&v.text))?;
+    if !(p > 0.0 && p <= 1.0) {
+        return Err(cur.error(
+            v,
+            ErrorKind::OutOfRange,
+            format!(
+                "prob {} is out of range: a rule matches with a probability above 0, at most 1",
+                v.text
+            ),
+        ));
+    }
+    rule.prob = Some(MatchProbability(p));
+    fields.push(("prob", v.pos()));
+    Ok(())
+}
+
+/// Parses a rule's action and body (everything after `add [N] [prob P]`).
 pub(crate) fn parse_rule_body(
     cur: &mut Cursor,
     add: &Tok,
@@ -1687,6 +1714,7 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
         dst_ports_negated: false,
         direction: Direction::Any,
         interface: None,
+        prob: None,
         comment: None,
     }
 }
@@ -1869,6 +1897,7 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
             } else {
                 fields.push(("number", first.pos()));
             }
+            parse_rule_prob(&mut cur, &mut rule, &mut fields)?;
             parse_rule_body(&mut cur, first, &mut rule, &mut fields)?;
             if let Some(c) = comment {
                 rule.comment = cur.check(c, rule_comment(&c.text[2..]))?;

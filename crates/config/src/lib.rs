@@ -66,8 +66,9 @@ pub use error::{Error, ErrorKind, Pos};
 pub use mask::{FlowMask, MaskField};
 pub use model::{
     Action, Codel, Config, DefaultAction, Direction, Distribution, FqCodel, FqPie, GilbertElliott,
-    InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent, Pie, Pipe, Proto, Queue,
-    QueueParams, Red, Rule, Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
+    InterfaceMatch, InterfaceRole, LinkParams, LossState, MatchProbability, Parent, Pie, Pipe,
+    Proto, Queue, QueueParams, Red, Rule, Sched, SlotInterval, SlotParams, Table, TableEntry,
+    Target,
 };
 pub use net::{AddrList, AddrListError, AddrMatch, PortRange, Prefix, MAX_ADDR_LIST_LEN};
 pub use netem::{netem_to_config, NETEM_DEFAULT_LIMIT};

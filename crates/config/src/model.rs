@@ -826,11 +826,36 @@ pub struct Rule {
     pub direction: Direction,
     /// `via`/`recv`/`xmit`, negated or not.
     pub interface: Option<InterfaceMatch>,
+    /// `prob P` before the action (ipfw's): a packet the rule's conditions
+    /// admit matches with probability P, in (0, 1]; otherwise the next
+    /// rules are tried. `None` matches every such packet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prob: Option<MatchProbability>,
     /// `// TEXT` at the end of the line (ipfw's rule comment): its words,
     /// one space apart, at most 80 bytes, no `#` or control character.
     /// Shown with the rule; it matches nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+}
+
+/// A rule's `prob`: a probability in (0, 1] (checked where it is read).
+/// Equal and hashed by its bits, so that a rule stays `Eq` and `Hash`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MatchProbability(pub f64);
+
+impl PartialEq for MatchProbability {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for MatchProbability {}
+
+impl std::hash::Hash for MatchProbability {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
 }
 
 /// One entry of a lookup table (`table N add PREFIX VALUE`).

@@ -322,6 +322,9 @@ pub struct RulePlan {
     pub direction: Direction,
     /// Interface, negated or not.
     pub interface: Option<InterfaceMatch>,
+    /// `prob` ([`crate::Rule::prob`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prob: Option<crate::model::MatchProbability>,
     /// The rule's comment ([`crate::Rule::comment`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
@@ -1759,6 +1762,7 @@ impl Config {
                 dst_ports_negated: r.dst_ports_negated && !r.dst_ports.is_empty(),
                 direction: r.direction,
                 interface: r.interface.clone(),
+                prob: r.prob,
                 comment: r.comment.clone(),
             });
         }

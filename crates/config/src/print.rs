@@ -353,6 +353,9 @@ pub fn rule_line(rule: &Rule) -> String {
     if let Some(n) = rule.number {
         let _ = write!(s, " {n}");
     }
+    if let Some(p) = rule.prob {
+        let _ = write!(s, " prob {}", p.0);
+    }
     let _ = write!(
         s,
         " {} {}{} from {} to {}",
@@ -804,6 +807,9 @@ pub fn print_toml(config: &Config) -> String {
         out.push_str("\n[[rule]]\n");
         if let Some(n) = r.number {
             let _ = writeln!(out, "number = {n}");
+        }
+        if let Some(p) = r.prob {
+            let _ = writeln!(out, "prob = {}", p.0);
         }
         let _ = writeln!(out, "action = {}", quote(&action_text(r.action)));
         let _ = writeln!(

@@ -39,8 +39,8 @@ use toml::Spanned;
 
 use crate::error::{Error, ErrorKind, Pos};
 use crate::ipfw::{
-    empty_rule, parse_object_keyword, parse_rule_body, rule_comment, Builder, Cursor, Draft,
-    Fields, ObjKind, Statement, Tok,
+    empty_rule, parse_object_keyword, parse_rule_body, parse_rule_prob, rule_comment, Builder,
+    Cursor, Draft, Fields, ObjKind, Statement, Tok,
 };
 use crate::model::{Action, Config, DefaultAction, GilbertElliott, LossState, TableEntry};
 use crate::units::{parse_probability, parse_u32, parse_uint};
@@ -733,10 +733,11 @@ impl Reader<'_> {
                     | "via"
                     | "recv"
                     | "xmit"
+                    | "prob"
                     | "comment"
             ) {
                 let t = self.key_tok(k);
-                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, action, proto, from, to, src-port, dst-port, direction, via, recv, xmit, comment)", t.text)));
+                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, prob, action, proto, from, to, src-port, dst-port, direction, via, recv, xmit, comment)", t.text)));
             }
         }
         match find("number") {
@@ -859,7 +860,14 @@ impl Reader<'_> {
             }
         }
         let add = header.clone();
+        if let Some((k, v)) = find("prob") {
+            // `prob = 0.5` (or "50%"): the words `prob 0.5` before the action.
+            let key = self.key_tok(k);
+            toks.insert(0, self.scalar(&key, v)?);
+            toks.insert(0, key);
+        }
         let mut cur = Cursor::new(&toks, self.file);
+        parse_rule_prob(&mut cur, &mut rule, &mut fields)?;
         parse_rule_body(&mut cur, &add, &mut rule, &mut fields)?;
         if let Some((_, v)) = find("comment") {
             let DeValue::String(text) = v.get_ref() else {

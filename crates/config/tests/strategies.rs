@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use pspat_config::{
     Action, AddrList, AddrMatch, Codel, Config, DefaultAction, Direction, Distribution, FlowMask,
-    FqCodel, FqPie, GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState, Parent,
-    Pie, Pipe, PortRange, Prefix, Proto, Queue, QueueLimit, QueueParams, Red, Rule, Sched,
-    SlotInterval, SlotParams, Table, TableEntry, Target,
+    FqCodel, FqPie, GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState,
+    MatchProbability, Parent, Pie, Pipe, PortRange, Prefix, Proto, Queue, QueueLimit, QueueParams,
+    Red, Rule, Sched, SlotInterval, SlotParams, Table, TableEntry, Target,
 };
 use pspat_sched::AlgKind;
 
@@ -407,6 +407,8 @@ fn rule() -> impl Strategy<Value = Rule> {
     // A comment's words, one space apart (as the parsers normalise them),
     // with the `;` and `//` a comment may hold.
     let comment = option::of("[a-zA-Z0-9;:/.,()é!-]{1,10}( [a-zA-Z0-9;/]{1,8}){0,3}");
+    // `prob`: a probability above 0, at most 1, as the parsers keep it.
+    let prob = option::of((1u32..=1_000_000).prop_map(|p| MatchProbability(f64::from(p) / 1e6)));
     (
         option::of(any::<u32>()),
         action,
@@ -418,7 +420,7 @@ fn rule() -> impl Strategy<Value = Rule> {
         direction,
         interface,
         nots,
-        comment,
+        (comment, prob),
     )
         .prop_map(
             |(
@@ -432,7 +434,7 @@ fn rule() -> impl Strategy<Value = Rule> {
                 direction,
                 interface,
                 nots,
-                comment,
+                (comment, prob),
             )| {
                 let (not_proto, not_src, not_dst) = nots;
                 Rule {
@@ -448,6 +450,7 @@ fn rule() -> impl Strategy<Value = Rule> {
                     dst_ports,
                     direction,
                     interface,
+                    prob,
                     comment,
                 }
             },

@@ -20,6 +20,8 @@ mod pipe_type;
 mod roundtrip;
 /// ipfw's rule comment, kept, printed, refused when it cannot be.
 mod rule_comment;
+/// ipfw's `prob` on rules, read, printed and refused out of range.
+mod rule_prob;
 /// Proptest strategies for models.
 mod strategies;
 /// What the syntax tests share: parsing, validating, where an error is.

@@ -444,6 +444,14 @@ impl Live {
         }
 
         if plan.seed != running.plan.seed {
+            // The rules' `prob` draws start again from the new seed (a new
+            // classifier, built from the plan, already has them).
+            if !swap {
+                self.classifier
+                    .lock()
+                    .map_err(|_| "run: the classifier is poisoned".to_string())?
+                    .reseed_rules(plan.seed);
+            }
             // The bits `corrupt` flips follow the new seed too.
             if let Some(b) = self
                 .bridge
@@ -859,6 +867,7 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
         dst_ports_negated: r.dst_ports_negated,
         direction: r.direction,
         interface: r.interface.clone(),
+        prob: r.prob,
         comment: r.comment.clone(),
     })
 }
