@@ -14,16 +14,21 @@ fn classifier(text: &str) -> Classifier {
     Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap()
 }
 
-/// The link each of `n` UDP packets to port 80 goes to (0 for anything but
-/// an enqueue).
-fn links(c: &mut Classifier, n: u32) -> Vec<u32> {
-    let key = PacketKey::new(
+/// A UDP packet's key from port 5000 to `dport`.
+fn udp_to(dport: u16) -> PacketKey {
+    PacketKey::new(
         "10.0.0.1".parse::<IpAddr>().unwrap(),
         "10.0.0.2".parse::<IpAddr>().unwrap(),
         17,
         5000,
-        80,
-    );
+        dport,
+    )
+}
+
+/// The link each of `n` UDP packets to port 80 goes to (0 for anything but
+/// an enqueue).
+fn links(c: &mut Classifier, n: u32) -> Vec<u32> {
+    let key = udp_to(80);
     (0..n)
         .map(|_| match c.classify(Instant::ZERO, &key, 100) {
             Verdict::Enqueue(p) => p.link,
@@ -77,13 +82,7 @@ fn the_draw_is_made_only_for_packets_the_rule_admits() {
     // Packets to another port never reach the draw: the same packets to
     // port 80 after them are decided as if they had not been there.
     let mut c = classifier(SPLIT);
-    let other = PacketKey::new(
-        "10.0.0.1".parse::<IpAddr>().unwrap(),
-        "10.0.0.2".parse::<IpAddr>().unwrap(),
-        17,
-        5000,
-        81,
-    );
+    let other = udp_to(81);
     for _ in 0..500 {
         assert!(
             matches!(c.classify(Instant::ZERO, &other, 100), Verdict::Enqueue(p) if p.link == 2)

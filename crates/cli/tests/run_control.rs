@@ -48,19 +48,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::run_bed::{
-    check_conservation, ctl, ctl_json, finish, metrics_addr, pace, pipe, realtime_ns,
+    changes, check_conservation, ctl, ctl_json, finish, metrics_addr, pace, pipe, realtime_ns,
     request_on_socket, send_all, wait_for, Arrival, Bed,
 };
-
-/// The changes a `ctl --json` answer lists (`result.changes`).
-fn changes(doc: &serde_json::Value) -> Vec<&str> {
-    doc["result"]["changes"]
-        .as_array()
-        .expect("result.changes")
-        .iter()
-        .filter_map(|c| c.as_str())
-        .collect()
-}
 
 /// The checks of a link changed live under load, from the final report
 /// and what arrived: nothing dropped as `flow_removed` and no frame for an

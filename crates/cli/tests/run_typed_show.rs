@@ -18,14 +18,12 @@
 //! lines are refused (by `pspat ctl` with exit status 2 and one line, and by
 //! the daemon itself when sent on the socket) and `pipe show` is unchanged.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 mod common;
 
-use common::run_bed::{ctl, ctl_json, finish, pipe, Bed};
+use common::run_bed::{answer_on_socket, changes, ctl, ctl_json, ctl_text, finish, pipe, Bed};
 
 /// fq_codel with every parameter off dummynet's default, as printed.
 const FQ_CODEL: &str = "fq_codel target 7ms interval 150ms noecn quantum 600 limit 2000 flows 256";
@@ -95,30 +93,10 @@ fn settings(block: &str) -> &str {
         .unwrap_or_else(|| panic!("no settings line in:\n{block}"))
 }
 
-/// `pspat ctl WORDS`, which must succeed: what it printed.
-fn shown(socket: &Path, words: &[&str]) -> String {
-    let out = ctl(socket, words);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "pspat ctl {words:?}: {}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 /// Sends `line` on the control socket as it is, without `pspat ctl`'s own
 /// check, and returns the daemon's answer, which must be a refusal.
 fn refused_on_socket(socket: &Path, line: &str) -> serde_json::Value {
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream.write_all(format!("{line}\n").as_bytes()).unwrap();
-    stream.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("an answer");
-    let doc: serde_json::Value = serde_json::from_str(answer.trim()).expect("one JSON object");
+    let doc = answer_on_socket(socket, line);
     assert_eq!(doc["ok"], false, "{line}: {doc}");
     assert!(doc["result"].is_null(), "{line}: {doc}");
     doc
@@ -144,16 +122,6 @@ fn queue_row(doc: &serde_json::Value, number: u64) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("flowset {number} in {doc}"))
 }
 
-/// The changes a `ctl --json` answer lists (`result.changes`).
-fn changes(doc: &serde_json::Value) -> Vec<&str> {
-    doc["result"]["changes"]
-        .as_array()
-        .expect("result.changes")
-        .iter()
-        .filter_map(|c| c.as_str())
-        .collect()
-}
-
 #[test]
 fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
     let Some(bed) = Bed::new("typed-show", 236) else {
@@ -172,12 +140,12 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
 
     // pipe show: each pipe's rows as --dry-run prints them (no rule sends
     // a frame the bed's hosts make, so the counters are still 0).
-    let all = shown(&socket, &["pipe", "show"]);
+    let all = ctl_text(&socket, &["pipe", "show"]);
     assert_eq!(block(&all, "00001:"), dry_1, "pipe show:\n{all}");
     assert_eq!(block(&all, "00002:"), dry_2, "pipe show:\n{all}");
-    let one = shown(&socket, &["pipe", "show", "1"]);
+    let one = ctl_text(&socket, &["pipe", "show", "1"]);
     assert_eq!(one, dry_1);
-    let two = shown(&socket, &["pipe", "show", "2"]);
+    let two = ctl_text(&socket, &["pipe", "show", "2"]);
     assert_eq!(two, dry_2);
     assert!(
         two.starts_with("00002:  10.000 Mbit/s    3 ms  pipe fq 1 instance(s)"),
@@ -201,7 +169,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
 
     // sched show: each link's type with every parameter, the same words as
     // pipe show's settings.
-    let scheds = shown(&socket, &["sched", "show"]);
+    let scheds = ctl_text(&socket, &["sched", "show"]);
     let lines: Vec<&str> = scheds.lines().collect();
     assert_eq!(
         lines,
@@ -215,7 +183,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
         "{scheds}"
     );
     assert_eq!(
-        shown(&socket, &["sched", "show", "2"]),
+        ctl_text(&socket, &["sched", "show", "2"]),
         format!("{}\n", lines[1])
     );
     let doc = ctl_json(&socket, &["sched", "show"]);
@@ -249,7 +217,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
     // queue show: the flowsets' weights on the wf2q+ pipe, and fq_codel's
     // parameters lowered onto pipe 2's flowset: its CoDel, `limit` as its
     // queue and `flows` as its dynamic queues.
-    let queues = shown(&socket, &["queue", "show"]);
+    let queues = ctl_text(&socket, &["queue", "show"]);
     let lines: Vec<&str> = queues.lines().collect();
     assert_eq!(
         lines,
@@ -304,7 +272,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
     let dry_changed = dry_run(&changed);
     let dry_2_changed = block(&dry_changed, "00002:");
     assert_eq!(settings(&dry_2_changed), format!("type {FQ_CODEL_CHANGED}"));
-    let all = shown(&socket, &["pipe", "show"]);
+    let all = ctl_text(&socket, &["pipe", "show"]);
     assert_eq!(block(&all, "00002:"), dry_2_changed, "{all}");
     assert_eq!(block(&all, "00001:"), dry_1, "pipe 1 unchanged: {all}");
     let row = pipe(&ctl_json(&socket, &["pipe", "show", "2"])["result"], 2).clone();
@@ -323,7 +291,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
     // Malformed typed lines: refused by pspat ctl with exit status 2 and
     // one line naming the token, and by the daemon itself when sent on the
     // socket; pipe show is unchanged.
-    let before_text = shown(&socket, &["pipe", "show"]);
+    let before_text = ctl_text(&socket, &["pipe", "show"]);
     let before_json = ctl_json(&socket, &["pipe", "show"])["result"]["pipes"].clone();
     for (words, error) in [
         (
@@ -359,7 +327,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
         assert!(reason.starts_with(error), "{words:?}: {answer}");
         assert_eq!(reason.lines().count(), 1, "{words:?}: {answer}");
     }
-    assert_eq!(shown(&socket, &["pipe", "show"]), before_text);
+    assert_eq!(ctl_text(&socket, &["pipe", "show"]), before_text);
     assert_eq!(
         ctl_json(&socket, &["pipe", "show"])["result"]["pipes"],
         before_json
@@ -378,7 +346,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
         changes(&doc).contains(&format!("pipe 2: type {want}").as_str()),
         "{doc}"
     );
-    let two = shown(&socket, &["pipe", "show", "2"]);
+    let two = ctl_text(&socket, &["pipe", "show", "2"]);
     assert_eq!(settings(&two), format!("type {want}"), "{two}");
     let doc = ctl_json(&socket, &["sched", "show", "2"]);
     assert_eq!(sched_row(&doc, 2)["fq_codel"], want, "{doc}");
@@ -390,7 +358,7 @@ fn typed_pipes_show_their_type_and_parameters_as_dry_run_prints_them() {
         changes(&doc).contains(&"pipe 1 rebuilt (the packets it holds go on in the new one)"),
         "{doc}"
     );
-    let one = shown(&socket, &["pipe", "show", "1"]);
+    let one = ctl_text(&socket, &["pipe", "show", "1"]);
     assert!(
         one.starts_with("00001:  20.000 Mbit/s    0 ms  pipe wf2q+ 1 instance(s)"),
         "{one}"

@@ -212,6 +212,27 @@ impl Reader<'_> {
         }
     }
 
+    /// The string `value` of key `name`, or an error at the value naming
+    /// the key and an `example` string.
+    fn string<'v>(
+        &self,
+        value: &'v Spanned<DeValue<'_>>,
+        name: &str,
+        example: &str,
+    ) -> Result<&'v str, Error> {
+        match value.get_ref() {
+            DeValue::String(s) => Ok(s),
+            other => {
+                let t = self.tok(other.type_str(), value.span().start);
+                Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    format!("'{name}' takes a string (example: \"{example}\")"),
+                ))
+            }
+        }
+    }
+
     fn key_tok(&self, key: &Spanned<toml::de::DeString<'_>>) -> Tok {
         self.tok(key.get_ref().to_string(), key.span().start)
     }
@@ -756,14 +777,7 @@ impl Reader<'_> {
             ));
         };
         let akey = self.key_tok(ak);
-        let DeValue::String(action) = av.get_ref() else {
-            let t = self.tok(av.get_ref().type_str(), av.span().start);
-            return Err(self.error(
-                &t,
-                ErrorKind::Syntax,
-                "'action' takes a string (example: \"queue 1\")",
-            ));
-        };
+        let action = self.string(av, "action", "queue 1")?;
         let base = av.span().start + 1;
         let mut offset = 0;
         for word in action.split(' ') {
@@ -870,14 +884,7 @@ impl Reader<'_> {
         parse_rule_prob(&mut cur, &mut rule, &mut fields)?;
         parse_rule_body(&mut cur, &add, &mut rule, &mut fields)?;
         if let Some((_, v)) = find("comment") {
-            let DeValue::String(text) = v.get_ref() else {
-                let t = self.tok(v.get_ref().type_str(), v.span().start);
-                return Err(self.error(
-                    &t,
-                    ErrorKind::Syntax,
-                    "'comment' takes a string (example: \"web servers\")",
-                ));
-            };
+            let text = self.string(v, "comment", "web servers")?;
             let t = self.tok(text.to_string(), v.span().start + 1);
             rule.comment = rule_comment(text).map_err(|e| self.error(&t, e.kind, e.message))?;
             fields.push(("comment", t.pos()));

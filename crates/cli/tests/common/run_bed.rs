@@ -403,6 +403,28 @@ pub fn ctl(socket: &Path, args: &[&str]) -> Output {
         .expect("run pspat ctl")
 }
 
+/// `pspat ctl WORDS`, which must succeed: what it printed.
+pub fn ctl_text(socket: &Path, words: &[&str]) -> String {
+    let out = ctl(socket, words);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "pspat ctl {words:?}: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The changes a `ctl --json` answer lists (`result.changes`).
+pub fn changes(doc: &serde_json::Value) -> Vec<&str> {
+    doc["result"]["changes"]
+        .as_array()
+        .expect("result.changes")
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect()
+}
+
 /// `pspat ctl --json`: the daemon's answer, which must be `ok`.
 pub fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
     let mut args = vec!["--json"];
@@ -440,9 +462,10 @@ pub fn ctl_json(socket: &Path, words: &[&str]) -> serde_json::Value {
 }
 
 /// Sends `line` on the control socket as `pspat ctl` does (one line, then
-/// the writing side closed) and returns the daemon's answer, which must be
-/// `ok`. Times the daemon alone: no process start is included.
-pub fn request_on_socket(socket: &Path, line: &str) -> serde_json::Value {
+/// the writing side closed), without `pspat ctl`'s own check of the line,
+/// and returns the daemon's answer. Times the daemon alone: no process
+/// start is included.
+pub fn answer_on_socket(socket: &Path, line: &str) -> serde_json::Value {
     use std::io::Write;
     let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
     stream
@@ -452,7 +475,12 @@ pub fn request_on_socket(socket: &Path, line: &str) -> serde_json::Value {
     stream.shutdown(std::net::Shutdown::Write).unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).expect("an answer");
-    let doc: serde_json::Value = serde_json::from_str(answer.trim()).expect("one JSON object");
+    serde_json::from_str(answer.trim()).expect("one JSON object")
+}
+
+/// [`answer_on_socket`], which must be `ok`.
+pub fn request_on_socket(socket: &Path, line: &str) -> serde_json::Value {
+    let doc = answer_on_socket(socket, line);
     assert_eq!(doc["ok"], true, "{line}: {doc}");
     doc
 }
