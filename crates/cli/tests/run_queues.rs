@@ -7,29 +7,21 @@
 //! the lab lock, single-threaded.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 mod common;
 
-use common::run_bed::{check_conservation, finish, metrics_addr, pipe, Bed};
+use common::run_bed::{check_conservation, ctl_text, finish, metrics_addr, pipe, Bed};
 use etherparse::PacketBuilder;
 
 /// `pspat ctl --socket SOCKET [--json] WORDS...`: stdout, which must be a success.
 fn ctl(socket: &Path, json: bool, words: &[&str]) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pspat"));
-    cmd.arg("ctl").arg("--socket").arg(socket);
+    let mut args = Vec::with_capacity(words.len() + 1);
     if json {
-        cmd.arg("--json");
+        args.push("--json");
     }
-    let out = cmd.args(words).output().expect("run pspat ctl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "pspat ctl {words:?}: {}{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    args.extend_from_slice(words);
+    ctl_text(socket, &args)
 }
 
 /// A UDP frame from 10.199.`subnet`.`host` to the receiver, port `dport`.
