@@ -1442,6 +1442,54 @@ pub(crate) fn parse_object_keyword(
     Ok(())
 }
 
+/// Whether a word after a table entry's prefix is its value: digits only
+/// (`20`, `0x14`), where a prefix holds `.`, `:` or `/`.
+fn is_table_value(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_digit()) && !word.contains(['.', ':', '/'])
+}
+
+/// The options of `table N create` (ipfw's): `type addr` (or `cidr`),
+/// `valtype legacy` or `pipe` (a value a pipe or queue number can be) and
+/// `algo` are read and change nothing here; anything else is refused by
+/// name.
+fn parse_table_create(cur: &mut Cursor) -> Result<(), Error> {
+    while let Some(kw) = cur.bump() {
+        match kw.text.as_str() {
+            "type" => {
+                let v = cur.value(kw, "addr")?;
+                if !matches!(v.text.as_str(), "addr" | "cidr") {
+                    return Err(cur.error(
+                        v,
+                        ErrorKind::UnknownKeyword,
+                        format!("table type '{}' is not supported (allowed: addr, cidr): pspat's tables hold IPv4 and IPv6 prefixes", v.text),
+                    ));
+                }
+            }
+            "valtype" => {
+                let v = cur.value(kw, "legacy")?;
+                if !matches!(v.text.as_str(), "legacy" | "pipe") {
+                    return Err(cur.error(
+                        v,
+                        ErrorKind::UnknownKeyword,
+                        format!("table value type '{}' is not supported (allowed: legacy, pipe): a value here is a pipe or queue number for tablearg", v.text),
+                    ));
+                }
+            }
+            "algo" => {
+                cur.value(kw, "addr:radix")?;
+            }
+            other => {
+                return Err(cur.error(
+                    kw,
+                    ErrorKind::UnknownKeyword,
+                    format!("unknown table create option '{other}' (allowed: type, valtype, algo)"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `prob P` before a rule's action, if it is there.
 pub(crate) fn parse_rule_prob(
     cur: &mut Cursor,
@@ -1724,6 +1772,13 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
 pub(crate) enum Statement {
     Object(ObjKind, u32, Box<Draft>),
     Rule(Rule, Fields),
+    /// Several statements from one (`table N add P V P V ...`).
+    Many(Vec<Statement>),
+    /// `table N create ...`: table N exists, empty until entries are added.
+    TableCreate {
+        number: u32,
+        number_pos: Pos,
+    },
     TableAdd {
         number: u32,
         number_pos: Pos,
@@ -1911,19 +1966,39 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
             let op = cur.value(num_tok, "add")?;
             match op.text.as_str() {
                 "add" => {
-                    let p = cur.value(op, "10.0.0.0/8")?;
-                    let prefix = cur.check(p, p.text.parse())?;
-                    let (value, value_pos) = match cur.bump() {
-                        Some(v) => (number(&cur, v)?, v.pos()),
-                        None => (0, p.pos()),
-                    };
-                    expect_end(&mut cur)?;
-                    Ok(Statement::TableAdd {
+                    // `add PREFIX [VALUE] [PREFIX [VALUE] ...]`: a word
+                    // that starts with a digit and holds no `.`, `:` or
+                    // `/` is a value, any other a prefix.
+                    let mut entries = Vec::new();
+                    let mut p = cur.value(op, "10.0.0.0/8")?;
+                    loop {
+                        let prefix = cur.check(p, p.text.parse())?;
+                        let (value, value_pos) = match cur.peek().filter(|v| is_table_value(&v.text)) {
+                            Some(v) => {
+                                cur.bump();
+                                (number(&cur, v)?, v.pos())
+                            }
+                            None => (0, p.pos()),
+                        };
+                        entries.push(Statement::TableAdd {
+                            number: n,
+                            number_pos: num_tok.pos(),
+                            entry: TableEntry { prefix, value },
+                            prefix_pos: p.pos(),
+                            value_pos,
+                        });
+                        match cur.bump() {
+                            Some(next) => p = next,
+                            None => break,
+                        }
+                    }
+                    Ok(Statement::Many(entries))
+                }
+                "create" => {
+                    parse_table_create(&mut cur)?;
+                    Ok(Statement::TableCreate {
                         number: n,
                         number_pos: num_tok.pos(),
-                        entry: TableEntry { prefix, value },
-                        prefix_pos: p.pos(),
-                        value_pos,
                     })
                 }
                 "flush" => {
@@ -1934,7 +2009,7 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
                     expect_end(&mut cur)?;
                     Ok(Statement::Control(ControlRequest::Show { what: Listing::Table(n), number: None }, first.pos()))
                 }
-                _ => Err(cur.error(op, ErrorKind::UnknownKeyword, format!("unknown table command '{}' (allowed: add, flush, list)", op.text))),
+                _ => Err(cur.error(op, ErrorKind::UnknownKeyword, format!("unknown table command '{}' (allowed: create, add, flush, list)", op.text))),
             }
         }
         "flush" => {
@@ -2045,6 +2120,31 @@ impl Builder {
         }
         self.started = true;
         match st {
+            Statement::Many(statements) => {
+                for st in statements {
+                    self.add(st)?;
+                }
+            }
+            Statement::TableCreate { number, number_pos } => {
+                if self.table_at.contains_key(&number) {
+                    return Err(number_pos.error(
+                        &file,
+                        ErrorKind::Duplicate,
+                        format!(
+                            "table {number} exists already (created, or given an entry, above)"
+                        ),
+                    ));
+                }
+                self.config.tables.push(Table {
+                    number,
+                    entries: Vec::new(),
+                });
+                let i = self.config.tables.len() - 1;
+                self.table_at.insert(number, i);
+                self.config
+                    .sources
+                    .insert(site(SiteKind::Table, i, 0, "number"), number_pos);
+            }
             Statement::Object(kind, number, d) => match kind {
                 ObjKind::Sched => {
                     let index = self.config.scheds.len();

@@ -463,6 +463,9 @@ pub fn print_ipfw(config: &Config) -> String {
         out.push_str(&line(format!("queue {} config", q.number), w));
     }
     for t in &config.tables {
+        if t.entries.is_empty() {
+            let _ = writeln!(out, "table {} create", t.number);
+        }
         for e in &t.entries {
             let _ = writeln!(out, "table {} add {} {}", t.number, e.prefix, e.value);
         }
@@ -680,7 +683,9 @@ fn toml_mask(mask: &FlowMask, out: &mut String) {
 
 fn toml_table(number: u32, items: &[String], out: &mut String) {
     let _ = writeln!(out, "\n[[table]]\nnumber = {number}");
-    let _ = writeln!(out, "entries = {{ {} }}", items.join(", "));
+    if !items.is_empty() {
+        let _ = writeln!(out, "entries = {{ {} }}", items.join(", "));
+    }
 }
 
 /// A sched's or pipe's `type` keys: `type` with an `fq_codel` or `fq_pie`

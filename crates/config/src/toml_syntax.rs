@@ -901,9 +901,6 @@ impl Reader<'_> {
                 "number" => {}
                 "entries" => {
                     let entries = self.table(&key, v)?;
-                    if entries.is_empty() {
-                        return Err(self.error(&key, ErrorKind::Syntax, "a table needs at least one entry (example: entries = { \"10.0.0.0/8\" = 1 })"));
-                    }
                     for (pk, pv) in entries.iter() {
                         let prefix_tok = self.key_tok(pk);
                         let prefix =
@@ -938,11 +935,11 @@ impl Reader<'_> {
             }
         }
         if out.is_empty() {
-            return Err(self.error(
-                header,
-                ErrorKind::Syntax,
-                "a table needs 'entries' (example: entries = { \"10.0.0.0/8\" = 1 })",
-            ));
+            // Without entries: the table exists, empty (ipfw's `create`).
+            out.push(Statement::TableCreate {
+                number,
+                number_pos: number_tok.pos(),
+            });
         }
         Ok(out)
     }

@@ -512,10 +512,11 @@ pub fn config() -> impl Strategy<Value = Config> {
             params,
             mask,
         });
-    // Distinct table numbers and, per table, distinct prefixes (as parsing groups and TOML keys require).
+    // Distinct table numbers and, per table, distinct prefixes (as parsing groups and TOML keys require);
+    // a table without entries is one `table N create`.
     let tables = proptest::collection::btree_map(
         any::<u32>(),
-        proptest::collection::btree_map(prefix(), any::<u32>(), 1..4),
+        proptest::collection::btree_map(prefix(), any::<u32>(), 0..4),
         0..3,
     )
     .prop_map(|m| {

@@ -26,3 +26,5 @@ mod rule_prob;
 mod strategies;
 /// What the syntax tests share: parsing, validating, where an error is.
 mod support;
+/// `table N create` and several entries on one `add`, as modern ipfw writes them.
+mod table_create;
