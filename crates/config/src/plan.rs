@@ -1748,6 +1748,33 @@ impl Config {
                     );
                 }
             }
+            // Read text is checked where it is read; a model built in code
+            // is checked here.
+            if let Some(p) = r.prob.filter(|p| !(p.0 > 0.0 && p.0 <= 1.0)) {
+                let pos = c.pos(SiteKind::Rule, i, 0, "prob", || p.0.to_string());
+                c.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    format!("prob {} is out of range: a rule matches with a probability above 0, at most 1", p.0),
+                );
+            }
+            if let Some(text) = &r.comment {
+                let normal = crate::ipfw::rule_comment(text);
+                if normal
+                    .as_ref()
+                    .map_or(true, |n| n.as_deref() != Some(text.as_str()))
+                {
+                    let pos = c.pos(SiteKind::Rule, i, 0, "comment", || text.clone());
+                    let (kind, why) = match normal {
+                        Err(e) => (e.kind, e.message),
+                        Ok(_) => (
+                            ErrorKind::Syntax,
+                            "a rule comment is its words, one space apart, not empty".into(),
+                        ),
+                    };
+                    c.push(pos, kind, why);
+                }
+            }
             plan.rules.entry(number).or_insert(RulePlan {
                 number,
                 action: r.action,

@@ -126,4 +126,11 @@ fn a_toml_comment_that_ipfw_could_not_hold_is_refused_at_the_string() {
     )
     .unwrap();
     assert_eq!(cfg.rules[0].comment.as_deref(), Some("a b"));
+    // A model built in code is checked by validation, as its ipfw form
+    // must read back.
+    for bad in ["a  b", "", "x # y", &"z".repeat(81)] {
+        let mut cfg = ipfw("pipe 1 config\nadd 100 pipe 1 ip from any to any\n");
+        cfg.rules[0].comment = Some(bad.to_string());
+        assert!(cfg.validate(&pspat_config::NoProfiles).is_err(), "{bad:?}");
+    }
 }

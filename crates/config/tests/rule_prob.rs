@@ -54,4 +54,9 @@ fn prob_out_of_its_range_or_without_a_value_is_refused_at_the_value() {
         "cfg.toml",
     );
     assert_eq!((e.line, e.kind), (5, ErrorKind::OutOfRange), "{e}");
+    // A model built in code is checked by validation.
+    let mut cfg = ipfw("pipe 1 config\nadd 100 pipe 1 ip from any to any\n");
+    cfg.rules[0].prob = Some(MatchProbability(f64::NAN));
+    let e = cfg.validate(&pspat_config::NoProfiles).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::OutOfRange, "{e}");
 }
