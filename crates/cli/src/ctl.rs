@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// The request in ipfw words: `pipe 1 config bw 20Mbit/s`, `pipe show`, `queue show`,
-    /// `sched show`, `show rules`, `add ...`, `delete N`, `zero [N]`, `table N add P V` (a leading `ipfw` is accepted).
+    /// `sched show`, `show rules`, `add ...`, `delete N`, `zero [N]`, `table N create|add P V|delete P|flush|destroy` (a leading `ipfw` is accepted).
     #[arg(required = true, num_args = 1.., allow_hyphen_values = true, trailing_var_arg = true)]
     words: Vec<String>,
 }

@@ -2299,6 +2299,57 @@ mod tests {
         }
     }
 
+    /// Through the control socket: a table's entries deleted, the table
+    /// flushed (it stays, so the rule naming it stays valid) and destroyed
+    /// once no rule names it; what does not exist is refused and nothing
+    /// changes.
+    #[test]
+    fn ctl_deletes_flushes_and_destroys_a_table() {
+        let (live, stop, arbiter) = live_of(
+            "pipe 1 config bw 10Mbit/s\n\
+             table 1 create type addr\n\
+             table 1 add 10.199.0.0/24 1 10.199.1.0/24 1 10.199.2.0/24 1\n\
+             add 100 pipe tablearg ip from table(1) to any\n",
+        );
+        let entries = |live: &control::Live| live.plan().tables[&1].len();
+        assert_eq!(entries(&live), 3);
+        assert!(
+            live.request("table 1 delete 10.199.0.0/24 10.199.2.0/24")
+                .ok
+        );
+        assert_eq!(entries(&live), 1);
+        let r = live.request("table 1 delete 10.199.1.0/24 10.199.7.0/24");
+        let e = r.error.as_deref().unwrap();
+        assert!(e.contains("10.199.7.0/24 is not in table 1"), "{e}");
+        assert_eq!(entries(&live), 1, "nothing changed");
+        // Flushed, the table stays for the rule that names it.
+        assert!(live.request("table 1 flush").ok);
+        assert_eq!(entries(&live), 0);
+        let r = live.request("table 1 destroy");
+        let e = r.error.as_deref().unwrap();
+        assert!(e.contains("rule 100 matches on table(1)"), "{e}");
+        assert!(live.plan().tables.contains_key(&1));
+        assert!(live.request("delete 100").ok);
+        assert!(live.request("table 1 destroy").ok);
+        assert!(!live.plan().tables.contains_key(&1));
+        for line in [
+            "table 1 destroy",
+            "table 1 flush",
+            "table 1 delete 10.0.0.0/8",
+        ] {
+            let r = live.request(line);
+            let e = r.error.as_deref().unwrap_or_default();
+            assert!(e.contains("table 1 does not exist"), "{line}: {r:?}");
+        }
+        // A table created live, empty, takes entries after.
+        assert!(live.request("table 2 create").ok);
+        assert!(live.request("table 2 add 10.0.0.0/8 1 192.168.0.0/16 1").ok);
+        assert_eq!(live.plan().tables[&2].len(), 2);
+        // Release: pairs with the stand-in's Acquire load.
+        stop.store(true, Ordering::Release);
+        arbiter.join().unwrap();
+    }
+
     /// Through the control socket: `sched show` prints fq_codel's words, a
     /// `type fq_codel` line is a whole setting, and the rebuilt link runs
     /// the new quantum, CoDel, limit and cap.

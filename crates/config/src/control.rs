@@ -52,8 +52,18 @@ pub enum ControlRequest {
         /// The numbers, as written.
         numbers: Vec<u32>,
     },
-    /// `flush` (rules), `pipe flush`, `queue flush`, `sched flush`, `table N flush`.
+    /// `flush` (rules), `pipe flush`, `queue flush`, `sched flush`, `table N
+    /// flush` (the table stays, empty).
     Flush(Listing),
+    /// `table N delete PREFIX ...`: those entries out of table N.
+    TableDelete {
+        /// The table.
+        table: u32,
+        /// The entries' prefixes, as written.
+        prefixes: Vec<crate::net::Prefix>,
+    },
+    /// `table N destroy`: table N gone (no rule may name it).
+    TableDestroy(u32),
     /// `zero [N ...]`: the packet and byte counters of rules N (of every
     /// rule and the default action without numbers) back to 0, as ipfw's.
     Zero(Vec<u32>),

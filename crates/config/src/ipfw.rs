@@ -2005,11 +2005,25 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
                     expect_end(&mut cur)?;
                     Ok(Statement::Control(ControlRequest::Flush(Listing::Table(n)), first.pos()))
                 }
+                "delete" => {
+                    let mut prefixes = Vec::new();
+                    while let Some(p) = cur.bump() {
+                        prefixes.push(cur.check(p, p.text.parse())?);
+                    }
+                    if prefixes.is_empty() {
+                        return Err(cur.error(op, ErrorKind::Syntax, "'delete' needs at least one prefix (example: table 1 delete 10.0.0.0/8)"));
+                    }
+                    Ok(Statement::Control(ControlRequest::TableDelete { table: n, prefixes }, first.pos()))
+                }
+                "destroy" => {
+                    expect_end(&mut cur)?;
+                    Ok(Statement::Control(ControlRequest::TableDestroy(n), first.pos()))
+                }
                 "list" | "show" => {
                     expect_end(&mut cur)?;
                     Ok(Statement::Control(ControlRequest::Show { what: Listing::Table(n), number: None }, first.pos()))
                 }
-                _ => Err(cur.error(op, ErrorKind::UnknownKeyword, format!("unknown table command '{}' (allowed: create, add, flush, list)", op.text))),
+                _ => Err(cur.error(op, ErrorKind::UnknownKeyword, format!("unknown table command '{}' (allowed: create, add, delete, flush, destroy, list)", op.text))),
             }
         }
         "flush" => {

@@ -185,3 +185,32 @@ fn codel_is_configuration_on_the_control_socket() {
         "{e}"
     );
 }
+
+#[test]
+fn table_delete_and_destroy_are_control_commands() {
+    let prefix = |s: &str| s.parse::<pspat_config::Prefix>().unwrap();
+    assert_eq!(
+        parse_control("ipfw table 3 delete 10.0.0.0/8 2001:db8::/32", "ctl").unwrap(),
+        ControlRequest::TableDelete {
+            table: 3,
+            prefixes: vec![prefix("10.0.0.0/8"), prefix("2001:db8::/32")]
+        }
+    );
+    assert_eq!(
+        parse_control("table 3 destroy", "ctl").unwrap(),
+        ControlRequest::TableDestroy(3)
+    );
+    assert_eq!(
+        parse_control("table 3 flush", "ctl").unwrap(),
+        ControlRequest::Flush(Listing::Table(3))
+    );
+    let e = parse_control("table 3 delete", "ctl").unwrap_err();
+    assert_eq!((e.column, e.kind), (9, ErrorKind::Syntax), "{e}");
+    let e = parse_control("table 3 delete 10.0.0.0/33", "ctl").unwrap_err();
+    assert_eq!(e.token, "10.0.0.0/33", "{e}");
+    let e = parse_control("table 3 destroy now", "ctl").unwrap_err();
+    assert_eq!(e.token, "now", "{e}");
+    // Not configuration: in a file, each is refused at its first word.
+    let e = parse_ipfw("table 3 destroy\n", "cfg.ipfw").unwrap_err();
+    assert_eq!((e.line, e.kind), (1, ErrorKind::NotConfiguration), "{e}");
+}

@@ -564,7 +564,38 @@ impl Live {
                 self.commit(config, "ctl").map(changed)
             }
             ControlRequest::Flush(Listing::Table(t)) => {
+                // ipfw's flush: the table stays, empty, so rules naming it
+                // stay valid (and match nothing from it).
                 let mut config = self.running_config()?;
+                table_of(&mut config, t, "flush")?.entries.clear();
+                self.commit(config, "ctl").map(changed)
+            }
+            ControlRequest::TableDelete { table, prefixes } => {
+                let mut config = self.running_config()?;
+                let entries = &mut table_of(&mut config, table, "delete")?.entries;
+                for p in &prefixes {
+                    let Some(at) = entries.iter().position(|e| e.prefix == *p) else {
+                        return Err(format!(
+                            "{CTL_FILE}: table {table} delete: {p} is not in table {table}; nothing changed"
+                        ));
+                    };
+                    entries.remove(at);
+                }
+                self.commit(config, "ctl").map(changed)
+            }
+            ControlRequest::TableDestroy(t) => {
+                let mut config = self.running_config()?;
+                table_of(&mut config, t, "destroy")?;
+                let names =
+                    |r: &&pspat_config::Rule| r.src.table() == Some(t) || r.dst.table() == Some(t);
+                if let Some(r) = config.rules.iter().find(names) {
+                    let rule = r
+                        .number
+                        .map_or_else(|| "a rule".into(), |m| format!("rule {m}"));
+                    return Err(format!(
+                        "{CTL_FILE}: table {t} destroy: {rule} matches on table({t}); delete the rule first (or flush the table); nothing changed"
+                    ));
+                }
                 config.tables.retain(|x| x.number != t);
                 self.commit(config, "ctl").map(changed)
             }
@@ -881,6 +912,20 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
 /// flowsets (named, with the `delete` to give first), or it is the last
 /// flowset of a sched (delete the sched instead; not checked by a `flush`,
 /// which validation then refuses if a sched is left without flowsets).
+/// Table `t` of `config`, for `table t WHAT`, or the error that it does not
+/// exist.
+fn table_of<'c>(
+    config: &'c mut Config,
+    t: u32,
+    what: &str,
+) -> Result<&'c mut pspat_config::Table, String> {
+    config
+        .tables
+        .iter_mut()
+        .find(|x| x.number == t)
+        .ok_or_else(|| format!("{CTL_FILE}: table {t} {what}: table {t} does not exist"))
+}
+
 fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> Result<(), String> {
     use pspat_config::{Action, Parent, Target};
     let kind = match what {
