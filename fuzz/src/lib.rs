@@ -855,6 +855,10 @@ fn packet(b: &mut Bytes) -> (PacketKey, u32) {
     if flags & 0x40 != 0 {
         key.flow_label = b.u32();
     }
+    if flags & 0x80 != 0 {
+        // Any byte: the classifier reads the low six bits.
+        key.dscp = b.u8();
+    }
     let len = match b.u8() % 4 {
         0 => 60,
         1 => 1500,

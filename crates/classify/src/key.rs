@@ -76,6 +76,10 @@ pub struct PacketKey {
     pub ifindex: u32,
     /// Received or sent.
     pub direction: PacketDirection,
+    /// The DiffServ code point: the six high bits of the IPv4 TOS byte or
+    /// the IPv6 traffic class (0 when unknown); only its low six bits are
+    /// read.
+    pub dscp: u8,
 }
 
 impl PacketKey {
@@ -90,6 +94,7 @@ impl PacketKey {
             flow_label: 0,
             ifindex: 0,
             direction: PacketDirection::In,
+            dscp: 0,
         }
     }
 }

@@ -41,6 +41,8 @@
 //!   packet received on another interface, `not xmit eth0` every received
 //!   packet and every packet sent on another interface (an unbound name:
 //!   every packet).
+//! * `dscp LIST`: the packet's DiffServ code point
+//!   ([`crate::PacketKey::dscp`]) is one of the list's.
 //! * `prob P`: a packet every other condition of the rule admits matches
 //!   with probability P, else the walk goes on to the next rule (ipfw's
 //!   `prob`). The draw comes from the rule set's one stream, seeded from
@@ -356,6 +358,9 @@ pub(crate) struct CompiledRule {
     pub(crate) negated: Negated,
     pub(crate) direction: Direction,
     pub(crate) iface: Option<IfaceCond>,
+    /// `dscp LIST`: bit `c` set for each code point `c` the packet's may be;
+    /// 0 for no condition.
+    pub(crate) dscp: u64,
     /// `prob P`: a packet the other conditions admit matches when a
     /// uniform 64-bit draw is below this (P × 2^64); `None` for P = 1 or no
     /// `prob`.
@@ -523,6 +528,7 @@ impl CompiledRule {
         !self.src_ports.is_empty()
             || !self.dst_ports.is_empty()
             || self.iface.is_some()
+            || self.dscp != 0
             || self.draw_below.is_some()
             || !matches!(self.src, AddrCond::Any)
             || !matches!(self.dst, AddrCond::Any)
@@ -542,6 +548,7 @@ impl CompiledRule {
         }
         if !ports_match(&self.src_ports, k.proto, k.src_port)
             || !ports_match(&self.dst_ports, k.proto, k.dst_port)
+            || !self.dscp_matches(k)
         {
             return None;
         }
@@ -565,6 +572,7 @@ impl CompiledRule {
     ) -> Option<Option<u32>> {
         if !ports_match_as(&self.src_ports, self.negated.src_ports, k.proto, k.src_port)
             || !ports_match_as(&self.dst_ports, self.negated.dst_ports, k.proto, k.dst_port)
+            || !self.dscp_matches(k)
         {
             return None;
         }
@@ -577,6 +585,12 @@ impl CompiledRule {
             }
         }
         self.addrs_match(k, local, tables)
+    }
+
+    /// The `dscp` condition: none, or the packet's code point in the set.
+    #[inline(always)]
+    fn dscp_matches(&self, k: &PacketKey) -> bool {
+        self.dscp == 0 || (self.dscp >> (k.dscp & 63)) & 1 != 0
     }
 
     /// The address conditions: `Some(tablearg)` when both hold.
@@ -753,10 +767,12 @@ impl CompiledRule {
             let inside = ported && list.iter().any(|r| r.lo <= p && p <= r.hi);
             inside != negated
         };
+        let dscp_ok = self.dscp == 0 || self.dscp & (1u64 << u32::from(k.dscp % 64)) != 0;
         if proto_ok == self.proto_negated
             || !dir_ok
             || !port_test(&self.src_ports, self.negated.src_ports, k.src_port)
             || !port_test(&self.dst_ports, self.negated.dst_ports, k.dst_port)
+            || !dscp_ok
         {
             return None;
         }
@@ -887,9 +903,12 @@ mod tests {
             ports(),
             iface,
             nots,
+            // A dscp set over the packets' code points 0..4, a third of
+            // the time.
+            proptest::option::weighted(0.3, 1u64..16),
         )
             .prop_map(
-                |(proto, direction, src, dst, src_ports, dst_ports, iface, nots)| {
+                |(proto, direction, src, dst, src_ports, dst_ports, iface, nots, dscp)| {
                     let (proto_negated, not_src, not_dst) = nots;
                     // As the plan gives them: `not ip` is refused, and a
                     // negation without a port list is dropped.
@@ -911,6 +930,7 @@ mod tests {
                         negated,
                         direction,
                         iface,
+                        dscp: dscp.unwrap_or(0),
                         draw_below: None,
                         packets: 0,
                         bytes: 0,
@@ -936,9 +956,11 @@ mod tests {
             0u16..8,
             0u32..3,
             any::<bool>(),
+            0u8..4,
         )
-            .prop_map(|(src, dst, proto, sp, dp, ifindex, out)| PacketKey {
+            .prop_map(|(src, dst, proto, sp, dp, ifindex, out, dscp)| PacketKey {
                 ifindex,
+                dscp,
                 direction: if out {
                     PacketDirection::Out
                 } else {
@@ -999,6 +1021,7 @@ mod tests {
                 proto: Proto::Ip,
                 proto_negated: false,
                 direction: Direction::Any,
+                dscp: 0,
                 ..rule
             };
             // One condition at a time, the others left out.

@@ -12,6 +12,7 @@ use pspat_classify::{
 use pspat_sched::{FlowId, Instant};
 
 mod bridged;
+mod dscp;
 mod prob;
 
 fn plan(text: &str) -> pspat_config::Plan {
@@ -130,6 +131,7 @@ proptest! {
             let key = PacketKey {
                 src, dst, proto, src_port: sp, dst_port: dp, flow_label: label, ifindex,
                 direction: if out { PacketDirection::Out } else { PacketDirection::In },
+                dscp: (label % 64) as u8,
             };
             if let Verdict::Enqueue(p) = c.classify(t(now), &key, len) {
                 let link = c.layout().link(p.link).unwrap();

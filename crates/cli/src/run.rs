@@ -561,12 +561,12 @@ impl HeldFrames {
         }
         let index = u32::try_from(client.checked_mul(self.per_client)?.checked_add(desc)?).ok()?;
         let frame = self.arena.reclaim(index).ok()?;
-        let key = self
-            .arena
-            .bytes(&frame)
-            .ok()
-            .and_then(|b| pspat_io::parse::parse_frame(b, &self.limits).ok())
-            .map(|k| PacketKey::new(k.src, k.dst, k.protocol, k.src_port, k.dst_port));
+        let key = self.arena.bytes(&frame).ok().and_then(|b| {
+            let k = pspat_io::parse::parse_frame(b, &self.limits).ok()?;
+            let mut key = PacketKey::new(k.src, k.dst, k.protocol, k.src_port, k.dst_port);
+            key.dscp = pspat_io::parse::dscp_parsed(b, &k);
+            Some(key)
+        });
         if self.arena.release(frame).is_err() {
             // Never expected (the frame came from this arena): the token
             // is dropped, so the frame stays owned, and its descriptor's
@@ -1280,6 +1280,7 @@ impl pspat_bridge::Classifier for RxClassifier {
             Err(e) => return Verdict::Unparsed(e.reason),
         };
         let mut pk = PacketKey::new(key.src, key.dst, key.protocol, key.src_port, key.dst_port);
+        pk.dscp = pspat_io::parse::dscp_parsed(frame, key);
         pk.ifindex = self.ifindex;
         pk.direction = PacketDirection::In;
         let now = pspat_sched::Instant::from_nanos(self.start.elapsed().as_nanos() as u64);

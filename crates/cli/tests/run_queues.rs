@@ -448,3 +448,66 @@ fn rows_of_packets_held_in_a_delay_line_are_fresh_at_once() {
     assert_eq!(pipe(&doc, 1)["in_packets"].as_u64(), Some(sent));
     assert_eq!(pipe(&doc, 2)["out_packets"].as_u64(), Some(30));
 }
+
+/// `frame`, its IPv4 header carrying DiffServ code point `dscp` (the
+/// header checksum made right again).
+fn frame_with_dscp(subnet: u8, host: u8, dport: u16, len: usize, dscp: u8) -> Vec<u8> {
+    let mut f = frame(subnet, host, dport, len);
+    f[15] = dscp << 2;
+    f[24..26].copy_from_slice(&[0, 0]);
+    let sum: u32 = f[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    let folded = (folded & 0xffff) + (folded >> 16);
+    f[24..26].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    f
+}
+
+#[test]
+fn a_dscp_rule_takes_the_frames_marked_with_its_code_points() {
+    const SUBNET: u8 = 237;
+    let Some(bed) = Bed::new("dscp", SUBNET) else {
+        return;
+    };
+    let (child, _rx) = bed.start(
+        "pipe 1 config bw 50Mbit/s\n\
+         pipe 2 config bw 50Mbit/s\n\
+         add 100 pipe 1 udp from any to any dscp ef,af41\n\
+         add 200 pipe 2 ip from any to any\n",
+        &[],
+    );
+    let mut tx = bed.sender_socket();
+    // 10 frames marked EF, 7 AF41, 5 AF42 and 8 unmarked, interleaved.
+    let mut sent = [0u64; 2];
+    for i in 0..10u8 {
+        for (dscp, count, to) in [(46u8, 10u8, 0), (34, 7, 0), (36, 5, 1), (0, 8, 1)] {
+            if i < count {
+                let f = frame_with_dscp(SUBNET, 10, 6000, 200, dscp);
+                assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+                sent[to] += 1;
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = finish(child);
+    check_conservation(&doc);
+    let rules: Vec<(Option<u64>, Option<u64>)> = doc["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["number"].as_u64(), r["packets"].as_u64()))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (Some(100), Some(sent[0])),
+            (Some(200), Some(sent[1])),
+            (None, Some(0))
+        ],
+        "{sent:?}"
+    );
+    assert_eq!(pipe(&doc, 1)["out_packets"].as_u64(), Some(17));
+    assert_eq!(pipe(&doc, 2)["out_packets"].as_u64(), Some(13));
+}

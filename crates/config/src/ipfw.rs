@@ -1712,6 +1712,18 @@ pub(crate) fn parse_rule_body(
                     rule.dst_ports_negated = negated;
                 }
             }
+            "dscp" => {
+                let v = cur.value(tok, "ef or af41,af42")?;
+                if negated {
+                    let refused: Result<(), ValueError> = Err(ValueError::syntax(
+                        "'not dscp' is not supported: list the code points to match",
+                    ));
+                    cur.check(tok, refused)?;
+                }
+                let codes = cur.check(v, crate::dscp::parse_dscp_list(&v.text))?;
+                record(fields, cur, "dscp", tok, v.pos())?;
+                rule.dscp = codes;
+            }
             "in" | "out" => {
                 // ipfw compiles `out` as `not in`: `not in` is `out`.
                 rule.direction = if (word == "in") != negated { Direction::In } else { Direction::Out };
@@ -1735,7 +1747,7 @@ pub(crate) fn parse_rule_body(
                 return Err(cur.error(
                     tok,
                     ErrorKind::UnknownKeyword,
-                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, in, out, via, recv, xmit, not)"),
+                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, dscp, in, out, via, recv, xmit, not)"),
                 ))
             }
         }
@@ -1762,6 +1774,7 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
         dst_ports_negated: false,
         direction: Direction::Any,
         interface: None,
+        dscp: Vec::new(),
         prob: None,
         comment: None,
     }

@@ -46,6 +46,7 @@
 pub mod control;
 mod correlated_loss;
 mod diff;
+pub mod dscp;
 mod error;
 mod ipfw;
 pub mod mask;

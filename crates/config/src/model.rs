@@ -826,6 +826,10 @@ pub struct Rule {
     pub direction: Direction,
     /// `via`/`recv`/`xmit`, negated or not.
     pub interface: Option<InterfaceMatch>,
+    /// `dscp LIST`: the DiffServ code points (0..=63, ascending, no
+    /// repeats) of which the packet's must be one; empty matches any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dscp: Vec<u8>,
     /// `prob P` before the action (ipfw's): a packet the rule's conditions
     /// admit matches with probability P, in (0, 1]; otherwise the next
     /// rules are tried. `None` matches every such packet.

@@ -322,6 +322,9 @@ pub struct RulePlan {
     pub direction: Direction,
     /// Interface, negated or not.
     pub interface: Option<InterfaceMatch>,
+    /// DiffServ code points ([`crate::Rule::dscp`]; empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dscp: Vec<u8>,
     /// `prob` ([`crate::Rule::prob`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prob: Option<crate::model::MatchProbability>,
@@ -1758,6 +1761,14 @@ impl Config {
                     format!("prob {} is out of range: a rule matches with a probability above 0, at most 1", p.0),
                 );
             }
+            if r.dscp.iter().any(|&c| c > 63) || r.dscp.windows(2).any(|w| w[0] >= w[1]) {
+                let pos = c.pos(SiteKind::Rule, i, 0, "dscp", || format!("{:?}", r.dscp));
+                c.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    "a rule's dscp is a set of code points 0..=63, ascending, each once",
+                );
+            }
             if let Some(text) = &r.comment {
                 let normal = crate::ipfw::rule_comment(text);
                 if normal
@@ -1789,6 +1800,7 @@ impl Config {
                 dst_ports_negated: r.dst_ports_negated && !r.dst_ports.is_empty(),
                 direction: r.direction,
                 interface: r.interface.clone(),
+                dscp: r.dscp.clone(),
                 prob: r.prob,
                 comment: r.comment.clone(),
             });

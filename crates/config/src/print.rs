@@ -381,6 +381,9 @@ pub fn rule_line(rule: &Rule) -> String {
             format_ports(&rule.dst_ports)
         );
     }
+    if !rule.dscp.is_empty() {
+        let _ = write!(s, " dscp {}", crate::dscp::format_dscp_list(&rule.dscp));
+    }
     match rule.direction {
         Direction::Any => {}
         Direction::In => s.push_str(" in"),
@@ -833,6 +836,13 @@ pub fn print_toml(config: &Config) -> String {
             let ports = format_ports(&r.dst_ports);
             let text = format!("{}{ports}", not(r.dst_ports_negated));
             let _ = writeln!(out, "dst-port = {}", quote(&text));
+        }
+        if !r.dscp.is_empty() {
+            let _ = writeln!(
+                out,
+                "dscp = {}",
+                quote(&crate::dscp::format_dscp_list(&r.dscp))
+            );
         }
         match r.direction {
             Direction::Any => {}

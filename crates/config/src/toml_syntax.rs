@@ -754,11 +754,12 @@ impl Reader<'_> {
                     | "via"
                     | "recv"
                     | "xmit"
+                    | "dscp"
                     | "prob"
                     | "comment"
             ) {
                 let t = self.key_tok(k);
-                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, prob, action, proto, from, to, src-port, dst-port, direction, via, recv, xmit, comment)", t.text)));
+                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, prob, action, proto, from, to, src-port, dst-port, dscp, direction, via, recv, xmit, comment)", t.text)));
             }
         }
         match find("number") {
@@ -799,6 +800,7 @@ impl Reader<'_> {
             ("to", Some("to")),
             ("src-port", Some("src-port")),
             ("dst-port", Some("dst-port")),
+            ("dscp", Some("dscp")),
             ("direction", None),
             ("via", Some("via")),
             ("recv", Some("recv")),

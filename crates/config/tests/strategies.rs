@@ -420,7 +420,7 @@ fn rule() -> impl Strategy<Value = Rule> {
         direction,
         interface,
         nots,
-        (comment, prob),
+        (comment, prob, vec(0u8..64, 0..4)),
     )
         .prop_map(
             |(
@@ -434,8 +434,11 @@ fn rule() -> impl Strategy<Value = Rule> {
                 direction,
                 interface,
                 nots,
-                (comment, prob),
+                (comment, prob, mut dscp),
             )| {
+                // As the parsers keep a list: ascending, no repeats.
+                dscp.sort_unstable();
+                dscp.dedup();
                 let (not_proto, not_src, not_dst) = nots;
                 Rule {
                     number,
@@ -450,6 +453,7 @@ fn rule() -> impl Strategy<Value = Rule> {
                     dst_ports,
                     direction,
                     interface,
+                    dscp,
                     prob,
                     comment,
                 }

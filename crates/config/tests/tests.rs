@@ -20,6 +20,8 @@ mod pipe_type;
 mod roundtrip;
 /// ipfw's rule comment, kept, printed, refused when it cannot be.
 mod rule_comment;
+/// ipfw's `dscp` rule option, read, printed and refused out of range.
+mod rule_dscp;
 /// ipfw's `prob` on rules, read, printed and refused out of range.
 mod rule_prob;
 /// Proptest strategies for models.

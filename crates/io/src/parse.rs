@@ -652,6 +652,35 @@ pub fn ecn_capable_parsed(frame: &[u8], key: &FlowKey) -> bool {
     ecn_at(frame, key.ip_version, key.ip_header_offset()) != 0
 }
 
+/// The DiffServ code point (the six high bits of the IPv4 TOS byte or of
+/// the IPv6 traffic class) of a frame whose [`parse_frame`] gave `key`:
+/// one byte or two read at [`FlowKey::ip_header_offset`]; 0 when they are
+/// missing. For any other frame the answer means nothing.
+///
+/// # Examples
+/// ```
+/// use pspat_io::parse::{dscp_parsed, parse_frame, ParseLimits};
+/// let mut frame = vec![0u8; 42];
+/// frame[12..14].copy_from_slice(&[0x08, 0x00]); // IPv4
+/// frame[14] = 0x45; // version 4, IHL 5
+/// frame[15] = (46 << 2) | 0x02; // EF, ECT(0)
+/// frame[16..18].copy_from_slice(&28u16.to_be_bytes()); // total length
+/// frame[22] = 64; // TTL
+/// frame[23] = 17; // UDP
+/// frame[38..40].copy_from_slice(&8u16.to_be_bytes()); // UDP length
+/// let key = parse_frame(&frame, &ParseLimits::default()).unwrap();
+/// assert_eq!(dscp_parsed(&frame, &key), 46);
+/// ```
+pub fn dscp_parsed(frame: &[u8], key: &FlowKey) -> u8 {
+    let at = key.ip_header_offset();
+    let byte = |i: usize| frame.get(at + i).copied().unwrap_or(0);
+    match key.ip_version {
+        IpVersion::V4 => byte(1) >> 2,
+        // Version (4 bits), then the traffic class across two bytes.
+        IpVersion::V6 => ((byte(0) & 0x0f) << 2) | (byte(1) >> 6),
+    }
+}
+
 /// Folds a sum of 16-bit words into one's complement 16 bits (end-around
 /// carries).
 fn fold(mut sum: u32) -> u16 {
@@ -798,5 +827,40 @@ mod tests {
         assert_eq!(a.refused_total(), 3);
         assert_eq!(ParseLimits::default().max_frame_len, 1522);
         assert_eq!(ParseLimits::for_mtu(9000).max_frame_len, 9022);
+    }
+
+    /// The code point from both families, behind a VLAN tag too, whatever
+    /// the ECN bits beside it.
+    #[test]
+    fn dscp_is_read_from_ipv4_and_ipv6_headers() {
+        for (dscp, ecn) in [(0u8, 0u8), (46, 2), (63, 3), (10, 1)] {
+            let tc = (dscp << 2) | ecn;
+            let mut v4 = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                .single_vlan(7.try_into().unwrap())
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .udp(1000, 2000)
+                .write(&mut v4, &[0; 4])
+                .unwrap();
+            // The TOS byte after the 4-byte tag and the version/IHL byte.
+            v4[14 + 4 + 1] = tc;
+            let key = parse_frame(&v4, &ParseLimits::default()).unwrap();
+            assert_eq!(dscp_parsed(&v4, &key), dscp, "IPv4 tos {tc:#x}");
+            let mut v6 = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv6(
+                    [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                    [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+                    64,
+                )
+                .udp(1000, 2000)
+                .write(&mut v6, &[0; 4])
+                .unwrap();
+            // Version 6, then the traffic class across the next 8 bits.
+            v6[14] = 0x60 | (tc >> 4);
+            v6[15] = (tc << 4) | (v6[15] & 0x0f);
+            let key = parse_frame(&v6, &ParseLimits::default()).unwrap();
+            assert_eq!(dscp_parsed(&v6, &key), dscp, "IPv6 traffic class {tc:#x}");
+        }
     }
 }

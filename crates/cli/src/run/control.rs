@@ -898,6 +898,7 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
         dst_ports_negated: r.dst_ports_negated,
         direction: r.direction,
         interface: r.interface.clone(),
+        dscp: r.dscp.clone(),
         prob: r.prob,
         comment: r.comment.clone(),
     })

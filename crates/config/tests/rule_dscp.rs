@@ -1,0 +1,73 @@
+//! ipfw's `dscp LIST` rule option: names and numbers read in both
+//! syntaxes, printed as a sorted set of names, refused at the value.
+
+use pspat_config::{parse_toml, print_ipfw, print_toml, ErrorKind};
+
+use crate::support::{assert_at, error_of, ipfw, plan};
+
+#[test]
+fn dscp_lists_are_read_normalised_printed_and_planned() {
+    let text =
+        "pipe 1 config\nadd 100 pipe 1 udp from any to any dscp EF,10,af41,46,cs0 dst-port 5060\n";
+    let cfg = ipfw(text);
+    assert_eq!(cfg.rules[0].dscp, [0, 10, 34, 46]);
+    let printed = print_ipfw(&cfg);
+    assert!(
+        printed.contains("add 100 pipe 1 udp from any to any dst-port 5060 dscp be,af11,af41,ef\n"),
+        "{printed}"
+    );
+    assert_eq!(ipfw(&printed), cfg);
+    let toml = print_toml(&cfg);
+    assert!(toml.contains("dscp = \"be,af11,af41,ef\"\n"), "{toml}");
+    assert_eq!(parse_toml(&toml, "cfg.toml").unwrap(), cfg);
+    assert_eq!(plan(text).rules[&100].dscp, [0, 10, 34, 46]);
+}
+
+#[test]
+fn a_bad_code_point_or_not_dscp_is_refused_at_its_word() {
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any dscp ef,64\n",
+        "cfg.ipfw",
+    );
+    assert_at(&e, (2, 40, "ef,64"), ErrorKind::OutOfRange, "0..=63");
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any dscp af44\n",
+        "cfg.ipfw",
+    );
+    assert_at(
+        &e,
+        (2, 40, "af44"),
+        ErrorKind::Syntax,
+        "not a DiffServ code point",
+    );
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any dscp ef,\n",
+        "cfg.ipfw",
+    );
+    assert_at(
+        &e,
+        (2, 40, "ef,"),
+        ErrorKind::Syntax,
+        "not a DiffServ code point",
+    );
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any not dscp ef\n",
+        "cfg.ipfw",
+    );
+    assert_at(
+        &e,
+        (2, 39, "dscp"),
+        ErrorKind::Syntax,
+        "'not dscp' is not supported",
+    );
+    let e = error_of(
+        "pipe 1 config\nadd 100 pipe 1 ip from any to any dscp\n",
+        "cfg.ipfw",
+    );
+    assert_at(&e, (2, 35, "dscp"), ErrorKind::Syntax, "needs a value");
+    let e = error_of(
+        "[[pipe]]\nnumber = 1\n\n[[rule]]\naction = \"pipe 1\"\ndscp = \"ef,99\"\n",
+        "cfg.toml",
+    );
+    assert_eq!((e.line, e.kind), (6, ErrorKind::OutOfRange), "{e}");
+}
