@@ -58,9 +58,9 @@ pub(crate) fn tokenize(text: &str) -> Vec<Vec<Tok>> {
 }
 
 /// [`tokenize`], with a line's comment as the last token of the line's last
-/// statement: a token whose text is `//` followed by the comment's words,
-/// each after one space (`// two words`), at the column of the `//`. A
-/// comment on a line without a statement is dropped.
+/// statement: a token whose text is the comment as written, from its `//`
+/// to the end of the line or a `#`, at the column of the `//`. A comment on
+/// a line without a statement is dropped.
 pub(crate) fn tokenize_keeping_comments(text: &str) -> Vec<Vec<Tok>> {
     split_statements(text, true)
 }
@@ -109,17 +109,11 @@ fn split_statements(text: &str, keep_comments: bool) -> Vec<Vec<Tok>> {
                 break;
             }
             if word.is_empty() && line[at..].starts_with("//") {
-                // A comment: the rest of the line (up to a `#`) is its text.
-                let rest = &line[at + 2..];
-                let rest = rest.split('#').next().unwrap_or_default();
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                let mut text = String::from("//");
-                for w in words {
-                    text.push(' ');
-                    text.push_str(w);
-                }
+                // A comment: the rest of the line (up to a `#`) is its
+                // text, kept as written (an error quotes it so).
+                let rest = line[at..].split('#').next().unwrap_or_default();
                 comment = Some(Tok {
-                    text,
+                    text: rest.trim_end().to_string(),
                     line: line_no,
                     column,
                 });
