@@ -1447,38 +1447,45 @@ fn is_table_value(word: &str) -> bool {
 /// `algo` are read and change nothing here; anything else is refused by
 /// name.
 fn parse_table_create(cur: &mut Cursor) -> Result<(), Error> {
+    // Each option with a value, the values accepted, and why no other is.
+    const CHOICES: [(&str, &[&str], &str); 2] = [
+        (
+            "type",
+            &["addr", "cidr"],
+            "pspat's tables hold IPv4 and IPv6 prefixes",
+        ),
+        (
+            "valtype",
+            &["legacy", "pipe"],
+            "a value here is a pipe or queue number for tablearg",
+        ),
+    ];
     while let Some(kw) = cur.bump() {
-        match kw.text.as_str() {
-            "type" => {
-                let v = cur.value(kw, "addr")?;
-                if !matches!(v.text.as_str(), "addr" | "cidr") {
-                    return Err(cur.error(
-                        v,
-                        ErrorKind::UnknownKeyword,
-                        format!("table type '{}' is not supported (allowed: addr, cidr): pspat's tables hold IPv4 and IPv6 prefixes", v.text),
-                    ));
-                }
-            }
-            "valtype" => {
-                let v = cur.value(kw, "legacy")?;
-                if !matches!(v.text.as_str(), "legacy" | "pipe") {
-                    return Err(cur.error(
-                        v,
-                        ErrorKind::UnknownKeyword,
-                        format!("table value type '{}' is not supported (allowed: legacy, pipe): a value here is a pipe or queue number for tablearg", v.text),
-                    ));
-                }
-            }
-            "algo" => {
-                cur.value(kw, "addr:radix")?;
-            }
-            other => {
-                return Err(cur.error(
-                    kw,
-                    ErrorKind::UnknownKeyword,
-                    format!("unknown table create option '{other}' (allowed: type, valtype, algo)"),
-                ))
-            }
+        if kw.text == "algo" {
+            cur.value(kw, "addr:radix")?;
+            continue;
+        }
+        let Some(&(name, allowed, why)) = CHOICES.iter().find(|(n, _, _)| *n == kw.text) else {
+            return Err(cur.error(
+                kw,
+                ErrorKind::UnknownKeyword,
+                format!(
+                    "unknown table create option '{}' (allowed: type, valtype, algo)",
+                    kw.text
+                ),
+            ));
+        };
+        let v = cur.value(kw, allowed[0])?;
+        if !allowed.contains(&v.text.as_str()) {
+            return Err(cur.error(
+                v,
+                ErrorKind::UnknownKeyword,
+                format!(
+                    "table {name} '{}' is not supported (allowed: {}): {why}",
+                    v.text,
+                    allowed.join(", ")
+                ),
+            ));
         }
     }
     Ok(())
