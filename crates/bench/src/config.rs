@@ -111,7 +111,7 @@ pub struct BenchConfig {
     /// 64..=512 slots. Pspat mode only.
     pub mailbox_entries: usize,
     /// Descriptors per client (its packets in flight at most), a multiple of
-    /// 64 in 64..=1048576; 0 (the default) gives 8 Ki in total, 256..=1024
+    /// 64 in 64..=1048576; 0 (the default) gives 8 Ki in total, 512..=1024
     /// each (the method of the same name records what was measured). Pspat
     /// mode only.
     pub descriptors_per_client: usize,
@@ -290,8 +290,8 @@ impl BenchConfig {
 
 impl BenchConfig {
     /// Packets in flight per client: the field of this name when set
-    /// (`pspat bench --descriptors`), else 8 Ki in total, 256..=1024 each
-    /// (so clients x 256 from 32 clients on: 256 000 at 1000). The
+    /// (`pspat bench --descriptors`), else 8 Ki in total, 512..=1024 each
+    /// (so clients x 512 from 16 clients on: 512 000 at 1000). The
     /// scheduler is sized to hold them all, so it never drops. Greedy
     /// clients keep every descriptor in flight, so this budget is the
     /// scheduler's working set: with 64 Ki in flight 64 clients fell to
@@ -299,18 +299,19 @@ impl BenchConfig {
     /// side of the trade: a client that runs out of descriptors yields its
     /// core, and with 1000 clients on one core every turn costs the client
     /// core a yield, a context switch and the cold misses of the client's
-    /// state, so a turn carries at most a pool: at about 10 us a turn (a
-    /// 2-vCPU AMD EPYC guest with about 3 MiB of usable L3) 128 descriptors
-    /// held 1000 clients to about 12.5 M decisions/s, 256 reach about
-    /// 19.5 M (the arbiter's limit there), 512 no more; on an Intel Xeon
-    /// guest, whose turns cost about 1.8 us, 256 gave 9% more than 128
-    /// (docs/BENCHMARKS.md, section 3). Earlier, with 512-slot mailboxes:
-    /// 16 per client 6.5 M, 32 12 M, 64 ~24 M, 128 19 M, 256 15.5 M, 512
-    /// 12.5 M; with mailboxes sized to the pool (`mailbox_entries`): 64 per
-    /// client 31.6 M, 128 34.4 M, 256 28.6 M (Intel Xeon guest, 1067b2e).
+    /// state, so a turn carries at most a pool. At 1000 clients a floor of
+    /// 128 held a 2-vCPU AMD EPYC guest to about 12.5 M decisions/s where
+    /// 256 reached 19.5 M; 512 against 256 measured 1.30x on an AMD EPYC
+    /// guest of family 26, 1.07x on one of family 25 model 17, 0.98x on an
+    /// Intel Xeon guest of model 207 with a narrower spread, and at 64
+    /// clients 0.97x to 1.04x (docs/BENCHMARKS.md, section 3). Earlier, with
+    /// 512-slot mailboxes: 16 per client 6.5 M, 32 12 M, 64 ~24 M, 128 19 M,
+    /// 256 15.5 M, 512 12.5 M; with mailboxes sized to the pool
+    /// (`mailbox_entries`): 64 per client 31.6 M, 128 34.4 M, 256 28.6 M
+    /// (Intel Xeon guest, 1067b2e).
     pub fn descriptors_per_client(&self) -> usize {
         match self.descriptors_per_client {
-            0 => ((8_192 / self.total_clients()) & !63).clamp(256, 1024),
+            0 => ((8_192 / self.total_clients()) & !63).clamp(512, 1024),
             n => n,
         }
     }
@@ -414,15 +415,19 @@ mod tests {
     #[test]
     fn descriptors_and_mailbox_slots_default_to_the_budget_or_take_the_given_sizes() {
         let mut cfg = BenchConfig::new(Mode::Pspat, 1000);
-        assert_eq!(cfg.descriptors_per_client(), 256);
+        assert_eq!(cfg.descriptors_per_client(), 512);
         assert_eq!(cfg.mailbox_entries(), 512);
         assert_eq!(
-            BenchConfig::new(Mode::Pspat, 16).descriptors_per_client(),
-            512
+            BenchConfig::new(Mode::Pspat, 8).descriptors_per_client(),
+            1024
+        );
+        assert_eq!(
+            BenchConfig::new(Mode::Pspat, 12).descriptors_per_client(),
+            640
         );
         assert_eq!(
             BenchConfig::new(Mode::Pspat, 64).descriptors_per_client(),
-            256
+            512
         );
         let mut one = BenchConfig::new(Mode::Pspat, 1);
         assert_eq!(one.descriptors_per_client(), 1024);

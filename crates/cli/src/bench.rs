@@ -45,7 +45,7 @@ pub struct Args {
     /// The lmax each client's flow declares, bytes, from --pkt-len to 65535 (default 1500, one Ethernet MTU, or --pkt-len if larger: pspat shape likewise gives every flow its output interface's largest frame); DRR's quanta and QFQ's groups derive from it (--lmax 60 with 60-byte packets: DRR sends one packet per visit).
     #[arg(long, allow_negative_numbers = true)]
     lmax: Option<u32>,
-    /// Descriptors per client in --mode pspat (its packets in flight at most), a multiple of 64 in 64..=1048576; default 8192 shared by the clients, 256..=1024 each (256 at 32 clients and more). Fewer shrink the scheduler's working set, more make each client yield less often (docs/BENCHMARKS.md, section 3).
+    /// Descriptors per client in --mode pspat (its packets in flight at most), a multiple of 64 in 64..=1048576; default 8192 shared by the clients, 512..=1024 each (512 at 16 clients and more). Fewer shrink the scheduler's working set, more make each client yield less often (docs/BENCHMARKS.md, section 3).
     #[arg(long, allow_negative_numbers = true)]
     descriptors: Option<usize>,
     /// Mailbox slots per client in --mode pspat, a power of two in 64..=65536; default twice the descriptors, 64..=512.

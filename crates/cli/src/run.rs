@@ -846,6 +846,10 @@ impl Scheduler for Observed {
     fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
         self.set.take_late_drops(out);
     }
+
+    fn counts_from_arrival(&self) -> bool {
+        self.set.counts_from_arrival()
+    }
 }
 
 /// One pipe (all its instances) in the final report.

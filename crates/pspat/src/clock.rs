@@ -2,11 +2,15 @@
 //! [`pspat_sched::Instant`].
 //!
 //! The arbiter reads it once per round and passes `now` to the scheduler and
-//! the link emulator (\[J\] §3.4, `ARCHITECTURE.md` §3); dispatchers read it
-//! once per batch. It wraps `std::time::Instant` (a vDSO `clock_gettime`,
-//! some 20 ns): at one read per round of up to 512 decisions the cost per
-//! decision is a few hundredths of a nanosecond, so a calibrated TSC clock
-//! would buy nothing measurable here.
+//! the link emulator (\[J\] §3.4, `ARCHITECTURE.md` §3), and for a scheduler
+//! that counts from arrival (a pipe) once more per chunk of up to 64 packets
+//! it takes from a mailbox, so that a packet is never enqueued at a time
+//! before its submission; dispatchers read it once per batch. It wraps
+//! `std::time::Instant` (a vDSO `clock_gettime`, some 20 ns): at one read
+//! per round of up to 512 decisions the cost per decision is a few
+//! hundredths of a nanosecond, so a calibrated TSC clock would buy nothing
+//! measurable here; a read per chunk of a few packets costs more, which is
+//! why only schedulers that need it pay for it.
 
 use pspat_sched::Instant;
 

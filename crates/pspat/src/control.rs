@@ -196,4 +196,8 @@ impl<S: Scheduler> Scheduler for Reconfigurable<S> {
         }
         self.sched.take_late_drops(out);
     }
+
+    fn counts_from_arrival(&self) -> bool {
+        self.sched.counts_from_arrival()
+    }
 }

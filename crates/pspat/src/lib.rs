@@ -22,6 +22,12 @@
 //!   than one packet over any window (the core's [`pspat_sched::LinkEmulator`]).
 //! * No allocation and no `dyn` call per packet; the arbiter reads the clock
 //!   once per round.
+//! * **Arrival**: for a scheduler that
+//!   [counts from arrival](pspat_sched::Scheduler::counts_from_arrival) (a
+//!   pipe's delay line), a packet is enqueued at a time no earlier than its
+//!   submission: the arbiter's thread reads the clock once more per chunk
+//!   of up to 64 packets it collects from a mailbox, so a delay counted from
+//!   arrival is never cut short.
 //!
 //! # Layers
 //! ```text

@@ -305,6 +305,18 @@ pub trait Scheduler {
     fn take_late_drops(&mut self, out: &mut dyn FnMut(Rejected)) {
         let _ = out;
     }
+
+    /// Whether a packet's departure is counted from the `now` of its
+    /// `enqueue` (a pipe's delay line and its CoDel sojourn times do), so
+    /// that `now` must be no earlier than the packet's real arrival. A
+    /// runtime that collects packets from other threads then stamps each
+    /// batch with a clock read taken after the batch was collected, rather
+    /// than with its round's time, read before: a clock read a batch. The
+    /// default, false, suits schedulers that decide by arrival order and
+    /// rates only.
+    fn counts_from_arrival(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Rejected`] for a packet purged by [`Scheduler::remove_flow`].
@@ -331,6 +343,9 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn name(&self) -> &'static str {
         (**self).name()
+    }
+    fn counts_from_arrival(&self) -> bool {
+        (**self).counts_from_arrival()
     }
     fn add_flow(&mut self, flow: FlowId, params: FlowParams) -> Result<(), FlowError> {
         (**self).add_flow(flow, params)

@@ -325,6 +325,10 @@ impl<S: Scheduler> Scheduler for Distinct<S> {
         self.0.take_late_drops(out)
     }
 
+    fn counts_from_arrival(&self) -> bool {
+        self.0.counts_from_arrival()
+    }
+
     fn uncharge(&mut self, flow: FlowId, len: u32) {
         self.0.uncharge(flow, len)
     }

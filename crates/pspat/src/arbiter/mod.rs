@@ -3,7 +3,9 @@
 //! [`Arbiter::round`] (in `round`) is the paper's `do_scan` as a function of
 //! `now`: collect (`collect`), link emulation, hand-off and recycling
 //! (`sink`). [`Arbiter::run`] is the thread around it: it owns the clock
-//! (one read per round) and the spin/park/sleep policy:
+//! (one read per round, and for a scheduler that counts from arrival one per
+//! chunk of packets collected, which the chunk is enqueued at and the round
+//! continues from) and the spin/park/sleep policy:
 //!
 //! * [`Outcome::Worked`]: the next round at once.
 //! * [`Outcome::Busy`] waiting for the link: sleep until `link_idle` (spin
@@ -96,6 +98,20 @@ pub(crate) struct Arbiter<S, B> {
     /// Mean gap between released packets, ns (0 until measured): the
     /// release rate that wake-up coalescing scales with.
     release_gap_ns: u64,
+    /// The time collected packets are enqueued at: the round's `now`, and
+    /// with `restamp` the clock read after each chunk a mailbox drain took,
+    /// so that no packet's arrival is stamped before its submission (a
+    /// client may submit after the round's clock read, and a pipe's delay
+    /// counts from the stamp). Never decreases in a round; the round then
+    /// releases at it.
+    stamp: Instant,
+    /// Set by the arbiter's own thread ([`Arbiter::run`]); a manual runtime
+    /// stamps with the time its caller passes.
+    on_own_thread: bool,
+    /// This round stamps chunks from the clock: on its own thread, with a
+    /// scheduler that [counts from arrival](Scheduler::counts_from_arrival)
+    /// (the others pay no clock read a chunk).
+    restamp: bool,
 }
 
 impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
@@ -119,6 +135,9 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             stats: ArbiterStats::default(),
             closed_at: None,
             release_gap_ns: 0,
+            stamp: Instant::ZERO,
+            on_own_thread: false,
+            restamp: false,
             rt,
         }
     }
@@ -127,6 +146,7 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
     /// backend (T = 0) and counters.
     pub(crate) fn run(mut self) -> (Option<B>, ArbiterStats) {
         self.rt.arbiter.bind_current_thread();
+        self.on_own_thread = true;
         let spin_ns = self.rt.cfg.spin_ns;
         let mut idle_since: Option<Instant> = None;
         let mut unkicked = false;
@@ -283,7 +303,8 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         }
         // Every client is gone: read every list now, gate or not, so the
         // remaining (abandoned) mailboxes are drained and retired.
-        self.collect_all(now);
+        self.stamp = self.stamp.max(now);
+        self.collect_all();
         false
     }
 }

@@ -65,11 +65,13 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
     /// thread loop's coalescing slack: a release may come that much early).
     pub(crate) fn round(&mut self, now: Instant, release_by: Instant) -> Outcome {
         debug_assert!(release_by >= now);
+        self.stamp = now;
+        self.restamp = self.on_own_thread && self.sched.counts_from_arrival();
         self.take_registrations();
         if let Some(reason) = self.discard_reason(now) {
             // Failed, or shutdown past its drain deadline: take whatever the
             // mailboxes hold and drop everything, bypassing the link.
-            let mut work = self.collect_all(now);
+            let mut work = self.collect_all();
             work += self.discard_all(now, reason);
             self.sink.flush(now, &self.rt, &self.clients);
             self.stats.rounds += 1;
@@ -88,6 +90,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         }
         // 1. collect (and release consumed mailbox lines)
         let mut work = self.collect_due(now);
+        // Packets collected after a later clock read were enqueued at it:
+        // the rest of the round runs from there.
+        let now = self.stamp;
+        let release_by = release_by.max(now);
         // 2. link, 3. hand-off, 4. recycle
         work += self.release(now, release_by);
         self.stats.rounds += 1;

@@ -256,6 +256,11 @@ impl<S: Scheduler> Scheduler for PipeScheduler<S> {
             out(r);
         }
     }
+
+    /// True: the delay line counts from the enqueue time.
+    fn counts_from_arrival(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

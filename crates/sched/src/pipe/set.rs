@@ -969,6 +969,11 @@ impl<S: Scheduler> Scheduler for PipeSet<S> {
         }
         self.queued -= taken;
     }
+
+    /// True: each pipe's delay line counts from the enqueue time.
+    fn counts_from_arrival(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
