@@ -219,39 +219,18 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         // its producer is gone (Release), and our swap of the bitmap word
         // acquired that announcement.
         let abandoned = std::mem::take(&mut c.check_abandoned) && c.consumer.is_abandoned();
-        let mut n = 0;
-        if *restamp {
-            let mut chunk = [None::<NonZeroU64>; STAMP_CHUNK];
-            loop {
-                let mut k = 0;
-                while k < STAMP_CHUNK {
-                    let Some(v) = c.consumer.pop() else { break };
-                    chunk[k] = Some(v);
-                    k += 1;
-                }
-                if k == 0 {
-                    break;
-                }
-                // Every packet of the chunk was in the mailbox before this
-                // read, so none is stamped before it was submitted.
-                *stamp = (*stamp).max(rt.clock.now());
-                for v in chunk[..k].iter().flatten() {
-                    let (r, pkt) = ClientSlot::decode(*v).packet(id as u32);
-                    enqueue_packet(sched, rt, sink, c, r, pkt, *stamp);
-                }
-                n += k;
-                if k < STAMP_CHUNK {
-                    break;
-                }
-            }
+        let n = if *restamp {
+            drain_stamping_chunks(sched, rt, sink, c, id, stamp)
         } else {
             let now = *stamp;
+            let mut n = 0;
             while let Some(v) = c.consumer.pop() {
                 n += 1;
                 let (r, pkt) = ClientSlot::decode(v).packet(id as u32);
                 enqueue_packet(sched, rt, sink, c, r, pkt, now);
             }
-        }
+            n
+        };
         if n > 0 {
             c.consumer.release();
             c.idle_reads = 0;
@@ -276,6 +255,45 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
             c.idle_reads = 0;
         }
         (n, false)
+    }
+}
+
+/// Drains client `id`'s mailbox a chunk of at most [`STAMP_CHUNK`] packets
+/// at a time, each chunk enqueued at a clock read taken after it was
+/// popped (raising `stamp` to it); returns packets taken. Not inlined: its
+/// chunk buffer stays out of the frame of the plain drain.
+#[inline(never)]
+fn drain_stamping_chunks<S: Scheduler, B: TxBackend>(
+    sched: &mut S,
+    rt: &Shared,
+    sink: &mut Sink<B>,
+    c: &mut ArbClient,
+    id: usize,
+    stamp: &mut Instant,
+) -> usize {
+    let mut chunk = [None::<NonZeroU64>; STAMP_CHUNK];
+    let mut n = 0;
+    loop {
+        let mut k = 0;
+        while k < STAMP_CHUNK {
+            let Some(v) = c.consumer.pop() else { break };
+            chunk[k] = Some(v);
+            k += 1;
+        }
+        if k == 0 {
+            return n;
+        }
+        // Every packet of the chunk was in the mailbox before this read,
+        // so none is stamped before it was submitted.
+        *stamp = (*stamp).max(rt.clock.now());
+        for v in chunk[..k].iter().flatten() {
+            let (r, pkt) = ClientSlot::decode(*v).packet(id as u32);
+            enqueue_packet(sched, rt, sink, c, r, pkt, *stamp);
+        }
+        n += k;
+        if k < STAMP_CHUNK {
+            return n;
+        }
     }
 }
 
