@@ -2350,6 +2350,19 @@ mod tests {
         assert!(live.request("table 2 create").ok);
         assert!(live.request("table 2 add 10.0.0.0/8 1 192.168.0.0/16 1").ok);
         assert_eq!(live.plan().tables[&2].len(), 2);
+        // A create of a table that exists is refused, its entries kept,
+        // and so is the whole request it came in.
+        let before = live.plan();
+        for line in ["table 2 create", "pipe 1 config bw 5Mbit/s\ntable 2 create"] {
+            let r = live.request(line);
+            let e = r.error.as_deref().unwrap_or_default();
+            assert!(
+                e.contains("table 2 create: table 2 exists already; nothing changed"),
+                "{line}: {r:?}"
+            );
+        }
+        assert_eq!(live.plan(), before, "nothing changed");
+        assert_eq!(live.plan().tables[&2].len(), 2);
         // Release: pairs with the stand-in's Acquire load.
         stop.store(true, Ordering::Release);
         arbiter.join().unwrap();

@@ -526,6 +526,18 @@ impl Live {
                 }
                 let config = {
                     let running = self.running.lock().map_err(|_| "run: poisoned")?;
+                    // A table without entries in the lines is a `create`;
+                    // of a table that exists it is refused, as ipfw's
+                    // (and as a second `create` in a file is).
+                    if let Some(t) = lines.tables.iter().find(|t| {
+                        t.entries.is_empty()
+                            && running.config.tables.iter().any(|r| r.number == t.number)
+                    }) {
+                        return Err(format!(
+                            "{CTL_FILE}: table {n} create: table {n} exists already; nothing changed",
+                            n = t.number
+                        ));
+                    }
                     merge(&running.config, &lines)
                 };
                 self.commit(config, "ctl").map(changed)
