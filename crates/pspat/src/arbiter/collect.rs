@@ -197,9 +197,10 @@ impl<S: Scheduler, B: TxBackend> Arbiter<S, B> {
         n
     }
 
-    /// Drains one mailbox into the scheduler, a chunk of at most
-    /// [`STAMP_CHUNK`] packets at a time, each enqueued at the round's
-    /// `stamp` (see [`Arbiter::stamp`]); returns (packets, leaves service).
+    /// Drains one mailbox into the scheduler: every packet at the round's
+    /// `stamp`, or, when the round restamps, a chunk of at most
+    /// [`STAMP_CHUNK`] packets at a time, each at a clock read taken after
+    /// it (`drain_stamping_chunks`); returns (packets, leaves service).
     fn drain_mailbox(&mut self, id: usize) -> (usize, bool) {
         let retire_after = self.rt.cfg.retire_after_reads;
         let Arbiter {
