@@ -737,7 +737,7 @@ impl Classifier {
                 ),
                 direction: r.direction,
                 iface,
-                dscp: r.dscp.iter().fold(0u64, |m, &c| m | 1u64 << (c & 63)),
+                dscp: rules::dscp_mask(&r.dscp, r.dscp_negated),
                 draw_below: rules::draw_below(r.prob.map(|p| p.0)),
                 packets: 0,
                 bytes: 0,

@@ -42,7 +42,8 @@
 //!   packet and every packet sent on another interface (an unbound name:
 //!   every packet).
 //! * `dscp LIST`: the packet's DiffServ code point
-//!   ([`crate::PacketKey::dscp`]) is one of the list's.
+//!   ([`crate::PacketKey::dscp`]) is one of the list's; `not dscp LIST`:
+//!   none of them (compiled as the complement set, so it costs the same).
 //! * `prob P`: a packet every other condition of the rule admits matches
 //!   with probability P, else the walk goes on to the next rule (ipfw's
 //!   `prob`). The draw comes from the rule set's one stream, seeded from
@@ -359,7 +360,7 @@ pub(crate) struct CompiledRule {
     pub(crate) direction: Direction,
     pub(crate) iface: Option<IfaceCond>,
     /// `dscp LIST`: bit `c` set for each code point `c` the packet's may be;
-    /// 0 for no condition.
+    /// 0 for no condition ([`dscp_mask`]).
     pub(crate) dscp: u64,
     /// `prob P`: a packet the other conditions admit matches when a
     /// uniform 64-bit draw is below this (P × 2^64); `None` for P = 1 or no
@@ -367,6 +368,20 @@ pub(crate) struct CompiledRule {
     pub(crate) draw_below: Option<u64>,
     /// Bytes matched.
     pub(crate) bytes: u64,
+}
+
+/// The code-point set of a `dscp` condition: bit `c` for each code point
+/// `c` listed, or, negated, for each code point not listed; 0 (no
+/// condition) for an empty list. A negated list of all 64 code points is
+/// refused before it gets here (it would match nothing, and its empty set
+/// would read as no condition).
+pub(crate) fn dscp_mask(codes: &[u8], negated: bool) -> u64 {
+    let listed = codes.iter().fold(0u64, |m, &c| m | 1u64 << (c & 63));
+    if negated && listed != 0 {
+        !listed
+    } else {
+        listed
+    }
 }
 
 /// The draw threshold of `prob p` ([`CompiledRule::draw_below`]): `None`

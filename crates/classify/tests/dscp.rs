@@ -46,3 +46,34 @@ fn a_dscp_rule_takes_the_listed_code_points_only() {
     let counts: Vec<(u32, u64)> = c.rule_counters().map(|(r, k)| (r, k.packets)).collect();
     assert_eq!(counts, [(100, 4), (200, 4)]);
 }
+
+#[test]
+fn a_not_dscp_rule_takes_every_code_point_but_the_listed_ones() {
+    let plan = pspat_config::parse_ipfw(
+        "pipe 1 config bw 1Mbit/s\npipe 2 config bw 9Mbit/s\n\
+         add 100 pipe 1 ip from any to any not dscp ef,be\n\
+         add 200 pipe 2 ip from any to any\n",
+        "not-dscp.ipfw",
+    )
+    .unwrap()
+    .validate(&pspat_config::NoProfiles)
+    .unwrap();
+    let mut c = Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap();
+    for dscp in 0..64u8 {
+        let mut k = PacketKey::new(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            17,
+            5000,
+            5060,
+        );
+        k.dscp = dscp;
+        let want = if dscp == 46 || dscp == 0 { 2 } else { 1 };
+        match c.classify(Instant::ZERO, &k, 100) {
+            Verdict::Enqueue(p) => assert_eq!(p.link, want, "dscp {dscp}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let counts: Vec<(u32, u64)> = c.rule_counters().map(|(r, k)| (r, k.packets)).collect();
+    assert_eq!(counts, [(100, 62), (200, 2)]);
+}

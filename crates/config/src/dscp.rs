@@ -13,6 +13,10 @@
 
 use crate::units::ValueError;
 
+/// How many code points there are (0..=63): a list of them all cannot be
+/// negated (`not dscp` of it would match no packet).
+pub const CODE_POINTS: usize = 64;
+
 /// Every name and its code point, in code order (`be` before `cs0` for 0,
 /// which prints as `be`).
 pub const NAMES: [(&str, u8); 23] = [

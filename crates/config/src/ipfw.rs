@@ -1715,15 +1715,16 @@ pub(crate) fn parse_rule_body(
             }
             "dscp" => {
                 let v = cur.value(tok, "ef or af41,af42")?;
-                if negated {
-                    let refused: Result<(), ValueError> = Err(ValueError::syntax(
-                        "'not dscp' is not supported: list the code points to match",
-                    ));
-                    cur.check(tok, refused)?;
-                }
                 let codes = cur.check(v, crate::dscp::parse_dscp_list(&v.text))?;
+                if negated && codes.len() == crate::dscp::CODE_POINTS {
+                    let refused: Result<(), ValueError> = Err(ValueError::syntax(
+                        "'not dscp' of every code point matches no packet",
+                    ));
+                    cur.check(v, refused)?;
+                }
                 record(fields, cur, "dscp", tok, v.pos())?;
                 rule.dscp = codes;
+                rule.dscp_negated = negated;
             }
             "in" | "out" => {
                 // ipfw compiles `out` as `not in`: `not in` is `out`.
@@ -1776,6 +1777,7 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
         direction: Direction::Any,
         interface: None,
         dscp: Vec::new(),
+        dscp_negated: false,
         prob: None,
         comment: None,
     }

@@ -830,6 +830,11 @@ pub struct Rule {
     /// repeats) of which the packet's must be one; empty matches any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dscp: Vec<u8>,
+    /// `not dscp LIST`: the packet's code point is none of the list's.
+    /// Ignored while `dscp` is empty; a list of all 64 code points cannot be
+    /// negated (it would match no packet).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dscp_negated: bool,
     /// `prob P` before the action (ipfw's): a packet the rule's conditions
     /// admit matches with probability P, in (0, 1]; otherwise the next
     /// rules are tried. `None` matches every such packet.

@@ -325,6 +325,9 @@ pub struct RulePlan {
     /// DiffServ code points ([`crate::Rule::dscp`]; empty: any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dscp: Vec<u8>,
+    /// `not dscp` ([`crate::Rule::dscp_negated`]); only set with a list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dscp_negated: bool,
     /// `prob` ([`crate::Rule::prob`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prob: Option<crate::model::MatchProbability>,
@@ -1769,6 +1772,14 @@ impl Config {
                     "a rule's dscp is a set of code points 0..=63, ascending, each once",
                 );
             }
+            if r.dscp_negated && r.dscp.len() >= crate::dscp::CODE_POINTS {
+                let pos = c.pos(SiteKind::Rule, i, 0, "dscp", || format!("{:?}", r.dscp));
+                c.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    "'not dscp' of every code point matches no packet",
+                );
+            }
             if let Some(text) = &r.comment {
                 let normal = crate::ipfw::rule_comment(text);
                 if normal
@@ -1801,6 +1812,7 @@ impl Config {
                 direction: r.direction,
                 interface: r.interface.clone(),
                 dscp: r.dscp.clone(),
+                dscp_negated: r.dscp_negated && !r.dscp.is_empty(),
                 prob: r.prob,
                 comment: r.comment.clone(),
             });

@@ -382,7 +382,12 @@ pub fn rule_line(rule: &Rule) -> String {
         );
     }
     if !rule.dscp.is_empty() {
-        let _ = write!(s, " dscp {}", crate::dscp::format_dscp_list(&rule.dscp));
+        let _ = write!(
+            s,
+            " {}dscp {}",
+            not(rule.dscp_negated),
+            crate::dscp::format_dscp_list(&rule.dscp)
+        );
     }
     match rule.direction {
         Direction::Any => {}
@@ -838,11 +843,12 @@ pub fn print_toml(config: &Config) -> String {
             let _ = writeln!(out, "dst-port = {}", quote(&text));
         }
         if !r.dscp.is_empty() {
-            let _ = writeln!(
-                out,
-                "dscp = {}",
-                quote(&crate::dscp::format_dscp_list(&r.dscp))
+            let text = format!(
+                "{}{}",
+                not(r.dscp_negated),
+                crate::dscp::format_dscp_list(&r.dscp)
             );
+            let _ = writeln!(out, "dscp = {}", quote(&text));
         }
         match r.direction {
             Direction::Any => {}

@@ -1,5 +1,6 @@
-//! ipfw's `dscp LIST` rule option: names and numbers read in both
-//! syntaxes, printed as a sorted set of names, refused at the value.
+//! ipfw's `dscp LIST` and `not dscp LIST` rule options: names and numbers
+//! read in both syntaxes, printed as a sorted set of names, refused at the
+//! value.
 
 use pspat_config::{parse_toml, print_ipfw, print_toml, ErrorKind};
 
@@ -24,7 +25,37 @@ fn dscp_lists_are_read_normalised_printed_and_planned() {
 }
 
 #[test]
-fn a_bad_code_point_or_not_dscp_is_refused_at_its_word() {
+fn not_dscp_is_read_printed_and_planned_in_both_syntaxes() {
+    let text = "pipe 1 config\nadd 100 pipe 1 ip from any to any not dscp ef,cs6\n";
+    let cfg = ipfw(text);
+    assert_eq!(
+        (cfg.rules[0].dscp.as_slice(), cfg.rules[0].dscp_negated),
+        (&[46u8, 48][..], true)
+    );
+    let printed = print_ipfw(&cfg);
+    assert!(
+        printed.contains("add 100 pipe 1 ip from any to any not dscp ef,cs6\n"),
+        "{printed}"
+    );
+    assert_eq!(ipfw(&printed), cfg);
+    let toml = print_toml(&cfg);
+    assert!(toml.contains("dscp = \"not ef,cs6\"\n"), "{toml}");
+    assert_eq!(parse_toml(&toml, "cfg.toml").unwrap(), cfg);
+    let p = plan(text);
+    assert!(p.rules[&100].dscp_negated, "{:?}", p.rules[&100]);
+    // Validation refuses a code-built negation of every code point.
+    let mut all = cfg.clone();
+    all.rules[0].dscp = (0..64).collect();
+    let e = all.validate(&pspat_config::NoProfiles).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("'not dscp' of every code point matches no packet"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bad_code_point_or_a_negation_of_every_one_is_refused_at_its_word() {
     let e = error_of(
         "pipe 1 config\nadd 100 pipe 1 ip from any to any dscp ef,64\n",
         "cfg.ipfw",
@@ -50,15 +81,17 @@ fn a_bad_code_point_or_not_dscp_is_refused_at_its_word() {
         ErrorKind::Syntax,
         "not a DiffServ code point",
     );
-    let e = error_of(
-        "pipe 1 config\nadd 100 pipe 1 ip from any to any not dscp ef\n",
-        "cfg.ipfw",
+    let all: Vec<String> = (0..64).map(|c| c.to_string()).collect();
+    let line = format!(
+        "add 100 pipe 1 ip from any to any not dscp {}\n",
+        all.join(",")
     );
+    let e = error_of(&format!("pipe 1 config\n{line}"), "cfg.ipfw");
     assert_at(
         &e,
-        (2, 39, "dscp"),
+        (2, 44, all.join(",").as_str()),
         ErrorKind::Syntax,
-        "'not dscp' is not supported",
+        "'not dscp' of every code point matches no packet",
     );
     let e = error_of(
         "pipe 1 config\nadd 100 pipe 1 ip from any to any dscp\n",

@@ -420,7 +420,7 @@ fn rule() -> impl Strategy<Value = Rule> {
         direction,
         interface,
         nots,
-        (comment, prob, vec(0u8..64, 0..4)),
+        (comment, prob, vec(0u8..64, 0..4), any::<bool>()),
     )
         .prop_map(
             |(
@@ -434,7 +434,7 @@ fn rule() -> impl Strategy<Value = Rule> {
                 direction,
                 interface,
                 nots,
-                (comment, prob, mut dscp),
+                (comment, prob, mut dscp, not_dscp),
             )| {
                 // As the parsers keep a list: ascending, no repeats.
                 dscp.sort_unstable();
@@ -453,6 +453,9 @@ fn rule() -> impl Strategy<Value = Rule> {
                     dst_ports,
                     direction,
                     interface,
+                    // As the parsers: a negation of a list only (at most
+                    // four code points here, never all 64).
+                    dscp_negated: not_dscp && !dscp.is_empty(),
                     dscp,
                     prob,
                     comment,

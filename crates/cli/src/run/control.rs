@@ -911,6 +911,7 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
         direction: r.direction,
         interface: r.interface.clone(),
         dscp: r.dscp.clone(),
+        dscp_negated: r.dscp_negated,
         prob: r.prob,
         comment: r.comment.clone(),
     })
