@@ -2363,6 +2363,24 @@ mod tests {
         }
         assert_eq!(live.plan(), before, "nothing changed");
         assert_eq!(live.plan().tables[&2].len(), 2);
+        // Every table at once: listed under a header each, then emptied,
+        // each table kept.
+        assert!(live.request("table 3 create").ok);
+        assert!(live.request("table 3 add 172.16.0.0/12 3").ok);
+        let r = live.request("table all list");
+        assert!(r.ok, "{r:?}");
+        assert_eq!(
+            r.text,
+            "--- table(2) ---\n10.0.0.0/8 1\n192.168.0.0/16 1\n--- table(3) ---\n172.16.0.0/12 3\n"
+        );
+        assert_eq!(
+            r.result["tables"][1]["entries"][0]["prefix"], "172.16.0.0/12",
+            "{r:?}"
+        );
+        assert!(live.request("table all flush").ok);
+        let tables = live.plan().tables;
+        assert_eq!(tables.keys().copied().collect::<Vec<_>>(), [2, 3]);
+        assert!(tables.values().all(|t| t.is_empty()), "{tables:?}");
         // Release: pairs with the stand-in's Acquire load.
         stop.store(true, Ordering::Release);
         arbiter.join().unwrap();

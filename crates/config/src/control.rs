@@ -19,6 +19,9 @@ pub enum Listing {
     Rules,
     /// `table N list`.
     Table(u32),
+    /// `table all list` (and, flushed, `table all flush`: every table
+    /// stays, empty).
+    AllTables,
 }
 
 /// What a `delete` command removes.
@@ -774,6 +777,42 @@ mod tests {
             let e = parse_control(line, "<ctl>").unwrap_err();
             assert!(e.to_string().contains(want), "{line}: {e}");
             assert!(e.to_string().starts_with("<ctl>:1:"), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn table_all_lists_or_flushes_every_table() {
+        let all = Listing::AllTables;
+        for (line, want) in [
+            (
+                "table all list",
+                ControlRequest::Show {
+                    what: all,
+                    number: None,
+                },
+            ),
+            (
+                "ipfw table all show",
+                ControlRequest::Show {
+                    what: all,
+                    number: None,
+                },
+            ),
+            ("table all flush", ControlRequest::Flush(all)),
+        ] {
+            assert_eq!(parse_control(line, "<ctl>").unwrap(), want, "{line}");
+        }
+        for (line, want) in [
+            (
+                "table all add 10.0.0.0/8 1",
+                "unknown 'table all' command 'add' (allowed: flush, list)",
+            ),
+            ("table all destroy", "unknown 'table all' command 'destroy'"),
+            ("table all flush 1", "unexpected '1'"),
+            ("table all", "needs a value"),
+        ] {
+            let e = parse_control(line, "<ctl>").unwrap_err();
+            assert!(e.to_string().contains(want), "{line}: {e}");
         }
     }
 }

@@ -1978,6 +1978,18 @@ pub(crate) fn parse_statement(toks: &[Tok], file: &str) -> Result<Statement, Err
         }
         "table" => {
             let num_tok = cur.value(first, "1 add 10.0.0.0/8 1")?;
+            if num_tok.text == "all" {
+                // ipfw's `table all flush|list`: every table at once.
+                let op = cur.value(num_tok, "list")?;
+                let what = Listing::AllTables;
+                let request = match op.text.as_str() {
+                    "flush" => ControlRequest::Flush(what),
+                    "list" | "show" => ControlRequest::Show { what, number: None },
+                    _ => return Err(cur.error(op, ErrorKind::UnknownKeyword, format!("unknown 'table all' command '{}' (allowed: flush, list)", op.text))),
+                };
+                expect_end(&mut cur)?;
+                return Ok(Statement::Control(request, first.pos()));
+            }
             let n = number(&cur, num_tok)?;
             let op = cur.value(num_tok, "add")?;
             match op.text.as_str() {

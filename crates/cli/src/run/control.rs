@@ -582,6 +582,13 @@ impl Live {
                 table_of(&mut config, t, "flush")?.entries.clear();
                 self.commit(config, "ctl").map(changed)
             }
+            ControlRequest::Flush(Listing::AllTables) => {
+                let mut config = self.running_config()?;
+                for t in &mut config.tables {
+                    t.entries.clear();
+                }
+                self.commit(config, "ctl").map(changed)
+            }
             ControlRequest::TableDelete { table, prefixes } => {
                 let mut config = self.running_config()?;
                 let entries = &mut table_of(&mut config, table, "delete")?.entries;
@@ -850,6 +857,21 @@ impl Live {
                 }
                 Ok((text, json!({ "table": t, "entries": rows })))
             }
+            Listing::AllTables => {
+                // As ipfw's `table all list`: a header line a table.
+                let mut text = String::new();
+                let mut tables = Vec::new();
+                for (t, entries) in &plan.tables {
+                    text.push_str(&format!("--- table({t}) ---\n"));
+                    let mut rows = Vec::new();
+                    for (prefix, value) in entries {
+                        text.push_str(&format!("{prefix} {value}\n"));
+                        rows.push(json!({ "prefix": prefix.to_string(), "value": value }));
+                    }
+                    tables.push(json!({ "table": t, "entries": rows }));
+                }
+                Ok((text, json!({ "tables": tables })))
+            }
         }
     }
 }
@@ -892,6 +914,7 @@ fn listing_name(l: Listing) -> String {
         Listing::Scheds => "scheds".into(),
         Listing::Rules => "rules".into(),
         Listing::Table(t) => format!("table {t}"),
+        Listing::AllTables => "table all".into(),
     }
 }
 
