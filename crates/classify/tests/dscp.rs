@@ -1,20 +1,25 @@
-//! `dscp LIST` on a rule: a packet matches when its code point is listed.
+//! `dscp LIST` on a rule: a packet matches when its code point is listed;
+//! `not dscp LIST`: when it is not.
 
 use pspat_classify::{Classifier, ClassifierLimits, PacketKey, Verdict};
 use pspat_sched::Instant;
 
+/// The classifier of an ipfw configuration.
+fn classifier_of(text: &str) -> Classifier {
+    let plan = pspat_config::parse_ipfw(text, "dscp.ipfw")
+        .unwrap()
+        .validate(&pspat_config::NoProfiles)
+        .unwrap();
+    Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap()
+}
+
 #[test]
 fn a_dscp_rule_takes_the_listed_code_points_only() {
-    let plan = pspat_config::parse_ipfw(
+    let mut c = classifier_of(
         "pipe 1 config bw 1Mbit/s\npipe 2 config bw 9Mbit/s\n\
          add 100 pipe 1 udp from any to any dscp ef,af41,7\n\
          add 200 pipe 2 ip from any to any\n",
-        "dscp.ipfw",
-    )
-    .unwrap()
-    .validate(&pspat_config::NoProfiles)
-    .unwrap();
-    let mut c = Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap();
+    );
     let link = |c: &mut Classifier, proto: u8, dscp: u8| {
         let mut k = PacketKey::new(
             "10.0.0.1".parse().unwrap(),
@@ -49,16 +54,11 @@ fn a_dscp_rule_takes_the_listed_code_points_only() {
 
 #[test]
 fn a_not_dscp_rule_takes_every_code_point_but_the_listed_ones() {
-    let plan = pspat_config::parse_ipfw(
+    let mut c = classifier_of(
         "pipe 1 config bw 1Mbit/s\npipe 2 config bw 9Mbit/s\n\
          add 100 pipe 1 ip from any to any not dscp ef,be\n\
          add 200 pipe 2 ip from any to any\n",
-        "not-dscp.ipfw",
-    )
-    .unwrap()
-    .validate(&pspat_config::NoProfiles)
-    .unwrap();
-    let mut c = Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap();
+    );
     for dscp in 0..64u8 {
         let mut k = PacketKey::new(
             "10.0.0.1".parse().unwrap(),
