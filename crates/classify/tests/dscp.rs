@@ -4,13 +4,9 @@
 use pspat_classify::{Classifier, ClassifierLimits, PacketKey, Verdict};
 use pspat_sched::Instant;
 
-/// The classifier of an ipfw configuration.
+/// The classifier of an ipfw configuration, with the default limits.
 fn classifier_of(text: &str) -> Classifier {
-    let plan = pspat_config::parse_ipfw(text, "dscp.ipfw")
-        .unwrap()
-        .validate(&pspat_config::NoProfiles)
-        .unwrap();
-    Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap()
+    super::classifier(text, &ClassifierLimits::default())
 }
 
 #[test]

@@ -6,12 +6,9 @@ use std::net::IpAddr;
 use pspat_classify::{Classifier, ClassifierLimits, PacketKey, Verdict};
 use pspat_sched::Instant;
 
+/// The classifier of an ipfw configuration, with the default limits.
 fn classifier(text: &str) -> Classifier {
-    let plan = pspat_config::parse_ipfw(text, "prob.ipfw")
-        .unwrap()
-        .validate(&pspat_config::NoProfiles)
-        .unwrap();
-    Classifier::from_plan(&plan, &ClassifierLimits::default()).unwrap()
+    super::classifier(text, &ClassifierLimits::default())
 }
 
 /// A UDP packet's key from port 5000 to `dport`.

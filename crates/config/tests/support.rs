@@ -1,11 +1,23 @@
 //! What the syntax tests share: parsing and validating a text, and where
 //! its error is.
 
-use pspat_config::{parse_ipfw, parse_toml, Config, Error, ErrorKind, NoProfiles, Plan};
+use pspat_config::{
+    parse_ipfw, parse_toml, print_ipfw, print_toml, Config, Error, ErrorKind, NoProfiles, Plan,
+};
 
 /// `text` as ipfw lines of `cfg.ipfw` (panics with the error).
 pub fn ipfw(text: &str) -> Config {
     parse_ipfw(text, "cfg.ipfw").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `cfg` printed as ipfw lines and as TOML, each checked to read back as
+/// `cfg`: (ipfw, toml).
+pub fn printed_both(cfg: &Config) -> (String, String) {
+    let printed = print_ipfw(cfg);
+    assert_eq!(&ipfw(&printed), cfg, "{printed}");
+    let toml = print_toml(cfg);
+    assert_eq!(&parse_toml(&toml, "cfg.toml").unwrap(), cfg, "{toml}");
+    (printed, toml)
 }
 
 /// `text` as ipfw lines, validated (panics with the error).
