@@ -2341,6 +2341,7 @@ mod tests {
             "table 1 destroy",
             "table 1 flush",
             "table 1 delete 10.0.0.0/8",
+            "table 1 list",
         ] {
             let r = live.request(line);
             let e = r.error.as_deref().unwrap_or_default();
@@ -2348,6 +2349,11 @@ mod tests {
         }
         // A table created live, empty, takes entries after.
         assert!(live.request("table 2 create").ok);
+        let r = live.request("table 2 list");
+        assert!(
+            r.ok && r.text.is_empty(),
+            "an empty table lists nothing: {r:?}"
+        );
         assert!(live.request("table 2 add 10.0.0.0/8 1 192.168.0.0/16 1").ok);
         assert_eq!(live.plan().tables[&2].len(), 2);
         // A create of a table that exists is refused, its entries kept,

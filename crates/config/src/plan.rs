@@ -350,7 +350,8 @@ pub struct Plan {
     pub pipes: BTreeMap<u32, PipePlan>,
     /// Queues by number.
     pub queues: BTreeMap<u32, QueuePlan>,
-    /// Tables by number: prefix → value. A table exists while it has entries.
+    /// Tables by number: prefix → value; a table created and left empty is
+    /// here with no entries.
     pub tables: BTreeMap<u32, BTreeMap<Prefix, u32>>,
     /// Rules by number (the order they are tried in).
     pub rules: BTreeMap<u32, RulePlan>,

@@ -848,10 +848,14 @@ impl Live {
                 Ok((text, json!({ "rules": rows, "classifier": cls })))
             }
             Listing::Table(t) => {
-                let entries = plan.tables.get(&t);
+                // As ipfw: listing a table that does not exist is an error,
+                // where an empty one lists nothing.
+                let entries = plan.tables.get(&t).ok_or_else(|| {
+                    format!("{CTL_FILE}: table {t} list: table {t} does not exist")
+                })?;
                 let mut text = String::new();
                 let mut rows = Vec::new();
-                for (prefix, value) in entries.into_iter().flatten() {
+                for (prefix, value) in entries {
                     text.push_str(&format!("{prefix} {value}\n"));
                     rows.push(json!({ "prefix": prefix.to_string(), "value": value }));
                 }
@@ -940,15 +944,6 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
     })
 }
 
-/// Takes `pipe N`, `queue N` or `sched N` out of `config` (`N delete`);
-/// a pipe or sched goes with the flowsets that feed it (as ipfw's
-/// `sched N delete` leaves none of its queues attached).
-///
-/// # Errors
-/// One line: it does not exist, a rule still sends to it or to one of its
-/// flowsets (named, with the `delete` to give first), or it is the last
-/// flowset of a sched (delete the sched instead; not checked by a `flush`,
-/// which validation then refuses if a sched is left without flowsets).
 /// Table `t` of `config`, for `table t WHAT`, or the error that it does not
 /// exist.
 fn table_of<'c>(
@@ -963,6 +958,15 @@ fn table_of<'c>(
         .ok_or_else(|| format!("{CTL_FILE}: table {t} {what}: table {t} does not exist"))
 }
 
+/// Takes `pipe N`, `queue N` or `sched N` out of `config` (`N delete`);
+/// a pipe or sched goes with the flowsets that feed it (as ipfw's
+/// `sched N delete` leaves none of its queues attached).
+///
+/// # Errors
+/// One line: it does not exist, a rule still sends to it or to one of its
+/// flowsets (named, with the `delete` to give first), or it is the last
+/// flowset of a sched (delete the sched instead; not checked by a `flush`,
+/// which validation then refuses if a sched is left without flowsets).
 fn delete_object(config: &mut Config, what: Deletable, n: u32, flush: bool) -> Result<(), String> {
     use pspat_config::{Action, Parent, Target};
     let kind = match what {
