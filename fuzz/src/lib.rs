@@ -865,6 +865,10 @@ fn packet(b: &mut Bytes) -> (PacketKey, u32) {
         2 => u32::from(b.u16()),
         _ => b.u32(),
     };
+    // The IP length as the frame's (cut to 16 bits), and any flag byte:
+    // the classifier reads them only for rules that test them.
+    key.ip_len = len as u16;
+    key.tcp_flags = b.u8();
     (key, len)
 }
 

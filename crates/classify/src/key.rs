@@ -80,6 +80,15 @@ pub struct PacketKey {
     /// the IPv6 traffic class (0 when unknown); only its low six bits are
     /// read.
     pub dscp: u8,
+    /// The IP length: IPv4's total length, or IPv6's payload length plus
+    /// its 40-byte header (0 when unknown); rules' `iplen`.
+    pub ip_len: u16,
+    /// The TCP header's flag byte (`fin` 0x01 .. `urg` 0x20, as
+    /// [`pspat_config::header::TCP_FLAG_NAMES`]) of a TCP packet, 0
+    /// otherwise or when unknown; rules' `tcpflags`, `setup` and
+    /// `established`, which read it only when [`PacketKey::proto`] is 6.
+    /// A daemon reads it only when [`crate::Classifier::reads_tcp_flags`].
+    pub tcp_flags: u8,
 }
 
 impl PacketKey {
@@ -95,6 +104,8 @@ impl PacketKey {
             ifindex: 0,
             direction: PacketDirection::In,
             dscp: 0,
+            ip_len: 0,
+            tcp_flags: 0,
         }
     }
 }

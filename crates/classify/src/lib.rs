@@ -502,6 +502,8 @@ pub struct Classifier {
     overflow: OverflowPolicy,
     layout: FlowLayout,
     stats: ClassifierStats,
+    /// Whether a rule tests TCP flags ([`Classifier::reads_tcp_flags`]).
+    reads_tcp_flags: bool,
 }
 
 fn check_limit(
@@ -721,6 +723,7 @@ impl Classifier {
                 bound: Vec::new(),
                 negated: i.negated,
             });
+            let header = rules::HeaderCond::of(r);
             rules.push(CompiledRule {
                 number: r.number,
                 action,
@@ -734,15 +737,20 @@ impl Classifier {
                     r.src_ports_negated && !r.src_ports.is_empty(),
                     r.dst_ports_negated && !r.dst_ports.is_empty(),
                     iface.as_ref(),
+                    header.as_deref(),
                 ),
                 direction: r.direction,
                 iface,
                 dscp: rules::dscp_mask(&r.dscp, r.dscp_negated),
+                header,
                 draw_below: rules::draw_below(r.prob.map(|p| p.0)),
                 packets: 0,
                 bytes: 0,
             });
         }
+        let reads_tcp_flags = rules
+            .iter()
+            .any(|r| r.header.as_ref().is_some_and(|h| h.reads_tcp_flags()));
         let rules = RuleSet::new(rules, plan.seed);
         let direct = std::array::from_fn(|class| match rules.plain_rule(class) {
             Some((at, RuleAction::Queue(i)))
@@ -771,7 +779,16 @@ impl Classifier {
             overflow: limits.overflow,
             layout,
             stats: ClassifierStats::default(),
+            reads_tcp_flags,
         })
+    }
+
+    /// Whether a rule tests the TCP flags (`tcpflags`, `setup`,
+    /// `established`). A caller that finds them dearer to read than the
+    /// rest of [`PacketKey`] fills [`PacketKey::tcp_flags`] only when this
+    /// is true; otherwise no rule reads them.
+    pub fn reads_tcp_flags(&self) -> bool {
+        self.reads_tcp_flags
     }
 
     /// The flow ids of every link ([`FlowLayout`]).

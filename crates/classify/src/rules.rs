@@ -44,6 +44,15 @@
 //! * `dscp LIST`: the packet's DiffServ code point
 //!   ([`crate::PacketKey::dscp`]) is one of the list's; `not dscp LIST`:
 //!   none of them (compiled as the complement set, so it costs the same).
+//! * `iplen LIST`: the packet's IP length ([`crate::PacketKey::ip_len`])
+//!   is in one of the ranges. `tcpflags SPEC` (`setup` is `syn,!ack`): a
+//!   TCP packet whose flag byte ([`crate::PacketKey::tcp_flags`]) has
+//!   every flag SPEC names set and every flag it names with `!` clear;
+//!   `established`: a TCP packet with `ack` or `rst`. A packet of another
+//!   protocol fails the flag tests, so `not tcpflags` and `not
+//!   established` admit it (ipfw). These header conditions sit out of line
+//!   ([`HeaderCond`]) and are tested on the path of negated rules, so a
+//!   rule without them pays nothing for them.
 //! * `prob P`: a packet every other condition of the rule admits matches
 //!   with probability P, else the walk goes on to the next rule (ipfw's
 //!   `prob`). The draw comes from the rule set's one stream, seeded from
@@ -75,7 +84,8 @@
 
 use std::net::IpAddr;
 
-use pspat_config::{AddrMatch, Direction, InterfaceRole, PortRange, Prefix, Proto};
+use pspat_config::header::{TcpFlags, TCP_ACK, TCP_RST};
+use pspat_config::{AddrMatch, Direction, InterfaceRole, PortRange, Prefix, Proto, RulePlan};
 
 use crate::key::{PacketDirection, PacketKey};
 
@@ -354,14 +364,18 @@ pub(crate) struct CompiledRule {
     pub(crate) src_ports: Vec<PortRange>,
     pub(crate) dst_ports: Vec<PortRange>,
     /// Whether a port list or the interface is negated (`not dst-port`,
-    /// `not via`): such a rule takes [`CompiledRule::matches_rest_negated`],
-    /// so that a rule without `not` pays one test of this flag.
+    /// `not via`), or the rule has header conditions: such a rule takes
+    /// [`CompiledRule::matches_rest_out_of_line`], so that a rule without
+    /// either pays one test of this flag.
     pub(crate) negated: Negated,
     pub(crate) direction: Direction,
     pub(crate) iface: Option<IfaceCond>,
     /// `dscp LIST`: bit `c` set for each code point `c` the packet's may be;
     /// 0 for no condition ([`dscp_mask`]).
     pub(crate) dscp: u64,
+    /// `iplen`, `tcpflags`, `setup`, `established`: `None` for none of
+    /// them (tested on the out-of-line path: [`Negated::out_of_line`]).
+    pub(crate) header: Option<Box<HeaderCond>>,
     /// `prob P`: a packet the other conditions admit matches when a
     /// uniform 64-bit draw is below this (P × 2^64); `None` for P = 1 or no
     /// `prob`.
@@ -384,6 +398,59 @@ pub(crate) fn dscp_mask(codes: &[u8], negated: bool) -> u64 {
     }
 }
 
+/// A rule's conditions on the IP length and the TCP flags, each negated or
+/// not (module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HeaderCond {
+    /// `iplen`: empty for no condition.
+    pub(crate) ip_len: Vec<PortRange>,
+    /// `not iplen`.
+    pub(crate) ip_len_negated: bool,
+    /// `tcpflags` or `setup`.
+    pub(crate) tcp_flags: Option<TcpFlags>,
+    /// `not tcpflags`, `not setup`.
+    pub(crate) tcp_flags_negated: bool,
+    /// `established`: `Some(negated)`.
+    pub(crate) established: Option<bool>,
+}
+
+impl HeaderCond {
+    /// The header conditions of `r`, `None` when it has none.
+    pub(crate) fn of(r: &RulePlan) -> Option<Box<HeaderCond>> {
+        let cond = HeaderCond {
+            ip_len: r.ip_len.clone(),
+            ip_len_negated: r.ip_len_negated && !r.ip_len.is_empty(),
+            tcp_flags: r.tcp_flags,
+            tcp_flags_negated: r.tcp_flags_negated && r.tcp_flags.is_some(),
+            established: r.established.then_some(r.established_negated),
+        };
+        (cond != HeaderCond::default()).then(|| Box::new(cond))
+    }
+
+    /// Whether the flag tests need [`PacketKey::tcp_flags`].
+    pub(crate) fn reads_tcp_flags(&self) -> bool {
+        self.tcp_flags.is_some() || self.established.is_some()
+    }
+
+    /// Every condition, each as ipfw computes it, then inverted by `not`.
+    pub(crate) fn matches(&self, k: &PacketKey) -> bool {
+        let len_ok = self.ip_len.is_empty()
+            || self
+                .ip_len
+                .iter()
+                .any(|r| r.lo <= k.ip_len && k.ip_len <= r.hi)
+                != self.ip_len_negated;
+        let tcp = k.proto == 6;
+        let flags_ok = self
+            .tcp_flags
+            .is_none_or(|f| (tcp && f.admits(k.tcp_flags)) != self.tcp_flags_negated);
+        let established_ok = self
+            .established
+            .is_none_or(|negated| (tcp && k.tcp_flags & (TCP_ACK | TCP_RST) != 0) != negated);
+        len_ok && flags_ok && established_ok
+    }
+}
+
 /// The draw threshold of `prob p` ([`CompiledRule::draw_below`]): `None`
 /// when every draw matches.
 pub(crate) fn draw_below(p: Option<f64>) -> Option<u64> {
@@ -393,23 +460,34 @@ pub(crate) fn draw_below(p: Option<f64>) -> Option<u64> {
 }
 
 /// Which port lists of a rule are negated (`not src-port`, `not
-/// dst-port`), and whether anything beyond the class is (the port lists or
-/// the interface).
+/// dst-port`), and whether the rule takes the out-of-line path
+/// ([`CompiledRule::matches_rest_out_of_line`]): a negated port list or
+/// interface, or a header condition.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Negated {
     pub(crate) src_ports: bool,
     pub(crate) dst_ports: bool,
-    /// `src_ports || dst_ports ||` the interface is negated.
-    pub(crate) any: bool,
+    /// `src_ports || dst_ports ||` the interface is negated `||` the rule
+    /// has header conditions.
+    pub(crate) out_of_line: bool,
 }
 
 impl Negated {
-    /// The flags of a rule whose interface condition is `iface`.
-    pub(crate) fn new(src_ports: bool, dst_ports: bool, iface: Option<&IfaceCond>) -> Self {
+    /// The flags of a rule whose interface condition is `iface` and whose
+    /// header conditions are `header`.
+    pub(crate) fn new(
+        src_ports: bool,
+        dst_ports: bool,
+        iface: Option<&IfaceCond>,
+        header: Option<&HeaderCond>,
+    ) -> Self {
         Negated {
             src_ports,
             dst_ports,
-            any: src_ports || dst_ports || iface.is_some_and(|i| i.negated),
+            out_of_line: src_ports
+                || dst_ports
+                || iface.is_some_and(|i| i.negated)
+                || header.is_some(),
         }
     }
 }
@@ -544,6 +622,7 @@ impl CompiledRule {
             || !self.dst_ports.is_empty()
             || self.iface.is_some()
             || self.dscp != 0
+            || self.header.is_some()
             || self.draw_below.is_some()
             || !matches!(self.src, AddrCond::Any)
             || !matches!(self.dst, AddrCond::Any)
@@ -558,8 +637,8 @@ impl CompiledRule {
         local: &[IpAddr],
         tables: &[LpmTable],
     ) -> Option<Option<u32>> {
-        if self.negated.any {
-            return self.matches_rest_negated(k, local, tables);
+        if self.negated.out_of_line {
+            return self.matches_rest_out_of_line(k, local, tables);
         }
         if !ports_match(&self.src_ports, k.proto, k.src_port)
             || !ports_match(&self.dst_ports, k.proto, k.dst_port)
@@ -576,10 +655,11 @@ impl CompiledRule {
     }
 
     /// [`CompiledRule::matches_rest`] for a rule with a negated port list
-    /// or interface (module docs for what `not` matches).
+    /// or interface, or with header conditions (module docs for what `not`
+    /// matches).
     #[cold]
     #[inline(never)]
-    fn matches_rest_negated(
+    fn matches_rest_out_of_line(
         &self,
         k: &PacketKey,
         local: &[IpAddr],
@@ -588,6 +668,7 @@ impl CompiledRule {
         if !ports_match_as(&self.src_ports, self.negated.src_ports, k.proto, k.src_port)
             || !ports_match_as(&self.dst_ports, self.negated.dst_ports, k.proto, k.dst_port)
             || !self.dscp_matches(k)
+            || !self.header.as_ref().is_none_or(|h| h.matches(k))
         {
             return None;
         }
@@ -783,11 +864,25 @@ impl CompiledRule {
             inside != negated
         };
         let dscp_ok = self.dscp == 0 || self.dscp & (1u64 << u32::from(k.dscp % 64)) != 0;
+        // Written out again from ipfw's tests, apart from HeaderCond::matches.
+        let header_ok = self.header.as_ref().is_none_or(|h| {
+            let tcp = k.proto == 6;
+            let in_len = h.ip_len.iter().any(|r| (r.lo..=r.hi).contains(&k.ip_len));
+            let flags = h.tcp_flags.is_none_or(|f| {
+                let held = tcp && k.tcp_flags & f.set == f.set && k.tcp_flags & f.clear == 0;
+                held != h.tcp_flags_negated
+            });
+            let est = h.established.is_none_or(|negated| {
+                (tcp && (k.tcp_flags & 0x10 != 0 || k.tcp_flags & 0x04 != 0)) != negated
+            });
+            (h.ip_len.is_empty() || in_len != h.ip_len_negated) && flags && est
+        });
         if proto_ok == self.proto_negated
             || !dir_ok
             || !port_test(&self.src_ports, self.negated.src_ports, k.src_port)
             || !port_test(&self.dst_ports, self.negated.dst_ports, k.dst_port)
             || !dscp_ok
+            || !header_ok
         {
             return None;
         }
@@ -921,9 +1016,10 @@ mod tests {
             // A dscp set over the packets' code points 0..4, a third of
             // the time.
             proptest::option::weighted(0.3, 1u64..16),
+            proptest::option::weighted(0.3, header()),
         )
             .prop_map(
-                |(proto, direction, src, dst, src_ports, dst_ports, iface, nots, dscp)| {
+                |(proto, direction, src, dst, src_ports, dst_ports, iface, nots, dscp, header)| {
                     let (proto_negated, not_src, not_dst) = nots;
                     // As the plan gives them: `not ip` is refused, and a
                     // negation without a port list is dropped.
@@ -932,6 +1028,7 @@ mod tests {
                         not_src && !src_ports.is_empty(),
                         not_dst && !dst_ports.is_empty(),
                         iface.as_ref(),
+                        header.as_ref(),
                     );
                     CompiledRule {
                         number: 0,
@@ -946,12 +1043,43 @@ mod tests {
                         direction,
                         iface,
                         dscp: dscp.unwrap_or(0),
+                        header: header.map(Box::new),
                         draw_below: None,
                         packets: 0,
                         bytes: 0,
                     }
                 },
             )
+    }
+
+    /// Header conditions over the packets' lengths 0..4 and every flag
+    /// byte; each condition present half the time, negated or not.
+    fn header() -> impl Strategy<Value = HeaderCond> {
+        (
+            proptest::collection::vec((0u16..4, 0u16..2), 0..3),
+            proptest::option::of((0u8..64, 0u8..64)),
+            proptest::option::of(any::<bool>()),
+            any::<[bool; 2]>(),
+        )
+            .prop_map(|(lens, flags, established, nots)| {
+                let ip_len: Vec<PortRange> = lens
+                    .into_iter()
+                    .map(|(lo, span)| PortRange { lo, hi: lo + span })
+                    .collect();
+                let tcp_flags = flags
+                    .map(|(set, clear)| TcpFlags {
+                        set,
+                        clear: clear & !set,
+                    })
+                    .filter(|f| f.set | f.clear != 0);
+                HeaderCond {
+                    ip_len_negated: nots[0] && !ip_len.is_empty(),
+                    ip_len,
+                    tcp_flags_negated: nots[1] && tcp_flags.is_some(),
+                    tcp_flags,
+                    established,
+                }
+            })
     }
 
     fn address() -> impl Strategy<Value = IpAddr> {
@@ -972,17 +1100,22 @@ mod tests {
             0u32..3,
             any::<bool>(),
             0u8..4,
+            (0u16..5, 0u8..64),
         )
-            .prop_map(|(src, dst, proto, sp, dp, ifindex, out, dscp)| PacketKey {
-                ifindex,
-                dscp,
-                direction: if out {
-                    PacketDirection::Out
-                } else {
-                    PacketDirection::In
+            .prop_map(
+                |(src, dst, proto, sp, dp, ifindex, out, dscp, (ip_len, tcp_flags))| PacketKey {
+                    ifindex,
+                    dscp,
+                    ip_len,
+                    tcp_flags,
+                    direction: if out {
+                        PacketDirection::Out
+                    } else {
+                        PacketDirection::In
+                    },
+                    ..PacketKey::new(src, dst, proto, sp, dp)
                 },
-                ..PacketKey::new(src, dst, proto, sp, dp)
-            })
+            )
     }
 
     proptest! {
@@ -1037,6 +1170,7 @@ mod tests {
                 proto_negated: false,
                 direction: Direction::Any,
                 dscp: 0,
+                header: None,
                 ..rule
             };
             // One condition at a time, the others left out.
@@ -1047,7 +1181,7 @@ mod tests {
                 let with = |r: &CompiledRule, nots: (bool, bool, bool)| {
                     let iface = r.iface.clone().map(|i| IfaceCond { negated: nots.2, ..i });
                     let r = CompiledRule {
-                        negated: Negated::new(nots.0 && !r.src_ports.is_empty(), nots.1 && !r.dst_ports.is_empty(), iface.as_ref()),
+                        negated: Negated::new(nots.0 && !r.src_ports.is_empty(), nots.1 && !r.dst_ports.is_empty(), iface.as_ref(), r.header.as_deref()),
                         iface,
                         ..r.clone()
                     };

@@ -13,6 +13,7 @@ use pspat_sched::{FlowId, Instant};
 
 mod bridged;
 mod dscp;
+mod header;
 mod prob;
 
 fn plan(text: &str) -> pspat_config::Plan {
@@ -132,6 +133,8 @@ proptest! {
                 src, dst, proto, src_port: sp, dst_port: dp, flow_label: label, ifindex,
                 direction: if out { PacketDirection::Out } else { PacketDirection::In },
                 dscp: (label % 64) as u8,
+                ip_len: len as u16,
+                tcp_flags: (label >> 6) as u8 & 0x3f,
             };
             if let Verdict::Enqueue(p) = c.classify(t(now), &key, len) {
                 let link = c.layout().link(p.link).unwrap();

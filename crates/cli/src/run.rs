@@ -563,9 +563,8 @@ impl HeldFrames {
         let frame = self.arena.reclaim(index).ok()?;
         let key = self.arena.bytes(&frame).ok().and_then(|b| {
             let k = pspat_io::parse::parse_frame(b, &self.limits).ok()?;
-            let mut key = PacketKey::new(k.src, k.dst, k.protocol, k.src_port, k.dst_port);
-            key.dscp = pspat_io::parse::dscp_parsed(b, &k);
-            Some(key)
+            // A packet in flight, reread: the flags too, whatever the rules.
+            Some(packet_key(b, &k, true))
         });
         if self.arena.release(frame).is_err() {
             // Never expected (the frame came from this arena): the token
@@ -1283,8 +1282,7 @@ impl pspat_bridge::Classifier for RxClassifier {
             }
             Err(e) => return Verdict::Unparsed(e.reason),
         };
-        let mut pk = PacketKey::new(key.src, key.dst, key.protocol, key.src_port, key.dst_port);
-        pk.dscp = pspat_io::parse::dscp_parsed(frame, key);
+        let mut pk = packet_key(frame, key, false);
         pk.ifindex = self.ifindex;
         pk.direction = PacketDirection::In;
         let now = pspat_sched::Instant::from_nanos(self.start.elapsed().as_nanos() as u64);
@@ -1295,6 +1293,11 @@ impl pspat_bridge::Classifier for RxClassifier {
                 // the routes and the classifier together under it, so a
                 // verdict is always mapped by the routes of its classifier.
                 self.shared.refresh(&mut self.routes, &mut self.generation);
+                // The flags cost a second walk over the headers: read only
+                // for a rule set that tests them.
+                if c.reads_tcp_flags() {
+                    pk.tcp_flags = pspat_io::parse::tcp_flags_parsed(frame, key);
+                }
                 let two_pass = self.switch.as_ref().is_none_or(ReverseSwitch::shaped);
                 match self.egress {
                     Some(egress) if two_pass => {
@@ -1314,6 +1317,19 @@ impl pspat_bridge::Classifier for RxClassifier {
             Decision::Drop(_) => Verdict::Filtered,
         }
     }
+}
+
+/// The classifier's key of `frame`, which [`pspat_io::parse::parse_frame`]
+/// read as `k`: its flow key's fields, code point and IP length, and its
+/// TCP flags when `tcp_flags` (otherwise 0); received on no interface yet.
+fn packet_key(frame: &[u8], k: &FlowKey, tcp_flags: bool) -> PacketKey {
+    let mut key = PacketKey::new(k.src, k.dst, k.protocol, k.src_port, k.dst_port);
+    key.dscp = pspat_io::parse::dscp_parsed(frame, k);
+    key.ip_len = pspat_io::parse::ip_len_parsed(frame, k);
+    if tcp_flags {
+        key.tcp_flags = pspat_io::parse::tcp_flags_parsed(frame, k);
+    }
+    key
 }
 
 /// How the reverse direction ran: `shaped` or `unshaped` at the end, and

@@ -511,3 +511,88 @@ fn a_dscp_rule_takes_the_frames_marked_with_its_code_points() {
     assert_eq!(pipe(&doc, 1)["out_packets"].as_u64(), Some(17));
     assert_eq!(pipe(&doc, 2)["out_packets"].as_u64(), Some(13));
 }
+
+/// A TCP segment from 10.199.`subnet`.`host` to .2, port 443, with
+/// `flags` set (`b's'` SYN, `b'a'` ACK, `b'f'` FIN) and `payload` bytes.
+fn tcp_frame(subnet: u8, host: u8, flags: &[u8], payload: usize) -> Vec<u8> {
+    let mut b = PacketBuilder::ethernet2([2, 0x99, 0, 0, subnet, host], [2, 0x99, 0, 0, subnet, 2])
+        .ipv4([10, 199, subnet, host], [10, 199, subnet, 2], 64)
+        .tcp(40000 + u16::from(host), 443, 1, 65535);
+    for f in flags {
+        b = match f {
+            b's' => b.syn(),
+            b'a' => b.ack(1),
+            _ => b.fin(),
+        };
+    }
+    let mut out = Vec::new();
+    b.write(&mut out, &vec![0xab; payload]).expect("build");
+    out
+}
+
+#[test]
+fn header_rules_split_tcp_segments_by_length_and_flags() {
+    const SUBNET: u8 = 238;
+    let Some(bed) = Bed::new("tcpflags", SUBNET) else {
+        return;
+    };
+    // Small acknowledgements first, then connection set-ups, then the rest.
+    let (child, _rx) = bed.start(
+        "pipe 1 config bw 50Mbit/s\n\
+         pipe 2 config bw 50Mbit/s\n\
+         pipe 3 config bw 50Mbit/s\n\
+         add 100 pipe 1 tcp from any to any iplen 0-80 tcpflags ack,!syn\n\
+         add 200 pipe 2 tcp from any to any setup\n\
+         add 300 pipe 3 ip from any to any\n",
+        &[],
+    );
+    let mut tx = bed.sender_socket();
+    // (flags, payload, pipe): 40-byte and 70-byte acknowledgements, a SYN, a
+    // SYN-ACK, a full-sized ACK, a FIN and a UDP datagram.
+    let kinds: [(&[u8], usize, usize); 6] = [
+        (b"a", 0, 0),
+        (b"a", 30, 0),
+        (b"s", 0, 1),
+        (b"sa", 0, 2),
+        (b"a", 1000, 2),
+        (b"f", 0, 2),
+    ];
+    let mut sent = [0u64; 3];
+    for i in 0..6 {
+        for &(flags, payload, to) in &kinds {
+            let f = tcp_frame(SUBNET, 10, flags, payload);
+            assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+            sent[to] += 1;
+        }
+        let f = frame(SUBNET, 10, 6000 + i, 200);
+        assert_eq!(tx.send_batch(&[f.as_slice()]).expect("send"), 1);
+        sent[2] += 1;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = finish(child);
+    check_conservation(&doc);
+    let rules: Vec<(Option<u64>, Option<u64>)> = doc["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["number"].as_u64(), r["packets"].as_u64()))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (Some(100), Some(sent[0])),
+            (Some(200), Some(sent[1])),
+            (Some(300), Some(sent[2])),
+            (None, Some(0))
+        ],
+        "{sent:?}"
+    );
+    assert_eq!(sent, [12, 6, 24]);
+    for (pipe_no, n) in [(1, 12), (2, 6), (3, 24)] {
+        assert_eq!(
+            pipe(&doc, pipe_no)["out_packets"].as_u64(),
+            Some(n),
+            "pipe {pipe_no}"
+        );
+    }
+}

@@ -1726,6 +1726,37 @@ pub(crate) fn parse_rule_body(
                 rule.dscp = codes;
                 rule.dscp_negated = negated;
             }
+            "iplen" => {
+                let v = cur.value(tok, "0-80 or 40,52,1500")?;
+                let lengths = cur.check(v, crate::header::parse_ip_lengths(&v.text))?;
+                if negated && lengths.iter().any(|l| l.lo == 0 && l.hi == u16::MAX) {
+                    let refused: Result<(), ValueError> = Err(ValueError::syntax(
+                        "'not iplen' of every length matches no packet",
+                    ));
+                    cur.check(v, refused)?;
+                }
+                record(fields, cur, "iplen", tok, v.pos())?;
+                rule.ip_len = lengths;
+                rule.ip_len_negated = negated;
+            }
+            "tcpflags" | "setup" => {
+                // `setup` is ipfw's `tcpflags syn,!ack`; one field, so a
+                // rule names one of the two once.
+                let (flags, at) = if word == "setup" {
+                    (crate::header::TcpFlags::SETUP, tok)
+                } else {
+                    let v = cur.value(tok, "syn,!ack")?;
+                    (cur.check(v, v.text.parse::<crate::header::TcpFlags>())?, v)
+                };
+                record(fields, cur, "tcpflags", tok, at.pos())?;
+                rule.tcp_flags = Some(flags);
+                rule.tcp_flags_negated = negated;
+            }
+            "established" => {
+                record(fields, cur, "established", tok, tok.pos())?;
+                rule.established = true;
+                rule.established_negated = negated;
+            }
             "in" | "out" => {
                 // ipfw compiles `out` as `not in`: `not in` is `out`.
                 rule.direction = if (word == "in") != negated { Direction::In } else { Direction::Out };
@@ -1749,7 +1780,7 @@ pub(crate) fn parse_rule_body(
                 return Err(cur.error(
                     tok,
                     ErrorKind::UnknownKeyword,
-                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, dscp, in, out, via, recv, xmit, not)"),
+                    format!("unknown rule option '{word}' (allowed: ip, ip4, ip6, tcp, udp, icmp, from, to, src-ip, dst-ip, src-port, dst-port, dscp, iplen, tcpflags, setup, established, in, out, via, recv, xmit, not)"),
                 ))
             }
         }
@@ -1759,7 +1790,7 @@ pub(crate) fn parse_rule_body(
 
 /// What `not` may precede, for messages.
 const NEGATABLE: &str =
-    "ip4, ip6, tcp, udp, icmp, src-port, dst-port, via, recv, xmit, in, out, src-ip or dst-ip";
+    "ip4, ip6, tcp, udp, icmp, src-port, dst-port, dscp, iplen, tcpflags, setup, established, via, recv, xmit, in, out, src-ip or dst-ip";
 
 /// A rule with every option at its default and the given action.
 pub(crate) fn empty_rule(action: Action) -> Rule {
@@ -1778,6 +1809,12 @@ pub(crate) fn empty_rule(action: Action) -> Rule {
         interface: None,
         dscp: Vec::new(),
         dscp_negated: false,
+        ip_len: Vec::new(),
+        ip_len_negated: false,
+        tcp_flags: None,
+        tcp_flags_negated: false,
+        established: false,
+        established_negated: false,
         prob: None,
         comment: None,
     }

@@ -48,6 +48,7 @@ mod correlated_loss;
 mod diff;
 pub mod dscp;
 mod error;
+pub mod header;
 mod ipfw;
 pub mod mask;
 pub mod model;

@@ -21,6 +21,7 @@ use pspat_sched::AlgKind;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Pos;
+use crate::header::TcpFlags;
 use crate::mask::FlowMask;
 use crate::net::{AddrMatch, PortRange, Prefix};
 use crate::units::QueueLimit;
@@ -835,6 +836,29 @@ pub struct Rule {
     /// negated (it would match no packet).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dscp_negated: bool,
+    /// `iplen LIST`: the packet's IP length must be in one of the ranges
+    /// (module [`crate::header`]); empty matches any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_len: Vec<PortRange>,
+    /// `not iplen LIST`: the length is in none of them. Ignored while
+    /// `ip_len` is empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ip_len_negated: bool,
+    /// `tcpflags SPEC` (and `setup`, which is `syn,!ack`): a TCP packet
+    /// whose flags meet it; `None` matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_flags: Option<TcpFlags>,
+    /// `not tcpflags SPEC`: every packet the positive test refuses, those
+    /// of other protocols included. Ignored without `tcp_flags`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_flags_negated: bool,
+    /// `established`: a TCP packet with `ack` or `rst` set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub established: bool,
+    /// `not established`: every other packet, those of other protocols
+    /// included. Ignored without `established`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub established_negated: bool,
     /// `prob P` before the action (ipfw's): a packet the rule's conditions
     /// admit matches with probability P, in (0, 1]; otherwise the next
     /// rules are tried. `None` matches every such packet.

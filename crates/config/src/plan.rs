@@ -328,6 +328,26 @@ pub struct RulePlan {
     /// `not dscp` ([`crate::Rule::dscp_negated`]); only set with a list.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dscp_negated: bool,
+    /// IP lengths ([`crate::Rule::ip_len`]; empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_len: Vec<PortRange>,
+    /// `not iplen` ([`crate::Rule::ip_len_negated`]); only set with a list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ip_len_negated: bool,
+    /// TCP flags ([`crate::Rule::tcp_flags`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_flags: Option<crate::header::TcpFlags>,
+    /// `not tcpflags` ([`crate::Rule::tcp_flags_negated`]); only set with
+    /// flags.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_flags_negated: bool,
+    /// `established` ([`crate::Rule::established`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub established: bool,
+    /// `not established` ([`crate::Rule::established_negated`]); only set
+    /// with `established`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub established_negated: bool,
     /// `prob` ([`crate::Rule::prob`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prob: Option<crate::model::MatchProbability>,
@@ -1781,6 +1801,20 @@ impl Config {
                     "'not dscp' of every code point matches no packet",
                 );
             }
+            if r.ip_len.iter().any(|l| l.lo > l.hi) {
+                let pos = c.pos(SiteKind::Rule, i, 0, "iplen", || format!("{:?}", r.ip_len));
+                c.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    "a rule's iplen ranges each run from a length to one at least as long",
+                );
+            }
+            if let Some(Err(e)) = r.tcp_flags.map(crate::header::TcpFlags::check) {
+                let pos = c.pos(SiteKind::Rule, i, 0, "tcpflags", || {
+                    format!("{:?}", r.tcp_flags)
+                });
+                c.push(pos, e.kind, e.message);
+            }
             if let Some(text) = &r.comment {
                 let normal = crate::ipfw::rule_comment(text);
                 if normal
@@ -1814,6 +1848,12 @@ impl Config {
                 interface: r.interface.clone(),
                 dscp: r.dscp.clone(),
                 dscp_negated: r.dscp_negated && !r.dscp.is_empty(),
+                ip_len: r.ip_len.clone(),
+                ip_len_negated: r.ip_len_negated && !r.ip_len.is_empty(),
+                tcp_flags: r.tcp_flags,
+                tcp_flags_negated: r.tcp_flags_negated && r.tcp_flags.is_some(),
+                established: r.established,
+                established_negated: r.established_negated && r.established,
                 prob: r.prob,
                 comment: r.comment.clone(),
             });

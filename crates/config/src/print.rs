@@ -389,6 +389,25 @@ pub fn rule_line(rule: &Rule) -> String {
             crate::dscp::format_dscp_list(&rule.dscp)
         );
     }
+    if !rule.ip_len.is_empty() {
+        let _ = write!(
+            s,
+            " {}iplen {}",
+            not(rule.ip_len_negated),
+            format_ports(&rule.ip_len)
+        );
+    }
+    if let Some(f) = rule.tcp_flags {
+        // ipfw prints `tcpflags syn,!ack` as `setup`.
+        let _ = if f == crate::header::TcpFlags::SETUP {
+            write!(s, " {}setup", not(rule.tcp_flags_negated))
+        } else {
+            write!(s, " {}tcpflags {f}", not(rule.tcp_flags_negated))
+        };
+    }
+    if rule.established {
+        let _ = write!(s, " {}established", not(rule.established_negated));
+    }
     match rule.direction {
         Direction::Any => {}
         Direction::In => s.push_str(" in"),
@@ -849,6 +868,17 @@ pub fn print_toml(config: &Config) -> String {
                 crate::dscp::format_dscp_list(&r.dscp)
             );
             let _ = writeln!(out, "dscp = {}", quote(&text));
+        }
+        if !r.ip_len.is_empty() {
+            let text = format!("{}{}", not(r.ip_len_negated), format_ports(&r.ip_len));
+            let _ = writeln!(out, "iplen = {}", quote(&text));
+        }
+        if let Some(f) = r.tcp_flags {
+            let text = format!("{}{f}", not(r.tcp_flags_negated));
+            let _ = writeln!(out, "tcpflags = {}", quote(&text));
+        }
+        if r.established {
+            let _ = writeln!(out, "established = {}", !r.established_negated);
         }
         match r.direction {
             Direction::Any => {}

@@ -755,11 +755,14 @@ impl Reader<'_> {
                     | "recv"
                     | "xmit"
                     | "dscp"
+                    | "iplen"
+                    | "tcpflags"
+                    | "established"
                     | "prob"
                     | "comment"
             ) {
                 let t = self.key_tok(k);
-                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, prob, action, proto, from, to, src-port, dst-port, dscp, direction, via, recv, xmit, comment)", t.text)));
+                return Err(self.error(&t, ErrorKind::UnknownKeyword, format!("unknown rule key '{}' (allowed: number, prob, action, proto, from, to, src-port, dst-port, dscp, iplen, tcpflags, established, direction, via, recv, xmit, comment)", t.text)));
             }
         }
         match find("number") {
@@ -801,6 +804,8 @@ impl Reader<'_> {
             ("src-port", Some("src-port")),
             ("dst-port", Some("dst-port")),
             ("dscp", Some("dscp")),
+            ("iplen", Some("iplen")),
+            ("tcpflags", Some("tcpflags")),
             ("direction", None),
             ("via", Some("via")),
             ("recv", Some("recv")),
@@ -874,6 +879,23 @@ impl Reader<'_> {
                 }
                 toks.push(value);
             }
+        }
+        if let Some((k, v)) = find("established") {
+            // `established = true` is the word `established`; `false` is
+            // `not established` (every packet the test refuses).
+            let key = self.key_tok(k);
+            let DeValue::Boolean(yes) = v.get_ref() else {
+                let t = self.scalar(&key, v)?;
+                return Err(self.error(
+                    &t,
+                    ErrorKind::Syntax,
+                    "'established' is true (a TCP packet with ack or rst) or false (any other packet)",
+                ));
+            };
+            if !yes {
+                toks.push(self.tok("not".to_string(), v.span().start));
+            }
+            toks.push(key);
         }
         let add = header.clone();
         if let Some((k, v)) = find("prob") {

@@ -4,6 +4,7 @@ use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::select;
+use pspat_config::header::TcpFlags;
 use pspat_config::{
     Action, AddrList, AddrMatch, Codel, Config, DefaultAction, Direction, Distribution, FlowMask,
     FqCodel, FqPie, GilbertElliott, InterfaceMatch, InterfaceRole, LinkParams, LossState,
@@ -421,6 +422,11 @@ fn rule() -> impl Strategy<Value = Rule> {
         interface,
         nots,
         (comment, prob, vec(0u8..64, 0..4), any::<bool>()),
+        (
+            vec((0u16..2000, 0u16..100), 0..3),
+            option::of((0u8..64, 0u8..64)),
+            any::<[bool; 4]>(),
+        ),
     )
         .prop_map(
             |(
@@ -435,7 +441,19 @@ fn rule() -> impl Strategy<Value = Rule> {
                 interface,
                 nots,
                 (comment, prob, mut dscp, not_dscp),
+                (ip_len, flags, [not_len, not_flags, established, not_established]),
             )| {
+                let ip_len: Vec<PortRange> = ip_len
+                    .into_iter()
+                    .map(|(lo, span)| PortRange { lo, hi: lo + span })
+                    .collect();
+                // Every flag named set or clear, never both; at least one.
+                let tcp_flags = flags
+                    .map(|(set, clear)| TcpFlags {
+                        set,
+                        clear: clear & !set,
+                    })
+                    .filter(|f| f.set | f.clear != 0);
                 // As the parsers keep a list: ascending, no repeats.
                 dscp.sort_unstable();
                 dscp.dedup();
@@ -457,6 +475,12 @@ fn rule() -> impl Strategy<Value = Rule> {
                     // four code points here, never all 64).
                     dscp_negated: not_dscp && !dscp.is_empty(),
                     dscp,
+                    ip_len_negated: not_len && !ip_len.is_empty(),
+                    ip_len,
+                    tcp_flags_negated: not_flags && tcp_flags.is_some(),
+                    tcp_flags,
+                    established,
+                    established_negated: not_established && established,
                     prob,
                     comment,
                 }

@@ -22,6 +22,8 @@ mod roundtrip;
 mod rule_comment;
 /// ipfw's `dscp` rule option, read, printed and refused out of range.
 mod rule_dscp;
+/// ipfw's `iplen`, `tcpflags`, `setup` and `established`, read, printed and refused.
+mod rule_header;
 /// ipfw's `prob` on rules, read, printed and refused out of range.
 mod rule_prob;
 /// Proptest strategies for models.

@@ -681,6 +681,77 @@ pub fn dscp_parsed(frame: &[u8], key: &FlowKey) -> u8 {
     }
 }
 
+/// The IP length of a frame whose [`parse_frame`] gave `key`, as ipfw's
+/// `iplen` reads it: IPv4's total length, or IPv6's payload length plus its
+/// 40-byte header; two bytes read at [`FlowKey::ip_header_offset`] (0, or
+/// 40 on IPv6, when they are missing). For any other frame the answer
+/// means nothing.
+///
+/// # Examples
+/// ```
+/// use pspat_io::parse::{ip_len_parsed, parse_frame, ParseLimits};
+/// let mut frame = Vec::new();
+/// etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+///     .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+///     .udp(1000, 2000)
+///     .write(&mut frame, &[0; 12])
+///     .unwrap();
+/// let key = parse_frame(&frame, &ParseLimits::default()).unwrap();
+/// assert_eq!(ip_len_parsed(&frame, &key), 20 + 8 + 12);
+/// ```
+pub fn ip_len_parsed(frame: &[u8], key: &FlowKey) -> u16 {
+    let at = key.ip_header_offset();
+    let word = |i: usize| {
+        frame
+            .get(at + i..at + i + 2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    match key.ip_version {
+        IpVersion::V4 => word(2),
+        IpVersion::V6 => word(4).saturating_add(40),
+    }
+}
+
+/// The TCP flag byte (`fin` 0x01, `syn` 0x02, `rst` 0x04, `psh` 0x08,
+/// `ack` 0x10, `urg` 0x20, `ece` 0x40, `cwr` 0x80) of a frame whose
+/// [`parse_frame`] gave `key`; 0 for another protocol or a fragment (the
+/// key has no ports then either). Unlike [`dscp_parsed`] it walks the
+/// headers again (IPv6 extension headers can stand before TCP's), so a
+/// caller reads it only when a rule tests it.
+///
+/// # Examples
+/// ```
+/// use pspat_io::parse::{parse_frame, tcp_flags_parsed, ParseLimits};
+/// let mut frame = Vec::new();
+/// etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+///     .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+///     .tcp(40000, 443, 1, 65535)
+///     .syn()
+///     .write(&mut frame, &[])
+///     .unwrap();
+/// let key = parse_frame(&frame, &ParseLimits::default()).unwrap();
+/// assert_eq!(tcp_flags_parsed(&frame, &key), 0x02);
+/// ```
+pub fn tcp_flags_parsed(frame: &[u8], key: &FlowKey) -> u8 {
+    if key.protocol != 6 {
+        return 0;
+    }
+    let Ok(packet) = SlicedPacket::from_ethernet(frame) else {
+        return 0;
+    };
+    let fragmented = match &packet.net {
+        Some(NetSlice::Ipv4(v4)) => v4.payload().fragmented,
+        Some(NetSlice::Ipv6(v6)) => v6.payload().fragmented,
+        _ => true,
+    };
+    match &packet.transport {
+        Some(TransportSlice::Tcp(tcp)) if !fragmented => {
+            tcp.header_slice().get(13).copied().unwrap_or(0)
+        }
+        _ => 0,
+    }
+}
+
 /// Folds a sum of 16-bit words into one's complement 16 bits (end-around
 /// carries).
 fn fold(mut sum: u32) -> u16 {
@@ -862,5 +933,47 @@ mod tests {
             let key = parse_frame(&v6, &ParseLimits::default()).unwrap();
             assert_eq!(dscp_parsed(&v6, &key), dscp, "IPv6 traffic class {tc:#x}");
         }
+    }
+
+    /// The IP length from both families behind a VLAN tag, and the TCP
+    /// flags of TCP segments only.
+    #[test]
+    fn ip_length_and_tcp_flags_are_read_from_both_families() {
+        let v6 = |b: etherparse::PacketBuilderStep<etherparse::Ethernet2Header>| {
+            b.ipv6(
+                [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+                64,
+            )
+        };
+        let mut tcp4 = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+            .single_vlan(7.try_into().unwrap())
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40000, 443, 1, 65535)
+            .ack(5)
+            .psh()
+            .write(&mut tcp4, &[0; 10])
+            .unwrap();
+        let key = parse_frame(&tcp4, &ParseLimits::default()).unwrap();
+        assert_eq!(ip_len_parsed(&tcp4, &key), 20 + 20 + 10);
+        assert_eq!(tcp_flags_parsed(&tcp4, &key), 0x18);
+        let mut tcp6 = Vec::new();
+        v6(etherparse::PacketBuilder::ethernet2([2; 6], [4; 6]))
+            .tcp(40000, 443, 1, 65535)
+            .rst()
+            .write(&mut tcp6, &[])
+            .unwrap();
+        let key = parse_frame(&tcp6, &ParseLimits::default()).unwrap();
+        assert_eq!(ip_len_parsed(&tcp6, &key), 40 + 20);
+        assert_eq!(tcp_flags_parsed(&tcp6, &key), 0x04);
+        let mut udp6 = Vec::new();
+        v6(etherparse::PacketBuilder::ethernet2([2; 6], [4; 6]))
+            .udp(1000, 2000)
+            .write(&mut udp6, &[0; 3])
+            .unwrap();
+        let key = parse_frame(&udp6, &ParseLimits::default()).unwrap();
+        assert_eq!(ip_len_parsed(&udp6, &key), 40 + 8 + 3);
+        assert_eq!(tcp_flags_parsed(&udp6, &key), 0);
     }
 }

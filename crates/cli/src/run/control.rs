@@ -939,6 +939,12 @@ pub(super) fn rule_text(r: &pspat_config::RulePlan) -> String {
         interface: r.interface.clone(),
         dscp: r.dscp.clone(),
         dscp_negated: r.dscp_negated,
+        ip_len: r.ip_len.clone(),
+        ip_len_negated: r.ip_len_negated,
+        tcp_flags: r.tcp_flags,
+        tcp_flags_negated: r.tcp_flags_negated,
+        established: r.established,
+        established_negated: r.established_negated,
         prob: r.prob,
         comment: r.comment.clone(),
     })
