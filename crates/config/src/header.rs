@@ -219,6 +219,22 @@ pub fn parse_ip_lengths(text: &str) -> Result<Vec<PortRange>, ValueError> {
         .collect()
 }
 
+/// Whether `ranges` together hold every length 0..=65535: negated, such a
+/// list would match no packet (refused where it is read and by validation).
+pub fn covers_every_length(ranges: &[PortRange]) -> bool {
+    let mut sorted: Vec<PortRange> = ranges.to_vec();
+    sorted.sort_unstable_by_key(|r| r.lo);
+    // The first length not yet covered, past 65535 once all are.
+    let mut next: u32 = 0;
+    for r in &sorted {
+        if u32::from(r.lo) > next {
+            return false;
+        }
+        next = next.max(u32::from(r.hi) + 1);
+    }
+    next > u32::from(u16::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +281,16 @@ mod tests {
         for bad in ["", "0-", "-80", "65536", "x", "80-40", "1,,2"] {
             assert!(parse_ip_lengths(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn coverage_of_every_length_is_seen_in_any_order() {
+        let l = |t: &str| parse_ip_lengths(t).unwrap();
+        assert!(covers_every_length(&l("0-65535")));
+        assert!(covers_every_length(&l("40001-65535,0-100,90-40000")));
+        assert!(!covers_every_length(&l("0-100,102-65535")));
+        assert!(!covers_every_length(&l("1-65535")));
+        assert!(!covers_every_length(&l("0-65534")));
+        assert!(!covers_every_length(&[]));
     }
 }

@@ -1729,7 +1729,7 @@ pub(crate) fn parse_rule_body(
             "iplen" => {
                 let v = cur.value(tok, "0-80 or 40,52,1500")?;
                 let lengths = cur.check(v, crate::header::parse_ip_lengths(&v.text))?;
-                if negated && lengths.iter().any(|l| l.lo == 0 && l.hi == u16::MAX) {
+                if negated && crate::header::covers_every_length(&lengths) {
                     let refused: Result<(), ValueError> = Err(ValueError::syntax(
                         "'not iplen' of every length matches no packet",
                     ));

@@ -1809,6 +1809,14 @@ impl Config {
                     "a rule's iplen ranges each run from a length to one at least as long",
                 );
             }
+            if r.ip_len_negated && crate::header::covers_every_length(&r.ip_len) {
+                let pos = c.pos(SiteKind::Rule, i, 0, "iplen", || format!("{:?}", r.ip_len));
+                c.push(
+                    pos,
+                    ErrorKind::OutOfRange,
+                    "'not iplen' of every length matches no packet",
+                );
+            }
             if let Some(Err(e)) = r.tcp_flags.map(crate::header::TcpFlags::check) {
                 let pos = c.pos(SiteKind::Rule, i, 0, "tcpflags", || {
                     format!("{:?}", r.tcp_flags)

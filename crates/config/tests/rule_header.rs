@@ -90,12 +90,12 @@ fn bad_lengths_and_flags_are_refused_at_their_word() {
     );
     assert_at(&e, (2, 41, "70000"), ErrorKind::OutOfRange, "exceeds 65535");
     let e = error_of(
-        &at("add 100 pipe 1 ip from any to any not iplen 0-65535"),
+        &at("add 100 pipe 1 ip from any to any not iplen 100-65535,0-99"),
         "cfg.ipfw",
     );
     assert_at(
         &e,
-        (2, 45, "0-65535"),
+        (2, 45, "100-65535,0-99"),
         ErrorKind::Syntax,
         "'not iplen' of every length matches no packet",
     );
@@ -143,4 +143,9 @@ fn bad_lengths_and_flags_are_refused_at_their_word() {
     });
     let e = cfg.validate(&pspat_config::NoProfiles).unwrap_err();
     assert!(e.to_string().contains("both set and clear"), "{e}");
+    // And a negated list of lengths that holds them all.
+    let mut cfg = ipfw("pipe 1 config\nadd 100 pipe 1 ip from any to any not iplen 0-100\n");
+    cfg.rules[0].ip_len.push(PortRange { lo: 50, hi: 65535 });
+    let e = cfg.validate(&pspat_config::NoProfiles).unwrap_err();
+    assert!(e.to_string().contains("'not iplen' of every length"), "{e}");
 }
