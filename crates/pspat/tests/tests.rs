@@ -266,7 +266,11 @@ fn after_a_slow_wait_a_client_waits_for_a_quarter_of_its_pool() {
     let rt = Runtime::start(cfg, drr(1, 512), |_| pspat::NullTx::new()).unwrap();
     let mut c = rt.client().unwrap();
     let mut cookie = 0;
-    assert_eq!(submit_until_full(&mut c, &mut cookie), 256);
+    // The whole pool, and more when the link sent a packet and the arbiter
+    // recycled its descriptor while the loop ran (480 µs a packet: a
+    // preempted client sees one come back).
+    let filled = submit_until_full(&mut c, &mut cookie);
+    assert!(filled >= 256, "{filled}");
     // The first wait is for a sixteenth of the pool: 16 packets, about
     // 8 ms at this rate, so it is a slow one.
     let start = std::time::Instant::now();
