@@ -449,6 +449,17 @@ fn rows_of_packets_held_in_a_delay_line_are_fresh_at_once() {
     assert_eq!(pipe(&doc, 2)["out_packets"].as_u64(), Some(30));
 }
 
+/// Each rule's number (`None` for the default) and the packets it
+/// matched, in the final report's order.
+fn rule_packets(doc: &serde_json::Value) -> Vec<(Option<u64>, Option<u64>)> {
+    doc["rules"]
+        .as_array()
+        .expect("the report's rules")
+        .iter()
+        .map(|r| (r["number"].as_u64(), r["packets"].as_u64()))
+        .collect()
+}
+
 /// `frame`, its IPv4 header carrying DiffServ code point `dscp` (the
 /// header checksum made right again).
 fn frame_with_dscp(subnet: u8, host: u8, dport: u16, len: usize, dscp: u8) -> Vec<u8> {
@@ -493,14 +504,8 @@ fn a_dscp_rule_takes_the_frames_marked_with_its_code_points() {
     std::thread::sleep(Duration::from_millis(300));
     let doc = finish(child);
     check_conservation(&doc);
-    let rules: Vec<(Option<u64>, Option<u64>)> = doc["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["number"].as_u64(), r["packets"].as_u64()))
-        .collect();
     assert_eq!(
-        rules,
+        rule_packets(&doc),
         [
             (Some(100), Some(sent[0])),
             (Some(200), Some(sent[1])),
@@ -571,14 +576,8 @@ fn header_rules_split_tcp_segments_by_length_and_flags() {
     std::thread::sleep(Duration::from_millis(300));
     let doc = finish(child);
     check_conservation(&doc);
-    let rules: Vec<(Option<u64>, Option<u64>)> = doc["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["number"].as_u64(), r["packets"].as_u64()))
-        .collect();
     assert_eq!(
-        rules,
+        rule_packets(&doc),
         [
             (Some(100), Some(sent[0])),
             (Some(200), Some(sent[1])),
