@@ -11,7 +11,11 @@
 //! `src_port`, `dst_port` ← `dst_port`. The parser does not report the IPv6
 //! flow label, so `flow_label` is 0 until it does; `ifindex` and `direction`
 //! come from the socket the frame was read from (the receive loop knows
-//! both). VLAN tags take no part in dummynet's rules and are not carried.
+//! both). `dscp`, `ip_len` and `tcp_flags` come from the frame itself
+//! through `pspat_io::parse::{dscp_parsed, ip_len_parsed,
+//! tcp_flags_parsed}`, the flags only when
+//! [`crate::Classifier::reads_tcp_flags`]. VLAN tags take no part in
+//! dummynet's rules and are not carried.
 //!
 //! # Masked keys
 //! A [`FlowMask`] keeps the bits of each field that tell flows apart
