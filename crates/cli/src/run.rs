@@ -1268,6 +1268,11 @@ struct RxClassifier {
     /// classifier's lock, under which the control thread turns it).
     /// `None`: `egress` alone decides.
     switch: Option<ReverseSwitch>,
+    /// Whether the classifier last seen under its lock had rules testing
+    /// TCP flags ([`Classifier::reads_tcp_flags`]): they are then read
+    /// before the lock is taken, so that a second walk over the headers
+    /// does not lengthen the time it is held.
+    reads_tcp_flags: bool,
 }
 
 impl pspat_bridge::Classifier for RxClassifier {
@@ -1282,7 +1287,7 @@ impl pspat_bridge::Classifier for RxClassifier {
             }
             Err(e) => return Verdict::Unparsed(e.reason),
         };
-        let mut pk = packet_key(frame, key, false);
+        let mut pk = packet_key(frame, key, self.reads_tcp_flags);
         pk.ifindex = self.ifindex;
         pk.direction = PacketDirection::In;
         let now = pspat_sched::Instant::from_nanos(self.start.elapsed().as_nanos() as u64);
@@ -1293,10 +1298,13 @@ impl pspat_bridge::Classifier for RxClassifier {
                 // the routes and the classifier together under it, so a
                 // verdict is always mapped by the routes of its classifier.
                 self.shared.refresh(&mut self.routes, &mut self.generation);
-                // The flags cost a second walk over the headers: read only
-                // for a rule set that tests them.
-                if c.reads_tcp_flags() {
-                    pk.tcp_flags = pspat_io::parse::tcp_flags_parsed(frame, key);
+                // A classifier just replaced may test the flags where the
+                // last did not: read them here this once.
+                if c.reads_tcp_flags() != self.reads_tcp_flags {
+                    self.reads_tcp_flags = c.reads_tcp_flags();
+                    if self.reads_tcp_flags {
+                        pk.tcp_flags = pspat_io::parse::tcp_flags_parsed(frame, key);
+                    }
                 }
                 let two_pass = self.switch.as_ref().is_none_or(ReverseSwitch::shaped);
                 match self.egress {
@@ -1554,6 +1562,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // The reverse RX threads classify only while it is shaped, and
             // always in two passes.
             switch: if k < rx_threads { switch.clone() } else { None },
+            reads_tcp_flags: false,
         }
     };
     let bridge = Bridge::start_custom(
